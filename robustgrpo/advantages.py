@@ -1,0 +1,848 @@
+r"""The advantage-estimator catalogue: one registry, one entry point.
+
+Every estimator maps rewards of ``B`` groups of ``G`` sampled responses to
+advantages of the same shape, group by group. Estimators are small functions
+registered once with :func:`register`; :data:`ESTIMATORS` lists them and
+:func:`compute_advantages` runs any of them on tensors, arrays, lists, padded
+groups with a mask, or flat rewards with a group index.
+
+What every estimator gets for free from the entry point (so no estimator
+re-implements it):
+
+* input conversion and validation (shape, dtype, NaN policy, mask);
+* *degenerate* groups, ``max - min <= tol`` over the valid samples, get
+  advantage 0 (testing the spread, not ``std == 0``, because float residue
+  makes the std of a constant group non-zero);
+* *singleton* groups (one valid sample) get 0 (NeMo-RL), or the raw reward
+  with ``singleton="reward"`` (verl);
+* *empty* groups (no valid sample) and invalid entries get 0;
+* per-group diagnostics: centre, scale, flags, count of clipped samples.
+
+The catalogue
+-------------
+========== ====================================================================
+grpo       (r - mean) / (std + eps), Bessel std by default (DeepSeekMath)
+dr_grpo    r - mean, no scaling (Dr. GRPO)
+batch_std  (r - group mean) / (batch std + eps) (LitePPO; TRL scale_rewards="batch")
+rloo       leave-one-out mean baseline, n/(n-1) (r - mean) (RLOO)
+seed_mad   seed 000's function to the letter (lower median, std fallback)
+mc_grpo    (r - median) / (raw MAD + 1e-3) (MC-GRPO)
+robust     median, normal MAD, bounded fallback scale, floor, Huber clip (this project)
+rank       centred normal scores of mid-ranks (this project)
+huber_m    Huber proposal-2 location and scale, then clip (Huber 1964)
+winsor     winsorize, then grpo (classical)
+========== ====================================================================
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Literal, Mapping, NamedTuple
+
+import numpy as np
+import torch
+
+from .inputs import (
+    ArrayLike,
+    apply_nan_policy,
+    as_tensor,
+    count_valid,
+    group_by_index,
+    scatter_to_flat,
+    to_kind,
+    validate_mask,
+)
+from .stats import (
+    MAD_TO_SIGMA,
+    fill_invalid,
+    huber_proposal2,
+    masked_mean,
+    masked_std,
+    median_of_sorted,
+    order_statistic,
+    sort_valid,
+    winsor_bounds,
+)
+
+__all__ = [
+    "Parameter",
+    "Estimator",
+    "ESTIMATORS",
+    "register",
+    "get_estimator",
+    "describe_estimators",
+    "Groups",
+    "Computed",
+    "GroupDiagnostics",
+    "AdvantageResult",
+    "compute_advantages",
+    "clip_schedule",
+]
+
+
+# ------------------------------------------------------------------ registry
+
+
+def _check_real(value: Any) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"must be a number, got {value!r}"
+    if not math.isfinite(value):
+        return f"must be finite, got {value!r}"
+    return None
+
+
+def positive(value: Any) -> str | None:
+    """Check for a finite number > 0."""
+    return _check_real(value) or (None if value > 0 else f"must be > 0, got {value!r}")
+
+
+def nonnegative(value: Any) -> str | None:
+    """Check for a finite number >= 0."""
+    return _check_real(value) or (None if value >= 0 else f"must be >= 0, got {value!r}")
+
+
+def ddof_value(value: Any) -> str | None:
+    """Check for a delta degrees of freedom of 0 or 1."""
+    return None if value in (0, 1) and not isinstance(value, bool) else f"must be 0 or 1, got {value!r}"
+
+
+def fraction_below_half(value: Any) -> str | None:
+    """Check for a number in [0, 0.5)."""
+    return _check_real(value) or (None if 0 <= value < 0.5 else f"must be in [0, 0.5), got {value!r}")
+
+
+def positive_int(value: Any) -> str | None:
+    """Check for an integer >= 1."""
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    return None if ok else f"must be an integer >= 1, got {value!r}"
+
+
+def boolean(value: Any) -> str | None:
+    """Check for True or False."""
+    return None if isinstance(value, bool) else f"must be True or False, got {value!r}"
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """One tunable parameter of an estimator.
+
+    Attributes
+    ----------
+    name : str
+        Keyword name.
+    default : Any
+        Value used when the caller does not pass one.
+    description : str
+        One line.
+    check : callable
+        Returns an error text for a bad value, None for a good one.
+    """
+
+    name: str
+    default: Any
+    description: str
+    check: Callable[[Any], str | None]
+
+
+class Groups(NamedTuple):
+    """What an estimator receives: padded rewards, validity mask, group sizes.
+
+    ``rewards`` is ``[B, G]`` float with 0 at invalid entries, ``mask`` is
+    ``[B, G]`` bool or None when every sample is valid (the fast path), and
+    ``n`` is ``[B]`` long, the number of valid samples.
+    """
+
+    rewards: torch.Tensor
+    mask: torch.Tensor | None
+    n: torch.Tensor
+
+
+class Computed(NamedTuple):
+    """What an estimator returns before the entry point's shared rules.
+
+    ``advantages`` is ``[B, G]``; ``centre`` and ``scale`` are ``[B]``;
+    ``fallback`` is ``[B]`` bool (the estimator's fallback path ran);
+    ``clipped`` is ``[B, G]`` bool (the sample hit a clip bound).
+    """
+
+    advantages: torch.Tensor
+    centre: torch.Tensor
+    scale: torch.Tensor
+    fallback: torch.Tensor
+    clipped: torch.Tensor
+
+
+Scaling = Literal["invariant", "equivariant", "none"]
+
+
+@dataclass(frozen=True)
+class Estimator:
+    """A registered advantage estimator.
+
+    Attributes
+    ----------
+    name : str
+        Registry key.
+    summary : str
+        One-line description with the formula.
+    compute : callable
+        ``compute(groups: Groups, **params) -> Computed``.
+    parameters : tuple of Parameter
+        Tunable parameters with defaults.
+    scaling : {"invariant", "equivariant", "none"}
+        How advantages respond to rewards ``a r + b`` with ``a > 0``:
+        unchanged (up to the ``eps``/floor terms), multiplied by ``a``, or
+        neither. Every estimator is shift invariant.
+    clip : str or None
+        Name of the parameter that bounds ``|A|``, if any.
+    source : str
+        Where the estimator comes from.
+    """
+
+    name: str
+    summary: str
+    compute: Callable[..., Computed]
+    parameters: tuple[Parameter, ...]
+    scaling: Scaling
+    clip: str | None
+    source: str
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """Parameter defaults by name."""
+        return {p.name: p.default for p in self.parameters}
+
+    def bind(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """Fill in defaults and validate ``params``; raise ``ValueError`` on a bad one."""
+        known = self.defaults
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            accepted = ", ".join(known) if known else "none"
+            raise ValueError(f"estimator {self.name!r} has no parameter(s) {unknown}; it accepts: {accepted}")
+        bound = {**known, **params}
+        for p in self.parameters:
+            problem = p.check(bound[p.name])
+            if problem:
+                raise ValueError(f"{self.name}: parameter {p.name} {problem} ({p.description})")
+        return bound
+
+
+_REGISTRY: dict[str, Estimator] = {}
+#: Read-only view of the registry: name -> :class:`Estimator`.
+ESTIMATORS: Mapping[str, Estimator] = MappingProxyType(_REGISTRY)
+
+
+def register(
+    name: str,
+    summary: str,
+    *,
+    parameters: tuple[Parameter, ...] = (),
+    scaling: Scaling,
+    clip: str | None = None,
+    source: str,
+) -> Callable[[Callable[..., Computed]], Callable[..., Computed]]:
+    """Decorator that adds an estimator function to :data:`ESTIMATORS`.
+
+    Examples
+    --------
+    >>> @register("demo_centre", "r - median", scaling="equivariant", source="docs")  # doctest: +SKIP
+    ... def _demo(groups):
+    ...     ...
+    """
+    if name in _REGISTRY:
+        raise ValueError(f"an estimator named {name!r} is already registered")
+    if clip is not None and clip not in {p.name for p in parameters}:
+        raise ValueError(f"clip parameter {clip!r} of {name!r} is not among its parameters")
+
+    def decorate(fn: Callable[..., Computed]) -> Callable[..., Computed]:
+        _REGISTRY[name] = Estimator(name, summary, fn, parameters, scaling, clip, source)
+        return fn
+
+    return decorate
+
+
+def get_estimator(method: str) -> Estimator:
+    """Look up an estimator by name; ``ValueError`` lists the known names."""
+    try:
+        return _REGISTRY[method]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown method {method!r}; known estimators: {', '.join(_REGISTRY)}") from None
+
+
+def describe_estimators() -> str:
+    """A plain-text table of every estimator, its formula and its parameters."""
+    lines = []
+    for est in _REGISTRY.values():
+        params = ", ".join(f"{p.name}={p.default!r}" for p in est.parameters) or "-"
+        lines.append(f"{est.name:<10} {est.summary}\n{'':<10} parameters: {params}; source: {est.source}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------ shared pieces
+
+C_PARAM = Parameter("c", 2.5, "Huber clip: |A| <= c", positive)
+FLOOR_PARAM = Parameter("floor", 1e-6, "lower bound on the scale", positive)
+
+
+def _none(like: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(like.shape, dtype=torch.bool, device=like.device)
+
+
+def _valid(flags: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """``flags`` restricted to valid samples."""
+    return flags if mask is None else flags & mask
+
+
+def _clip(z: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Huber's psi: clamp to [-c, c], and flag the samples that were clamped."""
+    return z.clamp(-c, c), z.abs() > c
+
+
+def _mean_std(g: Groups, ddof: int) -> tuple[torch.Tensor, torch.Tensor]:
+    centre = masked_mean(g.rewards, g.mask, g.n)
+    return centre, masked_std(g.rewards, g.mask, g.n, centre, ddof)
+
+
+def _robust_centre_scale(
+    g: Groups, floor: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""Median, and the normal MAD or (where it is at most ``floor``) the bounded fallback.
+
+    Fallback scale: with :math:`d_i = r_i - m` and :math:`b` the lower median
+    of the non-zero :math:`|d_i|`,
+
+    .. math:: s_{fb} = \sqrt{\frac{1}{n-1} \sum_i \min(|d_i|, b)^2}
+
+    Returns the centre ``[B]``, the deviations ``d`` ``[B, G]``, the scale
+    (at least ``floor``) and the fallback flags.
+    """
+    r, mask, n = g
+    centre = median_of_sorted(sort_valid(r, mask), n)
+    d = r - centre.unsqueeze(-1)
+    sorted_absd = sort_valid(d.abs(), mask, inplace=True)
+    sigma = MAD_TO_SIGMA * median_of_sorted(sorted_absd, n)
+    fallback = sigma <= floor
+    # zeros sort first: their count locates the lower median of the non-zero deviations
+    n_zero = torch.searchsorted(sorted_absd, torch.zeros_like(centre).unsqueeze(-1), right=True).squeeze(-1)
+    b = order_statistic(sorted_absd, n_zero + (n - n_zero - 1).clamp_min(0) // 2)
+    b = torch.where(b > 0, b, torch.ones((), dtype=r.dtype, device=r.device)).unsqueeze(-1)
+    # the sum is order-free, so the sorted deviations serve (invalid ones are +inf: masked out)
+    capped = fill_invalid(torch.minimum(sorted_absd, b) / b, None if mask is None else torch.isfinite(sorted_absd), 0.0)
+    s_fb = b.squeeze(-1) * torch.sqrt(capped.square().sum(-1) / (n - 1).clamp_min(1).to(r.dtype))
+    scale = torch.where(fallback, s_fb, sigma).clamp_min(floor)
+    return centre, d, scale, fallback
+
+
+# ---------------------------------------------------------------- estimators
+
+EPS_VERL = Parameter("eps", 1e-6, "added to the std (verl and seed 000 use 1e-6, TRL 1e-4)", nonnegative)
+DDOF = Parameter("ddof", 1, "delta degrees of freedom of the std: 1 = Bessel (torch, TRL, verl), 0 = population", ddof_value)
+
+
+@register(
+    "grpo",
+    "(r - mean) / (std + eps): group-normalised advantage",
+    parameters=(EPS_VERL, DDOF),
+    scaling="invariant",
+    source="DeepSeekMath (Shao et al. 2024); TRL, verl",
+)
+def _grpo(g: Groups, *, eps: float, ddof: int) -> Computed:
+    r""":math:`A_i = (r_i - \bar r) / (s + \epsilon)`, s the std with ``ddof``.
+
+    Breakdown point 0: one outlier drags the mean and inflates the std, so a
+    correct answer can get a negative advantage (seed 000's example: -0.107).
+    """
+    centre, scale = _mean_std(g, ddof)
+    adv = (g.rewards - centre.unsqueeze(-1)) / (scale.unsqueeze(-1) + eps)
+    return Computed(adv, centre, scale, _none(centre), _none(adv))
+
+
+@register(
+    "dr_grpo",
+    "r - mean: centred, unscaled",
+    scaling="equivariant",
+    source="Dr. GRPO (Liu et al. 2025); seed 003's relative advantage",
+)
+def _dr_grpo(g: Groups) -> Computed:
+    r""":math:`A_i = r_i - \bar r`. No division, so no std blow-up, but the
+    advantage scales with the rewards and an outlier still moves the mean."""
+    centre = masked_mean(g.rewards, g.mask, g.n)
+    adv = g.rewards - centre.unsqueeze(-1)
+    return Computed(adv, centre, torch.ones_like(centre), _none(centre), _none(adv))
+
+
+@register(
+    "batch_std",
+    "(r - group mean) / (batch std + eps): group centre, batch-wide scale",
+    parameters=(Parameter("eps", 1e-4, "added to the batch std (TRL uses 1e-4)", nonnegative), DDOF),
+    scaling="invariant",
+    source="LitePPO (Liu et al. 2025); TRL scale_rewards='batch'",
+)
+def _batch_std(g: Groups, *, eps: float, ddof: int) -> Computed:
+    r""":math:`A_{bi} = (r_{bi} - \bar r_b) / (s_{batch} + \epsilon)`, with
+    :math:`s_{batch}` the std of every valid reward in the batch (TRL's
+    ``rewards.std()``). One outlier inflates the scale of every group."""
+    centre = masked_mean(g.rewards, g.mask, g.n)
+    flat_mask = None if g.mask is None else g.mask.reshape(1, -1)
+    flat = g.rewards.reshape(1, -1)
+    total = count_valid(flat, flat_mask)
+    batch_scale = masked_std(flat, flat_mask, total, masked_mean(flat, flat_mask, total), ddof)
+    scale = batch_scale.expand_as(centre)
+    adv = (g.rewards - centre.unsqueeze(-1)) / (batch_scale + eps)
+    return Computed(adv, centre, scale, _none(centre), _none(adv))
+
+
+@register(
+    "rloo",
+    "r - mean of the other samples = n/(n-1) (r - mean): leave-one-out baseline",
+    scaling="equivariant",
+    source="RLOO (Ahmadian et al. 2024); verl, NeMo-RL",
+)
+def _rloo(g: Groups) -> Computed:
+    r""":math:`A_i = r_i - \frac{1}{n-1}\sum_{j \ne i} r_j = \frac{n}{n-1}(r_i - \bar r)`.
+
+    The reported centre is the group mean; each sample's own baseline is the
+    mean of the others."""
+    centre = masked_mean(g.rewards, g.mask, g.n)
+    factor = (g.n / (g.n - 1).clamp_min(1)).to(g.rewards.dtype)
+    adv = factor.unsqueeze(-1) * (g.rewards - centre.unsqueeze(-1))
+    return Computed(adv, centre, torch.ones_like(centre), _none(centre), _none(adv))
+
+
+SEED_MAD_CONSTANT = 1.4826
+
+
+@register(
+    "seed_mad",
+    "seed 000's compute_robust_grpo_advantages, to the letter",
+    parameters=(C_PARAM, Parameter("eps", 1e-6, "MAD threshold and std offset of the fallback", nonnegative)),
+    scaling="invariant",
+    clip="c",
+    source="seed 000 (its vectorised PyTorch function)",
+)
+def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
+    r"""Seed 000's estimator exactly as its code runs:
+
+    .. math::
+
+        m = \operatorname{lomed}(r), \quad
+        \hat\sigma = 1.4826 \operatorname{lomed}|r - m|, \quad
+        \sigma_{eff} = \begin{cases} \hat\sigma & \hat\sigma > \epsilon \\
+                                     \operatorname{std}_{ddof=1}(r) + \epsilon & \text{otherwise} \end{cases}, \quad
+        A = \operatorname{clip}((r - m) / \sigma_{eff}, -c, c)
+
+    with torch's lower median. With 0/1 rewards the MAD is 0, so it always
+    falls back to the sample std, which the outlier inflates: in the seed's
+    example the correct answer gets 0.286 (2.47 without the outlier).
+    """
+    r, mask, n = g
+    centre = median_of_sorted(sort_valid(r, mask), n, lower=True)
+    absd = (r - centre.unsqueeze(-1)).abs()
+    sigma = SEED_MAD_CONSTANT * median_of_sorted(sort_valid(absd, mask), n, lower=True)
+    mean = masked_mean(r, mask, n)
+    fallback = ~(sigma > eps)
+    scale = torch.where(fallback, masked_std(r, mask, n, mean, 1) + eps, sigma)
+    adv, clipped = _clip((r - centre.unsqueeze(-1)) / scale.unsqueeze(-1), c)
+    return Computed(adv, centre, scale, fallback, clipped)
+
+
+@register(
+    "mc_grpo",
+    "(r - median) / (raw MAD + eps): median-centred GRPO",
+    parameters=(
+        Parameter("eps", 1e-3, "added to the raw MAD (the MC-GRPO code uses 1e-3)", nonnegative),
+        Parameter("compensate_zeros", False, "multiply non-zero advantages by n / (number non-zero), as MC-GRPO's trainer does", boolean),
+    ),
+    scaling="none",
+    source="MC-GRPO (Kim 2026), its training code",
+)
+def _mc_grpo(g: Groups, *, eps: float, compensate_zeros: bool) -> Computed:
+    r""":math:`A_i = (r_i - \operatorname{med}(r)) / (\operatorname{MAD}_{raw}(r) + \epsilon)`.
+
+    MC-GRPO samples an odd group (G + 1) so the median is one sample; here
+    the median of an even group is the mean of the two middle values. With
+    0/1 rewards the MAD is 0 and the advantages become ``(r - m) / 1e-3``:
+    a correct answer among wrong ones gets 1000, an outlier M gets 1000 M.
+    Not scale invariant for that reason.
+    """
+    r, mask, n = g
+    centre = median_of_sorted(sort_valid(r, mask), n)
+    d = r - centre.unsqueeze(-1)
+    scale = median_of_sorted(sort_valid(d.abs(), mask), n) + eps
+    adv = d / scale.unsqueeze(-1)
+    if compensate_zeros:
+        nonzero = _valid(adv.abs() > 1e-6, mask)
+        factor = n.to(r.dtype) / nonzero.sum(-1).clamp_min(1).to(r.dtype)
+        adv = torch.where(nonzero, adv * factor.unsqueeze(-1), adv)
+    return Computed(adv, centre, scale, _none(centre), _none(adv))
+
+
+@register(
+    "robust",
+    "clip((r - median) / max(scale, floor), c); scale = 1.4826 MAD, or a bounded fallback when it is 0",
+    parameters=(C_PARAM, FLOOR_PARAM),
+    scaling="invariant",
+    clip="c",
+    source="this project (seed 000's idea with a fallback that works)",
+)
+def _robust(g: Groups, *, c: float, floor: float) -> Computed:
+    r"""The project's recommended estimator.
+
+    .. math::
+
+        m = \operatorname{med}(r), \quad d_i = r_i - m, \quad
+        \hat\sigma = 1.482602218505602 \cdot \operatorname{med}_i |d_i|,
+
+        s = \max\Big(\begin{cases} \hat\sigma & \hat\sigma > \text{floor} \\
+                                   s_{fb} & \text{otherwise} \end{cases},\ \text{floor}\Big), \qquad
+        A_i = \operatorname{clip}(d_i / s, -c, c)
+
+    with the fallback scale
+
+    .. math:: s_{fb} = \sqrt{\tfrac{1}{n-1} \textstyle\sum_i \min(|d_i|, b)^2}, \qquad
+              b = \operatorname{lomed}\{|d_i| : d_i \ne 0\}.
+
+    Why the fallback: the MAD is 0 whenever more than half the rewards tie,
+    and seed 000 then falls back to the sample std, which one outlier M
+    inflates without bound. Here each deviation counts at most ``b``, the
+    typical non-zero deviation; an outlier can raise ``b`` only by being
+    more than half of the non-zero deviations, so one outlier changes the
+    scale by a bounded amount however large M is.
+
+    On 0/1 rewards (the verifiable-reward case): the median is the majority
+    answer and the MAD is 0 unless the group splits exactly in half, so the
+    fallback always runs. For k minority answers among n, ``b = 1`` and
+    :math:`s = \sqrt{k/(n-1)}`: minority answers get
+    :math:`\pm\sqrt{(n-1)/k}` clipped at c (1 correct of 8: 2.65, clipped to
+    2.5), the majority gets 0. In seed 000's group (six 0, one 1, one 10)
+    ``b = 1``, s = 0.535, and the correct answer keeps 1.87 (the clean group
+    gives 2.5; grpo gives it -0.107), the outlier is clipped to c and the
+    wrong answers get 0. A median centre gives the majority no signal at
+    all: with one correct answer of eight, the seven wrong ones are not
+    pushed down (use ``huber_m`` or ``rank`` for that).
+
+    ``floor`` bounds the scale from below, so a group whose spread is below
+    the floor gets advantages of at most ``|d| / floor``; exactly constant
+    groups are degenerate and get 0.
+    """
+    centre, d, scale, fallback = _robust_centre_scale(g, floor)
+    adv, clipped = _clip(d / scale.unsqueeze(-1), c)
+    return Computed(adv, centre, scale, fallback, clipped)
+
+
+@register(
+    "rank",
+    "centred normal scores of mid-ranks: Phi^-1((R - 3/8) / (n + 1/4)) minus its group mean",
+    scaling="invariant",
+    source="this project (Blom's normal scores)",
+)
+def _rank(g: Groups) -> Computed:
+    r"""Gaussianised ranks: with :math:`R_i` the mid-rank of :math:`r_i` (ties
+    share the mean of their ranks),
+
+    .. math:: z_i = \Phi^{-1}\Big(\frac{R_i - 3/8}{n + 1/4}\Big), \qquad A_i = z_i - \bar z
+
+    (Blom 1958). Invariant to any increasing transform of the rewards, so an
+    outlier is just the top rank: it cannot move anyone else's advantage by
+    more than one rank step. Bounded by :math:`\Phi^{-1}((n - 3/8)/(n + 1/4))`
+    plus the centring term. Ties (0/1 rewards) give every wrong answer the same
+    negative advantage and every correct one the same positive advantage.
+    """
+    r, mask, n = g
+    s = sort_valid(r, mask).contiguous()
+    below = torch.searchsorted(s, r.contiguous(), right=False)
+    at_or_below = torch.searchsorted(s, r.contiguous(), right=True)
+    midrank = (below + at_or_below + 1).to(r.dtype) / 2
+    p = (midrank - 0.375) / (n.to(r.dtype).unsqueeze(-1) + 0.25)
+    z = torch.special.ndtri(p.clamp(1e-12, 1 - 1e-12))
+    centre = masked_mean(z, mask, n)
+    adv = z - centre.unsqueeze(-1)
+    return Computed(adv, centre, torch.ones_like(centre), _none(centre), _none(adv))
+
+
+@register(
+    "huber_m",
+    "clip((r - mu) / s, c) with (mu, s) Huber's proposal-2 location and scale",
+    parameters=(
+        C_PARAM,
+        Parameter("huber_c", 1.5, "tuning constant of Huber's psi in the M-estimation (statsmodels' default)", positive),
+        FLOOR_PARAM,
+        Parameter("maxiter", 30, "iterations of the fixed point", positive_int),
+        Parameter("tol", 1e-8, "relative convergence tolerance", positive),
+    ),
+    scaling="invariant",
+    clip="c",
+    source="Huber (1964) proposal 2; statsmodels.robust.scale.Huber",
+)
+def _huber_m(g: Groups, *, c: float, huber_c: float, floor: float, maxiter: int, tol: float) -> Computed:
+    r"""Joint M-estimate of location and scale, then a Huber clip.
+
+    Starts from the median and the ``robust`` estimator's scale (so 0/1
+    groups start from the bounded fallback instead of a zero MAD), iterates
+    Huber's proposal 2 (:func:`robustgrpo.stats.huber_proposal2`) and returns
+    :math:`A_i = \operatorname{clip}((r_i - \mu)/\max(s, \text{floor}), -c, c)`.
+    Unlike the median, the M-location moves off the majority value, so with
+    one correct answer of eight the wrong answers get a small negative
+    advantage. Rows that do not converge in ``maxiter`` steps use the last
+    iterate. ``fallback`` flags groups that started from the fallback scale.
+    """
+    start, _, scale0, fallback = _robust_centre_scale(g, floor)
+    centre, scale, _ = huber_proposal2(g.rewards, g.mask, g.n, start, scale0, c=huber_c, tol=tol, maxiter=maxiter)
+    scale = scale.clamp_min(floor)
+    adv, clipped = _clip((g.rewards - centre.unsqueeze(-1)) / scale.unsqueeze(-1), c)
+    return Computed(adv, centre, scale, fallback, clipped)
+
+
+@register(
+    "winsor",
+    "grpo on winsorized rewards: clamp each tail's floor(limits * n) extremes, then (w - mean) / (std + eps)",
+    parameters=(
+        Parameter("limits", 0.2, "fraction winsorized in each tail (20 %: Wilcox's usual choice)", fraction_below_half),
+        EPS_VERL,
+        DDOF,
+    ),
+    scaling="invariant",
+    source="classical (Tukey, Dixon); scipy.stats.mstats.winsorize",
+)
+def _winsor(g: Groups, *, limits: float, eps: float, ddof: int) -> Computed:
+    r""":math:`w = \operatorname{winsorize}(r)`, :math:`A_i = (w_i - \bar w)/(s_w + \epsilon)`.
+
+    The ``floor(limits * n)`` smallest and largest rewards are moved to the
+    nearest remaining value (``clipped`` flags them). With G = 8 and the
+    default 20 %, one value per tail: seed 000's 10 becomes 1. With sparse
+    successes it also erases real signal: one correct answer of eight is
+    winsorized down to 0 and gets advantage 0.
+    """
+    r, mask, n = g
+    low, high = winsor_bounds(sort_valid(r, mask), n, limits, limits)
+    w = torch.minimum(torch.maximum(r, low.unsqueeze(-1)), high.unsqueeze(-1))
+    wg = Groups(w, mask, n)
+    centre, scale = _mean_std(wg, ddof)
+    adv = (w - centre.unsqueeze(-1)) / (scale.unsqueeze(-1) + eps)
+    return Computed(adv, centre, scale, _none(centre), _valid(w != r, mask))
+
+
+# ---------------------------------------------------------------- entry point
+
+
+@dataclass(frozen=True)
+class GroupDiagnostics:
+    """Per-group diagnostics, one entry per group (same kind as the input).
+
+    Attributes
+    ----------
+    centre : baseline the estimator subtracted (mean, median, M-location...)
+    scale : divisor it used (1 for unscaled estimators)
+    n_valid : number of valid samples
+    degenerate : max - min <= tol (advantage 0)
+    singleton : exactly one valid sample
+    empty : no valid sample (advantage 0)
+    fallback : the estimator's fallback path ran (e.g. MAD was 0)
+    n_clipped : samples whose advantage hit the clip bound (or were winsorized)
+    """
+
+    centre: Any
+    scale: Any
+    n_valid: Any
+    degenerate: Any
+    singleton: Any
+    empty: Any
+    fallback: Any
+    n_clipped: Any
+
+    def to_frame(self):
+        """The diagnostics as a pandas DataFrame, one row per group."""
+        import pandas as pd
+
+        return pd.DataFrame({k: np.asarray(v) for k, v in self.__dict__.items()})
+
+
+@dataclass(frozen=True)
+class AdvantageResult:
+    """Advantages plus per-group diagnostics.
+
+    Attributes
+    ----------
+    advantages : same kind and shape as the rewards passed in
+    diagnostics : GroupDiagnostics
+    method : str
+    params : dict, the parameters used (defaults filled in)
+    groups : numpy.ndarray or None, the group keys in row order when ``index=`` was given
+    """
+
+    advantages: Any
+    diagnostics: GroupDiagnostics
+    method: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    groups: np.ndarray | None = None
+
+
+def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None):
+    t, kind = as_tensor(rewards, "rewards")
+    if index is None:
+        if t.ndim != 2:
+            raise ValueError(
+                f"rewards must be 2-D [B, G] (B groups of G samples), got shape {tuple(t.shape)}; "
+                "for one group pass rewards[None, :], for flat rewards with group ids pass index="
+            )
+        if t.numel() == 0:
+            raise ValueError(f"rewards are empty (shape {tuple(t.shape)}); pass at least one group with one sample")
+        return t, validate_mask(mask, t.shape, t.device), kind, None
+    if t.ndim != 1:
+        raise ValueError(f"with index=, rewards must be flat (one dimension), got shape {tuple(t.shape)}")
+    grouping = group_by_index(index, t.shape[0])
+    flat_mask = validate_mask(mask, t.shape, t.device)
+    padded, valid = grouping.pad(t)
+    if flat_mask is not None:
+        valid &= grouping.pad(flat_mask)[0]
+    if bool(valid.all()):
+        valid = None
+    return padded, valid, kind, grouping
+
+
+def compute_advantages(
+    rewards: ArrayLike,
+    method: str = "robust",
+    *,
+    mask: ArrayLike | None = None,
+    index: ArrayLike | None = None,
+    nan_policy: str = "raise",
+    tol: float = 0.0,
+    singleton: Literal["zero", "reward"] = "zero",
+    **params: Any,
+) -> AdvantageResult:
+    """Compute group-relative advantages with any catalogue estimator.
+
+    Parameters
+    ----------
+    rewards : tensor, ndarray or list
+        ``[B, G]`` rewards (B groups of G samples), or flat ``[N]`` rewards
+        with ``index``. Integer and boolean rewards are converted to float;
+        float16/bfloat16 are upcast to float32 (see :mod:`robustgrpo.inputs`).
+    method : str
+        A name in :data:`ESTIMATORS` (default ``"robust"``).
+    mask : bool tensor or ndarray, optional
+        Validity mask, same shape as ``rewards`` (ragged groups padded to G).
+    index : sequence of int or str, optional
+        Group key of each flat reward (verl's ``uid``). Groups are formed
+        without a Python loop; rows follow first appearance.
+    nan_policy : {"raise", "omit", "propagate"}
+        Non-finite valid rewards raise (default), are masked out (``"omit"``,
+        their advantage is 0), or make their whole group NaN (``"propagate"``).
+    tol : float
+        A group whose valid rewards satisfy ``max - min <= tol`` is degenerate
+        and gets advantage 0.
+    singleton : {"zero", "reward"}
+        Advantage of a group with one valid sample: 0 (NeMo-RL) or its raw
+        reward (verl).
+    **params
+        Estimator parameters (see ``ESTIMATORS[method].parameters``).
+
+    Returns
+    -------
+    AdvantageResult
+        ``.advantages`` in the input's kind and shape (flat when ``index`` is
+        given), ``.diagnostics`` per group, ``.groups`` keys for ``index``.
+
+    Raises
+    ------
+    ValueError
+        Unknown method or parameter, bad parameter value, wrong ndim, empty
+        input, non-finite rewards under ``nan_policy="raise"``, bad mask.
+
+    Examples
+    --------
+    Seed 000's poisoned group (six wrong answers, one correct, one judge
+    glitch scored 10):
+
+    >>> r = [[0, 0, 0, 0, 0, 0, 1.0, 10.0]]
+    >>> [round(a, 3) for a in compute_advantages(r, "grpo").advantages[0][6:]]
+    [-0.107, 2.462]
+    >>> [round(a, 3) for a in compute_advantages(r, "seed_mad").advantages[0][6:]]
+    [0.286, 2.5]
+    >>> [round(a, 3) for a in compute_advantages(r, "robust").advantages[0][6:]]
+    [1.871, 2.5]
+    """
+    est = get_estimator(method)
+    bound = est.bind(params)
+    if nonnegative(tol):
+        raise ValueError(f"tol {nonnegative(tol)}: the spread at or below which a group counts as degenerate")
+    if singleton not in ("zero", "reward"):
+        raise ValueError(f"singleton must be 'zero' or 'reward', got {singleton!r}")
+    values, valid, kind, grouping = _prepare(rewards, mask, index)
+    values, valid, poisoned = apply_nan_policy(values, valid, nan_policy)
+    n = count_valid(values, valid)
+    out = est.compute(Groups(values, valid, n), **bound)
+
+    dtype, device = values.dtype, values.device
+    zero = torch.zeros((), dtype=dtype, device=device)
+    spread = fill_invalid(values, valid, -math.inf).amax(-1) - fill_invalid(values, valid, math.inf).amin(-1)
+    empty = n == 0
+    single = n == 1
+    degenerate = (n >= 2) & (spread <= tol)
+    defined = ~(empty | single | degenerate)
+    keep = _valid(defined.unsqueeze(-1), valid)
+    all_kept = valid is None and bool(defined.all())
+    adv = out.advantages if all_kept else torch.where(keep, out.advantages, zero)
+    if singleton == "reward":
+        adv = torch.where(_valid(single.unsqueeze(-1), valid), values, adv)
+    centre = torch.where(empty, zero, out.centre)
+    scale = torch.where(empty, zero, out.scale)
+    if bool(poisoned.any()):
+        nan = torch.full((), math.nan, dtype=dtype, device=device)
+        adv = torch.where(poisoned.unsqueeze(-1), nan, adv)
+        centre = torch.where(poisoned, nan, centre)
+        scale = torch.where(poisoned, nan, scale)
+    if grouping is not None:
+        adv = scatter_to_flat(adv, grouping)
+
+    diag = GroupDiagnostics(
+        centre=to_kind(centre, kind),
+        scale=to_kind(scale, kind),
+        n_valid=to_kind(n, kind),
+        degenerate=to_kind(degenerate, kind),
+        singleton=to_kind(single, kind),
+        empty=to_kind(empty, kind),
+        fallback=to_kind(out.fallback & defined, kind),
+        n_clipped=to_kind(torch.count_nonzero(out.clipped & keep, dim=-1), kind),
+    )
+    return AdvantageResult(
+        advantages=to_kind(adv, kind),
+        diagnostics=diag,
+        method=method,
+        params=bound,
+        groups=None if grouping is None else grouping.keys,
+    )
+
+
+def clip_schedule(progress: ArrayLike, start: float = 2.0, end: float = 3.5, kind: Literal["linear", "cosine"] = "linear"):
+    r"""Seed 000's annealed Huber clip: strict early in training, loose late.
+
+    .. math::
+
+        c(t) = c_0 + (c_1 - c_0)\,t \quad\text{(linear)}, \qquad
+        c(t) = c_0 + (c_1 - c_0)\,\tfrac12(1 - \cos \pi t) \quad\text{(cosine)}
+
+    for training progress :math:`t \in [0, 1]`; seed 000 suggests
+    :math:`c_0 \approx 2.0`, :math:`c_1 \approx 3.5`.
+
+    Examples
+    --------
+    >>> clip_schedule([0.0, 0.5, 1.0]).tolist()
+    [2.0, 2.75, 3.5]
+    """
+    for name, v in (("start", start), ("end", end)):
+        if positive(v):
+            raise ValueError(f"clip_schedule {name} {positive(v)}")
+    t = np.asarray(progress, dtype=np.float64)
+    if not np.all((t >= 0) & (t <= 1)):
+        raise ValueError("progress must lie in [0, 1] (fraction of training done)")
+    if kind == "linear":
+        w = t
+    elif kind == "cosine":
+        w = 0.5 * (1 - np.cos(np.pi * t))
+    else:
+        raise ValueError(f"kind must be 'linear' or 'cosine', got {kind!r}")
+    return start + (end - start) * w

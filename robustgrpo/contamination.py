@@ -1,0 +1,1125 @@
+"""Clean reward models, contamination models and named scenarios (layer 3).
+
+GRPO scores a group of ``G`` sampled responses per prompt and turns the rewards into
+group-relative advantages. This module simulates the rewards such a trainer sees, as
+``[B, G]`` tensors (``B`` groups, i.e. prompts, of ``G`` responses each), vectorized over
+all groups at once and reproducible from a seed.
+
+Clean reward models (what a well-behaved scorer returns):
+
+- :class:`Bernoulli`: verifiable 0/1 rewards (unit tests pass, the final answer matches),
+  with one success rate for all prompts or one per prompt (prompt difficulty).
+- :class:`Gaussian`: scores of a learned reward model, roughly normal.
+- :class:`SkewNormal`: reward-model scores with a skewed distribution (a long tail on one
+  side), via Azzalini's skew-normal.
+- :class:`FormatCorrectness`: the common rule-based mixture of a small format reward and a
+  correctness reward that is only possible when the format is right.
+
+Contamination models (what goes wrong between the response and the reward):
+
+- :class:`RandomOutliers`: a *judge glitch*: an occasional reward far outside the normal range,
+  e.g. a 10 among 0/1 rewards (seed 000's example), from a parsing bug, a scale mix-up or a
+  judge that emits an unbounded score.
+- :class:`JudgeFlips`: an LLM judge or verifier that says "correct" for a wrong answer and vice
+  versa; the reward stays in {0, 1}, so no outlier detector can see it.
+- :class:`HeavyTailedNoise`: a *noisy reward model*: Student-t (Cauchy for ``df=1``) noise on
+  some scores, so most are slightly off and a few are wildly off.
+- :class:`RewardHacking`: *systematic reward hacking*: one particular response (the one that
+  found the exploit, e.g. a flood of tokens the judge likes) is over-scored, prompt after prompt.
+  :func:`over_score` does the same for a given boolean mask (used by the drift simulator).
+- :class:`NoContamination`: the identity, for baselines.
+
+Every contamination model returns a :class:`Contaminated` record: the clean rewards, the
+contaminated rewards and a boolean mask ``contaminated`` that is True exactly where the model
+*hit* the entry. Entries that are not hit are returned bit-for-bit unchanged. A hit entry
+normally changes value, but not always (an outlier of size ``M`` replacing a reward that already
+equals ``M``); it is still marked, because "contaminated" means "hit by the model".
+
+Randomness: every sampling function takes ``seed`` (an ``int`` or a CPU ``torch.Generator``),
+draws on the CPU in float64 and casts to the requested ``dtype`` at the end, so one seed gives
+the same values for every dtype (up to rounding) and every device.
+
+Scenarios are JSON files in ``data_dir() / "scenarios"``; see :func:`load_scenario`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import numbers
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol, Union, runtime_checkable
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "Bernoulli",
+    "Gaussian",
+    "SkewNormal",
+    "FormatCorrectness",
+    "Contaminated",
+    "RandomOutliers",
+    "JudgeFlips",
+    "HeavyTailedNoise",
+    "RewardHacking",
+    "NoContamination",
+    "over_score",
+    "CleanModel",
+    "ContaminationModel",
+    "CLEAN_MODELS",
+    "CONTAMINATION_MODELS",
+    "Scenario",
+    "data_dir",
+    "list_scenarios",
+    "load_scenario",
+]
+
+SeedLike = Union[int, torch.Generator]
+
+#: Largest Student-t ``df`` accepted; t(1000) is within about 1e-3 of the standard normal.
+MAX_DF = 1000
+
+
+# --------------------------------------------------------------------------------------------
+# validation helpers
+# --------------------------------------------------------------------------------------------
+
+
+class _ParamError(ValueError):
+    """A ValueError about one named parameter, so loaders can re-word it with a file/field."""
+
+    def __init__(self, param: str, requirement: str, value: Any, hint: str) -> None:
+        self.param = param
+        self.requirement = requirement
+        self.value = value
+        self.hint = hint
+        super().__init__(f"{param} {requirement}, got {value!r}; {hint}")
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _real(name: str, value: Any, hint: str = "pass a finite float") -> float:
+    if not _is_real(value) or not math.isfinite(float(value)):
+        raise _ParamError(name, "must be a finite number", value, hint)
+    return float(value)
+
+
+def _prob(name: str, value: Any) -> float:
+    if not _is_real(value) or not 0.0 <= float(value) <= 1.0:
+        raise _ParamError(name, "must be a number in [0, 1]", value, "pass a probability")
+    return float(value)
+
+
+def _positive(name: str, value: Any) -> float:
+    if not _is_real(value) or not (math.isfinite(float(value)) and float(value) > 0.0):
+        raise _ParamError(name, "must be a finite number > 0", value, "pass a positive scale")
+    return float(value)
+
+
+def _int_in(name: str, value: Any, lo: int, hi: int | None, hint: str) -> int:
+    ok = _is_int(value) and value >= lo and (hi is None or value <= hi)
+    if not ok:
+        rng = f"an integer >= {lo}" if hi is None else f"an integer in [{lo}, {hi}]"
+        raise _ParamError(name, f"must be {rng}", value, hint)
+    return int(value)
+
+
+def _as_1d_list(name: str, value: Any, requirement: str, hint: str) -> list[Any]:
+    """Return the elements of a non-empty 1-D list/tuple/tensor/array, or raise."""
+    if isinstance(value, (str, bytes)) or not (
+        isinstance(value, (Sequence, Tensor)) or hasattr(value, "__array__")
+    ):
+        raise _ParamError(name, requirement, value, hint)
+    if isinstance(value, Tensor) or hasattr(value, "__array__"):
+        if getattr(value, "ndim", None) != 1 or str(value.dtype).endswith("bool"):
+            raise _ParamError(name, requirement, value, hint)
+        items = value.tolist()
+    else:
+        items = list(value)
+    if len(items) == 0:
+        raise _ParamError(name, requirement, value, hint)
+    return items
+
+
+def _probs(name: str, value: Any) -> float | tuple[float, ...]:
+    """A probability, or a non-empty 1-D sequence of probabilities (stored as a tuple)."""
+    if _is_real(value):
+        return _prob(name, value)
+    req = "must be a number in [0, 1] or a non-empty 1-D sequence of such numbers"
+    hint = "pass one success rate, or one per prompt (length B)"
+    items = _as_1d_list(name, value, req, hint)
+    if not all(_is_real(v) and 0.0 <= float(v) <= 1.0 for v in items):
+        raise _ParamError(name, req, value, hint)
+    return tuple(float(v) for v in items)
+
+
+def _check_dtype(dtype: Any) -> torch.dtype:
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise _ParamError("dtype", "must be a floating torch.dtype", dtype, "e.g. torch.float32")
+    return dtype
+
+
+def _check_shape(batch: Any, group: Any) -> tuple[int, int]:
+    b = _int_in("batch", batch, 1, None, "pass the number of groups (prompts), B >= 1")
+    g = _int_in("group", group, 1, None, "pass the group size, G >= 1")
+    return b, g
+
+
+def _generator(seed: Any) -> torch.Generator:
+    """A CPU ``torch.Generator``: the one given, or a fresh one seeded with ``seed``."""
+    if isinstance(seed, torch.Generator):
+        if seed.device.type != "cpu":
+            raise _ParamError(
+                "seed", "must be an int or a CPU torch.Generator", seed,
+                "sampling runs on the CPU; pass torch.Generator() (no device) or an int",
+            )
+        return seed
+    if not _is_int(seed) or not 0 <= seed < 2**64:
+        raise _ParamError(
+            "seed", "must be an int in [0, 2**64) or a torch.Generator", seed,
+            "pass e.g. seed=0",
+        )
+    return torch.Generator().manual_seed(int(seed))
+
+
+def _check_clean(clean: Any) -> Tensor:
+    """``clean`` must be a finite floating 2-D tensor ``[B, G]``."""
+    if not isinstance(clean, Tensor):
+        raise ValueError(
+            f"clean must be a torch.Tensor of shape [B, G], got {type(clean).__name__}; "
+            "wrap your rewards with torch.as_tensor(..., dtype=torch.float32)"
+        )
+    if clean.ndim != 2:
+        raise ValueError(
+            f"clean must be 2-D [B, G] (B groups of G responses), got ndim={clean.ndim} "
+            f"with shape {tuple(clean.shape)}; reshape to [B, G] first"
+        )
+    if not clean.is_floating_point():
+        raise ValueError(
+            f"clean must have a floating dtype, got dtype={clean.dtype}; "
+            "convert explicitly, e.g. clean.float()"
+        )
+    bad = int((~torch.isfinite(clean)).sum())
+    if bad:
+        raise ValueError(
+            f"clean contains {bad} non-finite value(s) (NaN or inf); "
+            "drop or replace them before contaminating"
+        )
+    return clean
+
+
+def _work_dtype(device: torch.device) -> torch.dtype:
+    """float64 for arithmetic, except on devices without float64 (Apple MPS)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+def _fits(name: str, value: float, dtype: torch.dtype) -> None:
+    fmax = torch.finfo(dtype).max
+    if abs(value) > fmax:
+        raise _ParamError(
+            name, f"must fit in {dtype} (|value| <= {fmax:g})", value,
+            "use float64 rewards or a smaller value",
+        )
+
+
+def _finish(x: Tensor, dtype: torch.dtype, what: str, device: Any = None) -> Tensor:
+    """Cast float64 samples to ``dtype``; raise if a value would overflow to inf."""
+    fmax = torch.finfo(dtype).max
+    if x.numel() and float(x.abs().max()) > fmax:
+        raise ValueError(
+            f"{what}: sampled values overflow {dtype} (|x| > {fmax:g}); "
+            "use a wider dtype (e.g. torch.float64) or smaller parameters"
+        )
+    return x.to(dtype=dtype, device=device)
+
+
+def _uniform(shape: tuple[int, ...], g: torch.Generator) -> Tensor:
+    return torch.rand(shape, generator=g, dtype=torch.float64)
+
+
+def _normal(shape: tuple[int, ...], g: torch.Generator) -> Tensor:
+    return torch.randn(shape, generator=g, dtype=torch.float64)
+
+
+# --------------------------------------------------------------------------------------------
+# clean reward models
+# --------------------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class CleanModel(Protocol):
+    """Anything with ``sample(batch, group, *, seed, dtype, device) -> Tensor[B, G]``."""
+
+    def sample(
+        self, batch: int, group: int, *, seed: SeedLike,
+        dtype: torch.dtype = torch.float32, device: Any = None,
+    ) -> Tensor: ...
+
+
+@dataclass(frozen=True)
+class Bernoulli:
+    """Verifiable 0/1 rewards: ``r[b, g] ~ Bernoulli(p_b)`` independently.
+
+    Parameters
+    ----------
+    p : float or sequence of float
+        Success rate in [0, 1], shared by all prompts, or a 1-D sequence / tensor of length
+        ``B`` with one rate per prompt (prompt difficulty). Stored as a float or a tuple.
+
+    Notes
+    -----
+    Sampled as ``r = 1[U < p]`` with ``U ~ Uniform[0, 1)``, so ``p = 0`` gives all zeros and
+    ``p = 1`` all ones exactly. Mean ``p``, variance ``p (1 - p)``.
+    """
+
+    p: float | tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "p", _probs("p", self.p))
+
+    def _check_batch(self, batch: int, group: int) -> None:
+        if isinstance(self.p, tuple) and len(self.p) != batch:
+            raise _ParamError(
+                "p", f"must have one rate per group (length B={batch})", self.p,
+                f"pass {batch} rates or a single float",
+            )
+
+    def sample(
+        self, batch: int, group: int, *, seed: SeedLike,
+        dtype: torch.dtype = torch.float32, device: Any = None,
+    ) -> Tensor:
+        """Draw a ``[batch, group]`` tensor of 0.0/1.0 rewards."""
+        b, gs = _check_shape(batch, group)
+        dtype = _check_dtype(dtype)
+        self._check_batch(b, gs)
+        gen = _generator(seed)
+        p = torch.tensor(self.p, dtype=torch.float64)
+        p = p.reshape(-1, 1) if p.ndim else p
+        return (_uniform((b, gs), gen) < p).to(dtype=dtype, device=device)
+
+
+@dataclass(frozen=True)
+class Gaussian:
+    """Reward-model scores: ``r[b, g] ~ Normal(mean, std**2)`` independently.
+
+    Parameters
+    ----------
+    mean : float
+        Finite location.
+    std : float
+        Finite standard deviation, > 0.
+    """
+
+    mean: float = 0.0
+    std: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mean", _real("mean", self.mean))
+        object.__setattr__(self, "std", _positive("std", self.std))
+
+    def sample(
+        self, batch: int, group: int, *, seed: SeedLike,
+        dtype: torch.dtype = torch.float32, device: Any = None,
+    ) -> Tensor:
+        """Draw a ``[batch, group]`` tensor ``mean + std * Z``, ``Z ~ N(0, 1)``."""
+        b, gs = _check_shape(batch, group)
+        dtype = _check_dtype(dtype)
+        gen = _generator(seed)
+        x = self.mean + self.std * _normal((b, gs), gen)
+        return _finish(x, dtype, "Gaussian.sample", device)
+
+
+@dataclass(frozen=True)
+class SkewNormal:
+    """Skewed reward-model scores: Azzalini's skew-normal, as ``scipy.stats.skewnorm(alpha, loc, scale)``.
+
+    Parameters
+    ----------
+    loc : float
+        Location (finite). Not the mean unless ``alpha == 0``.
+    scale : float
+        Scale (finite, > 0). Not the standard deviation unless ``alpha == 0``.
+    alpha : float
+        Shape (finite); > 0 skews right (long upper tail), < 0 skews left, 0 is the normal.
+
+    Notes
+    -----
+    With ``delta = alpha / sqrt(1 + alpha**2)`` and ``Z0, Z1 ~ N(0, 1)`` independent,
+
+        ``X = loc + scale * (delta * |Z0| + sqrt(1 - delta**2) * Z1)``
+
+    has density ``2/scale * phi(z) * Phi(alpha z)``, ``z = (x - loc) / scale``. Moments:
+    mean ``loc + scale * delta * sqrt(2/pi)``, variance ``scale**2 (1 - 2 delta**2 / pi)``,
+    skewness ``(4 - pi)/2 * (delta sqrt(2/pi))**3 / (1 - 2 delta**2/pi)**1.5`` (at most
+    about 0.995 in absolute value).
+    """
+
+    loc: float = 0.0
+    scale: float = 1.0
+    alpha: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "loc", _real("loc", self.loc))
+        object.__setattr__(self, "scale", _positive("scale", self.scale))
+        object.__setattr__(self, "alpha", _real("alpha", self.alpha))
+
+    @property
+    def delta(self) -> float:
+        """``alpha / sqrt(1 + alpha**2)``, in (-1, 1)."""
+        return self.alpha / math.sqrt(1.0 + self.alpha**2)
+
+    def sample(
+        self, batch: int, group: int, *, seed: SeedLike,
+        dtype: torch.dtype = torch.float32, device: Any = None,
+    ) -> Tensor:
+        """Draw a ``[batch, group]`` tensor by the Azzalini construction above."""
+        b, gs = _check_shape(batch, group)
+        dtype = _check_dtype(dtype)
+        gen = _generator(seed)
+        z0 = _normal((b, gs), gen)
+        z1 = _normal((b, gs), gen)
+        d = self.delta
+        x = self.loc + self.scale * (d * z0.abs() + math.sqrt(1.0 - d * d) * z1)
+        return _finish(x, dtype, "SkewNormal.sample", device)
+
+
+@dataclass(frozen=True)
+class FormatCorrectness:
+    """Rule-based mixture of a format reward and a correctness reward.
+
+    Parameters
+    ----------
+    p_format : float
+        Probability in [0, 1] that a response has the required format (e.g. ``<think>`` tags,
+        a boxed answer).
+    p_correct : float
+        Probability in [0, 1] that a well-formatted response is correct (conditional on format).
+    format_weight, correct_weight : float
+        Finite weights of the two terms.
+
+    Notes
+    -----
+    ``format_ok ~ Bernoulli(p_format)``; ``correct = format_ok AND Bernoulli(p_correct)``
+    (an answer that cannot be parsed cannot be graded correct), and
+
+        ``r = format_weight * format_ok + correct_weight * correct``.
+
+    So ``r`` takes the values ``0`` (prob. ``1 - p_format``), ``format_weight``
+    (prob. ``p_format (1 - p_correct)``) and ``format_weight + correct_weight``
+    (prob. ``p_format p_correct``); mean ``p_format (format_weight + correct_weight p_correct)``.
+    """
+
+    p_format: float
+    p_correct: float
+    format_weight: float = 0.1
+    correct_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "p_format", _prob("p_format", self.p_format))
+        object.__setattr__(self, "p_correct", _prob("p_correct", self.p_correct))
+        object.__setattr__(self, "format_weight", _real("format_weight", self.format_weight))
+        object.__setattr__(self, "correct_weight", _real("correct_weight", self.correct_weight))
+
+    def sample(
+        self, batch: int, group: int, *, seed: SeedLike,
+        dtype: torch.dtype = torch.float32, device: Any = None,
+    ) -> Tensor:
+        """Draw a ``[batch, group]`` tensor of mixture rewards (rule above)."""
+        b, gs = _check_shape(batch, group)
+        dtype = _check_dtype(dtype)
+        gen = _generator(seed)
+        format_ok = _uniform((b, gs), gen) < self.p_format
+        correct = format_ok & (_uniform((b, gs), gen) < self.p_correct)
+        x = self.format_weight * format_ok.double() + self.correct_weight * correct.double()
+        return _finish(x, dtype, "FormatCorrectness.sample", device)
+
+
+# --------------------------------------------------------------------------------------------
+# contamination models
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Contaminated:
+    """Result of a contamination model.
+
+    Attributes
+    ----------
+    clean : Tensor
+        The clean rewards ``[B, G]`` (the input, not copied).
+    rewards : Tensor
+        The contaminated rewards, same shape, dtype and device; equal to ``clean`` wherever
+        ``contaminated`` is False.
+    contaminated : Tensor
+        Boolean ``[B, G]``, True exactly where the model hit the entry (its value usually, but
+        not necessarily, changed).
+    """
+
+    clean: Tensor
+    rewards: Tensor
+    contaminated: Tensor
+
+    def __post_init__(self) -> None:
+        if self.rewards.shape != self.clean.shape or self.contaminated.shape != self.clean.shape:
+            raise ValueError(
+                f"clean, rewards and contaminated must have the same shape, got "
+                f"{tuple(self.clean.shape)}, {tuple(self.rewards.shape)}, "
+                f"{tuple(self.contaminated.shape)}"
+            )
+        if self.contaminated.dtype != torch.bool:
+            raise ValueError(
+                f"contaminated must be a bool tensor, got dtype={self.contaminated.dtype}"
+            )
+
+    @property
+    def fraction(self) -> float:
+        """Fraction of entries hit by the contamination model."""
+        n = self.contaminated.numel()
+        return float(self.contaminated.sum()) / n if n else 0.0
+
+
+@runtime_checkable
+class ContaminationModel(Protocol):
+    """Anything with a ``rate`` and ``apply(clean, *, seed) -> Contaminated``."""
+
+    rate: float
+
+    def apply(self, clean: Tensor, *, seed: SeedLike) -> Contaminated: ...
+
+
+def _entry_hits(clean: Tensor, rate: float, gen: torch.Generator) -> Tensor:
+    """Independent per-entry hits ``U < rate``, ``U ~ Uniform[0, 1)``, on ``clean``'s device."""
+    return (_uniform(tuple(clean.shape), gen) < rate).to(clean.device)
+
+
+@dataclass(frozen=True)
+class NoContamination:
+    """The identity: ``rewards = clean``, nothing marked. ``rate`` is always 0."""
+
+    rate: float = field(default=0.0, init=False)
+
+    def apply(self, clean: Tensor, *, seed: SeedLike | None = None) -> Contaminated:
+        """Return ``clean`` unchanged (``rewards`` is a copy); ``seed`` is checked, not used."""
+        clean = _check_clean(clean)
+        if seed is not None:
+            _generator(seed)
+        return Contaminated(clean, clean.clone(), torch.zeros_like(clean, dtype=torch.bool))
+
+
+@dataclass(frozen=True)
+class RandomOutliers:
+    """Judge glitch: each entry independently, with probability ``rate``, becomes an outlier.
+
+    Parameters
+    ----------
+    rate : float
+        Per-entry probability in [0, 1] of being hit.
+    size : float
+        The outlier ``M`` (finite). Seed 000's example is ``M = 10`` among 0/1 rewards.
+    mode : {"replace", "add"}
+        ``"replace"``: ``r = M`` on hit entries; ``"add"``: ``r = clean + M``.
+
+    Notes
+    -----
+    ``hit[b, g] = 1[U < rate]``; ``rewards = where(hit, M or clean + M, clean)``;
+    ``contaminated = hit``. A hit entry whose value does not change (replace mode with
+    ``clean == M``, or add mode with ``M == 0``) is still marked.
+    """
+
+    rate: float
+    size: float
+    mode: Literal["replace", "add"] = "replace"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate", _prob("rate", self.rate))
+        object.__setattr__(self, "size", _real("size", self.size, "pass a finite outlier value"))
+        if self.mode not in ("replace", "add"):
+            raise _ParamError("mode", "must be 'replace' or 'add'", self.mode,
+                              "pick one of the two modes")
+
+    def apply(self, clean: Tensor, *, seed: SeedLike) -> Contaminated:
+        """Contaminate ``clean`` ``[B, G]``; see the class notes for the rule."""
+        clean = _check_clean(clean)
+        gen = _generator(seed)
+        hit = _entry_hits(clean, self.rate, gen)
+        if self.mode == "replace":
+            _fits("size", self.size, clean.dtype)
+            rewards = torch.where(hit, torch.full_like(clean, self.size), clean)
+        else:
+            shifted = clean.to(_work_dtype(clean.device)) + self.size
+            if bool(((shifted.abs() > torch.finfo(clean.dtype).max) & hit).any()):
+                raise _ParamError(
+                    "size", f"must keep clean + size within {clean.dtype}", self.size,
+                    "use float64 rewards or a smaller size",
+                )
+            rewards = torch.where(hit, shifted.to(clean.dtype), clean)
+        return Contaminated(clean, rewards, hit)
+
+
+@dataclass(frozen=True)
+class JudgeFlips:
+    """Judge flips: each binary reward independently, with probability ``rate``, flips ``r -> 1 - r``.
+
+    Parameters
+    ----------
+    rate : float
+        Per-entry flip probability in [0, 1].
+
+    Notes
+    -----
+    ``clean`` must contain only 0 and 1 (else ValueError). Every hit entry changes value, so
+    ``contaminated`` equals ``rewards != clean``.
+    """
+
+    rate: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate", _prob("rate", self.rate))
+
+    def apply(self, clean: Tensor, *, seed: SeedLike) -> Contaminated:
+        """Flip a random ``rate`` fraction of the 0/1 rewards in ``clean``."""
+        clean = _check_clean(clean)
+        nonbinary = (clean != 0) & (clean != 1)
+        if bool(nonbinary.any()):
+            example = float(clean[nonbinary][0])
+            raise ValueError(
+                f"JudgeFlips needs binary clean rewards (only 0 and 1), got "
+                f"{int(nonbinary.sum())} other value(s), e.g. {example!r}; use Bernoulli clean "
+                "rewards, or RandomOutliers / HeavyTailedNoise for continuous scores"
+            )
+        gen = _generator(seed)
+        hit = _entry_hits(clean, self.rate, gen)
+        return Contaminated(clean, torch.where(hit, 1.0 - clean, clean), hit)
+
+
+def _student_t(shape: tuple[int, ...], df: int, gen: torch.Generator) -> Tensor:
+    """Standard Student-t(df) in float64 for integer ``df``, seedable and vectorized.
+
+    ``T = Z / sqrt(V / df)`` with ``V ~ chi2(df)`` built as ``sum_{k < df//2} -2 log(1 - U_k)``
+    (each term is chi2(2), i.e. 2 * Exp(1)) plus ``Z'^2`` when ``df`` is odd; ``df = 1`` is
+    ``Z / |Z'|``, the standard Cauchy. Costs ``df // 2`` uniform draws per entry.
+    """
+    z = _normal(shape, gen)
+    v = torch.zeros(shape, dtype=torch.float64)
+    for _ in range(df // 2):  # loop over degrees of freedom, not over groups or samples
+        v -= 2.0 * torch.log1p(-_uniform(shape, gen))
+    if df % 2:
+        v += _normal(shape, gen).square()
+    v.clamp_(min=torch.finfo(torch.float64).tiny)  # V == 0 has probability 0; never divide by 0
+    return z / torch.sqrt(v / df)
+
+
+@dataclass(frozen=True)
+class HeavyTailedNoise:
+    """Noisy reward model: with probability ``rate`` an entry gets ``scale * t(df)`` noise added.
+
+    Parameters
+    ----------
+    rate : float
+        Per-entry probability in [0, 1] of being hit.
+    scale : float
+        Noise scale (finite, > 0).
+    df : int
+        Degrees of freedom of the Student-t, a positive integer <= 1000. ``df = 1`` is the
+        Cauchy distribution (no mean; ``median |noise| = scale``); ``df <= 2`` has infinite
+        variance.
+
+    Notes
+    -----
+    ``rewards = where(hit, clean + scale * T, clean)`` with ``T ~ t(df)`` sampled as
+    ``Z / sqrt(V / df)``, ``V ~ chi2(df)`` built from ``df // 2`` seeded uniforms
+    (``-2 log U ~ chi2(2)``) plus one squared normal when ``df`` is odd (see ``_student_t``),
+    since torch's Gamma sampler takes no generator; the cost grows linearly with ``df``. The sum is computed in
+    float64 and clamped to the finite range of ``clean.dtype``, so the output is always finite
+    (a Cauchy draw can exceed float16's 65504).
+    """
+
+    rate: float
+    scale: float = 1.0
+    df: int = 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate", _prob("rate", self.rate))
+        object.__setattr__(self, "scale", _positive("scale", self.scale))
+        object.__setattr__(self, "df", _int_in(
+            "df", self.df, 1, MAX_DF,
+            "pass a positive integer number of degrees of freedom (1 = Cauchy)",
+        ))
+
+    def apply(self, clean: Tensor, *, seed: SeedLike) -> Contaminated:
+        """Add heavy-tailed noise to a random ``rate`` fraction of ``clean``."""
+        clean = _check_clean(clean)
+        gen = _generator(seed)
+        hit = _entry_hits(clean, self.rate, gen)
+        noise = self.scale * _student_t(tuple(clean.shape), self.df, gen)
+        work = _work_dtype(clean.device)
+        fmax = torch.finfo(clean.dtype).max
+        noisy = (clean.to(work) + noise.to(device=clean.device, dtype=work)).clamp(-fmax, fmax)
+        return Contaminated(clean, torch.where(hit, noisy.to(clean.dtype), clean), hit)
+
+
+def over_score(rewards: Tensor, hacked: Tensor, size: float) -> Tensor:
+    """Set the reward of every hacked entry to ``size``: ``where(hacked, size, rewards)``.
+
+    Parameters
+    ----------
+    rewards : Tensor
+        Floating tensor of any shape (e.g. ``[B, G]`` or ``[S, B, G]`` for S seeds).
+    hacked : Tensor
+        Boolean tensor of the same shape and device, True for the responses the flawed judge
+        over-scores (in the drift simulator: samples of the hacked candidate).
+    size : float
+        The over-score (finite, representable in ``rewards.dtype``).
+
+    Returns
+    -------
+    Tensor
+        A new tensor; entries where ``hacked`` is False equal ``rewards``.
+    """
+    if not isinstance(rewards, Tensor) or not rewards.is_floating_point():
+        raise ValueError(
+            f"rewards must be a floating torch.Tensor, got "
+            f"{getattr(rewards, 'dtype', type(rewards).__name__)}; convert with .float()"
+        )
+    if not isinstance(hacked, Tensor) or hacked.dtype != torch.bool:
+        raise ValueError(
+            f"hacked must be a bool torch.Tensor, got "
+            f"{getattr(hacked, 'dtype', type(hacked).__name__)}; build it with a comparison"
+        )
+    if hacked.shape != rewards.shape:
+        raise ValueError(
+            f"hacked must have the shape of rewards {tuple(rewards.shape)}, got "
+            f"{tuple(hacked.shape)}; build one mask entry per reward"
+        )
+    size = _real("size", size, "pass a finite over-score")
+    _fits("size", size, rewards.dtype)
+    return torch.where(hacked.to(rewards.device), torch.full_like(rewards, size), rewards)
+
+
+@dataclass(frozen=True)
+class RewardHacking:
+    """Systematic reward hacking: in a hacked group, one fixed response is over-scored to ``size``.
+
+    Parameters
+    ----------
+    rate : float
+        Probability in [0, 1] that a *group* (prompt) is hacked at this step; unlike the other
+        models this is per group, not per entry, so the fraction of entries hit is ``rate / G``.
+    size : float
+        The over-score given to the hacked response (finite).
+    response : int or sequence of int
+        Column of the hacking response in every row (an int in ``[0, G)``), or one column per
+        row (length ``B``; a LongTensor is accepted and stored as a tuple).
+
+    Notes
+    -----
+    ``row_hit[b] = 1[U_b < rate]``; ``hacked[b, g] = row_hit[b] and g == response[b]``;
+    ``rewards = over_score(clean, hacked, size)``; ``contaminated = hacked``.
+    """
+
+    rate: float
+    size: float
+    response: int | tuple[int, ...] = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rate", _prob("rate", self.rate))
+        object.__setattr__(self, "size", _real("size", self.size, "pass a finite over-score"))
+        hint = "pass the column index of the hacking response, or one index per group"
+        if _is_int(self.response):
+            resp: int | tuple[int, ...] = _int_in("response", self.response, 0, None, hint)
+        else:
+            req = "must be an integer >= 0 or a non-empty 1-D sequence of such integers"
+            items = _as_1d_list("response", self.response, req, hint)
+            if not all(_is_int(v) and v >= 0 for v in items):
+                raise _ParamError("response", req, self.response, hint)
+            resp = tuple(int(v) for v in items)
+        object.__setattr__(self, "response", resp)
+
+    def _check_batch(self, batch: int, group: int) -> None:
+        cols = self.response if isinstance(self.response, tuple) else (self.response,)
+        if isinstance(self.response, tuple) and len(self.response) != batch:
+            raise _ParamError(
+                "response", f"must have one column per group (length B={batch})",
+                self.response, f"pass {batch} indices or a single int",
+            )
+        if max(cols) >= group:
+            raise _ParamError(
+                "response", f"must index a column of the group (< G={group})", self.response,
+                f"pick columns in [0, {group - 1}]",
+            )
+
+    def apply(self, clean: Tensor, *, seed: SeedLike) -> Contaminated:
+        """Over-score the chosen response in a random ``rate`` fraction of the groups."""
+        clean = _check_clean(clean)
+        b, gs = clean.shape
+        self._check_batch(b, gs)
+        gen = _generator(seed)
+        row_hit = (_uniform((b,), gen) < self.rate).to(clean.device)
+        resp = torch.as_tensor(self.response, dtype=torch.long, device=clean.device).reshape(-1, 1)
+        hacked = row_hit[:, None] & (torch.arange(gs, device=clean.device)[None, :] == resp)
+        return Contaminated(clean, over_score(clean, hacked, self.size), hacked)
+
+
+#: JSON ``"model"`` name -> clean reward model class.
+CLEAN_MODELS: dict[str, type] = {
+    "bernoulli": Bernoulli,
+    "gaussian": Gaussian,
+    "skew_normal": SkewNormal,
+    "format_correctness": FormatCorrectness,
+}
+
+#: JSON ``"model"`` name -> contamination model class.
+CONTAMINATION_MODELS: dict[str, type] = {
+    "none": NoContamination,
+    "random_outliers": RandomOutliers,
+    "judge_flips": JudgeFlips,
+    "heavy_tailed_noise": HeavyTailedNoise,
+    "reward_hacking": RewardHacking,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# scenarios
+# --------------------------------------------------------------------------------------------
+
+
+def data_dir() -> Path:
+    """The data folder: ``$ROBUSTGRPO_DATA`` if set, else ``<repo>/data`` next to the package."""
+    env = os.environ.get("ROBUSTGRPO_DATA")
+    if env:
+        return Path(env).expanduser()
+    return Path(__file__).resolve().parent.parent / "data"
+
+
+def _scenario_dir() -> Path:
+    return data_dir() / "scenarios"
+
+
+def _rows(name: str, value: Any) -> tuple[tuple[float, ...], ...]:
+    """A non-empty rectangular 2-D list of finite numbers, as nested tuples."""
+    req = "must be a non-empty 2-D list of finite numbers (rows of equal length)"
+    hint = "write it as [[r_1, ..., r_G], ...]"
+    ok = (
+        isinstance(value, (list, tuple)) and len(value) > 0
+        and all(isinstance(row, (list, tuple)) and len(row) > 0 for row in value)
+        and len({len(row) for row in value}) == 1
+        and all(_is_real(v) and math.isfinite(float(v)) for row in value for v in row)
+    )
+    if not ok:
+        raise _ParamError(name, req, value, hint)
+    return tuple(tuple(float(v) for v in row) for row in value)
+
+
+def _text(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise _ParamError(name, "must be a non-empty string", value, "write some text")
+    return value
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A named reward scenario: clean model + contamination model + shape + seed.
+
+    Either *sampled* (``clean`` and ``contamination`` models, ``seed``) or *fixed* (the literal
+    groups ``fixed_clean`` and ``fixed_rewards``; the mask is ``fixed_clean != fixed_rewards``).
+
+    Attributes
+    ----------
+    name, title, description, source : str
+        Identifier (the file stem), a one-line title, what it represents, and where the numbers
+        come from.
+    group_size, n_groups : int
+        ``G`` and the default ``B``.
+    clean : CleanModel or None
+        Clean reward model (None for fixed scenarios).
+    contamination : ContaminationModel
+        Contamination model (NoContamination for fixed scenarios).
+    seed : int or None
+        Default seed (None for fixed scenarios).
+    fixed_clean, fixed_rewards : tuple of tuple of float, or None
+        The literal ``[B, G]`` groups of a fixed scenario.
+    path : Path or None
+        The file it was loaded from (not compared).
+    """
+
+    name: str
+    title: str
+    description: str
+    group_size: int
+    n_groups: int
+    source: str
+    clean: Any = None
+    contamination: Any = field(default_factory=NoContamination)
+    seed: int | None = None
+    fixed_clean: tuple[tuple[float, ...], ...] | None = None
+    fixed_rewards: tuple[tuple[float, ...], ...] | None = None
+    path: Path | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        for key in ("name", "title", "description", "source"):
+            _text(key, getattr(self, key))
+        _int_in("group_size", self.group_size, 1, None, "pass the group size G >= 1")
+        _int_in("n_groups", self.n_groups, 1, None, "pass the number of groups B >= 1")
+        if self.is_fixed:
+            if self.clean is not None or self.seed is not None:
+                raise ValueError(
+                    f"scenario {self.name!r}: a fixed scenario takes no clean model and no seed; "
+                    "drop them or drop the fixed groups"
+                )
+            clean = _rows("fixed.clean", self.fixed_clean)
+            rewards = _rows("fixed.rewards", self.fixed_rewards)
+            shape = (len(clean), len(clean[0]))
+            if (len(rewards), len(rewards[0])) != shape:
+                raise _ParamError(
+                    "fixed.rewards", f"must have the shape of fixed.clean {shape}",
+                    self.fixed_rewards, "give one reward per clean reward",
+                )
+            if shape != (self.n_groups, self.group_size):
+                raise _ParamError(
+                    "group_size" if shape[1] != self.group_size else "n_groups",
+                    f"must match the fixed groups' shape [B, G] = {list(shape)}",
+                    self.group_size if shape[1] != self.group_size else self.n_groups,
+                    "make n_groups and group_size agree with fixed",
+                )
+            object.__setattr__(self, "fixed_clean", clean)
+            object.__setattr__(self, "fixed_rewards", rewards)
+        else:
+            if not isinstance(self.clean, CleanModel):
+                raise _ParamError("clean", "must be a clean reward model", self.clean,
+                                  f"use one of {sorted(CLEAN_MODELS)}")
+            if not isinstance(self.contamination, ContaminationModel):
+                raise _ParamError("contamination", "must be a contamination model",
+                                  self.contamination,
+                                  f"use one of {sorted(CONTAMINATION_MODELS)}")
+            _int_in("seed", self.seed, 0, 2**64 - 1, "pass a default seed, e.g. 0")
+            for model, prefix in ((self.clean, "clean"), (self.contamination, "contamination")):
+                check = getattr(model, "_check_batch", None)
+                if check is not None:
+                    try:
+                        check(self.n_groups, self.group_size)
+                    except _ParamError as err:
+                        raise _ParamError(f"{prefix}.{err.param}", err.requirement,
+                                          err.value, err.hint) from None
+
+    @property
+    def is_fixed(self) -> bool:
+        """True for a fixed (literal) scenario."""
+        return self.fixed_clean is not None or self.fixed_rewards is not None
+
+    def sample(
+        self, n_groups: int | None = None, seed: SeedLike | None = None, *,
+        dtype: torch.dtype = torch.float32,
+    ) -> Contaminated:
+        """Draw ``[n_groups, group_size]`` clean and contaminated rewards.
+
+        Parameters
+        ----------
+        n_groups : int, optional
+            Number of groups B; defaults to ``self.n_groups``. For a fixed scenario it must be
+            None or equal to the fixed number of rows.
+        seed : int or torch.Generator, optional
+            Defaults to ``self.seed``. One generator draws the clean rewards first, then the
+            contamination, so two scenarios with the same clean model and seed share their clean
+            rewards. Ignored by fixed scenarios (they are not random).
+        dtype : torch.dtype
+            Floating dtype of the result.
+        """
+        dtype = _check_dtype(dtype)
+        if self.is_fixed:
+            if n_groups is not None and n_groups != self.n_groups:
+                raise ValueError(
+                    f"scenario {self.name!r} is fixed with n_groups={self.n_groups}, got "
+                    f"n_groups={n_groups!r}; pass n_groups=None"
+                )
+            clean = torch.tensor(self.fixed_clean, dtype=dtype)
+            rewards = torch.tensor(self.fixed_rewards, dtype=dtype)
+            return Contaminated(clean, rewards, clean != rewards)
+        b = self.n_groups if n_groups is None else n_groups
+        gen = _generator(self.seed if seed is None else seed)
+        clean = self.clean.sample(b, self.group_size, seed=gen, dtype=dtype)
+        return self.contamination.apply(clean, seed=gen)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, origin: str | Path = "<dict>") -> Scenario:
+        """Build and validate a scenario from its JSON form; errors name ``origin`` and the field."""
+        return _scenario_from_dict(data, str(origin), Path(origin) if origin != "<dict>" else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (inverse of :meth:`from_dict`)."""
+        out: dict[str, Any] = {
+            "name": self.name, "title": self.title, "description": self.description,
+            "group_size": self.group_size, "n_groups": self.n_groups,
+        }
+        if self.is_fixed:
+            out["fixed"] = {"clean": [list(r) for r in self.fixed_clean],
+                            "rewards": [list(r) for r in self.fixed_rewards]}
+        else:
+            out["seed"] = self.seed
+            out["clean"] = _model_to_dict(self.clean, CLEAN_MODELS)
+            out["contamination"] = _model_to_dict(self.contamination, CONTAMINATION_MODELS)
+        out["source"] = self.source
+        return out
+
+
+def _model_to_dict(model: Any, registry: Mapping[str, type]) -> dict[str, Any]:
+    name = next(k for k, v in registry.items() if type(model) is v)
+    out: dict[str, Any] = {"model": name}
+    for f in dataclasses.fields(model):
+        if f.init:
+            value = getattr(model, f.name)
+            out[f.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+_REQUIRED = ("name", "title", "description", "group_size", "n_groups", "source")
+_SAMPLED = ("seed", "clean", "contamination")
+
+
+def _field_error(origin: str, prefix: str, err: _ParamError) -> ValueError:
+    return ValueError(
+        f"{origin}: field '{prefix}{err.param}' {err.requirement}, got {err.value!r}; {err.hint}"
+    )
+
+
+def _model_from_dict(
+    origin: str, key: str, spec: Any, registry: Mapping[str, type]
+) -> Any:
+    if not isinstance(spec, Mapping):
+        raise ValueError(
+            f"{origin}: field '{key}' must be an object like {{\"model\": ...}}, got {spec!r}; "
+            f"pick a model from {sorted(registry)}"
+        )
+    if "model" not in spec:
+        raise ValueError(
+            f"{origin}: field '{key}.model' is missing; add one of {sorted(registry)}"
+        )
+    model = spec["model"]
+    if not isinstance(model, str) or model not in registry:
+        raise ValueError(
+            f"{origin}: field '{key}.model' must be one of {sorted(registry)}, got {model!r}; "
+            "use a registered model name"
+        )
+    cls = registry[model]
+    params = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(k for k in spec if k != "model" and k not in params)
+    if unknown:
+        raise ValueError(
+            f"{origin}: unknown field(s) {', '.join(repr(f'{key}.{k}') for k in unknown)} for "
+            f"model {model!r}; allowed: {sorted(params)}"
+        )
+    missing = [
+        k for k, f in params.items()
+        if k not in spec and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    ]
+    if missing:
+        raise ValueError(
+            f"{origin}: field '{key}.{missing[0]}' is missing; model {model!r} needs "
+            f"{sorted(missing)}"
+        )
+    try:
+        return cls(**{k: v for k, v in spec.items() if k != "model"})
+    except _ParamError as err:
+        raise _field_error(origin, f"{key}.", err) from None
+
+
+def _scenario_from_dict(data: Any, origin: str, path: Path | None) -> Scenario:
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{origin}: must hold a JSON object, got {type(data).__name__}")
+    is_fixed = "fixed" in data
+    allowed = set(_REQUIRED) | ({"fixed"} if is_fixed else set(_SAMPLED))
+    unknown = sorted(k for k in data if k not in allowed)
+    if unknown:
+        extra = " (a fixed scenario takes no seed/clean/contamination)" if is_fixed else ""
+        raise ValueError(
+            f"{origin}: unknown field(s) {', '.join(repr(k) for k in unknown)}{extra}; "
+            f"allowed: {sorted(allowed)}"
+        )
+    for key in _REQUIRED + (() if is_fixed else _SAMPLED):
+        if key not in data:
+            raise ValueError(f"{origin}: field '{key}' is missing; add it")
+    if path is not None and data["name"] != path.stem:
+        raise ValueError(
+            f"{origin}: field 'name' must equal the file name {path.stem!r}, got "
+            f"{data['name']!r}; rename the file or the scenario"
+        )
+    kwargs: dict[str, Any] = {k: data[k] for k in _REQUIRED}
+    if is_fixed:
+        fixed = data["fixed"]
+        if not isinstance(fixed, Mapping) or set(fixed) != {"clean", "rewards"}:
+            raise ValueError(
+                f"{origin}: field 'fixed' must be an object with exactly the keys 'clean' and "
+                f"'rewards', got {fixed!r}; write {{\"clean\": [[...]], \"rewards\": [[...]]}}"
+            )
+        kwargs["fixed_clean"] = fixed["clean"]
+        kwargs["fixed_rewards"] = fixed["rewards"]
+    else:
+        kwargs["seed"] = data["seed"]
+        kwargs["clean"] = _model_from_dict(origin, "clean", data["clean"], CLEAN_MODELS)
+        kwargs["contamination"] = _model_from_dict(
+            origin, "contamination", data["contamination"], CONTAMINATION_MODELS
+        )
+    try:
+        return Scenario(**kwargs, path=path)
+    except _ParamError as err:
+        raise _field_error(origin, "", err) from None
+
+
+def list_scenarios() -> list[str]:
+    """Names of the scenario files in ``data_dir() / "scenarios"``, sorted."""
+    folder = _scenario_dir()
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"no scenario folder at {folder}; set ROBUSTGRPO_DATA to the project's data folder"
+        )
+    return sorted(p.stem for p in folder.glob("*.json"))
+
+
+def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
+    """Load and validate a scenario by name (``data_dir()/scenarios/<name>.json``) or by path.
+
+    A string containing a path separator or ending in ``.json``, or any ``os.PathLike``, is
+    a path; anything else is a name. Every problem raises ``ValueError`` naming the file and
+    the field (missing, wrong type or value, unknown key, unknown model).
+    """
+    as_path = isinstance(name_or_path, os.PathLike) or (
+        isinstance(name_or_path, str)
+        and (name_or_path.endswith(".json") or "/" in name_or_path or os.sep in name_or_path)
+    )
+    if as_path:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no scenario file at {path}; check the path")
+    else:
+        if not isinstance(name_or_path, str) or not name_or_path:
+            raise ValueError(
+                f"name_or_path must be a scenario name or a path, got {name_or_path!r}; "
+                "see list_scenarios()"
+            )
+        path = _scenario_dir() / f"{name_or_path}.json"
+        if not path.is_file():
+            known = list_scenarios() if _scenario_dir().is_dir() else []
+            raise ValueError(
+                f"unknown scenario {name_or_path!r} (no {path}); available: {known}, "
+                "or pass a path to a .json file"
+            )
+    origin = str(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(
+            f"{origin}: invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}; "
+            "fix the syntax"
+        ) from None
+    return _scenario_from_dict(data, origin, path)

@@ -1,0 +1,288 @@
+"""Input handling shared by every layer: conversion, validation and grouping.
+
+Rewards arrive as torch tensors, numpy arrays or nested lists; the package
+computes on torch tensors and hands results back in the caller's type. This
+module is the one place that decides how:
+
+* ``as_tensor`` turns the input into a floating tensor and remembers its kind;
+* ``validate_mask`` and ``apply_nan_policy`` build the boolean validity mask;
+* ``group_by_index`` turns flat rewards plus a group index (verl's ``uid``)
+  into a padded ``[B, G]`` tensor and mask without a Python loop over groups;
+* ``to_kind`` converts results back.
+
+Conversion rules (nothing is coerced silently; every rule is listed here):
+
+* torch float32/float64 stay as they are; float16/bfloat16 are upcast to
+  float32 (half precision cannot hold the squared deviations of a std);
+* integer and boolean rewards become torch's default float dtype (torch
+  input) or float64 (numpy and list input);
+* complex, object or string rewards raise ``ValueError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Sequence, Union
+
+import numpy as np
+import torch
+
+__all__ = [
+    "ArrayLike",
+    "InputKind",
+    "NanPolicy",
+    "NAN_POLICIES",
+    "as_tensor",
+    "to_kind",
+    "validate_mask",
+    "apply_nan_policy",
+    "count_valid",
+    "Grouping",
+    "group_by_index",
+    "scatter_to_flat",
+]
+
+ArrayLike = Union[torch.Tensor, np.ndarray, Sequence[Any]]
+InputKind = Literal["torch", "numpy", "list"]
+NanPolicy = Literal["raise", "omit", "propagate"]
+NAN_POLICIES: tuple[str, ...] = ("raise", "omit", "propagate")
+
+_HALF_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _kind_of(x: Any) -> InputKind:
+    if isinstance(x, torch.Tensor):
+        return "torch"
+    if isinstance(x, np.ndarray):
+        return "numpy"
+    return "list"
+
+
+def as_tensor(x: ArrayLike, name: str = "rewards") -> tuple[torch.Tensor, InputKind]:
+    """Convert ``x`` to a floating torch tensor and report the input kind.
+
+    Parameters
+    ----------
+    x : torch.Tensor, numpy.ndarray or nested sequence of numbers
+        The values to convert.
+    name : str
+        Used in error messages.
+
+    Returns
+    -------
+    tensor : torch.Tensor
+        float32 or float64 (see the module docstring for the rules).
+    kind : {"torch", "numpy", "list"}
+        What the caller passed, so results can be converted back.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is complex, holds non-numeric values, or cannot be converted.
+    """
+    kind = _kind_of(x)
+    if kind == "torch":
+        t = x
+        if t.is_complex():
+            raise ValueError(f"{name} must be real, got a complex tensor ({t.dtype}); pass the real part explicitly")
+        if t.dtype in _HALF_DTYPES:
+            t = t.float()
+        elif not t.is_floating_point():
+            t = t.to(torch.get_default_dtype())
+        return t, kind
+    try:
+        arr = np.asarray(x)
+    except ValueError as err:  # ragged nested lists
+        raise ValueError(
+            f"{name} could not be read as a rectangular array ({err}); "
+            "for groups of different sizes pass flat rewards with index=, or a padded array with mask="
+        ) from None
+    if arr.dtype.kind == "c":
+        raise ValueError(f"{name} must be real, got complex values; pass the real part explicitly")
+    if arr.dtype.kind not in "biuf":
+        raise ValueError(f"{name} must hold numbers, got dtype {arr.dtype!r}; convert the values to float first")
+    if arr.dtype.kind == "f" and arr.dtype.itemsize < 4:
+        arr = arr.astype(np.float32)
+    elif arr.dtype.kind != "f":
+        arr = arr.astype(np.float64)
+    return torch.from_numpy(np.ascontiguousarray(arr)), kind
+
+
+def to_kind(t: torch.Tensor, kind: InputKind) -> Any:
+    """Convert a result tensor back to the caller's kind (tensor, ndarray or list)."""
+    if kind == "torch":
+        return t
+    arr = t.detach().cpu().numpy()
+    return arr if kind == "numpy" else arr.tolist()
+
+
+def validate_mask(mask: ArrayLike | None, shape: torch.Size, device: torch.device) -> torch.Tensor | None:
+    """Return the boolean validity mask, or None when ``mask`` is None (all valid).
+
+    Raises
+    ------
+    ValueError
+        If the mask is not boolean or its shape differs from the rewards'.
+    """
+    if mask is None:
+        return None
+    m = mask if isinstance(mask, torch.Tensor) else torch.from_numpy(np.asarray(mask))
+    if m.dtype != torch.bool:
+        raise ValueError(
+            f"mask must be boolean (True = valid sample), got dtype {m.dtype}; pass mask.astype(bool) or mask > 0 explicitly"
+        )
+    if tuple(m.shape) != tuple(shape):
+        raise ValueError(f"mask shape {tuple(m.shape)} does not match rewards shape {tuple(shape)}; pass one flag per reward")
+    return m.to(device)
+
+
+def apply_nan_policy(
+    values: torch.Tensor, mask: torch.Tensor | None, nan_policy: str, name: str = "rewards"
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Apply ``nan_policy`` to the non-finite entries among the valid ones.
+
+    Parameters
+    ----------
+    values : torch.Tensor
+        ``[..., G]`` values.
+    mask : torch.Tensor or None
+        Boolean validity mask of the same shape; None means all valid.
+    nan_policy : {"raise", "omit", "propagate"}
+        ``"raise"``: a non-finite valid entry (NaN or +-inf) raises.
+        ``"omit"``: non-finite entries are masked out.
+        ``"propagate"``: they are masked out for the computation and the
+        returned ``poisoned`` flags mark the slices whose result must be NaN.
+
+    Returns
+    -------
+    values : torch.Tensor
+        ``values`` with every invalid entry replaced by 0, so that no NaN can
+        leak into a masked reduction.
+    mask : torch.Tensor or None
+        The validity mask after the policy; None while every entry is valid.
+    poisoned : torch.Tensor
+        Boolean ``[...]`` flags, True where a slice held a non-finite valid
+        entry and the policy is ``"propagate"``.
+    """
+    if nan_policy not in NAN_POLICIES:
+        raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
+    poisoned = torch.zeros(values.shape[:-1], dtype=torch.bool, device=values.device)
+    zero = torch.zeros((), dtype=values.dtype, device=values.device)
+    if mask is None and bool(torch.isfinite(values.sum())):
+        return values, None, poisoned  # a NaN or inf anywhere would make the sum non-finite
+    bad = ~torch.isfinite(values)
+    if mask is not None:
+        bad &= mask
+    if bool(bad.any()):
+        if nan_policy == "raise":
+            where = tuple(int(i) for i in bad.nonzero()[0].tolist())
+            raise ValueError(
+                f"{name} contain {int(bad.sum())} non-finite value(s) (NaN or inf), the first at index {where}; "
+                "clean them, mask them out with mask=, or pass nan_policy='omit' to mask them"
+            )
+        if nan_policy == "propagate":
+            poisoned = bad.any(dim=-1)
+        mask = ~bad if mask is None else mask & ~bad
+    if mask is None:
+        return values, None, poisoned
+    return torch.where(mask, values, zero), mask, poisoned
+
+
+def count_valid(values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """Number of valid entries along the last dimension (``[...]`` long)."""
+    if mask is None:
+        return torch.full(values.shape[:-1], values.shape[-1], dtype=torch.long, device=values.device)
+    return mask.sum(-1)
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """How flat samples map onto a padded ``[B, G]`` layout.
+
+    Attributes
+    ----------
+    group : torch.Tensor
+        ``[N]`` long, the row of each flat sample.
+    slot : torch.Tensor
+        ``[N]`` long, the column of each flat sample within its row.
+    keys : numpy.ndarray
+        ``[B]`` the group keys, in order of first appearance.
+    group_size : int
+        G, the largest group's size.
+    """
+
+    group: torch.Tensor
+    slot: torch.Tensor
+    keys: np.ndarray
+    group_size: int
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.keys)
+
+    def pad(self, flat: torch.Tensor, fill: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """Scatter ``[N]`` values into a ``[B, G]`` tensor and its validity mask."""
+        shape = (self.n_groups, self.group_size)
+        group, slot = self.group.to(flat.device), self.slot.to(flat.device)
+        padded = torch.full(shape, fill, dtype=flat.dtype, device=flat.device)
+        padded[group, slot] = flat
+        mask = torch.zeros(shape, dtype=torch.bool, device=flat.device)
+        mask[group, slot] = True
+        return padded, mask
+
+
+def group_by_index(index: ArrayLike, n: int) -> Grouping:
+    """Group ``n`` flat samples by ``index`` without a Python loop over groups.
+
+    Parameters
+    ----------
+    index : sequence of int or str, numpy array or torch tensor
+        One group key per sample (verl's ``uid``). Any hashable numpy dtype
+        works: integers, strings, or objects numpy can sort.
+    n : int
+        Number of samples (length of the flat rewards).
+
+    Returns
+    -------
+    Grouping
+        Rows follow the order in which each key first appears; within a row,
+        samples keep their original order.
+
+    Raises
+    ------
+    ValueError
+        If ``index`` is not one-dimensional or its length is not ``n``.
+    """
+    if isinstance(index, torch.Tensor):
+        idx = index.detach().cpu().numpy()
+    else:
+        idx = np.asarray(index)
+    if idx.ndim != 1:
+        raise ValueError(f"index must be one-dimensional (one group key per reward), got shape {idx.shape}")
+    if len(idx) != n:
+        raise ValueError(f"index has {len(idx)} keys but there are {n} rewards; pass one key per reward")
+    if n == 0:
+        raise ValueError("rewards are empty; pass at least one reward")
+    keys, first, inverse = np.unique(idx, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # rows in order of first appearance
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    group = rank[inverse.reshape(-1)]
+    # position of each sample within its group: stable sort by group, then
+    # subtract the start offset of the group
+    by_group = np.argsort(group, kind="stable")
+    counts = np.bincount(group, minlength=len(keys))
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    slot = np.empty(n, dtype=np.int64)
+    slot[by_group] = np.arange(n) - np.repeat(starts, counts)
+    return Grouping(
+        group=torch.from_numpy(group.astype(np.int64)),
+        slot=torch.from_numpy(slot),
+        keys=keys[order],
+        group_size=int(counts.max()),
+    )
+
+
+def scatter_to_flat(padded: torch.Tensor, grouping: Grouping) -> torch.Tensor:
+    """Read a ``[B, G]`` tensor back into the flat order of ``grouping``."""
+    return padded[grouping.group.to(padded.device), grouping.slot.to(padded.device)]

@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Project tasks that need nothing but Python 3.10+: ``python3 tasks.py <task>``.
+
+main   build the environment in .venv, then run the main job (the seed example)
+test   build the environment in .venv, then run the whole test suite
+bench  build the environment in .venv, then print the speed benchmark
+setup  only build the environment
+
+The environment is rebuilt only when pyproject.toml or constraints.txt change
+(a stamp file records their hash). Torch is pinned by constraints.txt to a
+CPU build so that a fresh machine does not download a multi-GB CUDA build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+PYTHON = VENV / "bin" / "python"
+STAMP = VENV / ".setup-stamp"
+
+
+def run(*cmd: str | os.PathLike[str]) -> None:
+    print("+", " ".join(str(c) for c in cmd), flush=True)
+    subprocess.run([str(c) for c in cmd], cwd=ROOT, check=True)
+
+
+def setup() -> None:
+    digest = hashlib.sha256(b"".join((ROOT / f).read_bytes() for f in ("pyproject.toml", "constraints.txt"))).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == digest and PYTHON.exists():
+        return
+    if not PYTHON.exists():
+        print(f"creating virtual environment in {VENV.name}/", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    run(PYTHON, "-m", "pip", "install", "--disable-pip-version-check", "-c", "constraints.txt", "-e", ".[dev]")
+    STAMP.write_text(digest)
+
+
+def main_job() -> None:
+    setup()
+    run(PYTHON, "-m", "robustgrpo", "demo")
+
+
+def test() -> None:
+    setup()
+    run(PYTHON, "-m", "pytest", *sys.argv[2:])
+
+
+def bench() -> None:
+    setup()
+    run(PYTHON, "-m", "robustgrpo", "bench")
+
+
+TASKS = {"main": main_job, "test": test, "bench": bench, "setup": setup}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in TASKS:
+        sys.exit(f"usage: python3 tasks.py {{{'|'.join(TASKS)}}} [pytest args for test]")
+    try:
+        TASKS[sys.argv[1]]()
+    except subprocess.CalledProcessError as err:
+        sys.exit(err.returncode)
