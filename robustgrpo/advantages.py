@@ -406,7 +406,8 @@ def _rloo(g: Groups) -> Computed:
     The reported centre is the group mean; each sample's own baseline is the
     mean of the others."""
     centre = masked_mean(g.rewards, g.mask, g.n)
-    factor = (g.n / (g.n - 1).clamp_min(1)).to(g.rewards.dtype)
+    n = g.n.to(g.rewards.dtype)
+    factor = n / (n - 1).clamp_min(1)
     adv = factor.unsqueeze(-1) * (g.rewards - centre.unsqueeze(-1))
     return Computed(adv, centre, torch.ones_like(centre), _none(centre), _none(adv))
 
@@ -750,7 +751,10 @@ def compute_advantages(
     ------
     ValueError
         Unknown method or parameter, bad parameter value, wrong ndim, empty
-        input, non-finite rewards under ``nan_policy="raise"``, bad mask.
+        input, non-finite rewards under ``nan_policy="raise"``, bad mask, or
+        advantages that overflow the dtype (unscaled estimators near the
+        float maximum, e.g. ``mc_grpo`` on float32 rewards of 1e35: there is
+        no finite answer to return, and saturating would hide it).
 
     Examples
     --------
@@ -788,6 +792,11 @@ def compute_advantages(
     adv = out.advantages if all_kept else torch.where(keep, out.advantages, zero)
     if singleton == "reward":
         adv = torch.where(_valid(single.unsqueeze(-1), valid), values, adv)
+    if not bool(torch.isfinite(adv.sum())) and not bool(torch.isfinite(adv).all()):
+        raise ValueError(
+            f"{method} advantages overflow {dtype} for these rewards (largest |reward| "
+            f"{float(fill_invalid(values, valid, 0.0).abs().max()):.3g}); pass float64 rewards or rescale them"
+        )
     centre = torch.where(empty, zero, out.centre)
     scale = torch.where(empty, zero, out.scale)
     if bool(poisoned.any()):

@@ -215,7 +215,9 @@ def huber_proposal2(
 
     until :math:`|s - s'| \le s' \cdot tol` and :math:`|\mu - \mu'| \le s' \cdot tol`,
     with :math:`\gamma` from :func:`huber_gamma`. All rows iterate together; a
-    row stops changing once it converges.
+    row stops changing once it converges. The iteration runs on the
+    standardised values :math:`(x - \mu_0)/s_0` (the fixed point is affine
+    equivariant), so huge rewards cannot overflow the squares.
 
     Returns
     -------
@@ -229,16 +231,23 @@ def huber_proposal2(
     gamma = huber_gamma(c)
     nf = n.to(x.dtype)
     fixed = (scale <= 0) | (n < 2)
+    one = torch.ones((), dtype=x.dtype, device=x.device)
+    # iterate on u = (x - location0) / scale0: the fixed point is affine equivariant, and the
+    # standardised problem cannot overflow when rewards are huge (squares of 1e30 in float32)
+    shift, unit = location, torch.where(fixed, one, scale)
+    u = (x - shift.unsqueeze(-1)) / unit.unsqueeze(-1)
+    location = torch.zeros_like(shift)
+    scale = torch.where(fixed, scale, one)
     done = fixed.clone()
     out_loc, out_scale = location.clone(), scale.clone()
     for _ in range(maxiter):
         if bool(done.all()):
             break
-        s = torch.where(done, torch.ones((), dtype=x.dtype, device=x.device), scale).unsqueeze(-1)
+        s = torch.where(done, one, scale).unsqueeze(-1)
         mu = location.unsqueeze(-1)
-        new_loc = masked_sum(torch.clamp(x, mu - c * s, mu + c * s), mask) / nf.clamp_min(1)
-        inside = ((x - mu).abs() / s) <= c
-        contrib = torch.where(inside, (x - new_loc.unsqueeze(-1)).square(), (s * c).square())
+        new_loc = masked_sum(torch.clamp(u, mu - c * s, mu + c * s), mask) / nf.clamp_min(1)
+        inside = ((u - mu).abs() / s) <= c
+        contrib = torch.where(inside, (u - new_loc.unsqueeze(-1)).square(), (s * c).square())
         new_scale = torch.sqrt(masked_sum(contrib, mask) / ((nf - 1).clamp_min(1) * gamma))
         conv = ((scale - new_scale).abs() <= new_scale * tol) & ((location - new_loc).abs() <= new_scale * tol)
         newly = conv & ~done
@@ -250,7 +259,9 @@ def huber_proposal2(
         done = done | conv
     out_loc = torch.where(done, out_loc, location)
     out_scale = torch.where(done, out_scale, scale)
-    return out_loc, out_scale, done
+    location = shift + unit * out_loc
+    scale = torch.where(fixed, out_scale, unit * out_scale)
+    return location, scale, done
 
 
 def winsor_bounds(
@@ -509,7 +520,8 @@ def _sn_kernel(x, mask, n, *, c):
     inf = torch.full((), math.inf, dtype=x.dtype, device=x.device)
     diffs = (x.unsqueeze(-1) - x.unsqueeze(-2)).abs()
     pair_valid = mask.unsqueeze(-1) & mask.unsqueeze(-2)
-    inner = order_statistic(sort_valid(diffs, pair_valid), n.unsqueeze(-1) // 2)  # himed over j
+    himed_index = (n // 2).unsqueeze(-1).expand(x.shape)
+    inner = order_statistic(sort_valid(diffs, pair_valid), himed_index)  # himed over j, for every i
     outer = order_statistic(sort_last(torch.where(mask, inner, inf)), (n + 1) // 2 - 1)  # lomed over i
     return torch.where(n >= 1, c * outer, torch.zeros((), dtype=x.dtype, device=x.device))
 
@@ -567,7 +579,7 @@ def mean_absolute_deviation(
     Examples
     --------
     >>> mean_absolute_deviation([0.0, 0.0, 1.0, 3.0])
-    1.25
+    1.0
     """
     if center not in ("mean", "median"):
         raise ValueError(f"center must be 'mean' or 'median', got {center!r}")

@@ -1,0 +1,453 @@
+"""The estimator catalogue: seed numbers, independent oracles, masks, groups, errors."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats
+import torch
+from scipy.stats import mstats
+from statsmodels.robust.scale import Huber
+
+import robustgrpo
+from robustgrpo import ESTIMATORS, compute_advantages
+from robustgrpo.advantages import Groups, _robust_centre_scale
+from robustgrpo.bench import robust_numpy_scipy
+from robustgrpo.contamination import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = json.loads((ROOT / "data" / "reference" / "seed_000.json").read_text())
+REF = {k: v["value"] for k, v in SEED["values"].items()}
+CORRECT, OUTLIER = SEED["correct_index"], SEED["outlier_index"]
+EXAMPLE = load_scenario(SEED["scenario"]).sample(dtype=torch.float64)
+POISONED, CLEAN = EXAMPLE.rewards, EXAMPLE.clean
+
+EXPECTED_NAMES = {"grpo", "dr_grpo", "batch_std", "rloo", "seed_mad", "mc_grpo", "robust", "rank", "huber_m", "winsor"}
+
+
+def _batches() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(42)
+    continuous = rng.normal(size=(64, 8))
+    binary = rng.integers(0, 2, size=(64, 8)).astype(float)
+    glitch = binary.copy()
+    glitch[::4, 3] = 10.0
+    heavy = rng.standard_t(1, size=(64, 16))
+    odd = rng.normal(size=(64, 9))
+    return {"continuous": continuous, "binary": binary, "glitch": glitch, "heavy": heavy, "odd": odd}
+
+
+BATCHES = _batches()
+
+
+# ------------------------------------------------------------ seed example
+
+
+class TestSeedExample:
+    def test_the_group_is_the_seeds(self):
+        assert POISONED[0].tolist() == [0, 0, 0, 0, 0, 0, 1, 10]
+        assert float(POISONED.mean()) == REF["mean"]
+        assert float(POISONED.std()) == pytest.approx(REF["std_bessel"], rel=1e-7)
+
+    def test_grpo_gives_the_correct_answer_a_negative_advantage(self):
+        adv = compute_advantages(POISONED, "grpo").advantages[0]
+        assert float(adv[CORRECT]) == pytest.approx(REF["grpo_correct_bessel"], rel=1e-6)
+        assert float(adv[OUTLIER]) == pytest.approx(REF["grpo_outlier_bessel"], rel=1e-6)
+        adv0 = compute_advantages(POISONED, "grpo", ddof=0).advantages[0]
+        assert float(adv0[CORRECT]) == pytest.approx(REF["grpo_correct_population"], rel=1e-6)
+
+    def test_clean_reference(self):
+        adv = compute_advantages(CLEAN, "grpo").advantages[0]
+        assert float(adv[CORRECT]) == pytest.approx(REF["clean_grpo_correct"], rel=1e-6)
+
+    def test_seed_mad_falls_back_to_the_inflated_std(self):
+        res = compute_advantages(POISONED, "seed_mad")
+        assert float(res.advantages[0, CORRECT]) == pytest.approx(REF["seed_mad_correct"], rel=1e-6)
+        assert float(res.advantages[0, OUTLIER]) == REF["seed_mad_outlier"]
+        assert bool(res.diagnostics.fallback[0])
+        assert int(res.diagnostics.n_clipped[0]) == 1
+
+    def test_robust_keeps_the_correct_answer(self):
+        res = compute_advantages(POISONED, "robust")
+        adv = res.advantages[0]
+        clean = compute_advantages(CLEAN, "robust").advantages[0]
+        assert float(adv[CORRECT]) == pytest.approx(REF["robust_correct"], rel=1e-6)
+        # same order as in the clean group (within a factor of 2 of both clean references)
+        assert 0.5 * REF["clean_grpo_correct"] < float(adv[CORRECT]) <= float(clean[CORRECT])
+        assert float(adv[OUTLIER]) == 2.5  # at most c
+        assert (adv[[i for i in range(8) if i not in (CORRECT, OUTLIER)]] <= 0).all()
+        assert bool(res.diagnostics.fallback[0])
+
+    @pytest.mark.parametrize("size", [10.0, 1e3, 1e6, 1e12])
+    def test_robust_scale_is_bounded_in_the_outlier_size(self, size):
+        r = POISONED.clone()
+        r[0, OUTLIER] = size
+        res = compute_advantages(r, "robust")
+        assert float(res.diagnostics.scale[0]) == pytest.approx(math.sqrt(2 / 7), rel=1e-9)
+        assert float(res.advantages[0, CORRECT]) == pytest.approx(REF["robust_correct"], rel=1e-6)
+
+    def test_seed_function_literally(self):
+        """The seed's own code, its symbols restored, against the catalogue entry."""
+
+        def compute_robust_grpo_advantages(rewards, huber_c=2.5, eps=1e-6):
+            median_r = torch.median(rewards, dim=-1, keepdim=True).values
+            abs_deviations = torch.abs(rewards - median_r)
+            mad = torch.median(abs_deviations, dim=-1, keepdim=True).values
+            robust_sigma = 1.4826 * mad
+            effective_sigma = torch.where(robust_sigma > eps, robust_sigma, rewards.std(dim=-1, keepdim=True) + eps)
+            z_scores = (rewards - median_r) / effective_sigma
+            return torch.clamp(z_scores, min=-huber_c, max=huber_c)
+
+        for name, batch in BATCHES.items():
+            r = torch.from_numpy(batch)
+            expected = compute_robust_grpo_advantages(r)
+            got = compute_advantages(r, "seed_mad").advantages
+            degenerate = (r.amax(-1) == r.amin(-1)).unsqueeze(-1)
+            torch.testing.assert_close(got, torch.where(degenerate, 0.0, expected), msg=name)
+        torch.testing.assert_close(
+            compute_advantages(POISONED.float(), "seed_mad").advantages, compute_robust_grpo_advantages(POISONED.float())
+        )
+
+
+# ------------------------------------------------------------ registry
+
+
+def test_registry_lists_the_catalogue():
+    assert set(ESTIMATORS) == EXPECTED_NAMES
+    for est in ESTIMATORS.values():
+        assert est.summary and est.source
+        assert est.scaling in ("invariant", "equivariant", "none")
+        assert est.clip is None or est.clip in est.defaults
+    assert {n for n, e in ESTIMATORS.items() if e.clip} == {"seed_mad", "robust", "huber_m"}
+    text = robustgrpo.describe_estimators()
+    assert all(name in text for name in EXPECTED_NAMES)
+
+
+def test_registry_is_read_only():
+    with pytest.raises(TypeError):
+        ESTIMATORS["x"] = ESTIMATORS["grpo"]  # type: ignore[index]
+
+
+def test_register_rejects_duplicates():
+    with pytest.raises(ValueError, match="already registered"):
+        robustgrpo.register("grpo", "again", scaling="invariant", source="test")(lambda g: None)
+
+
+# ------------------------------------------------------------ oracles
+
+
+def _numpy_grpo(r: np.ndarray, ddof=1, eps=1e-6) -> np.ndarray:
+    return (r - r.mean(-1, keepdims=True)) / (r.std(-1, ddof=ddof, keepdims=True) + eps)
+
+
+def _zero_degenerate(r: np.ndarray, adv: np.ndarray) -> np.ndarray:
+    return np.where((r.max(-1) == r.min(-1))[:, None], 0.0, adv)
+
+
+def oracle(name: str, r: np.ndarray) -> np.ndarray:
+    """Independent reference implementations, one per estimator."""
+    if name == "grpo":
+        return _numpy_grpo(r)
+    if name == "dr_grpo":
+        return r - r.mean(-1, keepdims=True)
+    if name == "batch_std":  # TRL: rewards - mean_grouped, divided by rewards.std() + 1e-4
+        return (r - r.mean(-1, keepdims=True)) / (r.std(ddof=1) + 1e-4)
+    if name == "rloo":  # verl: scores * n / (n - 1) - mean * n / (n - 1), written as leave-one-out
+        n = r.shape[-1]
+        return r - (r.sum(-1, keepdims=True) - r) / (n - 1)
+    if name == "mc_grpo":
+        med = np.median(r, -1, keepdims=True)
+        return (r - med) / (np.median(np.abs(r - med), -1, keepdims=True) + 1e-3)
+    if name == "robust":
+        return robust_numpy_scipy(r)
+    if name == "rank":
+        ranks = scipy.stats.rankdata(r, axis=-1)  # mid-ranks
+        n = r.shape[-1]
+        z = scipy.stats.norm.ppf((ranks - 0.375) / (n + 0.25))
+        return z - z.mean(-1, keepdims=True)
+    if name == "winsor":
+        w = np.stack([np.asarray(mstats.winsorize(row, limits=(0.2, 0.2))) for row in r])
+        return _numpy_grpo(w)
+    raise KeyError(name)
+
+
+@pytest.mark.parametrize("batch", sorted(BATCHES))
+@pytest.mark.parametrize("name", sorted(EXPECTED_NAMES - {"seed_mad", "huber_m"}))
+def test_against_independent_oracle(name, batch):
+    r = BATCHES[batch]
+    got = compute_advantages(r, name).advantages
+    np.testing.assert_allclose(got, _zero_degenerate(r, oracle(name, r)), rtol=1e-9, atol=1e-9)
+
+
+def test_mc_grpo_matches_its_training_code_on_odd_groups():
+    """MC-GRPO samples G + 1 rollouts (odd) and uses torch's median; the conventions agree there."""
+    r = torch.from_numpy(BATCHES["odd"])
+    med = r.median(dim=1).values.unsqueeze(1)
+    mad = (r - med).abs().median(dim=1).values.unsqueeze(1) + 1e-3
+    torch.testing.assert_close(compute_advantages(r, "mc_grpo").advantages, (r - med) / mad)
+    # with compensate_zeros, non-zero advantages are scaled by n / n_nonzero (one zero per odd group)
+    comp = compute_advantages(r, "mc_grpo", compensate_zeros=True).advantages
+    torch.testing.assert_close(comp, (r - med) / mad * torch.where((r - med).abs() > 0, 9 / 8, 1.0))
+
+
+def test_mc_grpo_explodes_on_binary_rewards():
+    adv = compute_advantages(POISONED, "mc_grpo").advantages[0]
+    assert float(adv[CORRECT]) == pytest.approx(1000.0)
+    assert float(adv[OUTLIER]) == pytest.approx(10000.0)
+
+
+@pytest.mark.parametrize("batch", ["continuous", "heavy", "glitch"])
+def test_huber_m_matches_statsmodels(batch):
+    r = BATCHES[batch]
+    res = compute_advantages(r, "huber_m", maxiter=200)
+    t = torch.from_numpy(r)
+    _, _, scale0, _ = _robust_centre_scale(Groups(t, None, torch.full((len(r),), r.shape[1])), 1e-6)
+    checked = 0
+    for i, row in enumerate(r):
+        if row.max() == row.min():
+            continue
+        try:
+            loc, scale = Huber(c=1.5, maxiter=200)(row, initscale=np.array(float(scale0[i])))
+        except ValueError:  # statsmodels gave up
+            continue
+        expected = np.clip((row - float(loc)) / max(float(scale), 1e-6), -2.5, 2.5)
+        np.testing.assert_allclose(res.advantages[i], expected, rtol=1e-7, atol=1e-9)
+        assert res.diagnostics.centre[i] == pytest.approx(float(loc), rel=1e-9, abs=1e-12)
+        checked += 1
+    assert checked >= 40
+
+
+def test_huber_m_gives_the_wrong_majority_a_negative_signal():
+    adv = compute_advantages(CLEAN, "huber_m").advantages[0]
+    assert (adv[[0, 1, 2, 3, 4, 5, 7]] < 0).all() and adv[CORRECT] > 0
+    robust = compute_advantages(CLEAN, "robust").advantages[0]
+    assert (robust[[0, 1, 2, 3, 4, 5, 7]] == 0).all()
+
+
+def test_rank_ignores_the_outlier_size():
+    base = compute_advantages(POISONED, "rank").advantages
+    bigger = POISONED.clone()
+    bigger[0, OUTLIER] = 1e9
+    torch.testing.assert_close(compute_advantages(bigger, "rank").advantages, base)
+
+
+def test_winsor_erases_a_lone_success():
+    adv = compute_advantages(CLEAN, "winsor").advantages
+    assert (adv == 0).all()
+
+
+# ------------------------------------------------------------ masks and groups
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_NAMES - {"batch_std"}))
+def test_mask_equals_per_group_computation(name):
+    rng = np.random.default_rng(5)
+    r = np.where(rng.random((40, 10)) < 0.3, 1.0, 0.0) + rng.normal(0, 0.1, (40, 10)) * (rng.random((40, 10)) < 0.5)
+    mask = rng.random((40, 10)) < 0.75
+    mask[:, :2] = True
+    padded = np.where(mask, r, 123.0)
+    got = compute_advantages(padded, name, mask=mask).advantages
+    for i in range(40):
+        expected = compute_advantages(r[i][mask[i]][None, :], name).advantages[0]
+        np.testing.assert_allclose(got[i][mask[i]], expected, rtol=1e-9, atol=1e-9)
+        assert (got[i][~mask[i]] == 0).all()
+
+
+def test_batch_std_uses_every_valid_reward():
+    rng = np.random.default_rng(6)
+    r = rng.normal(size=(8, 6))
+    mask = rng.random((8, 6)) < 0.8
+    mask[:, :2] = True
+    got = compute_advantages(r, "batch_std", mask=mask).advantages
+    batch_std = r[mask].std(ddof=1)
+    for i in range(8):
+        row = r[i][mask[i]]
+        np.testing.assert_allclose(got[i][mask[i]], (row - row.mean()) / (batch_std + 1e-4), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
+def test_index_grouping_equals_padded_layout(name):
+    rng = np.random.default_rng(11)
+    sizes = [3, 8, 5, 1, 8, 2]
+    keys = [f"prompt-{k}" for k in range(len(sizes))]
+    flat_keys = np.repeat(keys, sizes)
+    flat = rng.normal(size=len(flat_keys))
+    order = rng.permutation(len(flat))
+    res = compute_advantages(torch.from_numpy(flat[order]), name, index=flat_keys[order].tolist())
+    # rows follow first appearance of each key in the shuffled order
+    first_seen = list(dict.fromkeys(flat_keys[order]))
+    assert res.groups.tolist() == first_seen
+    padded = np.zeros((len(sizes), 8))
+    mask = np.zeros((len(sizes), 8), dtype=bool)
+    for row, key in enumerate(first_seen):
+        values = flat[order][flat_keys[order] == key]
+        padded[row, : len(values)] = values
+        mask[row, : len(values)] = True
+    expected = compute_advantages(padded, name, mask=mask).advantages
+    for row, key in enumerate(first_seen):
+        np.testing.assert_allclose(res.advantages[torch.from_numpy(flat_keys[order] == key)].numpy(), expected[row][mask[row]])
+
+
+def test_integer_index_and_flat_mask():
+    r = torch.tensor([1.0, 5.0, 2.0, 0.0, 9.0, 3.0])
+    idx = torch.tensor([7, 7, 7, 3, 3, 3])
+    keep = torch.tensor([True, True, True, True, False, True])
+    res = compute_advantages(r, "dr_grpo", index=idx, mask=keep)
+    torch.testing.assert_close(res.advantages, torch.tensor([-1.6667, 2.3333, -0.6667, -1.5, 0.0, 1.5]), atol=1e-4, rtol=0)
+    assert res.groups.tolist() == [7, 3]
+    assert res.diagnostics.n_valid.tolist() == [3, 2]
+
+
+# ------------------------------------------------------------ shared rules
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
+def test_degenerate_singleton_and_empty_groups(name):
+    r = torch.tensor([[0.7, 0.7, 0.7, 0.7], [2.0, 0.0, 0.0, 0.0], [5.0, 1.0, 1.0, 3.0], [1.0, 2.0, 3.0, 4.0]])
+    mask = torch.tensor([[True] * 4, [True, False, False, False], [False] * 4, [True] * 4])
+    res = compute_advantages(r, name, mask=mask)
+    d = res.diagnostics
+    assert d.degenerate.tolist() == [True, False, False, False]
+    assert d.singleton.tolist() == [False, True, False, False]
+    assert d.empty.tolist() == [False, False, True, False]
+    assert (res.advantages[:3] == 0).all()
+    assert torch.isfinite(res.advantages).all()
+    verl = compute_advantages(r, name, mask=mask, singleton="reward").advantages
+    assert verl[1].tolist() == [2.0, 0.0, 0.0, 0.0]
+
+
+def test_tolerance_marks_near_constant_groups():
+    r = [[0.1, 0.1 + 1e-9, 0.1], [0.0, 1.0, 0.0]]
+    assert compute_advantages(r, "grpo").diagnostics.degenerate == [False, False]
+    res = compute_advantages(r, "grpo", tol=1e-6)
+    assert res.diagnostics.degenerate == [True, False]
+    assert res.advantages[0] == [0.0, 0.0, 0.0]
+
+
+class TestNanPolicy:
+    r = [[0.0, 1.0, math.nan, 1.0], [0.0, 1.0, 0.0, 0.0]]
+
+    def test_raise_names_the_problem(self):
+        with pytest.raises(ValueError, match=r"non-finite value\(s\).*index \(0, 2\).*nan_policy='omit'"):
+            compute_advantages(self.r, "grpo")
+
+    def test_omit_masks_them(self):
+        res = compute_advantages(self.r, "grpo", nan_policy="omit")
+        expected = compute_advantages([[0.0, 1.0, 1.0]], "grpo").advantages[0]
+        assert res.advantages[0][2] == 0.0
+        np.testing.assert_allclose(np.array(res.advantages[0])[[0, 1, 3]], expected)
+        assert res.diagnostics.n_valid == [3, 4]
+
+    def test_propagate_poisons_the_group(self):
+        res = compute_advantages(self.r, "robust", nan_policy="propagate")
+        assert all(math.isnan(a) for a in res.advantages[0])
+        assert all(math.isfinite(a) for a in res.advantages[1])
+        assert math.isnan(res.diagnostics.centre[0])
+
+    def test_inf_is_non_finite_too(self):
+        with pytest.raises(ValueError, match="non-finite"):
+            compute_advantages(torch.tensor([[0.0, math.inf]]), "robust")
+
+
+class TestBadInput:
+    def test_unknown_method_lists_the_known_ones(self):
+        with pytest.raises(ValueError, match=r"unknown method 'gpro'.*grpo, dr_grpo"):
+            compute_advantages([[0.0, 1.0]], "gpro")
+
+    def test_unknown_parameter_lists_the_accepted(self):
+        with pytest.raises(ValueError, match=r"has no parameter\(s\) \['huber_c'\]; it accepts: c, floor"):
+            compute_advantages([[0.0, 1.0]], "robust", huber_c=1.0)
+
+    @pytest.mark.parametrize(
+        "method,params,match",
+        [
+            ("robust", {"c": 0}, "c must be > 0"),
+            ("robust", {"c": -1.0}, "c must be > 0"),
+            ("seed_mad", {"c": math.inf}, "c must be finite"),
+            ("grpo", {"eps": -1e-6}, "eps must be >= 0"),
+            ("grpo", {"ddof": 2}, "ddof must be 0 or 1"),
+            ("winsor", {"limits": 0.5}, r"limits must be in \[0, 0.5\)"),
+            ("huber_m", {"maxiter": 0}, "maxiter must be an integer >= 1"),
+            ("mc_grpo", {"compensate_zeros": 1}, "must be True or False"),
+            ("robust", {"c": True}, "must be a number"),
+        ],
+    )
+    def test_bad_parameter_values(self, method, params, match):
+        with pytest.raises(ValueError, match=match):
+            compute_advantages([[0.0, 1.0]], method, **params)
+
+    @pytest.mark.parametrize(
+        "rewards,kwargs,match",
+        [
+            ([0.0, 1.0, 2.0], {}, r"must be 2-D \[B, G\].*rewards\[None, :\]"),
+            (np.zeros((2, 3, 4)), {}, "must be 2-D"),
+            (np.zeros((0, 8)), {}, "empty"),
+            (np.zeros((2, 0)), {}, "empty"),
+            ([[0.0, 1.0]], {"mask": [[1, 0]]}, "mask must be boolean"),
+            ([[0.0, 1.0]], {"mask": np.ones((1, 3), dtype=bool)}, "does not match"),
+            ([[0.0, 1.0]], {"tol": -1.0}, "tol must be >= 0"),
+            ([[0.0, 1.0]], {"singleton": "one"}, "singleton must be"),
+            ([[0.0, 1.0]], {"nan_policy": "skip"}, "nan_policy must be one of"),
+            ([[0.0, 1.0]], {"index": [0, 0]}, "with index=, rewards must be flat"),
+            ([0.0, 1.0], {"index": [0, 0, 1]}, "index has 3 keys but there are 2 rewards"),
+            ([0.0, 1.0], {"index": [[0, 0]]}, "index must be one-dimensional"),
+            ([[0.0, 1.0], [1.0]], {}, "rectangular"),
+            ([["a", "b"]], {}, "must hold numbers"),
+        ],
+    )
+    def test_bad_rewards(self, rewards, kwargs, match):
+        with pytest.raises(ValueError, match=match):
+            compute_advantages(rewards, "robust", **kwargs)
+
+
+# ------------------------------------------------------------ types and diagnostics
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_is_upcast_to_float32(dtype):
+    r = POISONED.to(dtype)
+    res = compute_advantages(r, "robust")
+    assert res.advantages.dtype == torch.float32
+    torch.testing.assert_close(res.advantages, compute_advantages(POISONED.float(), "robust").advantages)
+
+
+def test_dtypes_and_kinds():
+    assert compute_advantages(POISONED, "grpo").advantages.dtype == torch.float64
+    assert compute_advantages(POISONED.float(), "grpo").advantages.dtype == torch.float32
+    ints = compute_advantages(torch.tensor([[0, 1, 0, 0]]), "grpo").advantages
+    assert ints.dtype == torch.get_default_dtype()
+    as_numpy = compute_advantages(np.array([[0, 1, 0, 0]], dtype=np.float32), "grpo")
+    assert isinstance(as_numpy.advantages, np.ndarray) and as_numpy.advantages.dtype == np.float32
+    assert isinstance(as_numpy.diagnostics.scale, np.ndarray)
+    as_list = compute_advantages([[0, 1, 0, 0]], "grpo")
+    assert isinstance(as_list.advantages, list) and isinstance(as_list.diagnostics.centre, list)
+    booleans = compute_advantages(np.array([[True, False, False]]), "dr_grpo").advantages
+    np.testing.assert_allclose(booleans, [[2 / 3, -1 / 3, -1 / 3]])
+
+
+def test_diagnostics_frame():
+    rng = np.random.default_rng(2)
+    r = (rng.random((100, 8)) < 0.3).astype(float)
+    res = compute_advantages(r, "robust")
+    frame = res.diagnostics.to_frame()
+    assert list(frame.columns) == ["centre", "scale", "n_valid", "degenerate", "singleton", "empty", "fallback", "n_clipped"]
+    assert len(frame) == 100
+    # with 0/1 rewards and G = 8 the MAD is 0 unless the group splits 4/4
+    split = r.sum(-1) == 4
+    np.testing.assert_array_equal(frame.fallback, ~split & ~frame.degenerate)
+    assert res.params == {"c": 2.5, "floor": 1e-6}
+
+
+def test_clip_schedule():
+    np.testing.assert_allclose(robustgrpo.clip_schedule([0.0, 0.5, 1.0]), [2.0, 2.75, 3.5])
+    np.testing.assert_allclose(robustgrpo.clip_schedule([0.0, 0.5, 1.0], kind="cosine"), [2.0, 2.75, 3.5])
+    np.testing.assert_allclose(robustgrpo.clip_schedule(0.25, kind="cosine"), 2.0 + 1.5 * (1 - math.cos(math.pi / 4)) / 2)
+    with pytest.raises(ValueError, match="progress must lie in"):
+        robustgrpo.clip_schedule([1.5])
+    with pytest.raises(ValueError, match="kind must be"):
+        robustgrpo.clip_schedule(0.5, kind="step")
+    with pytest.raises(ValueError, match="start must be > 0"):
+        robustgrpo.clip_schedule(0.5, start=0.0)

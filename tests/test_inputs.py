@@ -1,0 +1,54 @@
+"""Input conversion and grouping."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from robustgrpo.inputs import as_tensor, group_by_index, scatter_to_flat, to_kind
+
+
+def test_conversion_rules():
+    t, kind = as_tensor(torch.tensor([1.0], dtype=torch.bfloat16))
+    assert (t.dtype, kind) == (torch.float32, "torch")
+    t, kind = as_tensor(np.array([1, 2], dtype=np.int8))
+    assert (t.dtype, kind) == (torch.float64, "numpy")
+    t, kind = as_tensor(np.array([1.0], dtype=np.float16))
+    assert t.dtype == torch.float32
+    t, kind = as_tensor([[True, False]])
+    assert (t.dtype, kind) == (torch.float64, "list")
+    assert to_kind(torch.tensor([[1.0, 2.0]]), "list") == [[1.0, 2.0]]
+    with pytest.raises(ValueError, match="complex"):
+        as_tensor(np.array([1j]))
+    with pytest.raises(ValueError, match="must hold numbers"):
+        as_tensor(np.array([object()]))
+
+
+def test_group_by_index_against_a_python_loop():
+    rng = np.random.default_rng(0)
+    keys = rng.choice(["q1", "q2", "q3", "q4", "q5"], size=200)
+    grouping = group_by_index(keys, len(keys))
+    # reference: dict of lists in order of first appearance
+    seen: dict[str, list[int]] = {}
+    for i, k in enumerate(keys):
+        seen.setdefault(k, []).append(i)
+    assert grouping.keys.tolist() == list(seen)
+    assert grouping.group_size == max(len(v) for v in seen.values())
+    for row, members in enumerate(seen.values()):
+        idx = np.flatnonzero(grouping.group.numpy() == row)
+        assert idx.tolist() == members
+        assert grouping.slot.numpy()[idx].tolist() == list(range(len(members)))
+    values = torch.from_numpy(rng.normal(size=200))
+    padded, mask = grouping.pad(values)
+    assert int(mask.sum()) == 200
+    torch.testing.assert_close(scatter_to_flat(padded, grouping), values)
+
+
+def test_group_by_index_errors():
+    with pytest.raises(ValueError, match="one-dimensional"):
+        group_by_index(np.zeros((2, 2)), 4)
+    with pytest.raises(ValueError, match="3 keys but there are 4 rewards"):
+        group_by_index([1, 2, 3], 4)
+    with pytest.raises(ValueError, match="empty"):
+        group_by_index([], 0)

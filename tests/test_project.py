@@ -1,0 +1,85 @@
+"""The project's own promises: two README commands, CI runs the tests, conda and pip agree."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+import robustgrpo
+
+ROOT = Path(__file__).resolve().parents[1]
+CONDA_NAMES = {"pytorch": "torch"}
+
+
+def _split(spec: str) -> tuple[str, str]:
+    m = re.match(r"^\s*([A-Za-z0-9_.\-]+)\s*(.*)$", spec)
+    assert m, spec
+    return m.group(1).lower(), m.group(2).replace(" ", "")
+
+
+def test_environment_yml_matches_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pip_specs = dict(_split(s) for s in project["dependencies"] + project["optional-dependencies"]["dev"])
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    assert env["name"] == "robustgrpo" and env["channels"] == ["conda-forge"]
+    conda_specs = {}
+    for dep in env["dependencies"]:
+        if isinstance(dep, str) and not dep.startswith(("python", "pip")):
+            name, spec = _split(dep)
+            conda_specs[CONDA_NAMES.get(name, name)] = spec
+    assert conda_specs == pip_specs
+
+
+def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one():
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"```bash\n(.*?)```", readme, re.S).group(1)
+    commands = [line.split("#")[0].strip() for line in block.strip().splitlines()]
+    assert commands == ["python3 tasks.py main", "python3 tasks.py test"]
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "python3 tasks.py test" in ci
+
+
+def test_torch_is_pinned_by_the_setup_step_not_by_the_package():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    torch_spec = next(s for s in project["dependencies"] if s.startswith("torch"))
+    assert ">=" in torch_spec and "==" not in torch_spec
+    assert re.search(r"^torch==\d", (ROOT / "constraints.txt").read_text(), re.M)
+    assert "constraints.txt" in (ROOT / "tasks.py").read_text()
+
+
+MODULES = sorted(m.name for m in pkgutil.iter_modules(robustgrpo.__path__, "robustgrpo.") if not m.name.endswith("__main__"))
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples(name):
+    module = importlib.import_module(name)
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.failed == 0
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_module_declares_its_public_names(name):
+    module = importlib.import_module(name)
+    if name == "robustgrpo.cli" or hasattr(module, "__all__"):
+        for public in getattr(module, "__all__", []):
+            assert hasattr(module, public), f"{name}.__all__ names {public}, which does not exist"
+    else:
+        pytest.fail(f"{name} has no __all__")
+
+
+LAYERS = ["inputs", "stats", "advantages", "contamination", "metrics", "simulate", "plots", "widgets", "cli"]
+
+
+@pytest.mark.parametrize("short", [m.split(".")[-1] for m in MODULES if m.split(".")[-1] in LAYERS])
+def test_layers_import_only_from_layers_before_them(short):
+    source = (ROOT / "robustgrpo" / f"{short}.py").read_text()
+    imported = set(re.findall(r"^\s*from \.(\w+) import", source, re.M))
+    later = {m for m in imported if m in LAYERS and LAYERS.index(m) >= LAYERS.index(short)}
+    assert not later, f"{short} imports from later layer(s) {later}"
