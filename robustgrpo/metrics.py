@@ -1,0 +1,1209 @@
+r"""Metrics of robustness and efficiency for the advantage estimators (layer 4).
+
+Every experiment here answers one question about the estimators of
+:mod:`robustgrpo.advantages` (or the location/scale primitives of
+:mod:`robustgrpo.stats`) and returns a tidy :class:`pandas.DataFrame`, one
+row per cell and estimator:
+
+* :func:`sensitivity_curve`: the advantages of one group as one reward moves
+  ("what does the 10 do to the 1.0"); :func:`statistic_sensitivity` is
+  Tukey's empirical sensitivity curve of a location or scale statistic.
+* :func:`breakdown_point`: the empirical replacement breakdown point of each
+  estimator's centre and scale (explosion), plus implosion of the scale and
+  the onset of the estimator's fallback path when values tie.
+* :func:`agreement`: how well advantages computed on contaminated rewards
+  agree with those computed on the clean rewards (sign, rank correlation,
+  absolute error, the best clean answer turned negative, fallback and clip
+  rates); :func:`sweep` runs it over a grid of group size, clip, contamination
+  rate and outlier size.
+* :func:`efficiency`: Monte Carlo Gaussian efficiency of location and scale
+  statistics, to compare with the published asymptotic values
+  (:func:`reference_efficiencies`, ``data/reference/efficiency.json``).
+* :func:`samuelson_bound`: the largest |z| mean/std scoring can give.
+* :func:`mad_zero_fraction` (exact, binomial) and
+  :func:`mad_zero_fraction_mc` (Monte Carlo through an estimator's fallback
+  flag): how often the MAD of G Bernoulli rewards is 0.
+
+Conventions
+-----------
+* Computation is vectorized over groups, samples and Monte Carlo replicates;
+  Python loops run only over sweep cells, estimators and (in
+  :func:`efficiency`, for the O(n^2) statistics Qn and Sn) memory-bounded
+  blocks of replicates.
+* Everything random takes ``seed`` (an int >= 0) and gives the same frame
+  for the same arguments. Derived seeds come from
+  :class:`numpy.random.SeedSequence` with a per-cell spawn key, so adding a
+  cell does not change the draws of the others.
+* Computation is in float64.
+* Estimator parameters (``**params``) are *broadcast*: each is passed to
+  every chosen method that accepts it (``ESTIMATORS[m].parameters``); a
+  parameter that none of the chosen methods accepts raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal, Union
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from . import stats as S
+from .advantages import ESTIMATORS, AdvantageResult, compute_advantages, get_estimator
+from .contamination import (
+    Bernoulli,
+    CleanModel,
+    Contaminated,
+    ContaminationModel,
+    HeavyTailedNoise,
+    JudgeFlips,
+    RandomOutliers,
+    RewardHacking,
+    Scenario,
+    data_dir,
+    load_scenario,
+)
+
+__all__ = [
+    "HUBER_EFFICIENT_C",
+    "STATISTICS",
+    "sensitivity_curve",
+    "statistic_sensitivity",
+    "breakdown_point",
+    "agreement",
+    "agreement_from_advantages",
+    "sweep",
+    "efficiency",
+    "reference_efficiencies",
+    "samuelson_bound",
+    "mad_zero_fraction",
+    "mad_zero_fraction_mc",
+]
+
+DTYPE = torch.float64
+#: Huber's tuning constant with 95 % asymptotic efficiency at the normal.
+HUBER_EFFICIENT_C = 1.345
+
+Methods = Union[str, Sequence[str], None]
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _methods(methods: Methods) -> list[str]:
+    """Normalise ``methods`` to a list of known, distinct estimator names."""
+    if methods is None:
+        return list(ESTIMATORS)
+    if isinstance(methods, str):
+        methods = [methods]
+    out = list(methods)
+    if not out:
+        raise ValueError(f"methods is empty; pass estimator names from {list(ESTIMATORS)} or None for all")
+    for m in out:
+        get_estimator(m)
+    dup = sorted({m for m in out if out.count(m) > 1})
+    if dup:
+        raise ValueError(f"methods lists {dup} more than once; pass each estimator once")
+    return out
+
+
+def _params_for(methods: Sequence[str], params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Broadcast ``params`` to the methods that accept each of them."""
+    out: dict[str, dict[str, Any]] = {m: {} for m in methods}
+    used: set[str] = set()
+    for m in methods:
+        accepted = ESTIMATORS[m].defaults
+        for key, value in params.items():
+            if key in accepted:
+                out[m][key] = value
+                used.add(key)
+    unused = sorted(set(params) - used)
+    if unused:
+        raise ValueError(
+            f"parameter(s) {unused} are accepted by none of the methods {list(methods)}; "
+            "check the spelling or add a method that takes them (see describe_estimators())"
+        )
+    return out
+
+
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**63:
+        raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}; pass e.g. seed=0")
+    return int(seed)
+
+
+def _derived_seed(seed: int, *key: int) -> int:
+    """A 63-bit seed derived from ``seed`` and a spawn key (one per cell)."""
+    ss = np.random.SeedSequence(seed, spawn_key=tuple(int(k) for k in key))
+    return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def _int_list(name: str, values: Any, minimum: int) -> list[int]:
+    if isinstance(values, (int, np.integer)) and not isinstance(values, bool):
+        values = [values]
+    try:
+        items = list(values)
+    except TypeError:
+        raise ValueError(f"{name} must be an integer or a sequence of integers, got {values!r}") from None
+    if not items:
+        raise ValueError(f"{name} is empty; pass at least one value")
+    return [_positive_int(f"each of {name}", v, minimum) for v in items]
+
+
+def _float_list(name: str, values: Any, check: Callable[[float], bool], requirement: str) -> list[float]:
+    if isinstance(values, (int, float, np.integer, np.floating)) and not isinstance(values, bool):
+        values = [values]
+    try:
+        items = [float(v) for v in values]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or a sequence of numbers, got {values!r}") from None
+    if not items:
+        raise ValueError(f"{name} is empty; pass at least one value")
+    bad = [v for v in items if not (math.isfinite(v) and check(v))]
+    if bad:
+        raise ValueError(f"{name} must hold {requirement}, got {bad}")
+    return items
+
+
+def _vector(name: str, values: Any, *, min_len: int = 1) -> torch.Tensor:
+    """A finite 1-D float64 tensor with at least ``min_len`` entries."""
+    try:
+        t = torch.as_tensor(np.asarray(values, dtype=np.float64) if not isinstance(values, torch.Tensor) else values)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a 1-D sequence of numbers, got {values!r}") from None
+    if t.dtype == torch.bool or t.is_complex():
+        raise ValueError(f"{name} must hold real numbers, got dtype {t.dtype}")
+    t = t.to(DTYPE).reshape(-1) if t.ndim == 0 else t.to(DTYPE)
+    if t.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional, got shape {tuple(t.shape)}; pass a flat sequence")
+    if t.numel() < min_len:
+        raise ValueError(f"{name} needs at least {min_len} value(s), got {t.numel()}")
+    if not bool(torch.isfinite(t).all()):
+        raise ValueError(f"{name} holds NaN or inf; pass finite numbers")
+    return t
+
+
+def _np(x: torch.Tensor) -> np.ndarray:
+    return x.detach().cpu().numpy()
+
+
+def _bar(total: int, progress: bool, desc: str):
+    return tqdm(total=total, disable=not progress, desc=desc, leave=False)
+
+
+# ------------------------------------------------------------------ statistics
+
+# name -> (kind, function of a float64 [R, n] tensor returning [R], pairwise (O(n^2) memory))
+def _huber_pair(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return S.huber(x, c=HUBER_EFFICIENT_C)
+
+
+STATISTICS: Mapping[str, tuple[str, Callable[[torch.Tensor], torch.Tensor], bool]] = {
+    "mean": ("location", lambda x: x.mean(-1), False),
+    "median": ("location", lambda x: S.median(x), False),
+    "huber_location": ("location", lambda x: _huber_pair(x)[0], False),
+    "biweight_location": ("location", lambda x: S.biweight_location(x), False),
+    "std": ("scale", lambda x: x.std(-1), False),
+    "mad": ("scale", lambda x: S.mad(x, scale="normal"), False),
+    "iqr": ("scale", lambda x: S.iqr(x, scale="normal"), False),
+    "qn": ("scale", lambda x: S.qn_scale(x), True),
+    "sn": ("scale", lambda x: S.sn_scale(x), True),
+    "huber_scale": ("scale", lambda x: _huber_pair(x)[1], False),
+    "biweight_scale": ("scale", lambda x: S.biweight_scale(x), False),
+    "mean_absolute_deviation": ("scale", lambda x: S.mean_absolute_deviation(x), False),
+}
+"""Location and scale statistics known to :func:`statistic_sensitivity` and
+:func:`efficiency`: name -> (kind, function, pairwise). ``std`` uses Bessel's
+correction; ``mad`` and ``iqr`` are normal-consistent; ``huber_*`` is Huber's
+proposal 2 with c = 1.345 (:data:`HUBER_EFFICIENT_C`); ``biweight_*`` as
+astropy (c = 6 and 9); Qn and Sn as Rousseeuw and Croux (1993), without
+small-sample factors; ``pairwise`` marks the O(n^2)-memory ones."""
+
+
+def _statistic_names(statistics: str | Sequence[str]) -> list[str]:
+    names = [statistics] if isinstance(statistics, str) else list(statistics)
+    if not names:
+        raise ValueError(f"statistics is empty; pass names from {list(STATISTICS)}")
+    unknown = [s for s in names if s not in STATISTICS]
+    if unknown:
+        raise ValueError(f"unknown statistic(s) {unknown}; known: {list(STATISTICS)}")
+    dup = sorted({s for s in names if names.count(s) > 1})
+    if dup:
+        raise ValueError(f"statistics lists {dup} more than once; pass each once")
+    return names
+
+
+def _apply_statistic(name: str, x: torch.Tensor, budget: int = 4_000_000) -> torch.Tensor:
+    """Statistic ``name`` of every row of ``x``; O(n^2) statistics run in blocks of rows."""
+    _, fn, pairwise = STATISTICS[name]
+    n = x.shape[-1]
+    if not pairwise or x.shape[0] * n * n <= budget:
+        return fn(x)
+    block = max(1, budget // (n * n))
+    # blocks of replicates, not single replicates: bounds memory at ~budget doubles
+    return torch.cat([fn(x[i : i + block]) for i in range(0, x.shape[0], block)])
+
+
+# ------------------------------------------------------------- 1. sensitivity
+
+
+def sensitivity_curve(
+    rewards: Sequence[float] | np.ndarray | torch.Tensor,
+    position: int,
+    values: Sequence[float] | np.ndarray | torch.Tensor,
+    methods: Methods = None,
+    **params: Any,
+) -> pd.DataFrame:
+    r"""Advantages of every sample of one group as the reward at ``position`` moves.
+
+    For a group :math:`r = (r_1, \dots, r_G)` and each value :math:`v` in
+    ``values``, the group :math:`r^{(v)}` is ``r`` with :math:`r_{position} = v`;
+    the result holds :math:`A_i(r^{(v)})` for every sample i, method and v.
+    The ``[V, G]`` batch of moved groups goes through
+    :func:`~robustgrpo.advantages.compute_advantages` once per method.
+
+    Parameters
+    ----------
+    rewards : 1-D sequence of G >= 2 finite floats
+        The group, e.g. seed 000's ``[0, 0, 0, 0, 0, 0, 1, 10]``.
+    position : int
+        Index (0-based, negative counts from the end) of the moving reward.
+    values : 1-D sequence of finite floats
+        Values the moving reward takes.
+    methods : str, sequence of str or None
+        Estimators (None: all of ``ESTIMATORS``).
+    **params
+        Estimator parameters, broadcast to the methods that accept them.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per method, value and sample, columns ``method``, ``value``
+        (the moving reward), ``sample`` (index in the group), ``moving``
+        (True for the sample at ``position``), ``reward`` (that sample's
+        reward in the moved group) and ``advantage``.
+
+    Examples
+    --------
+    What the glitch at index 7 does to the correct answer at index 6:
+
+    >>> df = sensitivity_curve([0, 0, 0, 0, 0, 0, 1, 0], 7, [0.0, 10.0], "grpo")
+    >>> df[df["sample"] == 6]["advantage"].round(3).tolist()
+    [2.475, -0.107]
+    """
+    r = _vector("rewards", rewards, min_len=2)
+    g = r.numel()
+    if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or not -g <= position < g:
+        raise ValueError(f"position must be an integer index into the group of G={g}, got {position!r}")
+    position = int(position) % g
+    v = _vector("values", values)
+    names = _methods(methods)
+    per_method = _params_for(names, params)
+
+    batch = r.expand(v.numel(), g).clone()
+    batch[:, position] = v
+    n_v = v.numel()
+    value_col = np.repeat(_np(v), g)
+    sample_col = np.tile(np.arange(g), n_v)
+    reward_col = _np(batch).reshape(-1)
+    frames = []
+    for m in names:
+        adv = compute_advantages(batch, m, **per_method[m]).advantages
+        frames.append(
+            pd.DataFrame(
+                {
+                    "method": m,
+                    "value": value_col,
+                    "sample": sample_col,
+                    "moving": sample_col == position,
+                    "reward": reward_col,
+                    "advantage": _np(adv).reshape(-1),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+def statistic_sensitivity(
+    sample: Sequence[float] | np.ndarray | torch.Tensor,
+    values: Sequence[float] | np.ndarray | torch.Tensor,
+    statistics: str | Sequence[str] = ("mean", "median", "huber_location", "std", "mad", "qn"),
+) -> pd.DataFrame:
+    r"""Tukey's empirical sensitivity curve of location and scale statistics.
+
+    .. math::
+
+        SC_n(x) = n\,\big[T(x_1, \dots, x_{n-1}, x) - T(x_1, \dots, x_{n-1})\big]
+
+    with :math:`x_1 \dots x_{n-1}` = ``sample`` (so n = len(sample) + 1) and
+    x running over ``values``: a finite-sample influence function. Bounded
+    for the median, MAD, Qn, Huber; linear in x for the mean; the std grows
+    like :math:`|x|/\sqrt{n}` times n.
+
+    Parameters
+    ----------
+    sample : 1-D sequence of >= 2 finite floats
+        The fixed n - 1 observations.
+    values : 1-D sequence of finite floats
+        The added observation x.
+    statistics : str or sequence of str
+        Names in :data:`STATISTICS`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``statistic``, ``kind`` ("location" or "scale"), ``value``
+        (x), ``estimate`` (T with x added) and ``sensitivity`` (SC_n(x)).
+
+    Examples
+    --------
+    >>> df = statistic_sensitivity([-1.0, 0.0, 1.0], [0.0, 100.0], ["mean", "median"])
+    >>> df["sensitivity"].tolist()
+    [0.0, 100.0, 0.0, 2.0]
+    """
+    base = _vector("sample", sample, min_len=2)
+    v = _vector("values", values)
+    names = _statistic_names(statistics)
+    n = base.numel() + 1
+    batch = torch.cat([base.expand(v.numel(), n - 1), v.unsqueeze(-1)], dim=-1)
+    frames = []
+    for name in names:
+        kind = STATISTICS[name][0]
+        t0 = float(_apply_statistic(name, base.unsqueeze(0))[0])
+        t = _apply_statistic(name, batch)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "statistic": name,
+                    "kind": kind,
+                    "value": _np(v),
+                    "estimate": _np(t),
+                    "sensitivity": _np(n * (t - t0)),
+                }
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
+
+
+# ------------------------------------------------------------ 2. breakdown
+
+
+def _first_k(flags: np.ndarray) -> float:
+    """Smallest index where ``flags`` is True, NaN if never."""
+    hit = np.flatnonzero(flags)
+    return float(hit[0]) if hit.size else math.nan
+
+
+def breakdown_point(
+    methods: Methods = None,
+    group_sizes: int | Sequence[int] = (8, 16, 32),
+    sizes: float | Sequence[float] = (1e2, 1e4, 1e6),
+    *,
+    n_groups: int = 64,
+    explode: float = 1e-3,
+    implode: float = 1e-2,
+    quorum: float = 0.5,
+    seed: int = 0,
+    progress: bool = False,
+    **params: Any,
+) -> pd.DataFrame:
+    r"""Empirical replacement breakdown point of each estimator's centre and scale.
+
+    **Explosion.** Draw ``n_groups`` clean groups of G standard normal
+    rewards; for k = 0 .. G-1 replace the first k rewards of every group by
+    the outlier M, for each M in ``sizes`` (the same clean groups for every k
+    and M). With T the centre or scale of the estimator's diagnostics, a group
+    has *broken down* at k when
+
+    .. math:: |T_k(M)| > \text{explode} \cdot M \quad \text{for every } M \in \text{sizes},
+
+    that is, T grows in proportion to M. One outlier moves the mean by M/G
+    and the std by about :math:`M/\sqrt{G}`, far above 0.001 M for any
+    practical G, while a bounded T stays within a few units of the N(0, 1)
+    data, far below 0.001 M at M = 10^6. The breakdown point is the smallest k/G
+    at which at least a fraction ``quorum`` of the groups has broken down.
+
+    **Implosion.** Replace the first k rewards by the same inlier value 0 (the
+    clean centre) instead; the scale has *imploded* at k in a group when
+    :math:`T_k \le \text{implode} \cdot T_0` (its value on the untouched
+    group). The implosion point is the smallest such k/G (``quorum`` of the
+    groups). In the same experiment ``fallback`` is the smallest k/G at which
+    the estimator's fallback path runs in a ``quorum`` of the groups: the MAD
+    is 0 once more than half the values tie.
+
+    Theory, for even G and these estimators' conventions: mean and std
+    (``grpo``, ``dr_grpo``, ``rloo``, ``batch_std``) break at 1/G. The
+    mid-median (mean of the two middle values) breaks once the upper middle
+    order statistic is an outlier, k = G/2 (ceil(G/2) in general): ``robust``
+    and ``mc_grpo`` centre and scale break at exactly 1/2. Torch's lower median
+    (``seed_mad``) needs one more outlier: (floor(G/2) + 1)/G, 5/8 at G = 8.
+    Winsorizing ``floor(l G)`` per tail breaks at (floor(l G) + 1)/G. The
+    outliers are all equal, so once they are a majority the raw MAD is 0:
+    for odd G ``mc_grpo``'s scale then collapses to its eps instead of
+    exploding (reported as no breakdown), while ``robust``'s fallback scale,
+    capped at the typical non-zero deviation :math:`|x - M|`, explodes. The
+    mid-MAD is 0 once floor(G/2) + 1 values tie (the lower-median MAD already
+    at G/2 ties in most groups).
+
+    Parameters
+    ----------
+    methods : str, sequence of str or None
+        Estimators (None: all).
+    group_sizes : int or sequence of int
+        Group sizes G >= 2.
+    sizes : float or sequence of float
+        Outlier values M > 0; at least two, spanning orders of magnitude,
+        make the proportionality test meaningful.
+    n_groups : int
+        Clean groups per G.
+    explode : float
+        Ratio |T| / M above which T counts as exploded (at every M; keep it
+        well below 1/G and well above (clean range) / max(sizes)).
+    implode : float
+        Ratio T_k / T_0 at or below which the scale counts as imploded.
+    quorum : float
+        Fraction of groups, in (0, 1], that must agree.
+    seed : int
+        Seed of the clean groups (one derived stream per G).
+    progress : bool
+        Show a progress bar.
+    **params
+        Estimator parameters, broadcast to the methods that accept them.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per method, G and quantity (``"centre"``, ``"scale"``), columns
+        ``method``, ``G``, ``quantity``, ``breakdown_k`` and ``breakdown``
+        (k and k/G; NaN when nothing in k <= G-1 breaks it, e.g. the constant
+        scale 1 of ``dr_grpo`` or everything of ``rank``), and on scale rows
+        ``implosion_k``, ``implosion``, ``fallback_k``, ``fallback`` (NaN on
+        centre rows and where it never happens).
+
+    Notes
+    -----
+    One :func:`compute_advantages` call per (k, M) cell, vectorized over the
+    groups: cells are not stacked into one batch because ``batch_std``'s scale
+    is a statistic of the whole batch.
+    """
+    names = _methods(methods)
+    per_method = _params_for(names, params)
+    gs = _int_list("group_sizes", group_sizes, 2)
+    ms = _float_list("sizes", sizes, lambda v: v > 0, "finite outlier values > 0")
+    n_groups = _positive_int("n_groups", n_groups)
+    for name, val in (("explode", explode), ("implode", implode)):
+        if isinstance(val, bool) or not (isinstance(val, (int, float)) and math.isfinite(val) and 0 < val < 1):
+            raise ValueError(f"{name} must be a number in (0, 1), got {val!r}")
+    if not (isinstance(quorum, (int, float)) and 0 < quorum <= 1):
+        raise ValueError(f"quorum must be a fraction in (0, 1], got {quorum!r}")
+    seed = _check_seed(seed)
+
+    rows: list[dict[str, Any]] = []
+    bar = _bar(len(gs) * len(names), progress, "breakdown")
+    for gi, g in enumerate(gs):
+        clean = torch.randn(n_groups, g, generator=_generator(_derived_seed(seed, 0, g)), dtype=DTYPE)
+        cols = torch.arange(g)
+        for m in names:
+            kw = per_method[m]
+            centre = np.empty((g, len(ms), n_groups))
+            scale = np.empty((g, len(ms), n_groups))
+            tie_scale = np.empty((g, n_groups))
+            tie_fallback = np.empty((g, n_groups), dtype=bool)
+            for k in range(g):
+                first = cols < k
+                for j, size in enumerate(ms):
+                    d = compute_advantages(torch.where(first, size, clean), m, **kw).diagnostics
+                    centre[k, j], scale[k, j] = _np(d.centre), _np(d.scale)
+                d = compute_advantages(torch.where(first, 0.0, clean), m, **kw).diagnostics
+                tie_scale[k], tie_fallback[k] = _np(d.scale), _np(d.fallback)
+            size_arr = np.asarray(ms)[None, :, None]
+            for quantity, t in (("centre", centre), ("scale", scale)):
+                broken = (np.abs(t) > explode * size_arr).all(axis=1).mean(axis=1) >= quorum
+                k_b = _first_k(broken)
+                row = {"method": m, "G": g, "quantity": quantity, "breakdown_k": k_b, "breakdown": k_b / g}
+                if quantity == "scale":
+                    with np.errstate(invalid="ignore", divide="ignore"):
+                        imploded = (tie_scale <= implode * tie_scale[:1]).mean(axis=1) >= quorum
+                    k_i = _first_k(imploded)
+                    k_f = _first_k(tie_fallback.mean(axis=1) >= quorum)
+                    row.update(implosion_k=k_i, implosion=k_i / g, fallback_k=k_f, fallback=k_f / g)
+                else:
+                    row.update(implosion_k=math.nan, implosion=math.nan, fallback_k=math.nan, fallback=math.nan)
+                rows.append(row)
+            bar.update()
+    bar.close()
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------ 3. agreement
+
+
+def _midranks(x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+    """1-based mid-ranks of the valid entries of each row (ties share their mean rank)."""
+    s = S.sort_valid(x, valid).contiguous()
+    xc = x.contiguous()
+    below = torch.searchsorted(s, xc, right=False)
+    at_or_below = torch.searchsorted(s, xc, right=True)
+    return (below + at_or_below + 1).to(x.dtype) / 2
+
+
+def _sign(a: torch.Tensor, tol: float) -> torch.Tensor:
+    """Three-valued sign as int8: 0 where |a| <= tol."""
+    return (a > tol).to(torch.int8) - (a < -tol).to(torch.int8)
+
+
+def agreement_from_advantages(
+    clean_advantages: torch.Tensor,
+    advantages: torch.Tensor,
+    keep: torch.Tensor,
+    clean_rewards: torch.Tensor,
+    *,
+    zero_tol: float = 1e-8,
+) -> dict[str, float]:
+    r"""Agreement metrics between clean and contaminated advantages of ``[B, G]`` groups.
+
+    With :math:`A` the advantages computed on the clean rewards,
+    :math:`\tilde A` those computed on the contaminated rewards, U the set
+    of compared samples (``keep``: the uncontaminated ones) and
+    :math:`\operatorname{sgn}_\tau(a) = 0` if :math:`|a| \le \tau` else
+    :math:`\operatorname{sign}(a)` (τ = ``zero_tol``):
+
+    * ``sign_agreement`` :math:`= \frac{1}{|U|}\sum_{U} [\operatorname{sgn}_\tau A_i = \operatorname{sgn}_\tau \tilde A_i]`.
+      Zero is a sign of its own ("no signal"): a sample pushed from 0 to
+      +-x, or from +-x to 0, disagrees.
+    * ``rank_correlation``: mean over groups of Spearman's
+      :math:`\rho` between :math:`A` and :math:`\tilde A` on the group's
+      samples in U (Pearson correlation of mid-ranks). A group where either
+      side is constant on U, or with fewer than 2 samples in U, has no
+      defined :math:`\rho`: it is left out of the mean and counted in
+      ``rank_undefined``. NaN if no group is defined.
+    * ``mae`` :math:`= \frac{1}{|U|}\sum_U |A_i - \tilde A_i|` (advantage units).
+    * ``best_negative_rate``: in each group, the *best clean sample* is the
+      sample in U with the highest clean reward. Tied best samples have the
+      same reward, so for these permutation-equivariant estimators the same
+      :math:`A` and :math:`\tilde A`: which one is taken does not matter (the
+      first). Among the ``best_eligible`` groups where its clean advantage is
+      positive (:math:`A > \tau`), the fraction where
+      :math:`\tilde A < -\tau`: the best answer is pushed down.
+
+    Parameters
+    ----------
+    clean_advantages, advantages : torch.Tensor
+        ``[B, G]`` advantages on clean and contaminated rewards.
+    keep : torch.Tensor
+        ``[B, G]`` bool, the samples to compare (uncontaminated and valid).
+    clean_rewards : torch.Tensor
+        ``[B, G]`` clean rewards (to find the best clean sample).
+    zero_tol : float
+        τ above.
+
+    Returns
+    -------
+    dict of str to float
+        ``n_compared``, ``sign_agreement``, ``rank_correlation``,
+        ``rank_undefined``, ``mae``, ``best_eligible``, ``best_negative_rate``.
+    """
+    a, c, keep = clean_advantages.to(DTYPE), advantages.to(DTYPE), keep.to(torch.bool)
+    n_keep = int(keep.sum())
+    nan = math.nan
+    if n_keep == 0:
+        return dict(n_compared=0, sign_agreement=nan, rank_correlation=nan, rank_undefined=float(a.shape[0]),
+                    mae=nan, best_eligible=0, best_negative_rate=nan)
+    agree = (_sign(a, zero_tol) == _sign(c, zero_tol)) & keep
+    mae = float(torch.where(keep, (a - c).abs(), 0.0).sum()) / n_keep
+
+    cnt = keep.sum(-1).to(DTYPE)
+    ra, rc = _midranks(a, keep), _midranks(c, keep)
+    mean_a = torch.where(keep, ra, 0.0).sum(-1) / cnt.clamp_min(1)
+    mean_c = torch.where(keep, rc, 0.0).sum(-1) / cnt.clamp_min(1)
+    da = torch.where(keep, ra - mean_a.unsqueeze(-1), 0.0)
+    dc = torch.where(keep, rc - mean_c.unsqueeze(-1), 0.0)
+    var_a, var_c = da.square().sum(-1), dc.square().sum(-1)
+    defined = (cnt >= 2) & (var_a > 0) & (var_c > 0)
+    rho = (da * dc).sum(-1) / torch.sqrt(torch.where(defined, var_a * var_c, 1.0))
+    n_def = int(defined.sum())
+    rank_corr = float(rho[defined].mean()) if n_def else nan
+
+    score = torch.where(keep, clean_rewards.to(DTYPE), -math.inf)
+    best = score.argmax(-1, keepdim=True)
+    a_best, c_best = a.gather(-1, best).squeeze(-1), c.gather(-1, best).squeeze(-1)
+    eligible = keep.any(-1) & (a_best > zero_tol)
+    n_elig = int(eligible.sum())
+    neg = int((eligible & (c_best < -zero_tol)).sum())
+    return dict(
+        n_compared=n_keep,
+        sign_agreement=int(agree.sum()) / n_keep,
+        rank_correlation=rank_corr,
+        rank_undefined=int(a.shape[0]) - n_def,
+        mae=mae,
+        best_eligible=n_elig,
+        best_negative_rate=neg / n_elig if n_elig else nan,
+    )
+
+
+def _diag_rates(result: AdvantageResult, rows: torch.Tensor | None, g: int) -> tuple[float, float]:
+    """Fraction of groups whose fallback ran and fraction of samples clipped (on ``rows``)."""
+    fb = torch.as_tensor(result.diagnostics.fallback)
+    nc = torch.as_tensor(result.diagnostics.n_clipped)
+    if rows is not None:
+        fb, nc = fb[rows], nc[rows]
+    b = fb.numel()
+    if b == 0:
+        return math.nan, math.nan
+    return float(fb.sum()) / b, float(nc.sum()) / (b * g)
+
+
+def _agreement_rows(
+    data: Contaminated,
+    methods: Sequence[str],
+    per_method: Mapping[str, Mapping[str, Any]],
+    subset: str,
+    zero_tol: float,
+    clean_cache: dict | None = None,
+    cache_key: Any = None,
+    on_method: Callable[[], None] | None = None,
+) -> list[dict[str, Any]]:
+    clean = data.clean.to(DTYPE)
+    rewards = data.rewards.to(DTYPE)
+    hit = data.contaminated.to(torch.bool)
+    b, g = clean.shape
+    hit_rows = hit.any(-1)
+    rows = None if subset == "all" else hit_rows
+    keep = ~hit if rows is None else (~hit)[rows]
+    out = []
+    for m in methods:
+        kw = per_method[m]
+        key = (cache_key, m, tuple(sorted(kw.items())))
+        if clean_cache is not None and key in clean_cache:
+            res_clean = clean_cache[key]
+        else:
+            res_clean = compute_advantages(clean, m, **kw)
+            if clean_cache is not None:
+                clean_cache[key] = res_clean
+        res = compute_advantages(rewards, m, **kw)
+        a_clean, a = res_clean.advantages, res.advantages
+        cr = clean
+        if rows is not None:
+            a_clean, a, cr = a_clean[rows], a[rows], clean[rows]
+        metrics = agreement_from_advantages(a_clean, a, keep, cr, zero_tol=zero_tol)
+        fb, clip = _diag_rates(res, rows, g)
+        fb_clean, clip_clean = _diag_rates(res_clean, rows, g)
+        out.append(
+            dict(
+                method=m,
+                G=g,
+                n_groups=int(b if rows is None else int(rows.sum())),
+                contaminated_fraction=float(hit.sum()) / hit.numel(),
+                hit_group_fraction=float(hit_rows.sum()) / b,
+                **metrics,
+                fallback_rate=fb,
+                fallback_rate_clean=fb_clean,
+                clipped_fraction=clip,
+                clipped_fraction_clean=clip_clean,
+            )
+        )
+        if on_method is not None:
+            on_method()
+    return out
+
+
+def _check_subset(subset: str) -> str:
+    if subset not in ("all", "hit"):
+        raise ValueError(f"subset must be 'all' (every group) or 'hit' (groups with a contaminated sample), got {subset!r}")
+    return subset
+
+
+def _check_tol(zero_tol: Any) -> float:
+    if isinstance(zero_tol, bool) or not isinstance(zero_tol, (int, float)) or not (math.isfinite(zero_tol) and zero_tol >= 0):
+        raise ValueError(f"zero_tol must be a finite number >= 0, got {zero_tol!r}")
+    return float(zero_tol)
+
+
+def agreement(
+    data: Contaminated | Scenario | str,
+    methods: Methods = None,
+    *,
+    n_groups: int | None = None,
+    seed: int | None = None,
+    subset: Literal["all", "hit"] = "all",
+    zero_tol: float = 1e-8,
+    **params: Any,
+) -> pd.DataFrame:
+    r"""Agreement of each estimator's advantages under contamination with its clean advantages.
+
+    For each method the advantages are computed twice, on ``data.clean``
+    and on ``data.rewards`` (whole groups, contaminated samples included),
+    and compared on the uncontaminated samples; see
+    :func:`agreement_from_advantages` for the formulas of
+    ``sign_agreement``, ``rank_correlation``, ``mae`` and
+    ``best_negative_rate``.
+
+    Parameters
+    ----------
+    data : Contaminated, Scenario or str
+        A contamination record, a scenario, or a scenario name / path
+        (:func:`~robustgrpo.contamination.load_scenario`), sampled in float64.
+    methods : str, sequence of str or None
+        Estimators (None: all).
+    n_groups, seed : int, optional
+        Number of groups and seed when sampling a scenario (defaults: the
+        scenario's). Not allowed with a Contaminated record.
+    subset : {"all", "hit"}
+        Compare on every group, or only on groups with at least one
+        contaminated sample (advantages are still computed on the whole batch).
+    zero_tol : float
+        Advantages with :math:`|A| \le` ``zero_tol`` count as 0.
+    **params
+        Estimator parameters, broadcast to the methods that accept them.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per method: ``method``, ``G``, ``n_groups`` (groups compared),
+        ``contaminated_fraction`` (entries hit), ``hit_group_fraction``
+        (groups with a hit), ``n_compared`` (samples compared),
+        ``sign_agreement``, ``rank_correlation``, ``rank_undefined`` (groups),
+        ``mae`` (advantage units), ``best_eligible`` (groups),
+        ``best_negative_rate``, ``fallback_rate`` / ``fallback_rate_clean``
+        (fraction of groups whose fallback path ran, contaminated / clean
+        rewards) and ``clipped_fraction`` / ``clipped_fraction_clean``
+        (fraction of samples clipped).
+
+    Examples
+    --------
+    >>> df = agreement("seed_example", ["grpo", "robust"])
+    >>> df.set_index("method")["best_negative_rate"].to_dict()
+    {'grpo': 1.0, 'robust': 0.0}
+    """
+    names = _methods(methods)
+    per_method = _params_for(names, params)
+    subset = _check_subset(subset)
+    zero_tol = _check_tol(zero_tol)
+    if isinstance(data, Contaminated):
+        if n_groups is not None or seed is not None:
+            raise ValueError("n_groups and seed only apply when data is a scenario; drop them for a Contaminated record")
+        record = Contaminated(data.clean.to(DTYPE), data.rewards.to(DTYPE), data.contaminated)
+        if record.clean.ndim != 2:
+            raise ValueError(f"data.clean must be [B, G], got shape {tuple(record.clean.shape)}")
+    elif isinstance(data, (Scenario, str)) or hasattr(data, "__fspath__"):
+        scenario = data if isinstance(data, Scenario) else load_scenario(data)
+        if n_groups is not None:
+            _positive_int("n_groups", n_groups)
+        record = scenario.sample(n_groups, None if seed is None else _check_seed(seed), dtype=DTYPE)
+    else:
+        raise ValueError(
+            f"data must be a Contaminated record, a Scenario or a scenario name, got {type(data).__name__}"
+        )
+    return pd.DataFrame(_agreement_rows(record, names, per_method, subset, zero_tol))
+
+
+# ---------------------------------------------------------------- 7. sweep
+
+_SIZED = {"random_outliers": RandomOutliers, "reward_hacking": RewardHacking}
+
+
+def _contamination_factory(contamination: str | Callable[[float, float], ContaminationModel]):
+    """Return (factory(rate, size) -> model, whether the model uses ``size``)."""
+    if callable(contamination) and not isinstance(contamination, str):
+        return contamination, True
+    if contamination in _SIZED:
+        cls = _SIZED[contamination]
+        return (lambda rate, size: cls(rate, size)), True
+    if contamination == "heavy_tailed_noise":
+        return (lambda rate, size: HeavyTailedNoise(rate, scale=size)), True
+    if contamination == "judge_flips":
+        return (lambda rate, size: JudgeFlips(rate)), False
+    raise ValueError(
+        f"contamination must be one of 'random_outliers', 'reward_hacking', 'heavy_tailed_noise' "
+        f"(size = its noise scale), 'judge_flips' (no size), or a callable (rate, size) -> model; got {contamination!r}"
+    )
+
+
+def sweep(
+    methods: Methods = ("grpo", "robust", "seed_mad", "rank"),
+    *,
+    group_sizes: int | Sequence[int] = (8,),
+    clip: float | Sequence[float] = (2.5,),
+    rates: float | Sequence[float] = (0.05,),
+    sizes: float | Sequence[float] = (10.0,),
+    clean: CleanModel = Bernoulli(0.3),
+    contamination: str | Callable[[float, float], ContaminationModel] = "random_outliers",
+    n_groups: int = 10_000,
+    seed: int = 0,
+    subset: Literal["all", "hit"] = "all",
+    zero_tol: float = 1e-8,
+    progress: bool = True,
+    **params: Any,
+) -> pd.DataFrame:
+    r"""Agreement metrics (:func:`agreement`) over a grid of G, c, rate and outlier size.
+
+    For every group size G, ``n_groups`` clean groups are drawn once and
+    shared by every rate, size, clip and method (common random numbers); the
+    contamination draws are also shared across rates and sizes for a given
+    G, so with ``random_outliers`` the samples hit at rate 0.05 are a subset
+    of those hit at 0.1, and a larger size moves the same samples further.
+    Clean advantages are computed once per (G, method, c).
+
+    ``c`` applies to the methods with a clip parameter
+    (``ESTIMATORS[m].clip``, e.g. ``robust``, ``seed_mad``, ``huber_m``):
+    they get one row per value in ``clip``. The others are computed once per
+    cell and reported with ``c`` = NaN.
+
+    Parameters
+    ----------
+    methods : str, sequence of str or None
+        Estimators (None: all).
+    group_sizes : int or sequence of int
+        G >= 2.
+    clip : float or sequence of float
+        Clip thresholds c > 0.
+    rates : float or sequence of float
+        Contamination rates in [0, 1] (per entry; per group for
+        ``reward_hacking``).
+    sizes : float or sequence of float
+        Outlier size M (``random_outliers``, ``reward_hacking``) or noise
+        scale (``heavy_tailed_noise``, must be > 0); ignored by
+        ``judge_flips`` (reported as NaN).
+    clean : CleanModel
+        Clean reward model, e.g. ``Bernoulli(0.3)``.
+    contamination : str or callable
+        A model name (see above) or a factory ``(rate, size) -> model``.
+    n_groups : int
+        Groups per cell (10^4 by default).
+    seed : int
+        Base seed.
+    subset, zero_tol
+        As in :func:`agreement`.
+    progress : bool
+        Show a progress bar (tqdm).
+    **params
+        Other estimator parameters, broadcast; the clip parameter itself must
+        be given through ``clip``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (G, rate, size, method, c): columns ``G``, ``rate``,
+        ``size``, ``method``, ``c`` then the columns of :func:`agreement`.
+    """
+    names = _methods(methods)
+    clip_names = {ESTIMATORS[m].clip for m in names if ESTIMATORS[m].clip}
+    clash = sorted(clip_names & set(params))
+    if clash:
+        raise ValueError(f"pass clip thresholds through clip=, not as {clash}")
+    per_method = _params_for(names, params)
+    gs = _int_list("group_sizes", group_sizes, 2)
+    cs = _float_list("clip", clip, lambda v: v > 0, "clip thresholds > 0")
+    rs = _float_list("rates", rates, lambda v: 0 <= v <= 1, "rates in [0, 1]")
+    factory, uses_size = _contamination_factory(contamination)
+    ss = _float_list("sizes", sizes, lambda v: True, "finite numbers") if uses_size else [math.nan]
+    if not isinstance(clean, CleanModel):
+        raise ValueError(f"clean must be a clean reward model such as Bernoulli(0.3), got {clean!r}")
+    n_groups = _positive_int("n_groups", n_groups)
+    seed = _check_seed(seed)
+    subset = _check_subset(subset)
+    zero_tol = _check_tol(zero_tol)
+
+    variants: list[tuple[str, float, dict[str, Any]]] = []
+    for m in names:
+        cp = ESTIMATORS[m].clip
+        if cp:
+            variants.extend((m, c, {**per_method[m], cp: c}) for c in cs)
+        else:
+            variants.append((m, math.nan, per_method[m]))
+
+    rows: list[dict[str, Any]] = []
+    bar = _bar(len(gs) * len(rs) * len(ss) * len(variants), progress, "sweep")
+    for g in gs:
+        clean_r = clean.sample(n_groups, g, seed=_derived_seed(seed, 1, g), dtype=DTYPE)
+        cache: dict = {}
+        for rate, size in itertools.product(rs, ss):
+            try:
+                model = factory(rate, size)
+            except ValueError as err:
+                raise ValueError(f"contamination at rate={rate}, size={size}: {err}") from None
+            data = model.apply(clean_r, seed=_derived_seed(seed, 2, g))
+            for m, c, kw in variants:
+                (row,) = _agreement_rows(data, [m], {m: kw}, subset, zero_tol, cache, g, bar.update)
+                rows.append({"G": g, "rate": rate, "size": size, "method": m, "c": c,
+                             **{k: v for k, v in row.items() if k not in ("method", "G")}})
+    bar.close()
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------- 4. efficiency
+
+
+def _log_variance_influence(t: torch.Tensor, standardize: bool) -> tuple[float, torch.Tensor]:
+    r"""V = var(t) (or var(t)/mean(t)^2) and the influence of each replicate on log V."""
+    m = t.mean()
+    d = t - m
+    v = d.square().mean()
+    phi = (d.square() - v) / v
+    if standardize:
+        phi = phi - 2 * d / m
+        return float(v / m.square()), phi
+    return float(v), phi
+
+
+def efficiency(
+    estimators: str | Sequence[str] = ("median", "huber_location", "mad", "iqr", "qn", "sn"),
+    n: int = 100,
+    n_samples: int = 10_000,
+    *,
+    seed: int = 0,
+    progress: bool = False,
+) -> pd.DataFrame:
+    r"""Monte Carlo Gaussian efficiency of location and scale statistics.
+
+    Draw ``n_samples`` samples of size ``n`` from N(0, 1) (the same samples
+    for every estimator). For a location statistic T,
+
+    .. math:: \mathrm{eff}(T) = \operatorname{Var}(\bar x) / \operatorname{Var}(T),
+
+    and for a scale statistic, whose consistency factor should not matter,
+    the variances of the standardized estimates are compared with those of
+    the sample standard deviation s (Bessel):
+
+    .. math:: \mathrm{eff}(T) = \frac{\operatorname{Var}(s / \overline{s})}{\operatorname{Var}(T / \overline{T})}.
+
+    The standard error comes from the delta method on the paired replicates:
+    with :math:`\phi_i` the influence of replicate i on log V
+    (:math:`((t_i - \bar t)^2 - v)/v`, minus :math:`2 (t_i - \bar t)/\bar t`
+    for the standardized form), :math:`\mathrm{se} = \mathrm{eff} \cdot
+    \operatorname{sd}(\phi^{ref} - \phi^{T}) / \sqrt{N}`. Using the same
+    samples for the reference and T makes it small for efficient T.
+
+    Parameters
+    ----------
+    estimators : str or sequence of str
+        Names in :data:`STATISTICS` (``mean`` and ``std`` give 1 exactly).
+    n : int
+        Sample size (>= 3). Finite-n efficiencies differ from the asymptotic
+        ones by O(1/n); Qn and Sn need O(n^2) memory and are run in blocks.
+    n_samples : int
+        Monte Carlo replicates (>= 100).
+    seed : int
+        Seed of the normal draws.
+    progress : bool
+        Show a progress bar over the estimators.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per estimator: ``estimator``, ``kind``, ``reference``
+        ("mean" or "std"), ``n``, ``n_samples``, ``efficiency`` (fraction,
+        not percent) and ``se`` (its Monte Carlo standard error).
+
+    References
+    ----------
+    Rousseeuw, P. J. and Croux, C. (1993). Alternatives to the median absolute
+    deviation. JASA 88(424), 1273-1283. Huber, P. J. (1981). Robust
+    Statistics. Wiley.
+    """
+    names = _statistic_names(estimators)
+    n = _positive_int("n", n, 3)
+    n_samples = _positive_int("n_samples", n_samples, 100)
+    seed = _check_seed(seed)
+    x = torch.randn(n_samples, n, generator=_generator(seed), dtype=DTYPE)
+    refs = {
+        "location": _log_variance_influence(x.mean(-1), False),
+        "scale": _log_variance_influence(x.std(-1), True),
+    }
+    rows = []
+    for name in tqdm(names, disable=not progress, desc="efficiency", leave=False):
+        kind = STATISTICS[name][0]
+        v_ref, phi_ref = refs[kind]
+        v_t, phi_t = _log_variance_influence(_apply_statistic(name, x), kind == "scale")
+        eff = v_ref / v_t
+        se = eff * float((phi_ref - phi_t).std()) / math.sqrt(n_samples)
+        rows.append(
+            dict(estimator=name, kind=kind, reference="mean" if kind == "location" else "std",
+                 n=n, n_samples=n_samples, efficiency=eff, se=se)
+        )
+    return pd.DataFrame(rows)
+
+
+def reference_efficiencies() -> pd.DataFrame:
+    """Published asymptotic Gaussian efficiencies from ``data/reference/efficiency.json``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``estimator``, ``kind``, ``efficiency`` (fraction), ``formula``
+        and ``source``.
+    """
+    path = data_dir() / "reference" / "efficiency.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"no reference table at {path}; set ROBUSTGRPO_DATA to the project's data folder")
+    table = json.loads(path.read_text(encoding="utf-8"))
+    return pd.DataFrame(
+        [dict(estimator=k, kind=v["kind"], efficiency=v["efficiency"], formula=v.get("formula", ""), source=v["source"])
+         for k, v in table["values"].items()]
+    )
+
+
+# --------------------------------------------------------------- 5. samuelson
+
+
+def samuelson_bound(G: int | Sequence[int] | np.ndarray, ddof: int = 1) -> float | np.ndarray:
+    r"""Largest |z| that mean/std scoring can give any sample of a group of G.
+
+    Samuelson's inequality: :math:`|x_i - \bar x| \le \sigma \sqrt{G - 1}`
+    with the population std :math:`\sigma` (ddof = 0); with Bessel's
+    :math:`s = \sigma \sqrt{G/(G-1)}`,
+
+    .. math:: \max_i \frac{|x_i - \bar x|}{s} = \frac{G - 1}{\sqrt{G}} \quad (\text{ddof} = 1),
+              \qquad \sqrt{G - 1} \quad (\text{ddof} = 0).
+
+    Attained by one value apart from G - 1 equal ones (``[0, ..., 0, M]``),
+    for any M != 0. So ``grpo`` advantages are bounded by 2.47 at G = 8
+    whatever the outlier; the harm of an outlier is what it does to the others.
+
+    Parameters
+    ----------
+    G : int or array of int
+        Group size(s), >= 2.
+    ddof : {0, 1}
+        Delta degrees of freedom of the std.
+
+    Returns
+    -------
+    float or numpy.ndarray
+
+    Examples
+    --------
+    >>> round(samuelson_bound(8), 4), round(samuelson_bound(8, ddof=0), 4)
+    (2.4749, 2.6458)
+    """
+    if ddof not in (0, 1) or isinstance(ddof, bool):
+        raise ValueError(f"ddof must be 0 (population std) or 1 (Bessel), got {ddof!r}")
+    scalar = isinstance(G, (int, np.integer)) and not isinstance(G, bool)
+    g = np.asarray(G)
+    if g.dtype == bool or not np.issubdtype(g.dtype, np.integer) or np.any(g < 2):
+        raise ValueError(f"G must be an integer group size >= 2 (or an array of them), got {G!r}")
+    g = g.astype(np.float64)
+    out = (g - 1) / np.sqrt(g) if ddof == 1 else np.sqrt(g - 1)
+    return float(out) if scalar else out
+
+
+# ------------------------------------------------------------ 6. MAD zeros
+
+
+def mad_zero_fraction(
+    group_sizes: int | Sequence[int],
+    success_rates: float | Sequence[float],
+    *,
+    lower: bool = False,
+) -> pd.DataFrame:
+    r"""Exact probability that the MAD of G Bernoulli(p) rewards is 0.
+
+    With K ~ Binomial(G, p) ones: if K > G/2 the median is 1 and K > G/2
+    absolute deviations are 0, so the MAD is 0; symmetrically for K < G/2.
+    With the mid-median (mean of the two middle values) and even G, K = G/2
+    gives median 1/2, every deviation 1/2 and MAD = 1/2. Hence
+
+    .. math::
+
+        P(\mathrm{MAD} = 0) = 1 - [G \text{ even}] \binom{G}{G/2} p^{G/2} (1-p)^{G/2}.
+
+    With the lower median (``lower=True``, torch's ``median``, seed 000) K = G/2
+    gives median 0 and G/2 zero deviations, whose lower median is 0: the
+    MAD is *always* 0 for 0/1 rewards.
+
+    Constant groups (K = 0 or G, probability :math:`p^G + (1-p)^G`) have
+    MAD 0 too, but :func:`compute_advantages` treats them as degenerate
+    (advantage 0) and does not flag a fallback there; ``fallback`` is the
+    rate at which ``robust`` (or ``seed_mad`` for ``lower=True``) takes its
+    fallback path.
+
+    Parameters
+    ----------
+    group_sizes : int or sequence of int
+        G >= 2.
+    success_rates : float or sequence of float
+        p in [0, 1].
+    lower : bool
+        Use the lower-median convention.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (G, p): ``G``, ``p``, ``mad_zero`` = P(MAD = 0),
+        ``degenerate`` = P(constant group), ``fallback`` = their difference.
+
+    Examples
+    --------
+    >>> mad_zero_fraction(8, 0.5)["mad_zero"].round(4).tolist()
+    [0.7266]
+    """
+    from scipy.stats import binom
+
+    gs = np.asarray(_int_list("group_sizes", group_sizes, 2))
+    ps = np.asarray(_float_list("success_rates", success_rates, lambda v: 0 <= v <= 1, "probabilities in [0, 1]"))
+    g, p = (a.reshape(-1) for a in np.meshgrid(gs, ps, indexing="ij"))
+    half = binom.pmf(g // 2, g, p)
+    split = np.where((g % 2 == 0) & (not lower), half, 0.0)
+    mad_zero = 1.0 - split
+    degenerate = p**g + (1 - p) ** g  # p in {0, 1}: 0**G + 1 = 1, one constant outcome
+    return pd.DataFrame({"G": g, "p": p, "mad_zero": mad_zero, "degenerate": degenerate,
+                         "fallback": mad_zero - degenerate})
+
+
+def mad_zero_fraction_mc(
+    group_sizes: int | Sequence[int],
+    success_rates: float | Sequence[float],
+    *,
+    method: Literal["robust", "seed_mad"] = "robust",
+    n_groups: int = 100_000,
+    seed: int = 0,
+    progress: bool = False,
+) -> pd.DataFrame:
+    r"""Monte Carlo check of :func:`mad_zero_fraction` through an estimator's diagnostics.
+
+    Draw ``n_groups`` groups of G Bernoulli(p) rewards per cell, run
+    ``method`` and count groups flagged ``degenerate`` (constant) or
+    ``fallback`` (the MAD was at most the floor / eps, i.e. 0 for 0/1 data):
+    ``robust`` uses the mid-median MAD (compare with ``lower=False``),
+    ``seed_mad`` the lower-median MAD (``lower=True``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``G``, ``p``, ``method``, ``n_groups``, ``mad_zero``, ``degenerate``,
+        ``fallback`` (Monte Carlo fractions) and ``se`` (binomial standard
+        error of ``mad_zero``).
+    """
+    if method not in ("robust", "seed_mad"):
+        raise ValueError(f"method must be 'robust' (mid-median MAD) or 'seed_mad' (lower median), got {method!r}")
+    gs = _int_list("group_sizes", group_sizes, 2)
+    ps = _float_list("success_rates", success_rates, lambda v: 0 <= v <= 1, "probabilities in [0, 1]")
+    n_groups = _positive_int("n_groups", n_groups)
+    seed = _check_seed(seed)
+    rows = []
+    cells = list(itertools.product(gs, ps))
+    for i, (g, p) in enumerate(tqdm(cells, disable=not progress, desc="mad zeros", leave=False)):
+        r = Bernoulli(p).sample(n_groups, g, seed=_derived_seed(seed, 3, i), dtype=DTYPE)
+        d = compute_advantages(r, method).diagnostics
+        deg = torch.as_tensor(d.degenerate)
+        fb = torch.as_tensor(d.fallback)
+        zero = float((deg | fb).double().mean())
+        rows.append(dict(G=g, p=p, method=method, n_groups=n_groups, mad_zero=zero,
+                         degenerate=float(deg.double().mean()), fallback=float(fb.double().mean()),
+                         se=math.sqrt(zero * (1 - zero) / n_groups)))
+    return pd.DataFrame(rows)
