@@ -5,12 +5,15 @@ Commands
 demo        seed 000's poisoned group through every estimator, next to the clean group
 estimators  the catalogue: names, formulas, parameters
 bench       time every estimator against idiomatic grpo and numpy + scipy
+figures     rebuild every report figure (PNG, SVG, PDF) and an index into a folder
+notebooks   execute the notebook series into a folder, their figures beside them
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Sequence
 
 import torch
@@ -118,6 +121,26 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_figures(args: argparse.Namespace) -> int:
+    from .report import build_all
+
+    built = build_all(args.out, formats=args.formats, names=args.only, progress=not args.no_progress)
+    for rf, spec, paths in built:
+        print(f"{rf.name:<36} {spec.notebook:<36} {' '.join(p.suffix[1:] for p in paths)}")
+    print(f"{len(built)} figures and index.md written to {Path(args.out).resolve()}")
+    return 0
+
+
+def _cmd_notebooks(args: argparse.Namespace) -> int:
+    from .execute import run_all
+
+    runs = run_all(args.out, notebooks=args.only, timeout=args.timeout, progress=not args.no_progress)
+    for run in runs:
+        print(f"{run.source.name:<40} {run.seconds:6.1f} s  -> {run.executed}")
+    print(f"{len(runs)} notebooks executed; figures in {(Path(args.out) / 'figures').resolve()}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m robustgrpo``."""
     parser = argparse.ArgumentParser(prog="python -m robustgrpo", description=__doc__.split("\n")[0])
@@ -129,6 +152,18 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--repeats", type=int, default=7, help="timed calls per case (median reported)")
     bench.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     bench.set_defaults(func=_cmd_bench)
+    figures = sub.add_parser("figures", help="rebuild every report figure into a folder")
+    figures.add_argument("--out", required=True, help="folder to write the figures and index.md into")
+    figures.add_argument("--formats", nargs="+", default=["png", "svg", "pdf"], choices=["png", "svg", "pdf"])
+    figures.add_argument("--only", nargs="+", metavar="NAME", help="build only these figures")
+    figures.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    figures.set_defaults(func=_cmd_figures)
+    notebooks = sub.add_parser("notebooks", help="execute the notebooks into a folder")
+    notebooks.add_argument("--out", required=True, help="folder for executed notebooks (notebooks/) and figures (figures/)")
+    notebooks.add_argument("--only", nargs="+", metavar="PATH", help="execute only these notebooks")
+    notebooks.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
+    notebooks.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    notebooks.set_defaults(func=_cmd_notebooks)
     return parser
 
 

@@ -76,6 +76,7 @@ __all__ = [
     "statistic_sensitivity",
     "breakdown_point",
     "agreement",
+    "advantage_samples",
     "agreement_from_advantages",
     "sweep",
     "efficiency",
@@ -794,6 +795,12 @@ def agreement(
     per_method = _params_for(names, params)
     subset = _check_subset(subset)
     zero_tol = _check_tol(zero_tol)
+    record = _resolve_record(data, n_groups, seed)
+    return pd.DataFrame(_agreement_rows(record, names, per_method, subset, zero_tol))
+
+
+def _resolve_record(data: Contaminated | Scenario | str, n_groups: int | None, seed: int | None) -> Contaminated:
+    """A float64 Contaminated record from a record, a scenario or a scenario name."""
     if isinstance(data, Contaminated):
         if n_groups is not None or seed is not None:
             raise ValueError("n_groups and seed only apply when data is a scenario; drop them for a Contaminated record")
@@ -809,7 +816,77 @@ def agreement(
         raise ValueError(
             f"data must be a Contaminated record, a Scenario or a scenario name, got {type(data).__name__}"
         )
-    return pd.DataFrame(_agreement_rows(record, names, per_method, subset, zero_tol))
+    return record
+
+
+def advantage_samples(
+    data: Contaminated | Scenario | str,
+    methods: Methods = None,
+    *,
+    n_groups: int | None = None,
+    seed: int | None = None,
+    **params: Any,
+) -> pd.DataFrame:
+    """Every sample's advantage, clean and contaminated, per estimator: a long table.
+
+    Parameters
+    ----------
+    data, n_groups, seed
+        As in :func:`agreement`.
+    methods : str, sequence of str or None
+        Estimators (None: all).
+    **params
+        Estimator parameters, broadcast to the methods that accept them.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (method, group, sample): ``method``, ``group``,
+        ``sample``, ``clean_reward``, ``reward``, ``contaminated`` (hit by the
+        contamination model), ``clean_advantage`` (advantage computed from
+        the clean rewards), ``advantage`` (from the contaminated rewards),
+        ``fallback`` (the group took the estimator's fallback path, on the
+        contaminated rewards) and ``majority`` (the sample's clean reward
+        equals its group's clean median, i.e. it belongs to the majority when
+        more than half the clean rewards tie).
+
+    Examples
+    --------
+    >>> df = advantage_samples("seed_example", ["grpo", "robust"])
+    >>> df[df.contaminated].advantage.round(3).tolist()
+    [2.462, 2.5]
+    """
+    names = _methods(methods)
+    per_method = _params_for(names, params)
+    record = _resolve_record(data, n_groups, seed)
+    b, g = record.clean.shape
+    group = np.repeat(np.arange(b), g)
+    sample = np.tile(np.arange(g), b)
+    clean_median = S.median(record.clean, keepdim=True)
+    base = dict(
+        group=group,
+        sample=sample,
+        clean_reward=_np(record.clean).reshape(-1),
+        reward=_np(record.rewards).reshape(-1),
+        contaminated=_np(record.contaminated).reshape(-1),
+        majority=_np(record.clean == clean_median).reshape(-1),
+    )
+    frames = []
+    for m in names:
+        res_clean = compute_advantages(record.clean, m, **per_method[m])
+        res = compute_advantages(record.rewards, m, **per_method[m])
+        frames.append(
+            pd.DataFrame(
+                dict(
+                    method=m,
+                    **base,
+                    clean_advantage=_np(res_clean.advantages).reshape(-1),
+                    advantage=_np(res.advantages).reshape(-1),
+                    fallback=np.repeat(_np(torch.as_tensor(res.diagnostics.fallback)), g),
+                )
+            )
+        )
+    return pd.concat(frames, ignore_index=True)
 
 
 # ---------------------------------------------------------------- 7. sweep

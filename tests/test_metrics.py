@@ -22,6 +22,7 @@ from hypothesis import strategies as hst
 from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo import metrics as M
 from robustgrpo.contamination import Bernoulli, Gaussian, NoContamination, RandomOutliers
+from robustgrpo.contamination import load_scenario as _load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = json.loads((ROOT / "data" / "reference" / "seed_000.json").read_text())
@@ -554,3 +555,24 @@ def test_layering():
     local |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1
               and node.module is None for alias in node.names}
     assert local <= {"inputs", "stats", "advantages", "contamination"}, local
+
+
+class TestAdvantageSamples:
+    def test_seed_example_rows(self):
+        df = M.advantage_samples("seed_example", ["grpo", "robust"])
+        assert len(df) == 16
+        grpo = df[df.method == "grpo"].set_index("sample")
+        assert grpo.loc[6, "advantage"] == pytest.approx(-0.1070648, rel=1e-6)
+        assert grpo.loc[6, "clean_advantage"] == pytest.approx(2.4748667, rel=1e-6)
+        assert grpo.contaminated.tolist() == [False] * 7 + [True]
+        # the clean median is 0: the six wrong answers and the glitched one are the majority
+        assert grpo.majority.tolist() == [True] * 6 + [False, True]
+        robust = df[df.method == "robust"]
+        assert robust.fallback.all()
+
+    def test_matches_compute_advantages(self):
+        df = M.advantage_samples("binary_judge_glitch", ["rank"], n_groups=50, seed=3)
+        record = _load_scenario("binary_judge_glitch").sample(50, 3, dtype=torch.float64)
+        expected = compute_advantages(record.rewards, "rank").advantages.reshape(-1).numpy()
+        np.testing.assert_allclose(df.advantage.to_numpy(), expected)
+        assert (df.groupby("group").size() == 8).all()

@@ -54,7 +54,7 @@ def test_torch_is_pinned_by_the_setup_step_not_by_the_package():
     assert "constraints.txt" in (ROOT / "tasks.py").read_text()
 
 
-MODULES = sorted(m.name for m in pkgutil.iter_modules(robustgrpo.__path__, "robustgrpo.") if not m.name.endswith("__main__"))
+MODULES = sorted(m.name for m in pkgutil.walk_packages(robustgrpo.__path__, "robustgrpo.") if not m.name.endswith("__main__"))
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -74,12 +74,18 @@ def test_every_module_declares_its_public_names(name):
         pytest.fail(f"{name} has no __all__")
 
 
-LAYERS = ["inputs", "stats", "advantages", "contamination", "metrics", "simulate", "plots", "widgets", "cli"]
+LAYERS = ["inputs", "stats", "advantages", "contamination", "metrics", "simulate", "plots", "widgets", "report", "cli"]
 
 
-@pytest.mark.parametrize("short", [m.split(".")[-1] for m in MODULES if m.split(".")[-1] in LAYERS])
-def test_layers_import_only_from_layers_before_them(short):
-    source = (ROOT / "robustgrpo" / f"{short}.py").read_text()
-    imported = set(re.findall(r"^\s*from \.(\w+) import", source, re.M))
-    later = {m for m in imported if m in LAYERS and LAYERS.index(m) >= LAYERS.index(short)}
-    assert not later, f"{short} imports from later layer(s) {later}"
+def _layer_sources(layer: str) -> list[Path]:
+    package = ROOT / "robustgrpo" / layer
+    return sorted(package.rglob("*.py")) if package.is_dir() else [ROOT / "robustgrpo" / f"{layer}.py"]
+
+
+@pytest.mark.parametrize("layer", [layer for layer in LAYERS if _layer_sources(layer)[0].exists()])
+def test_layers_import_only_from_layers_before_them(layer):
+    for path in _layer_sources(layer):
+        source = path.read_text()
+        imported = set(re.findall(r"^\s*from \.+(\w+)(?:\.\w+)* import", source, re.M))
+        later = {m for m in imported if m in LAYERS and LAYERS.index(m) > LAYERS.index(layer)}
+        assert not later, f"{path.name} ({layer}) imports from later layer(s) {later}"

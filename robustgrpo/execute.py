@@ -1,0 +1,84 @@
+"""Execute the notebook series headless, as the tests and the main job do.
+
+Each notebook runs top to bottom in a fresh kernel with its own folder as the
+working directory and ``$ROBUSTGRPO_FIGURES`` pointing at the figure folder,
+so the figures it saves land where the caller chose.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+__all__ = ["NOTEBOOK_DIR", "NotebookRun", "list_notebooks", "run_notebook", "run_all"]
+
+#: The committed notebooks (without outputs).
+NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
+
+
+@dataclass(frozen=True)
+class NotebookRun:
+    """One executed notebook: where it came from, where the executed copy went, how long it took."""
+
+    source: Path
+    executed: Path | None
+    seconds: float
+
+
+def list_notebooks(directory: str | Path = NOTEBOOK_DIR) -> list[Path]:
+    """The ``*.ipynb`` files of ``directory`` in name order."""
+    paths = sorted(Path(directory).glob("*.ipynb"))
+    if not paths:
+        raise ValueError(f"no notebooks found in {directory}; pass the folder that holds the .ipynb files")
+    return paths
+
+
+def run_notebook(
+    path: str | Path, *, figures: str | Path, out: str | Path | None = None, timeout: int = 600
+) -> NotebookRun:
+    """Execute one notebook; save the executed copy in ``out`` if given.
+
+    Raises ``nbclient.exceptions.CellExecutionError`` (with the failing
+    cell's traceback) if any cell raises.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+
+    from .report import FIGURES_ENV
+
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    previous = os.environ.get(FIGURES_ENV)
+    os.environ[FIGURES_ENV] = str(Path(figures).resolve())
+    try:
+        start = time.perf_counter()
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+        seconds = time.perf_counter() - start
+    finally:
+        if previous is None:
+            os.environ.pop(FIGURES_ENV, None)
+        else:
+            os.environ[FIGURES_ENV] = previous
+    executed = None
+    if out is not None:
+        executed = Path(out) / path.name
+        executed.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, executed)
+    return NotebookRun(path, executed, seconds)
+
+
+def run_all(
+    out: str | Path, *, notebooks: Sequence[str | Path] | None = None, timeout: int = 600, progress: bool = True
+) -> list[NotebookRun]:
+    """Execute every notebook into ``out/notebooks``, their figures into ``out/figures``."""
+    from tqdm.auto import tqdm
+
+    out = Path(out)
+    paths = [Path(p) for p in notebooks] if notebooks else list_notebooks()
+    return [
+        run_notebook(p, figures=out / "figures", out=out / "notebooks", timeout=timeout)
+        for p in tqdm(paths, desc="notebooks", disable=not progress)
+    ]

@@ -1,0 +1,140 @@
+"""The house style of every report figure, estimator colours, deterministic saving.
+
+Every figure function of :mod:`robustgrpo.plots` takes data (tensors, arrays or the tidy DataFrames of
+:mod:`robustgrpo.metrics`) and returns the figure; nothing here computes a
+statistic. Estimators keep one colour in every figure (:data:`ESTIMATOR_COLORS`,
+Okabe-Ito based, distinguishable with the common colour-vision deficiencies).
+
+Figures are built on ``matplotlib.figure.Figure`` directly, not pyplot, so
+no global state leaks between them and they render headless; Jupyter shows
+a returned figure inline. Report figures are sized for a journal column (3.4 in) or a full page width
+(7 in) and saved with :func:`save_figure` as PNG, SVG and PDF. Saving is
+deterministic: the same figure gives the same bytes (fixed SVG ids, no
+timestamps in the PDF).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import matplotlib
+import numpy as np
+from matplotlib.figure import Figure
+
+__all__ = [
+    "ESTIMATOR_COLORS",
+    "COLUMN_WIDTH",
+    "PAGE_WIDTH",
+    "HOUSE_STYLE",
+    "estimator_color",
+    "house_style",
+    "new_figure",
+    "save_figure",
+]
+
+COLUMN_WIDTH = 3.4  # inches
+PAGE_WIDTH = 7.0  # inches
+
+#: One colour per estimator, used by every figure.
+ESTIMATOR_COLORS: dict[str, str] = {
+    "grpo": "#D55E00",  # vermillion: the baseline that breaks
+    "dr_grpo": "#E69F00",  # orange
+    "batch_std": "#8C564B",  # brown
+    "rloo": "#CC79A7",  # reddish purple
+    "seed_mad": "#999999",  # grey: the seed's function
+    "mc_grpo": "#B8860B",  # dark goldenrod
+    "robust": "#0072B2",  # blue: the project's recommendation
+    "rank": "#56B4E9",  # sky blue
+    "huber_m": "#009E73",  # bluish green
+    "winsor": "#000000",  # black
+}
+
+#: matplotlib rcParams of the house style: small type readable at column width.
+HOUSE_STYLE: dict[str, object] = {
+    "figure.dpi": 150,
+    "savefig.dpi": 200,
+    "savefig.bbox": "tight",
+    "savefig.pad_inches": 0.03,
+    "font.size": 8,
+    "axes.titlesize": 8.5,
+    "axes.labelsize": 8,
+    "xtick.labelsize": 7,
+    "ytick.labelsize": 7,
+    "legend.fontsize": 7,
+    "legend.frameon": False,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.25,
+    "grid.linewidth": 0.5,
+    "lines.linewidth": 1.3,
+    "lines.markersize": 4,
+    "svg.hashsalt": "robustgrpo",  # deterministic SVG element ids
+    "svg.fonttype": "none",
+    "pdf.fonttype": 42,
+}
+
+
+def estimator_color(name: str) -> str:
+    """The house colour of an estimator (grey for names outside the catalogue)."""
+    return ESTIMATOR_COLORS.get(name, "#666666")
+
+
+@contextmanager
+def house_style() -> Iterator[None]:
+    """Context manager applying :data:`HOUSE_STYLE` to the figures created inside it."""
+    with matplotlib.rc_context(HOUSE_STYLE):
+        yield
+
+
+def new_figure(width: str | float = "column", height: float | None = None, **subplots) -> tuple[Figure, np.ndarray]:
+    """A figure in the house style, at column or page width, and its axes.
+
+    Parameters
+    ----------
+    width : "column", "page" or inches
+    height : inches; default is 0.7 x width for one row of axes
+    **subplots : passed to ``Figure.subplots`` (nrows, ncols, sharex...)
+
+    Returns
+    -------
+    fig, axes : the axes always as an array (``squeeze=False``)
+    """
+    w = {"column": COLUMN_WIDTH, "page": PAGE_WIDTH}.get(width, width) if isinstance(width, str) else float(width)
+    if not isinstance(w, float):
+        raise ValueError(f"width must be 'column', 'page' or a number of inches, got {width!r}")
+    nrows = subplots.get("nrows", 1)
+    h = height if height is not None else 0.62 * w * nrows if w <= COLUMN_WIDTH else 0.34 * w * nrows
+    with house_style():
+        fig = Figure(figsize=(w, h), layout="constrained")
+        axes = fig.subplots(squeeze=False, **subplots)
+    return fig, axes
+
+
+def save_figure(
+    fig: Figure, directory: str | Path, stem: str, formats: Sequence[str] = ("png", "svg", "pdf")
+) -> list[Path]:
+    """Save ``fig`` as ``directory/stem.<fmt>`` for each format; return the paths.
+
+    Deterministic: no timestamps, fixed SVG ids, so rebuilding gives identical files.
+    """
+    allowed = {"png", "svg", "pdf"}
+    bad = set(formats) - allowed
+    if bad:
+        raise ValueError(f"formats must be among {sorted(allowed)}, got {sorted(bad)}")
+    out = Path(directory)
+    out.mkdir(parents=True, exist_ok=True)
+    metadata = {
+        "png": {"Software": None},
+        "svg": {"Date": None, "Creator": None},
+        "pdf": {"CreationDate": None, "ModDate": None, "Producer": None, "Creator": None},
+    }
+    paths = []
+    with house_style():
+        for fmt in formats:
+            path = out / f"{stem}.{fmt}"
+            fig.savefig(path, format=fmt, metadata=metadata[fmt])
+            paths.append(path)
+    return paths

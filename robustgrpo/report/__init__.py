@@ -1,0 +1,154 @@
+"""Report figures (layer 9): every key figure of the notebooks, rebuilt by one command.
+
+A report figure is a *builder*: a function that computes its data with
+:mod:`robustgrpo.metrics` (fixed seeds), draws it with :mod:`robustgrpo.plots`
+and returns a :class:`ReportFigure` (figure, caption, and the numbers behind
+it). Builders register with :func:`report_figure` in the topic submodules of
+this package (one per notebook); the notebooks call the same builders, so the
+notebook figure and the report figure are one piece of code.
+
+``python -m robustgrpo figures --out DIR`` runs :func:`build_all`: every
+builder, saved as PNG, SVG and PDF, plus ``index.md`` listing each figure
+with its caption. Builds are deterministic: same code, same bytes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
+
+from matplotlib.figure import Figure
+
+from ..plots import save_figure
+
+__all__ = [
+    "ReportFigure",
+    "FigureSpec",
+    "report_figure",
+    "report_figures",
+    "figure_dir",
+    "save",
+    "build_all",
+    "FIGURES_ENV",
+]
+
+#: Environment variable naming the folder notebooks save their figures to.
+FIGURES_ENV = "ROBUSTGRPO_FIGURES"
+
+
+@dataclass(frozen=True)
+class ReportFigure:
+    """A built figure: the matplotlib figure, its caption and its data.
+
+    Attributes
+    ----------
+    name : str
+        File stem (``01_seed_advantages``).
+    figure : matplotlib.figure.Figure
+    caption : str
+        One or two sentences: what the figure shows and its takeaway, with
+        the numbers computed by the builder.
+    data : Any
+        The numbers drawn (usually a tidy DataFrame), for the notebook text.
+    """
+
+    name: str
+    figure: Figure
+    caption: str
+    data: Any = None
+
+    def _repr_png_(self) -> bytes:  # shown inline when a notebook cell returns it
+        import io
+
+        buf = io.BytesIO()
+        self.figure.savefig(buf, format="png")
+        return buf.getvalue()
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """A registered builder: name, notebook it belongs to, and the function."""
+
+    name: str
+    notebook: str
+    builder: Callable[[], ReportFigure] = field(repr=False)
+
+
+_REGISTRY: dict[str, FigureSpec] = {}
+
+
+def report_figure(name: str, *, notebook: str) -> Callable[[Callable[..., ReportFigure]], Callable[..., ReportFigure]]:
+    """Register a builder under ``name``; it must run with no arguments (defaults fixed)."""
+
+    def decorate(fn: Callable[..., ReportFigure]) -> Callable[..., ReportFigure]:
+        if name in _REGISTRY:
+            raise ValueError(f"a report figure named {name!r} is already registered")
+        _REGISTRY[name] = FigureSpec(name, notebook, fn)
+        return fn
+
+    return decorate
+
+
+def report_figures() -> Mapping[str, FigureSpec]:
+    """Every registered report figure, in name order (imports the topic submodules)."""
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+    return MappingProxyType(dict(sorted(_REGISTRY.items())))
+
+
+def figure_dir(default: str | Path = "figures") -> Path:
+    """The folder figures go to: ``$ROBUSTGRPO_FIGURES`` if set, else ``default``."""
+    return Path(os.environ.get(FIGURES_ENV) or default)
+
+
+def save(rf: ReportFigure, directory: str | Path | None = None, formats: Sequence[str] = ("png", "svg")) -> list[Path]:
+    """Save a built figure into ``directory`` (default :func:`figure_dir`)."""
+    return save_figure(rf.figure, figure_dir() if directory is None else directory, rf.name, formats)
+
+
+def build_all(
+    out: str | Path,
+    *,
+    formats: Sequence[str] = ("png", "svg", "pdf"),
+    names: Sequence[str] | None = None,
+    progress: bool = True,
+) -> list[tuple[ReportFigure, FigureSpec, list[Path]]]:
+    """Build and save report figures into ``out``; write ``out/index.md``.
+
+    Parameters
+    ----------
+    out : folder to write into (created if missing)
+    formats : file formats per figure
+    names : only these figures (default: all)
+    progress : show a progress bar
+
+    Returns
+    -------
+    list of (figure, spec, paths), in name order
+    """
+    from tqdm.auto import tqdm
+
+    specs = report_figures()
+    chosen = list(specs) if names is None else list(names)
+    unknown = [n for n in chosen if n not in specs]
+    if unknown:
+        raise ValueError(f"unknown report figure(s) {unknown}; known: {', '.join(specs)}")
+    out = Path(out)
+    built = []
+    for name in tqdm(chosen, desc="figures", disable=not progress):
+        spec = specs[name]
+        rf = spec.builder()
+        if rf.name != name:
+            raise RuntimeError(f"builder {name!r} returned a figure named {rf.name!r}")
+        built.append((rf, spec, save_figure(rf.figure, out, rf.name, formats)))
+    lines = ["# robustgrpo report figures", "", "Rebuilt by `python -m robustgrpo figures`; each figure as " + ", ".join(formats) + ".", ""]
+    for rf, spec, paths in built:
+        files = " ".join(f"[{p.suffix[1:]}]({p.name})" for p in paths)
+        lines += [f"## {rf.name}", "", f"![{rf.name}]({rf.name}.png)" if "png" in formats else "", "", rf.caption, "", f"Notebook: `{spec.notebook}`. Files: {files}", ""]
+    (out / "index.md").write_text("\n".join(lines))
+    return built
