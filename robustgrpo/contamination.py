@@ -267,8 +267,33 @@ class CleanModel(Protocol):
     ) -> Tensor: ...
 
 
+class _SampledModel:
+    """Shared ``sample``: validate, draw in float64 on the CPU with a seeded generator, cast.
+
+    Subclasses implement ``_draw(batch, group, generator) -> float64 Tensor`` and may
+    override ``_check_batch(batch, group)``.
+    """
+
+    def sample(
+        self, batch: int, group: int, *, seed: SeedLike,
+        dtype: torch.dtype = torch.float32, device: Any = None,
+    ) -> Tensor:
+        """Draw a ``[batch, group]`` tensor from the distribution in the class docstring."""
+        b, gs = _check_shape(batch, group)
+        dtype = _check_dtype(dtype)
+        self._check_batch(b, gs)
+        x = self._draw(b, gs, _generator(seed))
+        return _finish(x, dtype, f"{type(self).__name__}.sample", device)
+
+    def _check_batch(self, batch: int, group: int) -> None:
+        """Check parameters that depend on the batch shape (none by default)."""
+
+    def _draw(self, batch: int, group: int, gen: torch.Generator) -> Tensor:
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class Bernoulli:
+class Bernoulli(_SampledModel):
     """Verifiable 0/1 rewards: ``r[b, g] ~ Bernoulli(p_b)`` independently.
 
     Parameters
@@ -295,22 +320,14 @@ class Bernoulli:
                 f"pass {batch} rates or a single float",
             )
 
-    def sample(
-        self, batch: int, group: int, *, seed: SeedLike,
-        dtype: torch.dtype = torch.float32, device: Any = None,
-    ) -> Tensor:
-        """Draw a ``[batch, group]`` tensor of 0.0/1.0 rewards."""
-        b, gs = _check_shape(batch, group)
-        dtype = _check_dtype(dtype)
-        self._check_batch(b, gs)
-        gen = _generator(seed)
+    def _draw(self, batch: int, group: int, gen: torch.Generator) -> Tensor:
         p = torch.tensor(self.p, dtype=torch.float64)
         p = p.reshape(-1, 1) if p.ndim else p
-        return (_uniform((b, gs), gen) < p).to(dtype=dtype, device=device)
+        return (_uniform((batch, group), gen) < p).double()
 
 
 @dataclass(frozen=True)
-class Gaussian:
+class Gaussian(_SampledModel):
     """Reward-model scores: ``r[b, g] ~ Normal(mean, std**2)`` independently.
 
     Parameters
@@ -328,20 +345,12 @@ class Gaussian:
         object.__setattr__(self, "mean", _real("mean", self.mean))
         object.__setattr__(self, "std", _positive("std", self.std))
 
-    def sample(
-        self, batch: int, group: int, *, seed: SeedLike,
-        dtype: torch.dtype = torch.float32, device: Any = None,
-    ) -> Tensor:
-        """Draw a ``[batch, group]`` tensor ``mean + std * Z``, ``Z ~ N(0, 1)``."""
-        b, gs = _check_shape(batch, group)
-        dtype = _check_dtype(dtype)
-        gen = _generator(seed)
-        x = self.mean + self.std * _normal((b, gs), gen)
-        return _finish(x, dtype, "Gaussian.sample", device)
+    def _draw(self, batch: int, group: int, gen: torch.Generator) -> Tensor:
+        return self.mean + self.std * _normal((batch, group), gen)
 
 
 @dataclass(frozen=True)
-class SkewNormal:
+class SkewNormal(_SampledModel):
     """Skewed reward-model scores: Azzalini's skew-normal, as ``scipy.stats.skewnorm(alpha, loc, scale)``.
 
     Parameters
@@ -379,23 +388,15 @@ class SkewNormal:
         """``alpha / sqrt(1 + alpha**2)``, in (-1, 1)."""
         return self.alpha / math.sqrt(1.0 + self.alpha**2)
 
-    def sample(
-        self, batch: int, group: int, *, seed: SeedLike,
-        dtype: torch.dtype = torch.float32, device: Any = None,
-    ) -> Tensor:
-        """Draw a ``[batch, group]`` tensor by the Azzalini construction above."""
-        b, gs = _check_shape(batch, group)
-        dtype = _check_dtype(dtype)
-        gen = _generator(seed)
-        z0 = _normal((b, gs), gen)
-        z1 = _normal((b, gs), gen)
+    def _draw(self, batch: int, group: int, gen: torch.Generator) -> Tensor:
+        z0 = _normal((batch, group), gen)
+        z1 = _normal((batch, group), gen)
         d = self.delta
-        x = self.loc + self.scale * (d * z0.abs() + math.sqrt(1.0 - d * d) * z1)
-        return _finish(x, dtype, "SkewNormal.sample", device)
+        return self.loc + self.scale * (d * z0.abs() + math.sqrt(1.0 - d * d) * z1)
 
 
 @dataclass(frozen=True)
-class FormatCorrectness:
+class FormatCorrectness(_SampledModel):
     """Rule-based mixture of a format reward and a correctness reward.
 
     Parameters
@@ -431,18 +432,10 @@ class FormatCorrectness:
         object.__setattr__(self, "format_weight", _real("format_weight", self.format_weight))
         object.__setattr__(self, "correct_weight", _real("correct_weight", self.correct_weight))
 
-    def sample(
-        self, batch: int, group: int, *, seed: SeedLike,
-        dtype: torch.dtype = torch.float32, device: Any = None,
-    ) -> Tensor:
-        """Draw a ``[batch, group]`` tensor of mixture rewards (rule above)."""
-        b, gs = _check_shape(batch, group)
-        dtype = _check_dtype(dtype)
-        gen = _generator(seed)
-        format_ok = _uniform((b, gs), gen) < self.p_format
-        correct = format_ok & (_uniform((b, gs), gen) < self.p_correct)
-        x = self.format_weight * format_ok.double() + self.correct_weight * correct.double()
-        return _finish(x, dtype, "FormatCorrectness.sample", device)
+    def _draw(self, batch: int, group: int, gen: torch.Generator) -> Tensor:
+        format_ok = _uniform((batch, group), gen) < self.p_format
+        correct = format_ok & (_uniform((batch, group), gen) < self.p_correct)
+        return self.format_weight * format_ok.double() + self.correct_weight * correct.double()
 
 
 # --------------------------------------------------------------------------------------------
