@@ -101,9 +101,21 @@ def report_figures() -> Mapping[str, FigureSpec]:
     return MappingProxyType(dict(sorted(_REGISTRY.items())))
 
 
-def figure_dir(default: str | Path = "figures") -> Path:
-    """The folder figures go to: ``$ROBUSTGRPO_FIGURES`` if set, else ``default``."""
-    return Path(os.environ.get(FIGURES_ENV) or default)
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def figure_dir(default: str | Path | None = None) -> Path:
+    """The folder figures go to: ``$ROBUSTGRPO_FIGURES`` if set, else ``default``.
+
+    Without ``default``: ``figures/`` at the top of the repository (ignored by
+    git), or under the working directory when the package is used outside
+    its repository.
+    """
+    if os.environ.get(FIGURES_ENV):
+        return Path(os.environ[FIGURES_ENV])
+    if default is not None:
+        return Path(default)
+    return _REPO / "figures" if (_REPO / "notebooks").is_dir() else Path("figures")
 
 
 def save(rf: ReportFigure, directory: str | Path | None = None, formats: Sequence[str] = ("png", "svg")) -> list[Path]:

@@ -1,0 +1,448 @@
+r"""Report figures of notebook 02, the robust-statistics primer.
+
+Each builder computes its numbers with :mod:`robustgrpo.metrics` (fixed
+seeds; a no-argument call is deterministic), draws them with
+:mod:`robustgrpo.plots.primer` and writes the key numbers into its caption.
+
+* ``02_breakdown``: empirical breakdown points of the catalogue against theory;
+* ``02_influence``: Tukey's sensitivity curves of location and scale statistics;
+* ``02_efficiency``: Monte Carlo Gaussian efficiency against the published values;
+* ``02_samuelson``: the largest advantage mean/std scoring can give, (G-1)/sqrt(G);
+* ``02_tie_collapse``: scale statistics as values tie: the 50 %-breakdown ones hit 0;
+* ``02_mad_zero``: how often the MAD of G Bernoulli(p) rewards is 0.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from scipy.stats import norm
+
+from ..advantages import ESTIMATORS, compute_advantages
+from ..contamination import data_dir
+from ..metrics import (
+    STATISTICS,
+    breakdown_point,
+    efficiency,
+    mad_zero_fraction,
+    mad_zero_fraction_mc,
+    reference_efficiencies,
+    samuelson_bound,
+    statistic_sensitivity,
+)
+from ..plots.primer import (
+    plot_breakdown,
+    plot_efficiency,
+    plot_influence,
+    plot_mad_zero,
+    plot_samuelson,
+    plot_tie_collapse,
+)
+from ..stats import median
+from . import ReportFigure, report_figure
+
+__all__ = [
+    "NOTEBOOK",
+    "breakdown_theory",
+    "finite_n_efficiencies",
+    "breakdown_figure",
+    "influence_figure",
+    "efficiency_figure",
+    "samuelson_figure",
+    "tie_collapse_figure",
+    "mad_zero_figure",
+]
+
+NOTEBOOK = "02_robust_statistics_primer.ipynb"
+
+
+def _sizes(name: str, values: int | Sequence[int], minimum: int = 2) -> list[int]:
+    items = [values] if isinstance(values, (int, np.integer)) else list(values)
+    if not items or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum for v in items):
+        raise ValueError(f"{name} must be integers >= {minimum}, got {values!r}")
+    return [int(v) for v in items]
+
+
+def _seed(seed: int) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
+    return int(seed)
+
+
+def _and(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _pct(x: float, spec: str = ".1f") -> str:
+    """A fraction as a percentage, ``spec`` the format of the number of percent."""
+    return f"{100 * x:{spec}}%"
+
+
+# ------------------------------------------------------------------ breakdown
+
+
+def breakdown_theory(methods: Sequence[str], group_sizes: Sequence[int]) -> pd.DataFrame:
+    r"""Theoretical replacement breakdown point of each estimator's advantage at G.
+
+    For even and odd G, with these estimators' conventions (see
+    :func:`robustgrpo.metrics.breakdown_point`):
+
+    ========================================= ===================================
+    grpo, dr_grpo, batch_std, rloo            1/G (one outlier moves the mean)
+    robust, mc_grpo                           ceil(G/2)/G (the mid-median)
+    seed_mad                                  (floor(G/2) + 1)/G (the lower median)
+    winsor (limits l)                         (floor(l G) + 1)/G
+    rank                                      never (``inf``): advantages are rank scores
+    huber_m and others                        unknown here (NaN)
+    ========================================= ===================================
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``method``, ``G``, ``breakdown`` (fraction; ``inf`` never, NaN unknown).
+    """
+    rows = []
+    for m in methods:
+        if m not in ESTIMATORS:
+            raise ValueError(f"unknown estimator {m!r}; known: {list(ESTIMATORS)}")
+        for g in group_sizes:
+            if m in ("grpo", "dr_grpo", "batch_std", "rloo"):
+                value = 1 / g
+            elif m in ("robust", "mc_grpo"):
+                value = math.ceil(g / 2) / g
+            elif m == "seed_mad":
+                value = (g // 2 + 1) / g
+            elif m == "winsor":
+                value = (math.floor(ESTIMATORS["winsor"].defaults["limits"] * g) + 1) / g
+            elif m == "rank":
+                value = math.inf
+            else:
+                value = math.nan
+            rows.append({"method": m, "G": g, "breakdown": value})
+    return pd.DataFrame(rows)
+
+
+@report_figure("02_breakdown", notebook=NOTEBOOK)
+def breakdown_figure(
+    methods: Sequence[str] | None = None,
+    group_sizes: int | Sequence[int] = (4, 8, 16),
+    *,
+    n_groups: int = 64,
+    seed: int = 0,
+) -> ReportFigure:
+    """Empirical breakdown point of each estimator's advantage, with theory marked.
+
+    The advantage breaks down when its centre or its scale does
+    (:func:`~robustgrpo.metrics.breakdown_point`, explosion): the smaller of
+    the two breakdown points; ``inf`` when neither breaks for k <= G - 1.
+
+    Returns
+    -------
+    ReportFigure
+        ``data``: ``method``, ``G``, ``centre``, ``scale`` (the two empirical
+        breakdown points, NaN never), ``breakdown`` (their minimum, ``inf``
+        never) and ``theory`` (:func:`breakdown_theory`).
+    """
+    names = list(ESTIMATORS) if methods is None else list(methods)
+    sizes = _sizes("group_sizes", group_sizes)
+    raw = breakdown_point(names, sizes, n_groups=n_groups, seed=_seed(seed))
+    wide = raw.pivot_table(index=["method", "G"], columns="quantity", values="breakdown", dropna=False).reset_index()
+    wide = wide.set_index("method").loc[names].reset_index()  # catalogue order
+    wide["breakdown"] = wide[["centre", "scale"]].min(axis=1).fillna(math.inf)
+    theory = breakdown_theory(names, sizes)
+    data = wide.merge(theory.rename(columns={"breakdown": "theory"}), on=["method", "G"])
+    data = data[["method", "G", "centre", "scale", "breakdown", "theory"]]
+    fig = plot_breakdown(data, theory)
+    g0 = 8 if 8 in sizes else min(sizes)
+    at = data[data["G"] == g0].set_index("method")["breakdown"]
+    one = [m for m in at.index if np.isclose(at[m], 1 / g0)]
+    half = [m for m in at.index if np.isclose(at[m], 0.5)]
+    never = [m for m in at.index if np.isinf(at[m])]
+    parts = []
+    if one:
+        parts.append(f"at G = {g0} one outlier (1/G = {1 / g0:.3f}) breaks {_and(one)}")
+    if half:
+        parts.append(f"{_and(half)} hold until half the group is replaced")
+    if "seed_mad" in at.index and not np.isinf(at["seed_mad"]):
+        parts.append(f"seed_mad's lower median until {at['seed_mad']:.3f}")
+    if never:
+        parts.append(f"{_and(never)} never breaks down")
+    agree = data["theory"].notna() & np.isfinite(data["theory"])
+    matched = int(np.isclose(data.loc[agree, "breakdown"], data.loc[agree, "theory"]).sum())
+    caption = ("; ".join(parts) + ". " if parts else "") + (
+        f"The empirical values ({n_groups} normal groups per G) match theory in {matched} of {int(agree.sum())} cases."
+    )
+    return ReportFigure("02_breakdown", fig, caption[0].upper() + caption[1:], data)
+
+
+# ------------------------------------------------------------------ influence
+
+
+@report_figure("02_influence", notebook=NOTEBOOK)
+def influence_figure(
+    statistics: Sequence[str] = ("mean", "median", "huber_location", "std", "mad", "qn"),
+    n: int = 20,
+    x_max: float = 10.0,
+) -> ReportFigure:
+    """Tukey's sensitivity curves: what one added observation x does to each statistic.
+
+    The fixed n - 1 observations are the normal quantiles
+    :math:`\\Phi^{-1}((i - 1/2)/(n - 1))`, i = 1 .. n - 1 (deterministic,
+    symmetric); x runs over [-x_max, x_max].
+
+    Returns
+    -------
+    ReportFigure
+        ``data``: :func:`~robustgrpo.metrics.statistic_sensitivity`.
+    """
+    n = _sizes("n", n, 3)[0]
+    if not (isinstance(x_max, (int, float)) and math.isfinite(x_max) and x_max > 0):
+        raise ValueError(f"x_max must be a finite number > 0, got {x_max!r}")
+    sample = norm.ppf((np.arange(1, n) - 0.5) / (n - 1))
+    values = np.linspace(-x_max, x_max, 401)
+    data = statistic_sensitivity(sample, values, list(statistics))
+    fig = plot_influence(data)
+    # SC_n(x) / n is the change of the statistic when x joins the sample
+    change = data.assign(change=data["sensitivity"] / n)
+    at = change[change["value"] == values.max()].set_index("statistic")["change"]
+    largest = change.groupby("statistic", sort=False)["change"].apply(lambda c: c.abs().max())
+    unbounded = [s for s in ("mean", "std") if s in at.index]
+    bounded = [s for s in at.index if s not in unbounded]
+    parts = []
+    if unbounded:
+        parts.append(f"one observation at x = {x_max:g} added to {n - 1} normal quantiles shifts "
+                     + " and ".join(f"the {s} by {at[s]:.2f}" for s in unbounded) + ", and more the larger x is")
+    if bounded:
+        parts.append(f"{_and(bounded)} shift by at most " + ", ".join(f"{largest[s]:.2f}" for s in bounded)
+                     + " (in that order) anywhere on the range: their influence is bounded")
+    caption = "; ".join(parts) + "." if parts else "Sensitivity curves of location and scale statistics."
+    return ReportFigure("02_influence", fig, caption[0].upper() + caption[1:], data)
+
+
+# ----------------------------------------------------------------- efficiency
+
+
+def finite_n_efficiencies() -> pd.DataFrame:
+    """This project's large Monte Carlo at n = 100 (``data/reference/efficiency.json``, ``finite_n``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``estimator``, ``efficiency``, ``se``, ``n``, ``n_samples``.
+    """
+    import json
+
+    table = json.loads((data_dir() / "reference" / "efficiency.json").read_text(encoding="utf-8"))["finite_n"]
+    return pd.DataFrame(
+        [dict(estimator=k, efficiency=v["efficiency"], se=v["se"], n=table["n"], n_samples=table["n_samples"])
+         for k, v in table["values"].items()]
+    )
+
+
+@report_figure("02_efficiency", notebook=NOTEBOOK)
+def efficiency_figure(
+    n: int = 100,
+    n_samples: int = 10_000,
+    n_samples_pairwise: int = 3_000,
+    *,
+    seed: int = 0,
+) -> ReportFigure:
+    """Monte Carlo Gaussian efficiency of robust statistics against the published values.
+
+    Location (median, Huber at c = 1.345) relative to the mean, scale (MAD,
+    IQR, Qn, Sn, mean absolute deviation) relative to the std; Qn and Sn,
+    O(n^2) per sample, use ``n_samples_pairwise`` replicates.
+
+    Returns
+    -------
+    ReportFigure
+        ``data``: :func:`~robustgrpo.metrics.efficiency` rows plus
+        ``published`` (asymptotic, :func:`~robustgrpo.metrics.reference_efficiencies`)
+        and ``finite_n`` / ``finite_n_se`` (:func:`finite_n_efficiencies`, when n = 100).
+    """
+    n = _sizes("n", n, 3)[0]
+    seed = _seed(seed)
+    fast = efficiency(("median", "huber_location", "mad", "iqr", "mean_absolute_deviation"), n, n_samples, seed=seed)
+    pairwise = efficiency(("qn", "sn"), n, n_samples_pairwise, seed=seed)
+    mc = pd.concat([fast, pairwise], ignore_index=True)
+    order = ["median", "huber_location", "mad", "iqr", "qn", "sn", "mean_absolute_deviation"]
+    mc = mc.set_index("estimator").loc[order].reset_index()
+    published = reference_efficiencies()[["estimator", "efficiency"]]
+    reference = finite_n_efficiencies()
+    finite = reference[reference["n"] == n][["estimator", "efficiency", "se"]]
+    data = mc.merge(published.rename(columns={"efficiency": "published"}), on="estimator", how="left")
+    data = data.merge(finite.rename(columns={"efficiency": "finite_n", "se": "finite_n_se"}), on="estimator", how="left")
+    fig = plot_efficiency(mc, published, finite if len(finite) else None)
+    row = data.set_index("estimator")
+    parts = ", ".join(
+        f"{label} {_pct(row.loc[s, 'efficiency'])} (published {_pct(row.loc[s, 'published'], '.4g')})"
+        for s, label in (("mad", "MAD"), ("huber_location", "Huber at c = 1.345"), ("qn", "Qn"))
+    )
+    caption = (
+        f"Monte Carlo efficiency at n = {n} ({n_samples:,} normal samples; {n_samples_pairwise:,} for Qn and Sn): {parts}."
+    )
+    if not np.isnan(row.loc["qn", "finite_n"]):
+        caption += (f" Qn's gap is finite-n, not error: a {int(reference['n_samples'].iloc[0]):,}-replicate run "
+                    f"at n = {n} gives {_pct(row.loc['qn', 'finite_n'])}.")
+    return ReportFigure("02_efficiency", fig, caption, data)
+
+
+# ------------------------------------------------------------------ samuelson
+
+
+@report_figure("02_samuelson", notebook=NOTEBOOK)
+def samuelson_figure(group_sizes: Sequence[int] = tuple(range(2, 65)), clip: float = 2.5, outlier: float = 10.0) -> ReportFigure:
+    """Samuelson's bound against G, and grpo's advantage of a lone outlier, which attains it.
+
+    The groups ``[0, ..., 0, M]`` of every size are padded to one ``[len, G_max]``
+    batch with a validity mask and scored in one call per std convention.
+
+    Returns
+    -------
+    ReportFigure
+        ``data``: ``G``, ``ddof``, ``bound`` (:func:`~robustgrpo.metrics.samuelson_bound`)
+        and ``advantage`` (grpo's advantage of the outlier).
+    """
+    sizes = np.asarray(_sizes("group_sizes", group_sizes))
+    if not (isinstance(clip, (int, float)) and math.isfinite(clip) and clip > 0):
+        raise ValueError(f"clip must be a finite number > 0, got {clip!r}")
+    if not (isinstance(outlier, (int, float)) and math.isfinite(outlier) and outlier != 0):
+        raise ValueError(f"outlier must be a finite non-zero reward, got {outlier!r}")
+    cols = torch.arange(int(sizes.max()))
+    g = torch.as_tensor(sizes).unsqueeze(-1)
+    mask = cols < g
+    rewards = torch.where(cols == g - 1, float(outlier), 0.0).to(torch.float64)
+    frames = []
+    for ddof in (1, 0):
+        adv = compute_advantages(rewards, "grpo", mask=mask, ddof=ddof).advantages
+        frames.append(pd.DataFrame({"G": sizes, "ddof": ddof, "bound": samuelson_bound(sizes, ddof=ddof),
+                                    "advantage": adv.gather(-1, g - 1).squeeze(-1).numpy()}))
+    data = pd.concat(frames, ignore_index=True)
+    fig = plot_samuelson(data[["G", "ddof", "bound"]], data[["G", "ddof", "advantage"]], clip=clip)
+    bessel = data[data["ddof"] == 1].set_index("G")
+    at8 = f" ({bessel.loc[8, 'bound']:.3f} at G = 8)" if 8 in bessel.index else ""
+    gap = float((data["advantage"] - data["bound"]).abs().max())
+    above = bessel.index[bessel["bound"] > clip]
+    clip_text = (f"; robust's clip c = {clip:g} is tighter than the bound only from G = {int(above.min())} on"
+                 if len(above) else f"; the clip c = {clip:g} never binds for these G")
+    caption = (
+        f"No grpo advantage can exceed (G-1)/sqrt(G){at8}, and a lone outlier M = {outlier:g} attains it at every G "
+        f"(up to {gap:.1e}, the eps of its denominator){clip_text}. An outlier's own advantage is bounded: its harm is what it does to the others."
+    )
+    return ReportFigure("02_samuelson", fig, caption, data)
+
+
+# -------------------------------------------------------------- tie collapse
+
+
+@report_figure("02_tie_collapse", notebook=NOTEBOOK)
+def tie_collapse_figure(
+    statistics: Sequence[str] = ("std", "mean_absolute_deviation", "mad", "iqr", "qn", "sn"),
+    group_size: int = 16,
+    *,
+    n_groups: int = 500,
+    seed: int = 0,
+) -> ReportFigure:
+    """Scale statistics as k of G normal values are replaced by the group's median (ties).
+
+    For each of ``n_groups`` standard normal groups and k = 0 .. G - 1, the
+    first k values are set to the group's median; each statistic of the tied
+    group is divided by its value on the untied group, and the median ratio
+    over groups is reported. All (k, group) pairs go through each statistic
+    in one batch.
+
+    Returns
+    -------
+    ReportFigure
+        ``data``: ``statistic``, ``k``, ``tied_fraction`` (k / G),
+        ``relative_scale`` (median ratio) and ``zero_fraction`` (share of
+        groups whose statistic is exactly 0).
+    """
+    group_size = _sizes("group_size", group_size, 3)[0]
+    unknown = [s for s in statistics if s not in STATISTICS or STATISTICS[s][0] != "scale"]
+    if unknown or not statistics:
+        raise ValueError(f"statistics must be scale statistics from {[k for k, v in STATISTICS.items() if v[0] == 'scale']}, got {unknown or statistics}")
+    gen = torch.Generator().manual_seed(_seed(seed))
+    clean = torch.randn(n_groups, group_size, generator=gen, dtype=torch.float64)
+    # the mid-median of an even group is no data value, so exactly k values tie
+    centre = median(clean, keepdim=True)
+    k = torch.arange(group_size).view(-1, 1, 1)
+    tied = torch.where(torch.arange(group_size) < k, centre, clean)  # [k, group, G]
+    frames = []
+    for name in statistics:
+        fn = STATISTICS[name][1]
+        values = fn(tied.reshape(-1, group_size)).reshape(group_size, n_groups)
+        ratio = values / values[:1]
+        frames.append(pd.DataFrame({
+            "statistic": name,
+            "k": np.arange(group_size),
+            "tied_fraction": np.arange(group_size) / group_size,
+            "relative_scale": ratio.median(-1).values.numpy(),
+            "zero_fraction": (values == 0).double().mean(-1).numpy(),
+        }))
+    data = pd.concat(frames, ignore_index=True)
+    fig = plot_tie_collapse(data, group_size=group_size)
+    collapse = {}
+    for name in statistics:
+        part = data[(data["statistic"] == name) & (data["zero_fraction"] >= 0.5)]
+        collapse[name] = int(part["k"].min()) if len(part) else None
+    zero = [f"{s} from k = {k}" for s, k in collapse.items() if k is not None]
+    never = [s for s, k in collapse.items() if k is None]
+    last = data[data["k"] == group_size - 1].set_index("statistic")["relative_scale"]
+    caption = f"With k of G = {group_size} normal values tied at the group's median, the scale is 0 in most groups for " + (
+        _and(zero) if zero else "no statistic")
+    if never:
+        caption += f"; {_and(never)} only shrink" + " (" + ", ".join(f"{s} to {last[s]:.2f}" for s in never) + \
+                   f" of the untied value at k = {group_size - 1})"
+    caption += ". 0/1 rewards are this case: most values tie."
+    return ReportFigure("02_tie_collapse", fig, caption, data)
+
+
+# ------------------------------------------------------------------ mad zero
+
+
+@report_figure("02_mad_zero", notebook=NOTEBOOK)
+def mad_zero_figure(
+    group_sizes: Sequence[int] = tuple(range(2, 65)),
+    success_rates: Sequence[float] = tuple(np.round(np.linspace(0, 1, 101), 10)),
+    curve_sizes: Sequence[int] = (4, 8, 16, 64),
+    mc_rates: Sequence[float] = (0.1, 0.3, 0.5, 0.7, 0.9),
+    *,
+    n_groups: int = 10_000,
+    seed: int = 0,
+) -> ReportFigure:
+    """How often the MAD of G Bernoulli(p) rewards is 0: exact over (G, p), Monte Carlo checks.
+
+    Returns
+    -------
+    ReportFigure
+        ``data``: :func:`~robustgrpo.metrics.mad_zero_fraction` on the grid
+        (``source`` = ``"exact"``) stacked on
+        :func:`~robustgrpo.metrics.mad_zero_fraction_mc` for ``robust`` at
+        ``curve_sizes`` x ``mc_rates`` (``source`` = ``"monte_carlo"``).
+    """
+    exact = mad_zero_fraction(list(group_sizes), list(success_rates))
+    mc = mad_zero_fraction_mc(list(curve_sizes), list(mc_rates), n_groups=n_groups, seed=_seed(seed))
+    fig = plot_mad_zero(exact, mc, curve_sizes=curve_sizes)
+    data = pd.concat([exact.assign(source="exact"), mc.assign(source="monte_carlo")], ignore_index=True)
+
+    def at(g: int, p: float) -> float | None:
+        hit = exact[(exact["G"] == g) & np.isclose(exact["p"], p)]
+        return float(hit["mad_zero"].iloc[0]) if len(hit) else None
+
+    parts = ["for odd G the MAD of 0/1 rewards is always 0, for even G only an exact half-half split avoids it"]
+    g_mid = 8 if 8 in set(exact["G"]) else int(exact["G"].median())
+    examples = [(p, at(g_mid, p)) for p in (0.3, 0.5)]
+    examples = [(p, v) for p, v in examples if v is not None]
+    if examples:
+        parts.append(f"at G = {g_mid} it is 0 in " + " and ".join(f"{_pct(v)} of groups at p = {p:g}" for p, v in examples))
+    g_max = int(exact["G"].max())
+    parts.append(f"at G = {g_max} in at least {_pct(exact.loc[exact['G'] == g_max, 'mad_zero'].min())} at any p")
+    caption = "; ".join(parts) + ". With torch's lower median (seed 000's code) it is always 0."
+    return ReportFigure("02_mad_zero", fig, caption[0].upper() + caption[1:], data)

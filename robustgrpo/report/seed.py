@@ -1,0 +1,493 @@
+"""Report figures of notebook 01, the outlier-poisoning lesson on seed 000's group.
+
+Seed 000's group (``data/scenarios/seed_example.json``): G = 8 verifiable
+rewards, six wrong answers (0), one correct answer (1) and one response that
+a judge glitch scored 10. Every builder here computes its numbers from that
+file with :mod:`robustgrpo.metrics` and :mod:`robustgrpo.advantages`, draws
+them with :mod:`robustgrpo.plots.seed` and writes them into its caption, so
+the notebook, the report and the tests read the same numbers.
+
+Builders (each runs with no arguments and is deterministic):
+
+* ``01_seed_group``: the rewards, their mean and median;
+* ``01_seed_advantages``: every estimator's advantages, poisoned vs clean;
+* ``01_seed_sensitivity``: the correct answer's advantage as the glitch M moves;
+* ``01_seed_scale``: the scale each estimator divides by as M moves;
+* ``01_binary_groups``: 0/1 groups with k correct answers: who gets a signal.
+
+:func:`seed_group_summary` gives the numbers the notebook quotes in its text
+(means, the two std conventions, torch's lower median).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..advantages import ESTIMATORS, compute_advantages
+from ..contamination import load_scenario
+from ..metrics import advantage_samples, sensitivity_curve
+from ..plots.seed import (
+    plot_advantages_by_role,
+    plot_binary_groups,
+    plot_group_rewards,
+    plot_group_scale,
+    plot_sensitivity,
+)
+from ..stats import mad, median
+from . import ReportFigure, report_figure
+
+__all__ = [
+    "NOTEBOOK",
+    "SCENARIO",
+    "SENSITIVITY_METHODS",
+    "SCALE_METHODS",
+    "BINARY_METHODS",
+    "SeedGroup",
+    "seed_group",
+    "seed_group_summary",
+    "seed_group_figure",
+    "seed_advantages_figure",
+    "seed_sensitivity_figure",
+    "seed_scale_figure",
+    "binary_groups_figure",
+]
+
+NOTEBOOK = "01_outlier_poisoning.ipynb"
+#: The scenario file of seed 000's group.
+SCENARIO = "seed_example"
+#: Estimators of the sensitivity figure: the baseline, the seed's, and the three that work.
+SENSITIVITY_METHODS = ("grpo", "seed_mad", "robust", "huber_m", "rank")
+#: Estimators of the scale figure.
+SCALE_METHODS = ("grpo", "seed_mad", "robust", "huber_m")
+#: Estimators of the 0/1-group figure.
+BINARY_METHODS = ("grpo", "seed_mad", "mc_grpo", "robust", "huber_m", "rank")
+#: Values of the glitch's reward M in the sensitivity and scale figures.
+DEFAULT_M_VALUES = np.round(np.linspace(0.0, 20.0, 401), 10)
+
+
+@dataclass(frozen=True)
+class SeedGroup:
+    """Seed 000's group as float64 tensors ``[1, G]`` and the indices that matter.
+
+    Attributes
+    ----------
+    clean, rewards : torch.Tensor
+        The clean group (the glitch scored 0) and the poisoned one.
+    correct : int
+        Index of the correct answer.
+    outlier : int
+        Index of the glitched answer.
+    """
+
+    clean: torch.Tensor
+    rewards: torch.Tensor
+    correct: int
+    outlier: int
+
+    @property
+    def group_size(self) -> int:
+        """G, the number of samples in the group."""
+        return int(self.rewards.shape[-1])
+
+    @property
+    def outlier_reward(self) -> float:
+        """The glitched reward M (10 in seed 000)."""
+        return float(self.rewards[0, self.outlier])
+
+
+def seed_group() -> SeedGroup:
+    """Load seed 000's group from ``data/scenarios/seed_example.json``.
+
+    The correct answer is the best clean reward; the glitch is the entry the
+    scenario marks as contaminated.
+    """
+    sample = load_scenario(SCENARIO).sample(dtype=torch.float64)
+    correct = int(torch.argmax(sample.clean[0]))
+    outlier = int(torch.nonzero(sample.contaminated[0])[0])
+    return SeedGroup(sample.clean, sample.rewards, correct, outlier)
+
+
+def seed_group_summary() -> pd.Series:
+    """The numbers of seed 000's group that notebook 01 quotes in its text.
+
+    Returns
+    -------
+    pandas.Series
+        ``G``, ``outlier_reward``, ``mean``, ``std_bessel`` (ddof = 1, what the
+        seed's code and torch compute), ``std_population`` (ddof = 0, what the
+        seed's text writes), ``median`` (mean of the two middle values),
+        ``lower_median`` (``torch.median``, the seed's code), ``mad`` (raw),
+        ``grpo_correct`` / ``grpo_correct_population`` (the correct answer's
+        grpo advantage with each std), ``clean_grpo_correct``,
+        ``seed_mad_correct``, ``seed_mad_scale``, ``seed_mad_fallback``
+        (1 if its fallback ran), ``robust_correct``, ``robust_scale``, and
+        for the even split 0,0,0,0,1,1,1,1: ``split_lower_median``
+        (``torch.median``) and ``split_median``.
+    """
+    g = seed_group()
+    r = g.rewards
+    correct = g.correct
+
+    def at(method: str, rewards: torch.Tensor = r, **params: float) -> float:
+        return float(compute_advantages(rewards, method, **params).advantages[0, correct])
+
+    seed_mad = compute_advantages(r, "seed_mad")
+    robust = compute_advantages(r, "robust")
+    split = (torch.arange(g.group_size) >= g.group_size // 2).to(torch.float64)
+    return pd.Series(
+        {
+            "G": float(g.group_size),
+            "outlier_reward": g.outlier_reward,
+            "mean": float(r.mean()),
+            "std_bessel": float(r.std(correction=1)),
+            "std_population": float(r.std(correction=0)),
+            "median": float(median(r[0])),
+            "lower_median": float(torch.median(r[0])),
+            "mad": float(mad(r[0])),
+            "grpo_correct": at("grpo"),
+            "grpo_correct_population": at("grpo", ddof=0),
+            "clean_grpo_correct": at("grpo", g.clean),
+            "seed_mad_correct": float(seed_mad.advantages[0, correct]),
+            "seed_mad_scale": float(seed_mad.diagnostics.scale[0]),
+            "seed_mad_fallback": float(seed_mad.diagnostics.fallback[0]),
+            "robust_correct": float(robust.advantages[0, correct]),
+            "robust_scale": float(robust.diagnostics.scale[0]),
+            "split_lower_median": float(torch.median(split)),
+            "split_median": float(median(split)),
+        }
+    )
+
+
+def _roles(g: SeedGroup) -> np.ndarray:
+    roles = np.full(g.group_size, "wrong", dtype=object)
+    roles[g.correct] = "correct"
+    roles[g.outlier] = "outlier"
+    return roles
+
+
+def _methods(methods: str | Sequence[str] | None) -> list[str]:
+    if methods is None:
+        return list(ESTIMATORS)
+    names = [methods] if isinstance(methods, str) else list(methods)
+    if not names:
+        raise ValueError(f"methods is empty; pass estimator names from {list(ESTIMATORS)} or None for all")
+    unknown = [m for m in names if m not in ESTIMATORS]
+    if unknown:
+        raise ValueError(f"unknown estimator(s) {unknown}; known: {list(ESTIMATORS)}")
+    return names
+
+
+def _m_values(values: Sequence[float] | np.ndarray | None) -> np.ndarray:
+    v = DEFAULT_M_VALUES if values is None else np.asarray(values, dtype=np.float64)
+    if v.ndim != 1 or v.size < 2 or not np.all(np.isfinite(v)):
+        raise ValueError(f"values must be a 1-D sequence of at least two finite outlier rewards, got {values!r}")
+    return v
+
+
+@report_figure("01_seed_group", notebook=NOTEBOOK)
+def seed_group_figure() -> ReportFigure:
+    """Seed 000's rewards as bars, with the mean and the median marked.
+
+    ``data``: one row per sample, ``sample``, ``reward``, ``clean_reward``
+    and ``role`` (``wrong``, ``correct``, ``outlier``).
+    """
+    g = seed_group()
+    summary = seed_group_summary()
+    data = pd.DataFrame(
+        {
+            "sample": np.arange(g.group_size),
+            "reward": g.rewards[0].numpy(),
+            "clean_reward": g.clean[0].numpy(),
+            "role": _roles(g),
+        }
+    )
+    fig = plot_group_rewards(data, summary)
+    n_wrong = int((data["role"] == "wrong").sum())
+    caption = (
+        f"Seed 000's group of G = {g.group_size}: {n_wrong} wrong answers (0), one correct answer "
+        f"({g.rewards[0, g.correct]:g}) and one judge glitch ({g.outlier_reward:g}). The glitch pulls the mean to "
+        f"{summary['mean']:.3f}, above the correct answer's reward, while the median stays at {summary['median']:g}."
+    )
+    return ReportFigure("01_seed_group", fig, caption, data)
+
+
+#: Advantages within this of 0 are written as 0 ("no signal").
+ZERO_TOL = 1e-8
+
+
+def _num(x: float) -> str:
+    """A number for a caption: 0 as '0', thousands as '1,000', else three decimals."""
+    x = float(x)
+    if abs(x) <= ZERO_TOL:
+        return "0"
+    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3f}"
+
+
+def _and(items: Sequence[str]) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _sentences(parts: Sequence[str], fallback: str) -> str:
+    """Join sentences (each without its full stop) into a caption; ``fallback`` if there are none."""
+    if not parts:
+        return fallback
+    # an estimator name keeps its spelling at the start of a sentence
+    return " ".join((p if p.split("'")[0].split()[0] in ESTIMATORS else p[0].upper() + p[1:]) + "." for p in parts)
+
+
+@report_figure("01_seed_advantages", notebook=NOTEBOOK)
+def seed_advantages_figure(
+    methods: str | Sequence[str] | None = None, limits: tuple[float, float] = (-2.0, 3.0)
+) -> ReportFigure:
+    """Each estimator's advantage of the correct, wrong and glitched answers, clean vs poisoned.
+
+    Parameters
+    ----------
+    methods : str, sequence of str or None
+        Estimators to draw (None: the whole catalogue).
+    limits : (float, float)
+        Range of the advantage axis; larger values are printed on their bar.
+
+    Returns
+    -------
+    ReportFigure
+        ``data``: one row per (method, role, condition): ``method``, ``role``
+        (``correct``, ``wrong``, ``outlier``), ``condition`` (``clean``,
+        ``poisoned``), ``advantage``, ``fallback`` (the estimator's fallback
+        ran on the poisoned group).
+    """
+    names = _methods(methods)
+    g = seed_group()
+    samples = advantage_samples(SCENARIO, names)
+    roles = _roles(g)
+    samples["role"] = roles[samples["sample"].to_numpy()]
+    # the six wrong answers share one advantage: keep the first of each role
+    first = samples.drop_duplicates(["method", "role"]).rename(
+        columns={"clean_advantage": "clean", "advantage": "poisoned"}
+    )
+    data = first.melt(
+        id_vars=["method", "role", "fallback"],
+        value_vars=["clean", "poisoned"],
+        var_name="condition",
+        value_name="advantage",
+    )
+    data = data[["method", "role", "condition", "advantage", "fallback"]].reset_index(drop=True)
+    fig = plot_advantages_by_role(data, limits=limits)
+
+    def pick(role: str, condition: str) -> pd.Series:
+        part = data[(data["role"] == role) & (data["condition"] == condition)]
+        return part.set_index("method")["advantage"]
+
+    correct, correct_clean, wrong = pick("correct", "poisoned"), pick("correct", "clean"), pick("wrong", "poisoned")
+    n_wrong = int((roles == "wrong").sum())
+    sentences = []
+    moved = [m for m in ("grpo", "seed_mad") if m in correct.index]
+    if moved:
+        first = "The glitch turns the correct answer's advantage " + " and ".join(
+            f"from {_num(correct_clean[m])} to {_num(correct[m])} under {m}" for m in moved
+        )
+        if "seed_mad" in moved:
+            first += " (its MAD is 0, so it divides by the std the glitch inflated)"
+        if "robust" in correct.index:
+            first += f"; robust keeps {_num(correct['robust'])}"
+        sentences.append(first)
+    zero = [m for m in wrong.index if abs(wrong[m]) <= ZERO_TOL]
+    pushed = [m for m in ("huber_m", "rank") if m in wrong.index and wrong[m] < -ZERO_TOL]
+    second = []
+    if zero:
+        text = f"median-centred {_and(zero)} give the {n_wrong} wrong answers 0"
+        if pushed:
+            text += f", while {_and([f'{m} ({_num(wrong[m])})' for m in pushed])} push them down"
+        second.append(text)
+    low, high = limits
+    off = [m for m in correct.index if not low <= correct[m] <= high]
+    if off:
+        second.append(f"{_and([f'{m} gives the correct answer {_num(correct[m])}' for m in off])} (off scale)")
+    if second:
+        sentences.append("; ".join(second))
+    caption = _sentences(sentences, "Advantages of seed 000's group per estimator, clean and poisoned.")
+    return ReportFigure("01_seed_advantages", fig, caption, data)
+
+
+@report_figure("01_seed_sensitivity", notebook=NOTEBOOK)
+def seed_sensitivity_figure(
+    methods: str | Sequence[str] = SENSITIVITY_METHODS,
+    values: Sequence[float] | np.ndarray | None = None,
+) -> ReportFigure:
+    """The correct answer's and a wrong answer's advantage as the glitch's reward M moves.
+
+    Parameters
+    ----------
+    methods : str or sequence of str
+        Estimators (default :data:`SENSITIVITY_METHODS`).
+    values : sequence of float, optional
+        Values of M (default 0 to 20 in steps of 0.05).
+
+    Returns
+    -------
+    ReportFigure
+        ``data``: :func:`~robustgrpo.metrics.sensitivity_curve` of the group
+        with the glitch's reward moving over ``values``.
+    """
+    names = _methods(methods)
+    g = seed_group()
+    m_values = _m_values(values)
+    data = sensitivity_curve(g.rewards[0], g.outlier, m_values, names)
+    wrong = int(np.flatnonzero(_roles(g) == "wrong")[0])
+    marker = g.outlier_reward if m_values.min() <= g.outlier_reward <= m_values.max() else None
+    fig = plot_sensitivity(
+        data,
+        {"Correct answer (r = 1)": g.correct, "Each wrong answer (r = 0)": wrong},
+        marker=marker,
+        limits=(-1.0, 3.0),
+    )
+    correct = data[data["sample"] == g.correct]
+    r_correct = float(g.rewards[0, g.correct])
+    top = float(m_values.max())
+    ends = correct[correct["value"] == top].set_index("method")["advantage"]
+    parts = []
+    if "grpo" in names:
+        grpo = correct[correct["method"] == "grpo"]
+        negative = grpo[grpo["advantage"] < 0]
+        if len(negative):
+            last_ok = grpo[grpo["value"] < negative["value"].min()]["value"].max()
+            parts.append(f"under grpo turns negative for every M above {last_ok:g} (the mean passes {r_correct:g})")
+    if "seed_mad" in names:
+        parts.append(f"under seed_mad shrinks towards 0 ({_num(ends['seed_mad'])} at M = {top:g})")
+    above = correct[(correct["value"] >= r_correct) & (correct["method"] == "robust")]["advantage"]
+    if len(above):
+        span = _num(above.min()) if np.isclose(above.min(), above.max()) else f"between {_num(above.min())} and {_num(above.max())}"
+        parts.append(f"under robust it stays at {span} for every M >= {r_correct:g}")
+    sentences = []
+    falls = [p for p in parts if not p.startswith("under robust")]
+    if falls:
+        sentences.append("as the glitch's reward M grows, the correct answer's advantage " + " and ".join(falls))
+    sentences += [p for p in parts if p.startswith("under robust")]
+    caption = _sentences(sentences, "Advantages of seed 000's group as the glitch's reward M moves.")
+    return ReportFigure("01_seed_sensitivity", fig, caption, data)
+
+
+@report_figure("01_seed_scale", notebook=NOTEBOOK)
+def seed_scale_figure(
+    methods: str | Sequence[str] = SCALE_METHODS,
+    values: Sequence[float] | np.ndarray | None = None,
+) -> ReportFigure:
+    """The scale each estimator divides by, as the glitch's reward M moves.
+
+    Parameters
+    ----------
+    methods : str or sequence of str
+        Estimators (default :data:`SCALE_METHODS`).
+    values : sequence of float, optional
+        Values of M (default 0 to 20 in steps of 0.05).
+
+    Returns
+    -------
+    ReportFigure
+        ``data``: ``method``, ``value`` (M), ``scale`` (the estimator's
+        per-group scale diagnostic) and ``fallback`` (its fallback ran).
+    """
+    names = _methods(methods)
+    g = seed_group()
+    m_values = _m_values(values)
+    batch = g.rewards.expand(m_values.size, g.group_size).clone()
+    batch[:, g.outlier] = torch.as_tensor(m_values)
+    frames = []
+    for m in names:
+        d = compute_advantages(batch, m).diagnostics
+        frames.append(pd.DataFrame({"method": m, "value": m_values, "scale": d.scale.numpy(),
+                                    "fallback": d.fallback.numpy()}))
+    data = pd.concat(frames, ignore_index=True)
+    marker = g.outlier_reward if m_values.min() <= g.outlier_reward <= m_values.max() else None
+    fig = plot_group_scale(data, marker=marker)
+    top = float(m_values.max())
+    at_top = data[data["value"] == top].set_index("method")["scale"]
+    sentences = []
+    if "seed_mad" in names:
+        sm = data[data["method"] == "seed_mad"]
+        share = sm["fallback"].mean()
+        where = "at every M" if share == 1 else f"at {share:.0%} of the M values"
+        sentences.append(
+            f"{where} the MAD is 0, so seed_mad divides by its std fallback, "
+            f"which grows with M ({_num(at_top['seed_mad'])} at M = {top:g})"
+        )
+    if "robust" in names:
+        r_correct = float(g.rewards[0, g.correct])
+        rb = data[(data["method"] == "robust") & (data["value"] >= r_correct)]["scale"]
+        sentences.append(f"robust's bounded fallback stays at or below {_num(rb.max())} for every M >= {r_correct:g}")
+    caption = _sentences(sentences, "The scale of seed 000's group as the glitch's reward M moves.")
+    return ReportFigure("01_seed_scale", fig, caption, data)
+
+
+@report_figure("01_binary_groups", notebook=NOTEBOOK)
+def binary_groups_figure(
+    group_size: int = 8, methods: str | Sequence[str] = BINARY_METHODS, limits: tuple[float, float] = (-3.0, 3.0)
+) -> ReportFigure:
+    """Advantages of a correct and of a wrong answer in every 0/1 group of G with k correct.
+
+    Parameters
+    ----------
+    group_size : int
+        G >= 2; the groups have k = 1 .. G-1 correct answers (k = 0 and
+        k = G are constant groups, advantage 0 for every estimator).
+    methods : str or sequence of str
+        Estimators (default :data:`BINARY_METHODS`).
+    limits : (float, float)
+        Range of the advantage axis (``mc_grpo``'s 1000 is named, not drawn).
+
+    Returns
+    -------
+    ReportFigure
+        ``data``: ``method``, ``k``, ``role`` (``correct``, ``wrong``),
+        ``advantage`` and ``fallback`` (the estimator's fallback ran).
+    """
+    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 2:
+        raise ValueError(f"group_size must be an integer >= 2, got {group_size!r}")
+    names = _methods(methods)
+    k = torch.arange(1, group_size)
+    # row k-1 holds k ones then G-k zeros: column 0 is a correct answer, column G-1 a wrong one
+    rewards = (torch.arange(group_size) < k.unsqueeze(-1)).to(torch.float64)
+    frames = []
+    for m in names:
+        res = compute_advantages(rewards, m)
+        for role, column in (("correct", 0), ("wrong", group_size - 1)):
+            frames.append(pd.DataFrame({"method": m, "k": k.numpy(), "role": role,
+                                        "advantage": res.advantages[:, column].numpy(),
+                                        "fallback": res.diagnostics.fallback.numpy()}))
+    data = pd.concat(frames, ignore_index=True)
+    fig = plot_binary_groups(data, group_size=group_size, limits=limits)
+
+    def value(method: str, kk: int, role: str) -> float:
+        row = data[(data["method"] == method) & (data["k"] == kk) & (data["role"] == role)]
+        return float(row["advantage"].iloc[0])
+
+    sentences = []
+    centred = [m for m in ("robust", "seed_mad", "mc_grpo") if m in names]
+    signal = [m for m in ("grpo", "huber_m", "rank") if m in names]
+    if centred:
+        wrong = [value(m, 1, "wrong") for m in centred]
+        given = "0" if all(abs(w) <= ZERO_TOL for w in wrong) else ", ".join(_num(w) for w in wrong)
+        first = (f"with one correct answer of {group_size}, median-centred {_and(centred)} give the "
+                 f"{group_size - 1} wrong answers {given}")
+        if signal:
+            pushed = [f"{m} ({_num(value(m, 1, 'wrong'))})" for m in signal]
+            first += f", while {_and(pushed)} push them down"
+        sentences.append(first)
+    half = group_size // 2
+    if group_size % 2 == 0 and "seed_mad" in names:
+        second = (f"at the even split k = {half}, seed_mad's lower median gives the wrong answers "
+                  f"{_num(value('seed_mad', half, 'wrong'))} and the correct ones {_num(value('seed_mad', half, 'correct'))}")
+        if "robust" in names:
+            second += f" (robust: {_num(value('robust', half, 'wrong'))} and {_num(value('robust', half, 'correct'))})"
+        sentences.append(second)
+    if "mc_grpo" in names:
+        sentences.append(f"mc_grpo gives a lone correct answer {_num(value('mc_grpo', 1, 'correct'))} (off scale)")
+    caption = _sentences(sentences, f"Advantages in 0/1 groups of G = {group_size}.")
+    return ReportFigure("01_binary_groups", fig, caption, data)

@@ -1,0 +1,355 @@
+"""Report figures: house-style checks on every registered builder, and the numbers of notebooks 01 and 02.
+
+The generic tests iterate over :func:`robustgrpo.report.report_figures`, so a builder added for
+any notebook is checked the same way: name and notebook, caption, titles and labels on every
+axes, determinism (same seed, same pixels), ``build_all`` and the ``figures`` command. Each
+builder runs twice in this module (once cached for the checks, once inside ``build_all``).
+
+Reference values come from ``data/reference/`` (seed 000's group, published efficiencies), never
+typed into the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from robustgrpo.metrics import mad_zero_fraction, samuelson_bound
+from robustgrpo.plots import save_figure
+from robustgrpo.plots.primer import plot_breakdown, plot_mad_zero
+from robustgrpo.plots.seed import plot_advantages_by_role, plot_group_rewards, plot_sensitivity
+from robustgrpo.report import ReportFigure, build_all, report_figures
+from robustgrpo.report import primer as P
+from robustgrpo.report import seed as S
+
+ROOT = Path(__file__).resolve().parents[1]
+SEED = json.loads((ROOT / "data" / "reference" / "seed_000.json").read_text())
+REF = {k: v["value"] for k, v in SEED["values"].items()}
+EFF = json.loads((ROOT / "data" / "reference" / "efficiency.json").read_text())
+
+SPECS = report_figures()
+NAMES = list(SPECS)
+Z = 4.5  # Monte Carlo tolerance in standard errors
+
+_BUILT: dict[str, ReportFigure] = {}
+
+
+def built(name: str) -> ReportFigure:
+    """The figure of builder ``name``, built once per test session."""
+    if name not in _BUILT:
+        _BUILT[name] = SPECS[name].builder()
+    return _BUILT[name]
+
+
+# ------------------------------------------------------------------ generic checks
+
+
+def test_the_registry_holds_the_figures_of_notebooks_01_and_02():
+    for name in ("01_seed_group", "01_seed_advantages", "01_seed_sensitivity", "01_seed_scale", "01_binary_groups",
+                 "02_breakdown", "02_influence", "02_efficiency", "02_samuelson", "02_tie_collapse", "02_mad_zero"):
+        assert name in SPECS, name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_name_starts_with_its_notebooks_prefix_and_the_notebook_exists(name):
+    spec = SPECS[name]
+    assert re.fullmatch(r"\d\d_\w+\.ipynb", spec.notebook), spec.notebook
+    assert name.startswith(spec.notebook[:3]), (name, spec.notebook)
+    assert (ROOT / "notebooks" / spec.notebook).is_file(), f"{name} belongs to a notebook that does not exist"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_builder_returns_its_figure_with_a_caption(name):
+    rf = built(name)
+    assert isinstance(rf, ReportFigure) and rf.name == name
+    assert isinstance(rf.figure, Figure)
+    caption = rf.caption.strip()
+    assert caption and caption.endswith((".", ")")), caption
+    assert not re.search(r"\b(nan|None)\b", caption), f"formatting slip in the caption: {caption}"
+
+
+def _is_colorbar(ax: Axes) -> bool:
+    """Colorbar axes: matplotlib sets ``ax._colorbar`` and labels the axes '<colorbar>' (fig.colorbar)."""
+    return getattr(ax, "_colorbar", None) is not None or ax.get_label() == "<colorbar>"
+
+
+def _label_of_shared(ax: Axes, which: str) -> str:
+    """The axis label of ``ax`` or, for shared axes, of any axes it shares that axis with (labelled once)."""
+    group = ax.get_shared_x_axes() if which == "x" else ax.get_shared_y_axes()
+    getter = "get_xlabel" if which == "x" else "get_ylabel"
+    return " ".join(getattr(a, getter)() for a in group.get_siblings(ax)).strip()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_axes_has_a_title_and_axis_labels(name):
+    """Visible non-colorbar axes need a title (or the figure a suptitle) and x and y labels,
+    where a shared axis may carry its label on one of the axes sharing it. A colorbar (recognised by
+    matplotlib's ``_colorbar`` attribute or its '<colorbar>' label) needs a label instead."""
+    fig = built(name).figure
+    suptitle = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    visible = [ax for ax in fig.axes if ax.get_visible() and ax.axison]
+    assert visible, f"{name} has no visible axes"
+    for i, ax in enumerate(visible):
+        where = f"{name} axes {i}"
+        if _is_colorbar(ax):
+            assert (ax.get_ylabel() or ax.get_xlabel()).strip(), f"{where}: colorbar without a label"
+            continue
+        title = " ".join(ax.get_title(loc) for loc in ("left", "center", "right")).strip()
+        assert title or suptitle.strip(), f"{where}: no title"
+        assert _label_of_shared(ax, "x"), f"{where}: no x label"
+        assert _label_of_shared(ax, "y"), f"{where}: no y label"
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory) -> tuple[Path, list]:
+    out = tmp_path_factory.mktemp("report")
+    return out, build_all(out, formats=("png", "svg", "pdf"), progress=False)
+
+
+def test_build_all_writes_every_figure_in_every_format_and_an_index(report_dir):
+    out, result = report_dir
+    assert [rf.name for rf, _, _ in result] == NAMES
+    index = (out / "index.md").read_text()
+    for rf, spec, paths in result:
+        assert sorted(p.name for p in paths) == sorted(f"{rf.name}.{fmt}" for fmt in ("png", "svg", "pdf"))
+        for p in paths:
+            assert p.is_file() and p.stat().st_size > 0, p
+        assert f"## {rf.name}" in index and rf.caption in index and spec.notebook in index
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_rebuild_gives_the_same_pixels(name, report_dir, tmp_path):
+    out, _ = report_dir
+    (again,) = save_figure(built(name).figure, tmp_path, name, ("png",))
+    assert again.read_bytes() == (out / f"{name}.png").read_bytes(), f"{name} is not deterministic"
+
+
+def test_figures_command_builds_one_figure(tmp_path):
+    name = NAMES[0]
+    out = subprocess.run(
+        [sys.executable, "-m", "robustgrpo", "figures", "--out", str(tmp_path), "--only", name, "--no-progress"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout
+    assert name in out and str(tmp_path.resolve()) in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f"{name}.png", f"{name}.svg", f"{name}.pdf", "index.md"])
+
+
+# ------------------------------------------------------------- notebook 01 values
+
+
+def _advantage(data: pd.DataFrame, method: str, role: str, condition: str = "poisoned") -> float:
+    row = data[(data["method"] == method) & (data["role"] == role) & (data["condition"] == condition)]
+    assert len(row) == 1, (method, role, condition)
+    return float(row["advantage"].iloc[0])
+
+
+def test_seed_summary_has_the_reference_numbers():
+    s = S.seed_group_summary()
+    assert s["mean"] == pytest.approx(REF["mean"])
+    assert s["std_bessel"] == pytest.approx(REF["std_bessel"], abs=1e-6)
+    assert s["std_population"] == pytest.approx(REF["std_population"], abs=1e-6)
+    assert s["grpo_correct"] == pytest.approx(REF["grpo_correct_bessel"], abs=1e-6)
+    assert s["grpo_correct_population"] == pytest.approx(REF["grpo_correct_population"], abs=1e-6)
+    assert s["clean_grpo_correct"] == pytest.approx(REF["clean_grpo_correct"], abs=1e-6)
+    assert s["seed_mad_correct"] == pytest.approx(REF["seed_mad_correct"], abs=1e-6)
+    assert s["robust_correct"] == pytest.approx(REF["robust_correct"], abs=1e-6)
+    assert s["mad"] == 0 and s["seed_mad_fallback"] == 1
+    # torch's lower median on an even split, against the mean of the two middle values
+    assert (s["split_lower_median"], s["split_median"]) == (0.0, 0.5)
+
+
+def test_seed_group_figure_draws_the_scenario():
+    rf = built("01_seed_group")
+    assert rf.data["reward"].tolist() == [0.0] * 6 + [1.0, 10.0]
+    assert rf.data["role"].tolist() == ["wrong"] * 6 + ["correct", "outlier"]
+    assert f"{REF['mean']:.3f}" in rf.caption
+
+
+def test_seed_advantages_figure_has_the_seed_numbers():
+    rf = built("01_seed_advantages")
+    d = rf.data
+    assert _advantage(d, "grpo", "correct") == pytest.approx(REF["grpo_correct_bessel"], abs=1e-6)
+    assert _advantage(d, "grpo", "correct", "clean") == pytest.approx(REF["clean_grpo_correct"], abs=1e-6)
+    assert _advantage(d, "grpo", "outlier") == pytest.approx(REF["grpo_outlier_bessel"], abs=1e-6)
+    assert _advantage(d, "seed_mad", "correct") == pytest.approx(REF["seed_mad_correct"], abs=1e-6)
+    assert _advantage(d, "seed_mad", "outlier") == REF["seed_mad_outlier"]
+    assert _advantage(d, "robust", "correct") == pytest.approx(REF["robust_correct"], abs=1e-6)
+    assert _advantage(d, "mc_grpo", "correct") == pytest.approx(1000.0)  # 1 / (MAD 0 + 1e-3)
+    for m in ("robust", "seed_mad", "mc_grpo"):  # a median centre: the majority gets nothing
+        assert _advantage(d, m, "wrong") == 0.0
+    for m in ("huber_m", "rank"):
+        assert _advantage(d, m, "wrong") < 0 < _advantage(d, m, "correct")
+    assert set(d["method"]) == set(S.ESTIMATORS)
+    assert f"{REF['grpo_correct_bessel']:.3f}" in rf.caption and f"{REF['seed_mad_correct']:.3f}" in rf.caption
+
+
+def test_seed_advantages_figure_takes_a_subset_of_methods():
+    rf = S.seed_advantages_figure(methods=["grpo", "robust"])
+    assert set(rf.data["method"]) == {"grpo", "robust"} and "-0.107" in rf.caption
+    with pytest.raises(ValueError, match="unknown estimator"):
+        S.seed_advantages_figure(methods=["nope"])
+
+
+def test_sensitivity_figure_follows_the_correct_answer():
+    rf = built("01_seed_sensitivity")
+    d = rf.data[rf.data["sample"] == SEED["correct_index"]]
+    grpo = d[d["method"] == "grpo"].set_index("value")["advantage"]
+    assert grpo[10.0] == pytest.approx(REF["grpo_correct_bessel"], abs=1e-6)
+    assert grpo[0.0] == pytest.approx(REF["clean_grpo_correct"], abs=1e-6)
+    # the mean (1 + M) / 8 passes the correct answer's 1 at M = 7
+    assert abs(grpo[7.0]) < 1e-9 and (grpo[grpo.index > 7] < 0).all() and (grpo[grpo.index < 7] > 0).all()
+    robust = d[(d["method"] == "robust") & (d["value"] >= 1)]["advantage"]
+    assert np.allclose(robust, REF["robust_correct"])
+    assert "above 7" in rf.caption
+
+
+def test_scale_figure_shows_the_std_fallback_growing():
+    rf = built("01_seed_scale")
+    d = rf.data
+    seed_mad = d[d["method"] == "seed_mad"].set_index("value")
+    assert seed_mad["fallback"].all()
+    assert seed_mad.loc[10.0, "scale"] == pytest.approx(REF["std_bessel"] + 1e-6, abs=1e-6)
+    assert (np.diff(seed_mad["scale"].to_numpy()[seed_mad.index > 1]) > 0).all()
+    robust = d[(d["method"] == "robust") & (d["value"] >= 1)]["scale"]
+    assert np.allclose(robust, math.sqrt(2 / 7))
+
+
+def test_binary_groups_figure():
+    rf = built("01_binary_groups")
+    d = rf.data.set_index(["method", "k", "role"])["advantage"]
+    g = 8
+    for k in range(1, g // 2):
+        assert d["robust", k, "wrong"] == 0.0 and d["robust", k, "correct"] > 0
+    assert d["robust", 1, "correct"] == 2.5  # sqrt(7) = 2.65, clipped at c
+    assert d["grpo", 1, "wrong"] == pytest.approx(-(1 / 8) / math.sqrt(7 / 56), abs=1e-5)
+    split = np.array([0.0] * 4 + [1.0] * 4)
+    # seed 000's lower median centres the even split on 0: the wrong answers get nothing
+    assert d["seed_mad", 4, "wrong"] == 0.0
+    assert d["seed_mad", 4, "correct"] == pytest.approx(1 / (split.std(ddof=1) + 1e-6), abs=1e-6)
+    assert d["robust", 4, "correct"] == pytest.approx(-d["robust", 4, "wrong"])
+    assert d["robust", 4, "correct"] == pytest.approx(0.5 / (1.482602218505602 * 0.5), abs=1e-9)
+    assert d["mc_grpo", 1, "correct"] == pytest.approx(1000.0)
+    for m in ("huber_m", "rank"):
+        assert all(d[m, k, "wrong"] < 0 < d[m, k, "correct"] for k in range(1, g))
+
+
+# ------------------------------------------------------------- notebook 02 values
+
+
+def test_breakdown_figure_matches_theory():
+    rf = built("02_breakdown")
+    d = rf.data
+    for g in sorted(set(d["G"])):
+        row = d[d["G"] == g].set_index("method")["breakdown"]
+        assert row["grpo"] == pytest.approx(1 / g) and row["robust"] == 0.5
+        assert row["seed_mad"] == pytest.approx((g // 2 + 1) / g)
+        assert math.isinf(row["rank"])
+    known = d[np.isfinite(d["theory"])]
+    assert np.allclose(known["breakdown"], known["theory"])
+    with pytest.raises(ValueError, match="unknown estimator"):
+        P.breakdown_theory(["nope"], [8])
+
+
+def test_influence_figure_mean_is_linear_and_median_bounded():
+    rf = built("02_influence")
+    d = rf.data
+    mean = d[d["statistic"] == "mean"]
+    # the fixed sample is symmetric (normal quantiles), so SC_n(x) of the mean is x itself
+    assert np.allclose(mean["sensitivity"], mean["value"], atol=1e-9)
+    for s in ("median", "huber_location", "mad", "qn"):
+        assert d.loc[d["statistic"] == s, "sensitivity"].abs().max() < 10
+
+
+def test_efficiency_figure_agrees_with_the_reference_table():
+    rf = built("02_efficiency")
+    d = rf.data.set_index("estimator")
+    finite = EFF["finite_n"]["values"]
+    for name, row in d.iterrows():
+        ref = finite[name]
+        tol = Z * math.hypot(row["se"], ref["se"])
+        assert abs(row["efficiency"] - ref["efficiency"]) <= tol, (name, row["efficiency"], ref)
+        assert row["published"] == EFF["values"][name]["efficiency"]
+    # the published asymptotic values, within Monte Carlo error plus the finite-n gap of the reference run
+    for name in ("mad", "huber_location", "qn"):
+        lit = EFF["values"][name]["efficiency"]
+        gap = abs(finite[name]["efficiency"] - lit)
+        assert abs(d.loc[name, "efficiency"] - lit) <= Z * d.loc[name, "se"] + gap, name
+    assert "36.75%" in rf.caption and "82.27%" in rf.caption
+
+
+def test_samuelson_figure_is_attained():
+    rf = built("02_samuelson")
+    d = rf.data
+    for ddof in (0, 1):
+        part = d[d["ddof"] == ddof]
+        assert np.allclose(part["bound"], samuelson_bound(part["G"].to_numpy(), ddof=ddof))
+        # attained by a lone outlier, up to grpo's eps = 1e-6 in the denominator
+        assert np.allclose(part["advantage"], part["bound"], rtol=1e-5)
+    assert d[(d["ddof"] == 1) & (d["G"] == 8)]["bound"].item() == pytest.approx(REF["samuelson_bound_g8"], abs=1e-6)
+    assert "from G = 9" in rf.caption
+
+
+def test_tie_collapse_figure():
+    rf = built("02_tie_collapse")
+    d = rf.data
+    g = int(d["k"].max()) + 1
+    past_half = d["k"] > g // 2
+    for s in ("mad", "qn", "sn"):
+        part = d[(d["statistic"] == s) & past_half]
+        assert (part["zero_fraction"] == 1).all() and (part["relative_scale"] == 0).all(), s
+    assert (d.loc[d["statistic"] == "std", "relative_scale"] > 0).all()
+
+
+def test_mad_zero_map_is_the_exact_binomial_fraction():
+    rf = built("02_mad_zero")
+    exact = rf.data[rf.data["source"] == "exact"].drop(columns=["source", "method", "n_groups", "se"])
+    expected = mad_zero_fraction(list(range(2, 65)), list(np.round(np.linspace(0, 1, 101), 10)))
+    pd.testing.assert_frame_equal(exact.reset_index(drop=True), expected[exact.columns])
+    mc = rf.data[rf.data["source"] == "monte_carlo"]
+    assert len(mc) > 0
+    truth = mad_zero_fraction(sorted(set(mc["G"])), sorted(set(mc["p"]))).set_index(["G", "p"])["mad_zero"]
+    for _, row in mc.iterrows():
+        assert abs(row["mad_zero"] - truth[row["G"], row["p"]]) <= Z * max(row["se"], 1 / row["n_groups"])
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_plot_functions_reject_bad_data():
+    with pytest.raises(ValueError, match="lacks column"):
+        plot_group_rewards(pd.DataFrame({"sample": [0]}), {"mean": 0, "median": 0})
+    with pytest.raises(ValueError, match="summary lacks"):
+        plot_group_rewards(pd.DataFrame({"sample": [0], "reward": [1.0], "role": ["correct"]}), {})
+    frame = pd.DataFrame({"method": ["grpo"], "role": ["correct"], "condition": ["dirty"], "advantage": [1.0]})
+    with pytest.raises(ValueError, match="condition"):
+        plot_advantages_by_role(frame)
+    with pytest.raises(ValueError, match="limits"):
+        plot_advantages_by_role(frame.assign(condition="clean"), limits=(3, -2))
+    with pytest.raises(ValueError, match="not in the curve"):
+        plot_sensitivity(pd.DataFrame({"method": ["grpo"], "value": [0.0], "sample": [0], "advantage": [0.0]}), {"x": 5})
+    with pytest.raises(ValueError, match="must be a pandas DataFrame"):
+        plot_breakdown([1, 2, 3])
+    exact = mad_zero_fraction([2, 4], [0.0, 0.5, 1.0])
+    with pytest.raises(ValueError, match="curve_sizes"):
+        plot_mad_zero(exact, curve_sizes=(8,))
+
+
+def test_builders_reject_bad_arguments():
+    with pytest.raises(ValueError, match="group_size"):
+        S.binary_groups_figure(group_size=1)
+    with pytest.raises(ValueError, match="values"):
+        S.seed_sensitivity_figure(values=[1.0])
+    with pytest.raises(ValueError, match="scale statistics"):
+        P.tie_collapse_figure(statistics=("mean",))
+    with pytest.raises(ValueError, match="clip"):
+        P.samuelson_figure(clip=-1.0)
