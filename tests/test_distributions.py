@@ -1,0 +1,473 @@
+"""Tests for notebook 04's tables, figures and builders (robustgrpo.report.distributions, plots.distributions).
+
+Values are checked against :func:`compute_advantages` run directly on the same rewards, and
+against closed forms where one exists (the 1-of-G group).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from matplotlib.figure import Figure
+
+from robustgrpo import ESTIMATORS, compute_advantages
+from robustgrpo.contamination import load_scenario
+from robustgrpo.metrics import advantage_samples, agreement
+from robustgrpo.plots import distributions as P
+from robustgrpo.plots import estimator_color
+from robustgrpo.report import report_figures
+from robustgrpo.report import distributions as D
+
+ALL_METHODS = list(ESTIMATORS)
+MEDIAN_CENTRED = ("robust", "seed_mad", "mc_grpo")
+SIGNAL_FOR_ALL = ("grpo", "huber_m", "rank")
+
+
+def _record(name: str):
+    return load_scenario(name).sample(None, None, dtype=torch.float64)
+
+
+def _png(fig: Figure) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata={"Software": None})
+    return buf.getvalue()
+
+
+def _plotted_axes(fig: Figure):
+    """Every axes except colorbars."""
+    return [ax for ax in fig.axes if not hasattr(ax, "_colorbar")]
+
+
+# ------------------------------------------------------------------ one of eight
+
+
+@pytest.fixture(scope="module")
+def table():
+    return D.one_of_eight_table(ALL_METHODS)
+
+
+class TestOneOfEight:
+    def test_rows_and_columns(self, table):
+        assert list(table.columns) == ["method", "role", "reward", "n", "advantage"]
+        assert len(table) == 2 * len(ALL_METHODS)
+        assert table.groupby("role")["n"].unique().map(list).to_dict() == {"correct": [1], "wrong": [7]}
+
+    def test_values_equal_compute_advantages(self, table):
+        rewards = torch.tensor([[1.0, 0, 0, 0, 0, 0, 0, 0]], dtype=torch.float64)
+        wide = table.pivot(index="method", columns="role", values="advantage")
+        for m in ALL_METHODS:
+            adv = compute_advantages(rewards, m).advantages[0]
+            assert torch.all(adv[1:] == adv[1])  # permutation equivariance: one value per role
+            assert wide.loc[m, "correct"] == float(adv[0])
+            assert wide.loc[m, "wrong"] == float(adv[1])
+
+    def test_median_centre_gives_the_seven_wrong_answers_exactly_zero(self, table):
+        wide = table.pivot(index="method", columns="role", values="advantage")
+        for m in MEDIAN_CENTRED:
+            assert wide.loc[m, "wrong"] == 0.0
+        for m in SIGNAL_FOR_ALL:
+            assert wide.loc[m, "wrong"] < 0
+        assert wide.loc["robust", "correct"] == 2.5  # sqrt(7) = 2.65, clipped at c
+        assert wide.loc["mc_grpo", "correct"] == pytest.approx(1.0 / 1e-3)
+
+    def test_grpo_closed_form(self, table):
+        # mean 1/8, Bessel std sqrt(1/8): the Samuelson bound (G-1)/sqrt(G) and -1/(2 sqrt 2)
+        wide = table.pivot(index="method", columns="role", values="advantage")
+        eps = ESTIMATORS["grpo"].defaults["eps"]
+        s = math.sqrt(1 / 8)
+        assert wide.loc["grpo", "correct"] == pytest.approx((7 / 8) / (s + eps), rel=1e-12)
+        assert wide.loc["grpo", "wrong"] == pytest.approx((-1 / 8) / (s + eps), rel=1e-12)
+
+    @pytest.mark.parametrize(
+        "kwargs, message",
+        [
+            (dict(n_correct=0), "n_correct"),
+            (dict(n_correct=8), "n_correct"),
+            (dict(group_size=1), "group_size"),
+            (dict(group_size=8.0), "group_size"),
+            (dict(methods=[]), "empty"),
+            (dict(methods=["robust", "robust"]), "more than once"),
+            (dict(methods=["nope"]), "unknown method"),
+        ],
+    )
+    def test_bad_input(self, kwargs, message):
+        with pytest.raises(ValueError, match=message):
+            D.one_of_eight_table(**kwargs)
+
+
+# -------------------------------------------------------------- zero fractions
+
+
+@pytest.fixture(scope="module")
+def seed_table():
+    return D.zero_advantage_table(D.scenario_samples("seed_example", ALL_METHODS)).set_index("method")
+
+
+@pytest.fixture(scope="module")
+def batch():
+    names = ["clean_binary", "binary_judge_glitch"]
+    return D.zero_advantage_table(D.scenario_samples(names, ["grpo", "robust", "huber_m"])), names
+
+
+class TestZeroAdvantageTable:
+    @pytest.mark.parametrize("method", ALL_METHODS)
+    def test_seed_example_equals_exact_count(self, seed_table, method):
+        record = _record("seed_example")
+        adv = compute_advantages(record.rewards, method).advantages[0]
+        clean_adv = compute_advantages(record.clean, method).advantages[0]
+        row = seed_table.loc[method]
+        assert row["n_samples"] == 8
+        assert row["zero_fraction"] == int((adv == 0).sum()) / 8
+        assert row["clean_zero_fraction"] == int((clean_adv == 0).sum()) / 8
+        assert row["constant_group_fraction"] == 0.0
+        assert row["zero_in_spread_fraction"] == row["zero_fraction"]
+        # the majority: the 7 samples whose clean reward is the clean median 0 (glitched one included)
+        assert row["majority_zero_fraction"] == int((adv[[0, 1, 2, 3, 4, 5, 7]] == 0).sum()) / 7
+
+    def test_seed_example_robust_zeros_the_six_wrong_answers(self, seed_table):
+        assert seed_table.loc["robust", "zero_fraction"] == 6 / 8
+        assert seed_table.loc["robust", "majority_zero_fraction"] == 6 / 7
+        assert seed_table.loc["grpo", "zero_fraction"] == 0.0
+
+    def test_batch_fractions_equal_direct_counts(self, batch):
+        table, names = batch
+        table = table.set_index(["scenario", "method"])
+        for name in names:
+            record = _record(name)
+            constant = (record.rewards.amax(-1) == record.rewards.amin(-1)).double().mean().item()
+            for m in ("grpo", "robust", "huber_m"):
+                adv = compute_advantages(record.rewards, m).advantages
+                row = table.loc[(name, m)]
+                assert row["n_samples"] == record.rewards.numel()
+                assert row["zero_fraction"] == pytest.approx((adv == 0).double().mean().item(), abs=0)
+                assert row["constant_group_fraction"] == pytest.approx(constant, abs=1e-15)
+
+    def test_clean_binary_median_centre_zeros_the_whole_majority(self, batch):
+        table = batch[0].set_index(["scenario", "method"])
+        assert table.loc[("clean_binary", "robust"), "majority_zero_fraction"] == 1.0
+        assert table.loc[("clean_binary", "robust"), "zero_in_spread_fraction"] > 0.5
+        for m in ("grpo", "huber_m"):  # zeros only where the group is constant
+            row = table.loc[("clean_binary", m)]
+            assert row["zero_fraction"] == row["constant_group_fraction"]
+            assert row["majority_zero_fraction"] == 0.0
+
+    def test_without_scenario_column_and_with_tolerance(self):
+        samples = advantage_samples("seed_example", ["grpo", "robust"])
+        table = D.zero_advantage_table(samples)
+        assert list(table.columns[:2]) == ["method", "n_samples"]
+        assert table["zero_fraction"].tolist() == [0.0, 0.75]
+        assert D.zero_advantage_table(samples, zero_tol=1e9)["zero_fraction"].tolist() == [1.0, 1.0]
+
+    def test_continuous_scores_have_no_majority(self):
+        table = D.zero_advantage_table(D.scenario_samples("reward_model_heavy_tails", ["robust", "seed_mad"]))
+        table = table.set_index("method")
+        assert table["majority_zero_fraction"].isna().all()
+        assert table.loc["robust", "zero_fraction"] == 0.0
+        assert table.loc["seed_mad", "zero_fraction"] == 1 / 16  # its lower median is one of the 16 samples
+
+    @pytest.mark.parametrize(
+        "frame, kwargs, message",
+        [
+            ([1, 2], {}, "DataFrame"),
+            (pd.DataFrame({"method": ["robust"]}), {}, "lacks column"),
+            (advantage_samples("seed_example", "robust").iloc[:0], {}, "empty"),
+            (advantage_samples("seed_example", "robust"), {"zero_tol": -1.0}, "zero_tol"),
+            (advantage_samples("seed_example", "robust"), {"zero_tol": math.nan}, "zero_tol"),
+        ],
+    )
+    def test_bad_input(self, frame, kwargs, message):
+        with pytest.raises(ValueError, match=message):
+            D.zero_advantage_table(frame, **kwargs)
+
+
+# ------------------------------------------------------------ hit groups, landing
+
+
+@pytest.fixture(scope="module")
+def landing():
+    samples = D.scenario_samples(D.LANDING_SCENARIOS, D.DEFAULT_METHODS)
+    return D.contaminated_landing_table(samples), samples
+
+
+class TestHitGroupsAndLanding:
+    def test_hit_groups_of_the_seed_example(self):
+        hit = D.hit_group_samples(D.scenario_samples("seed_example", ["grpo", "robust"]))
+        assert len(hit) == 14 and not hit["contaminated"].any()
+        assert hit.groupby("method")["sample"].apply(list).to_dict() == {m: list(range(7)) for m in ("grpo", "robust")}
+
+    def test_hit_groups_are_the_samples_agreement_compares(self):
+        samples = advantage_samples("binary_judge_glitch", ["grpo", "robust"])
+        hit = D.hit_group_samples(samples)
+        compared = agreement("binary_judge_glitch", ["grpo", "robust"], subset="hit").set_index("method")
+        counts = hit.groupby("method").size()
+        assert counts.to_dict() == compared["n_compared"].to_dict()
+        hit_groups = set(samples.loc[samples.contaminated, "group"])
+        assert set(hit["group"]) <= hit_groups
+
+    def test_shape_and_columns(self, landing):
+        table, _ = landing
+        assert list(table.columns) == [
+            "scenario", "method", "rewards", "n", "min", "q05", "q25", "median", "q75", "q95", "max",
+            "max_abs", "at_clip_fraction",
+        ]
+        assert len(table) == 2 * len(D.LANDING_SCENARIOS) * len(D.DEFAULT_METHODS)
+        assert table["rewards"].tolist()[:2] == ["clean", "contaminated"]
+
+    def test_quantiles_equal_numpy_on_the_contaminated_samples(self, landing):
+        table, samples = landing
+        row = table.set_index(["scenario", "method", "rewards"]).loc[("reward_model_heavy_tails", "grpo", "contaminated")]
+        values = samples.query("scenario == 'reward_model_heavy_tails' and method == 'grpo' and contaminated")["advantage"]
+        assert row["n"] == len(values)
+        assert row["median"] == pytest.approx(np.quantile(values, 0.5), abs=1e-12)
+        assert row["q05"] == pytest.approx(np.quantile(values, 0.05), abs=1e-12)
+        assert row["max_abs"] == pytest.approx(values.abs().max(), abs=0)
+
+    def test_clipped_estimators_keep_contaminated_samples_within_c(self, landing):
+        table, samples = landing
+        for m in ("robust", "seed_mad", "huber_m"):
+            hit = samples[(samples.method == m) & samples.contaminated]
+            assert hit["advantage"].abs().max() <= D.CLIP
+        assert table.loc[table.method.isin(["robust", "seed_mad", "huber_m"]), "max_abs"].max() <= D.CLIP
+        assert table.loc[table.method.isin(["grpo", "mc_grpo", "rank"]), "at_clip_fraction"].isna().all()
+
+    def test_where_a_glitch_lands(self, landing):
+        at = landing[0].query("scenario == 'binary_judge_glitch' and rewards == 'contaminated'").set_index("method")
+        assert at.loc["robust", "median"] == D.CLIP
+        assert at.loc["mc_grpo", "median"] == pytest.approx(10.0 / 1e-3)
+        assert at.loc["grpo", "max"] <= (8 - 1) / math.sqrt(8)  # Samuelson bound
+        assert 0.9 < at.loc["robust", "at_clip_fraction"] < 1.0
+
+    def test_robust_glitches_below_c_share_their_group_with_another_glitch(self):
+        # the notebook's explanation of at_clip_fraction < 1 (and of huber_m's negative best answers)
+        record = _record("binary_judge_glitch")
+        n_glitches = record.contaminated.sum(-1, keepdim=True).expand_as(record.contaminated)
+        adv = compute_advantages(record.rewards, "robust").advantages
+        below = record.contaminated & (adv.abs() < D.CLIP)
+        assert below.any() and bool((n_glitches[below] >= 2).all())
+        clean_adv = compute_advantages(record.clean, "huber_m").advantages
+        huber = compute_advantages(record.rewards, "huber_m").advantages
+        best = torch.where(record.contaminated, -math.inf, record.clean).argmax(-1, keepdim=True)
+        pushed = record.contaminated.any(-1) & (clean_adv.gather(-1, best) > 1e-8).squeeze(-1) & (
+            huber.gather(-1, best) < -1e-8
+        ).squeeze(-1)
+        assert pushed.any() and bool((record.contaminated.sum(-1)[pushed] >= 2).all())
+
+    def test_clean_scenario_and_bad_c_raise(self):
+        with pytest.raises(ValueError, match="no contaminated sample"):
+            D.contaminated_landing_table(D.scenario_samples("clean_binary", "robust"))
+        with pytest.raises(ValueError, match="c must be"):
+            D.contaminated_landing_table(D.scenario_samples("seed_example", "robust"), c=0)
+        with pytest.raises(ValueError, match="lacks column"):
+            D.contaminated_landing_table(pd.DataFrame({"method": ["robust"], "advantage": [1.0]}))
+
+
+class TestScenarioSamples:
+    def test_rows_columns_order(self):
+        df = D.scenario_samples(["seed_example", "binary_judge_glitch"], ["robust", "grpo"], n_groups=None)
+        assert df.columns[0] == "scenario"
+        assert len(df) == 2 * 8 + 2 * 4096 * 8
+        assert list(pd.unique(df["scenario"])) == ["seed_example", "binary_judge_glitch"]
+        assert list(pd.unique(df.loc[df.scenario == "seed_example", "method"])) == ["robust", "grpo"]
+
+    def test_size_and_seed_are_passed_on(self):
+        a = D.scenario_samples("binary_judge_glitch", "robust", n_groups=16, seed=3)
+        b = advantage_samples("binary_judge_glitch", "robust", n_groups=16, seed=3)
+        assert len(a) == 16 * 8
+        pd.testing.assert_frame_equal(a.drop(columns="scenario"), b)
+
+    @pytest.mark.parametrize(
+        "scenarios, message",
+        [([], "empty"), (["nope"], "unknown scenario"), (["seed_example", "seed_example"], "more than once")],
+    )
+    def test_bad_scenarios(self, scenarios, message):
+        with pytest.raises(ValueError, match=message):
+            D.scenario_samples(scenarios)
+
+
+# ------------------------------------------------------------------ plots
+
+
+def _ecdf_frame(methods=("grpo", "mc_grpo", "robust", "rank")):
+    return D.hit_group_samples(advantage_samples("binary_judge_glitch", list(methods)))
+
+
+class TestPlots:
+    def test_ecdf_panels_titles_labels_and_scales(self):
+        fig = P.advantage_ecdfs(_ecdf_frame(), title="glitch", annotations={"robust": "note"}, ncols=3)
+        axes = _plotted_axes(fig)
+        assert len(axes) == 4  # the unused fifth and sixth cells are removed
+        assert [ax.get_title() for ax in axes] == ["grpo", "mc_grpo", "robust", "rank"]
+        scales = {ax.get_title(): ax.get_xscale() for ax in axes}
+        assert scales == {"grpo": "linear", "mc_grpo": "symlog", "robust": "linear", "rank": "linear"}
+        assert "symlog" in axes[1].get_xlabel() and axes[0].get_xlabel() == "advantage"
+        assert all(ax.get_ylabel() == "cumulative fraction of samples" for ax in axes)
+        assert [len(ax.get_lines()) for ax in axes] == [2, 2, 2, 2]  # clean dashed, contaminated solid
+        assert [line.get_linestyle() for line in axes[0].get_lines()] == ["--", "-"]
+
+    def test_ecdf_steps_end_at_one(self):
+        fig = P.advantage_ecdfs(_ecdf_frame(("robust",)), title="glitch")
+        for line in _plotted_axes(fig)[0].get_lines():
+            y = np.asarray(line.get_ydata())
+            assert y[0] == 0.0 and y[-1] == 1.0 and np.all(np.diff(y) >= 0)
+
+    def test_ecdf_colours_follow_the_house_style(self):
+        from matplotlib.colors import to_hex
+
+        fig = P.advantage_ecdfs(_ecdf_frame(("robust", "rank")), title="glitch")
+        for ax in _plotted_axes(fig):
+            assert {to_hex(line.get_color()) for line in ax.get_lines()} == {estimator_color(ax.get_title()).lower()}
+
+    @pytest.mark.parametrize(
+        "make, message",
+        [
+            (lambda f: dict(samples=pd.DataFrame({"method": ["a"]}), title="t"), "lacks column"),
+            (lambda f: dict(samples=f.iloc[:0], title="t"), "empty"),
+            (lambda f: dict(samples=f, title=""), "title"),
+            (lambda f: dict(samples=f, title="t", ncols=0), "ncols"),
+            (lambda f: dict(samples=f, title="t", linear_limit=-1), "linear_limit"),
+            (lambda f: dict(samples=f, title="t", annotations={"grpo": "x"}), "not in samples"),
+            (lambda f: dict(samples=f.assign(advantage=np.nan), title="t"), "NaN"),
+        ],
+    )
+    def test_ecdf_bad_input(self, make, message):
+        with pytest.raises(ValueError, match=message):
+            P.advantage_ecdfs(**make(_ecdf_frame(("robust",))))
+
+    def test_one_of_eight_bars(self):
+        fig = P.one_of_eight_bars(D.one_of_eight_table(["grpo", "robust", "mc_grpo"]))
+        (ax,) = _plotted_axes(fig)
+        assert len(ax.patches) == 6 and ax.get_yscale() == "symlog"
+        assert ax.get_title() and ax.get_xlabel() == "estimator" and "advantage" in ax.get_ylabel()
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["grpo", "robust", "mc_grpo"]
+        assert "1,000" in [t.get_text() for t in ax.texts]
+
+    def test_one_of_eight_bars_bad_input(self):
+        table = D.one_of_eight_table(["grpo"])
+        with pytest.raises(ValueError, match="role"):
+            P.one_of_eight_bars(table.assign(role=["correct", "other"]))
+        with pytest.raises(ValueError, match="exactly one"):
+            P.one_of_eight_bars(pd.concat([table, table]))
+        with pytest.raises(ValueError, match="lacks column"):
+            P.one_of_eight_bars(table.drop(columns="n"))
+        with pytest.raises(ValueError, match="linthresh"):
+            P.one_of_eight_bars(table, linthresh=0)
+
+    def test_zero_fraction_bars(self):
+        table = pd.DataFrame(
+            {
+                "scenario": ["a", "a", "b", "b"],
+                "method": ["grpo", "robust"] * 2,
+                "zero_fraction": [0.05, 0.6, 0.0, 0.5],
+                "constant_group_fraction": [0.05, 0.05, 0.0, 0.0],
+            }
+        )
+        fig = P.zero_fraction_bars(table)
+        (ax,) = _plotted_axes(fig)
+        assert len(ax.patches) == 8  # base and top bar per (scenario, method)
+        heights = [p.get_height() for p in ax.patches]
+        assert heights == pytest.approx([0.05, 0.0, 0.0, 0.0, 0.05, 0.0, 0.55, 0.5])
+        assert ax.get_title() and ax.get_xlabel() == "scenario" and ax.get_ylabel()
+        with pytest.raises(ValueError, match="at least constant_group_fraction"):
+            P.zero_fraction_bars(table.assign(zero_fraction=0.0, constant_group_fraction=0.1))
+        with pytest.raises(ValueError, match="several rows"):
+            P.zero_fraction_bars(pd.concat([table, table]))
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            P.zero_fraction_bars(table.assign(zero_fraction=1.5))
+
+    def test_contaminated_landing_axes(self):
+        table = D.contaminated_landing_table(D.scenario_samples(["seed_example", "binary_judge_glitch"], ["grpo", "robust"]))
+        fig = P.contaminated_landing(table, clip=2.5, ncols=2)
+        axes = _plotted_axes(fig)
+        assert [ax.get_title() for ax in axes] == ["seed_example", "binary_judge_glitch"]
+        assert all(ax.get_xscale() == "symlog" and ax.get_ylabel() == "estimator" and ax.get_xlabel() for ax in axes)
+        ticks = dict(zip(axes[0].get_yticks(), (t.get_text() for t in axes[0].get_yticklabels())))
+        assert ticks[max(ticks)] == "grpo"  # the first method is drawn on top
+        with pytest.raises(ValueError, match="'clean' or 'contaminated'"):
+            P.contaminated_landing(table.assign(rewards="other"))
+        with pytest.raises(ValueError, match="clip"):
+            P.contaminated_landing(table, clip=-1.0)
+        with pytest.raises(ValueError, match="several rows"):
+            P.contaminated_landing(pd.concat([table, table]))
+
+
+# ------------------------------------------------------------------ builders
+
+
+FIGURES = sorted(name for name in report_figures() if name.startswith("04_"))
+
+
+def test_registered_figures_belong_to_notebook_04():
+    specs = report_figures()
+    expected = {"04_one_of_eight", "04_zero_fractions", "04_contaminated_landing"} | {
+        f"04_ecdf_{s}" for s in D.ECDF_SCENARIOS
+    }
+    assert set(FIGURES) == expected
+    assert {specs[name].notebook for name in FIGURES} == {D.NOTEBOOK}
+
+
+@pytest.fixture(scope="module")
+def built():
+    specs = report_figures()
+    return {name: specs[name].builder() for name in FIGURES}
+
+
+@pytest.mark.parametrize("name", FIGURES)
+def test_every_axes_has_title_and_labels(built, name):
+    rf = built[name]
+    assert rf.name == name and isinstance(rf.figure, Figure) and rf.caption
+    for ax in _plotted_axes(rf.figure):
+        assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel(), (name, ax.get_title())
+
+
+def test_one_of_eight_builder(built):
+    rf = built["04_one_of_eight"]
+    assert len(_plotted_axes(rf.figure)) == 1
+    assert "-0.354" in rf.caption and "1,000" in rf.caption and "7 wrong answers get advantage exactly 0" in rf.caption
+
+
+def test_zero_fractions_builder(built):
+    rf = built["04_zero_fractions"]
+    assert len(rf.data) == len(D.ZERO_SCENARIOS) * len(D.DEFAULT_METHODS)
+    robust = rf.data.set_index(["scenario", "method"]).loc[("binary_judge_glitch", "robust"), "zero_fraction"]
+    assert f"robust {100 * robust:.0f} %" in rf.caption
+
+
+def test_landing_builder(built):
+    rf = built["04_contaminated_landing"]
+    assert [ax.get_title() for ax in _plotted_axes(rf.figure)] == list(D.LANDING_SCENARIOS)
+    assert "10,000" in rf.caption and "exactly at c" in rf.caption
+
+
+def test_ecdf_builder_data_and_caption(built):
+    rf = built["04_ecdf_binary_judge_glitch"]
+    assert [ax.get_title() for ax in _plotted_axes(rf.figure)] == list(D.DEFAULT_METHODS)
+    data = rf.data.set_index("method")
+    assert data.loc["grpo", "best_negative_rate"] == 1.0  # seed 000's failure in every glitched group
+    assert data.loc["robust", "best_negative_rate"] == 0.0
+    assert "grpo 100 %" in rf.caption and "Symlog x axis" in rf.caption
+
+
+def test_judge_flips_no_estimator_recovers(built):
+    data = built["04_ecdf_judge_flips"].data.set_index("method")
+    assert data["sign_agreement"].max() < 0.95  # label noise leaks into every estimator
+
+
+@pytest.mark.parametrize(
+    "scenario, message",
+    [("clean_binary", "contaminates no sample"), ("nope", "unknown scenario"), (["judge_flips"], "one scenario name")],
+)
+def test_ecdf_builder_bad_scenario(scenario, message):
+    with pytest.raises(ValueError, match=message):
+        D.build_ecdf(scenario)
+
+
+def test_builds_are_byte_identical():
+    first = D.build_zero_fractions(["seed_example", "binary_judge_glitch"], ["grpo", "robust"], n_groups=None)
+    second = D.build_zero_fractions(["seed_example", "binary_judge_glitch"], ["grpo", "robust"], n_groups=None)
+    assert first.caption == second.caption
+    assert _png(first.figure) == _png(second.figure)
