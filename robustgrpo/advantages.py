@@ -614,14 +614,17 @@ def _winsor(g: Groups, *, limits: float, eps: float, ddof: int) -> Computed:
     nearest remaining value (``clipped`` flags them). With G = 8 and the
     default 20 %, one value per tail: seed 000's 10 becomes 1. With sparse
     successes it also erases real signal: one correct answer of eight is
-    winsorized down to 0 and gets advantage 0.
+    winsorized down to 0 and gets advantage 0. A group that winsorizing makes
+    constant gets 0 (also with ``eps = 0``).
     """
     r, mask, n = g
     low, high = winsor_bounds(sort_valid(r, mask), n, limits, limits)
     w = torch.minimum(torch.maximum(r, low.unsqueeze(-1)), high.unsqueeze(-1))
     wg = Groups(w, mask, n)
     centre, scale = _mean_std(wg, ddof)
-    adv = (w - centre.unsqueeze(-1)) / (scale.unsqueeze(-1) + eps)
+    denominator = (scale + eps).unsqueeze(-1)
+    # winsorizing can make a group constant (G = 5: one value per tail); with eps = 0 that is 0/0
+    adv = torch.where(denominator > 0, (w - centre.unsqueeze(-1)) / denominator, torch.zeros((), dtype=w.dtype, device=w.device))
     return Computed(adv, centre, scale, _none(centre), _valid(w != r, mask))
 
 
@@ -794,7 +797,7 @@ def compute_advantages(
         adv = torch.where(_valid(single.unsqueeze(-1), valid), values, adv)
     if not bool(torch.isfinite(adv.sum())) and not bool(torch.isfinite(adv).all()):
         raise ValueError(
-            f"{method} advantages overflow {dtype} for these rewards (largest |reward| "
+            f"{method} advantages overflow {dtype} (non-finite results) for these rewards (largest |reward| "
             f"{float(fill_invalid(values, valid, 0.0).abs().max()):.3g}); pass float64 rewards or rescale them"
         )
     centre = torch.where(empty, zero, out.centre)
