@@ -12,10 +12,16 @@
 
 Ratios are measured in the same process, interleaved, so machine noise hits
 all rows alike. Timings are medians over repeats after one warm-up call.
+
+``python -m robustgrpo bench --dashboard`` runs :func:`run_dashboard_benchmark`
+instead: the latency of each dashboard control at G = 256 with 10^4 groups
+(target: median under 150 ms) and notebook 03's heat-map sweep (target:
+under 10 s), printed by :func:`format_dashboard_table`.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -26,7 +32,20 @@ import torch
 
 from .advantages import ESTIMATORS, compute_advantages
 
-__all__ = ["robust_numpy_scipy", "grpo_idiomatic", "BenchRow", "run_benchmark", "format_table", "DEFAULT_SHAPES"]
+__all__ = [
+    "robust_numpy_scipy",
+    "grpo_idiomatic",
+    "BenchRow",
+    "run_benchmark",
+    "format_table",
+    "DEFAULT_SHAPES",
+    "DASHBOARD_TARGET_MS",
+    "SWEEP_TARGET_S",
+    "DashboardBenchRow",
+    "DashboardBench",
+    "run_dashboard_benchmark",
+    "format_dashboard_table",
+]
 
 DEFAULT_SHAPES: tuple[tuple[int, int], ...] = ((65536, 16), (4096, 256))
 
@@ -133,4 +152,191 @@ def format_table(rows: Sequence[BenchRow]) -> str:
             speedup = by[("robust (numpy+scipy)", shape)].ms / by[("robust", shape)].ms
             verdict = "met" if speedup >= 3 else "NOT met"
             lines.append(f"target robust >= 3x faster than numpy+scipy at {shape[0]}x{shape[1]}: {speedup:.1f}x, {verdict}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ dashboard
+
+#: Latency target of a slider move at G = 256 with 10^4 groups (median, two cores).
+DASHBOARD_TARGET_MS = 150.0
+#: Target of notebook 03's full heat-map sweep.
+SWEEP_TARGET_S = 10.0
+
+
+@dataclass(frozen=True)
+class DashboardBenchRow:
+    """One timed control: what moved, how, median and worst milliseconds over ``n`` moves."""
+
+    control: str
+    case: str
+    ms: float
+    max_ms: float
+    n: int
+
+
+@dataclass(frozen=True)
+class DashboardBench:
+    """Result of :func:`run_dashboard_benchmark`."""
+
+    rows: tuple[DashboardBenchRow, ...]
+    G: int
+    n_groups: int
+    methods: tuple[str, ...]
+    build_s: float
+    sweep_s: float | None
+    sweep_cells: int
+    threads: int
+    load: tuple[float, float, float] | None
+    notes: tuple[str, ...] = ()
+
+
+def _timed_moves(control, values: Sequence[object], before: Callable[[object], None] | None = None) -> list[float]:
+    """Milliseconds of ``control.value = v`` for each value: the slider callback runs synchronously."""
+    times = []
+    for v in values:
+        if before is not None:
+            before(v)
+        t0 = time.perf_counter()
+        control.value = v
+        times.append(1e3 * (time.perf_counter() - t0))
+    return times
+
+
+def run_dashboard_benchmark(
+    G: int = 256,
+    n_groups: int = 10_000,
+    repeats: int = 7,
+    methods: Sequence[str] | None = None,
+    *,
+    sweep: bool = True,
+    progress: bool = True,
+) -> DashboardBench:
+    """Time the dashboard's slider moves and notebook 03's heat-map sweep.
+
+    Builds :func:`robustgrpo.widgets.dashboard` at group size ``G`` with
+    ``n_groups`` groups and moves each control ``repeats`` times to values it
+    has not had (so nothing comes from a cache unless the row says so),
+    timing ``control.value = v``: the same ``observe`` callback a browser
+    move triggers, i.e. the data function, the in-place update of the plotly
+    ``FigureWidget``'s traces and the readout. Moves into a new (G, clean
+    model) pair draw 2.56 million new rewards and run every estimator twice;
+    they are timed separately ("first visit", caches cleared) from returns to
+    a pair seen before ("revisit").
+
+    With ``sweep=True`` it also times :func:`robustgrpo.report.sweeps.heatmap_sweep`
+    (uncached).
+    """
+    from tqdm.auto import tqdm
+
+    from .widgets import DEFAULT_METHODS, GROUP_SIZES, dashboard
+
+    if G not in GROUP_SIZES:
+        raise ValueError(f"G must be one of the dashboard's group sizes {GROUP_SIZES}, got {G!r}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    chosen = tuple(DEFAULT_METHODS if methods is None else methods)
+    other_g = GROUP_SIZES[GROUP_SIZES.index(G) - 1] if GROUP_SIZES.index(G) else GROUP_SIZES[1]
+    t0 = time.perf_counter()
+    dash = dashboard(n_groups=n_groups, G=G, methods=chosen)
+    build_s = time.perf_counter() - t0
+    ctl, engine = dash.controls, dash.engine
+    extra = [m for m in ESTIMATORS if m not in chosen]
+    rows: list[DashboardBenchRow] = []
+    steps = ["c", "rate", "size", "group", "methods", "G", "clean_model"]
+    bar = tqdm(total=len(steps) + int(sweep), desc="dashboard bench", disable=not progress, leave=False)
+
+    def add(control: str, case: str, times: list[float]) -> None:
+        rows.append(DashboardBenchRow(control, case, float(np.median(times)), float(np.max(times)), len(times)))
+
+    base_c = float(ctl["c"].value)
+    c_values = [round(1.0 + (base_c - 1.0 + 0.3 * (i + 1)) % 4.0, 1) for i in range(repeats)]
+    add("c", "new c values (re-clip cached advantages)", _timed_moves(ctl["c"], c_values))
+    bar.update()
+    rate0 = float(ctl["rate"].value)
+    rates = [round(0.01 + (rate0 + 0.01 * i) % 0.49, 2) for i in range(1, repeats + 1)]  # stay on the slider
+    add("rate", "new rates (every estimator reruns)", _timed_moves(ctl["rate"], rates))
+    bar.update()
+    size0 = math.log10(float(ctl["size"].value))
+    add("size", "new outlier sizes (every estimator reruns)",
+        _timed_moves(ctl["size"], [10 ** round((size0 + 0.1 * i) % 4.0, 1) for i in range(1, repeats + 1)]))
+    bar.update()
+    add("group", "another group shown", _timed_moves(ctl["group"], [(i + 1) % n_groups for i in range(repeats)]))
+    bar.update()
+    notes: list[str] = []
+    added = extra[:repeats]
+    if added:
+        add_times, remove_times = [], []
+        for m in added:
+            add_times.append(_timed_moves(ctl["methods"], [chosen + (m,)])[0])
+            remove_times.append(_timed_moves(ctl["methods"], [chosen])[0])
+        add("estimators", f"add one not shown before ({len(added)} estimators)", add_times)
+        add("estimators", "remove one", remove_times)
+        notes.append("estimator adds: " + ", ".join(f"{m} {t:.0f} ms" for m, t in zip(added, add_times)))
+    bar.update()
+
+    def fresh_start(_value: object) -> None:
+        ctl["G"].value = other_g
+        engine.clear()
+
+    add("G", f"{other_g} -> {G}, first visit (caches cleared)", _timed_moves(ctl["G"], [G] * repeats, fresh_start))
+    add("G", f"{other_g} -> {G}, revisit", _timed_moves(ctl["G"], [G] * repeats, lambda _v: setattr(ctl["G"], "value", other_g)))
+    bar.update()
+    start_model = ctl["clean_model"].value
+    models = [key for _label, key in ctl["clean_model"].options if key != start_model]
+    cold = []
+    for i in range(repeats):
+        target = models[i % len(models)]
+        ctl["clean_model"].value = start_model
+        engine.clear()
+        cold += _timed_moves(ctl["clean_model"], [target])
+    add("clean_model", "another model, first visit (caches cleared)", cold)
+    for target in models:  # every model once, untimed: the revisits below all hit the cache
+        ctl["clean_model"].value = target
+    warm = []
+    for i in range(repeats):
+        target = models[i % len(models)]
+        ctl["clean_model"].value = start_model
+        warm += _timed_moves(ctl["clean_model"], [target])
+    add("clean_model", "another model, revisit", warm)
+    bar.update()
+
+    sweep_s, cells = None, 0
+    if sweep:
+        from .report.sweeps import heatmap_sweep
+
+        t0 = time.perf_counter()
+        table = heatmap_sweep()
+        sweep_s = time.perf_counter() - t0
+        cells = len(table)
+        bar.update()
+    bar.close()
+    try:
+        import os
+
+        load = os.getloadavg()
+    except (AttributeError, OSError):  # pragma: no cover - not on every platform
+        load = None
+    return DashboardBench(tuple(rows), G, n_groups, chosen, build_s, sweep_s, cells, torch.get_num_threads(), load,
+                          tuple(notes))
+
+
+def format_dashboard_table(result: DashboardBench) -> str:
+    """Render :func:`run_dashboard_benchmark`'s result as a table with the targets and verdicts."""
+    load = "n/a" if result.load is None else ", ".join(f"{v:.2f}" for v in result.load)
+    lines = [
+        f"dashboard: G = {result.G}, {result.n_groups:,} groups ({result.G * result.n_groups:,} rewards), "
+        f"estimators {', '.join(result.methods)}",
+        f"torch {torch.__version__}, {result.threads} thread(s); load average {load}; dashboard built in {result.build_s:.2f} s",
+        "time = control.value = v until the callback returns (data function + in-place FigureWidget update + readout)",
+        "",
+        f"{'control':<13}{'case':<46}{'moves':>6}{'median ms':>11}{'max ms':>9}   target",
+    ]
+    for r in result.rows:
+        verdict = "met" if r.ms < DASHBOARD_TARGET_MS else "NOT met"
+        lines.append(f"{r.control:<13}{r.case[:45]:<46}{r.n:>6}{r.ms:>11.1f}{r.max_ms:>9.1f}   < {DASHBOARD_TARGET_MS:g} ms: {verdict}")
+    lines += result.notes
+    if result.sweep_s is not None:
+        verdict = "met" if result.sweep_s < SWEEP_TARGET_S else "NOT met"
+        lines += ["", f"notebook 03 heat-map sweep ({result.sweep_cells} cells): {result.sweep_s:.2f} s   "
+                      f"< {SWEEP_TARGET_S:g} s: {verdict}"]
     return "\n".join(lines)

@@ -113,8 +113,12 @@ def _shape(text: str) -> tuple[int, int]:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import DEFAULT_SHAPES, format_table, run_benchmark
+    from .bench import DEFAULT_SHAPES, format_dashboard_table, format_table, run_benchmark, run_dashboard_benchmark
 
+    if args.dashboard:
+        result = run_dashboard_benchmark(repeats=args.repeats, progress=not args.no_progress)
+        print(format_dashboard_table(result))
+        return 0
     shapes = args.shapes or list(DEFAULT_SHAPES)
     rows = run_benchmark(shapes=shapes, repeats=args.repeats, progress=not args.no_progress)
     print(format_table(rows))
@@ -151,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--shapes", type=_shape, nargs="+", metavar="BxG", help="shapes to time (default 65536x16 4096x256)")
     bench.add_argument("--repeats", type=int, default=7, help="timed calls per case (median reported)")
     bench.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    bench.add_argument("--dashboard", action="store_true",
+                       help="time the dashboard's slider moves at G=256 with 10^4 groups and notebook 03's heat-map sweep")
     bench.set_defaults(func=_cmd_bench)
     figures = sub.add_parser("figures", help="rebuild every report figure into a folder")
     figures.add_argument("--out", required=True, help="folder to write the figures and index.md into")

@@ -1,0 +1,261 @@
+"""Plotly linked views for the dashboards, updated in place.
+
+:func:`linked_views` builds one plotly ``FigureWidget`` with four panels:
+
+1. *rewards of one group*, sorted, uncontaminated samples in grey,
+   contaminated samples highlighted, with the clean reward each of them had
+   (hollow);
+2. *that group's advantages per estimator*, in the same sample order, each
+   estimator in its house colour (:data:`~robustgrpo.plots.style.ESTIMATOR_COLORS`),
+   hollow markers for the advantages the clean rewards would have given,
+   dashed lines at ±c;
+3. *the advantages of the uncontaminated samples of every group*, one step
+   line per estimator (a histogram on a log count axis);
+4. *the advantages of the contaminated samples*, the same way: where the
+   outliers end up. Panels 3 and 4 share their advantage axis.
+
+:func:`update_linked_views` moves the figure to new data by assigning trace
+data inside ``fig.batch_update()``: the figure, its traces and its layout
+stay the same objects, so a slider move sends only the changed arrays to
+the browser. Every estimator of the catalogue gets its traces up front;
+choosing estimators only toggles their visibility.
+
+The data is any object with the attributes of
+:class:`robustgrpo.widgets.DashboardData` (see :class:`LinkedViewData`);
+nothing here computes a statistic.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from ..advantages import ESTIMATORS
+from .style import estimator_color
+
+__all__ = [
+    "CONTAMINATED_COLOR",
+    "CLEAN_SAMPLE_COLOR",
+    "EMPTY_BIN",
+    "LinkedViewData",
+    "linked_views",
+    "update_linked_views",
+    "trace_by_meta",
+]
+
+#: Colour of contaminated samples (the judge-glitch wine of the report figures).
+CONTAMINATED_COLOR = "#882255"
+#: Colour of uncontaminated samples.
+CLEAN_SAMPLE_COLOR = "#9A9A9A"
+#: Height drawn for an empty histogram bin: below the count axis, so a line drops out of view there.
+EMPTY_BIN = 0.5
+
+_PARTS = {"uncontaminated": (2, 3), "contaminated": (3, 4)}  # histogram part -> (subplot row, axis suffix)
+
+
+class LinkedViewData(Protocol):
+    """What :func:`linked_views` draws (:class:`robustgrpo.widgets.DashboardData` has it all)."""
+
+    G: int
+    c: float
+    rate: float
+    size: float
+    group: int
+    n_groups: int
+    methods: tuple[str, ...]
+    clip_methods: tuple[str, ...]
+    group_rewards: np.ndarray
+    group_clean_rewards: np.ndarray
+    group_contaminated: np.ndarray
+    group_advantages: Mapping[str, np.ndarray]
+    group_clean_advantages: Mapping[str, np.ndarray]
+    bin_edges: np.ndarray
+    counts_uncontaminated: Mapping[str, np.ndarray]
+    counts_contaminated: Mapping[str, np.ndarray]
+
+
+def trace_by_meta(fig: Any) -> dict[str, Any]:
+    """The traces of a linked-view figure by their ``meta`` key (``"adv:robust"``, ``"hist:grpo:contaminated"``...)."""
+    return {t.meta: t for t in fig.data}
+
+
+def _array(values: Any) -> np.ndarray:
+    """float64 arrays: plotly sends them to the browser as typed arrays, no per-element Python work."""
+    return np.asarray(values, dtype=np.float64)
+
+
+def _heights(counts: np.ndarray) -> np.ndarray:
+    """Counts as line heights: empty bins at :data:`EMPTY_BIN`, under the visible part of the log axis."""
+    return np.maximum(np.asarray(counts, dtype=np.float64), EMPTY_BIN)
+
+
+def linked_views(data: LinkedViewData, *, methods: Sequence[str] | None = None, height: int = 860) -> Any:
+    """Build the four linked views as one plotly ``FigureWidget`` and draw ``data`` in it.
+
+    Parameters
+    ----------
+    data : LinkedViewData
+        A :class:`robustgrpo.widgets.DashboardData`.
+    methods : sequence of str, optional
+        Estimators that get traces (default: the whole catalogue, so any
+        later choice is a visibility toggle).
+    height : int
+        Figure height in pixels.
+
+    Returns
+    -------
+    plotly.graph_objects.FigureWidget
+        Built complete before it becomes a widget, so it also renders inside
+        ipywidgets containers. Traces carry a ``meta`` key
+        (:func:`trace_by_meta`): ``group:clean``, ``group:contaminated``,
+        ``group:before``, ``adv:<method>``, ``adv_clean:<method>``,
+        ``adv:clip``, ``hist:<method>:uncontaminated``,
+        ``hist:<method>:contaminated``; histogram traces hold the bin counts
+        in ``customdata``.
+
+    Raises
+    ------
+    ValueError
+        If ``data`` shows an estimator outside ``methods``.
+    """
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    names = list(ESTIMATORS) if methods is None else list(methods)
+    missing = [m for m in data.methods if m not in names]
+    if missing:
+        raise ValueError(f"data shows estimator(s) {missing} that the figure has no traces for; add them to methods")
+    base = make_subplots(
+        rows=3,
+        cols=2,
+        specs=[[{}, {}], [{"colspan": 2}, None], [{"colspan": 2}, None]],
+        subplot_titles=("rewards of one group", "its advantages", "uncontaminated samples", "contaminated samples"),
+        vertical_spacing=0.1,
+        horizontal_spacing=0.09,
+        row_heights=[0.4, 0.3, 0.3],
+    )
+    fig = go.Figure(base)  # filled as a plain figure, then wrapped: see the end of this function
+    marker_line = dict(width=1, color="white")
+    fig.add_trace(go.Scatter(meta="group:clean", name="uncontaminated sample", mode="markers", legendgroup="samples",
+                             marker=dict(color=CLEAN_SAMPLE_COLOR, size=7, line=marker_line),
+                             hovertemplate="sample %{customdata}: reward %{y:.4g}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(meta="group:before", name="its clean reward", mode="markers", legendgroup="samples",
+                             marker=dict(color=CONTAMINATED_COLOR, size=8, symbol="circle-open"),
+                             hovertemplate="sample %{customdata}: clean reward %{y:.4g}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(meta="group:contaminated", name="contaminated sample", mode="markers", legendgroup="samples",
+                             marker=dict(color=CONTAMINATED_COLOR, size=10, symbol="diamond", line=marker_line),
+                             hovertemplate="sample %{customdata}: reward %{y:.4g} (contaminated)<extra></extra>"),
+                  row=1, col=1)
+    for m in names:
+        color = estimator_color(m)
+        fig.add_trace(go.Scatter(meta=f"adv:{m}", name=m, legendgroup=m, mode="lines+markers",
+                                 line=dict(color=color, width=1.5), marker=dict(color=color, size=6),
+                                 hovertemplate=f"{m}: sample %{{customdata}}, A = %{{y:.4g}}<extra></extra>"),
+                      row=1, col=2)
+        fig.add_trace(go.Scatter(meta=f"adv_clean:{m}", name=f"{m} (clean rewards)", legendgroup=m, showlegend=False,
+                                 mode="markers", marker=dict(color=color, size=7, symbol="circle-open"),
+                                 hovertemplate=f"{m} on clean rewards: sample %{{customdata}}, A = %{{y:.4g}}<extra></extra>"),
+                      row=1, col=2)
+    fig.add_trace(go.Scatter(meta="adv:clip", name="±c", mode="lines", hoverinfo="skip",
+                             line=dict(color="#555555", dash="dash", width=1)), row=1, col=2)
+    for part, (row, _axis) in _PARTS.items():
+        for m in names:
+            fig.add_trace(go.Scatter(meta=f"hist:{m}:{part}", name=f"{m}, {part}", legendgroup=m, showlegend=False,
+                                     mode="lines", line=dict(color=estimator_color(m), width=1.6, shape="hvh"),
+                                     hovertemplate=f"{m}, {part}: %{{customdata}} samples at A ≈ %{{x:.2f}}<extra></extra>"),
+                          row=row, col=1)
+    clip_lines = [
+        dict(type="line", xref=f"x{axis}", yref=f"y{axis} domain", y0=0, y1=1, x0=sign, x1=sign,
+             line=dict(color="#555555", dash="dash", width=1))
+        for _row, axis in _PARTS.values() for sign in (-1, 1)
+    ]
+    fig.update_layout(
+        height=height,
+        template="plotly_white",
+        margin=dict(l=60, r=20, t=70, b=50),
+        legend=dict(orientation="h", yanchor="bottom", y=1.04, x=0),
+        shapes=clip_lines,
+        hovermode="closest",
+    )
+    fig.update_xaxes(title_text="sample, sorted by reward", row=1, col=1)
+    fig.update_yaxes(title_text="reward", row=1, col=1)
+    fig.update_xaxes(title_text="sample, sorted by reward", row=1, col=2)
+    fig.update_yaxes(title_text="advantage A", row=1, col=2)
+    r = float(data.bin_edges[-1])
+    fig.update_xaxes(range=[-r, r], matches="x4", row=2, col=1)
+    fig.update_xaxes(title_text=f"advantage A (the edge bins hold everything beyond ±{r:g}; click a line to show a group)",
+                     range=[-r, r], row=3, col=1)
+    for row, _axis in _PARTS.values():
+        fig.update_yaxes(title_text="samples per bin", type="log", row=row, col=1)
+    update_linked_views(fig, data)
+    # A FigureWidget sends its state to the browser when it is constructed (or displayed on its own);
+    # inside an ipywidgets container (the dashboard's VBox) traces added after construction never reach
+    # a view created later (plotly.py issue #4998). Built complete, the widget's first state is the figure.
+    return go.FigureWidget(fig)
+
+
+def update_linked_views(fig: Any, data: LinkedViewData) -> None:
+    """Move a :func:`linked_views` figure to ``data``, in place.
+
+    Assigns the traces' ``x``, ``y``, ``customdata`` and ``visible``, the
+    ±c lines, the count axes' ranges and the panel titles inside one
+    ``fig.batch_update()``; no trace is added or removed, so the figure and
+    its trace objects stay the same.
+
+    Raises
+    ------
+    ValueError
+        If the figure has no traces for an estimator ``data`` shows.
+    """
+    traces = trace_by_meta(fig)
+    missing = [m for m in data.methods if f"adv:{m}" not in traces]
+    if missing:
+        raise ValueError(f"the figure has no traces for estimator(s) {missing}; rebuild it with linked_views(methods=...)")
+    order = np.argsort(np.asarray(data.group_rewards), kind="stable")
+    x = np.arange(1, data.G + 1)
+    rewards = np.asarray(data.group_rewards)[order]
+    clean_rewards = np.asarray(data.group_clean_rewards)[order]
+    hit = np.asarray(data.group_contaminated, dtype=bool)[order]
+    sample = order.astype(np.int32)  # original index of each plotted sample, for the hover text (plotly.js has no int64)
+    centres = 0.5 * (np.asarray(data.bin_edges[:-1]) + np.asarray(data.bin_edges[1:]))
+    chosen = set(data.methods)
+    has_clip = bool(data.clip_methods)
+    c = float(data.c)
+    n_hit = int(hit.sum())
+    sources = {"uncontaminated": data.counts_uncontaminated, "contaminated": data.counts_contaminated}
+    top = {part: max([1] + [int(np.max(counts[m])) for m in data.methods]) for part, counts in sources.items()}
+    with fig.batch_update():
+        t = traces["group:clean"]
+        t.x, t.y, t.customdata = _array(x[~hit]), _array(rewards[~hit]), sample[~hit]
+        for key, values in (("group:contaminated", rewards), ("group:before", clean_rewards)):
+            t = traces[key]
+            t.x, t.y, t.customdata = _array(x[hit]), _array(values[hit]), sample[hit]
+        for key, t in traces.items():
+            kind, _, rest = key.partition(":")
+            method, _, part = rest.partition(":")
+            if kind in ("adv", "adv_clean") and method != "clip":
+                t.visible = method in chosen
+                if method in chosen:
+                    source = data.group_advantages if kind == "adv" else data.group_clean_advantages
+                    t.x, t.y, t.customdata = _array(x), _array(np.asarray(source[method])[order]), sample
+            elif kind == "hist":
+                t.visible = method in chosen
+                if method in chosen:
+                    counts = np.asarray(sources[part][method])
+                    t.x, t.y, t.customdata = _array(centres), _heights(counts), counts.astype(np.int32)
+        t = traces["adv:clip"]
+        t.visible = has_clip
+        t.x = [0.5, data.G + 0.5, None, 0.5, data.G + 0.5]
+        t.y = [c, c, None, -c, -c]
+        t.name = f"±c = ±{c:.2f}"
+        for shape, sign in zip(fig.layout.shapes, (-1, 1) * len(_PARTS)):
+            shape.update(x0=sign * c, x1=sign * c, visible=has_clip)
+        for part, (_row, axis) in _PARTS.items():
+            fig.layout[f"yaxis{axis}"].range = [math.log10(0.8), math.log10(2.0 * top[part])]
+        titles = fig.layout.annotations
+        titles[0].text = f"rewards of group {data.group} (G = {data.G}, {n_hit} contaminated, outlier M = {data.size:.3g})"
+        titles[1].text = f"its advantages (c = {c:.2f}; hollow: from the clean rewards)"
+        titles[2].text = f"advantages of the uncontaminated samples of all {data.n_groups:,} groups"
+        titles[3].text = f"advantages of the contaminated samples (rate {data.rate:.2f}): where the outliers end up"

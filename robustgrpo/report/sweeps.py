@@ -1,0 +1,247 @@
+"""Report figures of notebook 03: sweeps over the group size G and the clip c.
+
+The heat maps sweep every G in :data:`HEATMAP_GROUP_SIZES` and every c in
+:data:`HEATMAP_CLIPS` for the estimators :data:`HEATMAP_METHODS`, on 0/1
+verifiable rewards (Bernoulli, p = 0.3) with random outliers (rate 0.05,
+M = 10), seed 0: the data of the dashboard's default clean model, so the
+dashboard at such a (G, c) shows the heat maps' cell. The numbers are those
+of :func:`robustgrpo.metrics.sweep` (same seeds, same definitions; the tests
+check they are equal), computed with :func:`robustgrpo.widgets.clip_sweep`,
+which runs each estimator once per G and re-clips for every c instead of
+recomputing it 9 times: 10^4 groups per cell, the whole sweep in a few
+seconds on two cores (``python -m robustgrpo bench --dashboard`` times it).
+
+Builders (each runs with no arguments and is deterministic):
+
+* ``03_heatmap_sign_agreement``: sign agreement with the clean advantages;
+* ``03_heatmap_mae``: mean absolute error against the clean advantages;
+* ``03_heatmap_fallback``: fraction of groups that take the fallback;
+* ``03_clip_schedule``: seed 000's annealed c (2.0 to 3.5) and what each c
+  does to the clipped fraction.
+
+The sweep runs once per process (:func:`heatmap_data` is cached); the
+figures are drawn anew at every call.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pandas as pd
+
+from ..advantages import ESTIMATORS, clip_schedule
+from ..contamination import Bernoulli, Gaussian
+from ..plots.sweeps import plot_clip_schedule, plot_heatmaps
+from ..widgets import clip_sweep
+from . import ReportFigure, report_figure
+
+__all__ = [
+    "NOTEBOOK",
+    "HEATMAP_METHODS",
+    "HEATMAP_GROUP_SIZES",
+    "HEATMAP_CLIPS",
+    "HEATMAP_RATE",
+    "HEATMAP_SIZE",
+    "HEATMAP_P",
+    "N_GROUPS",
+    "SCHEDULE",
+    "SCHEDULE_METHODS",
+    "heatmap_sweep",
+    "heatmap_data",
+    "cell_value",
+    "schedule_data",
+    "heatmap_sign_agreement_figure",
+    "heatmap_mae_figure",
+    "heatmap_fallback_figure",
+    "clip_schedule_figure",
+]
+
+NOTEBOOK = "03_sweep_G_and_c.ipynb"
+#: Estimators of the heat maps: the baseline, the seed's, the project's, Huber's M, ranks.
+HEATMAP_METHODS = ("grpo", "seed_mad", "robust", "huber_m", "rank")
+#: Group sizes of the heat maps.
+HEATMAP_GROUP_SIZES = (2, 4, 8, 16, 32, 64, 128, 256)
+#: Clip thresholds of the heat maps: 1 to 5 in steps of 0.5.
+HEATMAP_CLIPS = tuple(float(c) for c in np.round(np.arange(1.0, 5.0 + 1e-9, 0.5), 2))
+#: Contamination of the heat maps: random outliers at this rate ...
+HEATMAP_RATE = 0.05
+#: ... of this size, among ...
+HEATMAP_SIZE = 10.0
+#: ... Bernoulli(p) clean rewards.
+HEATMAP_P = 0.3
+#: Groups per cell.
+N_GROUPS = 10_000
+#: Seed 000's annealing: c from 2.0 early to 3.5 late.
+SCHEDULE = (2.0, 3.5)
+#: Estimators of the schedule figure (those with a clip c).
+SCHEDULE_METHODS = ("seed_mad", "robust", "huber_m")
+SEED = 0
+
+
+def heatmap_sweep(progress: bool = False) -> pd.DataFrame:
+    """Run the heat maps' sweep (uncached; :func:`heatmap_data` caches it).
+
+    Returns the :func:`robustgrpo.widgets.clip_sweep` table: one row per
+    (G, method, c), c = NaN for the estimators without a clip.
+    """
+    return clip_sweep(
+        HEATMAP_METHODS,
+        group_sizes=HEATMAP_GROUP_SIZES,
+        clip=HEATMAP_CLIPS,
+        rate=HEATMAP_RATE,
+        size=HEATMAP_SIZE,
+        clean_model=Bernoulli(HEATMAP_P),
+        n_groups=N_GROUPS,
+        seed=SEED,
+        progress=progress,
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _heatmap_cached() -> pd.DataFrame:
+    return heatmap_sweep()
+
+
+def heatmap_data() -> pd.DataFrame:
+    """The heat maps' sweep table (computed once per process; a copy each call)."""
+    return _heatmap_cached().copy()
+
+
+def cell_value(frame: pd.DataFrame, method: str, G: int, metric: str, c: float | None = 2.5) -> float:
+    """One heat-map cell: ``metric`` of ``method`` at group size G and clip c (c ignored for estimators without a clip)."""
+    sub = frame[(frame["method"] == method) & (frame["G"] == G)]
+    if ESTIMATORS[method].clip is not None and c is not None:
+        sub = sub[np.isclose(sub["c"], c)]
+    if sub.empty or metric not in sub.columns:
+        raise ValueError(
+            f"no {metric!r} cell for method={method!r}, G={G}, c={c} in the table; "
+            f"it has G {sorted(frame['G'].unique())} and methods {list(pd.unique(frame['method']))}"
+        )
+    return float(sub[metric].iloc[0])
+
+
+def _spread_along_c(frame: pd.DataFrame, metric: str) -> float:
+    """Largest range of ``metric`` over c within one (method, G): 0 when c changes nothing."""
+    clipped = frame[frame["c"].notna()]
+    return float((clipped.groupby(["method", "G"])[metric].agg(lambda s: s.max() - s.min())).max())
+
+
+def _setting() -> str:
+    return (f"0/1 rewards (Bernoulli p = {HEATMAP_P:g}), {100 * HEATMAP_RATE:g} % of samples replaced by the "
+            f"outlier M = {HEATMAP_SIZE:g}; {N_GROUPS:,} groups per cell; seed {SEED}.")
+
+
+@report_figure("03_heatmap_sign_agreement", notebook=NOTEBOOK)
+def heatmap_sign_agreement_figure() -> ReportFigure:
+    """Heat maps of the sign agreement with the clean advantages over (G, c)."""
+    data = heatmap_data()
+    fig = plot_heatmaps(data, "sign_agreement", methods=HEATMAP_METHODS, mark_c=SCHEDULE,
+                        title="Does the advantage keep its clean sign? (uncontaminated samples)")
+    small, large = 8, HEATMAP_GROUP_SIZES[-1]
+    caption = (
+        f"Fraction of uncontaminated samples whose advantage keeps the sign it has without the outliers, "
+        f"per estimator over group size G and clip c; {_setting()} "
+        f"At G = {small}, grpo keeps {100 * cell_value(data, 'grpo', small, 'sign_agreement'):.1f} % of the signs, "
+        f"robust {100 * cell_value(data, 'robust', small, 'sign_agreement'):.1f} %, "
+        f"huber_m {100 * cell_value(data, 'huber_m', small, 'sign_agreement'):.1f} %; "
+        f"at G = {large}, grpo {100 * cell_value(data, 'grpo', large, 'sign_agreement'):.1f} %. "
+        f"Clipping keeps signs: the largest change along c is {_spread_along_c(data, 'sign_agreement'):.3g}, "
+        f"so c cannot repair a sign the centre got wrong. Dashed lines: seed 000's schedule range c = 2.0 to 3.5."
+    )
+    return ReportFigure("03_heatmap_sign_agreement", fig, caption, data)
+
+
+@report_figure("03_heatmap_mae", notebook=NOTEBOOK)
+def heatmap_mae_figure() -> ReportFigure:
+    """Heat maps of the mean absolute error against the clean advantages over (G, c)."""
+    data = heatmap_data()
+    fig = plot_heatmaps(data, "mae", methods=HEATMAP_METHODS, mark_c=SCHEDULE,
+                        title="How far do outliers move the advantages? (uncontaminated samples)")
+    g = 16
+    caption = (
+        f"Mean absolute difference between each estimator's advantages with and without the outliers, "
+        f"over the uncontaminated samples, per G and c; {_setting()} "
+        f"At G = {g} and c = 2.5: grpo {cell_value(data, 'grpo', g, 'mae'):.3f}, seed_mad {cell_value(data, 'seed_mad', g, 'mae'):.3f}, "
+        f"robust {cell_value(data, 'robust', g, 'mae'):.3f}, huber_m {cell_value(data, 'huber_m', g, 'mae'):.3f}, "
+        f"rank {cell_value(data, 'rank', g, 'mae'):.3f}. seed_mad's error is its std fallback inflated by the outlier; "
+        f"robust's at c = {SCHEDULE[0]:.1f} is {cell_value(data, 'robust', g, 'mae', SCHEDULE[0]):.3f} and at "
+        f"c = {SCHEDULE[1]:.1f} {cell_value(data, 'robust', g, 'mae', SCHEDULE[1]):.3f}."
+    )
+    return ReportFigure("03_heatmap_mae", fig, caption, data)
+
+
+@report_figure("03_heatmap_fallback", notebook=NOTEBOOK)
+def heatmap_fallback_figure() -> ReportFigure:
+    """Heat maps of the fraction of groups that take the estimator's fallback over (G, c)."""
+    data = heatmap_data()
+    fig = plot_heatmaps(data, "fallback_rate", methods=HEATMAP_METHODS, mark_c=SCHEDULE,
+                        title="How often does the MAD path not run? (fraction of groups on the fallback)")
+    fb = {(m, g): cell_value(data, m, g, "fallback_rate") for m in ("seed_mad", "robust") for g in (2, 8, 256)}
+    caption = (
+        f"Fraction of groups in which the estimator's fallback path runs (its MAD was 0), per G and c; "
+        f"{_setting()} With 0/1 rewards more than half of a group ties, so the MAD is 0: seed_mad falls back in "
+        f"{100 * fb['seed_mad', 8]:.1f} % of the groups at G = 8 and {100 * fb['seed_mad', 256]:.1f} % at G = 256 "
+        f"(its lower median makes the MAD 0 even at an exact half-half split: {100 * fb['seed_mad', 2]:.1f} % at G = 2, "
+        f"against {100 * fb['robust', 2]:.1f} % for robust's mid-median). The rest are constant groups, which get "
+        f"advantage 0 without a fallback. grpo and rank have no fallback (0 everywhere); c changes nothing "
+        f"(largest change along c: {_spread_along_c(data, 'fallback_rate'):.3g})."
+    )
+    return ReportFigure("03_heatmap_fallback", fig, caption, data)
+
+
+@functools.lru_cache(maxsize=1)
+def _schedule_cached() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    progress = np.round(np.linspace(0.0, 1.0, 21), 4)
+    schedule = pd.concat(
+        [pd.DataFrame({"progress": progress, "schedule": kind,
+                       "c": clip_schedule(progress, *SCHEDULE, kind=kind)}) for kind in ("linear", "cosine")],
+        ignore_index=True,
+    )
+    grid = np.round(np.arange(1.0, 5.0 + 1e-9, 0.25), 4)
+    clips = np.unique(np.concatenate([grid, schedule["c"].to_numpy()]))
+    table = clip_sweep(SCHEDULE_METHODS, group_sizes=[16], clip=clips.tolist(), rate=HEATMAP_RATE, size=HEATMAP_SIZE,
+                       clean_model=Gaussian(0.0, 1.0), n_groups=N_GROUPS, seed=SEED)
+    clipped = table[["method", "c", "clipped_fraction", "clipped_fraction_clean", "contaminated_fraction"]]
+    training = schedule.merge(clipped, on="c", how="left")
+    if training["clipped_fraction"].isna().any():  # pragma: no cover - the sweep ran at every scheduled c
+        raise RuntimeError("the clip sweep missed a scheduled c")
+    return schedule, clipped.reset_index(drop=True), training
+
+
+def schedule_data() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The schedule figure's tables: ``schedule`` (progress, schedule, c), ``clipped`` (method, c,
+    clipped fractions on contaminated and clean rewards) and ``training`` (both joined on c).
+
+    Reward-model scores (Normal(0, 1), G = 16, 10,000 groups) with 5 % outliers of size 10, seed 0:
+    continuous scores, where the MAD is not 0 and the clip does the work. Computed once per process.
+    """
+    return tuple(t.copy() for t in _schedule_cached())  # type: ignore[return-value]
+
+
+@report_figure("03_clip_schedule", notebook=NOTEBOOK)
+def clip_schedule_figure() -> ReportFigure:
+    """Seed 000's annealed clip (2.0 to 3.5, linear and cosine) and the clipped fraction each c gives."""
+    schedule, clipped, training = schedule_data()
+    share = float(clipped["contaminated_fraction"].iloc[0])
+    fig = plot_clip_schedule(schedule, clipped, training, band=SCHEDULE, contaminated_fraction=share,
+                             title="Annealing the clip: strict early, loose late")
+
+    def frac(m: str, c: float, col: str = "clipped_fraction") -> float:
+        row = clipped[(clipped["method"] == m) & np.isclose(clipped["c"], c)]
+        return float(row[col].iloc[0])
+
+    mid_lin = float(schedule[(schedule["schedule"] == "linear") & np.isclose(schedule["progress"], 0.5)]["c"].iloc[0])
+    mid_cos = float(schedule[(schedule["schedule"] == "cosine") & np.isclose(schedule["progress"], 0.25)]["c"].iloc[0])
+    caption = (
+        f"(a) Seed 000's clip schedule, c from {SCHEDULE[0]:.1f} at the start of training to {SCHEDULE[1]:.1f} at the end, "
+        f"linear (c = {mid_lin:.2f} half-way) or cosine (c = {mid_cos:.2f} a quarter of the way). "
+        f"(b) Fraction of samples clipped at each c: reward-model scores (Normal(0, 1), G = 16, {N_GROUPS:,} groups) with "
+        f"{100 * share:.1f} % of samples replaced by the outlier {HEATMAP_SIZE:g}. At c = {SCHEDULE[0]:.1f} robust clips "
+        f"{100 * frac('robust', SCHEDULE[0]):.1f} % of the samples, and {100 * frac('robust', SCHEDULE[0], 'clipped_fraction_clean'):.1f} % "
+        f"of the same scores without outliers (genuine answers clipped: the price of a strict c); at c = {SCHEDULE[1]:.1f} "
+        f"{100 * frac('robust', SCHEDULE[1]):.1f} % and {100 * frac('robust', SCHEDULE[1], 'clipped_fraction_clean'):.2f} %. "
+        f"huber_m clips {100 * frac('huber_m', SCHEDULE[0]):.1f} % and {100 * frac('huber_m', SCHEDULE[1]):.1f} %. "
+        f"(c) The clipped fraction along the two schedules: it falls towards the share of outliers as c grows."
+    )
+    return ReportFigure("03_clip_schedule", fig, caption, {"schedule": schedule, "clipped": clipped, "training": training})

@@ -1,0 +1,1133 @@
+r"""Dashboards (layer 7): the mean-variance trap, live.
+
+:func:`dashboard` builds the notebook dashboard: sliders for the group size G
+(2 to 256), the Huber clip c (1 to 5), the contamination rate (0 to 0.5) and
+the outlier size (10^0 to 10^4, log scale), a choice of clean reward model and
+of estimators, wired to the linked plotly views of
+:mod:`robustgrpo.plots.interactive`: the rewards of one group, its advantages
+per estimator, and the distribution of the advantages over every group, for
+the uncontaminated and for the contaminated samples. A readout table gives,
+per estimator, the fallback rate (with 0/1 rewards the MAD is almost always 0,
+so ``seed_mad`` nearly always falls back), the clipped fraction, the sign
+agreement and the mean absolute error against the clean advantages, and the
+mean advantage the contaminated samples get.
+
+Behind the widgets is a pure data function, :func:`dashboard_data` (and the
+cached :class:`DashboardEngine` it runs on): same arguments, same numbers,
+tested without a browser. :func:`clip_sweep` runs the same engine over a grid
+of (G, c) for the heat maps of notebook 03.
+
+The simulated rewards
+---------------------
+For a group size G, ``n_groups`` clean groups are drawn from the chosen clean
+model and contaminated by :class:`~robustgrpo.contamination.RandomOutliers`
+(replace mode: a hit sample's reward becomes the outlier M), with the *same*
+per-G seeds as :func:`robustgrpo.metrics.sweep`, so the dashboard at a grid
+point shows the data of the heat maps' cell. The uniforms that decide the
+hits are drawn once per G: a sample hit at rate 0.05 is also hit at 0.1, and a
+larger M moves the same samples further.
+
+Speed (what is cached)
+----------------------
+A slider move must not recompute 10^4 x 256 advantages from scratch:
+
+* clean rewards per (G, clean model) and hit uniforms per G;
+* per estimator, the advantages of the clean and of the contaminated rewards
+  with the clip disabled. For the clipped estimators (``robust``,
+  ``seed_mad``, ``huber_m``: :attr:`Estimator.clip`) c enters only through
+  the final :math:`\operatorname{clip}(z, -c, c)`, so
+
+  .. math:: A(c) = \operatorname{clip}(A(\infty), -c, c), \qquad
+            n_{clipped}(c) = \#\{|A_i(\infty)| > c\}
+
+  reproduce :func:`~robustgrpo.advantages.compute_advantages` at any c
+  exactly (bit for bit; the tests check it). A c move only re-clips.
+* the sign agreement does not depend on c (clipping keeps signs); it is
+  computed once per contaminated state and estimator;
+* histograms and errors per (state, estimator, c), so toggling an estimator
+  or going back to a previous value costs nothing;
+* the per-c work reuses preallocated buffers: on this kind of machine a fresh
+  10 MB tensor costs more in page faults than the arithmetic done on it.
+
+Computation is in float32 (as trainers run it; float64 doubles the memory
+traffic): :func:`dashboard_data` matches ``compute_advantages`` on the same
+float32 rewards exactly, and :func:`robustgrpo.metrics.sweep` (float64) to
+float32 rounding. ``DashboardEngine(dtype=torch.float64)`` (what
+:func:`clip_sweep` uses) matches the sweep exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Mapping, Sequence, Union
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .advantages import ESTIMATORS, compute_advantages, get_estimator
+from .contamination import Bernoulli, CleanModel, FormatCorrectness, Gaussian, SkewNormal
+from .metrics import _derived_seed  # the per-G seeds of metrics.sweep: same data as the heat maps
+
+__all__ = [
+    "GROUP_SIZES",
+    "CLIP_RANGE",
+    "RATE_RANGE",
+    "SIZE_LOG10_RANGE",
+    "DEFAULT_METHODS",
+    "DEFAULT_STATE",
+    "UNCLIPPED",
+    "CleanChoice",
+    "CLEAN_MODEL_CHOICES",
+    "DashboardData",
+    "DashboardEngine",
+    "dashboard_data",
+    "clip_sweep",
+    "clean_model_label",
+    "readout_html",
+    "Dashboard",
+    "dashboard",
+]
+
+#: Group sizes offered by the G slider (2 to 256; odd G has a single middle value).
+GROUP_SIZES: tuple[int, ...] = (2, 3, 4, 5, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256)
+#: Range of the clip slider.
+CLIP_RANGE: tuple[float, float] = (1.0, 5.0)
+#: Range of the contamination-rate slider (fraction of samples hit).
+RATE_RANGE: tuple[float, float] = (0.0, 0.5)
+#: Range of the outlier-size slider, as exponents of 10 (M from 1 to 10^4).
+SIZE_LOG10_RANGE: tuple[float, float] = (0.0, 4.0)
+#: Estimators shown when the dashboard opens: the baseline, the seed's and the project's.
+DEFAULT_METHODS: tuple[str, ...] = ("grpo", "seed_mad", "robust")
+#: Control values when the dashboard opens.
+DEFAULT_STATE: Mapping[str, Any] = {
+    "G": 16,
+    "c": 2.5,
+    "rate": 0.05,
+    "size": 10.0,
+    "clean_model": "bernoulli",
+    "methods": DEFAULT_METHODS,
+    "group": 0,
+}
+#: Clip passed to the clipped estimators to get their unclipped advantages (no finite z reaches it).
+UNCLIPPED = 1e30
+
+
+@dataclass(frozen=True)
+class CleanChoice:
+    """One entry of the clean-model dropdown: a label and the model."""
+
+    label: str
+    model: CleanModel
+
+
+#: Clean reward models of the dashboard, by key.
+CLEAN_MODEL_CHOICES: Mapping[str, CleanChoice] = {
+    "bernoulli": CleanChoice("0/1 verifiable rewards, Bernoulli(p=0.3)", Bernoulli(0.3)),
+    "gaussian": CleanChoice("reward-model scores, Normal(0, 1)", Gaussian(0.0, 1.0)),
+    "skew_normal": CleanChoice("skewed scores, SkewNormal(alpha=4)", SkewNormal(0.0, 1.0, 4.0)),
+    "format_correctness": CleanChoice(
+        "format 0.1 + correctness 1, FormatCorrectness(0.8, 0.4)", FormatCorrectness(0.8, 0.4)
+    ),
+}
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_int(name: str, value: Any, lo: int, hi: int | None, hint: str) -> int:
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+    if not ok or value < lo or (hi is not None and value > hi):
+        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"{name} must be an integer {rng}, got {value!r}; {hint}")
+    return int(value)
+
+
+def _check_real(name: str, value: Any, ok: Callable[[float], bool], requirement: str, hint: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a number {requirement}, got {value!r}; {hint}")
+    v = float(value)
+    if not (math.isfinite(v) and ok(v)):
+        raise ValueError(f"{name} must be a finite number {requirement}, got {value!r}; {hint}")
+    return v
+
+
+def _check_methods(methods: Any) -> tuple[str, ...]:
+    if isinstance(methods, str):
+        methods = (methods,)
+    try:
+        names = tuple(methods)
+    except TypeError:
+        raise ValueError(f"methods must be a sequence of estimator names, got {methods!r}") from None
+    if not names:
+        raise ValueError(f"methods is empty; choose at least one estimator from {list(ESTIMATORS)}")
+    for m in names:
+        get_estimator(m)
+    dup = sorted({m for m in names if names.count(m) > 1})
+    if dup:
+        raise ValueError(f"methods lists {dup} more than once; choose each estimator once")
+    return names
+
+
+CleanKey = Union[str, CleanModel]
+
+
+def _check_clean_model(key: Any) -> CleanKey:
+    """A key of :data:`CLEAN_MODEL_CHOICES`, or a (hashable) clean reward model itself."""
+    if isinstance(key, str):
+        if key not in CLEAN_MODEL_CHOICES:
+            raise ValueError(f"clean_model must be one of {list(CLEAN_MODEL_CHOICES)} or a clean reward model, got {key!r}")
+        return key
+    if not isinstance(key, CleanModel):
+        raise ValueError(
+            f"clean_model must be one of {list(CLEAN_MODEL_CHOICES)} or a clean reward model such as "
+            f"Bernoulli(0.3), got {key!r}"
+        )
+    try:
+        hash(key)
+    except TypeError:
+        raise ValueError(f"clean_model {key!r} must be hashable (a frozen dataclass) to be cached") from None
+    return key
+
+
+def _clean_model_of(key: CleanKey) -> CleanModel:
+    return CLEAN_MODEL_CHOICES[key].model if isinstance(key, str) else key
+
+
+def clean_model_label(key: CleanKey) -> str:
+    """Readable name of a clean model: its dropdown label, or the model's repr."""
+    return CLEAN_MODEL_CHOICES[key].label if isinstance(key, str) else repr(key)
+
+
+def _float32_threshold(tol: float, dtype: torch.dtype) -> torch.Tensor:
+    """A threshold t in ``dtype`` with ``a > t`` exactly when ``float64(a) > tol``, for every ``a`` in ``dtype``."""
+    if dtype == torch.float64:
+        return torch.tensor(tol, dtype=torch.float64)
+    np_dtype = np.float32 if dtype == torch.float32 else np.float16
+    t = np_dtype(tol)
+    if float(t) > tol:  # rounded up: the representable value just below tol is the threshold
+        t = np.nextafter(t, np_dtype(-np.inf))
+    return torch.tensor(float(t), dtype=dtype)
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass(frozen=True)
+class DashboardData:
+    r"""What the dashboard draws and reads out, for one setting of the controls.
+
+    Group arrays are in the group's sample order; per-estimator entries are
+    keyed by estimator name, in the order of ``methods``.
+
+    Attributes
+    ----------
+    G, c, rate, size, clean_model, methods, group, n_groups, seed
+        The setting: group size, clip, contamination rate, outlier value M,
+        clean-model key (:data:`CLEAN_MODEL_CHOICES`), estimators, index of
+        the displayed group, number of groups, base seed.
+    clip_methods : tuple of str
+        The chosen estimators that c applies to (``ESTIMATORS[m].clip``).
+    group_rewards, group_clean_rewards : numpy.ndarray
+        ``[G]`` rewards of the displayed group, contaminated and clean.
+    group_contaminated : numpy.ndarray
+        ``[G]`` bool, the samples the contamination hit.
+    group_advantages, group_clean_advantages : dict of str to numpy.ndarray
+        ``[G]`` advantages of the displayed group from the contaminated and
+        from the clean rewards (what the estimator would give without the
+        outliers).
+    bin_edges : numpy.ndarray
+        ``[n_bins + 1]`` histogram edges, from -R to R. The edge bins also
+        hold every advantage beyond -R and R.
+    counts_uncontaminated, counts_contaminated : dict of str to numpy.ndarray
+        ``[n_bins]`` int64 counts of the advantages (from the contaminated
+        rewards) of the samples not hit and hit; together they count all
+        ``n_groups * G`` samples.
+    fallback_rate : dict of str to float
+        Fraction of groups whose fallback path ran (``diagnostics.fallback``;
+        e.g. the MAD was 0), on the contaminated rewards.
+    clipped_fraction : dict of str to float
+        Fraction of all samples whose advantage hit the clip (winsorized
+        samples for ``winsor``), on the contaminated rewards.
+    sign_agreement : dict of str to float
+        :math:`\frac{1}{|U|}\sum_{i \in U} [\operatorname{sgn}_\tau A_i = \operatorname{sgn}_\tau \tilde A_i]`
+        over the uncontaminated samples U, :math:`A` from the clean rewards,
+        :math:`\tilde A` from the contaminated ones, τ = 1e-8 (as
+        :func:`robustgrpo.metrics.agreement_from_advantages`); NaN if every
+        sample is hit.
+    mae : dict of str to float
+        :math:`\frac{1}{|U|}\sum_{i \in U} |A_i - \tilde A_i|` (advantage units).
+    contaminated_mean_advantage : dict of str to float
+        Mean advantage of the contaminated samples (from the contaminated
+        rewards): what the policy gradient does with the glitches (positive:
+        reinforced); NaN when no sample is hit.
+    contaminated_fraction : float
+        Fraction of samples hit.
+    hit_group_fraction : float
+        Fraction of groups with at least one hit.
+    """
+
+    G: int
+    c: float
+    rate: float
+    size: float
+    clean_model: CleanKey
+    methods: tuple[str, ...]
+    group: int
+    n_groups: int
+    seed: int
+    clip_methods: tuple[str, ...]
+    group_rewards: np.ndarray
+    group_clean_rewards: np.ndarray
+    group_contaminated: np.ndarray
+    group_advantages: Mapping[str, np.ndarray]
+    group_clean_advantages: Mapping[str, np.ndarray]
+    bin_edges: np.ndarray
+    counts_uncontaminated: Mapping[str, np.ndarray]
+    counts_contaminated: Mapping[str, np.ndarray]
+    fallback_rate: Mapping[str, float]
+    clipped_fraction: Mapping[str, float]
+    sign_agreement: Mapping[str, float]
+    mae: Mapping[str, float]
+    contaminated_mean_advantage: Mapping[str, float]
+    contaminated_fraction: float
+    hit_group_fraction: float
+
+    @property
+    def n_samples(self) -> int:
+        """``n_groups * G``."""
+        return self.n_groups * self.G
+
+    @property
+    def bin_centres(self) -> np.ndarray:
+        """``[n_bins]`` centres of the histogram bins."""
+        return 0.5 * (self.bin_edges[:-1] + self.bin_edges[1:])
+
+    def summary(self) -> pd.DataFrame:
+        """The readout as a table: one row per estimator."""
+        return pd.DataFrame(
+            {
+                "method": list(self.methods),
+                "fallback_rate": [self.fallback_rate[m] for m in self.methods],
+                "clipped_fraction": [self.clipped_fraction[m] for m in self.methods],
+                "sign_agreement": [self.sign_agreement[m] for m in self.methods],
+                "mae": [self.mae[m] for m in self.methods],
+                "contaminated_mean_advantage": [self.contaminated_mean_advantage[m] for m in self.methods],
+            }
+        )
+
+
+class _LRU(OrderedDict):
+    """A small least-recently-used cache: ``get(key, factory)``."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def get(self, key: Hashable, factory: Callable[[], Any]) -> Any:  # type: ignore[override]
+        if key in self:
+            self.move_to_end(key)
+            return self[key]
+        value = factory()
+        self[key] = value
+        while len(self) > self.size:
+            self.popitem(last=False)
+        return value
+
+
+@dataclass
+class _Evaluated:
+    """One estimator on one reward tensor, with the clip disabled."""
+
+    advantages: torch.Tensor  # [B, G]; unclipped for clipped estimators
+    fallback_rate: float  # fraction of groups whose fallback ran
+    n_clipped: int  # total over the batch (meaningful only for estimators without a clip parameter)
+
+
+@dataclass
+class _CleanState:
+    rewards: torch.Tensor
+    methods: dict[str, _Evaluated] = field(default_factory=dict)
+    signs: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # (A > tol, A < -tol)
+    n_clipped: dict[tuple[str, float | None], int] = field(default_factory=dict)
+
+
+@dataclass
+class _ContaminatedState:
+    rewards: torch.Tensor
+    hit: torch.Tensor
+    keep: torch.Tensor
+    keep_weight: torch.Tensor  # keep as 0/1 in the rewards' dtype
+    hit_weight: torch.Tensor  # hit as 0/1 in the rewards' dtype
+    bin_offset: torch.Tensor  # int32: n_bins where hit, else 0 (one bincount splits hit / not hit)
+    n_hit: int
+    n_hit_groups: int
+    methods: dict[str, _Evaluated] = field(default_factory=dict)
+    sign: dict[str, float] = field(default_factory=dict)
+    hist: _LRU = field(default_factory=lambda: _LRU(64))
+    clip_stats: _LRU = field(default_factory=lambda: _LRU(256))
+
+
+def _clip_key(method: str, c: float) -> tuple[str, float | None]:
+    """Cache key of a c-dependent result: c matters only for estimators with a clip parameter."""
+    return (method, c if ESTIMATORS[method].clip else None)
+
+
+class DashboardEngine:
+    r"""The cached computation behind the dashboard (and the heat maps' sweep).
+
+    Parameters
+    ----------
+    n_groups : int
+        Groups per setting (10^4 by default).
+    seed : int
+        Base seed; the data of group size G come from the same derived seeds
+        as :func:`robustgrpo.metrics.sweep` with this seed.
+    dtype : torch.dtype
+        float32 (default: half the memory traffic) or float64 (the sweep's
+        dtype: then every number equals :func:`robustgrpo.metrics.sweep`'s).
+    n_bins : int
+        Histogram bins; odd, so that 0 is the centre of a bin.
+    hist_range : float
+        R: the histogram covers [-R, R]; its edge bins also hold what lies beyond.
+    zero_tol : float
+        Advantages with :math:`|A| \le` ``zero_tol`` have sign 0 (as in
+        :func:`robustgrpo.metrics.agreement_from_advantages`).
+    cache_size : int
+        Settings of (G, clean model) and of (G, clean model, rate, size) kept
+        in memory, each about ``(2 + n_estimators) * n_groups * G`` floats.
+
+    Notes
+    -----
+    Every public method validates its arguments and raises ``ValueError``
+    naming the problem and the fix. Results do not depend on the order in
+    which settings are visited: the caches only skip work. Not thread-safe
+    (the widget callbacks of a kernel run one at a time): give each thread
+    its own engine.
+    """
+
+    def __init__(
+        self,
+        n_groups: int = 10_000,
+        seed: int = 0,
+        *,
+        dtype: torch.dtype = torch.float32,
+        n_bins: int = 161,
+        hist_range: float = 8.05,
+        zero_tol: float = 1e-8,
+        cache_size: int = 6,
+    ) -> None:
+        self.n_groups = _check_int("n_groups", n_groups, 1, None, "pass the number of groups, e.g. 10_000")
+        self.seed = _check_int("seed", seed, 0, 2**63 - 1, "pass e.g. seed=0")
+        if dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+        self.dtype = dtype
+        self.n_bins = _check_int("n_bins", n_bins, 3, None, "pass an odd number of bins, e.g. 161")
+        if self.n_bins % 2 == 0:
+            raise ValueError(f"n_bins must be odd so that 0 is the centre of a bin, got {n_bins}; pass e.g. {n_bins + 1}")
+        self.hist_range = _check_real("hist_range", hist_range, lambda v: v > 0, "> 0", "pass e.g. 8.05")
+        self.zero_tol = _check_real("zero_tol", zero_tol, lambda v: v >= 0, ">= 0", "pass e.g. 1e-8")
+        self._tol = _float32_threshold(self.zero_tol, dtype)
+        size = _check_int("cache_size", cache_size, 1, None, "pass e.g. 6")
+        self.bin_edges = np.linspace(-self.hist_range, self.hist_range, self.n_bins + 1)
+        self._clean: _LRU = _LRU(size)
+        self._uniform: _LRU = _LRU(size)
+        self._contaminated: _LRU = _LRU(size)
+        # reused work buffers of the per-c path: fresh multi-megabyte tensors page-fault on every
+        # allocation, which costs more than the arithmetic (3-4x on the histogram and the MAE)
+        self._scratch: dict[tuple[str, tuple[int, ...], torch.dtype], torch.Tensor] = {}
+
+    def __repr__(self) -> str:
+        return f"DashboardEngine(n_groups={self.n_groups}, seed={self.seed}, dtype={self.dtype})"
+
+    # ----------------------------------------------------------------- caches
+
+    def clear(self) -> None:
+        """Drop every cached result (the next call recomputes from the seeds)."""
+        self._clean.clear()
+        self._uniform.clear()
+        self._contaminated.clear()
+        self._scratch.clear()
+
+    def _buffer(self, name: str, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
+        """A reused work tensor (one per name, shape and dtype); its content is garbage on return."""
+        key = (name, tuple(shape), dtype)
+        buf = self._scratch.get(key)
+        if buf is None:
+            stale = [k for k in self._scratch if k[0] == name]
+            for k in stale:  # one shape per name: a new G replaces the old buffer
+                del self._scratch[k]
+            buf = self._scratch[key] = torch.empty(shape, dtype=dtype)
+        return buf
+
+    def _sum64(self, x: torch.Tensor) -> float:
+        """Sum in float64: torch's own sum for float64 (as metrics sums), numpy's chunked cast for float32
+        (torch would allocate a float64 copy of the whole tensor)."""
+        if x.dtype == torch.float64:
+            return float(x.sum())
+        return float(np.sum(x.numpy(), dtype=np.float64))
+
+    def _clean_state(self, G: int, clean_model: CleanKey) -> _CleanState:
+        def make() -> _CleanState:
+            # float64 draws as metrics.sweep makes them, then cast: the same rewards in either dtype
+            seed = _derived_seed(self.seed, 1, G)
+            r = _clean_model_of(clean_model).sample(self.n_groups, G, seed=seed, dtype=torch.float64)
+            return _CleanState(r.to(self.dtype))
+
+        return self._clean.get((G, clean_model), make)
+
+    def _uniforms(self, G: int) -> torch.Tensor:
+        # RandomOutliers.apply draws exactly these uniforms from its seed and hits U < rate
+        def make() -> torch.Tensor:
+            gen = torch.Generator().manual_seed(_derived_seed(self.seed, 2, G))
+            return torch.rand((self.n_groups, G), generator=gen, dtype=torch.float64)
+
+        return self._uniform.get(G, make)
+
+    def _contaminated_state(self, G: int, clean_model: CleanKey, rate: float, size: float) -> _ContaminatedState:
+        def make() -> _ContaminatedState:
+            clean = self._clean_state(G, clean_model).rewards
+            hit = self._uniforms(G) < rate
+            rewards = torch.where(hit, torch.tensor(size, dtype=self.dtype), clean)
+            keep = ~hit
+            offset = hit.to(torch.int32).mul_(self.n_bins)
+            n_hit = int(torch.count_nonzero(hit))
+            return _ContaminatedState(rewards, hit, keep, keep.to(self.dtype), hit.to(self.dtype), offset, n_hit,
+                                      int(torch.count_nonzero(hit.any(-1))))
+
+        return self._contaminated.get((G, clean_model, rate, size), make)
+
+    def _method(self, state: _CleanState | _ContaminatedState, method: str) -> _Evaluated:
+        """The estimator on the state's rewards, clip disabled (computed once per state)."""
+        if method not in state.methods:
+            clip = ESTIMATORS[method].clip
+            res = compute_advantages(state.rewards, method, **({clip: UNCLIPPED} if clip else {}))
+            d = res.diagnostics
+            state.methods[method] = _Evaluated(
+                res.advantages, int(torch.count_nonzero(d.fallback)) / self.n_groups, int(d.n_clipped.sum())
+            )
+        return state.methods[method]
+
+    def _n_clipped(self, state: _CleanState | _ContaminatedState, method: str, c: float) -> int:
+        r"""Samples clipped at c: :math:`\#\{|A_i(\infty)| > c\}`, the count ``compute_advantages`` reports."""
+        ev = self._method(state, method)
+        if ESTIMATORS[method].clip is None:
+            return ev.n_clipped
+        a = ev.advantages
+        absolute = torch.abs(a, out=self._buffer("work", a.shape, a.dtype))
+        return int(torch.count_nonzero(torch.gt(absolute, c, out=self._buffer("mask", a.shape, torch.bool))))
+
+    # ---------------------------------------------------------------- pieces
+
+    def _validate(self, G: Any, c: Any, rate: Any, size: Any, clean_model: Any) -> tuple[int, float, float, float, CleanKey]:
+        G = _check_int("G", G, 2, None, f"pass a group size of at least 2 (the dashboard offers {GROUP_SIZES[0]} to {GROUP_SIZES[-1]})")
+        c = _check_real("c", c, lambda v: v > 0, "> 0", f"pass a clip threshold, e.g. 2.5 (the slider spans {CLIP_RANGE[0]:g} to {CLIP_RANGE[1]:g})")
+        rate = _check_real("rate", rate, lambda v: 0 <= v <= 1, "in [0, 1]", "pass the fraction of samples hit, e.g. 0.05")
+        size = _check_real("size", size, lambda v: v > 0, "> 0", "pass the outlier reward M, e.g. 10.0")
+        return G, c, rate, size, _check_clean_model(clean_model)
+
+    def rewards(
+        self, G: int, rate: float, size: float, clean_model: CleanKey = "bernoulli"
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The ``[n_groups, G]`` clean rewards, contaminated rewards and hit mask of a setting.
+
+        The values of ``RandomOutliers(rate, size).apply(clean, seed=...)`` on
+        :func:`robustgrpo.metrics.sweep`'s clean rewards for G, in ``dtype``.
+        Cached tensors: do not modify them.
+        """
+        G, _, rate, size, clean_model = self._validate(G, 1.0, rate, size, clean_model)
+        st = self._contaminated_state(G, clean_model, rate, size)
+        return self._clean_state(G, clean_model).rewards, st.rewards, st.hit
+
+    def advantages(
+        self, G: int, c: float, rate: float, size: float, clean_model: CleanKey, method: str, *, clean: bool = False
+    ) -> torch.Tensor:
+        """All ``[n_groups, G]`` advantages of ``method`` at clip ``c``, as the dashboard uses them.
+
+        Equal to ``compute_advantages(rewards, method, c=c).advantages`` on
+        :meth:`rewards` (the clean rewards with ``clean=True``).
+        """
+        G, c, rate, size, clean_model = self._validate(G, c, rate, size, clean_model)
+        (method,) = _check_methods([method])
+        state = self._clean_state(G, clean_model) if clean else self._contaminated_state(G, clean_model, rate, size)
+        a = self._method(state, method).advantages
+        return a.clamp(-c, c) if ESTIMATORS[method].clip else a
+
+    def _signs(self, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(A > tol, A < -tol)``: the three-valued sign of :func:`metrics.agreement_from_advantages`."""
+        return a > self._tol, a < -self._tol
+
+    def _sign_agreement(self, st: _ContaminatedState, cl: _CleanState, method: str, c: float) -> float:
+        r"""Fraction of uncontaminated samples with :math:`\operatorname{sgn}_\tau A = \operatorname{sgn}_\tau \tilde A`."""
+        n_keep = st.keep.numel() - st.n_hit
+        if n_keep == 0:
+            return math.nan
+        clip = ESTIMATORS[method].clip is not None
+        exact = clip and c <= self.zero_tol  # a clip this small zeroes signs: no shortcut (never from the slider)
+        if exact:
+            pos_c, neg_c = self._signs(self._method(cl, method).advantages.clamp(-c, c))
+            pos, neg = self._signs(self._method(st, method).advantages.clamp(-c, c))
+        else:  # clip(z, c) has the sign of z for c > tol: one value for every c, cached
+            if method in st.sign:
+                return st.sign[method]
+            if method not in cl.signs:
+                cl.signs[method] = self._signs(self._method(cl, method).advantages)
+            pos_c, neg_c = cl.signs[method]
+            pos, neg = self._signs(self._method(st, method).advantages)
+        agree = (pos == pos_c).logical_and_(neg == neg_c).logical_and_(st.keep)
+        value = int(torch.count_nonzero(agree)) / n_keep
+        if not exact:
+            st.sign[method] = value
+        return value
+
+    def _clipped_at(
+        self, st: _ContaminatedState | _CleanState, method: str, c: float, buffer: str | None = None
+    ) -> torch.Tensor:
+        """The state's advantages of ``method`` at clip c.
+
+        For an estimator without a clip this is the cached tensor itself (read only); otherwise a
+        new tensor, or the work buffer ``buffer`` (valid until that buffer is used again).
+        """
+        a = self._method(st, method).advantages
+        if not ESTIMATORS[method].clip:
+            return a
+        if buffer is None:
+            return a.clamp(-c, c)
+        return torch.clamp(a, -c, c, out=self._buffer(buffer, a.shape, a.dtype))
+
+    def _mae_and_clipped(
+        self, st: _ContaminatedState, cl: _CleanState, method: str, c: float, a: torch.Tensor | None = None
+    ) -> tuple[float, int]:
+        r"""MAE over the uncontaminated samples and the clipped count at c (cached per c).
+
+        ``a``: the contaminated advantages at c, when the caller has them already.
+        """
+        key = _clip_key(method, c)
+        if key in st.clip_stats:
+            return st.clip_stats[key]
+        a = self._clipped_at(st, method, c, "at_c") if a is None else a
+        a_clean = self._clipped_at(cl, method, c, "clean_at_c")
+        n_keep = st.keep.numel() - st.n_hit
+        # metrics.agreement_from_advantages' MAE: |A - A~| where kept, else 0, summed in float64. Multiplying by
+        # the 0/1 mask gives the same terms as torch.where (finite values), without one more temporary.
+        terms = torch.sub(a_clean, a, out=self._buffer("work", a.shape, a.dtype)).abs_().mul_(st.keep_weight)
+        mae = self._sum64(terms) / n_keep if n_keep else math.nan
+        return st.clip_stats.get(key, lambda: (mae, self._n_clipped(st, method, c)))
+
+    def _histogram(
+        self, st: _ContaminatedState, method: str, c: float, a: torch.Tensor | None = None
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        r"""Counts of the advantages at c of the samples not hit and hit, and the hit samples' mean (cached per c).
+
+        Bin of an advantage A: :math:`k = \min(\lfloor (\operatorname{clip}(A, -R, R) + R)\, n_{bins} / 2R \rfloor, n_{bins} - 1)`
+        in the engine's dtype; one ``bincount`` over ``k + n_bins [hit]`` counts both parts. ``a``: the
+        advantages at c, when the caller has them already.
+        """
+        key = _clip_key(method, c)
+        if key in st.hist:
+            return st.hist[key]
+        a = self._clipped_at(st, method, c, "at_c") if a is None else a
+        r, nb = self.hist_range, self.n_bins
+        work = self._buffer("work", a.shape, a.dtype)
+        torch.clamp(a, -r, r, out=work).add_(r).mul_(nb / (2 * r))
+        k = self._buffer("bins", a.shape, torch.int32).copy_(work)  # truncation = floor for values >= 0
+        k.clamp_max_(nb - 1).add_(st.bin_offset)
+        counts = torch.bincount(k.view(-1), minlength=2 * nb).numpy()
+        # the sum over hit samples as a product with the 0/1 mask (a masked_select is ~20x slower here)
+        hit_mean = self._sum64(torch.mul(a, st.hit_weight, out=work)) / st.n_hit if st.n_hit else math.nan
+        return st.hist.get(key, lambda: (counts[:nb].copy(), counts[nb:].copy(), hit_mean))
+
+    # ------------------------------------------------------------------ entry
+
+    def metrics(self, G: int, c: float, rate: float, size: float, clean_model: CleanKey, method: str) -> dict[str, float]:
+        """The readout numbers of one estimator, without the histogram (what the heat maps use).
+
+        Returns
+        -------
+        dict
+            ``sign_agreement``, ``mae``, ``fallback_rate``, ``fallback_rate_clean``,
+            ``clipped_fraction``, ``clipped_fraction_clean``, ``contaminated_fraction``,
+            ``hit_group_fraction``: the columns of :func:`robustgrpo.metrics.sweep` of those names.
+        """
+        G, c, rate, size, clean_model = self._validate(G, c, rate, size, clean_model)
+        (method,) = _check_methods([method])
+        cl = self._clean_state(G, clean_model)
+        st = self._contaminated_state(G, clean_model, rate, size)
+        mae, n_clipped = self._mae_and_clipped(st, cl, method, c)
+        clean_key = _clip_key(method, c)
+        if clean_key not in cl.n_clipped:
+            cl.n_clipped[clean_key] = self._n_clipped(cl, method, c)
+        n = self.n_groups * G
+        return {
+            "contaminated_fraction": st.n_hit / n,
+            "hit_group_fraction": st.n_hit_groups / self.n_groups,
+            "sign_agreement": self._sign_agreement(st, cl, method, c),
+            "mae": mae,
+            "fallback_rate": self._method(st, method).fallback_rate,
+            "fallback_rate_clean": self._method(cl, method).fallback_rate,
+            "clipped_fraction": n_clipped / n,
+            "clipped_fraction_clean": cl.n_clipped[clean_key] / n,
+        }
+
+    def data(
+        self,
+        G: int = DEFAULT_STATE["G"],
+        c: float = DEFAULT_STATE["c"],
+        rate: float = DEFAULT_STATE["rate"],
+        size: float = DEFAULT_STATE["size"],
+        clean_model: CleanKey = DEFAULT_STATE["clean_model"],
+        methods: Sequence[str] = DEFAULT_METHODS,
+        *,
+        group: int = 0,
+    ) -> DashboardData:
+        """Everything the dashboard shows for one setting; see :func:`dashboard_data`."""
+        G, c, rate, size, clean_model = self._validate(G, c, rate, size, clean_model)
+        names = _check_methods(methods)
+        group = _check_int("group", group, 0, self.n_groups - 1, f"pick a group index below n_groups={self.n_groups}")
+        cl = self._clean_state(G, clean_model)
+        st = self._contaminated_state(G, clean_model, rate, size)
+        n = self.n_groups * G
+        g_adv, g_clean_adv, kept, hit, fallback, clipped, sign, mae, hit_mean = {}, {}, {}, {}, {}, {}, {}, {}, {}
+        for m in names:
+            a, a_clean = self._method(st, m).advantages[group], self._method(cl, m).advantages[group]
+            if ESTIMATORS[m].clip:
+                a, a_clean = a.clamp(-c, c), a_clean.clamp(-c, c)
+            g_adv[m], g_clean_adv[m] = a.numpy().copy(), a_clean.numpy().copy()
+            key = _clip_key(m, c)
+            a_c = None if key in st.hist and key in st.clip_stats else self._clipped_at(st, m, c, "at_c")
+            kept[m], hit[m], hit_mean[m] = self._histogram(st, m, c, a_c)
+            mae[m], n_clipped = self._mae_and_clipped(st, cl, m, c, a_c)
+            clipped[m] = n_clipped / n
+            fallback[m] = self._method(st, m).fallback_rate
+            sign[m] = self._sign_agreement(st, cl, m, c)
+        return DashboardData(
+            G=G,
+            c=c,
+            rate=rate,
+            size=size,
+            clean_model=clean_model,
+            methods=names,
+            group=group,
+            n_groups=self.n_groups,
+            seed=self.seed,
+            clip_methods=tuple(m for m in names if ESTIMATORS[m].clip),
+            group_rewards=st.rewards[group].numpy().copy(),
+            group_clean_rewards=cl.rewards[group].numpy().copy(),
+            group_contaminated=st.hit[group].numpy().copy(),
+            group_advantages=g_adv,
+            group_clean_advantages=g_clean_adv,
+            bin_edges=self.bin_edges.copy(),
+            counts_uncontaminated=kept,
+            counts_contaminated=hit,
+            fallback_rate=fallback,
+            clipped_fraction=clipped,
+            sign_agreement=sign,
+            mae=mae,
+            contaminated_mean_advantage=hit_mean,
+            contaminated_fraction=st.n_hit / n,
+            hit_group_fraction=st.n_hit_groups / self.n_groups,
+        )
+
+    def find_group(
+        self,
+        G: int,
+        c: float,
+        rate: float,
+        size: float,
+        clean_model: CleanKey,
+        method: str,
+        low: float,
+        high: float,
+        *,
+        contaminated: bool | None = None,
+    ) -> int | None:
+        """First group with a sample whose ``method`` advantage (at c) lies in ``[low, high)``.
+
+        ``contaminated`` restricts the search to hit (True) or not-hit (False)
+        samples. Pass ``-inf`` / ``inf`` for the histogram's edge bins (they
+        hold everything beyond the range). Returns None when no group has
+        such a sample. Links a click on a histogram line to the group views.
+        """
+        a = self.advantages(G, c, rate, size, clean_model, method)
+        inside = (a >= low) & (a < high)
+        if contaminated is not None:
+            hit = self.rewards(G, rate, size, clean_model)[2]
+            inside &= hit if contaminated else ~hit
+        rows = inside.any(-1)
+        return int(rows.to(torch.int8).argmax()) if bool(rows.any()) else None
+
+    def next_contaminated_group(self, G: int, rate: float, size: float, clean_model: CleanKey, after: int = -1) -> int | None:
+        """Index of the first group after ``after`` (wrapping around) with a contaminated sample, or None."""
+        hit = self.rewards(G, rate, size, clean_model)[2]
+        rows = torch.nonzero(hit.any(-1)).flatten()
+        if rows.numel() == 0:
+            return None
+        later = rows[rows > after]
+        return int(later[0] if later.numel() else rows[0])
+
+
+_ENGINES: _LRU = _LRU(2)
+
+
+def dashboard_data(
+    G: int = DEFAULT_STATE["G"],
+    c: float = DEFAULT_STATE["c"],
+    rate: float = DEFAULT_STATE["rate"],
+    size: float = DEFAULT_STATE["size"],
+    clean_model: CleanKey = DEFAULT_STATE["clean_model"],
+    methods: Sequence[str] = DEFAULT_METHODS,
+    *,
+    group: int = 0,
+    n_groups: int = 10_000,
+    seed: int = 0,
+) -> DashboardData:
+    r"""The numbers behind the dashboard for one setting of its controls.
+
+    ``n_groups`` groups of G rewards are drawn from the clean model
+    ``clean_model`` (a key of :data:`CLEAN_MODEL_CHOICES`); each sample is
+    replaced by the outlier M = ``size`` with probability ``rate``
+    (:class:`~robustgrpo.contamination.RandomOutliers`). Each estimator in
+    ``methods`` computes advantages from the contaminated and from the clean
+    rewards (c applies to the estimators with a clip parameter), compared as
+    in :func:`robustgrpo.metrics.agreement_from_advantages`.
+
+    A pure function of its arguments: results are cached per (n_groups,
+    seed) in a :class:`DashboardEngine`, so the second call with a nearby
+    setting only recomputes what changed (see the module notes).
+
+    Parameters
+    ----------
+    G : int
+        Group size, >= 2 (the slider offers :data:`GROUP_SIZES`).
+    c : float
+        Huber clip, > 0 (slider range :data:`CLIP_RANGE`).
+    rate : float
+        Contamination rate in [0, 1] (slider range :data:`RATE_RANGE`).
+    size : float
+        The outlier reward M > 0 (slider: 10^0 to 10^4).
+    clean_model : str or CleanModel
+        Key of :data:`CLEAN_MODEL_CHOICES`, or any hashable clean reward model.
+    methods : sequence of str
+        Estimator names, each once.
+    group : int
+        Index of the group shown in the group views.
+    n_groups, seed : int
+        Number of groups and base seed.
+
+    Returns
+    -------
+    DashboardData
+
+    Raises
+    ------
+    ValueError
+        A value outside its range, an unknown clean model or estimator, no
+        estimator, an estimator twice, a group index out of range.
+
+    Examples
+    --------
+    With 0/1 rewards more than half of a group ties, so the MAD is 0:
+    seed 000's estimator (lower median) falls back in every group that is
+    not constant, ``robust`` (mid-median) in all but the exact half-half
+    splits. The exact rates at G = 8, p = 0.3 are 0.942 and 0.806
+    (:func:`robustgrpo.metrics.mad_zero_fraction`):
+
+    >>> d = dashboard_data(G=8, rate=0.0, methods=["seed_mad", "robust"])
+    >>> round(d.fallback_rate["seed_mad"], 2), round(d.fallback_rate["robust"], 2)
+    (0.94, 0.8)
+    """
+    key = (_check_int("n_groups", n_groups, 1, None, "pass the number of groups, e.g. 10_000"),
+           _check_int("seed", seed, 0, 2**63 - 1, "pass e.g. seed=0"))
+    engine = _ENGINES.get(key, lambda: DashboardEngine(*key))
+    return engine.data(G, c, rate, size, clean_model, methods, group=group)
+
+
+def clip_sweep(
+    methods: Sequence[str] = DEFAULT_METHODS,
+    *,
+    group_sizes: Sequence[int] = (8,),
+    clip: Sequence[float] = (2.5,),
+    rate: float = 0.05,
+    size: float = 10.0,
+    clean_model: CleanKey = "bernoulli",
+    n_groups: int | Callable[[int], int] = 10_000,
+    seed: int = 0,
+    dtype: torch.dtype = torch.float64,
+    progress: bool = False,
+) -> pd.DataFrame:
+    r"""Sign agreement, MAE, fallback and clipped fractions over a grid of G and c, fast.
+
+    The numbers of :func:`robustgrpo.metrics.sweep` (random outliers, the
+    same per-G seeds; in float64 equal to its columns of the same names),
+    computed through :class:`DashboardEngine`: each estimator runs once per
+    G on the clean and on the contaminated rewards with the clip disabled,
+    and every c re-clips (:math:`A(c) = \operatorname{clip}(A(\infty), -c, c)`),
+    instead of recomputing the estimator for every c. Leaves out the sweep's
+    rank correlation and best-answer columns.
+
+    Parameters
+    ----------
+    methods : sequence of str
+        Estimators.
+    group_sizes : sequence of int
+        G values (>= 2).
+    clip : sequence of float
+        c values (> 0); estimators without a clip parameter get one row per G
+        with c = NaN, as in the sweep.
+    rate, size : float
+        Random-outlier rate in [0, 1] and outlier value M > 0.
+    clean_model : str or CleanModel
+        A key of :data:`CLEAN_MODEL_CHOICES` or a clean reward model.
+    n_groups : int or callable
+        Groups per cell, or a function of G giving them (to cap the samples of
+        large groups).
+    seed : int
+        Base seed.
+    dtype : torch.dtype
+        float64 (default, the sweep's) or float32.
+    progress : bool
+        Show a progress bar over G.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (G, method, c): ``G``, ``rate``, ``size``, ``method``,
+        ``c``, ``n_groups``, then the keys of :meth:`DashboardEngine.metrics`.
+    """
+    from tqdm.auto import tqdm
+
+    names = _check_methods(methods)
+    try:
+        gs = [int(g) if isinstance(g, (int, np.integer)) and not isinstance(g, bool) else g for g in group_sizes]
+        cs = [float(c) for c in clip]
+    except TypeError:
+        raise ValueError("group_sizes and clip must be sequences of numbers") from None
+    if not gs or not cs:
+        raise ValueError("group_sizes and clip need at least one value each")
+    groups_of = n_groups if callable(n_groups) else (lambda _g: n_groups)
+    rows: list[dict[str, Any]] = []
+    for g in tqdm(gs, desc="clip sweep", disable=not progress, leave=False):
+        engine = DashboardEngine(groups_of(g), seed, dtype=dtype, cache_size=1)
+        for m in names:
+            for c in (cs if ESTIMATORS[m].clip else [cs[0]]):
+                values = engine.metrics(g, c, rate, size, clean_model, m)
+                rows.append({"G": g, "rate": float(rate), "size": float(size), "method": m,
+                             "c": c if ESTIMATORS[m].clip else math.nan, "n_groups": engine.n_groups, **values})
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------- readout
+
+
+def _fmt(value: float, digits: int = 4) -> str:
+    return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
+
+def readout_html(data: DashboardData) -> str:
+    """The readout table of a setting as HTML.
+
+    Every number sits in a cell ``<td data-method="robust" data-key="clipped_fraction">``
+    (keys ``fallback_rate``, ``clipped_fraction``, ``sign_agreement``,
+    ``mae``, ``contaminated_mean_advantage``), formatted with 4 decimals, so a browser test can read it; the
+    setting itself is in ``<span data-key="c">`` etc.
+    """
+    clean = clean_model_label(data.clean_model)
+    setting = (
+        f'G = <span data-key="G">{data.G}</span>, c = <span data-key="c">{data.c:.2f}</span>, '
+        f'rate = <span data-key="rate">{data.rate:.2f}</span>, '
+        f'outlier M = <span data-key="size">{data.size:.4g}</span>; clean rewards: {clean}; '
+        f"{data.n_groups:,} groups, seed {data.seed}. "
+        f'Contaminated: <span data-key="contaminated_fraction">{100 * data.contaminated_fraction:.1f}</span> % of samples, '
+        f'<span data-key="hit_group_fraction">{100 * data.hit_group_fraction:.1f}</span> % of groups.'
+    )
+    head = "".join(
+        f"<th style='padding:0 8px'>{h}</th>"
+        for h in ("estimator", "fallback rate", "clipped fraction", "sign agreement", "MAE vs clean",
+                  "mean A of contaminated")
+    )
+    rows = []
+    for m in data.methods:
+        cells = "".join(
+            f"<td style='padding:0 8px;text-align:right' data-method='{m}' data-key='{k}'>{_fmt(v[m])}</td>"
+            for k, v in (
+                ("fallback_rate", data.fallback_rate),
+                ("clipped_fraction", data.clipped_fraction),
+                ("sign_agreement", data.sign_agreement),
+                ("mae", data.mae),
+                ("contaminated_mean_advantage", data.contaminated_mean_advantage),
+            )
+        )
+        rows.append(f"<tr data-method='{m}'><td style='padding:0 8px'><b>{m}</b></td>{cells}</tr>")
+    return (
+        f"<div class='rg-readout'><div class='rg-setting'>{setting}</div>"
+        f"<table class='rg-table'><tr>{head}</tr>{''.join(rows)}</table></div>"
+    )
+
+
+# ---------------------------------------------------------------- dashboard
+
+
+class Dashboard:
+    """The ipywidgets dashboard: controls, linked plotly views, readout.
+
+    Build it with :func:`dashboard`. Attributes: ``controls`` (name ->
+    widget: ``G``, ``c``, ``rate``, ``size``, ``clean_model``, ``methods``,
+    ``group``), ``figure`` (the plotly ``FigureWidget``, updated in place),
+    ``readout`` (an ``HTML`` widget, :func:`readout_html`), ``widget`` (the
+    whole layout), ``engine`` and ``data`` (the :class:`DashboardData` on
+    display). Displaying the object displays ``widget``.
+
+    Every control calls :meth:`update` through an ``observe`` callback: the
+    data function, then :func:`~robustgrpo.plots.interactive.update_linked_views`
+    (trace data changed in place) and the readout. A click on a histogram
+    line shows the first group with a sample in that bin.
+    """
+
+    def __init__(self, engine: DashboardEngine, state: Mapping[str, Any]) -> None:
+        import ipywidgets as W
+
+        from .plots.interactive import linked_views
+
+        self.engine = engine
+        unknown = sorted(set(state) - set(DEFAULT_STATE))
+        if unknown:
+            raise ValueError(f"unknown dashboard control(s) {unknown}; known: {list(DEFAULT_STATE)}")
+        s = {**DEFAULT_STATE, **state}
+        # the sliders would clamp an out-of-range value silently: refuse it instead
+        if s["G"] not in GROUP_SIZES:
+            raise ValueError(f"G must be one of the slider's values {GROUP_SIZES}, got {s['G']!r}")
+        for name, (lo, hi) in (("c", CLIP_RANGE), ("rate", RATE_RANGE),
+                               ("size", (10 ** SIZE_LOG10_RANGE[0], 10 ** SIZE_LOG10_RANGE[1]))):
+            _check_real(name, s[name], lambda v, lo=lo, hi=hi: lo <= v <= hi, f"in [{lo:g}, {hi:g}]",
+                        f"the dashboard's {name} slider spans {lo:g} to {hi:g}; use dashboard_data for other values")
+        if not isinstance(s["clean_model"], str) or s["clean_model"] not in CLEAN_MODEL_CHOICES:
+            raise ValueError(f"clean_model must be one of the dropdown's keys {list(CLEAN_MODEL_CHOICES)}, got {s['clean_model']!r}")
+        _check_int("group", s["group"], 0, engine.n_groups - 1, f"pick a group index below n_groups={engine.n_groups}")
+        wide = {"description_width": "110px"}
+        layout = W.Layout(width="420px")
+        self.controls: dict[str, Any] = {
+            "G": W.SelectionSlider(options=GROUP_SIZES, value=s["G"], description="group size G",
+                                   continuous_update=False, style=wide, layout=layout),
+            "c": W.FloatSlider(value=s["c"], min=CLIP_RANGE[0], max=CLIP_RANGE[1], step=0.1, description="clip c",
+                               readout_format=".1f", continuous_update=True, style=wide, layout=layout),
+            "rate": W.FloatSlider(value=s["rate"], min=RATE_RANGE[0], max=RATE_RANGE[1], step=0.01,
+                                  description="contam. rate", readout_format=".2f", continuous_update=False,
+                                  style=wide, layout=layout),
+            "size": W.FloatLogSlider(value=s["size"], base=10, min=SIZE_LOG10_RANGE[0], max=SIZE_LOG10_RANGE[1],
+                                     step=0.1, description="outlier M", readout_format=".3g",
+                                     continuous_update=False, style=wide, layout=layout),
+            "clean_model": W.Dropdown(options=[(v.label, k) for k, v in CLEAN_MODEL_CHOICES.items()],
+                                      value=s["clean_model"], description="clean rewards", style=wide, layout=layout),
+            "methods": W.SelectMultiple(options=list(ESTIMATORS), value=tuple(_check_methods(s["methods"])),
+                                        rows=len(ESTIMATORS), description="estimators", style=wide, layout=layout),
+            "group": W.BoundedIntText(value=s["group"], min=0, max=engine.n_groups - 1, description="group shown",
+                                      style=wide, layout=W.Layout(width="220px")),
+        }
+        self.next_button = W.Button(description="next contaminated group", layout=W.Layout(width="190px"))
+        self.next_button.on_click(self._next_contaminated)
+        self.data = engine.data(**self._values())
+        self.readout = W.HTML(readout_html(self.data))
+        self.message = W.HTML("")
+        self.figure = linked_views(self.data)
+        for trace in self.figure.data:
+            if (trace.meta or "").startswith("hist:"):
+                trace.on_click(self._on_histogram_click)
+        c = self.controls
+        left = W.VBox([c["G"], c["c"], c["rate"], c["size"]])
+        right = W.VBox([c["clean_model"], c["methods"], W.HBox([c["group"], self.next_button])])
+        self.widget = W.VBox([W.HBox([left, right]), self.readout, self.message, self.figure])
+        for w in self.controls.values():
+            w.observe(self._on_change, names="value")
+
+    def _values(self) -> dict[str, Any]:
+        v = {k: w.value for k, w in self.controls.items()}
+        v["methods"] = tuple(v["methods"])
+        return v
+
+    def update(self) -> DashboardData | None:
+        """Recompute for the current control values and update the views in place.
+
+        Returns the new data, or None when the controls are invalid (no
+        estimator chosen): the message line then says what to do and the
+        views keep the last valid setting.
+        """
+        from .plots.interactive import update_linked_views
+
+        try:
+            data = self.engine.data(**self._values())
+        except ValueError as err:
+            self.message.value = f"<span class='rg-error' style='color:#B00020'>{err}</span>"
+            return None
+        self.message.value = ""
+        self.data = data
+        update_linked_views(self.figure, data)
+        self.readout.value = readout_html(data)
+        return data
+
+    def _on_change(self, change: Mapping[str, Any]) -> None:
+        self.update()
+
+    def _next_contaminated(self, _button: Any = None) -> None:
+        d = self.data
+        g = self.engine.next_contaminated_group(d.G, d.rate, d.size, d.clean_model, after=d.group)
+        if g is None:
+            self.message.value = "<span class='rg-error'>no group is contaminated at this rate; raise the rate</span>"
+        else:
+            self.controls["group"].value = g
+
+    def select_bin(self, method: str, bin_index: int, *, contaminated: bool | None = None) -> int | None:
+        """Show the first group with a ``method`` advantage in histogram bin ``bin_index``; return its index."""
+        d = self.data
+        edges = d.bin_edges
+        if not 0 <= bin_index < len(edges) - 1:
+            raise ValueError(f"bin_index must be in [0, {len(edges) - 2}], got {bin_index}")
+        low = -math.inf if bin_index == 0 else float(edges[bin_index])
+        high = math.inf if bin_index == len(edges) - 2 else float(edges[bin_index + 1])
+        g = self.engine.find_group(d.G, d.c, d.rate, d.size, d.clean_model, method, low, high, contaminated=contaminated)
+        if g is not None:
+            self.controls["group"].value = g
+        return g
+
+    def _on_histogram_click(self, trace: Any, points: Any, _state: Any) -> None:
+        if not points.point_inds:
+            return
+        _, method, part = trace.meta.split(":")
+        self.select_bin(method, int(points.point_inds[0]), contaminated=part == "contaminated")
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        # a FigureWidget refreshes the state a new browser view starts from only in its own
+        # _repr_mimebundle_, which a container does not call (plotly.py issue #4998): call it here,
+        # so that showing the dashboard again shows the current data
+        self.figure._repr_mimebundle_()
+        return self.widget._repr_mimebundle_(**kwargs)
+
+
+def dashboard(
+    n_groups: int = 10_000,
+    seed: int = 0,
+    *,
+    engine: DashboardEngine | None = None,
+    **state: Any,
+) -> Dashboard:
+    """Build the dashboard: controls, linked views and readout, ready to display.
+
+    Parameters
+    ----------
+    n_groups, seed : int
+        Groups per setting and the fixed base seed (ignored when ``engine``
+        is given).
+    engine : DashboardEngine, optional
+        Share a cached engine (e.g. with :func:`dashboard_data` calls).
+    **state
+        Initial control values (defaults :data:`DEFAULT_STATE`): ``G`` (one
+        of :data:`GROUP_SIZES`), ``c``, ``rate``, ``size``, ``clean_model``,
+        ``methods``, ``group``.
+
+    Returns
+    -------
+    Dashboard
+        Display it (last expression of a cell) to show the widgets.
+    """
+    return Dashboard(engine if engine is not None else DashboardEngine(n_groups, seed), state)

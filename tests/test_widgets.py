@@ -1,0 +1,466 @@
+"""The dashboard: its data function, its caches, the linked plotly views, the widgets, the benchmark.
+
+The widgets themselves are exercised headless here (setting a control's value runs the same
+``observe`` callback a browser move does) and in a real browser in ``test_browser.py``. No
+wall-clock limits: the speed targets live in ``python -m robustgrpo bench --dashboard``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from robustgrpo.advantages import ESTIMATORS, compute_advantages
+from robustgrpo.bench import DashboardBench, format_dashboard_table, run_dashboard_benchmark
+from robustgrpo.cli import build_parser
+from robustgrpo.contamination import Bernoulli, Gaussian
+from robustgrpo.metrics import agreement_from_advantages, sweep
+from robustgrpo.plots.interactive import EMPTY_BIN, linked_views, trace_by_meta, update_linked_views
+from robustgrpo.plots.sweeps import plot_clip_schedule, plot_heatmaps
+from robustgrpo.widgets import (
+    CLEAN_MODEL_CHOICES,
+    CLIP_RANGE,
+    DEFAULT_METHODS,
+    GROUP_SIZES,
+    RATE_RANGE,
+    SIZE_LOG10_RANGE,
+    DashboardData,
+    DashboardEngine,
+    clip_sweep,
+    dashboard,
+    dashboard_data,
+    readout_html,
+)
+
+N_GROUPS = 300
+CLIPPED = [m for m in ESTIMATORS if ESTIMATORS[m].clip]
+
+
+@pytest.fixture(scope="module")
+def engine() -> DashboardEngine:
+    return DashboardEngine(N_GROUPS, seed=3)
+
+
+def _reference(rewards: torch.Tensor, method: str, c: float):
+    params = {ESTIMATORS[method].clip: c} if ESTIMATORS[method].clip else {}
+    return compute_advantages(rewards, method, **params)
+
+
+# ------------------------------------------------------------------ data function
+
+
+@pytest.mark.parametrize("method", list(ESTIMATORS))
+@pytest.mark.parametrize("clean_model", ["bernoulli", "gaussian"])
+def test_advantages_are_those_of_compute_advantages_at_every_c(engine, method, clean_model):
+    """The engine clips cached unclipped advantages; the result is bit for bit compute_advantages'."""
+    for G, c in ((5, 1.0), (8, 2.5), (8, 4.7), (16, 3.3)):
+        clean, rewards, _ = engine.rewards(G, 0.1, 10.0, clean_model)
+        for on_clean, r in ((False, rewards), (True, clean)):
+            ref = _reference(r, method, c)
+            got = engine.advantages(G, c, 0.1, 10.0, clean_model, method, clean=on_clean)
+            assert torch.equal(got, ref.advantages), (method, G, c, on_clean)
+        data = engine.data(G, c, 0.1, 10.0, clean_model, [method], group=7)
+        ref = _reference(rewards, method, c)
+        np.testing.assert_array_equal(data.group_advantages[method], ref.advantages[7].numpy())
+        np.testing.assert_array_equal(data.group_clean_advantages[method], _reference(clean, method, c).advantages[7].numpy())
+        d = ref.diagnostics
+        assert data.fallback_rate[method] == int(d.fallback.sum()) / N_GROUPS
+        assert data.clipped_fraction[method] == int(d.n_clipped.sum()) / (N_GROUPS * G)
+
+
+def test_rewards_are_random_outliers_on_the_clean_rewards(engine):
+    clean, rewards, hit = engine.rewards(8, 0.2, 50.0, "gaussian")
+    assert rewards.dtype == torch.float32 and rewards.shape == (N_GROUPS, 8)
+    assert torch.equal(rewards[~hit], clean[~hit])
+    assert bool((rewards[hit] == 50.0).all())
+    assert 0.15 < float(hit.double().mean()) < 0.25
+    # nested hits: a higher rate hits a superset of the samples
+    _, _, more = engine.rewards(8, 0.4, 50.0, "gaussian")
+    assert bool((more | ~hit).all())
+
+
+def test_readout_numbers_follow_the_metrics_definitions(engine):
+    G, c, rate, size = 8, 2.0, 0.1, 10.0
+    methods = ("grpo", "seed_mad", "robust", "rank", "huber_m")
+    data = engine.data(G, c, rate, size, "bernoulli", methods)
+    clean, rewards, hit = engine.rewards(G, rate, size, "bernoulli")
+    for m in methods:
+        a_clean = _reference(clean, m, c).advantages
+        a = _reference(rewards, m, c).advantages
+        ref = agreement_from_advantages(a_clean, a, ~hit, clean)
+        assert data.sign_agreement[m] == ref["sign_agreement"], m
+        assert data.mae[m] == pytest.approx(ref["mae"], rel=1e-6, abs=1e-9), m
+        assert data.contaminated_mean_advantage[m] == pytest.approx(float(a[hit].double().mean()), rel=1e-6), m
+    assert data.contaminated_fraction == float(hit.double().mean())
+    assert data.hit_group_fraction == float(hit.any(-1).double().mean())
+    summary = data.summary()
+    assert list(summary["method"]) == list(methods)
+    assert summary.set_index("method").loc["robust", "sign_agreement"] == data.sign_agreement["robust"]
+
+
+def test_float64_engine_and_clip_sweep_equal_metrics_sweep_exactly():
+    methods = ["grpo", "seed_mad", "robust", "huber_m", "rank", "winsor"]
+    clips = [1.0, 2.5, 4.0]
+    common = dict(group_sizes=[3, 8], n_groups=400, seed=5)
+    ours = clip_sweep(methods, clip=clips, rate=0.1, size=10.0, clean_model=Bernoulli(0.3), **common)
+    theirs = sweep(methods, clip=clips, rates=[0.1], sizes=[10.0], clean=Bernoulli(0.3), progress=False, **common)
+    key = ["G", "method", "c"]
+    ours = ours.sort_values(key).reset_index(drop=True)
+    theirs = theirs.sort_values(key).reset_index(drop=True)
+    pd.testing.assert_frame_equal(ours[key], theirs[key])
+    for col in ("sign_agreement", "mae", "fallback_rate", "fallback_rate_clean", "clipped_fraction",
+                "clipped_fraction_clean", "contaminated_fraction", "hit_group_fraction"):
+        np.testing.assert_array_equal(ours[col].to_numpy(), theirs[col].to_numpy(), err_msg=col)
+
+
+def test_the_dashboard_default_clean_model_is_the_heat_maps_data():
+    """dashboard_data at a heat-map cell gives that cell's numbers (float32 vs float64: to rounding)."""
+    from robustgrpo.report import sweeps as R
+
+    assert CLEAN_MODEL_CHOICES["bernoulli"].model == Bernoulli(R.HEATMAP_P)
+    G = 4
+    d = dashboard_data(G=G, c=2.5, rate=R.HEATMAP_RATE, size=R.HEATMAP_SIZE, methods=["grpo", "robust"],
+                       n_groups=R.N_GROUPS, seed=R.SEED)
+    ref = R.heatmap_data()
+    ref = ref[ref["G"] == G]
+    ref = ref[ref["c"].isna() | (ref["c"] == 2.5)]
+    for m in ("grpo", "robust"):
+        row = ref[ref["method"] == m].iloc[0]
+        assert d.fallback_rate[m] == row["fallback_rate"]
+        assert d.sign_agreement[m] == pytest.approx(row["sign_agreement"], abs=1e-4)
+        assert d.mae[m] == pytest.approx(row["mae"], rel=1e-5)
+
+
+def _assert_same_data(a: DashboardData, b: DashboardData) -> None:
+    for name in DashboardData.__dataclass_fields__:
+        x, y = getattr(a, name), getattr(b, name)
+        if isinstance(x, np.ndarray):
+            np.testing.assert_array_equal(x, y, err_msg=name)
+        elif isinstance(x, dict):
+            assert list(x) == list(y), name
+            for k in x:
+                if isinstance(x[k], np.ndarray):
+                    np.testing.assert_array_equal(x[k], y[k], err_msg=f"{name}[{k}]")
+                else:
+                    assert x[k] == y[k] or (math.isnan(x[k]) and math.isnan(y[k])), (name, k)
+        else:
+            assert x == y, name
+
+
+SETTINGS = st.fixed_dictionaries(
+    {
+        "G": st.sampled_from([2, 5, 8]),
+        "c": st.sampled_from([1.0, 2.5, 3.7]),
+        "rate": st.sampled_from([0.0, 0.05, 0.5]),
+        "size": st.sampled_from([1.0, 10.0, 1000.0]),
+        "clean_model": st.sampled_from(["bernoulli", "gaussian", "format_correctness"]),
+        "methods": st.sampled_from([("grpo", "robust"), ("robust", "seed_mad", "rank"), ("huber_m",), ("winsor", "grpo")]),
+        "group": st.integers(0, 39),
+    }
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(SETTINGS, min_size=2, max_size=6))
+def test_cached_results_do_not_depend_on_the_order_of_slider_moves(moves):
+    engine = DashboardEngine(40, seed=1, cache_size=2)
+    for s in moves:
+        warm = engine.data(**s)
+        cold = DashboardEngine(40, seed=1).data(**s)
+        _assert_same_data(warm, cold)
+
+
+def test_histogram_counts_every_sample_once_with_the_documented_bins(engine):
+    G, c = 16, 2.5
+    data = engine.data(G, c, 0.2, 100.0, "gaussian", ["grpo", "robust", "mc_grpo"])
+    _, _, hit = engine.rewards(G, 0.2, 100.0, "gaussian")
+    edges = data.bin_edges
+    n_bins = len(edges) - 1
+    assert n_bins % 2 == 1 and edges[0] == -edges[-1]
+    assert edges[n_bins // 2] < 0 < edges[n_bins // 2 + 1], "0 must be the centre of a bin"
+    r = float(edges[-1])
+    for m in data.methods:
+        kept, hit_counts = data.counts_uncontaminated[m], data.counts_contaminated[m]
+        assert kept.dtype == np.int64 and kept.shape == (n_bins,)
+        assert kept.sum() + hit_counts.sum() == N_GROUPS * G
+        assert hit_counts.sum() == int(hit.sum())
+        a = engine.advantages(G, c, 0.2, 100.0, "gaussian", m).numpy()
+        scale = np.float32(n_bins / (2 * r))
+        k = np.minimum(((np.clip(a, np.float32(-r), np.float32(r)) + np.float32(r)) * scale).astype(np.int64), n_bins - 1)
+        np.testing.assert_array_equal(hit_counts, np.bincount(k[hit.numpy()], minlength=n_bins))
+        np.testing.assert_array_equal(kept, np.bincount(k[~hit.numpy()], minlength=n_bins))
+    # mc_grpo's huge advantages land in the edge bins rather than vanish
+    assert data.counts_contaminated["mc_grpo"][-1] > 0
+
+
+def test_zero_rate_has_no_contaminated_samples(engine):
+    data = engine.data(8, 2.5, 0.0, 10.0, "bernoulli", ["grpo", "robust"])
+    assert data.contaminated_fraction == 0.0 and not data.group_contaminated.any()
+    assert data.sign_agreement["grpo"] == 1.0 and data.mae["robust"] == 0.0
+    assert math.isnan(data.contaminated_mean_advantage["grpo"])
+    assert all(v.sum() == 0 for v in data.counts_contaminated.values())
+    assert "n/a" in readout_html(data)
+
+
+def test_rate_one_hits_every_sample_and_leaves_nothing_to_compare(engine):
+    data = engine.data(4, 2.5, 1.0, 10.0, "gaussian", ["grpo"])
+    assert data.contaminated_fraction == 1.0
+    assert math.isnan(data.sign_agreement["grpo"]) and math.isnan(data.mae["grpo"])
+
+
+def test_tiny_clip_takes_the_exact_sign_path(engine):
+    data = engine.data(8, 1e-9, 0.1, 10.0, "gaussian", ["robust"])
+    clean, rewards, hit = engine.rewards(8, 0.1, 10.0, "gaussian")
+    ref = agreement_from_advantages(_reference(clean, "robust", 1e-9).advantages,
+                                    _reference(rewards, "robust", 1e-9).advantages, ~hit, clean)
+    assert data.sign_agreement["robust"] == ref["sign_agreement"]
+
+
+def test_seed_mad_falls_back_in_almost_every_binary_group():
+    """The mission's point: with 0/1 rewards the MAD is 0, so the fallback runs (exact rate 1 - P(constant))."""
+    d = dashboard_data(G=8, rate=0.0, methods=["seed_mad"], n_groups=2000)
+    assert d.fallback_rate["seed_mad"] == pytest.approx(1 - 0.3**8 - 0.7**8, abs=0.02)
+
+
+BAD = [
+    ({"G": 1}, "G must be an integer"),
+    ({"G": 2.5}, "G must be an integer"),
+    ({"G": True}, "G must be an integer"),
+    ({"c": 0.0}, "c must be"),
+    ({"c": -1.0}, "c must be"),
+    ({"c": float("nan")}, "c must be"),
+    ({"c": "2"}, "c must be a number"),
+    ({"rate": -0.1}, "rate must be"),
+    ({"rate": 1.5}, "rate must be"),
+    ({"size": 0.0}, "size must be"),
+    ({"size": float("inf")}, "size must be"),
+    ({"clean_model": "uniform"}, "clean_model must be one of"),
+    ({"clean_model": 3}, "clean_model must be one of"),
+    ({"methods": []}, "methods is empty"),
+    ({"methods": ["grpo", "nope"]}, "unknown method"),
+    ({"methods": ["grpo", "grpo"]}, "more than once"),
+    ({"methods": 3}, "methods must be a sequence"),
+    ({"group": -1}, "group must be an integer"),
+    ({"group": 50}, "group must be an integer"),
+    ({"n_groups": 0}, "n_groups must be an integer"),
+    ({"seed": -1}, "seed must be an integer"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", BAD, ids=[f"{k}" for k, _ in BAD])
+def test_bad_inputs_raise_value_error_naming_the_problem(kwargs, message):
+    args = {"n_groups": 50, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        dashboard_data(**args)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"n_bins": 160}, "odd"), ({"dtype": torch.int64}, "dtype"), ({"hist_range": 0.0}, "hist_range"),
+     ({"zero_tol": -1.0}, "zero_tol"), ({"cache_size": 0}, "cache_size")],
+)
+def test_engine_options_are_validated(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        DashboardEngine(10, **kwargs)
+
+
+# ------------------------------------------------------------------ plotly views
+
+
+def test_linked_views_update_in_place(engine):
+    first = engine.data(8, 2.5, 0.1, 10.0, "bernoulli", ["grpo", "robust"], group=3)
+    fig = linked_views(first)
+    traces = list(fig.data)
+    ids = [id(t) for t in traces]
+    layout_id = id(fig.layout)
+    by = trace_by_meta(fig)
+    assert by["adv:robust"].visible is True and by["adv:rank"].visible is False
+    assert list(by["adv:clip"].y) == [2.5, 2.5, None, -2.5, -2.5]
+    before = np.array(by["hist:robust:uncontaminated"].y, dtype=float)
+
+    second = engine.data(16, 1.5, 0.2, 100.0, "gaussian", ["robust", "rank"], group=5)
+    update_linked_views(fig, second)
+    assert [id(t) for t in fig.data] == ids and id(fig.layout) == layout_id
+    by = trace_by_meta(fig)
+    assert by["adv:grpo"].visible is False and by["adv:rank"].visible is True
+    assert list(by["adv:clip"].y) == [1.5, 1.5, None, -1.5, -1.5]
+    assert len(by["adv:robust"].y) == 16
+    order = np.argsort(second.group_rewards, kind="stable")
+    np.testing.assert_allclose(by["adv:robust"].y, second.group_advantages["robust"][order])
+    n_hit = int(second.group_contaminated.sum())
+    assert len(by["group:contaminated"].y) == n_hit and len(by["group:clean"].y) == 16 - n_hit
+    after = np.array(by["hist:robust:uncontaminated"].y, dtype=float)
+    assert not np.array_equal(before, after)
+    counts = second.counts_uncontaminated["robust"]
+    np.testing.assert_array_equal(by["hist:robust:uncontaminated"].customdata, counts)
+    np.testing.assert_array_equal(after, np.maximum(counts, EMPTY_BIN))
+    np.testing.assert_array_equal(by["hist:rank:contaminated"].customdata, second.counts_contaminated["rank"])
+    assert "group 5" in fig.layout.annotations[0].text
+    assert fig.layout.shapes[1].x0 == 1.5
+
+
+def test_linked_views_need_traces_for_every_shown_estimator(engine):
+    data = engine.data(8, 2.5, 0.1, 10.0, "bernoulli", ["grpo", "robust"])
+    with pytest.raises(ValueError, match="no traces"):
+        linked_views(data, methods=["grpo"])
+    fig = linked_views(engine.data(8, 2.5, 0.1, 10.0, "bernoulli", ["grpo"]), methods=["grpo"])
+    with pytest.raises(ValueError, match="no traces"):
+        update_linked_views(fig, data)
+
+
+# ------------------------------------------------------------------ widgets
+
+
+@pytest.fixture()
+def dash():
+    return dashboard(n_groups=200, G=8)
+
+
+def test_dashboard_builds_every_control_in_its_documented_range(dash):
+    c = dash.controls
+    assert set(c) == {"G", "c", "rate", "size", "clean_model", "methods", "group"}
+    assert tuple(c["G"].options) == GROUP_SIZES and GROUP_SIZES[0] == 2 and GROUP_SIZES[-1] == 256
+    assert (c["c"].min, c["c"].max) == CLIP_RANGE == (1.0, 5.0)
+    assert (c["rate"].min, c["rate"].max) == RATE_RANGE == (0.0, 0.5)
+    assert c["size"].base == 10 and (c["size"].min, c["size"].max) == SIZE_LOG10_RANGE
+    assert [key for _label, key in c["clean_model"].options] == list(CLEAN_MODEL_CHOICES)
+    assert list(c["methods"].options) == list(ESTIMATORS) and tuple(c["methods"].value) == DEFAULT_METHODS
+    assert (c["group"].min, c["group"].max) == (0, 199)
+    for name in ("G", "rate", "size"):
+        assert c[name].continuous_update is False, name
+    assert dash.widget.children[-1] is dash.figure
+    assert "rg-readout" in dash.readout.value
+
+
+def test_moving_a_slider_updates_the_same_figure_and_the_readout(dash):
+    fig, traces = dash.figure, list(dash.figure.data)
+    dash.controls["c"].value = 3.1
+    assert dash.figure is fig and list(dash.figure.data) == traces
+    expected = dash.engine.data(8, 3.1, 0.05, 10.0, "bernoulli", DEFAULT_METHODS)
+    assert dash.data.c == 3.1
+    cell = f"data-method='robust' data-key='clipped_fraction'>{expected.clipped_fraction['robust']:.4f}<"
+    assert cell in dash.readout.value
+    assert '<span data-key="c">3.10</span>' in dash.readout.value
+    assert list(trace_by_meta(fig)["adv:clip"].y)[0] == 3.1
+    dash.controls["rate"].value = 0.2
+    assert dash.data.rate == 0.2 and f"{dash.data.contaminated_fraction * 100:.1f}</span> %" in dash.readout.value
+    dash.controls["clean_model"].value = "gaussian"
+    dash.controls["G"].value = 16
+    assert len(trace_by_meta(fig)["adv:robust"].y) == 16
+    dash.controls["methods"].value = ("rank",)
+    assert trace_by_meta(fig)["adv:rank"].visible is True and trace_by_meta(fig)["adv:robust"].visible is False
+
+
+def test_an_empty_estimator_choice_shows_a_message_and_keeps_the_views(dash):
+    shown = dash.data
+    dash.controls["methods"].value = ()
+    assert "choose at least one estimator" in dash.message.value
+    assert dash.data is shown
+    dash.controls["methods"].value = ("grpo",)
+    assert dash.message.value == "" and dash.data.methods == ("grpo",)
+
+
+def test_a_histogram_bin_selects_a_group_with_a_sample_there(dash):
+    dash.controls["rate"].value = 0.2
+    counts = dash.data.counts_contaminated["grpo"]
+    k = int(np.flatnonzero(counts)[-1])
+    g = dash.select_bin("grpo", k, contaminated=True)
+    assert g is not None and dash.controls["group"].value == g == dash.data.group
+    edges = dash.data.bin_edges
+    a = dash.data.group_advantages["grpo"][dash.data.group_contaminated]
+    low = -np.inf if k == 0 else edges[k]
+    high = np.inf if k == len(edges) - 2 else edges[k + 1]
+    assert np.any((a >= low) & (a < high))
+    with pytest.raises(ValueError, match="bin_index"):
+        dash.select_bin("grpo", len(edges))
+
+    class Points:
+        point_inds = [int(np.flatnonzero(dash.data.counts_uncontaminated["robust"])[0])]
+
+    dash._on_histogram_click(trace_by_meta(dash.figure)["hist:robust:uncontaminated"], Points(), None)
+    assert dash.controls["group"].value == dash.data.group
+
+
+def test_next_contaminated_group_button(dash):
+    dash.controls["rate"].value = 0.05
+    start = dash.data.group
+    dash.next_button.click()
+    g = dash.data.group
+    assert g != start and dash.data.group_contaminated.any()
+    dash.controls["rate"].value = 0.0
+    dash.next_button.click()
+    assert "no group is contaminated" in dash.message.value
+
+
+def test_dashboard_rejects_unknown_controls_and_off_grid_group_sizes():
+    with pytest.raises(ValueError, match="unknown dashboard control"):
+        dashboard(n_groups=20, colour="red")
+    with pytest.raises(ValueError, match="G must be one of"):
+        dashboard(n_groups=20, G=7)
+    for bad, message in (({"c": 6.0}, "c must be"), ({"rate": 0.7}, "rate must be"), ({"size": 0.5}, "size must be"),
+                         ({"clean_model": Gaussian()}, "dropdown"), ({"group": 20}, "group must be")):
+        with pytest.raises(ValueError, match=message):
+            dashboard(n_groups=20, **bad)
+
+
+# ------------------------------------------------------------------ static figures
+
+
+def test_heatmaps_and_schedule_figures_are_titled_and_labelled():
+    table = clip_sweep(["grpo", "robust"], group_sizes=[4, 8], clip=[1.0, 2.5], n_groups=lambda g: 400 // g,
+                       clean_model=Gaussian())
+    assert table.groupby("G")["n_groups"].first().to_dict() == {4: 100, 8: 50}
+    fig = plot_heatmaps(table, "mae", mark_c=(2.0,))
+    panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    assert len(panels) == 2
+    for ax in panels:
+        assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+    assert "(no c)" in panels[0].get_title()
+    with pytest.raises(ValueError, match="lacks column"):
+        plot_heatmaps(table.drop(columns="mae"), "mae")
+    with pytest.raises(ValueError, match="not in the table"):
+        plot_heatmaps(table, "mae", methods=["rank"])
+    schedule = pd.DataFrame({"progress": [0.0, 1.0], "schedule": "linear", "c": [2.0, 3.5]})
+    clipped = table[table["c"].notna()][["method", "c", "clipped_fraction", "clipped_fraction_clean"]]
+    training = schedule.merge(clipped.assign(c=clipped["c"].replace({1.0: 2.0, 2.5: 3.5})), on="c")
+    fig = plot_clip_schedule(schedule, clipped, training, contaminated_fraction=0.05)
+    for ax in fig.axes:
+        assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
+
+
+def test_heat_map_signs_do_not_change_along_c():
+    from robustgrpo.report.sweeps import HEATMAP_CLIPS, heatmap_data
+
+    data = heatmap_data()
+    clipped = data[data["c"].notna()]
+    assert set(clipped["c"]) == set(HEATMAP_CLIPS)
+    spread = clipped.groupby(["method", "G"])["sign_agreement"].agg(lambda s: s.max() - s.min())
+    assert spread.max() == 0.0
+    assert data[data["method"] == "grpo"]["fallback_rate"].max() == 0.0
+
+
+# ------------------------------------------------------------------ benchmark
+
+
+def test_dashboard_benchmark_runs_small_and_prints_a_table():
+    result = run_dashboard_benchmark(G=8, n_groups=60, repeats=2, sweep=False, progress=False)
+    assert isinstance(result, DashboardBench)
+    controls = {r.control for r in result.rows}
+    assert controls == {"c", "rate", "size", "group", "estimators", "G", "clean_model"}
+    assert all(r.n >= 1 and r.ms >= 0 and r.max_ms >= r.ms for r in result.rows)
+    table = format_dashboard_table(result)
+    assert "median ms" in table and "< 150 ms" in table and "G = 8" in table
+    with pytest.raises(ValueError, match="G must be one of"):
+        run_dashboard_benchmark(G=7, n_groups=10, sweep=False, progress=False)
+
+
+def test_bench_command_has_a_dashboard_flag():
+    args = build_parser().parse_args(["bench", "--dashboard", "--repeats", "3"])
+    assert args.dashboard is True and args.repeats == 3
+    assert build_parser().parse_args(["bench"]).dashboard is False
