@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Project tasks that need nothing but Python 3.10+: ``python3 tasks.py <task>``.
 
-main   build the environment in .venv, then run the main job (the seed example)
-test   build the environment in .venv, then run the whole test suite
+main   build the environment in .venv, then run the main job: print the seed
+       example, execute every notebook into out/notebooks (their figures into
+       out/figures) and rebuild the report figures into out/report
+test   build the environment in .venv (and, as root, install Chromium for the
+       browser tests), then run the whole test suite
 bench  build the environment in .venv, then print the speed benchmark
 setup  only build the environment
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -42,13 +46,29 @@ def setup() -> None:
     STAMP.write_text(digest)
 
 
+def ensure_browser() -> None:
+    """Install Debian's Chromium for the browser tests when missing and allowed (root with apt)."""
+    if shutil.which("chromium") or shutil.which("chromium-browser"):
+        return
+    if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
+        run("apt-get", "update", "-q")
+        run("apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium")
+    else:
+        print("note: Chromium is not installed and cannot be installed here; the browser tests will be skipped", flush=True)
+
+
 def main_job() -> None:
     setup()
+    out = ROOT / "out"
     run(PYTHON, "-m", "robustgrpo", "demo")
+    run(PYTHON, "-m", "robustgrpo", "notebooks", "--out", out)
+    run(PYTHON, "-m", "robustgrpo", "figures", "--out", out / "report")
+    print(f"\nexecuted notebooks: {out / 'notebooks'}\nnotebook figures:   {out / 'figures'}\nreport figures:     {out / 'report'} (index.md)")
 
 
 def test() -> None:
     setup()
+    ensure_browser()
     run(PYTHON, "-m", "pytest", *sys.argv[2:])
 
 

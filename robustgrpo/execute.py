@@ -2,7 +2,10 @@
 
 Each notebook runs top to bottom in a fresh kernel with its own folder as the
 working directory and ``$ROBUSTGRPO_FIGURES`` pointing at the figure folder,
-so the figures it saves land where the caller chose.
+so the figures it saves land where the caller chose. Unless the caller set
+``OMP_NUM_THREADS``, kernels run torch on one thread: the notebooks' tensors
+are small, and on a machine with few shared cores torch's thread pool slowed
+them several-fold.
 """
 
 from __future__ import annotations
@@ -51,17 +54,19 @@ def run_notebook(
 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
-    previous = os.environ.get(FIGURES_ENV)
-    os.environ[FIGURES_ENV] = str(Path(figures).resolve())
+    kernel_env = {FIGURES_ENV: str(Path(figures).resolve()), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    previous = {key: os.environ.get(key) for key in kernel_env}
+    os.environ.update(kernel_env)  # the kernel inherits the environment when it starts
     try:
         start = time.perf_counter()
         NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
         seconds = time.perf_counter() - start
     finally:
-        if previous is None:
-            os.environ.pop(FIGURES_ENV, None)
-        else:
-            os.environ[FIGURES_ENV] = previous
+        for key, value in previous.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     executed = None
     if out is not None:
         executed = Path(out) / path.name
