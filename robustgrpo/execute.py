@@ -59,7 +59,13 @@ def run_notebook(
     os.environ.update(kernel_env)  # the kernel inherits the environment when it starts
     try:
         start = time.perf_counter()
-        NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+        NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent)}},
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],  # no start-up chatter on the user's terminal
+        ).execute()
         seconds = time.perf_counter() - start
     finally:
         for key, value in previous.items():

@@ -89,3 +89,37 @@ def test_layers_import_only_from_layers_before_them(layer):
         imported = set(re.findall(r"^\s*from \.+(\w+)(?:\.\w+)* import", source, re.M))
         later = {m for m in imported if m in LAYERS and LAYERS.index(m) > LAYERS.index(layer)}
         assert not later, f"{path.name} ({layer}) imports from later layer(s) {later}"
+
+
+def test_readme_figures_are_report_figures_at_their_built_size(tmp_path):
+    """The README shows committed copies of report figures; a fresh build must match their size."""
+    from PIL import Image
+
+    from robustgrpo.report import build_all, report_figures
+
+    readme = (ROOT / "README.md").read_text()
+    images = re.findall(r"!\[[^\]]*\]\((notebooks/figures/[\w.]+\.png)\)", readme)
+    assert len(images) == 3
+    names = [Path(p).stem for p in images]
+    assert set(names) <= set(report_figures())
+    build_all(tmp_path, formats=("png",), names=names, progress=False)
+    for path, name in zip(images, names):
+        committed = Image.open(ROOT / path)
+        assert committed.size == Image.open(tmp_path / f"{name}.png").size
+
+
+def test_readme_numbers_are_the_computed_ones():
+    from robustgrpo import compute_advantages
+    from robustgrpo.metrics import mad_zero_fraction
+
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    seed = [[0, 0, 0, 0, 0, 0, 1.0, 10.0]]
+    clean = [[0, 0, 0, 0, 0, 0, 1.0, 0.0]]
+    assert f"**{compute_advantages(seed, 'grpo').advantages[0][6]:.3f}**" in readme
+    assert f"correct answer {compute_advantages(seed, 'seed_mad').advantages[0][6]:.3f} instead of about " \
+           f"{compute_advantages(clean, 'grpo').advantages[0][6]:.2f}" in readme
+    assert f"keeps {compute_advantages(seed, 'robust').advantages[0][6]:.3f}" in readme
+    table = mad_zero_fraction([8, 64], [i / 100 for i in range(101)]).set_index(["G", "p"])
+    assert f"({100 * table.loc[(8, 0.5), 'mad_zero']:.1f} % of groups at G = 8 and p = 0.5" in readme
+    at_least = table.loc[64, "mad_zero"].min()
+    assert at_least >= 0.90 and "at least 90 % at G = 64" in readme
