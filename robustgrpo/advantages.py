@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Literal, Mapping, NamedTuple
+from typing import Any, Callable, Literal, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -72,6 +72,7 @@ __all__ = [
     "ESTIMATORS",
     "register",
     "get_estimator",
+    "resolve_methods",
     "describe_estimators",
     "Groups",
     "Computed",
@@ -269,6 +270,32 @@ def get_estimator(method: str) -> Estimator:
         return _REGISTRY[method]
     except (KeyError, TypeError):
         raise ValueError(f"unknown method {method!r}; known estimators: {', '.join(_REGISTRY)}") from None
+
+
+def resolve_methods(methods: str | Sequence[str] | None = None) -> list[str]:
+    """Normalise a choice of estimators to a list of known, distinct names.
+
+    ``None`` means every registered estimator, in registry order; a single
+    name is a one-item choice. Raises ``ValueError`` for an empty choice, an
+    unknown name (listing the known ones) or a name given twice.
+    """
+    if methods is None:
+        return list(_REGISTRY)
+    if isinstance(methods, str):
+        names = [methods]
+    else:
+        try:
+            names = list(methods)
+        except TypeError:
+            raise ValueError(f"methods must be an estimator name, a sequence of names or None, got {methods!r}") from None
+    if not names:
+        raise ValueError(f"methods is empty; pass estimator names from {list(_REGISTRY)}, or None for all")
+    for name in names:
+        get_estimator(name)
+    repeated = sorted({m for m in names if names.count(m) > 1})
+    if repeated:
+        raise ValueError(f"methods lists {repeated} more than once; pass each estimator once")
+    return names
 
 
 def describe_estimators() -> str:

@@ -54,7 +54,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import stats as S
-from .advantages import ESTIMATORS, AdvantageResult, compute_advantages, get_estimator
+from .advantages import ESTIMATORS, AdvantageResult, compute_advantages, resolve_methods
 from .contamination import (
     Bernoulli,
     CleanModel,
@@ -94,23 +94,6 @@ Methods = Union[str, Sequence[str], None]
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _methods(methods: Methods) -> list[str]:
-    """Normalise ``methods`` to a list of known, distinct estimator names."""
-    if methods is None:
-        return list(ESTIMATORS)
-    if isinstance(methods, str):
-        methods = [methods]
-    out = list(methods)
-    if not out:
-        raise ValueError(f"methods is empty; pass estimator names from {list(ESTIMATORS)} or None for all")
-    for m in out:
-        get_estimator(m)
-    dup = sorted({m for m in out if out.count(m) > 1})
-    if dup:
-        raise ValueError(f"methods lists {dup} more than once; pass each estimator once")
-    return out
 
 
 def _params_for(methods: Sequence[str], params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -313,7 +296,7 @@ def sensitivity_curve(
         raise ValueError(f"position must be an integer index into the group of G={g}, got {position!r}")
     position = int(position) % g
     v = _vector("values", values)
-    names = _methods(methods)
+    names = resolve_methods(methods)
     per_method = _params_for(names, params)
 
     batch = r.expand(v.numel(), g).clone()
@@ -502,7 +485,7 @@ def breakdown_point(
     groups: cells are not stacked into one batch because ``batch_std``'s scale
     is a statistic of the whole batch.
     """
-    names = _methods(methods)
+    names = resolve_methods(methods)
     per_method = _params_for(names, params)
     gs = _int_list("group_sizes", group_sizes, 2)
     ms = _float_list("sizes", sizes, lambda v: v > 0, "finite outlier values > 0")
@@ -791,7 +774,7 @@ def agreement(
     >>> df.set_index("method")["best_negative_rate"].to_dict()
     {'grpo': 1.0, 'robust': 0.0}
     """
-    names = _methods(methods)
+    names = resolve_methods(methods)
     per_method = _params_for(names, params)
     subset = _check_subset(subset)
     zero_tol = _check_tol(zero_tol)
@@ -856,7 +839,7 @@ def advantage_samples(
     >>> df[df.contaminated].advantage.round(3).tolist()
     [2.462, 2.5]
     """
-    names = _methods(methods)
+    names = resolve_methods(methods)
     per_method = _params_for(names, params)
     record = _resolve_record(data, n_groups, seed)
     b, g = record.clean.shape
@@ -978,7 +961,7 @@ def sweep(
         One row per (G, rate, size, method, c): columns ``G``, ``rate``,
         ``size``, ``method``, ``c`` then the columns of :func:`agreement`.
     """
-    names = _methods(methods)
+    names = resolve_methods(methods)
     clip_names = {ESTIMATORS[m].clip for m in names if ESTIMATORS[m].clip}
     clash = sorted(clip_names & set(params))
     if clash:

@@ -67,7 +67,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .advantages import ESTIMATORS, compute_advantages, get_estimator
+from .advantages import ESTIMATORS, compute_advantages, resolve_methods
 from .contamination import Bernoulli, CleanModel, FormatCorrectness, Gaussian, SkewNormal
 from .metrics import _derived_seed  # the per-G seeds of metrics.sweep: same data as the heat maps
 
@@ -155,20 +155,10 @@ def _check_real(name: str, value: Any, ok: Callable[[float], bool], requirement:
 
 
 def _check_methods(methods: Any) -> tuple[str, ...]:
-    if isinstance(methods, str):
-        methods = (methods,)
-    try:
-        names = tuple(methods)
-    except TypeError:
-        raise ValueError(f"methods must be a sequence of estimator names, got {methods!r}") from None
-    if not names:
+    """Known, distinct estimator names; an empty choice gets the dashboard's own message."""
+    if methods is not None and not isinstance(methods, str) and hasattr(methods, "__len__") and len(methods) == 0:
         raise ValueError(f"methods is empty; choose at least one estimator from {list(ESTIMATORS)}")
-    for m in names:
-        get_estimator(m)
-    dup = sorted({m for m in names if names.count(m) > 1})
-    if dup:
-        raise ValueError(f"methods lists {dup} more than once; choose each estimator once")
-    return names
+    return tuple(resolve_methods(methods))
 
 
 CleanKey = Union[str, CleanModel]

@@ -6,6 +6,7 @@ each check), so they are deterministic and would only fail on a real bias.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -392,7 +393,7 @@ def test_seed_and_shape_validation():
 def test_models_are_frozen_and_comparable():
     assert C.RandomOutliers(0.1, 10) == C.RandomOutliers(0.1, 10.0)
     assert C.Bernoulli([0.1, 0.2]) == C.Bernoulli((0.1, 0.2))
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         C.RandomOutliers(0.1, 10.0).rate = 0.5  # type: ignore[misc]
 
 

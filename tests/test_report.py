@@ -196,7 +196,7 @@ def test_seed_advantages_figure_has_the_seed_numbers():
 def test_seed_advantages_figure_takes_a_subset_of_methods():
     rf = S.seed_advantages_figure(methods=["grpo", "robust"])
     assert set(rf.data["method"]) == {"grpo", "robust"} and "-0.107" in rf.caption
-    with pytest.raises(ValueError, match="unknown estimator"):
+    with pytest.raises(ValueError, match="unknown method 'nope'"):
         S.seed_advantages_figure(methods=["nope"])
 
 

@@ -245,7 +245,7 @@ BAD = [
     ({"methods": []}, "methods is empty"),
     ({"methods": ["grpo", "nope"]}, "unknown method"),
     ({"methods": ["grpo", "grpo"]}, "more than once"),
-    ({"methods": 3}, "methods must be a sequence"),
+    ({"methods": 3}, "methods must be an estimator name, a sequence of names"),
     ({"group": -1}, "group must be an integer"),
     ({"group": 50}, "group must be an integer"),
     ({"n_groups": 0}, "n_groups must be an integer"),

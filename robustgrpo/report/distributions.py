@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..advantages import ESTIMATORS, compute_advantages, get_estimator
+from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
 from ..contamination import Contaminated, list_scenarios, load_scenario
 from ..metrics import advantage_samples, agreement
 from ..plots.distributions import advantage_ecdfs, contaminated_landing, one_of_eight_bars, zero_fraction_bars
@@ -95,19 +95,6 @@ _QUANTILES = {"q05": 0.05, "q25": 0.25, "median": 0.5, "q75": 0.75, "q95": 0.95}
 
 
 # ------------------------------------------------------------------ validation
-
-
-def _method_list(methods: str | Sequence[str]) -> list[str]:
-    """Known, distinct estimator names, in the caller's order."""
-    names = [methods] if isinstance(methods, str) else list(methods)
-    if not names:
-        raise ValueError(f"methods is empty; pass estimator names from {list(ESTIMATORS)}")
-    for m in names:
-        get_estimator(m)
-    dup = sorted({m for m in names if names.count(m) > 1})
-    if dup:
-        raise ValueError(f"methods lists {dup} more than once; pass each estimator once")
-    return names
 
 
 def _scenario_list(scenarios: str | Sequence[str]) -> list[str]:
@@ -196,7 +183,7 @@ def scenario_samples(
     (16, ['scenario', 'method', 'group'])
     """
     names = _scenario_list(scenarios)
-    chosen = _method_list(methods)
+    chosen = resolve_methods(methods)
     frames = [
         advantage_samples(_record(s, n_groups, seed), chosen).assign(scenario=s)
         for s in names
@@ -240,7 +227,7 @@ def one_of_eight_table(
     >>> t[t.role == "wrong"].set_index("method").advantage.round(3).to_dict()
     {'grpo': -0.354, 'robust': 0.0}
     """
-    chosen = _method_list(methods)
+    chosen = resolve_methods(methods)
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
         raise ValueError(f"group_size must be an integer >= 2, got {group_size!r}")
     if isinstance(n_correct, bool) or not isinstance(n_correct, int) or not 1 <= n_correct <= group_size - 1:
@@ -636,7 +623,7 @@ def build_ecdf(
     if not isinstance(scenario, str):
         raise ValueError(f"scenario must be one scenario name (a str), got {scenario!r}; known: {list_scenarios()}")
     (name,) = _scenario_list([scenario])
-    chosen = _method_list(methods)
+    chosen = resolve_methods(methods)
     record = _record(name, n_groups, seed)
     if not bool(record.contaminated.any()):
         raise ValueError(f"scenario {name!r} contaminates no sample: there is nothing to compare; pick one of {list(ECDF_SCENARIOS)}")

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..advantages import ESTIMATORS, compute_advantages
+from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
 from ..contamination import load_scenario
 from ..metrics import advantage_samples, sensitivity_curve
 from ..plots.seed import (
@@ -170,18 +170,6 @@ def _roles(g: SeedGroup) -> np.ndarray:
     return roles
 
 
-def _methods(methods: str | Sequence[str] | None) -> list[str]:
-    if methods is None:
-        return list(ESTIMATORS)
-    names = [methods] if isinstance(methods, str) else list(methods)
-    if not names:
-        raise ValueError(f"methods is empty; pass estimator names from {list(ESTIMATORS)} or None for all")
-    unknown = [m for m in names if m not in ESTIMATORS]
-    if unknown:
-        raise ValueError(f"unknown estimator(s) {unknown}; known: {list(ESTIMATORS)}")
-    return names
-
-
 def _m_values(values: Sequence[float] | np.ndarray | None) -> np.ndarray:
     v = DEFAULT_M_VALUES if values is None else np.asarray(values, dtype=np.float64)
     if v.ndim != 1 or v.size < 2 or not np.all(np.isfinite(v)):
@@ -263,7 +251,7 @@ def seed_advantages_figure(
         ``poisoned``), ``advantage``, ``fallback`` (the estimator's fallback
         ran on the poisoned group).
     """
-    names = _methods(methods)
+    names = resolve_methods(methods)
     g = seed_group()
     samples = advantage_samples(SCENARIO, names)
     roles = _roles(g)
@@ -336,7 +324,7 @@ def seed_sensitivity_figure(
         ``data``: :func:`~robustgrpo.metrics.sensitivity_curve` of the group
         with the glitch's reward moving over ``values``.
     """
-    names = _methods(methods)
+    names = resolve_methods(methods)
     g = seed_group()
     m_values = _m_values(values)
     data = sensitivity_curve(g.rewards[0], g.outlier, m_values, names)
@@ -394,7 +382,7 @@ def seed_scale_figure(
         ``data``: ``method``, ``value`` (M), ``scale`` (the estimator's
         per-group scale diagnostic) and ``fallback`` (its fallback ran).
     """
-    names = _methods(methods)
+    names = resolve_methods(methods)
     g = seed_group()
     m_values = _m_values(values)
     batch = g.rewards.expand(m_values.size, g.group_size).clone()
@@ -450,7 +438,7 @@ def binary_groups_figure(
     """
     if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 2:
         raise ValueError(f"group_size must be an integer >= 2, got {group_size!r}")
-    names = _methods(methods)
+    names = resolve_methods(methods)
     k = torch.arange(1, group_size)
     # row k-1 holds k ones then G-k zeros: column 0 is a correct answer, column G-1 a wrong one
     rewards = (torch.arange(group_size) < k.unsqueeze(-1)).to(torch.float64)
