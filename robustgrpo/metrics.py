@@ -77,6 +77,7 @@ __all__ = [
     "breakdown_point",
     "agreement",
     "advantage_samples",
+    "derived_seed",
     "agreement_from_advantages",
     "sweep",
     "efficiency",
@@ -121,8 +122,14 @@ def _check_seed(seed: Any) -> int:
     return int(seed)
 
 
-def _derived_seed(seed: int, *key: int) -> int:
-    """A 63-bit seed derived from ``seed`` and a spawn key (one per cell)."""
+def derived_seed(seed: int, *key: int) -> int:
+    """A 63-bit seed derived from ``seed`` and a spawn key (one per sweep cell).
+
+    ``numpy.random.SeedSequence(seed, spawn_key=key)``: independent streams
+    per cell, the same for every caller, so the dashboard draws exactly the
+    rewards of the sweep cell it shows. :func:`sweep` uses key ``(1, G)``
+    for the clean rewards and ``(2, G)`` for the contamination.
+    """
     ss = np.random.SeedSequence(seed, spawn_key=tuple(int(k) for k in key))
     return int(ss.generate_state(1, np.uint64)[0] >> np.uint64(1))
 
@@ -500,7 +507,7 @@ def breakdown_point(
     rows: list[dict[str, Any]] = []
     bar = _bar(len(gs) * len(names), progress, "breakdown")
     for gi, g in enumerate(gs):
-        clean = torch.randn(n_groups, g, generator=_generator(_derived_seed(seed, 0, g)), dtype=DTYPE)
+        clean = torch.randn(n_groups, g, generator=_generator(derived_seed(seed, 0, g)), dtype=DTYPE)
         cols = torch.arange(g)
         for m in names:
             kw = per_method[m]
@@ -990,14 +997,14 @@ def sweep(
     rows: list[dict[str, Any]] = []
     bar = _bar(len(gs) * len(rs) * len(ss) * len(variants), progress, "sweep")
     for g in gs:
-        clean_r = clean.sample(n_groups, g, seed=_derived_seed(seed, 1, g), dtype=DTYPE)
+        clean_r = clean.sample(n_groups, g, seed=derived_seed(seed, 1, g), dtype=DTYPE)
         cache: dict = {}
         for rate, size in itertools.product(rs, ss):
             try:
                 model = factory(rate, size)
             except ValueError as err:
                 raise ValueError(f"contamination at rate={rate}, size={size}: {err}") from None
-            data = model.apply(clean_r, seed=_derived_seed(seed, 2, g))
+            data = model.apply(clean_r, seed=derived_seed(seed, 2, g))
             for m, c, kw in variants:
                 (row,) = _agreement_rows(data, [m], {m: kw}, subset, zero_tol, cache, g, bar.update)
                 rows.append({"G": g, "rate": rate, "size": size, "method": m, "c": c,
@@ -1258,7 +1265,7 @@ def mad_zero_fraction_mc(
     rows = []
     cells = list(itertools.product(gs, ps))
     for i, (g, p) in enumerate(tqdm(cells, disable=not progress, desc="mad zeros", leave=False)):
-        r = Bernoulli(p).sample(n_groups, g, seed=_derived_seed(seed, 3, i), dtype=DTYPE)
+        r = Bernoulli(p).sample(n_groups, g, seed=derived_seed(seed, 3, i), dtype=DTYPE)
         d = compute_advantages(r, method).diagnostics
         deg = torch.as_tensor(d.degenerate)
         fb = torch.as_tensor(d.fallback)

@@ -69,7 +69,7 @@ import torch
 
 from .advantages import ESTIMATORS, compute_advantages, resolve_methods
 from .contamination import Bernoulli, CleanModel, FormatCorrectness, Gaussian, SkewNormal
-from .metrics import _derived_seed  # the per-G seeds of metrics.sweep: same data as the heat maps
+from .metrics import derived_seed  # the per-G seeds of metrics.sweep: same data as the heat maps
 
 __all__ = [
     "GROUP_SIZES",
@@ -462,7 +462,7 @@ class DashboardEngine:
     def _clean_state(self, G: int, clean_model: CleanKey) -> _CleanState:
         def make() -> _CleanState:
             # float64 draws as metrics.sweep makes them, then cast: the same rewards in either dtype
-            seed = _derived_seed(self.seed, 1, G)
+            seed = derived_seed(self.seed, 1, G)
             r = _clean_model_of(clean_model).sample(self.n_groups, G, seed=seed, dtype=torch.float64)
             return _CleanState(r.to(self.dtype))
 
@@ -471,7 +471,7 @@ class DashboardEngine:
     def _uniforms(self, G: int) -> torch.Tensor:
         # RandomOutliers.apply draws exactly these uniforms from its seed and hits U < rate
         def make() -> torch.Tensor:
-            gen = torch.Generator().manual_seed(_derived_seed(self.seed, 2, G))
+            gen = torch.Generator().manual_seed(derived_seed(self.seed, 2, G))
             return torch.rand((self.n_groups, G), generator=gen, dtype=torch.float64)
 
         return self._uniform.get(G, make)
