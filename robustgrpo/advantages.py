@@ -322,9 +322,13 @@ def _valid(flags: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return flags if mask is None else flags & mask
 
 
-def _clip(z: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Huber's psi: clamp to [-c, c], and flag the samples that were clamped."""
-    return z.clamp(-c, c), z.abs() > c
+def _clip(z: torch.Tensor, c: float, *, inplace: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """Huber's psi: clamp to [-c, c], and flag the samples that were clamped.
+
+    ``inplace=True`` clamps ``z`` itself (for a temporary the caller owns).
+    """
+    clipped = z.abs() > c
+    return (z.clamp_(-c, c) if inplace else z.clamp(-c, c)), clipped
 
 
 def _mean_std(g: Groups, ddof: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -355,9 +359,10 @@ def _robust_centre_scale(
     n_zero = torch.searchsorted(sorted_absd, torch.zeros_like(centre).unsqueeze(-1), right=True).squeeze(-1)
     b = order_statistic(sorted_absd, n_zero + (n - n_zero - 1).clamp_min(0) // 2)
     b = torch.where(b > 0, b, torch.ones((), dtype=r.dtype, device=r.device)).unsqueeze(-1)
-    # the sum is order-free, so the sorted deviations serve (invalid ones are +inf: masked out)
-    capped = fill_invalid(torch.minimum(sorted_absd, b) / b, None if mask is None else torch.isfinite(sorted_absd), 0.0)
-    s_fb = b.squeeze(-1) * torch.sqrt(capped.square().sum(-1) / (n - 1).clamp_min(1).to(r.dtype))
+    # the sum is order-free, so the sorted deviations serve (invalid ones are +inf: masked out);
+    # in-place steps on one temporary: fresh large tensors cost page faults on the CPU
+    capped = fill_invalid(torch.minimum(sorted_absd, b).div_(b), None if mask is None else torch.isfinite(sorted_absd), 0.0)
+    s_fb = b.squeeze(-1) * torch.sqrt(capped.square_().sum(-1) / (n - 1).clamp_min(1).to(r.dtype))
     scale = torch.where(fallback, s_fb, sigma).clamp_min(floor)
     return centre, d, scale, fallback
 
@@ -472,7 +477,7 @@ def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
     mean = masked_mean(r, mask, n)
     fallback = ~(sigma > eps)
     scale = torch.where(fallback, masked_std(r, mask, n, mean, 1) + eps, sigma)
-    adv, clipped = _clip((r - centre.unsqueeze(-1)) / scale.unsqueeze(-1), c)
+    adv, clipped = _clip((r - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c, inplace=True)
     return Computed(adv, centre, scale, fallback, clipped)
 
 
@@ -556,7 +561,7 @@ def _robust(g: Groups, *, c: float, floor: float) -> Computed:
     groups are degenerate and get 0.
     """
     centre, d, scale, fallback = _robust_centre_scale(g, floor)
-    adv, clipped = _clip(d / scale.unsqueeze(-1), c)
+    adv, clipped = _clip(d.div_(scale.unsqueeze(-1)), c, inplace=True)  # d is a fresh temporary
     return Computed(adv, centre, scale, fallback, clipped)
 
 
@@ -619,7 +624,7 @@ def _huber_m(g: Groups, *, c: float, huber_c: float, floor: float, maxiter: int,
     start, _, scale0, fallback = _robust_centre_scale(g, floor)
     centre, scale, _ = huber_proposal2(g.rewards, g.mask, g.n, start, scale0, c=huber_c, tol=tol, maxiter=maxiter)
     scale = scale.clamp_min(floor)
-    adv, clipped = _clip((g.rewards - centre.unsqueeze(-1)) / scale.unsqueeze(-1), c)
+    adv, clipped = _clip((g.rewards - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c, inplace=True)
     return Computed(adv, centre, scale, fallback, clipped)
 
 
