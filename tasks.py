@@ -52,7 +52,7 @@ def ensure_browser() -> None:
         return
     if hasattr(os, "geteuid") and os.geteuid() == 0 and shutil.which("apt-get"):
         run("apt-get", "update", "-q")
-        run("apt-get", "install", "-y", "-q", "--no-install-recommends", "chromium")
+        run("apt-get", "install", "-y", "-q", "chromium")
     else:
         print("note: Chromium is not installed and cannot be installed here; the browser tests will be skipped", flush=True)
 
