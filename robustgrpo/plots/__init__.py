@@ -20,6 +20,7 @@ from .style import (
     estimator_color,
     house_style,
     new_figure,
+    require_columns,
     save_figure,
 )
 
@@ -31,5 +32,6 @@ __all__ = [
     "estimator_color",
     "house_style",
     "new_figure",
+    "require_columns",
     "save_figure",
 ]

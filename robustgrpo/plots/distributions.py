@@ -29,7 +29,7 @@ symmetric log scale, linear within ``±linthresh``, and their labels say so.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -38,7 +38,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from .style import estimator_color, house_style, new_figure
+from .style import estimator_color, house_style, new_figure, require_columns
 
 __all__ = [
     "one_of_eight_bars",
@@ -52,20 +52,6 @@ _NEUTRAL = "#444444"
 
 
 # ------------------------------------------------------------------ helpers
-
-
-def _require(frame: object, columns: Iterable[str], what: str, produced_by: str) -> pd.DataFrame:
-    """Check that ``frame`` is a non-empty DataFrame with ``columns``; return it."""
-    if not isinstance(frame, pd.DataFrame):
-        raise ValueError(f"{what} must be a pandas DataFrame, got {type(frame).__name__}; pass the table from {produced_by}")
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(
-            f"{what} lacks column(s) {missing} (it has {list(frame.columns)}); pass the table from {produced_by}"
-        )
-    if frame.empty:
-        raise ValueError(f"{what} is empty: nothing to draw; check the filters applied before plotting")
-    return frame
 
 
 def _positive_number(name: str, value: object) -> float:
@@ -141,7 +127,7 @@ def one_of_eight_bars(table: pd.DataFrame, *, linthresh: float = 1.0) -> Figure:
         Missing columns, an empty table, a role other than "correct"/"wrong",
         or a method without exactly one row per role.
     """
-    _require(table, ("method", "role", "advantage", "n"), "table", "one_of_eight_table()")
+    require_columns(table, ("method", "role", "advantage", "n"), "table", produced_by="one_of_eight_table()")
     linthresh = _positive_number("linthresh", linthresh)
     roles = set(table["role"])
     if not roles <= {"correct", "wrong"}:
@@ -222,7 +208,7 @@ def zero_fraction_bars(table: pd.DataFrame) -> Figure:
         or fractions outside [0, 1] / zero fractions below the constant-group
         fraction.
     """
-    _require(table, ("scenario", "method", "zero_fraction", "constant_group_fraction"), "table", "zero_advantage_table()")
+    require_columns(table, ("scenario", "method", "zero_fraction", "constant_group_fraction"), "table", produced_by="zero_advantage_table()")
     if table.duplicated(["scenario", "method"]).any():
         raise ValueError("table has several rows for one (scenario, method); pass one row per pair")
     zero = table["zero_fraction"].to_numpy(float)
@@ -320,7 +306,7 @@ def advantage_ecdfs(
         ``ncols``/``linear_limit``/``linthresh``, or annotations for
         estimators that are not in ``samples``.
     """
-    _require(samples, ("method", "clean_advantage", "advantage"), "samples", "advantage_samples() or hit_group_samples()")
+    require_columns(samples, ("method", "clean_advantage", "advantage"), "samples", produced_by="advantage_samples() or hit_group_samples()")
     if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
         raise ValueError(f"ncols must be an integer >= 1, got {ncols!r}")
     linear_limit = _positive_number("linear_limit", linear_limit)
@@ -431,7 +417,7 @@ def contaminated_landing(
         Missing columns, an empty table, an unknown ``rewards`` value,
         duplicate rows, or a bad ``clip``/``ncols``/``linthresh``.
     """
-    _require(table, _LANDING_COLUMNS, "table", "contaminated_landing_table()")
+    require_columns(table, _LANDING_COLUMNS, "table", produced_by="contaminated_landing_table()")
     bad = sorted(set(table["rewards"]) - {"clean", "contaminated"})
     if bad:
         raise ValueError(f"rewards must be 'clean' or 'contaminated', got {bad}")

@@ -18,8 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .seed import _require
-from .style import ESTIMATOR_COLORS, estimator_color, house_style, new_figure
+from .style import ESTIMATOR_COLORS, estimator_color, house_style, new_figure, require_columns
 
 __all__ = [
     "STATISTIC_COLORS",
@@ -79,9 +78,9 @@ def plot_breakdown(table: pd.DataFrame, theory: pd.DataFrame | None = None, *, w
     -------
     matplotlib.figure.Figure
     """
-    _require(table, ("method", "G", "breakdown"), "table")
+    require_columns(table, ("method", "G", "breakdown"), "table")
     if theory is not None:
-        _require(theory, ("method", "G", "breakdown"), "theory")
+        require_columns(theory, ("method", "G", "breakdown"), "theory")
     methods = list(dict.fromkeys(table["method"]))
     sizes = sorted(set(table["G"]))
     if len(sizes) > len(_G_MARKERS):
@@ -138,7 +137,7 @@ def plot_influence(curves: pd.DataFrame, *, width: str | float = "page") -> Figu
     -------
     matplotlib.figure.Figure
     """
-    _require(curves, ("statistic", "kind", "value", "sensitivity"), "curves")
+    require_columns(curves, ("statistic", "kind", "value", "sensitivity"), "curves")
     kinds = [k for k in ("location", "scale") if k in set(curves["kind"])]
     titles = {"location": "Location: the mean follows the outlier", "scale": "Scale: the std grows without bound"}
     with house_style():
@@ -182,10 +181,10 @@ def plot_efficiency(
     -------
     matplotlib.figure.Figure
     """
-    _require(monte_carlo, ("estimator", "kind", "efficiency", "se"), "monte_carlo")
+    require_columns(monte_carlo, ("estimator", "kind", "efficiency", "se"), "monte_carlo")
     for name, frame in (("published", published), ("finite", finite)):
         if frame is not None:
-            _require(frame, ("estimator", "efficiency"), name)
+            require_columns(frame, ("estimator", "efficiency"), name)
     kinds = [k for k in ("location", "scale") if k in set(monte_carlo["kind"])]
     titles = {"location": "Location (relative to the mean)", "scale": "Scale (relative to the std)"}
     counts = [int((monte_carlo["kind"] == k).sum()) for k in kinds]
@@ -245,9 +244,9 @@ def plot_samuelson(
     -------
     matplotlib.figure.Figure
     """
-    _require(bound, ("G", "ddof", "bound"), "bound")
+    require_columns(bound, ("G", "ddof", "bound"), "bound")
     if attained is not None:
-        _require(attained, ("G", "ddof", "advantage"), "attained")
+        require_columns(attained, ("G", "ddof", "advantage"), "attained")
     if clip is not None and not (np.isfinite(clip) and clip > 0):
         raise ValueError(f"clip must be a finite number > 0, got {clip!r}")
     labels = {1: "(G-1)/sqrt(G): Bessel std (grpo default)", 0: "sqrt(G-1): population std (ddof = 0)"}
@@ -291,7 +290,7 @@ def plot_tie_collapse(table: pd.DataFrame, *, group_size: int | None = None, wid
     -------
     matplotlib.figure.Figure
     """
-    _require(table, ("statistic", "tied_fraction", "relative_scale"), "table")
+    require_columns(table, ("statistic", "tied_fraction", "relative_scale"), "table")
     with house_style():
         fig, axes = new_figure(width)
         ax = axes[0, 0]
@@ -337,9 +336,9 @@ def plot_mad_zero(
     """
     from matplotlib import colormaps
 
-    _require(exact, ("G", "p", "mad_zero"), "exact")
+    require_columns(exact, ("G", "p", "mad_zero"), "exact")
     if monte_carlo is not None:
-        _require(monte_carlo, ("G", "p", "mad_zero", "se"), "monte_carlo")
+        require_columns(monte_carlo, ("G", "p", "mad_zero", "se"), "monte_carlo")
     grid = exact.pivot_table(index="p", columns="G", values="mad_zero")
     if grid.isna().any().any():
         raise ValueError("exact must hold every (G, p) pair of its grid; pass mad_zero_fraction(sizes, rates)")

@@ -19,7 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from .style import estimator_color, house_style, new_figure
+from .style import estimator_color, house_style, new_figure, require_columns
 
 __all__ = [
     "ROLE_COLORS",
@@ -52,18 +52,6 @@ ROLE_TITLES: dict[str, str] = {
 _ADVANTAGE = "advantage $A_i$"
 #: Line styles that keep overlapping curves apart (others are solid).
 _LINESTYLES = {"seed_mad": "--", "huber_m": "-."}
-
-
-def _require(data: object, columns: Sequence[str], name: str) -> pd.DataFrame:
-    """Check that ``data`` is a non-empty DataFrame with ``columns``; raise ``ValueError`` otherwise."""
-    if not isinstance(data, pd.DataFrame):
-        raise ValueError(f"{name} must be a pandas DataFrame, got {type(data).__name__}")
-    missing = [c for c in columns if c not in data.columns]
-    if missing:
-        raise ValueError(f"{name} lacks column(s) {missing}; it has {list(data.columns)}")
-    if data.empty:
-        raise ValueError(f"{name} is empty; pass at least one row")
-    return data
 
 
 def _check_limits(limits: Sequence[float]) -> tuple[float, float]:
@@ -124,7 +112,7 @@ def plot_group_rewards(group: pd.DataFrame, summary: Mapping[str, float], *, wid
     ValueError
         Missing columns or summary keys, or an unknown role.
     """
-    _require(group, ("sample", "reward", "role"), "group")
+    require_columns(group, ("sample", "reward", "role"), "group")
     unknown = sorted(set(group["role"]) - set(ROLE_COLORS))
     if unknown:
         raise ValueError(f"unknown role(s) {unknown}; roles are {list(ROLE_COLORS)}")
@@ -190,7 +178,7 @@ def plot_advantages_by_role(
     -------
     matplotlib.figure.Figure
     """
-    _require(advantages, ("method", "role", "condition", "advantage"), "advantages")
+    require_columns(advantages, ("method", "role", "condition", "advantage"), "advantages")
     bad = sorted(set(advantages["condition"]) - {"clean", "poisoned"})
     if bad:
         raise ValueError(f"condition must be 'clean' or 'poisoned', got {bad}")
@@ -268,7 +256,7 @@ def plot_sensitivity(
     -------
     matplotlib.figure.Figure
     """
-    _require(curve, ("method", "value", "sample", "advantage"), "curve")
+    require_columns(curve, ("method", "value", "sample", "advantage"), "curve")
     if not samples:
         raise ValueError("samples is empty; pass {panel title: sample index}")
     absent = [i for i in samples.values() if i not in set(curve["sample"])]
@@ -326,7 +314,7 @@ def plot_group_scale(
     -------
     matplotlib.figure.Figure
     """
-    _require(scales, ("method", "value", "scale"), "scales")
+    require_columns(scales, ("method", "value", "scale"), "scales")
     with house_style():
         fig, axes = new_figure(width)
         ax = axes[0, 0]
@@ -368,7 +356,7 @@ def plot_binary_groups(
     -------
     matplotlib.figure.Figure
     """
-    _require(table, ("method", "k", "role", "advantage"), "table")
+    require_columns(table, ("method", "k", "role", "advantage"), "table")
     if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 2:
         raise ValueError(f"group_size must be an integer >= 2, got {group_size!r}")
     bad = sorted(set(table["role"]) - {"correct", "wrong"})

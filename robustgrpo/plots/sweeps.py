@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import PercentFormatter
 
-from .style import estimator_color, house_style, new_figure
+from .style import estimator_color, house_style, new_figure, require_columns
 
 __all__ = ["METRICS", "plot_heatmaps", "plot_clip_schedule"]
 
@@ -39,17 +39,6 @@ METRICS: dict[str, tuple[str, str, tuple[float, float] | None]] = {
     "rank_correlation": ("rank correlation with the clean advantages", "viridis", (-1.0, 1.0)),
     "best_negative_rate": ("best clean answer pushed down (fraction)", "magma_r", (0.0, 1.0)),
 }
-
-
-def _require(frame: object, columns: Sequence[str], name: str) -> pd.DataFrame:
-    if not isinstance(frame, pd.DataFrame):
-        raise ValueError(f"{name} must be a pandas DataFrame, got {type(frame).__name__}")
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{name} lacks column(s) {missing} (it has {list(frame.columns)}); pass the table from robustgrpo.metrics.sweep")
-    if frame.empty:
-        raise ValueError(f"{name} is empty: nothing to draw")
-    return frame
 
 
 def _tick_label(value: float) -> str:
@@ -95,7 +84,7 @@ def plot_heatmaps(
     matplotlib.figure.Figure
         Every panel titled and labelled; one colour bar for all.
     """
-    frame = _require(frame, ["G", "c", "method", metric], "frame")
+    frame = require_columns(frame, ["G", "c", "method", metric], "frame", produced_by="robustgrpo.metrics.sweep")
     label, cmap, fixed = METRICS.get(metric, (metric, "viridis", None))
     names = list(pd.unique(frame["method"])) if methods is None else list(methods)
     unknown = [m for m in names if m not in set(frame["method"])]
@@ -182,9 +171,9 @@ def plot_clip_schedule(
     title : str, optional
     width : "column", "page" or inches
     """
-    schedule = _require(schedule, ["progress", "schedule", "c"], "schedule")
-    clipped = _require(clipped, ["method", "c", "clipped_fraction", "clipped_fraction_clean"], "clipped")
-    training = _require(training, ["progress", "schedule", "method", "clipped_fraction"], "training")
+    schedule = require_columns(schedule, ["progress", "schedule", "c"], "schedule")
+    clipped = require_columns(clipped, ["method", "c", "clipped_fraction", "clipped_fraction_clean"], "clipped")
+    training = require_columns(training, ["progress", "schedule", "method", "clipped_fraction"], "training")
     styles = ["-", "--", ":", "-."]
     kinds = list(pd.unique(schedule["schedule"]))
     style_of = {k: styles[i % len(styles)] for i, k in enumerate(kinds)}

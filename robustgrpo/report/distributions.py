@@ -40,6 +40,7 @@ import torch
 from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
 from ..contamination import Contaminated, list_scenarios, load_scenario
 from ..metrics import advantage_samples, agreement
+from ..plots import require_columns
 from ..plots.distributions import advantage_ecdfs, contaminated_landing, one_of_eight_bars, zero_fraction_bars
 from . import ReportFigure, report_figure
 
@@ -62,6 +63,8 @@ __all__ = [
     "build_ecdf",
 ]
 
+#: Where the sample tables come from (named in input errors).
+_SAMPLES_FROM = "advantage_samples() or scenario_samples()"
 #: The notebook these figures belong to.
 NOTEBOOK = "04_advantage_distributions.ipynb"
 #: Estimators drawn by default: the baseline, the seed's function, the two other
@@ -110,22 +113,6 @@ def _scenario_list(scenarios: str | Sequence[str]) -> list[str]:
     if dup:
         raise ValueError(f"scenarios lists {dup} more than once; pass each scenario once")
     return names
-
-
-def _require(samples: object, columns: Sequence[str], what: str = "samples") -> pd.DataFrame:
-    if not isinstance(samples, pd.DataFrame):
-        raise ValueError(
-            f"{what} must be a pandas DataFrame from advantage_samples() or scenario_samples(), "
-            f"got {type(samples).__name__}"
-        )
-    missing = [c for c in columns if c not in samples.columns]
-    if missing:
-        raise ValueError(
-            f"{what} lacks column(s) {missing}; pass the frame returned by advantage_samples() or scenario_samples()"
-        )
-    if samples.empty:
-        raise ValueError(f"{what} is empty; pass at least one sample")
-    return samples
 
 
 def _keys(samples: pd.DataFrame) -> list[str]:
@@ -284,7 +271,7 @@ def zero_advantage_table(samples: pd.DataFrame, *, zero_tol: float = 0.0) -> pd.
     >>> t.set_index("method").zero_fraction.to_dict()
     {'grpo': 0.0, 'robust': 0.75}
     """
-    _require(samples, ("method", "group", "reward", "advantage", "clean_advantage", "majority"))
+    require_columns(samples, ("method", "group", "reward", "advantage", "clean_advantage", "majority"), "samples", produced_by=_SAMPLES_FROM)
     zero_tol = _check_zero_tol(zero_tol)
     keys = _keys(samples)
     rewards = samples.groupby([*keys, "group"], sort=False)["reward"]
@@ -350,7 +337,7 @@ def hit_group_samples(samples: pd.DataFrame) -> pd.DataFrame:
     >>> len(hit_group_samples(scenario_samples("seed_example", ["grpo"])))
     7
     """
-    _require(samples, ("method", "group", "contaminated"))
+    require_columns(samples, ("method", "group", "contaminated"), "samples", produced_by=_SAMPLES_FROM)
     contaminated = samples["contaminated"].astype(bool)
     hit_group = contaminated.groupby([samples[k] for k in (*_keys(samples), "group")], sort=False).transform("any")
     return samples[hit_group & ~contaminated].reset_index(drop=True)
@@ -394,7 +381,7 @@ def contaminated_landing_table(samples: pd.DataFrame, *, c: float = CLIP) -> pd.
     >>> t[t.rewards == "contaminated"].set_index("method")["median"].round(3).to_dict()
     {'grpo': 2.462, 'robust': 2.5}
     """
-    _require(samples, ("method", "contaminated", "clean_advantage", "advantage"))
+    require_columns(samples, ("method", "contaminated", "clean_advantage", "advantage"), "samples", produced_by=_SAMPLES_FROM)
     if isinstance(c, bool) or not isinstance(c, (int, float)) or not (math.isfinite(c) and c > 0):
         raise ValueError(f"c must be a finite number > 0, got {c!r}")
     hit = samples[samples["contaminated"].astype(bool)]
