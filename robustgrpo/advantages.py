@@ -39,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Literal, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Iterable, Literal, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import torch
@@ -49,6 +49,7 @@ from .inputs import (
     apply_nan_policy,
     as_tensor,
     count_valid,
+    distinct_names,
     group_by_index,
     scatter_to_flat,
     to_kind,
@@ -281,21 +282,9 @@ def resolve_methods(methods: str | Sequence[str] | None = None) -> list[str]:
     """
     if methods is None:
         return list(_REGISTRY)
-    if isinstance(methods, str):
-        names = [methods]
-    else:
-        try:
-            names = list(methods)
-        except TypeError:
-            raise ValueError(f"methods must be an estimator name, a sequence of names or None, got {methods!r}") from None
-    if not names:
-        raise ValueError(f"methods is empty; pass estimator names from {list(_REGISTRY)}, or None for all")
-    for name in names:
-        get_estimator(name)
-    repeated = sorted({m for m in names if names.count(m) > 1})
-    if repeated:
-        raise ValueError(f"methods lists {repeated} more than once; pass each estimator once")
-    return names
+    if not isinstance(methods, (str, Iterable)):
+        raise ValueError(f"methods must be an estimator name, a sequence of names or None, got {methods!r}")
+    return distinct_names(methods, list(_REGISTRY), "methods", "method")
 
 
 def describe_estimators() -> str:

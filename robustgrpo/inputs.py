@@ -40,6 +40,7 @@ __all__ = [
     "Grouping",
     "group_by_index",
     "scatter_to_flat",
+    "distinct_names",
 ]
 
 ArrayLike = Union[torch.Tensor, np.ndarray, Sequence[Any]]
@@ -286,3 +287,38 @@ def group_by_index(index: ArrayLike, n: int) -> Grouping:
 def scatter_to_flat(padded: torch.Tensor, grouping: Grouping) -> torch.Tensor:
     """Read a ``[B, G]`` tensor back into the flat order of ``grouping``."""
     return padded[grouping.group.to(padded.device), grouping.slot.to(padded.device)]
+
+
+def distinct_names(value: str | Sequence[str], known: Sequence[str], what: str, kind: str) -> list[str]:
+    """A choice of names (one name or a sequence) checked against ``known``.
+
+    Parameters
+    ----------
+    value : the caller's choice
+    known : the names that exist, listed in error messages
+    what : the argument's name (``"methods"``), for error messages
+    kind : singular noun of one name (``"method"``), for error messages
+
+    Raises
+    ------
+    ValueError
+        For a value that is not a name or a sequence of names, an empty
+        choice, an unknown name (listing the known ones) or a name given twice.
+    """
+    if isinstance(value, str):
+        names = [value]
+    else:
+        try:
+            names = list(value)
+        except TypeError:
+            raise ValueError(f"{what} must be a {kind} name or a sequence of names, got {value!r}") from None
+    if not names:
+        raise ValueError(f"{what} is empty; pass names from {list(known)}")
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        listed = repr(unknown[0]) if len(unknown) == 1 else str(unknown)
+        raise ValueError(f"unknown {kind} {listed}; known {kind}s: {', '.join(known)}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"{what} lists {repeated} more than once; pass each {kind} once")
+    return names

@@ -54,6 +54,7 @@ import torch
 from tqdm.auto import tqdm
 
 from . import stats as S
+from .inputs import distinct_names
 from .advantages import ESTIMATORS, AdvantageResult, compute_advantages, resolve_methods
 from .contamination import (
     Bernoulli,
@@ -227,16 +228,7 @@ small-sample factors; ``pairwise`` marks the O(n^2)-memory ones."""
 
 
 def _statistic_names(statistics: str | Sequence[str]) -> list[str]:
-    names = [statistics] if isinstance(statistics, str) else list(statistics)
-    if not names:
-        raise ValueError(f"statistics is empty; pass names from {list(STATISTICS)}")
-    unknown = [s for s in names if s not in STATISTICS]
-    if unknown:
-        raise ValueError(f"unknown statistic(s) {unknown}; known: {list(STATISTICS)}")
-    dup = sorted({s for s in names if names.count(s) > 1})
-    if dup:
-        raise ValueError(f"statistics lists {dup} more than once; pass each once")
-    return names
+    return distinct_names(statistics, list(STATISTICS), "statistics", "statistic")
 
 
 def _apply_statistic(name: str, x: torch.Tensor, budget: int = 4_000_000) -> torch.Tensor:

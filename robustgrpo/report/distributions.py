@@ -39,6 +39,7 @@ import torch
 
 from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
 from ..contamination import Contaminated, list_scenarios, load_scenario
+from ..inputs import distinct_names
 from ..metrics import advantage_samples, agreement
 from ..plots import require_columns
 from ..plots.distributions import advantage_ecdfs, contaminated_landing, one_of_eight_bars, zero_fraction_bars
@@ -102,17 +103,7 @@ _QUANTILES = {"q05": 0.05, "q25": 0.25, "median": 0.5, "q75": 0.75, "q95": 0.95}
 
 def _scenario_list(scenarios: str | Sequence[str]) -> list[str]:
     """Known, distinct scenario names, in the caller's order."""
-    names = [scenarios] if isinstance(scenarios, str) else list(scenarios)
-    if not names:
-        raise ValueError(f"scenarios is empty; pass names from {list_scenarios()}")
-    known = list_scenarios()
-    unknown = [s for s in names if s not in known]
-    if unknown:
-        raise ValueError(f"unknown scenario(s) {unknown}; known: {known}")
-    dup = sorted({s for s in names if names.count(s) > 1})
-    if dup:
-        raise ValueError(f"scenarios lists {dup} more than once; pass each scenario once")
-    return names
+    return distinct_names(scenarios, list_scenarios(), "scenarios", "scenario")
 
 
 def _keys(samples: pd.DataFrame) -> list[str]:
