@@ -1,0 +1,190 @@
+"""Argument checks shared by every layer: one rule per kind of argument.
+
+Each check takes the argument's name and value, returns the value in its
+canonical type (``int``, ``float``, ``bool``, ``str``, ``list``) and raises
+:class:`ParamError` (a ``ValueError``) whose message names the argument, says
+what it must be, shows what was given and what to do instead. Nothing is
+coerced silently: ``True`` is not an integer, ``"3"`` is not a number,
+``2.0`` is not an integer, NaN and inf are not finite numbers.
+
+The rules
+---------
+* integers: ``int`` or numpy integers, never ``bool``;
+* reals: ``int``, ``float`` or numpy scalars, never ``bool``, always finite;
+* seeds: integers in ``[0, 2**63)`` (what ``numpy.random.SeedSequence``,
+  ``torch.Generator.manual_seed`` and Parquet's int64 columns all accept);
+* probabilities: reals in ``[0, 1]``;
+* choices: one of a fixed list of strings.
+
+>>> check_int("G", 8, minimum=2)
+8
+>>> check_probability("rate", 0.05)
+0.05
+>>> check_seed(-1)
+Traceback (most recent call last):
+...
+robustgrpo.checks.ParamError: seed must be an integer in [0, 2**63), got -1; pass e.g. seed=0
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "SEED_LIMIT",
+    "ParamError",
+    "is_int",
+    "is_real",
+    "check_int",
+    "check_real",
+    "check_positive",
+    "check_probability",
+    "check_seed",
+    "check_bool",
+    "check_choice",
+    "check_int_list",
+    "check_real_list",
+]
+
+#: Seeds are integers in [0, SEED_LIMIT).
+SEED_LIMIT = 2**63
+
+
+class ParamError(ValueError):
+    """A ``ValueError`` about one named argument.
+
+    Attributes
+    ----------
+    param : str
+        The argument's name as the caller wrote it.
+    requirement : str
+        What it must be ("must be an integer >= 2").
+    value : Any
+        What was given.
+    hint : str
+        What to do instead (may be empty).
+
+    Loaders re-word it with the file and field that held the value.
+    """
+
+    def __init__(self, param: str, requirement: str, value: Any, hint: str = "") -> None:
+        self.param = param
+        self.requirement = requirement
+        self.value = value
+        self.hint = hint
+        super().__init__(f"{param} {requirement}, got {value!r}" + (f"; {hint}" if hint else ""))
+
+
+def is_int(value: Any) -> bool:
+    """True for ``int`` and numpy integers, False for ``bool``."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_real(value: Any) -> bool:
+    """True for ints, floats and numpy real scalars, False for ``bool``."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _range_text(minimum: float | None, maximum: float | None, *, open_min: bool = False) -> str:
+    lo = None if minimum is None else f"{'>' if open_min else '>='} {minimum:g}"
+    if maximum is None:
+        return f" {lo}" if lo else ""
+    if minimum is None:
+        return f" <= {maximum:g}"
+    return f" in {'(' if open_min else '['}{minimum:g}, {maximum:g}]"
+
+
+def check_int(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None, hint: str = "") -> int:
+    """An integer in ``[minimum, maximum]`` (either bound optional)."""
+    ok = is_int(value) and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
+    if not ok:
+        raise ParamError(name, f"must be an integer{_range_text(minimum, maximum)}", value, hint)
+    return int(value)
+
+
+def check_real(
+    name: str,
+    value: Any,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    open_min: bool = False,
+    hint: str = "",
+) -> float:
+    """A finite real number in ``[minimum, maximum]`` (``(minimum, ...`` with ``open_min``)."""
+    requirement = f"must be a finite number{_range_text(minimum, maximum, open_min=open_min)}"
+    if not is_real(value) or not math.isfinite(float(value)):
+        raise ParamError(name, requirement, value, hint)
+    v = float(value)
+    too_low = minimum is not None and (v <= minimum if open_min else v < minimum)
+    if too_low or (maximum is not None and v > maximum):
+        raise ParamError(name, requirement, value, hint)
+    return v
+
+
+def check_positive(name: str, value: Any, hint: str = "") -> float:
+    """A finite real number > 0."""
+    return check_real(name, value, minimum=0.0, open_min=True, hint=hint)
+
+
+def check_probability(name: str, value: Any, hint: str = "pass a probability") -> float:
+    """A real number in [0, 1]."""
+    return check_real(name, value, minimum=0.0, maximum=1.0, hint=hint)
+
+
+def check_seed(value: Any, name: str = "seed") -> int:
+    """An integer seed in ``[0, 2**63)``."""
+    if not is_int(value) or not 0 <= value < SEED_LIMIT:
+        raise ParamError(name, "must be an integer in [0, 2**63)", value, f"pass e.g. {name}=0")
+    return int(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``True`` or ``False`` (numpy booleans included), nothing else."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ParamError(name, "must be True or False", value)
+    return bool(value)
+
+
+def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
+    """One of ``choices`` (strings)."""
+    if not isinstance(value, str) or value not in choices:
+        raise ParamError(name, f"must be one of {list(choices)}", value)
+    return value
+
+
+def _items(name: str, values: Any, what: str) -> list[Any]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise ParamError(name, f"must be {what} or a sequence of them", values)
+    items = list(values)
+    if not items:
+        raise ParamError(name, "is empty", values, "pass at least one value")
+    return items
+
+
+def check_int_list(name: str, values: Any, *, minimum: int | None = None, maximum: int | None = None) -> list[int]:
+    """A non-empty list of integers in range; a single integer is a one-item list."""
+    if is_int(values):
+        values = [values]
+    items = _items(name, values, "an integer")
+    return [check_int(f"each of {name}", v, minimum=minimum, maximum=maximum) for v in items]
+
+
+def check_real_list(
+    name: str,
+    values: Any,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    open_min: bool = False,
+) -> list[float]:
+    """A non-empty list of finite reals in range; a single number is a one-item list."""
+    if is_real(values):
+        values = [values]
+    items = _items(name, values, "a number")
+    return [check_real(f"each of {name}", v, minimum=minimum, maximum=maximum, open_min=open_min) for v in items]
