@@ -228,7 +228,8 @@ def run_dashboard_benchmark(
     """
     from tqdm.auto import tqdm
 
-    from .widgets import DEFAULT_METHODS, GROUP_SIZES, dashboard
+    from .dashboards.sweep import DEFAULT_METHODS, GROUP_SIZES
+    from .widgets import dashboard
 
     if G not in GROUP_SIZES:
         raise ValueError(f"G must be one of the dashboard's group sizes {GROUP_SIZES}, got {G!r}")

@@ -24,7 +24,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from robustgrpo.widgets import DEFAULT_METHODS, dashboard_data
+from robustgrpo.dashboards.sweep import DEFAULT_METHODS, dashboard_data
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 N_GROUPS = 500

@@ -74,7 +74,7 @@ def test_every_module_declares_its_public_names(name):
         pytest.fail(f"{name} has no __all__")
 
 
-LAYERS = ["checks", "inputs", "stats", "advantages", "contamination", "metrics", "simulate", "plots", "widgets", "report", "cli"]
+LAYERS = ["checks", "inputs", "stats", "advantages", "contamination", "metrics", "simulate", "plots", "dashboards", "widgets", "report", "cli"]
 
 
 def _layer_sources(layer: str) -> list[Path]:

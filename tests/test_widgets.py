@@ -23,7 +23,7 @@ from robustgrpo.contamination import Bernoulli, Gaussian
 from robustgrpo.metrics import agreement_from_advantages, sweep
 from robustgrpo.plots.interactive import EMPTY_BIN, linked_views, trace_by_meta, update_linked_views
 from robustgrpo.plots.sweeps import plot_clip_schedule, plot_heatmaps
-from robustgrpo.widgets import (
+from robustgrpo.dashboards.sweep import (
     CLEAN_MODEL_CHOICES,
     CLIP_RANGE,
     DEFAULT_METHODS,
@@ -33,10 +33,9 @@ from robustgrpo.widgets import (
     DashboardData,
     DashboardEngine,
     clip_sweep,
-    dashboard,
     dashboard_data,
-    readout_html,
 )
+from robustgrpo.widgets import dashboard, readout_html
 
 N_GROUPS = 300
 CLIPPED = [m for m in ESTIMATORS if ESTIMATORS[m].clip]

@@ -21,7 +21,7 @@ the browser. Every estimator of the catalogue gets its traces up front;
 choosing estimators only toggles their visibility.
 
 The data is any object with the attributes of
-:class:`robustgrpo.widgets.DashboardData` (see :class:`LinkedViewData`);
+:class:`robustgrpo.dashboards.sweep.DashboardData` (see :class:`LinkedViewData`);
 nothing here computes a statistic.
 """
 
@@ -56,7 +56,7 @@ _PARTS = {"uncontaminated": (2, 3), "contaminated": (3, 4)}  # histogram part ->
 
 
 class LinkedViewData(Protocol):
-    """What :func:`linked_views` draws (:class:`robustgrpo.widgets.DashboardData` has it all)."""
+    """What :func:`linked_views` draws (:class:`robustgrpo.dashboards.sweep.DashboardData` has it all)."""
 
     G: int
     c: float
@@ -97,7 +97,7 @@ def linked_views(data: LinkedViewData, *, methods: Sequence[str] | None = None, 
     Parameters
     ----------
     data : LinkedViewData
-        A :class:`robustgrpo.widgets.DashboardData`.
+        A :class:`robustgrpo.dashboards.sweep.DashboardData`.
     methods : sequence of str, optional
         Estimators that get traces (default: the whole catalogue, so any
         later choice is a visibility toggle).

@@ -6,7 +6,7 @@ verifiable rewards (Bernoulli, p = 0.3) with random outliers (rate 0.05,
 M = 10), seed 0: the data of the dashboard's default clean model, so the
 dashboard at such a (G, c) shows the heat maps' cell. The numbers are those
 of :func:`robustgrpo.metrics.sweep` (same seeds, same definitions; the tests
-check they are equal), computed with :func:`robustgrpo.widgets.clip_sweep`,
+check they are equal), computed with :func:`robustgrpo.dashboards.sweep.clip_sweep`,
 which runs each estimator once per G and re-clips for every c instead of
 recomputing it 9 times: 10^4 groups per cell, the whole sweep in a few
 seconds on two cores (``python -m robustgrpo bench --dashboard`` times it).
@@ -33,7 +33,7 @@ import pandas as pd
 from ..advantages import ESTIMATORS, clip_schedule
 from ..contamination import Bernoulli, Gaussian
 from ..plots.sweeps import plot_clip_schedule, plot_heatmaps
-from ..widgets import clip_sweep
+from ..dashboards.sweep import clip_sweep
 from . import ReportFigure, report_figure
 
 __all__ = [
@@ -82,7 +82,7 @@ SEED = 0
 def heatmap_sweep(progress: bool = False) -> pd.DataFrame:
     """Run the heat maps' sweep (uncached; :func:`heatmap_data` caches it).
 
-    Returns the :func:`robustgrpo.widgets.clip_sweep` table: one row per
+    Returns the :func:`robustgrpo.dashboards.sweep.clip_sweep` table: one row per
     (G, method, c), c = NaN for the estimators without a clip.
     """
     return clip_sweep(
