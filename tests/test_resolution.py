@@ -130,7 +130,7 @@ def test_seed_mad_still_jumps_where_its_mad_crosses_eps():
     """Its lower MAD here is d; at 1.4826 d = 1e-6 the scale drops from the std to about 1e-6."""
     r = torch.tensor([[-1.0, 0, 0, 0, 6.7e-7, 6.7e-7, 1, 1], [-1.0, 0, 0, 0, 6.8e-7, 6.8e-7, 1, 1]], dtype=torch.float64)
     a = compute_advantages(r, "seed_mad").advantages
-    assert float(a[0, 6]) == pytest.approx(1 / (r[0].std() + 1e-6), rel=1e-9) and float(a[1, 6]) == 2.5
+    assert float(a[0, 6]) == pytest.approx(1 / (float(r[0].std()) + 1e-6), rel=1e-9) and float(a[1, 6]) == 2.5
 
 
 @st.composite
