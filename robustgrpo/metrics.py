@@ -90,6 +90,8 @@ __all__ = [
     "samuelson_bound",
     "mad_zero_fraction",
     "mad_zero_fraction_mc",
+    "update_weight",
+    "update_weight_mc",
 ]
 
 DTYPE = torch.float64
@@ -1442,4 +1444,153 @@ def mad_zero_fraction_mc(
         rows.append(dict(G=g, p=p, method=method, n_groups=n_groups, mad_zero=zero,
                          degenerate=float(deg.double().mean()), fallback=float(fb.double().mean()),
                          se=math.sqrt(zero * (1 - zero) / n_groups)))
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------- 8. 0/1 rewards: per-prompt weight and update SNR
+
+
+def _binary_class_advantages(method: str, g: int, kw: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Advantage of a correct and of a wrong answer in a 0/1 group with k correct, k = 0..G."""
+    k = torch.arange(g + 1)
+    groups = (torch.arange(g)[None, :] >= (g - k)[:, None]).to(DTYPE)  # the last k samples are correct
+    a = _np(compute_advantages(groups, method, **kw).advantages)
+    return a[:, -1], a[:, 0]  # correct (meaningful for k >= 1), wrong (for k <= G - 1)
+
+
+def _per_prompt_methods(methods: Methods) -> list[str]:
+    """Estimators whose advantages depend on the group alone (every one but ``batch_std``)."""
+    if methods is None:
+        return [m for m in ESTIMATORS if m != "batch_std"]
+    names = resolve_methods(methods)
+    if "batch_std" in names:
+        raise ValueError("batch_std's scale is a statistic of the whole batch, so it has no per-prompt w(p); "
+                         "leave it out (its w(p) is dr_grpo's divided by the batch's reward std)")
+    return names
+
+
+def update_weight(
+    success_rates: float | Sequence[float],
+    group_sizes: int | Sequence[int] = 8,
+    methods: Methods = None,
+    **params: Any,
+) -> pd.DataFrame:
+    r"""Exact per-prompt update weight w(p) and update signal-to-noise ratio on 0/1 rewards.
+
+    A prompt's policy answers correctly with probability :math:`p = \sigma(\theta)`
+    (a softmax over a correct and a wrong answer, logit :math:`\theta`). A
+    group of G samples, k of them correct, updates :math:`\theta` by
+
+    .. math:: g = \sum_i A_i\, \partial_\theta \log \pi(y_i) = \sum_i A_i (y_i - p)
+              = k\,A_1(k)\,(1 - p) - (G - k)\,A_0(k)\,p,
+
+    with :math:`A_1(k), A_0(k)` the advantages the estimator gives a correct
+    and a wrong answer (every estimator here is permutation equivariant, so
+    they depend on k only). Enumerating :math:`k \sim \mathrm{Binomial}(G, p)`:
+
+    .. math:: E[g] = \sum_k \binom{G}{k} p^k (1-p)^{G-k}\, g(k), \qquad
+              w(p) = \frac{E[g]}{G\, p(1-p)}, \qquad
+              \mathrm{SNR}(p) = \frac{E[g]}{\operatorname{sd}(g)}.
+
+    :math:`G\,p(1-p)` is G times the true gradient :math:`\partial p / \partial \theta`
+    of the expected reward, so raw rewards (REINFORCE) have :math:`w = 1`,
+    Dr. GRPO's :math:`r - \bar r` has :math:`w = (G-1)/G` for every p, and
+    an estimator whose w(p) rises towards p = 0 and p = 1 weights the very
+    hard and very easy prompts more than the gradient does (Dr. GRPO's
+    difficulty bias of the std normalisation). SNR compares how reliably one
+    group points the right way; it scales with the square root of the number
+    of groups for every estimator alike.
+
+    Parameters
+    ----------
+    success_rates : float or sequence of float
+        p in (0, 1).
+    group_sizes : int or sequence of int
+        G >= 2.
+    methods : str, sequence of str or None
+        Estimators (None: all).
+    **params
+        Estimator parameters, broadcast to the methods that accept them.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (method, G, p): ``method``, ``G``, ``p``, ``w``,
+        ``mean_update`` (E[g]), ``sd_update`` (sd(g)), ``snr``.
+
+    Examples
+    --------
+    >>> df = update_weight([0.1, 0.5], 8, ["dr_grpo", "grpo"]).set_index(["method", "p"])
+    >>> round(df.loc[("dr_grpo", 0.1), "w"], 6), round(df.loc[("dr_grpo", 0.5), "w"], 6)
+    (0.875, 0.875)
+    >>> bool(df.loc[("grpo", 0.1), "w"] > df.loc[("grpo", 0.5), "w"])
+    True
+    """
+    from scipy.stats import binom
+
+    names = _per_prompt_methods(methods)
+    per_method = _params_for(names, params)
+    gs = _int_list("group_sizes", group_sizes, 2)
+    ps = np.asarray(_float_list("success_rates", success_rates, lambda v: 0 < v < 1, "probabilities in (0, 1)"))
+    rows = []
+    for g in gs:
+        k = np.arange(g + 1)
+        pmf = binom.pmf(k[None, :], g, ps[:, None])  # [P, G + 1]
+        for m in names:
+            a1, a0 = _binary_class_advantages(m, g, per_method[m])
+            # g(k) for each p: [P, G + 1]; the k = 0 and k = G terms have k A_1 = 0 or (G - k) A_0 = 0
+            update = k * np.where(k >= 1, a1, 0.0) * (1 - ps[:, None]) - (g - k) * np.where(k <= g - 1, a0, 0.0) * ps[:, None]
+            mean = (pmf * update).sum(-1)
+            sd = np.sqrt(np.maximum((pmf * update**2).sum(-1) - mean**2, 0.0))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                snr = np.where(sd > 0, mean / sd, np.nan)
+            rows.append(pd.DataFrame({"method": m, "G": g, "p": ps, "w": mean / (g * ps * (1 - ps)),
+                                      "mean_update": mean, "sd_update": sd, "snr": snr}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def update_weight_mc(
+    success_rates: float | Sequence[float],
+    group_sizes: int | Sequence[int] = 8,
+    methods: Methods = None,
+    *,
+    n_groups: int = 100_000,
+    seed: int = 0,
+    **params: Any,
+) -> pd.DataFrame:
+    r"""Monte Carlo estimate of :func:`update_weight`: sample groups, score them, average g.
+
+    Each (G, p) cell draws ``n_groups`` groups of G Bernoulli(p) rewards and
+    computes every sample's advantage with :func:`compute_advantages`, then
+    :math:`g = \sum_i A_i (y_i - p)` per group. Returns the columns of
+    :func:`update_weight` plus ``w_se`` and ``snr_se`` (standard errors; the
+    SNR's by the delta method with the sample skewness :math:`\gamma_1` and
+    kurtosis :math:`\kappa` of g,
+    :math:`\sqrt{(1 - \gamma_1 \mathrm{SNR} + (\kappa - 1)\mathrm{SNR}^2/4)/n}`).
+    The same draws serve every estimator.
+    """
+    names = _per_prompt_methods(methods)
+    per_method = _params_for(names, params)
+    gs = _int_list("group_sizes", group_sizes, 2)
+    ps = _float_list("success_rates", success_rates, lambda v: 0 < v < 1, "probabilities in (0, 1)")
+    n_groups = _positive_int("n_groups", n_groups)
+    seed = _check_seed(seed)
+    rows = []
+    for g in gs:
+        for j, p in enumerate(ps):
+            y = Bernoulli(p).sample(n_groups, g, seed=derived_seed(seed, 3, g, j), dtype=DTYPE)
+            for m in names:
+                a = compute_advantages(y, m, **per_method[m]).advantages
+                upd = _np((a * (y - p)).sum(-1))
+                mean, sd = float(upd.mean()), float(upd.std(ddof=1))
+                scale = g * p * (1 - p)
+                if sd > 0:
+                    z = (upd - mean) / sd
+                    skew, kurt = float((z**3).mean()), float((z**4).mean())
+                    snr = mean / sd
+                    snr_se = math.sqrt(max(1 - skew * snr + (kurt - 1) * snr**2 / 4, 0.0) / n_groups)
+                else:
+                    snr = snr_se = math.nan
+                rows.append({"method": m, "G": g, "p": p, "w": mean / scale, "mean_update": mean, "sd_update": sd,
+                             "snr": snr, "w_se": sd / math.sqrt(n_groups) / scale, "snr_se": snr_se})
     return pd.DataFrame(rows)

@@ -641,3 +641,66 @@ class TestAdvantageSamples:
         expected = compute_advantages(record.rewards, "rank").advantages.reshape(-1).numpy()
         np.testing.assert_allclose(df.advantage.to_numpy(), expected)
         assert (df.groupby("group").size() == 8).all()
+
+
+# ------------------------------------------------ per-prompt weight w(p) and update SNR
+
+
+class TestUpdateWeight:
+    P = [0.05, 0.1, 0.3, 0.5, 0.7, 0.9]
+
+    @pytest.fixture(scope="class")
+    def exact(self):
+        return M.update_weight(self.P, (6, 8)).set_index(["method", "G", "p"])
+
+    def test_unbiased_references(self, exact):
+        for g in (6, 8):
+            np.testing.assert_allclose(exact.loc[("rloo", g)]["w"], 1.0, rtol=1e-12)  # leave-one-out: unbiased
+            np.testing.assert_allclose(exact.loc[("dr_grpo", g)]["w"], (g - 1) / g, rtol=1e-12)
+
+    def test_enumerating_every_outcome_gives_the_same(self, exact):
+        """2^6 outcomes scored as one batch: no use of permutation equivariance."""
+        g = 6
+        outcomes = torch.tensor(list(itertools.product([0.0, 1.0], repeat=g)), dtype=torch.float64)
+        k = outcomes.sum(-1)
+        for m in ("grpo", "robust", "rank", "huber_m", "winsor", "seed_mad"):
+            a = compute_advantages(outcomes, m).advantages
+            for p in self.P:
+                prob = p**k * (1 - p) ** (g - k)
+                upd = (a * (outcomes - p)).sum(-1)
+                mean = float((prob * upd).sum())
+                sd = math.sqrt(float((prob * upd**2).sum()) - mean**2)
+                row = exact.loc[(m, g, p)]
+                assert row["mean_update"] == pytest.approx(mean, rel=1e-10, abs=1e-12), (m, p)
+                assert row["snr"] == pytest.approx(mean / sd, rel=1e-9), (m, p)
+                assert row["w"] == pytest.approx(mean / (g * p * (1 - p)), rel=1e-10)
+
+    @pytest.mark.slow
+    def test_monte_carlo_agrees(self, exact):
+        mc = M.update_weight_mc([0.1, 0.5], 8, n_groups=100_000, seed=4).set_index(["method", "G", "p"])
+        for key, row in mc.iterrows():
+            assert abs(row["w"] - exact.loc[key, "w"]) < 4.5 * row["w_se"], key
+            assert abs(row["snr"] - exact.loc[key, "snr"]) < 4.5 * row["snr_se"], key
+
+    def test_std_normalisation_weights_hard_and_easy_prompts_and_a_median_centre_more_so(self, exact):
+        w = exact["w"]
+        ratio = {m: w[(m, 8, 0.05)] / w[(m, 8, 0.5)] for m in ("grpo", "robust", "huber_m", "rank", "dr_grpo")}
+        assert ratio["dr_grpo"] == pytest.approx(1.0)
+        assert ratio["grpo"] > 1.3  # Dr. GRPO's difficulty bias
+        assert ratio["robust"] > 1.5 * ratio["grpo"] and ratio["huber_m"] > ratio["grpo"]  # stronger still
+        assert 1 < ratio["rank"] < ratio["grpo"]
+        for m in ("grpo", "robust", "rank"):  # symmetric in p <-> 1 - p
+            assert w[(m, 8, 0.1)] == pytest.approx(w[(m, 8, 0.9)], rel=1e-9)
+
+    def test_signal_to_noise_differs_twofold_between_estimators(self, exact):
+        snr = exact.xs((8, 0.5), level=("G", "p"))["snr"]
+        assert snr["grpo"] / snr["winsor"] > 2.0 and snr["grpo"] / snr["seed_mad"] > 2.0
+        assert snr["grpo"] > snr["rank"] > snr["robust"] > snr["seed_mad"]
+        assert snr["mc_grpo"] < 0.2 * snr["grpo"]
+
+    def test_batch_std_has_no_per_prompt_weight(self):
+        with pytest.raises(ValueError, match="batch_std's scale is a statistic of the whole batch"):
+            M.update_weight(0.5, 8, "batch_std")
+        assert "batch_std" not in set(M.update_weight(0.5, 8)["method"])
+        with pytest.raises(ValueError, match="success_rates"):
+            M.update_weight(0.0, 8)
