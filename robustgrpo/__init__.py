@@ -2,8 +2,9 @@
 
 The package is layered; a module imports only from the layers before it in
 this list: ``checks``, ``inputs`` -> ``stats`` -> ``advantages`` ->
-``contamination`` -> ``metrics`` -> ``plots`` -> ``dashboards`` (pure data
-behind each dashboard) -> ``widgets`` (ipywidgets) -> ``report`` -> ``cli``.
+``contamination`` -> ``metrics`` -> ``simulate`` (the drift simulator) ->
+``plots`` -> ``dashboards`` (pure data behind each dashboard) -> ``widgets``
+(ipywidgets) -> ``report`` -> ``cli``.
 
 >>> import robustgrpo
 >>> result = robustgrpo.compute_advantages([[0, 0, 0, 0, 0, 0, 1.0, 10.0]], method="robust")
