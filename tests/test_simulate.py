@@ -33,10 +33,14 @@ from robustgrpo.simulate import (
     SimConfig,
     clip_epsilon,
     dynamic_clip_curve,
+    final_values,
+    first_step_above,
+    first_step_below,
     group_advantages,
     group_std,
     measured_update_weight,
     sample_answers,
+    seed_bands,
     simulate,
 )
 from robustgrpo.simulate.grouping import assign_bins, assign_nearest, bin_edges, group_sizes, kmeans_centroids, merge_small_groups
@@ -246,7 +250,7 @@ def test_dynamic_clip_does_nothing_under_std_normalised_advantages_and_loosens_u
     """Seed 000's group with a glitch growing: grpo's std(A_g) is s/(s + eps) ~ 1 whatever the glitch;
     dr_grpo's is the rewards' own std, so eps_g = alpha std(r) + beta grows with the glitch."""
     values = [0.0, 10.0, 100.0, 1000.0]
-    df = dynamic_clip_curve([0, 0, 0, 0, 0, 0, 1, 0], 7, values, ["grpo", "dr_grpo"], alpha=0.1, beta=0.1, tau=0.5)
+    df = dynamic_clip_curve([0, 0, 0, 0, 0, 0, 1, 0], 7, values, ["grpo", "dr_grpo"], alpha=0.1, beta=0.1, tau_fraction=0.6)
     grpo = df[df.method == "grpo"].set_index("value")
     dr = df[df.method == "dr_grpo"].set_index("value")
     for v in values:
@@ -256,9 +260,17 @@ def test_dynamic_clip_does_nothing_under_std_normalised_advantages_and_loosens_u
         assert dr.loc[v, "adv_std"] == pytest.approx(s, rel=1e-12)
         assert dr.loc[v, "eps_dynamic"] == pytest.approx(0.1 * s + 0.1, rel=1e-12)
     assert dr.loc[1000.0, "eps_dynamic"] == pytest.approx(0.1 * 1000 / math.sqrt(8) + 0.1, rel=1e-3)  # ~ alpha M / sqrt(G)
-    # the layered rule multiplies by 0.1 above tau and 1.5 below: a 15x jump at tau
-    assert grpo.loc[10.0, "eps_layered"] == pytest.approx(0.1 * grpo.loc[10.0, "eps_dynamic"])
-    assert dr.loc[0.0, "adv_std"] < 0.5 and dr.loc[0.0, "eps_layered"] == pytest.approx(1.5 * dr.loc[0.0, "eps_dynamic"])
+    # tau is 60 % of the clean group's std; the layered rule multiplies by 0.1 above it and 1.5 below: a 15x jump
+    clean_std = np.array([0, 0, 0, 0, 0, 0, 1, 0], dtype=float).std(ddof=1)
+    assert dr.loc[0.0, "tau"] == pytest.approx(0.6 * clean_std)
+    # a group's std exceeds 60 % of itself: the clean group is already tight, and so is the poisoned one
+    assert dr.loc[0.0, "eps_layered"] == pytest.approx(0.1 * dr.loc[0.0, "eps_dynamic"])
+    assert dr.loc[10.0, "eps_layered"] == pytest.approx(0.1 * dr.loc[10.0, "eps_dynamic"])
+    # ... so the jump is 15x between a poisoned group (tight) and a low-spread group (loose), e.g. all but one tie
+    low = dynamic_clip_curve([0, 0, 0, 0, 0, 0, 0, 0.1], 7, [0.1], ["dr_grpo"], tau_fraction=None)
+    assert low.loc[0, "adv_std"] < 0.6 * clean_std
+    # under grpo every non-degenerate group has std ~ 1 > tau: the layered rule is tight everywhere, whatever the glitch
+    np.testing.assert_allclose(grpo["eps_layered"], 0.1 * grpo["eps_dynamic"], rtol=1e-12)
 
 
 def test_clip_epsilon_modes():
@@ -524,3 +536,125 @@ def test_a_shared_policy_carries_the_hack_to_prompts_that_never_saw_it():
     linear = run(base.replace(policy="linear"), seeds=range(10))
     assert tabular.unexposed_hack_prob.max() <= 0.03 + 1e-12  # a table keeps the prompts apart
     assert linear.groupby("step").unexposed_hack_prob.mean().max() > 0.1  # shared weights drift
+
+
+# ------------------------------------------------------------------------------ summaries
+
+
+def test_seed_bands_mean_se_and_spread():
+    frame = pd.DataFrame({"step": [0] * 4 + [1] * 4, "seed": [0, 1, 2, 3] * 2, "estimator": "grpo",
+                          "true_reward": [0.1, 0.2, 0.3, 0.4, 0.5, 0.5, 0.5, 0.5]})
+    se = seed_bands(frame, "true_reward")
+    first = se[se.step == 0].iloc[0]
+    sd = np.std([0.1, 0.2, 0.3, 0.4], ddof=1)
+    assert first["mean"] == pytest.approx(0.25) and first["se"] == pytest.approx(sd / 2)
+    assert first["lo"] == pytest.approx(0.25 - sd) and first["hi"] == pytest.approx(0.25 + sd)
+    assert se[se.step == 1]["se"].item() == 0.0
+    spread = seed_bands(frame, "true_reward", band="spread")
+    assert spread[spread.step == 0]["lo"].item() == pytest.approx(np.quantile([0.1, 0.2, 0.3, 0.4], 0.1))
+    assert final_values(frame, "true_reward")["mean"].item() == pytest.approx(0.5)
+    assert first_step_above(frame, "true_reward", 0.3).item() == 1.0
+    assert math.isnan(first_step_below(frame, "true_reward", 0.0).item())
+    with pytest.raises(ValueError, match=r"frame lacks column\(s\) \['entropy'\]"):
+        seed_bands(frame, "entropy")
+    with pytest.raises(ParamError, match="band must be one of"):
+        seed_bands(frame, "true_reward", band="iqr")
+
+
+# ------------------------------------------------------------------------------ dashboard
+
+
+def test_drift_dashboard_data_is_the_simulation_of_its_setting():
+    from robustgrpo.dashboards.drift import SEEDS, drift_config, drift_dashboard_data
+
+    d = drift_dashboard_data(rate=0.2, size=30.0, G=4, c=2.0, estimator="robust")
+    config = drift_config("glitches", 0.2, 30.0, 4, 2.0, "robust")
+    assert config.contamination == RandomOutliers(0.2, 30.0) and config.estimator_params("robust") == {"c": 2.0}
+    ref = run(config, seeds=SEEDS)
+    np.testing.assert_allclose(d.true_reward["mean"], ref.groupby("step").true_reward.mean().to_numpy(), rtol=1e-12)
+    clean = run(drift_config("glitches", 0.0, 1.0, 4, 2.0, "robust"), seeds=SEEDS)
+    assert d.final_clean == pytest.approx(clean[clean.step == clean.step.max()].true_reward.mean())
+    assert d.clip_applies and not drift_dashboard_data(estimator="grpo").clip_applies
+    hack = drift_dashboard_data(scenario="hack", rate=0.5, size=1.5, estimator="grpo")
+    assert hack.hack_prob is not None and drift_config("hack", 0.5, 1.5, 8, 2.5, "grpo").n_exposed == 12
+    with pytest.raises(ParamError, match="rate must be a finite number in"):
+        drift_dashboard_data(rate=1.5)
+    with pytest.raises(ParamError, match="estimator must be one of"):
+        drift_dashboard_data(estimator="median")
+
+
+def test_drift_widget_moves_its_curves_in_place():
+    pytest.importorskip("ipywidgets")
+    from robustgrpo.dashboards.drift import drift_dashboard_data
+    from robustgrpo.widgets import drift_dashboard, drift_readout_html
+
+    dash = drift_dashboard(G=4)
+    traces = {t.meta: t for t in dash.figure.data}
+    before = np.array(traces["true:contaminated"].y)
+    dash.controls["rate"].value = 0.3
+    expected = drift_dashboard_data(rate=0.3, G=4)
+    assert {t.meta: t for t in dash.figure.data}["true:contaminated"] is traces["true:contaminated"]  # same trace
+    np.testing.assert_allclose(traces["true:contaminated"].y, expected.true_reward["mean"], rtol=1e-12)
+    assert not np.allclose(before, traces["true:contaminated"].y)
+    assert 'data-key="rate">0.30<' in dash.readout.value and dash.readout.value == drift_readout_html(expected)
+    assert traces["hack"].visible is False
+    dash.controls["scenario"].value = "hack"
+    assert traces["hack"].visible is True and dash.message.value == ""
+    with pytest.raises(ValueError, match="G must be one of the slider's values"):
+        drift_dashboard(G=3)
+    with pytest.raises(ValueError, match=r"rate must be in \[0, 0.5\]"):
+        drift_dashboard(rate=0.9)
+
+
+# ------------------------------------------------------------------------ command line, bench
+
+
+def test_simulate_command_writes_the_record_and_the_figure(tmp_path):
+    import subprocess
+    import sys
+
+    cfg = SimConfig(n_prompts=6, G=4, steps=5, estimators=("grpo", "rank"), hack_reward=1.5)
+    path = cfg.to_file(tmp_path / "cfg.json")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "robustgrpo", "simulate", str(path), "--out", str(out), "--seeds", "0", "3",
+                           "--no-progress"], capture_output=True, text=True, check=True)
+    assert "20 rows (5 steps x 2 seeds x 2 estimators)" in done.stdout
+    record = pd.read_parquet(out / "record.parquet")
+    pd.testing.assert_frame_equal(record, run(cfg, seeds=[0, 3]))
+    assert SimConfig.from_file(out / "config.json") == cfg
+    assert (out / "simulation.png").stat().st_size > 0 and (out / "simulation.svg").is_file()
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"G": 1}', "G must be an integer >= 2, got 1"),
+        ('{"estimators": ["grpo", "magic"]}', "estimators must name known estimators"),
+        ('{"contamination": {"model": "random_outliers", "rate": 3, "size": 1}}', "field 'contamination.rate' must be"),
+        ('{"G": 4', "invalid JSON at line 1"),
+        (None, "no config file at"),
+    ],
+)
+def test_simulate_command_reports_user_errors_on_one_line(tmp_path, content, message):
+    import subprocess
+    import sys
+
+    path = tmp_path / "cfg.json"
+    if content is not None:
+        path.write_text(content)
+    done = subprocess.run([sys.executable, "-m", "robustgrpo", "simulate", str(path), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ") and message in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_simulate_bench_prints_its_table():
+    from robustgrpo.bench import SIMULATE_TARGET_S, format_simulate_table, run_simulate_benchmark
+
+    rows = run_simulate_benchmark(threads=(1,), estimators=("grpo",), n_prompts=8, G=4, steps=3, n_seeds=2, moves=1,
+                                  progress=False)
+    text = format_simulate_table(rows)
+    assert len(rows) == 3 and all(r.seconds > 0 for r in rows)
+    assert "grpo: 8 prompts x G=4 x 3 steps x 2 seeds" in text and f"< {SIMULATE_TARGET_S:g} s: met" in text
+    assert "dashboard: new rate" in text and "threads" in text

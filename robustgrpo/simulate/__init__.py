@@ -17,11 +17,12 @@ The interface is small:
 * :func:`measured_update_weight`: the per-prompt update weight w(p) measured with the
   simulator's sampling and autograd (Dr. GRPO's difficulty bias);
 * seed 003's stabilisers and groupings (:mod:`~robustgrpo.simulate.stabilisers`,
-  :mod:`~robustgrpo.simulate.grouping`).
+  :mod:`~robustgrpo.simulate.grouping`);
+* seed bands and summaries of a record (:mod:`~robustgrpo.simulate.summary`).
 
 Submodules: :mod:`~.config`, :mod:`~.rng` (counter-based random numbers, independent per
 seed), :mod:`~.problem` (answers, qualities, judge, policies), :mod:`~.grouping`,
-:mod:`~.stabilisers`, :mod:`~.runner` (the loop).
+:mod:`~.stabilisers`, :mod:`~.runner` (the loop), :mod:`~.summary`.
 
 >>> cfg = SimConfig(n_prompts=8, G=4, steps=2, estimators=("grpo", "ppo_critic"))
 >>> simulate(cfg, seeds=[0, 1], progress=False).groupby("estimator").size().to_dict()
@@ -31,6 +32,7 @@ seed), :mod:`~.problem` (answers, qualities, judge, policies), :mod:`~.grouping`
 from .config import CRITIC, SimConfig
 from .runner import METRICS, group_advantages, measured_update_weight, sample_answers, simulate
 from .stabilisers import clip_epsilon, dynamic_clip_curve, group_std
+from .summary import final_values, first_step_above, first_step_below, seed_bands
 
 __all__ = [
     "CRITIC",
@@ -43,4 +45,8 @@ __all__ = [
     "clip_epsilon",
     "dynamic_clip_curve",
     "group_std",
+    "seed_bands",
+    "final_values",
+    "first_step_below",
+    "first_step_above",
 ]

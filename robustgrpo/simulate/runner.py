@@ -36,10 +36,11 @@ the batch), which is called once per seed so that its batch is that seed's promp
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections import defaultdict
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -56,7 +57,7 @@ from .problem import CORRECT, HACK, JACKPOT, Problem, build_problem, continuous_
 from .rng import CounterStream, row_keys
 from .stabilisers import clip_epsilon, group_std
 
-__all__ = ["METRICS", "simulate", "sample_answers", "group_advantages", "measured_update_weight"]
+__all__ = ["METRICS", "simulate", "torch_threads", "sample_answers", "group_advantages", "measured_update_weight"]
 
 DTYPE = torch.float64
 _SAMPLE, _JUDGE, _STATE = 1, 2, 3  # purposes of the random streams
@@ -240,7 +241,21 @@ class _Grouper:
         return labels, n
 
 
-def simulate(config: SimConfig, seeds: Sequence[int] | int = (0,), *, progress: bool = True) -> pd.DataFrame:
+@contextlib.contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run the block with ``n`` torch intra-op threads (None: leave the setting), then restore it."""
+    before = torch.get_num_threads()
+    if n is not None:
+        torch.set_num_threads(check_int("threads", n, minimum=1))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def simulate(
+    config: SimConfig, seeds: Sequence[int] | int = (0,), *, progress: bool = True, threads: int | None = 1
+) -> pd.DataFrame:
     """Train one policy copy per (seed, estimator) under ``config``; the tidy record of every step.
 
     Parameters
@@ -252,6 +267,11 @@ def simulate(config: SimConfig, seeds: Sequence[int] | int = (0,), *, progress: 
         Each seed's rows are the same whichever other seeds run with it.
     progress : bool
         Show a progress bar over the steps.
+    threads : int or None
+        torch threads for the run (restored afterwards); None leaves torch's setting. The
+        tensors are small, so one thread is the fastest: on two cores shared with other work, two
+        threads made the benchmark case 4x and the dashboard's run 10x slower
+        (``python -m robustgrpo bench --simulate`` shows both).
 
     Returns
     -------
@@ -273,6 +293,12 @@ def simulate(config: SimConfig, seeds: Sequence[int] | int = (0,), *, progress: 
     if not isinstance(config, SimConfig):
         raise ParamError("config", "must be a SimConfig or its dict form", config, "build one with SimConfig(...)")
     seed_list = _check_seeds(seeds)
+    with torch_threads(threads):
+        return _run(config, seed_list, progress)
+
+
+def _run(config: SimConfig, seed_list: list[int], progress: bool) -> pd.DataFrame:
+    """The loop of :func:`simulate` (arguments checked)."""
     S, E, P, K, G = len(seed_list), len(config.estimators), config.n_prompts, config.n_answers, config.G
     problem = build_problem(config)
     keys = row_keys(torch.tensor(seed_list, dtype=torch.int64), P)  # [S, P]
@@ -422,6 +448,7 @@ def measured_update_weight(
     n_groups: int = 20_000,
     seed: int = 0,
     contamination: Any = None,
+    threads: int | None = 1,
     **params: Any,
 ) -> pd.DataFrame:
     r"""The per-prompt update weight w(p), measured with the simulator's own sampling and autograd.
@@ -442,6 +469,8 @@ def measured_update_weight(
     clean :math:`G p (1 - p)`: :math:`w > 0` means the update still points to the correct
     answer in expectation, and a smaller w than without contamination means slower learning.
 
+    ``threads``: torch threads for the computation, as in :func:`simulate`.
+
     Returns
     -------
     pandas.DataFrame
@@ -455,6 +484,17 @@ def measured_update_weight(
     ps = [check_probability("each p", v) for v in (p if hasattr(p, "__len__") else [p])]
     if any(v in (0.0, 1.0) for v in ps):
         raise ParamError("p", "must lie strictly between 0 and 1 (w(p) divides by p (1 - p))", p, "drop 0 and 1")
+    unused = sorted(k for k in params if not any(k in ESTIMATORS[m].defaults for m in names))
+    if unused:
+        raise ParamError("params", f"are accepted by none of the methods {names}", unused, "check the spelling")
+    model = None if contamination is None else SimConfig(contamination=contamination).contamination
+    with torch_threads(threads):
+        return _update_weights(ps, G, names, n_groups, seed, model, params)
+
+
+def _update_weights(ps: list[float], G: int, names: list[str], n_groups: int, seed: int, model: Any,
+                    params: dict[str, Any]) -> pd.DataFrame:
+    """The computation of :func:`measured_update_weight` (arguments checked)."""
     n_p = len(ps)
     prob = torch.tensor(ps, dtype=DTYPE).unsqueeze(-1).expand(n_p, n_groups)  # one batch per p
     base = torch.log(torch.stack([prob, 1.0 - prob], -1))  # [n_p, n_groups, 2]: answer 0 is correct
@@ -462,12 +502,8 @@ def measured_update_weight(
     u = CounterStream(keys, 0, _SAMPLE).uniform((n_p * n_groups, G)).reshape(n_p, n_groups, G)
     answers = sample_answers(base.exp(), u)  # [n_p, n_groups, G]
     rewards = (answers == 0).to(DTYPE)
-    if contamination is not None:
-        model = SimConfig(contamination=contamination).contamination
+    if model is not None:
         rewards = model.apply(rewards.reshape(-1, G), seed=CounterStream(keys, 0, _JUDGE)).rewards.reshape(rewards.shape)
-    unused = sorted(k for k in params if not any(k in ESTIMATORS[m].defaults for m in names))
-    if unused:
-        raise ParamError("params", f"are accepted by none of the methods {names}", unused, "check the spelling")
     rows = []
     for m in names:
         kw = {k: v for k, v in params.items() if k in ESTIMATORS[m].defaults}

@@ -105,39 +105,48 @@ def dynamic_clip_curve(
     *,
     alpha: float = 0.1,
     beta: float = 0.1,
-    tau: float | None = None,
+    tau_fraction: float | None = 0.6,
     **params: Any,
 ) -> pd.DataFrame:
     r"""Seed 003's clip of one group as the reward at ``position`` moves (e.g. a glitch grows).
 
     For each method and value v: the group's advantages
     (:func:`robustgrpo.metrics.sensitivity_curve`), their Bessel std, the dynamic clip
-    :math:`\epsilon_g = \alpha \operatorname{std}(A_g) + \beta` and, with an absolute threshold
-    ``tau``, the layered clip (0.1 or 1.5 times :math:`\epsilon_g`).
+    :math:`\epsilon_g = \alpha \operatorname{std}(A_g) + \beta` and the layered clip (0.1 or 1.5
+    times :math:`\epsilon_g`) with :math:`\tau` = ``tau_fraction`` times the std of the method's
+    advantages on the group as given (seed 003 sets :math:`\tau` at 50 to 70 % of the group std).
 
     Returns
     -------
     pandas.DataFrame
-        One row per (method, value): ``method``, ``value``, ``adv_std``, ``eps_dynamic`` and
-        ``eps_layered`` (NaN without ``tau``).
+        One row per (method, value): ``method``, ``value``, ``adv_std``, ``eps_dynamic``,
+        ``tau`` and ``eps_layered`` (NaN with ``tau_fraction=None``).
 
     Examples
     --------
     Seed 000's group with the glitch at index 7 growing from 0 to 100, mean-only advantages:
 
     >>> df = dynamic_clip_curve([0, 0, 0, 0, 0, 0, 1, 0], 7, [0.0, 10.0, 100.0], ["dr_grpo"])
-    >>> df["eps_dynamic"].round(3).tolist()
-    [0.135, 0.45, 3.631]
+    >>> df["eps_dynamic"].round(3).tolist(), df["eps_layered"].round(3).tolist()
+    ([0.135, 0.45, 3.631], [0.014, 0.045, 0.363])
+
+    The clean group itself is above its own 60 %: the layered rule is tight there too.
     """
     alpha = check_real("alpha", alpha, minimum=0.0)
     beta = check_real("beta", beta, minimum=0.0)
-    curve = sensitivity_curve(rewards, position, values, list(methods), **params)
+    values = [float(v) for v in dict.fromkeys(values)]  # each value once: the std pools a value's samples
+    own = float(rewards[position])
+    curve = sensitivity_curve(rewards, position, values + ([own] if own not in values else []), list(methods), **params)
     std = curve.groupby(["method", "value"], sort=False)["advantage"].std(ddof=1).reset_index(name="adv_std")
+    reference = std[std["value"] == own].set_index("method")["adv_std"]
+    std = std[std["value"].isin(values)].reset_index(drop=True)
     std["eps_dynamic"] = alpha * std["adv_std"] + beta
-    if tau is None:
+    if tau_fraction is None:
+        std["tau"] = np.nan
         std["eps_layered"] = np.nan
     else:
-        tau = check_real("tau", tau, minimum=0.0)
-        factor = np.where(std["adv_std"] > tau, LAYERED_TIGHT, LAYERED_LOOSE)
+        tau_fraction = check_real("tau_fraction", tau_fraction, minimum=0.0)
+        std["tau"] = tau_fraction * std["method"].map(reference)
+        factor = np.where(std["adv_std"] > std["tau"], LAYERED_TIGHT, LAYERED_LOOSE)
         std["eps_layered"] = factor * std["eps_dynamic"]
     return std
