@@ -20,7 +20,7 @@ from robustgrpo.advantages import ESTIMATORS, compute_advantages
 from robustgrpo.bench import DashboardBench, format_dashboard_table, run_dashboard_benchmark
 from robustgrpo.cli import build_parser
 from robustgrpo.contamination import Bernoulli, Gaussian
-from robustgrpo.metrics import agreement_from_advantages, sweep
+from robustgrpo.metrics import agreement_from_advantages, sweep, update_cosine
 from robustgrpo.plots.interactive import EMPTY_BIN, linked_views, trace_by_meta, update_linked_views
 from robustgrpo.plots.sweeps import plot_clip_schedule, plot_heatmaps
 from robustgrpo.dashboards.sweep import (
@@ -94,7 +94,11 @@ def test_readout_numbers_follow_the_metrics_definitions(engine):
         a = _reference(rewards, m, c).advantages
         ref = agreement_from_advantages(a_clean, a, ~hit, clean)
         assert data.sign_agreement[m] == ref["sign_agreement"], m
-        assert data.mae[m] == pytest.approx(ref["mae"], rel=1e-6, abs=1e-9), m
+        assert data.silenced[m] == ref["silenced"], m
+        assert data.update_cosine[m] == pytest.approx(ref["update_cosine"], rel=1e-6), m
+        assert data.relative_error[m] == pytest.approx(ref["relative_error"], rel=1e-6, abs=1e-9), m
+        unbiased = compute_advantages(clean, "rloo").advantages
+        assert data.reference_cosine[m] == pytest.approx(update_cosine(unbiased, a), rel=1e-6), m
         assert data.contaminated_mean_advantage[m] == pytest.approx(float(a[hit].double().mean()), rel=1e-6), m
     assert data.contaminated_fraction == float(hit.double().mean())
     assert data.hit_group_fraction == float(hit.any(-1).double().mean())
@@ -113,8 +117,9 @@ def test_float64_engine_and_clip_sweep_equal_metrics_sweep_exactly():
     ours = ours.sort_values(key).reset_index(drop=True)
     theirs = theirs.sort_values(key).reset_index(drop=True)
     pd.testing.assert_frame_equal(ours[key], theirs[key])
-    for col in ("sign_agreement", "mae", "fallback_rate", "fallback_rate_clean", "clipped_fraction",
-                "clipped_fraction_clean", "contaminated_fraction", "hit_group_fraction"):
+    for col in ("update_cosine", "relative_error", "reference_cosine", "sign_agreement", "flipped", "silenced", "silent_clean", "woken",
+                "fallback_rate", "fallback_rate_clean", "clipped_fraction", "clipped_fraction_clean",
+                "contaminated_fraction", "hit_group_fraction"):
         np.testing.assert_array_equal(ours[col].to_numpy(), theirs[col].to_numpy(), err_msg=col)
 
 
@@ -133,7 +138,8 @@ def test_the_dashboard_default_clean_model_is_the_heat_maps_data():
         row = ref[ref["method"] == m].iloc[0]
         assert d.fallback_rate[m] == row["fallback_rate"]
         assert d.sign_agreement[m] == pytest.approx(row["sign_agreement"], abs=1e-4)
-        assert d.mae[m] == pytest.approx(row["mae"], rel=1e-5)
+        assert d.update_cosine[m] == pytest.approx(row["update_cosine"], rel=1e-5)
+        assert d.relative_error[m] == pytest.approx(row["relative_error"], rel=1e-4)
 
 
 def _assert_same_data(a: DashboardData, b: DashboardData) -> None:
@@ -201,7 +207,7 @@ def test_histogram_counts_every_sample_once_with_the_documented_bins(engine):
 def test_zero_rate_has_no_contaminated_samples(engine):
     data = engine.data(8, 2.5, 0.0, 10.0, "bernoulli", ["grpo", "robust"])
     assert data.contaminated_fraction == 0.0 and not data.group_contaminated.any()
-    assert data.sign_agreement["grpo"] == 1.0 and data.mae["robust"] == 0.0
+    assert data.sign_agreement["grpo"] == 1.0 and data.relative_error["robust"] == 0.0
     assert math.isnan(data.contaminated_mean_advantage["grpo"])
     assert all(v.sum() == 0 for v in data.counts_contaminated.values())
     assert "n/a" in readout_html(data)
@@ -210,7 +216,8 @@ def test_zero_rate_has_no_contaminated_samples(engine):
 def test_rate_one_hits_every_sample_and_leaves_nothing_to_compare(engine):
     data = engine.data(4, 2.5, 1.0, 10.0, "gaussian", ["grpo"])
     assert data.contaminated_fraction == 1.0
-    assert math.isnan(data.sign_agreement["grpo"]) and math.isnan(data.mae["grpo"])
+    assert math.isnan(data.sign_agreement["grpo"])
+    assert math.isnan(data.update_cosine["grpo"])  # every group is the constant M: no update to compare
 
 
 def test_tiny_clip_takes_the_exact_sign_path(engine):
@@ -218,7 +225,9 @@ def test_tiny_clip_takes_the_exact_sign_path(engine):
     clean, rewards, hit = engine.rewards(8, 0.1, 10.0, "gaussian")
     ref = agreement_from_advantages(_reference(clean, "robust", 1e-9).advantages,
                                     _reference(rewards, "robust", 1e-9).advantages, ~hit, clean)
-    assert data.sign_agreement["robust"] == ref["sign_agreement"]
+    # every advantage is clipped to |A| <= 1e-9 <= zero_tol: no sample has a sign to agree with
+    assert math.isnan(data.sign_agreement["robust"]) and math.isnan(ref["sign_agreement"])
+    assert data.silenced["robust"] is ref["silenced"] or math.isnan(ref["silenced"])
 
 
 def test_seed_mad_falls_back_in_almost_every_binary_group():
