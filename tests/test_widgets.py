@@ -424,16 +424,16 @@ def test_heatmaps_and_schedule_figures_are_titled_and_labelled():
     table = clip_sweep(["grpo", "robust"], group_sizes=[4, 8], clip=[1.0, 2.5], n_groups=lambda g: 400 // g,
                        clean_model=Gaussian())
     assert table.groupby("G")["n_groups"].first().to_dict() == {4: 100, 8: 50}
-    fig = plot_heatmaps(table, "mae", mark_c=(2.0,))
+    fig = plot_heatmaps(table, "relative_error", mark_c=(2.0,))
     panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
     assert len(panels) == 2
     for ax in panels:
         assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
     assert "(no c)" in panels[0].get_title()
     with pytest.raises(ValueError, match="lacks column"):
-        plot_heatmaps(table.drop(columns="mae"), "mae")
+        plot_heatmaps(table.drop(columns="relative_error"), "relative_error")
     with pytest.raises(ValueError, match="not in the table"):
-        plot_heatmaps(table, "mae", methods=["rank"])
+        plot_heatmaps(table, "relative_error", methods=["rank"])
     schedule = pd.DataFrame({"progress": [0.0, 1.0], "schedule": "linear", "c": [2.0, 3.5]})
     clipped = table[table["c"].notna()][["method", "c", "clipped_fraction", "clipped_fraction_clean"]]
     training = schedule.merge(clipped.assign(c=clipped["c"].replace({1.0: 2.0, 2.5: 3.5})), on="c")
