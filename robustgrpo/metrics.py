@@ -79,6 +79,7 @@ __all__ = [
     "statistic_sensitivity",
     "breakdown_point",
     "binary_breakdown",
+    "breakdown_table",
     "agreement",
     "advantage_samples",
     "derived_seed",
@@ -635,6 +636,38 @@ def binary_breakdown(
                 lost = (ac_hi <= 1e-12) | (hi < fall * lo)
                 first = _first_k(_np(lost))
                 rows.append({"method": m, "G": g, "k": k, "glitches": first, "breakdown": first / g})
+    return pd.DataFrame(rows)
+
+
+def breakdown_table(methods: Methods = None, group_sizes: int | Sequence[int] = (8,), correct: int = 1) -> pd.DataFrame:
+    """The breakdown points the registry declares, for each estimator and G.
+
+    Read from :attr:`robustgrpo.advantages.Estimator.breakdown`: adding an
+    estimator with its facts adds its row here, with nothing else to touch.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (method, G): ``method``, ``G``, ``breakdown`` (continuous
+        rewards, fraction; ``inf`` never, NaN no closed form), ``binary``
+        (glitches that take the lead of ``correct`` correct answers in a 0/1
+        group; NaN no closed form), ``note``.
+
+    Examples
+    --------
+    >>> breakdown_table(["grpo", "robust", "rank"], 8).set_index("method")[["breakdown", "binary"]].to_dict("index")
+    {'grpo': {'breakdown': 0.125, 'binary': 1.0}, 'robust': {'breakdown': 0.5, 'binary': 2.0}, 'rank': {'breakdown': inf, 'binary': 4.0}}
+    """
+    names = resolve_methods(methods)
+    gs = _int_list("group_sizes", group_sizes, 2)
+    k = _positive_int("correct", correct)
+    rows = []
+    for m in names:
+        facts = ESTIMATORS[m].breakdown
+        for g in gs:
+            binary = facts.binary(g, k) if facts.binary is not None and 2 * k < g else math.nan
+            rows.append({"method": m, "G": g, "breakdown": facts.continuous(g), "binary": float(binary),
+                         "note": facts.note})
     return pd.DataFrame(rows)
 
 

@@ -149,7 +149,8 @@ def test_registry_is_read_only():
 
 def test_register_rejects_duplicates():
     with pytest.raises(ValueError, match="already registered"):
-        robustgrpo.register("grpo", "again", scaling="invariant", source="test")(lambda g: None)
+        robustgrpo.register("grpo", "again", scaling="invariant", source="test",
+                            breakdown=ESTIMATORS["grpo"].breakdown)(lambda g: None)
 
 
 # ------------------------------------------------------------ oracles

@@ -558,9 +558,13 @@ _AGREEMENT_COLUMNS = [
     "hit_group_fraction",
     "contaminated_fraction",
     "n_compared",
+    "update_cosine",
+    "reference_cosine",
+    "relative_error",
     "sign_agreement",
+    "silenced",
+    "silent_clean",
     "rank_correlation",
-    "mae",
     "best_eligible",
     "best_negative_rate",
 ]
@@ -589,9 +593,9 @@ def build_ecdf(
     ReportFigure
         ``04_ecdf_<scenario>``; ``data`` is :func:`~robustgrpo.metrics.agreement`
         with ``subset="hit"`` (one row per method: the groups hit, the
-        samples compared, the fraction whose sign is kept, the fraction of
-        groups whose best clean answer is pushed below 0), the numbers
-        written in the panels.
+        samples compared, the update cosines and relative error, the sign
+        changes, the fraction of groups whose best clean answer is pushed
+        below 0), the numbers written in the panels.
 
     Raises
     ------
@@ -611,7 +615,9 @@ def build_ecdf(
     summary = agreement(record, chosen, subset="hit")[_AGREEMENT_COLUMNS]
     by_method = summary.set_index("method")
     notes = {
-        m: f"sign kept: {_pct(by_method.loc[m, 'sign_agreement'])}\nbest answer < 0: {_pct(by_method.loc[m, 'best_negative_rate'])}"
+        m: (f"update cosine: {by_method.loc[m, 'update_cosine']:.2f}\n"
+            f"sign kept: {_pct(by_method.loc[m, 'sign_agreement'])}\n"
+            f"best answer < 0: {_pct(by_method.loc[m, 'best_negative_rate'])}")
         for m in chosen
     }
     hit_share = by_method["hit_group_fraction"].iloc[0]
@@ -622,8 +628,12 @@ def build_ecdf(
     caption = (
         f"Empirical CDFs of the advantages of the {int(by_method['n_compared'].iloc[0]):,} uncontaminated samples in the "
         f"{n_hit:,} groups ({_pct(hit_share)}) that {name} contaminated, computed from the clean rewards (dashed) "
-        f"and from the contaminated rewards (solid). Samples whose advantage keeps its sign (0 counts as a sign): "
-        f"{_listing([(m, _pct(v)) for m, v in by_method['sign_agreement'].items()])}. "
+        f"and from the contaminated rewards (solid). Cosine between the update of these groups with and without "
+        f"the contamination (every sample, the contaminated ones included): "
+        f"{_listing([(m, f'{v:.2f}') for m, v in by_method['update_cosine'].items()])}. Samples with a clean "
+        f"signal whose advantage keeps its sign: "
+        f"{_listing([(m, _pct(v)) for m, v in by_method['sign_agreement'].items()])}; silenced to 0: "
+        f"{_listing([(m, _pct(v)) for m, v in by_method['silenced'].items()])}. "
         f"Groups whose best clean answer is pushed below 0: "
         f"{_listing([(m, _pct(v)) for m, v in by_method['best_negative_rate'].items()])}."
         + (f" Symlog x axis (linear within ±1) for {_names(symlog)}, whose values exceed ±{LINEAR_LIMIT:g}." if symlog else "")
