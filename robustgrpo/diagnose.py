@@ -307,9 +307,12 @@ class Diagnosis:
         One row per step (see :func:`diagnose`).
     overall : pandas.DataFrame
         The same columns over the whole log (one row, ``step`` = "all").
+    samples : pandas.DataFrame
+        One row per reward, in the log's order: ``step``, ``group``, ``line``,
+        ``reward``, ``z`` (:math:`|d| / (1.4826\, b)`, 0 in groups that tie),
+        ``robust_rule`` (``z > outlier_k``), ``out_of_range``.
     outliers : pandas.DataFrame
-        One row per flagged reward: ``step``, ``group``, ``line``, ``reward``,
-        ``z`` (:math:`|d| / (1.4826\, b)`), ``robust_rule``, ``out_of_range``.
+        The rows of ``samples`` flagged by either rule.
     agreement : pandas.DataFrame
         One row per (step, method): ``cosine_to_grpo``, ``relative_error_to_grpo``.
     agreement_summary : pandas.DataFrame
@@ -325,6 +328,7 @@ class Diagnosis:
     groups: pd.DataFrame
     steps: pd.DataFrame
     overall: pd.DataFrame
+    samples: pd.DataFrame
     outliers: pd.DataFrame
     agreement: pd.DataFrame
     agreement_summary: pd.DataFrame
@@ -516,20 +520,21 @@ def diagnose(
         "best_eligible": best_eligible.numpy(),
         "best_negative": best_negative.numpy(),
     })
-    samples = frame[["step", "reward"] + (["length"] if "length" in frame else [])]
-    steps = _per_step(groups, samples)
-    overall = _per_step(groups.assign(step=0), samples.assign(step=0)).assign(step="all")
+    per_sample = frame[["step", "reward"] + (["length"] if "length" in frame else [])]
+    steps = _per_step(groups, per_sample)
+    overall = _per_step(groups.assign(step=0), per_sample.assign(step=0)).assign(step="all")
 
-    flagged = (robust_flag | range_flag)[grouping.group, grouping.slot].numpy()
-    outliers = pd.DataFrame({
-        "step": frame["step"].to_numpy()[flagged],
-        "group": frame["group"].to_numpy()[flagged],
-        "line": frame["line"].to_numpy()[flagged] if "line" in frame else np.arange(len(frame))[flagged],
-        "reward": frame["reward"].to_numpy()[flagged],
-        "z": z[grouping.group, grouping.slot].numpy()[flagged],
-        "robust_rule": robust_flag[grouping.group, grouping.slot].numpy()[flagged],
-        "out_of_range": range_flag[grouping.group, grouping.slot].numpy()[flagged],
+    at = (grouping.group, grouping.slot)  # padded [B, G] -> the log's row order
+    samples = pd.DataFrame({
+        "step": frame["step"].to_numpy(),
+        "group": frame["group"].to_numpy(),
+        "line": frame["line"].to_numpy() if "line" in frame else np.arange(1, len(frame) + 1),
+        "reward": frame["reward"].to_numpy(),
+        "z": z[at].numpy(),
+        "robust_rule": robust_flag[at].numpy(),
+        "out_of_range": range_flag[at].numpy(),
     })
+    outliers = samples[samples["robust_rule"] | samples["out_of_range"]].reset_index(drop=True)
 
     # per-step policy updates of every estimator against grpo's
     step_rows = torch.as_tensor(pd.factorize(group_step, sort=True)[0])
@@ -568,6 +573,7 @@ def diagnose(
         groups=groups,
         steps=steps,
         overall=overall,
+        samples=samples,
         outliers=outliers,
         agreement=agreement,
         agreement_summary=agreement_summary,
