@@ -56,14 +56,19 @@ from .inputs import (
     validate_mask,
 )
 from .stats import (
+    DEFAULT_RESOLUTION,
     MAD_TO_SIGMA,
+    continuous_lower_median,
     fill_invalid,
     huber_proposal2,
     masked_mean,
     masked_std,
     median_of_sorted,
-    order_statistic,
+    resolve_towards,
+    resolved_weight,
+    soft_midranks,
     sort_valid,
+    tie_tolerance,
     winsor_bounds,
 )
 
@@ -110,6 +115,16 @@ def ddof_value(value: Any) -> str | None:
     return None if value in (0, 1) and not isinstance(value, bool) else f"must be 0 or 1, got {value!r}"
 
 
+def fraction_below_quarter(value: Any) -> str | None:
+    """Check for a number in [0, 0.25)."""
+    return _check_real(value) or (None if 0 <= value < 0.25 else f"must be in [0, 0.25), got {value!r}")
+
+
+def fraction_up_to_one(value: Any) -> str | None:
+    """Check for a number in [0, 1]."""
+    return _check_real(value) or (None if 0 <= value <= 1 else f"must be in [0, 1], got {value!r}")
+
+
 def fraction_below_half(value: Any) -> str | None:
     """Check for a number in [0, 0.5)."""
     return _check_real(value) or (None if 0 <= value < 0.5 else f"must be in [0, 0.5), got {value!r}")
@@ -153,12 +168,16 @@ class Groups(NamedTuple):
 
     ``rewards`` is ``[B, G]`` float with 0 at invalid entries, ``mask`` is
     ``[B, G]`` bool or None when every sample is valid (the fast path), and
-    ``n`` is ``[B]`` long, the number of valid samples.
+    ``n`` is ``[B]`` long, the number of valid samples. ``span`` is the
+    width of the declared reward range (``hi - lo`` of ``reward_range``), a
+    0-d tensor, or None when no range was declared: the resolution of the
+    order-based estimators is then relative to each group's own range.
     """
 
     rewards: torch.Tensor
     mask: torch.Tensor | None
     n: torch.Tensor
+    span: torch.Tensor | None = None
 
 
 class Computed(NamedTuple):
@@ -299,7 +318,12 @@ def describe_estimators() -> str:
 # ------------------------------------------------------------ shared pieces
 
 C_PARAM = Parameter("c", 2.5, "Huber clip: |A| <= c", positive)
-FLOOR_PARAM = Parameter("floor", 1e-6, "lower bound on the scale", positive)
+RESOLUTION_PARAM = Parameter(
+    "resolution",
+    DEFAULT_RESOLUTION,
+    "reward differences below this fraction of the group's range count as ties (0: exact order statistics)",
+    fraction_below_quarter,
+)
 
 
 def _none(like: torch.Tensor) -> torch.Tensor:
@@ -325,35 +349,55 @@ def _mean_std(g: Groups, ddof: int) -> tuple[torch.Tensor, torch.Tensor]:
     return centre, masked_std(g.rewards, g.mask, g.n, centre, ddof)
 
 
-def _robust_centre_scale(
-    g: Groups, floor: float
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    r"""Median, and the normal MAD or (where it is at most ``floor``) the bounded fallback.
+class RobustParts(NamedTuple):
+    """The pieces of the ``robust`` estimator that ``huber_m`` and ``winsor`` reuse."""
 
-    Fallback scale: with :math:`d_i = r_i - m` and :math:`b` the lower median
-    of the non-zero :math:`|d_i|`,
+    centre: torch.Tensor  # [B] median
+    shrunk: torch.Tensor  # [B, G] resolved deviations sign(d) max(|d| - t, 0)
+    scale: torch.Tensor  # [B] max(normal MAD, bounded fallback scale) of the resolved deviations
+    fallback: torch.Tensor  # [B] bool: the bounded fallback scale exceeded the normal MAD
+    tolerance: torch.Tensor  # [B] tie tolerance t = resolution * range
 
-    .. math:: s_{fb} = \sqrt{\frac{1}{n-1} \sum_i \min(|d_i|, b)^2}
 
-    Returns the centre ``[B]``, the deviations ``d`` ``[B, G]``, the scale
-    (at least ``floor``) and the fallback flags.
+def _robust_parts(g: Groups, resolution: float) -> RobustParts:
+    r"""Median centre, resolved deviations and the continuous robust scale.
+
+    With :math:`m` the median, :math:`t` the tie tolerance
+    (:func:`~robustgrpo.stats.tie_tolerance`), :math:`u_i = \max(|r_i - m| - t, 0)`
+    the resolved absolute deviations and :math:`w_i = \min(u_i/t, 1)` how
+    resolved each one is:
+
+    .. math::
+
+        \hat\sigma = 1.482602218505602 \operatorname{med}_i u_i, \qquad
+        b = \operatorname{lomed}_w \{u_i\}, \qquad
+        s_{fb} = \sqrt{\tfrac{1}{n-1} \textstyle\sum_i \min(u_i, b)^2}, \qquad
+        s = \max(\hat\sigma,\ s_{fb},\ t / \sqrt{n - 1})
+
+    where :math:`\operatorname{lomed}_w` is the weighted lower median of
+    :func:`~robustgrpo.stats.continuous_lower_median`: with no near-ties, the
+    lower median of the non-zero deviations. Every piece is continuous in the
+    rewards, so the scale is too (no switch between MAD and fallback).
     """
-    r, mask, n = g
+    r, mask, n = g.rewards, g.mask, g.n
     centre = median_of_sorted(sort_valid(r, mask), n)
+    t = tie_tolerance(r, mask, resolution, g.span)
     d = r - centre.unsqueeze(-1)
-    sorted_absd = sort_valid(d.abs(), mask, inplace=True)
-    sigma = MAD_TO_SIGMA * median_of_sorted(sorted_absd, n)
-    fallback = sigma <= floor
-    # zeros sort first: their count locates the lower median of the non-zero deviations
-    n_zero = torch.searchsorted(sorted_absd, torch.zeros_like(centre).unsqueeze(-1), right=True).squeeze(-1)
-    b = order_statistic(sorted_absd, n_zero + (n - n_zero - 1).clamp_min(0) // 2)
-    b = torch.where(b > 0, b, torch.ones((), dtype=r.dtype, device=r.device)).unsqueeze(-1)
-    # the sum is order-free, so the sorted deviations serve (invalid ones are +inf: masked out);
-    # in-place steps on one temporary: fresh large tensors cost page faults on the CPU
-    capped = fill_invalid(torch.minimum(sorted_absd, b).div_(b), None if mask is None else torch.isfinite(sorted_absd), 0.0)
-    s_fb = b.squeeze(-1) * torch.sqrt(capped.square_().sum(-1) / (n - 1).clamp_min(1).to(r.dtype))
-    scale = torch.where(fallback, s_fb, sigma).clamp_min(floor)
-    return centre, d, scale, fallback
+    u = (d.abs() - t.unsqueeze(-1)).clamp_min_(0)
+    sorted_u = sort_valid(u, mask)  # invalid entries last, as +inf
+    sigma = MAD_TO_SIGMA * median_of_sorted(sorted_u, n)
+    finite = torch.isfinite(sorted_u)
+    weights = torch.where(finite, resolved_weight(sorted_u, t), torch.zeros((), dtype=r.dtype, device=r.device))
+    b = continuous_lower_median(sorted_u, weights).unsqueeze(-1)
+    capped = torch.where(finite, torch.minimum(sorted_u, b), torch.zeros((), dtype=r.dtype, device=r.device))
+    # the sum of squares of values <= b, computed on capped / b so that huge rewards cannot overflow
+    unit = torch.where(b > 0, b, torch.ones((), dtype=r.dtype, device=r.device))
+    s_fb = unit.squeeze(-1) * torch.sqrt(capped.div_(unit).square_().sum(-1) / (n - 1).clamp_min(1).to(r.dtype))
+    # t / sqrt(n - 1) bounds the scale from below, so that a group whose deviations are all near-ties
+    # gets advantages that grow continuously from 0; s_fb is at least that once a deviation is resolved
+    t_floor = t / (n - 1).clamp_min(1).to(r.dtype).sqrt()
+    scale = torch.maximum(torch.maximum(sigma, s_fb), t_floor).clamp_min(torch.finfo(r.dtype).tiny)
+    return RobustParts(centre, u.mul_(d.sign()), scale, s_fb > sigma, t)
 
 
 # ---------------------------------------------------------------- estimators
@@ -459,7 +503,7 @@ def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
     falls back to the sample std, which the outlier inflates: in the seed's
     example the correct answer gets 0.286 (2.47 without the outlier).
     """
-    r, mask, n = g
+    r, mask, n = g.rewards, g.mask, g.n
     centre = median_of_sorted(sort_valid(r, mask), n, lower=True)
     absd = (r - centre.unsqueeze(-1)).abs()
     sigma = SEED_MAD_CONSTANT * median_of_sorted(sort_valid(absd, mask), n, lower=True)
@@ -489,7 +533,7 @@ def _mc_grpo(g: Groups, *, eps: float, compensate_zeros: bool) -> Computed:
     a correct answer among wrong ones gets 1000, an outlier M gets 1000 M.
     Not scale invariant for that reason.
     """
-    r, mask, n = g
+    r, mask, n = g.rewards, g.mask, g.n
     centre = median_of_sorted(sort_valid(r, mask), n)
     d = r - centre.unsqueeze(-1)
     scale = median_of_sorted(sort_valid(d.abs(), mask), n) + eps
@@ -503,81 +547,101 @@ def _mc_grpo(g: Groups, *, eps: float, compensate_zeros: bool) -> Computed:
 
 @register(
     "robust",
-    "clip((r - median) / max(scale, floor), c); scale = 1.4826 MAD, or a bounded fallback when it is 0",
-    parameters=(C_PARAM, FLOOR_PARAM),
+    "clip(shrink(r - median, t) / s, c); s = max(1.4826 MAD, bounded fallback) of the resolved deviations",
+    parameters=(C_PARAM, RESOLUTION_PARAM),
     scaling="invariant",
     clip="c",
-    source="this project (seed 000's idea with a fallback that works)",
+    source="this project (seed 000's idea, with a scale that survives ties and near-ties)",
 )
-def _robust(g: Groups, *, c: float, floor: float) -> Computed:
-    r"""The project's recommended estimator.
+def _robust(g: Groups, *, c: float, resolution: float) -> Computed:
+    r"""The project's median-centred estimator.
 
     .. math::
 
-        m = \operatorname{med}(r), \quad d_i = r_i - m, \quad
-        \hat\sigma = 1.482602218505602 \cdot \operatorname{med}_i |d_i|,
+        m = \operatorname{med}(r), \quad t = \rho\,(\max r - \min r), \quad
+        \tilde d_i = \operatorname{sign}(r_i - m)\max(|r_i - m| - t, 0), \quad
+        A_i = \operatorname{clip}(\tilde d_i / s, -c, c)
 
-        s = \max\Big(\begin{cases} \hat\sigma & \hat\sigma > \text{floor} \\
-                                   s_{fb} & \text{otherwise} \end{cases},\ \text{floor}\Big), \qquad
-        A_i = \operatorname{clip}(d_i / s, -c, c)
+    with the resolution :math:`\rho` (``resolution``) and the scale of
+    :func:`_robust_parts`: :math:`s = \max(1.4826\,\operatorname{med}|\tilde d|,\ s_{fb})`,
+    :math:`s_{fb} = \sqrt{\sum_i \min(|\tilde d_i|, b)^2 / (n-1)}`, b the
+    (weighted, continuous) lower median of the non-zero :math:`|\tilde d_i|`.
 
-    with the fallback scale
+    Why each piece:
 
-    .. math:: s_{fb} = \sqrt{\tfrac{1}{n-1} \textstyle\sum_i \min(|d_i|, b)^2}, \qquad
-              b = \operatorname{lomed}\{|d_i| : d_i \ne 0\}.
+    * *The fallback scale.* The MAD is 0 whenever more than half the rewards
+      tie (every 0/1 group that is not split exactly in half). Seed 000 then
+      falls back to the sample std, which one outlier inflates without bound.
+      Here each deviation counts at most ``b``, the typical non-zero
+      deviation, so a glitch can raise the scale only by being more than half
+      of the non-zero deviations. On continuous rewards the normal MAD is the
+      larger term and :math:`s_{fb}` never matters.
+    * *The resolution.* Rewards within :math:`t` of the median are tied with
+      it, and larger deviations lose :math:`t`, so a jitter far below the
+      group's range (a tiny length penalty, float noise) cannot become a
+      full-size advantage: wrong answers of a 0/1 group jittered by less than
+      :math:`t` keep advantage 0 and the scale keeps its 0/1 value.
+    * *Continuity.* There is no switch: the scale is the maximum of two
+      continuous terms, so no advantage jumps as a reward moves (only the
+      clip bends). The price is the resolution's dynamic range: a glitch
+      larger than :math:`1/(2\rho)` times a genuine reward gap starts to tie
+      that gap with the median, and at :math:`1/\rho` times it the gap is
+      gone. No estimator that is continuous and scale invariant can do
+      better (:math:`[0,\dots,0,1,M]` and :math:`[0,\dots,0,1/M,1]` are the
+      same group), so declare ``reward_range`` to stop larger glitches.
 
-    Why the fallback: the MAD is 0 whenever more than half the rewards tie,
-    and seed 000 then falls back to the sample std, which one outlier M
-    inflates without bound. Here each deviation counts at most ``b``, the
-    typical non-zero deviation; an outlier can raise ``b`` only by being
-    more than half of the non-zero deviations, so one outlier changes the
-    scale by a bounded amount however large M is.
-
-    On 0/1 rewards (the verifiable-reward case): the median is the majority
-    answer and the MAD is 0 unless the group splits exactly in half, so the
-    fallback always runs. For k minority answers among n, ``b = 1`` and
-    :math:`s = \sqrt{k/(n-1)}`: minority answers get
+    On 0/1 rewards with k minority answers of n (and glitches within the
+    dynamic range): the median is the majority value, the MAD is 0 and
+    :math:`s = (1-\rho)\sqrt{k/(n-1)}`: minority answers get
     :math:`\pm\sqrt{(n-1)/k}` clipped at c (1 correct of 8: 2.65, clipped to
-    2.5), the majority gets 0. In seed 000's group (six 0, one 1, one 10)
-    ``b = 1``, s = 0.535, and the correct answer keeps 1.87 (the clean group
-    gives 2.5; grpo gives it -0.107), the outlier is clipped to c and the
-    wrong answers get 0. A median centre gives the majority no signal at
-    all: with one correct answer of eight, the seven wrong ones are not
-    pushed down (use ``huber_m`` or ``rank`` for that).
+    2.5), the majority gets 0 (no signal at all for the seven wrong answers
+    of a 1-of-8 group). In seed 000's group (six 0, one 1, one 10) the
+    correct answer keeps 1.871 (the clean group gives 2.5; grpo gives it
+    -0.107) and the outlier is clipped to c.
 
-    ``floor`` bounds the scale from below, so a group whose spread is below
-    the floor gets advantages of at most ``|d| / floor``; exactly constant
-    groups are degenerate and get 0.
+    Breakdown: continuous rewards 1/2 (the median and both scale terms).
+    0/1 rewards with k correct answers among wrong ones: k + 1 glitches of
+    size up to :math:`1/(2\rho)` times the gap take over ``b`` and shrink
+    the correct answers' advantages towards 0; one glitch beyond
+    :math:`1/\rho` times the gap ties the gap. With ``reward_range`` and
+    ``out_of_range="mask"`` no out-of-range glitch reaches the estimator.
+    Exactly constant groups are degenerate and get 0.
     """
-    centre, d, scale, fallback = _robust_centre_scale(g, floor)
-    adv, clipped = _clip(d.div_(scale.unsqueeze(-1)), c, inplace=True)  # d is a fresh temporary
-    return Computed(adv, centre, scale, fallback, clipped)
+    parts = _robust_parts(g, resolution)
+    adv, clipped = _clip(parts.shrunk.div_(parts.scale.unsqueeze(-1)), c, inplace=True)  # a fresh temporary
+    return Computed(adv, parts.centre, parts.scale, parts.fallback, clipped)
 
 
 @register(
     "rank",
-    "centred normal scores of mid-ranks: Phi^-1((R - 3/8) / (n + 1/4)) minus its group mean",
+    "centred normal scores of mid-ranks with tie tolerance t: Phi^-1((R - 3/8) / (n + 1/4)) minus its group mean",
+    parameters=(RESOLUTION_PARAM,),
     scaling="invariant",
     source="this project (Blom's normal scores)",
 )
-def _rank(g: Groups) -> Computed:
-    r"""Gaussianised ranks: with :math:`R_i` the mid-rank of :math:`r_i` (ties
-    share the mean of their ranks),
+def _rank(g: Groups, *, resolution: float) -> Computed:
+    r"""Gaussianised ranks: with :math:`R_i` the mid-rank of :math:`r_i` under
+    the tie tolerance :math:`t = \rho\,(\max r - \min r)`
+    (:func:`~robustgrpo.stats.soft_midranks`: rewards within ``t`` share
+    their ranks, rewards more than ``2 t`` apart are ranked as usual, linear
+    in between),
 
     .. math:: z_i = \Phi^{-1}\Big(\frac{R_i - 3/8}{n + 1/4}\Big), \qquad A_i = z_i - \bar z
 
-    (Blom 1958). Invariant to any increasing transform of the rewards, so an
-    outlier is just the top rank: it cannot move anyone else's advantage by
-    more than one rank step. Bounded by :math:`\Phi^{-1}((n - 3/8)/(n + 1/4))`
-    plus the centring term. Ties (0/1 rewards) give every wrong answer the same
-    negative advantage and every correct one the same positive advantage.
+    (Blom 1958). Invariant to any increasing transform of the rewards that
+    keeps near-ties near, so an outlier is just the top rank: it cannot move
+    anyone else's advantage by more than one rank step, however large.
+    Bounded by :math:`\Phi^{-1}((n - 3/8)/(n + 1/4))` plus the centring
+    term. Ties (0/1 rewards) give every wrong answer the same negative
+    advantage and every correct one the same positive advantage, and a glitch
+    on a wrong answer gives it the top score.
+
+    Breakdown: never in size (ranks ignore magnitudes), but each glitch that
+    outranks the correct answers shares the top ranks with them.
     """
-    r, mask, n = g
-    s = sort_valid(r, mask).contiguous()
-    below = torch.searchsorted(s, r.contiguous(), right=False)
-    at_or_below = torch.searchsorted(s, r.contiguous(), right=True)
-    midrank = (below + at_or_below + 1).to(r.dtype) / 2
-    p = (midrank - 0.375) / (n.to(r.dtype).unsqueeze(-1) + 0.25)
+    r, mask, n = g.rewards, g.mask, g.n
+    ranks = soft_midranks(r, mask, tie_tolerance(r, mask, resolution, g.span))
+    p = (ranks - 0.375) / (n.to(r.dtype).unsqueeze(-1) + 0.25)
     z = torch.special.ndtri(p.clamp(1e-12, 1 - 1e-12))
     centre = masked_mean(z, mask, n)
     adv = z - centre.unsqueeze(-1)
@@ -590,7 +654,8 @@ def _rank(g: Groups) -> Computed:
     parameters=(
         C_PARAM,
         Parameter("huber_c", 1.5, "tuning constant of Huber's psi in the M-estimation (statsmodels' default)", positive),
-        FLOOR_PARAM,
+        RESOLUTION_PARAM,
+        Parameter("min_scale", 0.25, "lower bound on the M-scale, as a fraction of the starting (robust) scale", fraction_up_to_one),
         Parameter("maxiter", 30, "iterations of the fixed point", positive_int),
         Parameter("tol", 1e-8, "relative convergence tolerance", positive),
     ),
@@ -598,7 +663,9 @@ def _rank(g: Groups) -> Computed:
     clip="c",
     source="Huber (1964) proposal 2; statsmodels.robust.scale.Huber",
 )
-def _huber_m(g: Groups, *, c: float, huber_c: float, floor: float, maxiter: int, tol: float) -> Computed:
+def _huber_m(
+    g: Groups, *, c: float, huber_c: float, resolution: float, min_scale: float, maxiter: int, tol: float
+) -> Computed:
     r"""Joint M-estimate of location and scale, then a Huber clip.
 
     Starts from the median and the ``robust`` estimator's scale (so 0/1
@@ -610,43 +677,68 @@ def _huber_m(g: Groups, *, c: float, huber_c: float, floor: float, maxiter: int,
     advantage. Rows that do not converge in ``maxiter`` steps use the last
     iterate. ``fallback`` flags groups that started from the fallback scale.
     """
-    start, _, scale0, fallback = _robust_centre_scale(g, floor)
-    centre, scale, _ = huber_proposal2(g.rewards, g.mask, g.n, start, scale0, c=huber_c, tol=tol, maxiter=maxiter)
-    scale = scale.clamp_min(floor)
-    adv, clipped = _clip((g.rewards - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c, inplace=True)
-    return Computed(adv, centre, scale, fallback, clipped)
+    parts = _robust_parts(g, resolution)
+    resolved = parts.shrunk.add_(parts.centre.unsqueeze(-1))
+    centre, scale, _ = huber_proposal2(
+        resolved, g.mask, g.n, parts.centre, parts.scale, c=huber_c, tol=tol, maxiter=maxiter,
+        min_scale=min_scale * parts.scale,
+    )
+    adv, clipped = _clip((resolved - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c, inplace=True)
+    return Computed(adv, centre, scale, parts.fallback, clipped)
 
 
 @register(
     "winsor",
-    "grpo on winsorized rewards: clamp each tail's floor(limits * n) extremes, then (w - mean) / (std + eps)",
+    "grpo on winsorized, resolved rewards: clamp each tail's floor(limits * n) extremes, then (w - mean) / (std + eps + t)",
     parameters=(
         Parameter("limits", 0.2, "fraction winsorized in each tail (20 %: Wilcox's usual choice)", fraction_below_half),
         EPS_VERL,
         DDOF,
+        RESOLUTION_PARAM,
     ),
     scaling="invariant",
     source="classical (Tukey, Dixon); scipy.stats.mstats.winsorize",
 )
-def _winsor(g: Groups, *, limits: float, eps: float, ddof: int) -> Computed:
-    r""":math:`w = \operatorname{winsorize}(r)`, :math:`A_i = (w_i - \bar w)/(s_w + \epsilon)`.
+def _winsor(g: Groups, *, limits: float, eps: float, ddof: int, resolution: float) -> Computed:
+    r"""Winsorized GRPO on resolved rewards:
 
-    The ``floor(limits * n)`` smallest and largest rewards are moved to the
+    .. math::
+
+        \tilde r_i = m + \operatorname{sign}(r_i - m)\max(|r_i - m| - t, 0), \quad
+        w = \operatorname{winsorize}(\tilde r), \quad
+        A_i = \frac{w_i - \bar w}{s_w + \epsilon + t}
+
+    with m the median and :math:`t = \rho\,(\max r - \min r)` the tie
+    tolerance (:func:`~robustgrpo.stats.resolve_towards`). The
+    ``floor(limits * n)`` smallest and largest values are moved to the
     nearest remaining value (``clipped`` flags them). With G = 8 and the
     default 20 %, one value per tail: seed 000's 10 becomes 1. With sparse
     successes it also erases real signal: one correct answer of eight is
-    winsorized down to 0 and gets advantage 0. A group that winsorizing makes
-    constant gets 0 (also with ``eps = 0``).
+    winsorized down to the wrong answers' value and gets advantage 0.
+
+    The resolution does two things: rewards jittered within ``t`` of the
+    median tie exactly, and ``t`` in the denominator keeps the advantages
+    small (instead of full size) when winsorizing leaves only differences of
+    the order of ``t``, so nothing jumps as a reward moves. A group that
+    winsorizing makes constant gets 0 (also with ``eps = 0``).
+
+    Breakdown: ``floor(limits * n) / n`` on continuous rewards (one more
+    outlier than each tail trims drags the mean and std); on 0/1 rewards
+    with k correct answers, :math:`\lfloor \mathrm{limits}\,n \rfloor + 1`
+    glitches reach the mean, and k correct answers survive winsorizing only
+    while :math:`k > \lfloor \mathrm{limits}\,n \rfloor`.
     """
-    r, mask, n = g
-    low, high = winsor_bounds(sort_valid(r, mask), n, limits, limits)
-    w = torch.minimum(torch.maximum(r, low.unsqueeze(-1)), high.unsqueeze(-1))
-    wg = Groups(w, mask, n)
-    centre, scale = _mean_std(wg, ddof)
-    denominator = (scale + eps).unsqueeze(-1)
-    # winsorizing can make a group constant (G = 5: one value per tail); with eps = 0 that is 0/0
+    r, mask, n = g.rewards, g.mask, g.n
+    centre0 = median_of_sorted(sort_valid(r, mask), n)
+    t = tie_tolerance(r, mask, resolution, g.span)
+    resolved = resolve_towards(r, centre0, t)
+    low, high = winsor_bounds(sort_valid(resolved, mask), n, limits, limits)
+    w = torch.minimum(torch.maximum(resolved, low.unsqueeze(-1)), high.unsqueeze(-1))
+    centre, scale = _mean_std(Groups(w, mask, n), ddof)
+    denominator = (scale + eps + t).unsqueeze(-1)
+    # winsorizing can make a group constant (G = 5: one value per tail); with eps = t = 0 that is 0/0
     adv = torch.where(denominator > 0, (w - centre.unsqueeze(-1)) / denominator, torch.zeros((), dtype=w.dtype, device=w.device))
-    return Computed(adv, centre, scale, _none(centre), _valid(w != r, mask))
+    return Computed(adv, centre, scale, _none(centre), _valid(w != resolved, mask))
 
 
 # ---------------------------------------------------------------- entry point
@@ -666,6 +758,7 @@ class GroupDiagnostics:
     empty : no valid sample (advantage 0)
     fallback : the estimator's fallback path ran (e.g. MAD was 0)
     n_clipped : samples whose advantage hit the clip bound (or were winsorized)
+    n_out_of_range : valid rewards outside the declared ``reward_range`` (0 without one)
     """
 
     centre: Any
@@ -676,6 +769,7 @@ class GroupDiagnostics:
     empty: Any
     fallback: Any
     n_clipped: Any
+    n_out_of_range: Any
 
     def to_frame(self):
         """The diagnostics as a pandas DataFrame, one row per group."""
@@ -727,6 +821,36 @@ def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None
     return padded, valid, kind, grouping
 
 
+def _apply_reward_range(
+    values: torch.Tensor, valid: torch.Tensor | None, reward_range: Any, policy: str
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
+    """Count, then clip, mask or refuse the valid rewards outside ``reward_range``; also return its width."""
+    if policy not in ("clip", "mask", "raise"):
+        raise ValueError(f"out_of_range must be 'clip', 'mask' or 'raise', got {policy!r}")
+    if reward_range is None:
+        return values, valid, torch.zeros(values.shape, dtype=torch.bool, device=values.device), None
+    try:
+        lo, hi = (float(v) for v in reward_range)
+    except (TypeError, ValueError):
+        raise ValueError(f"reward_range must be a pair (lo, hi) of numbers, got {reward_range!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"reward_range must be finite with lo < hi, got {reward_range!r}")
+    outside = _valid((values < lo) | (values > hi), valid)
+    span = torch.tensor(hi - lo, dtype=values.dtype, device=values.device)
+    if not bool(outside.any()):
+        return values, valid, outside, span
+    if policy == "raise":
+        first = float(values[outside][0])
+        raise ValueError(
+            f"{int(outside.sum())} reward(s) lie outside reward_range=({lo:g}, {hi:g}), e.g. {first:g}; "
+            "fix the reward function, or pass out_of_range='clip' or 'mask'"
+        )
+    if policy == "clip":
+        return values.clamp(lo, hi), valid, outside, span
+    keep = ~outside if valid is None else valid & ~outside
+    return values, keep, outside, span
+
+
 def compute_advantages(
     rewards: ArrayLike,
     method: str = "robust",
@@ -736,6 +860,8 @@ def compute_advantages(
     nan_policy: str = "raise",
     tol: float = 0.0,
     singleton: Literal["zero", "reward"] = "zero",
+    reward_range: tuple[float, float] | None = None,
+    out_of_range: Literal["mask", "clip", "raise"] = "mask",
     **params: Any,
 ) -> AdvantageResult:
     """Compute group-relative advantages with any catalogue estimator.
@@ -762,6 +888,22 @@ def compute_advantages(
     singleton : {"zero", "reward"}
         Advantage of a group with one valid sample: 0 (NeMo-RL) or its raw
         reward (verl).
+    reward_range : (lo, hi), optional
+        The range every genuine reward lies in (``(0, 1)`` for a verifier).
+        Valid rewards outside it are counted per group
+        (``diagnostics.n_out_of_range``) and handled by ``out_of_range``
+        before the estimator sees them, so no estimator has to survive a
+        glitch larger than the range.
+    out_of_range : {"mask", "clip", "raise"}
+        ``"mask"`` (default) drops them from their group: they get advantage
+        0 and the rest of the group is scored as if they were not there, so
+        a judge glitch neither pushes its own answer up nor moves anyone
+        else's advantage. ``"clip"`` bounds them to the range instead (a
+        glitch of 1e6 on a 0/1 task then counts as a correct answer), and
+        ``"raise"`` refuses the batch. With a declared range the
+        order-based estimators also take their tie tolerance from its width
+        (an absolute reward resolution; see
+        :func:`~robustgrpo.stats.tie_tolerance`).
     **params
         Estimator parameters (see ``ESTIMATORS[method].parameters``).
 
@@ -801,8 +943,9 @@ def compute_advantages(
         raise ValueError(f"singleton must be 'zero' or 'reward', got {singleton!r}")
     values, valid, kind, grouping = _prepare(rewards, mask, index)
     values, valid, poisoned = apply_nan_policy(values, valid, nan_policy)
+    values, valid, outside, span = _apply_reward_range(values, valid, reward_range, out_of_range)
     n = count_valid(values, valid)
-    out = est.compute(Groups(values, valid, n), **bound)
+    out = est.compute(Groups(values, valid, n, span), **bound)
 
     dtype, device = values.dtype, values.device
     zero = torch.zeros((), dtype=dtype, device=device)
@@ -840,6 +983,7 @@ def compute_advantages(
         empty=to_kind(empty, kind),
         fallback=to_kind(out.fallback & defined, kind),
         n_clipped=to_kind(torch.count_nonzero(out.clipped & keep, dim=-1), kind),
+        n_out_of_range=to_kind(torch.count_nonzero(outside, dim=-1), kind),
     )
     return AdvantageResult(
         advantages=to_kind(adv, kind),

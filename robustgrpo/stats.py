@@ -56,6 +56,14 @@ __all__ = [
     "huber_gamma",
     "huber_proposal2",
     "winsor_bounds",
+    "DEFAULT_RESOLUTION",
+    "value_range",
+    "tie_tolerance",
+    "shrink",
+    "resolved_weight",
+    "continuous_lower_median",
+    "soft_midranks",
+    "resolve_towards",
     "median",
     "mad",
     "iqr",
@@ -201,6 +209,7 @@ def huber_proposal2(
     c: float = 1.5,
     tol: float = 1e-8,
     maxiter: int = 30,
+    min_scale: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     r"""Huber's proposal 2: joint M-estimate of location and scale, row by row.
 
@@ -218,6 +227,11 @@ def huber_proposal2(
     row stops changing once it converges. The iteration runs on the
     standardised values :math:`(x - \mu_0)/s_0` (the fixed point is affine
     equivariant), so huge rewards cannot overflow the squares.
+
+    ``min_scale`` (per row, optional) bounds every iterate of the scale from
+    below: :math:`s' \leftarrow \max(s', s_{min})`. Without it the scale of
+    a sample whose values mostly tie shrinks geometrically towards 0 (with one
+    value of eight apart, by a factor of about 0.41 per step).
 
     Returns
     -------
@@ -239,6 +253,7 @@ def huber_proposal2(
     location = torch.zeros_like(shift)
     scale = torch.where(fixed, scale, one)
     done = fixed.clone()
+    floor = None if min_scale is None else torch.where(fixed, torch.zeros_like(unit), min_scale / unit)
     out_loc, out_scale = location.clone(), scale.clone()
     for _ in range(maxiter):
         if bool(done.all()):
@@ -249,6 +264,8 @@ def huber_proposal2(
         inside = ((u - mu).abs() / s) <= c
         contrib = torch.where(inside, (u - new_loc.unsqueeze(-1)).square(), (s * c).square())
         new_scale = torch.sqrt(masked_sum(contrib, mask) / ((nf - 1).clamp_min(1) * gamma))
+        if floor is not None:
+            new_scale = torch.maximum(new_scale, floor)
         conv = ((scale - new_scale).abs() <= new_scale * tol) & ((location - new_loc).abs() <= new_scale * tol)
         newly = conv & ~done
         out_loc = torch.where(newly, new_loc, out_loc)
@@ -278,6 +295,155 @@ def winsor_bounds(
     k_lo = torch.floor(lower * nd).long()
     k_up = torch.floor(upper * nd).long()
     return order_statistic(sorted_x, k_lo), order_statistic(sorted_x, n - 1 - k_up)
+
+
+# ------------------------------------------------------------------ resolution
+#
+# Order statistics (median, MAD, ranks, winsorizing bounds) see only the order of the values, so
+# they turn a difference of 1e-9 into the same verdict as a difference of 1: a reward jittered by
+# a tiny length penalty or float noise lands on one side of the median or the other, and a scale
+# built from order statistics of near-tied values collapses to the size of the jitter. The rule
+# for near-ties lives here, once, and every order-based estimator uses it.
+
+#: Default reward resolution of the order-based estimators: differences below this fraction of
+#: the group's range count as ties (see :func:`tie_tolerance`).
+DEFAULT_RESOLUTION = 1e-3
+
+
+def value_range(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """``max - min`` of the valid values of each row (0 for a row with no valid value)."""
+    hi = fill_invalid(x, mask, -math.inf).amax(-1)
+    lo = fill_invalid(x, mask, math.inf).amin(-1)
+    return torch.where(hi >= lo, hi - lo, torch.zeros((), dtype=x.dtype, device=x.device))
+
+
+def tie_tolerance(
+    x: torch.Tensor, mask: torch.Tensor | None, resolution: float, span: torch.Tensor | None = None
+) -> torch.Tensor:
+    r"""The tie tolerance of each row: :math:`t = \rho\,(\max_i x_i - \min_i x_i)`, or :math:`\rho\,w`.
+
+    With ``resolution`` :math:`\rho`, two values closer than ``t`` are tied
+    for every order-based statistic that uses this module's resolution
+    kernels, values more than ``2 t`` apart are fully resolved, and in between
+    the verdict moves linearly (so nothing jumps). The tolerance is relative
+    to the group's range, so it is scale equivariant: ``a x + b`` has
+    tolerance ``|a| t``.
+
+    With ``span`` (the width :math:`w` of a declared reward range, e.g. 1 for
+    0/1 rewards) the tolerance is :math:`\rho\,w` for every row instead: an
+    absolute reward resolution. Then a group whose rewards all lie within
+    ``t`` of each other (all wrong answers, jittered) is a tie too, which no
+    tolerance relative to the group's own range can say.
+    """
+    if span is not None:
+        return (resolution * span).to(x.dtype).expand(x.shape[:-1])
+    return resolution * value_range(x, mask)
+
+
+def shrink(d: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    r"""Soft-threshold deviations by the tie tolerance: :math:`\operatorname{sign}(d)\max(|d| - t, 0)`.
+
+    ``t`` is per row (``[...]``); ``d`` is ``[..., n]``. Deviations within
+    ``t`` of 0 become exactly 0 (near-ties with the centre are ties); larger
+    ones lose ``t``. The map is continuous and 1-Lipschitz in ``d``.
+    """
+    return d.sign() * (d.abs() - t.unsqueeze(-1)).clamp_min(0)
+
+
+def resolved_weight(u: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    r"""How much a shrunk deviation :math:`u \ge 0` counts as resolved: :math:`\min(u / t, 1)`.
+
+    0 for a tie, 1 once the raw deviation is at least ``2 t``, linear in
+    between. Where ``t`` is 0 (``resolution=0``) the weight is the step
+    :math:`[u > 0]`.
+    """
+    t = t.unsqueeze(-1)
+    return torch.where(t > 0, (u / torch.where(t > 0, t, torch.ones_like(t))).clamp(0, 1), (u > 0).to(u.dtype))
+
+
+def continuous_lower_median(sorted_x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    r"""Lower median of each ascending row with weights, continuous in values and weights.
+
+    Value :math:`x_i` occupies the interval :math:`(S_{i-1}, S_i]` of the
+    cumulative weights :math:`S_i = \sum_{j \le i} w_j`. The result at
+    :math:`p = S_n / 2` is :math:`x_i` on the upper half of that interval and
+    rises linearly from :math:`x_{i-1}` on the lower half:
+
+    .. math:: m = x_{i-1} + (x_i - x_{i-1}) \min\Big(1, \frac{p - S_{i-1}}{w_i / 2}\Big),
+              \qquad S_{i-1} < p \le S_i.
+
+    With weights 0 or 1 this is the lower median of the values of weight 1
+    (the :math:`\lceil m/2 \rceil`-th of m). As a weight fades to 0 its value
+    hands over continuously to its neighbours, provided the value fades with
+    its weight (as :func:`resolved_weight` makes it). Invalid entries must
+    carry weight 0.
+    """
+    s = weights.cumsum(-1)
+    p = 0.5 * s[..., -1:]
+    i = torch.searchsorted(s.contiguous(), p.contiguous(), right=False).clamp_max(sorted_x.shape[-1] - 1)
+    w_i = weights.gather(-1, i)
+    x_i = sorted_x.gather(-1, i)
+    x_prev = sorted_x.gather(-1, (i - 1).clamp_min(0))
+    offset = p - (s.gather(-1, i) - w_i)
+    frac = torch.where(w_i > 0, (2 * offset / torch.where(w_i > 0, w_i, torch.ones_like(w_i))).clamp(0, 1), torch.ones_like(w_i))
+    return (x_prev + (x_i - x_prev) * frac).squeeze(-1)
+
+
+def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -> torch.Tensor:
+    r"""Mid-ranks with the tie tolerance ``t`` (per row): continuous in ``x``.
+
+    .. math:: R_i = \tfrac12 + \sum_{j\ \mathrm{valid}} H(x_i - x_j), \qquad
+              H(\Delta) = \begin{cases} 0 & \Delta < -2t \\
+                          \tfrac12 - \tfrac{|\Delta| - t}{2t} & -2t \le \Delta < -t \\
+                          \tfrac12 & |\Delta| \le t \\
+                          \tfrac12 + \tfrac{\Delta - t}{2t} & t < \Delta \le 2t \\
+                          1 & \Delta > 2t \end{cases}
+
+    Values within ``t`` of each other share their ranks (ordinary mid-ranks
+    when ``t = 0``: ties share the mean of their ranks); values more than
+    ``2 t`` apart are ranked as usual. Computed from sorted values and prefix
+    sums (O(n log n) per row). Ranks of invalid entries are meaningless.
+    """
+    s = sort_valid(x, mask).contiguous()
+    xc = x.contiguous()
+    tt = t.unsqueeze(-1)
+
+    def count(v: torch.Tensor, right: bool) -> torch.Tensor:
+        return torch.searchsorted(s, v.contiguous(), right=right)
+
+    far_below = count(xc - 2 * tt, False)  # x_j < x_i - 2t
+    below = count(xc - tt, False)  # x_j < x_i - t
+    above = count(xc + tt, True)  # x_j <= x_i + t
+    near_above = count(xc + 2 * tt, True)  # x_j <= x_i + 2t
+    ranks = 0.5 + far_below.to(x.dtype) + 0.5 * (near_above - far_below).to(x.dtype)
+    if bool((t > 0).any()):
+        # the two linear ramps, from prefix sums of the sorted values (shifted by the row minimum,
+        # in float64, so that the differences divided by a small t lose no precision)
+        base = s[..., :1]
+        finite = torch.where(torch.isfinite(s), s - base, torch.zeros((), dtype=s.dtype, device=s.device))
+        prefix = torch.nn.functional.pad(finite.double().cumsum(-1), (1, 0))
+        xs = (xc - base).double()
+        td = tt.double()
+        safe = torch.where(td > 0, td, torch.ones_like(td))
+
+        def ramp_sum(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return (hi - lo).double(), prefix.gather(-1, hi) - prefix.gather(-1, lo)
+
+        k_lo, sum_lo = ramp_sum(far_below, below)  # x_i - 2t <= x_j < x_i - t
+        k_hi, sum_hi = ramp_sum(above, near_above)  # x_i + t < x_j <= x_i + 2t
+        extra = 0.5 * ((k_lo * (xs - td) - sum_lo) - (sum_hi - k_hi * (xs + td))) / safe
+        ranks = ranks + extra.to(x.dtype)
+    return ranks
+
+
+def resolve_towards(x: torch.Tensor, centre: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    r"""Values with their near-ties to ``centre`` resolved: :math:`c + \operatorname{shrink}(x - c, t)`.
+
+    Values within ``t`` of the centre become the centre exactly; the others
+    move ``t`` towards it. Continuous, and monotone in ``x``.
+    """
+    c = centre.unsqueeze(-1)
+    return c + shrink(x - c, t)
 
 
 # ------------------------------------------------------------ public reductions

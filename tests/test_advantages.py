@@ -15,7 +15,7 @@ from statsmodels.robust.scale import Huber
 
 import robustgrpo
 from robustgrpo import ESTIMATORS, compute_advantages
-from robustgrpo.advantages import Groups, _robust_centre_scale
+from robustgrpo.advantages import Groups, _robust_parts
 from robustgrpo.bench import robust_numpy_scipy
 from robustgrpo.contamination import load_scenario
 
@@ -81,13 +81,29 @@ class TestSeedExample:
         assert (adv[[i for i in range(8) if i not in (CORRECT, OUTLIER)]] <= 0).all()
         assert bool(res.diagnostics.fallback[0])
 
-    @pytest.mark.parametrize("size", [10.0, 1e3, 1e6, 1e12])
-    def test_robust_scale_is_bounded_in_the_outlier_size(self, size):
+    @pytest.mark.parametrize("size", [2.0, 10.0, 100.0, 500.0])
+    def test_robust_keeps_the_correct_answer_within_its_dynamic_range(self, size):
+        """Up to 1 / (2 * resolution) times the reward gap the glitch changes nothing but the tie tolerance."""
         r = POISONED.clone()
         r[0, OUTLIER] = size
         res = compute_advantages(r, "robust")
-        assert float(res.diagnostics.scale[0]) == pytest.approx(math.sqrt(2 / 7), rel=1e-9)
+        t = 1e-3 * size
+        assert float(res.diagnostics.scale[0]) == pytest.approx((1 - t) * math.sqrt(2 / 7), rel=1e-9)
         assert float(res.advantages[0, CORRECT]) == pytest.approx(REF["robust_correct"], rel=1e-6)
+
+    @pytest.mark.parametrize("size", [1e3, 1e6, 1e12])
+    def test_beyond_the_dynamic_range_the_gap_ties_and_a_declared_range_restores_it(self, size):
+        r = POISONED.clone()
+        r[0, OUTLIER] = size
+        assert float(compute_advantages(r, "robust").advantages[0, CORRECT]) == 0.0
+        masked = compute_advantages(r, "robust", reward_range=(0, 1))
+        # the glitch is dropped from its group: the rest is scored as the group of seven without it
+        seven = compute_advantages(CLEAN[:, :7], "robust", reward_range=(0, 1)).advantages[0, CORRECT]
+        assert float(masked.advantages[0, CORRECT]) == pytest.approx(float(seven), rel=1e-12)
+        assert float(seven) == pytest.approx((1 - 1e-3) / ((1 - 1e-3) / math.sqrt(6)), rel=1e-12)  # sqrt(6) < c
+        assert float(masked.advantages[0, OUTLIER]) == 0.0 and int(masked.diagnostics.n_out_of_range[0]) == 1
+        clipped = compute_advantages(r, "robust", reward_range=(0, 1), out_of_range="clip").advantages[0]
+        assert float(clipped[CORRECT]) == float(clipped[OUTLIER]) == pytest.approx(REF["robust_correct"], rel=1e-6)
 
     def test_seed_function_literally(self):
         """The seed's own code, its symbols restored, against the catalogue entry."""
@@ -162,16 +178,61 @@ def oracle(name: str, r: np.ndarray) -> np.ndarray:
         med = np.median(r, -1, keepdims=True)
         return (r - med) / (np.median(np.abs(r - med), -1, keepdims=True) + 1e-3)
     if name == "robust":
-        return robust_numpy_scipy(r)
+        return np.stack([_robust_row(row) for row in r])
     if name == "rank":
-        ranks = scipy.stats.rankdata(r, axis=-1)  # mid-ranks
-        n = r.shape[-1]
-        z = scipy.stats.norm.ppf((ranks - 0.375) / (n + 0.25))
-        return z - z.mean(-1, keepdims=True)
+        return np.stack([_rank_row(row) for row in r])
     if name == "winsor":
-        w = np.stack([np.asarray(mstats.winsorize(row, limits=(0.2, 0.2))) for row in r])
-        return _numpy_grpo(w)
+        return np.stack([_winsor_row(row) for row in r])
     raise KeyError(name)
+
+
+RHO = 1e-3  # the default resolution, as documented
+
+
+def _tolerance(row: np.ndarray, rho: float = RHO) -> float:
+    return rho * (row.max() - row.min())
+
+
+def _robust_row(row: np.ndarray, c: float = 2.5, rho: float = RHO) -> np.ndarray:
+    """``robust`` written from its docstring, one group at a time."""
+    n, m, t = len(row), float(np.median(row)), _tolerance(row, rho)
+    d = row - m
+    u = np.maximum(np.abs(d) - t, 0.0)
+    sigma = 1.482602218505602 * np.median(u)
+    w = np.minimum(u / t, 1.0) if t > 0 else (u > 0).astype(float)
+    order = np.argsort(u, kind="stable")
+    x, wx = u[order], w[order]
+    cum = np.cumsum(wx)
+    p = cum[-1] / 2
+    i = int(np.argmax(cum >= p))  # first value whose interval (cum[i-1], cum[i]] holds p
+    prev = x[i - 1] if i > 0 else x[0]
+    b = prev + (x[i] - prev) * min(1.0, (p - (cum[i] - wx[i])) / (wx[i] / 2))
+    s_fb = math.sqrt(np.sum(np.minimum(u, b) ** 2) / (n - 1))
+    return np.clip(np.sign(d) * u / max(sigma, s_fb, t / math.sqrt(n - 1)), -c, c)
+
+
+def _rank_row(row: np.ndarray, rho: float = RHO) -> np.ndarray:
+    """``rank`` from its docstring: mid-ranks with the piecewise-linear tie function H, by all pairs."""
+    t = _tolerance(row, rho)
+    delta = row[:, None] - row[None, :]
+    a = np.abs(delta)
+    if t > 0:
+        h = np.where(a <= t, 0.5, np.where(a <= 2 * t, 0.5 + np.sign(delta) * (a - t) / (2 * t), (delta > 0).astype(float)))
+    else:
+        h = np.where(delta == 0, 0.5, (delta > 0).astype(float))
+    ranks = 0.5 + h.sum(1)
+    if t == 0:
+        np.testing.assert_allclose(ranks, scipy.stats.rankdata(row))  # ordinary mid-ranks
+    z = scipy.stats.norm.ppf((ranks - 0.375) / (len(row) + 0.25))
+    return z - z.mean()
+
+
+def _winsor_row(row: np.ndarray, rho: float = RHO) -> np.ndarray:
+    t = _tolerance(row, rho)
+    m = np.median(row)
+    resolved = m + np.sign(row - m) * np.maximum(np.abs(row - m) - t, 0.0)
+    w = np.asarray(mstats.winsorize(resolved, limits=(0.2, 0.2)))
+    return (w - w.mean()) / (w.std(ddof=1) + 1e-6 + t)
 
 
 @pytest.mark.parametrize("batch", sorted(BATCHES))
@@ -180,6 +241,12 @@ def test_against_independent_oracle(name, batch):
     r = BATCHES[batch]
     got = compute_advantages(r, name).advantages
     np.testing.assert_allclose(got, _zero_degenerate(r, oracle(name, r)), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("batch", sorted(BATCHES))
+def test_the_benchmarks_numpy_robust_is_the_estimator(batch):
+    r = BATCHES[batch]
+    np.testing.assert_allclose(robust_numpy_scipy(r), compute_advantages(r, "robust").advantages, rtol=1e-12, atol=1e-12)
 
 
 def test_mc_grpo_matches_its_training_code_on_odd_groups():
@@ -202,9 +269,9 @@ def test_mc_grpo_explodes_on_binary_rewards():
 @pytest.mark.parametrize("batch", ["continuous", "heavy", "glitch"])
 def test_huber_m_matches_statsmodels(batch):
     r = BATCHES[batch]
-    res = compute_advantages(r, "huber_m", maxiter=200)
+    res = compute_advantages(r, "huber_m", maxiter=200, resolution=0.0, min_scale=0.0)
     t = torch.from_numpy(r)
-    _, _, scale0, _ = _robust_centre_scale(Groups(t, None, torch.full((len(r),), r.shape[1])), 1e-6)
+    scale0 = _robust_parts(Groups(t, None, torch.full((len(r),), r.shape[1])), 0.0).scale
     checked = 0
     for i, row in enumerate(r):
         if row.max() == row.min():
@@ -213,7 +280,7 @@ def test_huber_m_matches_statsmodels(batch):
             loc, scale = Huber(c=1.5, maxiter=200)(row, initscale=np.array(float(scale0[i])))
         except ValueError:  # statsmodels gave up
             continue
-        expected = np.clip((row - float(loc)) / max(float(scale), 1e-6), -2.5, 2.5)
+        expected = np.clip((row - float(loc)) / float(scale), -2.5, 2.5)
         np.testing.assert_allclose(res.advantages[i], expected, rtol=1e-7, atol=1e-9)
         assert res.diagnostics.centre[i] == pytest.approx(float(loc), rel=1e-9, abs=1e-12)
         checked += 1
@@ -227,11 +294,17 @@ def test_huber_m_gives_the_wrong_majority_a_negative_signal():
     assert (robust[[0, 1, 2, 3, 4, 5, 7]] == 0).all()
 
 
-def test_rank_ignores_the_outlier_size():
+@pytest.mark.parametrize("size", [11.0, 100.0, 499.0])
+def test_rank_ignores_the_outlier_size_within_its_resolution(size):
     base = compute_advantages(POISONED, "rank").advantages
     bigger = POISONED.clone()
-    bigger[0, OUTLIER] = 1e9
+    bigger[0, OUTLIER] = size
     torch.testing.assert_close(compute_advantages(bigger, "rank").advantages, base)
+    bigger[0, OUTLIER] = 1e9  # beyond 1 / resolution the 1 ties with the 0s; the declared range removes the glitch
+    torch.testing.assert_close(
+        compute_advantages(bigger, "rank", reward_range=(0, 1)).advantages[:, :7],
+        compute_advantages(CLEAN[:, :7], "rank").advantages,
+    )
 
 
 def test_winsor_erases_a_lone_success():
@@ -358,7 +431,7 @@ class TestBadInput:
             compute_advantages([[0.0, 1.0]], "gpro")
 
     def test_unknown_parameter_lists_the_accepted(self):
-        with pytest.raises(ValueError, match=r"has no parameter\(s\) \['huber_c'\]; it accepts: c, floor"):
+        with pytest.raises(ValueError, match=r"has no parameter\(s\) \['huber_c'\]; it accepts: c, resolution"):
             compute_advantages([[0.0, 1.0]], "robust", huber_c=1.0)
 
     @pytest.mark.parametrize(
@@ -433,12 +506,12 @@ def test_diagnostics_frame():
     r = (rng.random((100, 8)) < 0.3).astype(float)
     res = compute_advantages(r, "robust")
     frame = res.diagnostics.to_frame()
-    assert list(frame.columns) == ["centre", "scale", "n_valid", "degenerate", "singleton", "empty", "fallback", "n_clipped"]
+    assert list(frame.columns) == ["centre", "scale", "n_valid", "degenerate", "singleton", "empty", "fallback", "n_clipped", "n_out_of_range"]
     assert len(frame) == 100
     # with 0/1 rewards and G = 8 the MAD is 0 unless the group splits 4/4
     split = r.sum(-1) == 4
     np.testing.assert_array_equal(frame.fallback, ~split & ~frame.degenerate)
-    assert res.params == {"c": 2.5, "floor": 1e-6}
+    assert res.params == {"c": 2.5, "resolution": 1e-3}
 
 
 def test_clip_schedule():
