@@ -30,6 +30,12 @@ def test_importing_robustgrpo_and_the_adapters_imports_no_trainer():
 
 def test_estimator_settings_are_checked_against_the_catalogue():
     assert estimator_settings("huber_m", {"c": 2.0}) == {"c": 2.0}
+    assert estimator_settings("grpo", {"reward_range": [0, 1], "out_of_range": "clip"}) == {
+        "reward_range": (0.0, 1.0), "out_of_range": "clip"}
+    with pytest.raises(ValueError, match="out_of_range must be"):
+        estimator_settings("grpo", {"reward_range": (0, 1), "out_of_range": "drop"})
+    with pytest.raises(ValueError, match="reward_range must"):
+        estimator_settings("grpo", {"reward_range": (1, 0)})
     assert estimator_settings("grpo", None) == {}
     with pytest.raises(ValueError, match="has no parameter"):
         estimator_settings("grpo", {"c": 2.0})
@@ -48,6 +54,9 @@ def test_advantage_metrics_count_fallbacks_clips_and_opposite_signs():
     assert m["clipped_fraction"] == 1 / 16  # the 10 is clipped at c
     # the correct answer: grpo -0.107, robust +1.871; the six wrong answers: grpo < 0, robust 0 (no flip)
     assert m["sign_flip_fraction"] == 1 / 16
+    assert m["out_of_range_fraction"] == 0.0
+    ranged = compute_advantages(rewards, "robust", reward_range=(0, 1))
+    assert advantage_metrics(ranged, grpo)["out_of_range_fraction"] == 7 / 16  # the 10 and six rewards above 1
 
 
 # ---------------------------------------------------------------------------------------------- verl
@@ -114,6 +123,13 @@ def test_verls_compute_advantage_dispatches_to_our_estimator_with_settings_from_
     torch.testing.assert_close(out.batch["advantages"], expected.unsqueeze(-1) * mask)
     torch.testing.assert_close(out.batch["returns"], out.batch["advantages"])
     assert float(out.batch["advantages"][3].max()) == 1.5  # the glitch, clipped at the configured c
+    # a declared reward range masks the glitch out of its group: advantage 0, the rest scored without it
+    data = DataProto.from_dict(tensors={"token_level_rewards": rewards, "response_mask": mask}, non_tensors={"uid": uid})
+    ranged = OmegaConf.create({"robustgrpo": {"reward_range": [0, 1]}})
+    out = compute_advantage(data, adv_estimator="robustgrpo_robust", config=ranged)
+    assert float(out.batch["advantages"][3].abs().max()) == 0.0
+    expected = compute_advantages(rewards.sum(-1), "robust", index=uid, singleton="reward", reward_range=(0, 1)).advantages
+    torch.testing.assert_close(out.batch["advantages"], expected.unsqueeze(-1) * mask)
     # a bad setting stops the step with the estimator's own message
     bad = OmegaConf.create({"robustgrpo": {"clip": 2.0}})
     data = DataProto.from_dict(tensors={"token_level_rewards": rewards, "response_mask": mask}, non_tensors={"uid": uid})

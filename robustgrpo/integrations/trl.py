@@ -9,6 +9,7 @@ more arguments and otherwise works as TRL's trainer::
         model=..., reward_funcs=..., args=GRPOConfig(...), train_dataset=...,
         advantage_method="robust",              # any name in robustgrpo.ESTIMATORS
         advantage_params={"c": 2.5},            # its settings, checked on construction
+        reward_range=(0.0, 1.0),                # optional: rewards outside are masked out of their group
     )
 
 What it changes, and how
@@ -26,8 +27,12 @@ logged.
   reward functions, NaN where every function returned ``None`` (an
   unscorable completion). Those are left out of their group's statistics
   and get advantage 0 (``nan_policy="omit"``), as in TRL.
+* With ``reward_range`` (and ``out_of_range``, default ``"mask"``), passed
+  to :func:`~robustgrpo.advantages.compute_advantages`, rewards outside the
+  range are masked out of their group (or clipped, or refused).
 * The trainer's metrics gain ``robustgrpo/fallback_rate``,
-  ``robustgrpo/clipped_fraction`` and ``robustgrpo/sign_flip_fraction``
+  ``robustgrpo/clipped_fraction``, ``robustgrpo/sign_flip_fraction`` and
+  ``robustgrpo/out_of_range_fraction``
   (:func:`~robustgrpo.integrations.advantage_metrics`; signs against the
   catalogue's ``grpo`` with TRL's ``eps = 1e-4``, which is TRL's default
   group normalisation), so they reach whatever the trainer reports to.
@@ -81,12 +86,18 @@ def _trainer_class() -> type:
             A name in ``robustgrpo.ESTIMATORS`` (default ``"robust"``).
         advantage_params : mapping, optional
             The estimator's settings, checked on construction.
+        reward_range : (lo, hi), optional
+            The range genuine rewards lie in; rewards outside are handled by ``out_of_range``.
+        out_of_range : {"mask", "clip", "raise"}
+            As :func:`robustgrpo.compute_advantages`.
         """
 
         def __init__(self, *args: Any, advantage_method: str = "robust", advantage_params: dict | None = None,
+                     reward_range: tuple[float, float] | None = None, out_of_range: str = "mask",
                      **kwargs: Any) -> None:
             self.advantage_method = resolve_methods(advantage_method)[0]
-            self.advantage_params = estimator_settings(self.advantage_method, advantage_params)
+            options = {} if reward_range is None else {"reward_range": reward_range, "out_of_range": out_of_range}
+            self.advantage_params = estimator_settings(self.advantage_method, {**(advantage_params or {}), **options})
             self._gathered_rewards: torch.Tensor | None = None
             super().__init__(*args, **kwargs)
             if self.scale_rewards != "group":

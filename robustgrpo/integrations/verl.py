@@ -20,9 +20,13 @@ Turning it on
        python -m verl.trainer.main_ppo algorithm.adv_estimator=robustgrpo_robust \
            +algorithm.robustgrpo.c=2.5 ...
 
-   The settings are read from ``algorithm.robustgrpo`` (a mapping of the
-   estimator's parameters, checked with ``ESTIMATORS[method].bind``; an
-   unknown or bad one raises before any advantage is computed).
+   The settings are read from ``algorithm.robustgrpo``: the estimator's
+   parameters (checked with ``ESTIMATORS[method].bind``; an unknown or bad
+   one raises before any advantage is computed), and optionally
+   ``reward_range`` and ``out_of_range``, passed to
+   :func:`~robustgrpo.advantages.compute_advantages`
+   (``+algorithm.robustgrpo.reward_range=[0,1]``: a judge glitch outside
+   [0, 1] is masked out of its group).
 
 Each registered function has the signature and shapes of verl's
 ``compute_grpo_outcome_advantage``: ``token_level_rewards`` and
@@ -116,10 +120,10 @@ def verl_estimator(method: str) -> Callable[..., tuple[torch.Tensor, torch.Tenso
             if settings.get("eps", epsilon) != epsilon:
                 raise ValueError(f"epsilon={epsilon!r} and algorithm.{CONFIG_KEY}.eps={settings['eps']!r} disagree; set one of them")
             settings["eps"] = epsilon
-        params = estimator_settings(method, settings)
+        kwargs = estimator_settings(method, settings)
         scores = token_level_rewards.sum(dim=-1)
         with torch.no_grad():
-            result = compute_advantages(scores, method, index=index, singleton="reward", **params)
+            result = compute_advantages(scores, method, index=index, singleton="reward", **kwargs)
             advantages = result.advantages.unsqueeze(-1) * response_mask
         return advantages, advantages
 
