@@ -108,7 +108,7 @@ def update_cosine(a: Any, b: Any) -> float:
     flattened advantages, :math:`\langle a, b \rangle / (\|a\| \|b\|)`; NaN
     when either is all zero.
 
-    >>> update_cosine([[1.0, -1.0]], [[2.0, -2.0]])
+    >>> round(update_cosine([[1.0, -1.0]], [[2.0, -2.0]]), 12)
     1.0
     """
     x, y = (torch.as_tensor(v, dtype=_DTYPE).reshape(-1) for v in (a, b))
@@ -174,19 +174,28 @@ class LogFacts:
 class Recommendation:
     """An estimator, its settings and the reason, in one sentence.
 
-    ``params`` are checked against ``ESTIMATORS[method].bind`` on creation.
+    ``params`` are the estimator's parameters, checked against
+    ``ESTIMATORS[method].bind`` on creation; ``options`` are keywords of
+    :func:`~robustgrpo.advantages.compute_advantages` (``reward_range``,
+    ``out_of_range``). ``settings`` is both, as the trainer adapters take them.
     """
 
     method: str
     params: Mapping[str, Any]
     reason: str
     rule: str
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         ESTIMATORS[self.method].bind(self.params)
 
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Parameters and options together (``compute_advantages(rewards, method, **settings)``)."""
+        return {**self.params, **self.options}
+
     def __str__(self) -> str:
-        settings = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        settings = ", ".join(f"{k}={v!r}" for k, v in self.settings.items())
         return f"{self.method}({settings}): {self.reason}"
 
 
@@ -199,6 +208,7 @@ class Rule:
     method: str
     params: Mapping[str, Any]
     reason: Callable[[LogFacts], str]
+    options: Callable[[LogFacts], Mapping[str, Any]] = lambda f: {}
 
 
 #: A share of groups with an outlier candidate above this counts as contamination.
@@ -209,6 +219,10 @@ TIES_DOMINATE = 0.5
 
 def _contaminated(f: LogFacts) -> bool:
     return f.outlier_group_fraction > OUTLIER_GROUP_THRESHOLD or f.best_negative_rate > 0
+
+
+def _rate(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.1%}"
 
 
 def _range_text(f: LogFacts) -> str:
@@ -232,7 +246,9 @@ RULES: tuple[Rule, ...] = (
         "robust",
         {"c": 2.5},
         lambda f: f"{f.out_of_range_fraction:.2%} of the rewards lie outside the declared range {_range_text(f)}, a scorer "
-        "fault: robust bounds their advantage at c = 2.5 and keeps the others' signs, but fix the scorer",
+        "fault: declare reward_range so they are masked out of their groups, let robust (c = 2.5) bound what stays, "
+        "and fix the scorer",
+        lambda f: {"reward_range": f.reward_range, "out_of_range": "mask"},
     ),
     Rule(
         "outliers_with_ties",
@@ -240,7 +256,7 @@ RULES: tuple[Rule, ...] = (
         "robust",
         {"c": 2.5},
         lambda f: f"{f.outlier_group_fraction:.1%} of the groups hold an outlier candidate (the best plausible answer "
-        f"gets a negative grpo advantage in {f.best_negative_rate:.1%} of them) and the MAD is 0 in "
+        f"gets a negative grpo advantage in {_rate(f.best_negative_rate)} of the groups with a best answer) and the MAD is 0 in "
         f"{f.frac_mad_zero_with_spread:.0%} of the groups with spread: robust's bounded fallback scale handles the ties "
         "and clips the outliers at c = 2.5",
     ),
@@ -250,7 +266,7 @@ RULES: tuple[Rule, ...] = (
         "huber_m",
         {"c": 2.5},
         lambda f: f"{f.outlier_group_fraction:.1%} of the groups hold an outlier candidate (the best plausible answer "
-        f"gets a negative grpo advantage in {f.best_negative_rate:.1%} of them) and the rewards rarely tie: huber_m's "
+        f"gets a negative grpo advantage in {_rate(f.best_negative_rate)} of the groups with a best answer) and the rewards rarely tie: huber_m's "
         "M-estimates of location and scale resist them and still give every sample a signal",
     ),
     Rule(
@@ -279,7 +295,7 @@ def recommend(facts: LogFacts, rules: Sequence[Rule] = RULES) -> Recommendation:
     """
     for rule in rules:
         if rule.applies(facts):
-            return Recommendation(rule.method, dict(rule.params), rule.reason(facts), rule.name)
+            return Recommendation(rule.method, dict(rule.params), rule.reason(facts), rule.name, dict(rule.options(facts)))
     raise ValueError("no rule applies; the last rule of a rule table must apply to every log")
 
 
@@ -354,7 +370,7 @@ class Diagnosis:
         lines += ["", "Estimator disagreement on the gradient, against grpo (per-step policy updates)",
                   self.agreement_summary.to_string(index=False, float_format=lambda v: f"{v:.3f}")]
         rec = self.recommendation
-        lines += ["", f"Recommendation: {rec.method}" + (f" with {', '.join(f'{k}={v!r}' for k, v in rec.params.items())}" if rec.params else ""),
+        lines += ["", f"Recommendation: {rec.method}" + (f" with {', '.join(f'{k}={v!r}' for k, v in rec.settings.items())}" if rec.settings else ""),
                   f"Reason: {rec.reason}."]
         return "\n".join(lines)
 

@@ -63,7 +63,7 @@ def diagnosis_html(diagnosis: Diagnosis, max_outliers: int = 50) -> str:
     d = diagnosis
     esc = html.escape
     rec = d.recommendation
-    settings = ", ".join(f"{k}={v!r}" for k, v in rec.params.items())
+    settings = ", ".join(f"{k}={v!r}" for k, v in rec.settings.items())
     top = d.outliers.reindex(d.outliers["z"].abs().sort_values(ascending=False).index).head(max_outliers)
     figures = diagnosis_figures(d)
     parts = [
