@@ -287,7 +287,7 @@ def _problems(raw: pd.DataFrame, found: Mapping[str, str], text: bool) -> tuple[
     flag(~np.isnan(step) & ((step != np.round(step)) | (step < 0)), "step", "step not an integer >= 0")
     out["step"] = np.where(np.isfinite(step) & (step == np.round(step)), step, -1).astype(np.int64)
     group = raw[found["group"]]
-    flag(_is_empty(group), "group", "group id empty")
+    flag(_is_empty(group), "group", "group empty")
     out["group"] = group.astype(str).str.strip().to_numpy()
     reward, empty, bad = _numbers(raw[found["reward"]], text)
     flag(empty, "reward", "reward empty")
@@ -310,7 +310,7 @@ def _problems(raw: pd.DataFrame, found: Mapping[str, str], text: bool) -> tuple[
 
 def _check_steps_have_groups(name: str, where: str, frame: pd.DataFrame, problems: pd.DataFrame, lines: np.ndarray) -> None:
     """Raise for a step none of whose rows has a group id."""
-    no_group = (problems["reason"] == "group id empty").to_numpy()
+    no_group = (problems["reason"] == "group empty").to_numpy()
     if not no_group.any():
         return
     has_step = frame["step"].to_numpy() >= 0
@@ -375,7 +375,7 @@ def load_reward_log(
     if bad.any() and not skip_bad:
         first = int(np.argmax(bad))
         fld = problems["column"][first]
-        why = problems["reason"][first].replace(f"{fld} ", "", 1).replace("reward_fn ", "")
+        why = problems["reason"][first][len(fld) + 1:]  # reasons read "<field> <problem>"
         value = problems["value"][first]
         shown = f": {value!r}" if why.startswith("not") else ""
         label = f"'{fld}'" if found[fld] == fld else f"'{fld}' ({found[fld]})"
