@@ -25,17 +25,22 @@ and measures, per group, per step and over the whole log:
 
 The outlier rule
 ----------------
-Within a group with median :math:`m` and deviations :math:`d_i = r_i - m`,
-a reward is an outlier candidate when
+Within a group with median :math:`m` a reward :math:`r_i` deviates by
+:math:`d_i = |r_i - m|`; it is an outlier candidate when
 
-.. math:: |d_i| > k \cdot 1.4826 \cdot b, \qquad b = \operatorname{lomed}\{|d_j| : |d_j| > \tau\},
+.. math:: d_i > k \cdot 1.4826 \cdot b_s, \qquad b_s = \operatorname{lomed}\{d_j : d_j > \tau,\ j \text{ in step } s\},
 
-with :math:`k` = 3.5 (Iglewicz and Hoaglin's cut-off for the modified
-z-score) and :math:`\tau` = ``tie_tol``. The scale is the MAD taken over the
-*non-tied* deviations, the typical deviation of the samples that differ from
-the median: on 0/1 rewards the plain MAD is 0 and would flag every minority
-answer, while here :math:`b = 1` and no 0/1 reward is ever flagged; a 10
-among 0/1 rewards is. Groups whose rewards all tie have no candidates.
+with :math:`k` = 5 (:data:`OUTLIER_K`) and :math:`\tau` = ``tie_tol``. The
+scale is a MAD taken over the *non-tied* deviations of the whole step,
+pooled over its groups: the typical distance from a group's median of the
+samples that differ from it. On 0/1 rewards the plain MAD is 0 and would
+flag every minority answer; here :math:`b_s` is 1 (or 1/2 where groups split
+evenly), no 0/1 reward is ever flagged, and a 10 among 0/1 rewards is
+(:math:`z = 10/1.4826 = 6.7`). Pooling over the step keeps the scale steady
+where one group of 8 would not: per group, a cut-off of 3.5 flagged a
+quarter of all groups of 8 clean Gaussian rewards; pooled, with
+:math:`k = 5`, under 1 % of them (``tests/test_diagnose.py``). A step whose
+rewards all tie has no candidates.
 
 Estimator settings pass through :func:`~robustgrpo.advantages.compute_advantages`
 (``params``, broadcast to the estimators that accept them).
@@ -87,8 +92,8 @@ __all__ = [
     "diagnose",
 ]
 
-#: Cut-off of the robust outlier rule (Iglewicz and Hoaglin's 3.5 for the modified z-score).
-OUTLIER_K: float = 3.5
+#: Cut-off k of the robust outlier rule, in units of the step's pooled scale.
+OUTLIER_K: float = 5.0
 #: Deviations from the group median at most this large count as ties in the outlier rule.
 TIE_TOL: float = 1e-9
 #: A group's std counts as zero at or below this (``torch.isclose(std, 0)``, as TRL).
@@ -211,14 +216,16 @@ class Rule:
     options: Callable[[LogFacts], Mapping[str, Any]] = lambda f: {}
 
 
-#: A share of groups with an outlier candidate above this counts as contamination.
-OUTLIER_GROUP_THRESHOLD = 0.01
+#: A share of groups with an outlier candidate, or of best answers pushed negative, above this
+#: counts as contamination (clean
+#: Gaussian rewards stay under 1 %, skew-normal ones with alpha = 4 reached 1.8 %).
+OUTLIER_GROUP_THRESHOLD = 0.02
 #: Ties dominate when the MAD is 0 in at least this share of the groups with spread.
 TIES_DOMINATE = 0.5
 
 
 def _contaminated(f: LogFacts) -> bool:
-    return f.outlier_group_fraction > OUTLIER_GROUP_THRESHOLD or f.best_negative_rate > 0
+    return f.outlier_group_fraction > OUTLIER_GROUP_THRESHOLD or f.best_negative_rate > OUTLIER_GROUP_THRESHOLD
 
 
 def _rate(value: float) -> str:
@@ -274,8 +281,8 @@ RULES: tuple[Rule, ...] = (
         lambda f: True,
         "grpo",
         {},
-        lambda f: f"outlier candidates in only {f.outlier_group_fraction:.1%} of the groups and no reward pushes a best "
-        "answer negative: grpo's mean and std are the efficient choice on clean rewards",
+        lambda f: f"outlier candidates in only {f.outlier_group_fraction:.1%} of the groups and best answers pushed "
+        f"negative in {_rate(f.best_negative_rate)}: grpo's mean and std are the efficient choice on clean rewards",
     ),
 )
 
@@ -286,7 +293,7 @@ def recommend(facts: LogFacts, rules: Sequence[Rule] = RULES) -> Recommendation:
     The rules (:data:`RULES`, in order): ``no_signal`` (every group ties:
     nothing to choose), ``out_of_range`` (rewards outside the declared
     range: ``robust``), ``outliers_with_ties`` (more than 1 % of groups
-    with an outlier candidate, or any best answer pushed negative, on
+    with an outlier candidate, or of best answers pushed negative, on
     tie-dominated rewards: ``robust``), ``outliers`` (the same on rewards
     that rarely tie: ``huber_m``), ``clean`` (``grpo``).
 
@@ -402,16 +409,21 @@ def _select_reward_fn(log: RewardLog, reward_fn: str | None) -> tuple[pd.DataFra
     return log.frame[log.frame["reward_fn"] == reward_fn], reward_fn
 
 
-def _outlier_z(r: torch.Tensor, mask: torch.Tensor, n: torch.Tensor, tie_tol: float) -> torch.Tensor:
-    r"""``|d| / (1.4826 b)`` per sample (0 where no deviation exceeds ``tie_tol``); see the module docstring."""
+def _outlier_z(r: torch.Tensor, mask: torch.Tensor, n: torch.Tensor, tie_tol: float, step_rows: torch.Tensor) -> torch.Tensor:
+    r"""``d / (1.4826 b_s)`` per sample, ``b_s`` pooled over each step (0 where ``d <= tie_tol``); see the module docstring."""
     centre = median_of_sorted(sort_valid(r, mask), n)
     d = (r - centre.unsqueeze(-1)).abs()
     untied = mask & (d > tie_tol)
-    n_untied = untied.sum(-1)
-    b = median_of_sorted(sort_valid(d, untied), n_untied, lower=True)
-    scale = MAD_TO_SIGMA * b
-    z = d / torch.where(scale > 0, scale, torch.ones((), dtype=r.dtype)).unsqueeze(-1)
-    return torch.where(untied & (n_untied > 0).unsqueeze(-1), z, torch.zeros((), dtype=r.dtype))
+    z = torch.zeros_like(r)
+    step_of = step_rows.unsqueeze(-1).expand_as(d)[untied]
+    if step_of.numel() == 0:
+        return z
+    pooled = group_by_index(step_of, step_of.numel())  # the untied deviations of each step, side by side
+    padded, valid = pooled.pad(d[untied])
+    b = torch.zeros(int(step_rows.max()) + 1, dtype=r.dtype)
+    b[torch.as_tensor(pooled.keys, dtype=torch.long)] = median_of_sorted(sort_valid(padded, valid), valid.sum(-1), lower=True)
+    scale = (MAD_TO_SIGMA * b)[step_rows].unsqueeze(-1)
+    return torch.where(untied, d / scale.clamp_min(torch.finfo(r.dtype).tiny), z)
 
 
 def _per_step(groups: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
@@ -514,7 +526,8 @@ def diagnose(
     zero_std = (n >= 2) & (std <= ZERO_STD_ATOL)
     centre = median_of_sorted(sort_valid(r, mask), n)
     mad = median_of_sorted(sort_valid((r - centre.unsqueeze(-1)).abs(), mask), n)
-    z = _outlier_z(r, mask, n, tie_tol)
+    step_rows = torch.as_tensor(pd.factorize(group_step, sort=True)[0])
+    z = _outlier_z(r, mask, n, tie_tol, step_rows)
     robust_flag = mask & (z > outlier_k)
     range_flag = torch.zeros_like(mask) if reward_range is None else mask & ((r < reward_range[0]) | (r > reward_range[1]))
     plausible = mask & ~robust_flag & ~range_flag
@@ -553,7 +566,6 @@ def diagnose(
     outliers = samples[samples["robust_rule"] | samples["out_of_range"]].reset_index(drop=True)
 
     # per-step policy updates of every estimator against grpo's
-    step_rows = torch.as_tensor(pd.factorize(group_step, sort=True)[0])
     advantages = {m: grpo if m == "grpo" else compute_advantages(r, m, mask=mask, **per_method[m]).advantages for m in names}
     rows = []
     for s_index, step in enumerate(steps["step"]):  # one update per step: a loop over steps, not over groups

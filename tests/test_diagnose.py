@@ -43,7 +43,7 @@ SEED = [[0, 0, 0, 0, 0, 0, 1.0, 10.0]]
 def test_seed_example_flags_exactly_the_glitch_and_its_damage():
     d = diagnose(_log(SEED))
     assert d.outliers["reward"].tolist() == [10.0]
-    # z = |10 - 0| / (1.4826 * b), b = lower median of the non-tied deviations {1, 10} = 1
+    # z = |10 - 0| / (1.4826 * b), b = lower median of the step's non-tied deviations {1, 10} = 1
     assert d.outliers["z"].iloc[0] == pytest.approx(10 / 1.482602218505602)
     row = d.overall.iloc[0]
     assert row["best_eligible"] == 1 and row["best_negative_rate"] == 1.0  # grpo gives the 1.0 -0.107
@@ -59,6 +59,21 @@ def test_no_zero_one_reward_is_ever_an_outlier_candidate():
         d = diagnose(_log(rewards), methods=["grpo"])
         assert d.outliers.empty, size
         assert math.isnan(d.overall["best_negative_rate"].iloc[0]) or d.overall["best_negative_rate"].iloc[0] == 0
+
+
+@pytest.mark.parametrize("size", [4, 8, 16])
+def test_clean_gaussian_rewards_flag_under_one_percent_of_groups_and_get_grpo(size):
+    g = torch.Generator().manual_seed(size)
+    rewards = torch.randn(3200, size, generator=g, dtype=torch.float64).numpy()
+    d = diagnose(_log(rewards, [i // 32 for i in range(3200)]), methods=["grpo"])
+    assert d.facts.outlier_group_fraction < 0.01
+    assert d.recommendation.rule == "clean"
+    # the same log with 2 % of rewards replaced by a glitch 10 sigma out: most glitches flagged, advice changes
+    hit = torch.rand(3200, size, generator=g) < 0.02
+    glitched = np.where(hit.numpy(), 10.0, rewards)
+    d = diagnose(_log(glitched, [i // 32 for i in range(3200)]), methods=["grpo"])
+    assert d.outliers["robust_rule"].sum() >= 0.8 * int(hit.sum())
+    assert d.recommendation.rule == "outliers"
 
 
 def test_zero_std_fraction_is_trls_and_mad_zero_fraction_is_scipys():
@@ -133,10 +148,11 @@ FACTS = dict(n_groups=100, frac_zero_std=0.2, frac_mad_zero_with_spread=0.9, out
         (dict(frac_zero_std=1.0, out_of_range_fraction=0.5), "no_signal", "grpo"),
         (dict(out_of_range_fraction=0.01, reward_range=(0.0, 1.0), outlier_group_fraction=0.5), "out_of_range", "robust"),
         (dict(outlier_group_fraction=0.05), "outliers_with_ties", "robust"),
-        (dict(best_negative_rate=0.02), "outliers_with_ties", "robust"),
+        (dict(best_negative_rate=0.05), "outliers_with_ties", "robust"),
+        (dict(best_negative_rate=0.02), "clean", "grpo"),
         (dict(outlier_group_fraction=0.05, frac_mad_zero_with_spread=0.1), "outliers", "huber_m"),
         (dict(outlier_group_fraction=0.05, frac_mad_zero_with_spread=math.nan, best_negative_rate=math.nan), "outliers", "huber_m"),
-        (dict(outlier_group_fraction=0.01), "clean", "grpo"),  # at the threshold: not contaminated
+        (dict(outlier_group_fraction=0.02), "clean", "grpo"),  # at the threshold: not contaminated
         ({}, "clean", "grpo"),
     ],
 )
