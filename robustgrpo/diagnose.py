@@ -292,7 +292,7 @@ def recommend(facts: LogFacts, rules: Sequence[Rule] = RULES) -> Recommendation:
 
     The rules (:data:`RULES`, in order): ``no_signal`` (every group ties:
     nothing to choose), ``out_of_range`` (rewards outside the declared
-    range: ``robust``), ``outliers_with_ties`` (more than 1 % of groups
+    range: ``robust``), ``outliers_with_ties`` (more than 2 % of groups
     with an outlier candidate, or of best answers pushed negative, on
     tie-dominated rewards: ``robust``), ``outliers`` (the same on rewards
     that rarely tie: ``huber_m``), ``clean`` (``grpo``).
