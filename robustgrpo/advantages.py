@@ -74,6 +74,7 @@ from .stats import (
 
 __all__ = [
     "Parameter",
+    "Breakdown",
     "Estimator",
     "ESTIMATORS",
     "register",
@@ -199,6 +200,37 @@ Scaling = Literal["invariant", "equivariant", "none"]
 
 
 @dataclass(frozen=True)
+class Breakdown:
+    r"""How many bad rewards an estimator's advantages survive, in closed form.
+
+    Attributes
+    ----------
+    continuous : callable ``(n) -> float``
+        Replacement breakdown point on continuous rewards: the smallest
+        fraction of a group of n that, replaced by one outlier value M, makes
+        the estimator's centre or scale grow in proportion to M (``inf``:
+        never). For the estimators with a ``resolution``: with
+        ``resolution=0``, or outliers within the resolution's dynamic range
+        and no clean reward within 2 t of the median; each clean reward tied
+        with the median takes one replacement off.
+    binary : callable ``(n, k) -> int``, or None
+        On 0/1 rewards with k correct answers among n (1 <= k < n/2): the
+        smallest number of wrong answers that, turned into glitches of size
+        M, take the correct answers' lead (their advantage drops to 0 or
+        below, or falls in proportion to 1/M relative to the largest
+        advantage in the group), for glitches within the dynamic range. 0
+        means the lead is lost with no glitch at all. None: no closed form;
+        :func:`robustgrpo.metrics.binary_breakdown` measures it.
+    note : str
+        One line a reader needs.
+    """
+
+    continuous: Callable[[int], float]
+    binary: Callable[[int, int], int] | None
+    note: str
+
+
+@dataclass(frozen=True)
 class Estimator:
     """A registered advantage estimator.
 
@@ -220,6 +252,11 @@ class Estimator:
         Name of the parameter that bounds ``|A|``, if any.
     source : str
         Where the estimator comes from.
+    breakdown : Breakdown
+        Its breakdown points on continuous and on 0/1 rewards.
+    bounded : bool
+        Whether ``|A|`` has a bound that no reward can exceed (a clip, or
+        rank scores).
     """
 
     name: str
@@ -229,6 +266,8 @@ class Estimator:
     scaling: Scaling
     clip: str | None
     source: str
+    breakdown: Breakdown
+    bounded: bool
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -263,12 +302,19 @@ def register(
     scaling: Scaling,
     clip: str | None = None,
     source: str,
+    breakdown: Breakdown,
+    bounded: bool = False,
 ) -> Callable[[Callable[..., Computed]], Callable[..., Computed]]:
     """Decorator that adds an estimator function to :data:`ESTIMATORS`.
 
+    Everything a reader or a figure needs to know about the estimator is
+    declared here, once: its parameters, how it scales, its clip, its source
+    and its breakdown points.
+
     Examples
     --------
-    >>> @register("demo_centre", "r - median", scaling="equivariant", source="docs")  # doctest: +SKIP
+    >>> @register("demo_centre", "r - median", scaling="equivariant", source="docs",
+    ...           breakdown=Breakdown(lambda n: math.ceil(n / 2) / n, None, "the median"))  # doctest: +SKIP
     ... def _demo(groups):
     ...     ...
     """
@@ -278,7 +324,7 @@ def register(
         raise ValueError(f"clip parameter {clip!r} of {name!r} is not among its parameters")
 
     def decorate(fn: Callable[..., Computed]) -> Callable[..., Computed]:
-        _REGISTRY[name] = Estimator(name, summary, fn, parameters, scaling, clip, source)
+        _REGISTRY[name] = Estimator(name, summary, fn, parameters, scaling, clip, source, breakdown, bounded or clip is not None)
         return fn
 
     return decorate
@@ -316,6 +362,10 @@ def describe_estimators() -> str:
 
 
 # ------------------------------------------------------------ shared pieces
+
+#: The mean (and the std) give way to one outlier, and a glitch on a wrong answer turns the
+#: correct answer's advantage negative (the seed example) or shrinks it by 1/M.
+MEAN_BREAKDOWN = Breakdown(lambda n: 1 / n, lambda n, k: 1, "one outlier moves the mean (and the std) without bound")
 
 C_PARAM = Parameter("c", 2.5, "Huber clip: |A| <= c", positive)
 RESOLUTION_PARAM = Parameter(
@@ -412,6 +462,7 @@ DDOF = Parameter("ddof", 1, "delta degrees of freedom of the std: 1 = Bessel (to
     parameters=(EPS_VERL, DDOF),
     scaling="invariant",
     source="DeepSeekMath (Shao et al. 2024); TRL, verl",
+    breakdown=MEAN_BREAKDOWN,
 )
 def _grpo(g: Groups, *, eps: float, ddof: int) -> Computed:
     r""":math:`A_i = (r_i - \bar r) / (s + \epsilon)`, s the std with ``ddof``.
@@ -429,6 +480,7 @@ def _grpo(g: Groups, *, eps: float, ddof: int) -> Computed:
     "r - mean: centred, unscaled",
     scaling="equivariant",
     source="Dr. GRPO (Liu et al. 2025); seed 003's relative advantage",
+    breakdown=MEAN_BREAKDOWN,
 )
 def _dr_grpo(g: Groups) -> Computed:
     r""":math:`A_i = r_i - \bar r`. No division, so no std blow-up, but the
@@ -444,6 +496,7 @@ def _dr_grpo(g: Groups) -> Computed:
     parameters=(Parameter("eps", 1e-4, "added to the batch std (TRL uses 1e-4)", nonnegative), DDOF),
     scaling="invariant",
     source="LitePPO (Liu et al. 2025); TRL scale_rewards='batch'",
+    breakdown=MEAN_BREAKDOWN,
 )
 def _batch_std(g: Groups, *, eps: float, ddof: int) -> Computed:
     r""":math:`A_{bi} = (r_{bi} - \bar r_b) / (s_{batch} + \epsilon)`, with
@@ -464,6 +517,7 @@ def _batch_std(g: Groups, *, eps: float, ddof: int) -> Computed:
     "r - mean of the other samples = n/(n-1) (r - mean): leave-one-out baseline",
     scaling="equivariant",
     source="RLOO (Ahmadian et al. 2024); verl, NeMo-RL",
+    breakdown=MEAN_BREAKDOWN,
 )
 def _rloo(g: Groups) -> Computed:
     r""":math:`A_i = r_i - \frac{1}{n-1}\sum_{j \ne i} r_j = \frac{n}{n-1}(r_i - \bar r)`.
@@ -487,6 +541,11 @@ SEED_MAD_CONSTANT = 1.4826
     scaling="invariant",
     clip="c",
     source="seed 000 (its vectorised PyTorch function)",
+    breakdown=Breakdown(
+        lambda n: (n // 2 + 1) / n,
+        lambda n, k: 1,
+        "torch's lower median needs one more outlier; the std fallback gives way to the first glitch",
+    ),
 )
 def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
     r"""Seed 000's estimator exactly as its code runs:
@@ -523,6 +582,11 @@ def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
     ),
     scaling="none",
     source="MC-GRPO (Kim 2026), its training code",
+    breakdown=Breakdown(
+        lambda n: math.ceil(n / 2) / n,
+        lambda n, k: 1,
+        "median and MAD hold; on ties the glitch gets 1000 M against the correct answer's 1000",
+    ),
 )
 def _mc_grpo(g: Groups, *, eps: float, compensate_zeros: bool) -> Computed:
     r""":math:`A_i = (r_i - \operatorname{med}(r)) / (\operatorname{MAD}_{raw}(r) + \epsilon)`.
@@ -552,6 +616,11 @@ def _mc_grpo(g: Groups, *, eps: float, compensate_zeros: bool) -> Computed:
     scaling="invariant",
     clip="c",
     source="this project (seed 000's idea, with a scale that survives ties and near-ties)",
+    breakdown=Breakdown(
+        lambda n: math.ceil(n / 2) / n,
+        lambda n, k: min(k + 1, math.floor(n / 2 - k) + 1),
+        "k + 1 glitches take over the fallback scale, or fewer once the median leaves the wrong answers",
+    ),
 )
 def _robust(g: Groups, *, c: float, resolution: float) -> Computed:
     r"""The project's median-centred estimator.
@@ -618,6 +687,12 @@ def _robust(g: Groups, *, c: float, resolution: float) -> Computed:
     parameters=(RESOLUTION_PARAM,),
     scaling="invariant",
     source="this project (Blom's normal scores)",
+    bounded=True,
+    breakdown=Breakdown(
+        lambda n: math.inf,
+        lambda n, k: math.ceil((n - k) / 2),
+        "no size breaks ranks; glitches outranking the correct answers push them below the middle rank",
+    ),
 )
 def _rank(g: Groups, *, resolution: float) -> Computed:
     r"""Gaussianised ranks: with :math:`R_i` the mid-rank of :math:`r_i` under
@@ -662,6 +737,11 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
     scaling="invariant",
     clip="c",
     source="Huber (1964) proposal 2; statsmodels.robust.scale.Huber",
+    breakdown=Breakdown(
+        lambda n: math.nan,
+        None,
+        "no closed form for proposal 2 started from the robust scale: measured about n/4 to 3/8 of the group",
+    ),
 )
 def _huber_m(
     g: Groups, *, c: float, huber_c: float, resolution: float, min_scale: float, maxiter: int, tol: float
@@ -698,6 +778,11 @@ def _huber_m(
     ),
     scaling="invariant",
     source="classical (Tukey, Dixon); scipy.stats.mstats.winsorize",
+    breakdown=Breakdown(
+        lambda n: (math.floor(0.2 * n) + 1) / n,
+        lambda n, k: 0 if k <= math.floor(0.2 * n) else math.floor(0.2 * n) + 1,
+        "at the default limits 0.2: one outlier more than each tail trims; up to floor(0.2 n) successes are trimmed away",
+    ),
 )
 def _winsor(g: Groups, *, limits: float, eps: float, ddof: int, resolution: float) -> Computed:
     r"""Winsorized GRPO on resolved rewards:

@@ -18,8 +18,9 @@ and measures, per group, per step and over the whole log:
   glitch drags the mean above the correct answer;
 * **estimator disagreement on the gradient**: per step, the cosine between
   the policy update of each catalogue estimator and that of ``grpo``, and the
-  relative error of its update (:func:`update_cosine`,
-  :func:`relative_update_error`);
+  relative error of its update
+  (:func:`~robustgrpo.metrics.update_cosine`,
+  :func:`~robustgrpo.metrics.relative_update_error`);
 * a **recommendation** (estimator, settings, one-sentence reason) from the
   rule function :func:`recommend`.
 
@@ -74,6 +75,7 @@ import torch
 from .advantages import ESTIMATORS, compute_advantages, resolve_methods
 from .checks import check_positive, check_real, ParamError
 from .inputs import group_by_index
+from .metrics import relative_update_error, update_cosine
 from .rewardlogs import RewardLog, load_reward_log
 from .stats import MAD_TO_SIGMA, fill_invalid, masked_mean, masked_std, median_of_sorted, sort_valid
 
@@ -86,8 +88,6 @@ __all__ = [
     "Rule",
     "RULES",
     "recommend",
-    "update_cosine",
-    "relative_update_error",
     "Diagnosis",
     "diagnose",
 ]
@@ -99,45 +99,6 @@ TIE_TOL: float = 1e-9
 #: A group's std counts as zero at or below this (``torch.isclose(std, 0)``, as TRL).
 ZERO_STD_ATOL: float = 1e-8
 _DTYPE = torch.float64
-
-
-# ------------------------------------------------------------ update-level agreement
-# Stand-ins with the signatures of the update-level comparisons robustgrpo.metrics will
-# provide; replaced by those when they land.
-
-
-def update_cosine(a: Any, b: Any) -> float:
-    r"""Cosine between the policy updates :math:`\sum_i A_i \psi_i` of two advantage arrays.
-
-    With orthonormal score vectors :math:`\psi_i` this is the cosine of the
-    flattened advantages, :math:`\langle a, b \rangle / (\|a\| \|b\|)`; NaN
-    when either is all zero.
-
-    >>> round(update_cosine([[1.0, -1.0]], [[2.0, -2.0]]), 12)
-    1.0
-    """
-    x, y = (torch.as_tensor(v, dtype=_DTYPE).reshape(-1) for v in (a, b))
-    if x.shape != y.shape:
-        raise ValueError(f"advantage arrays must have the same shape, got {tuple(x.shape)} and {tuple(y.shape)}")
-    nx, ny = torch.linalg.vector_norm(x), torch.linalg.vector_norm(y)
-    if nx == 0 or ny == 0:
-        return math.nan
-    return float(torch.dot(x / nx, y / ny))
-
-
-def relative_update_error(reference: Any, other: Any) -> float:
-    r"""Relative error of one policy update against a reference: :math:`\|b - a\| / \|a\|`.
-
-    NaN when the reference update is zero.
-
-    >>> relative_update_error([[1.0, -1.0]], [[2.0, -2.0]])
-    1.0
-    """
-    a, b = (torch.as_tensor(v, dtype=_DTYPE).reshape(-1) for v in (reference, other))
-    if a.shape != b.shape:
-        raise ValueError(f"advantage arrays must have the same shape, got {tuple(a.shape)} and {tuple(b.shape)}")
-    na = torch.linalg.vector_norm(a)
-    return math.nan if na == 0 else float(torch.linalg.vector_norm(b - a) / na)
 
 
 # ------------------------------------------------------------ the recommendation rule

@@ -76,16 +76,22 @@ __all__ = [
     "sensitivity_curve",
     "statistic_sensitivity",
     "breakdown_point",
+    "binary_breakdown",
     "agreement",
     "advantage_samples",
     "derived_seed",
     "agreement_from_advantages",
+    "update_cosine",
+    "relative_update_error",
+    "sign_changes",
     "sweep",
     "efficiency",
     "reference_efficiencies",
     "samuelson_bound",
     "mad_zero_fraction",
     "mad_zero_fraction_mc",
+    "update_weight",
+    "update_weight_mc",
 ]
 
 DTYPE = torch.float64
@@ -395,10 +401,10 @@ def _first_k(flags: np.ndarray) -> float:
 def breakdown_point(
     methods: Methods = None,
     group_sizes: int | Sequence[int] = (8, 16, 32),
-    sizes: float | Sequence[float] = (1e2, 1e4, 1e6),
+    sizes: float | Sequence[float] = (20.0, 200.0),
     *,
     n_groups: int = 64,
-    explode: float = 1e-3,
+    growth: float = 0.5,
     implode: float = 1e-2,
     quorum: float = 0.5,
     seed: int = 0,
@@ -410,38 +416,36 @@ def breakdown_point(
     **Explosion.** Draw ``n_groups`` clean groups of G standard normal
     rewards; for k = 0 .. G-1 replace the first k rewards of every group by
     the outlier M, for each M in ``sizes`` (the same clean groups for every k
-    and M). With T the centre or scale of the estimator's diagnostics, a group
-    has *broken down* at k when
+    and M). With T the centre or scale of the estimator's diagnostics and
+    :math:`\Delta_k(M) = |T_k(M) - T_0|` its change from the untouched group,
+    a group has *broken down* at k when T follows the outlier:
 
-    .. math:: |T_k(M)| > \text{explode} \cdot M \quad \text{for every } M \in \text{sizes},
+    .. math:: \Delta_k(M_{hi}) \ge \text{growth} \cdot \frac{M_{hi}}{M_{lo}}\,\Delta_k(M_{lo})
+              \quad\text{and}\quad \Delta_k(M_{hi}) \ge 1
 
-    that is, T grows in proportion to M. One outlier moves the mean by M/G
-    and the std by about :math:`M/\sqrt{G}`, far above 0.001 M for any
-    practical G, while a bounded T stays within a few units of the N(0, 1)
-    data, far below 0.001 M at M = 10^6. The breakdown point is the smallest k/G
-    at which at least a fraction ``quorum`` of the groups has broken down.
+    (:math:`M_{lo}, M_{hi}` the smallest and largest size): a bounded T
+    changes by the same few units at both sizes, a broken one in proportion
+    to M. The breakdown point is the smallest k/G at which at least a
+    fraction ``quorum`` of the groups has broken down.
+
+    The default sizes (20 and 200 standard deviations of the clean rewards)
+    stay inside the dynamic range of the default ``resolution`` (the
+    order-based estimators tie rewards closer than 0.1 % of the group's
+    range, so outliers beyond about 500 clean spreads tie the clean rewards
+    with each other: no continuous, scale-invariant estimator can tell such
+    a group from one outlier among ties). Clean rewards that happen to lie
+    within the tie tolerance of the median take one replacement off
+    ``robust``'s scale; pass ``resolution=0`` for the classical values.
 
     **Implosion.** Replace the first k rewards by the same inlier value 0 (the
     clean centre) instead; the scale has *imploded* at k in a group when
     :math:`T_k \le \text{implode} \cdot T_0` (its value on the untouched
     group). The implosion point is the smallest such k/G (``quorum`` of the
     groups). In the same experiment ``fallback`` is the smallest k/G at which
-    the estimator's fallback path runs in a ``quorum`` of the groups: the MAD
-    is 0 once more than half the values tie.
+    the estimator's fallback path runs in a ``quorum`` of the groups.
 
-    Theory, for even G and these estimators' conventions: mean and std
-    (``grpo``, ``dr_grpo``, ``rloo``, ``batch_std``) break at 1/G. The
-    mid-median (mean of the two middle values) breaks once the upper middle
-    order statistic is an outlier, k = G/2 (ceil(G/2) in general): ``robust``
-    and ``mc_grpo`` centre and scale break at exactly 1/2. Torch's lower median
-    (``seed_mad``) needs one more outlier: (floor(G/2) + 1)/G, 5/8 at G = 8.
-    Winsorizing ``floor(l G)`` per tail breaks at (floor(l G) + 1)/G. The
-    outliers are all equal, so once they are a majority the raw MAD is 0:
-    for odd G ``mc_grpo``'s scale then collapses to its eps instead of
-    exploding (reported as no breakdown), while ``robust``'s fallback scale,
-    capped at the typical non-zero deviation :math:`|x - M|`, explodes. The
-    mid-MAD is 0 once floor(G/2) + 1 values tie (the lower-median MAD already
-    at G/2 ties in most groups).
+    Theory: :attr:`robustgrpo.advantages.Estimator.breakdown` (``continuous``)
+    for each estimator; the tests compare the two.
 
     Parameters
     ----------
@@ -449,14 +453,12 @@ def breakdown_point(
         Estimators (None: all).
     group_sizes : int or sequence of int
         Group sizes G >= 2.
-    sizes : float or sequence of float
-        Outlier values M > 0; at least two, spanning orders of magnitude,
-        make the proportionality test meaningful.
+    sizes : sequence of float
+        Outlier values M > 0, at least two and a factor of at least 4 apart.
     n_groups : int
         Clean groups per G.
-    explode : float
-        Ratio |T| / M above which T counts as exploded (at every M; keep it
-        well below 1/G and well above (clean range) / max(sizes)).
+    growth : float
+        Fraction, in (0, 1], of proportional growth that counts as following M.
     implode : float
         Ratio T_k / T_0 at or below which the scale counts as imploded.
     quorum : float
@@ -488,36 +490,40 @@ def breakdown_point(
     per_method = _params_for(names, params)
     gs = _int_list("group_sizes", group_sizes, 2)
     ms = _float_list("sizes", sizes, lambda v: v > 0, "finite outlier values > 0")
+    if len(ms) < 2 or max(ms) < 4 * min(ms):
+        raise ValueError(f"sizes must hold at least two outlier values a factor of 4 or more apart, got {ms}")
+    m_lo, m_hi = min(ms), max(ms)
     n_groups = _positive_int("n_groups", n_groups)
-    for name, val in (("explode", explode), ("implode", implode)):
-        if isinstance(val, bool) or not (isinstance(val, (int, float)) and math.isfinite(val) and 0 < val < 1):
-            raise ValueError(f"{name} must be a number in (0, 1), got {val!r}")
-    if not (isinstance(quorum, (int, float)) and 0 < quorum <= 1):
-        raise ValueError(f"quorum must be a fraction in (0, 1], got {quorum!r}")
+    for name, val in (("growth", growth), ("quorum", quorum)):
+        if isinstance(val, bool) or not (isinstance(val, (int, float)) and 0 < val <= 1):
+            raise ValueError(f"{name} must be a fraction in (0, 1], got {val!r}")
+    if isinstance(implode, bool) or not (isinstance(implode, (int, float)) and 0 < implode < 1):
+        raise ValueError(f"implode must be a number in (0, 1), got {implode!r}")
     seed = _check_seed(seed)
 
     rows: list[dict[str, Any]] = []
     bar = _bar(len(gs) * len(names), progress, "breakdown")
-    for gi, g in enumerate(gs):
+    for g in gs:
         clean = torch.randn(n_groups, g, generator=_generator(derived_seed(seed, 0, g)), dtype=DTYPE)
         cols = torch.arange(g)
         for m in names:
             kw = per_method[m]
-            centre = np.empty((g, len(ms), n_groups))
-            scale = np.empty((g, len(ms), n_groups))
+            base = compute_advantages(clean, m, **kw).diagnostics
+            t0 = {"centre": _np(base.centre), "scale": _np(base.scale)}
+            change = {q: np.empty((g, 2, n_groups)) for q in t0}
             tie_scale = np.empty((g, n_groups))
             tie_fallback = np.empty((g, n_groups), dtype=bool)
             for k in range(g):
                 first = cols < k
-                for j, size in enumerate(ms):
+                for j, size in enumerate((m_lo, m_hi)):
                     d = compute_advantages(torch.where(first, size, clean), m, **kw).diagnostics
-                    centre[k, j], scale[k, j] = _np(d.centre), _np(d.scale)
+                    change["centre"][k, j] = np.abs(_np(d.centre) - t0["centre"])
+                    change["scale"][k, j] = np.abs(_np(d.scale) - t0["scale"])
                 d = compute_advantages(torch.where(first, 0.0, clean), m, **kw).diagnostics
                 tie_scale[k], tie_fallback[k] = _np(d.scale), _np(d.fallback)
-            size_arr = np.asarray(ms)[None, :, None]
-            for quantity, t in (("centre", centre), ("scale", scale)):
-                broken = (np.abs(t) > explode * size_arr).all(axis=1).mean(axis=1) >= quorum
-                k_b = _first_k(broken)
+            for quantity, delta in change.items():
+                follows = (delta[:, 1] >= growth * (m_hi / m_lo) * delta[:, 0]) & (delta[:, 1] >= 1.0)
+                k_b = _first_k(follows.mean(axis=1) >= quorum)
                 row = {"method": m, "G": g, "quantity": quantity, "breakdown_k": k_b, "breakdown": k_b / g}
                 if quantity == "scale":
                     with np.errstate(invalid="ignore", divide="ignore"):
@@ -533,21 +539,190 @@ def breakdown_point(
     return pd.DataFrame(rows)
 
 
+def binary_breakdown(
+    methods: Methods = None,
+    group_sizes: int | Sequence[int] = (8, 16),
+    correct: int | Sequence[int] | None = None,
+    sizes: float | Sequence[float] = (20.0, 200.0),
+    *,
+    fall: float = 0.3,
+    **params: Any,
+) -> pd.DataFrame:
+    r"""How many glitches take the correct answers' lead in a 0/1 group, per estimator.
+
+    A group of G rewards holds k correct answers (1) among wrong ones (0).
+    For g = 0, 1, ... the first g wrong answers become glitches of size M.
+    The lead is *lost* at g when, at the largest size :math:`M_{hi}`, a
+    correct answer's advantage :math:`A_c` is 0 or below, or its share of
+    the group's largest advantage falls with M:
+
+    .. math:: \frac{A_c(M_{hi})}{\max_i |A_i(M_{hi})|} < \text{fall} \cdot
+              \frac{A_c(M_{lo})}{\max_i |A_i(M_{lo})|}
+
+    (a correct answer worth 1/M of the glitch is no signal in the update).
+    The default sizes (20 and 200 reward gaps) lie inside the dynamic range
+    of the default ``resolution``. The groups are deterministic, so one
+    group per (G, k, g) decides.
+
+    Theory: :attr:`robustgrpo.advantages.Estimator.breakdown` (``binary``).
+
+    Parameters
+    ----------
+    methods : str, sequence of str or None
+        Estimators (None: all).
+    group_sizes : int or sequence of int
+        G >= 3.
+    correct : int, sequence of int or None
+        Numbers of correct answers k (1 <= k < G/2); None: every such k.
+    sizes : sequence of float
+        Two or more glitch sizes M > 1, a factor of 4 or more apart.
+    fall : float
+        Fraction in (0, 1) of the relative advantage below which the lead
+        counts as lost.
+    **params
+        Estimator parameters, broadcast to the methods that accept them.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (method, G, k): ``method``, ``G``, ``k``, ``glitches``
+        (the smallest g, NaN if even G - k glitches leave the lead) and
+        ``breakdown`` (glitches / G).
+
+    Examples
+    --------
+    >>> binary_breakdown(["grpo", "robust", "rank"], 8, 1).set_index("method")["glitches"].to_dict()
+    {'grpo': 1.0, 'robust': 2.0, 'rank': 4.0}
+    """
+    names = resolve_methods(methods)
+    per_method = _params_for(names, params)
+    gs = _int_list("group_sizes", group_sizes, 3)
+    ms = _float_list("sizes", sizes, lambda v: v > 1, "glitch sizes > 1")
+    if len(ms) < 2 or max(ms) < 4 * min(ms):
+        raise ValueError(f"sizes must hold at least two glitch sizes a factor of 4 or more apart, got {ms}")
+    if isinstance(fall, bool) or not (isinstance(fall, (int, float)) and 0 < fall < 1):
+        raise ValueError(f"fall must be a number in (0, 1), got {fall!r}")
+    rows = []
+    for g in gs:
+        ks = list(range(1, (g + 1) // 2)) if correct is None else _int_list("correct", correct, 1)
+        bad = [k for k in ks if not 2 * k < g]
+        if bad:
+            raise ValueError(f"correct must be below G/2 (a minority of correct answers), got {bad} at G = {g}")
+        for k in ks:
+            # rows: g = 0 .. G-k glitches on the first wrong answers, at each size
+            glitches = torch.arange(g - k + 1)
+            base = torch.zeros(len(glitches), g, dtype=DTYPE)
+            base[:, g - k:] = 1.0
+            hit = torch.arange(g)[None, :] < glitches[:, None]
+            for m in names:
+                share = []
+                for size in (min(ms), max(ms)):
+                    a = compute_advantages(torch.where(hit, size, base), m, **per_method[m]).advantages
+                    top = a.abs().amax(-1)
+                    ac = a[:, -1]
+                    share.append((ac, torch.where(top > 0, ac / torch.where(top > 0, top, 1.0), 0.0)))
+                (_, lo), (ac_hi, hi) = share
+                lost = (ac_hi <= 1e-12) | (hi < fall * lo)
+                first = _first_k(_np(lost))
+                rows.append({"method": m, "G": g, "k": k, "glitches": first, "breakdown": first / g})
+    return pd.DataFrame(rows)
+
+
 # ------------------------------------------------------------ 3. agreement
 
 
 def _midranks(x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """1-based mid-ranks of the valid entries of each row (ties share their mean rank)."""
-    s = S.sort_valid(x, valid).contiguous()
-    xc = x.contiguous()
-    below = torch.searchsorted(s, xc, right=False)
-    at_or_below = torch.searchsorted(s, xc, right=True)
-    return (below + at_or_below + 1).to(x.dtype) / 2
+    return S.soft_midranks(x, valid, torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device))
 
 
 def _sign(a: torch.Tensor, tol: float) -> torch.Tensor:
     """Three-valued sign as int8: 0 where |a| <= tol."""
     return (a > tol).to(torch.int8) - (a < -tol).to(torch.int8)
+
+
+def update_cosine(reference: torch.Tensor, other: torch.Tensor, valid: torch.Tensor | None = None) -> float:
+    r"""Cosine between the policy updates that two advantage arrays give.
+
+    A GRPO step moves the policy along :math:`u = \sum_i A_i\, \nabla \log \pi(y_i)`.
+    Distinct sampled responses of a language model have (nearly) orthogonal
+    score vectors; with orthonormal :math:`\psi_i = \nabla \log \pi(y_i)` the
+    cosine between two updates is the cosine of the advantage vectors,
+
+    .. math:: \cos(u, \tilde u) = \frac{\sum_i A_i \tilde A_i}{\lVert A \rVert\, \lVert \tilde A \rVert},
+
+    summed over every valid sample of every group (the batch is one update).
+    A global rescaling of the advantages (which Adam absorbs) does not
+    change it. NaN when either update is zero.
+
+    Examples
+    --------
+    >>> update_cosine(torch.tensor([[1.0, -1.0]]), torch.tensor([[2.0, -2.0]]))
+    1.0
+    """
+    a, b = reference.to(DTYPE), other.to(DTYPE)
+    if valid is not None:
+        a, b = torch.where(valid, a, 0.0), torch.where(valid, b, 0.0)
+    na, nb = float(a.norm()), float(b.norm())
+    if not (na > 0 and nb > 0):
+        return math.nan
+    return max(-1.0, min(1.0, float((a * b).sum()) / (na * nb)))  # rounding can step just outside [-1, 1]
+
+
+def relative_update_error(reference: torch.Tensor, other: torch.Tensor, valid: torch.Tensor | None = None) -> float:
+    r"""Size of the update error relative to the reference update: :math:`\lVert \tilde A - A \rVert / \lVert A \rVert`.
+
+    In each estimator's own units divided by its own clean spread, so
+    estimators that scale their advantages differently compare fairly. NaN
+    when the reference update is zero.
+
+    Examples
+    --------
+    >>> relative_update_error(torch.tensor([[3.0, -4.0]]), torch.tensor([[3.0, 0.0]]))
+    0.8
+    """
+    a, b = reference.to(DTYPE), other.to(DTYPE)
+    if valid is not None:
+        a, b = torch.where(valid, a, 0.0), torch.where(valid, b, 0.0)
+    na = float(a.norm())
+    return float((b - a).norm()) / na if na > 0 else math.nan
+
+
+def sign_changes(
+    clean_advantages: torch.Tensor, advantages: torch.Tensor, compared: torch.Tensor, *, zero_tol: float = 1e-8
+) -> dict[str, float]:
+    r"""How the samples' signs change, with silence (advantage 0) reported apart.
+
+    Over the compared samples, with :math:`\operatorname{sgn}_\tau(a) = 0`
+    where :math:`|a| \le \tau`:
+
+    * among samples with a clean signal (:math:`A \ne 0`): ``sign_agreement``
+      (same sign), ``flipped`` (opposite sign) and ``silenced``
+      (:math:`\tilde A = 0`); the three sum to 1;
+    * ``silent_clean``: the fraction of compared samples the estimator leaves
+      at 0 even on clean rewards (a median centre's majority), and
+      ``woken``: among those, the fraction the contamination gives a signal.
+
+    A silent sample costs the update nothing in sign agreement but carries no
+    gradient; reporting it apart keeps an estimator that says nothing from
+    looking like one that says the right thing. NaN where a denominator is 0.
+    """
+    keep = compared.to(torch.bool)
+    sa, sc = _sign(clean_advantages.to(DTYPE), zero_tol), _sign(advantages.to(DTYPE), zero_tol)
+    signal = keep & (sa != 0)
+    quiet = keep & (sa == 0)
+    n_signal, n_quiet, n_keep = int(signal.sum()), int(quiet.sum()), int(keep.sum())
+
+    def frac(part: torch.Tensor, whole: int) -> float:
+        return int(part.sum()) / whole if whole else math.nan
+
+    return dict(
+        sign_agreement=frac(signal & (sc == sa), n_signal),
+        flipped=frac(signal & (sc == -sa), n_signal),
+        silenced=frac(signal & (sc == 0), n_signal),
+        silent_clean=frac(quiet, n_keep),
+        woken=frac(quiet & (sc != 0), n_quiet),
+    )
 
 
 def agreement_from_advantages(
@@ -556,32 +731,32 @@ def agreement_from_advantages(
     keep: torch.Tensor,
     clean_rewards: torch.Tensor,
     *,
+    valid: torch.Tensor | None = None,
     zero_tol: float = 1e-8,
 ) -> dict[str, float]:
-    r"""Agreement metrics between clean and contaminated advantages of ``[B, G]`` groups.
+    r"""Agreement between clean and contaminated advantages of ``[B, G]`` groups.
 
-    With :math:`A` the advantages computed on the clean rewards,
-    :math:`\tilde A` those computed on the contaminated rewards, U the set
-    of compared samples (``keep``: the uncontaminated ones) and
-    :math:`\operatorname{sgn}_\tau(a) = 0` if :math:`|a| \le \tau` else
-    :math:`\operatorname{sign}(a)` (τ = ``zero_tol``):
+    :math:`A` are the advantages computed on the clean rewards,
+    :math:`\tilde A` those computed on the contaminated rewards.
 
-    * ``sign_agreement`` :math:`= \frac{1}{|U|}\sum_{U} [\operatorname{sgn}_\tau A_i = \operatorname{sgn}_\tau \tilde A_i]`.
-      Zero is a sign of its own ("no signal"): a sample pushed from 0 to
-      +-x, or from +-x to 0, disagrees.
-    * ``rank_correlation``: mean over groups of Spearman's
-      :math:`\rho` between :math:`A` and :math:`\tilde A` on the group's
-      samples in U (Pearson correlation of mid-ranks). A group where either
-      side is constant on U, or with fewer than 2 samples in U, has no
-      defined :math:`\rho`: it is left out of the mean and counted in
-      ``rank_undefined``. NaN if no group is defined.
-    * ``mae`` :math:`= \frac{1}{|U|}\sum_U |A_i - \tilde A_i|` (advantage units).
-    * ``best_negative_rate``: in each group, the *best clean sample* is the
-      sample in U with the highest clean reward. Tied best samples have the
-      same reward, so for these permutation-equivariant estimators the same
-      :math:`A` and :math:`\tilde A`: which one is taken does not matter (the
-      first). Among the ``best_eligible`` groups where its clean advantage is
-      positive (:math:`A > \tau`), the fraction where
+    At the level of the policy update (every valid sample, the contaminated
+    ones included: a glitch pushing its own answer up is part of the harm):
+
+    * ``update_cosine``: :func:`update_cosine` of :math:`A` and :math:`\tilde A`;
+    * ``relative_error``: :func:`relative_update_error`.
+
+    Per sample, on the compared samples U (``keep``: the uncontaminated ones):
+
+    * ``sign_agreement``, ``flipped``, ``silenced``, ``silent_clean``,
+      ``woken``: :func:`sign_changes`;
+    * ``rank_correlation``: mean over groups of Spearman's :math:`\rho`
+      between :math:`A` and :math:`\tilde A` on the group's samples in U. A
+      group where either side is constant on U, or with fewer than 2 samples
+      in U, is left out and counted in ``rank_undefined``;
+    * ``best_negative_rate``: in each group the *best clean sample* is the
+      one in U with the highest clean reward (ties share their advantages, so
+      which one does not matter). Among the ``best_eligible`` groups where
+      its clean advantage is positive, the fraction where
       :math:`\tilde A < -\tau`: the best answer is pushed down.
 
     Parameters
@@ -592,24 +767,27 @@ def agreement_from_advantages(
         ``[B, G]`` bool, the samples to compare (uncontaminated and valid).
     clean_rewards : torch.Tensor
         ``[B, G]`` clean rewards (to find the best clean sample).
+    valid : torch.Tensor, optional
+        ``[B, G]`` bool, the samples in the update (default: all).
     zero_tol : float
-        τ above.
+        :math:`\tau`: advantages with :math:`|A| \le \tau` count as 0.
 
     Returns
     -------
     dict of str to float
-        ``n_compared``, ``sign_agreement``, ``rank_correlation``,
-        ``rank_undefined``, ``mae``, ``best_eligible``, ``best_negative_rate``.
+        ``n_compared``, ``update_cosine``, ``relative_error``,
+        ``sign_agreement``, ``flipped``, ``silenced``, ``silent_clean``,
+        ``woken``, ``rank_correlation``, ``rank_undefined``,
+        ``best_eligible``, ``best_negative_rate``.
     """
     a, c, keep = clean_advantages.to(DTYPE), advantages.to(DTYPE), keep.to(torch.bool)
     n_keep = int(keep.sum())
+    update = dict(update_cosine=update_cosine(a, c, valid), relative_error=relative_update_error(a, c, valid))
     nan = math.nan
     if n_keep == 0:
-        return dict(n_compared=0, sign_agreement=nan, rank_correlation=nan, rank_undefined=float(a.shape[0]),
-                    mae=nan, best_eligible=0, best_negative_rate=nan)
-    agree = (_sign(a, zero_tol) == _sign(c, zero_tol)) & keep
-    mae = float(torch.where(keep, (a - c).abs(), 0.0).sum()) / n_keep
-
+        return dict(n_compared=0, **update, sign_agreement=nan, flipped=nan, silenced=nan, silent_clean=nan,
+                    woken=nan, rank_correlation=nan, rank_undefined=float(a.shape[0]), best_eligible=0,
+                    best_negative_rate=nan)
     cnt = keep.sum(-1).to(DTYPE)
     ra, rc = _midranks(a, keep), _midranks(c, keep)
     mean_a = torch.where(keep, ra, 0.0).sum(-1) / cnt.clamp_min(1)
@@ -630,10 +808,10 @@ def agreement_from_advantages(
     neg = int((eligible & (c_best < -zero_tol)).sum())
     return dict(
         n_compared=n_keep,
-        sign_agreement=int(agree.sum()) / n_keep,
+        **update,
+        **sign_changes(a, c, keep, zero_tol=zero_tol),
         rank_correlation=rank_corr,
         rank_undefined=int(a.shape[0]) - n_def,
-        mae=mae,
         best_eligible=n_elig,
         best_negative_rate=neg / n_elig if n_elig else nan,
     )
@@ -733,8 +911,8 @@ def agreement(
     and on ``data.rewards`` (whole groups, contaminated samples included),
     and compared on the uncontaminated samples; see
     :func:`agreement_from_advantages` for the formulas of
-    ``sign_agreement``, ``rank_correlation``, ``mae`` and
-    ``best_negative_rate``.
+    ``update_cosine``, ``relative_error``, the sign changes,
+    ``rank_correlation`` and ``best_negative_rate``.
 
     Parameters
     ----------
@@ -760,8 +938,9 @@ def agreement(
         One row per method: ``method``, ``G``, ``n_groups`` (groups compared),
         ``contaminated_fraction`` (entries hit), ``hit_group_fraction``
         (groups with a hit), ``n_compared`` (samples compared),
-        ``sign_agreement``, ``rank_correlation``, ``rank_undefined`` (groups),
-        ``mae`` (advantage units), ``best_eligible`` (groups),
+        ``update_cosine``, ``relative_error``, ``sign_agreement``, ``flipped``,
+        ``silenced``, ``silent_clean``, ``woken``, ``rank_correlation``,
+        ``rank_undefined`` (groups), ``best_eligible`` (groups),
         ``best_negative_rate``, ``fallback_rate`` / ``fallback_rate_clean``
         (fraction of groups whose fallback path ran, contaminated / clean
         rewards) and ``clipped_fraction`` / ``clipped_fraction_clean``
@@ -1265,4 +1444,153 @@ def mad_zero_fraction_mc(
         rows.append(dict(G=g, p=p, method=method, n_groups=n_groups, mad_zero=zero,
                          degenerate=float(deg.double().mean()), fallback=float(fb.double().mean()),
                          se=math.sqrt(zero * (1 - zero) / n_groups)))
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------- 8. 0/1 rewards: per-prompt weight and update SNR
+
+
+def _binary_class_advantages(method: str, g: int, kw: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Advantage of a correct and of a wrong answer in a 0/1 group with k correct, k = 0..G."""
+    k = torch.arange(g + 1)
+    groups = (torch.arange(g)[None, :] >= (g - k)[:, None]).to(DTYPE)  # the last k samples are correct
+    a = _np(compute_advantages(groups, method, **kw).advantages)
+    return a[:, -1], a[:, 0]  # correct (meaningful for k >= 1), wrong (for k <= G - 1)
+
+
+def _per_prompt_methods(methods: Methods) -> list[str]:
+    """Estimators whose advantages depend on the group alone (every one but ``batch_std``)."""
+    if methods is None:
+        return [m for m in ESTIMATORS if m != "batch_std"]
+    names = resolve_methods(methods)
+    if "batch_std" in names:
+        raise ValueError("batch_std's scale is a statistic of the whole batch, so it has no per-prompt w(p); "
+                         "leave it out (its w(p) is dr_grpo's divided by the batch's reward std)")
+    return names
+
+
+def update_weight(
+    success_rates: float | Sequence[float],
+    group_sizes: int | Sequence[int] = 8,
+    methods: Methods = None,
+    **params: Any,
+) -> pd.DataFrame:
+    r"""Exact per-prompt update weight w(p) and update signal-to-noise ratio on 0/1 rewards.
+
+    A prompt's policy answers correctly with probability :math:`p = \sigma(\theta)`
+    (a softmax over a correct and a wrong answer, logit :math:`\theta`). A
+    group of G samples, k of them correct, updates :math:`\theta` by
+
+    .. math:: g = \sum_i A_i\, \partial_\theta \log \pi(y_i) = \sum_i A_i (y_i - p)
+              = k\,A_1(k)\,(1 - p) - (G - k)\,A_0(k)\,p,
+
+    with :math:`A_1(k), A_0(k)` the advantages the estimator gives a correct
+    and a wrong answer (every estimator here is permutation equivariant, so
+    they depend on k only). Enumerating :math:`k \sim \mathrm{Binomial}(G, p)`:
+
+    .. math:: E[g] = \sum_k \binom{G}{k} p^k (1-p)^{G-k}\, g(k), \qquad
+              w(p) = \frac{E[g]}{G\, p(1-p)}, \qquad
+              \mathrm{SNR}(p) = \frac{E[g]}{\operatorname{sd}(g)}.
+
+    :math:`G\,p(1-p)` is G times the true gradient :math:`\partial p / \partial \theta`
+    of the expected reward, so raw rewards (REINFORCE) have :math:`w = 1`,
+    Dr. GRPO's :math:`r - \bar r` has :math:`w = (G-1)/G` for every p, and
+    an estimator whose w(p) rises towards p = 0 and p = 1 weights the very
+    hard and very easy prompts more than the gradient does (Dr. GRPO's
+    difficulty bias of the std normalisation). SNR compares how reliably one
+    group points the right way; it scales with the square root of the number
+    of groups for every estimator alike.
+
+    Parameters
+    ----------
+    success_rates : float or sequence of float
+        p in (0, 1).
+    group_sizes : int or sequence of int
+        G >= 2.
+    methods : str, sequence of str or None
+        Estimators (None: all).
+    **params
+        Estimator parameters, broadcast to the methods that accept them.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (method, G, p): ``method``, ``G``, ``p``, ``w``,
+        ``mean_update`` (E[g]), ``sd_update`` (sd(g)), ``snr``.
+
+    Examples
+    --------
+    >>> df = update_weight([0.1, 0.5], 8, ["dr_grpo", "grpo"]).set_index(["method", "p"])
+    >>> round(df.loc[("dr_grpo", 0.1), "w"], 6), round(df.loc[("dr_grpo", 0.5), "w"], 6)
+    (0.875, 0.875)
+    >>> bool(df.loc[("grpo", 0.1), "w"] > df.loc[("grpo", 0.5), "w"])
+    True
+    """
+    from scipy.stats import binom
+
+    names = _per_prompt_methods(methods)
+    per_method = _params_for(names, params)
+    gs = _int_list("group_sizes", group_sizes, 2)
+    ps = np.asarray(_float_list("success_rates", success_rates, lambda v: 0 < v < 1, "probabilities in (0, 1)"))
+    rows = []
+    for g in gs:
+        k = np.arange(g + 1)
+        pmf = binom.pmf(k[None, :], g, ps[:, None])  # [P, G + 1]
+        for m in names:
+            a1, a0 = _binary_class_advantages(m, g, per_method[m])
+            # g(k) for each p: [P, G + 1]; the k = 0 and k = G terms have k A_1 = 0 or (G - k) A_0 = 0
+            update = k * np.where(k >= 1, a1, 0.0) * (1 - ps[:, None]) - (g - k) * np.where(k <= g - 1, a0, 0.0) * ps[:, None]
+            mean = (pmf * update).sum(-1)
+            sd = np.sqrt(np.maximum((pmf * update**2).sum(-1) - mean**2, 0.0))
+            with np.errstate(invalid="ignore", divide="ignore"):
+                snr = np.where(sd > 0, mean / sd, np.nan)
+            rows.append(pd.DataFrame({"method": m, "G": g, "p": ps, "w": mean / (g * ps * (1 - ps)),
+                                      "mean_update": mean, "sd_update": sd, "snr": snr}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def update_weight_mc(
+    success_rates: float | Sequence[float],
+    group_sizes: int | Sequence[int] = 8,
+    methods: Methods = None,
+    *,
+    n_groups: int = 100_000,
+    seed: int = 0,
+    **params: Any,
+) -> pd.DataFrame:
+    r"""Monte Carlo estimate of :func:`update_weight`: sample groups, score them, average g.
+
+    Each (G, p) cell draws ``n_groups`` groups of G Bernoulli(p) rewards and
+    computes every sample's advantage with :func:`compute_advantages`, then
+    :math:`g = \sum_i A_i (y_i - p)` per group. Returns the columns of
+    :func:`update_weight` plus ``w_se`` and ``snr_se`` (standard errors; the
+    SNR's by the delta method with the sample skewness :math:`\gamma_1` and
+    kurtosis :math:`\kappa` of g,
+    :math:`\sqrt{(1 - \gamma_1 \mathrm{SNR} + (\kappa - 1)\mathrm{SNR}^2/4)/n}`).
+    The same draws serve every estimator.
+    """
+    names = _per_prompt_methods(methods)
+    per_method = _params_for(names, params)
+    gs = _int_list("group_sizes", group_sizes, 2)
+    ps = _float_list("success_rates", success_rates, lambda v: 0 < v < 1, "probabilities in (0, 1)")
+    n_groups = _positive_int("n_groups", n_groups)
+    seed = _check_seed(seed)
+    rows = []
+    for g in gs:
+        for j, p in enumerate(ps):
+            y = Bernoulli(p).sample(n_groups, g, seed=derived_seed(seed, 3, g, j), dtype=DTYPE)
+            for m in names:
+                a = compute_advantages(y, m, **per_method[m]).advantages
+                upd = _np((a * (y - p)).sum(-1))
+                mean, sd = float(upd.mean()), float(upd.std(ddof=1))
+                scale = g * p * (1 - p)
+                if sd > 0:
+                    z = (upd - mean) / sd
+                    skew, kurt = float((z**3).mean()), float((z**4).mean())
+                    snr = mean / sd
+                    snr_se = math.sqrt(max(1 - skew * snr + (kurt - 1) * snr**2 / 4, 0.0) / n_groups)
+                else:
+                    snr = snr_se = math.nan
+                rows.append({"method": m, "G": g, "p": p, "w": mean / scale, "mean_update": mean, "sd_update": sd,
+                             "snr": snr, "w_se": sd / math.sqrt(n_groups) / scale, "snr_se": snr_se})
     return pd.DataFrame(rows)

@@ -134,7 +134,8 @@ BREAKDOWN_G = (8, 9, 16, 32)
 
 @pytest.fixture(scope="module")
 def breakdown():
-    df = M.breakdown_point(BREAKDOWN_METHODS, BREAKDOWN_G, n_groups=32, seed=0)
+    """The classical values: exact order statistics (resolution 0) for the estimators that have one."""
+    df = M.breakdown_point(BREAKDOWN_METHODS, BREAKDOWN_G, n_groups=32, seed=0, resolution=0.0)
     return df.set_index(["method", "G", "quantity"])
 
 
@@ -142,6 +143,13 @@ class TestBreakdown:
     def test_shape(self, breakdown):
         assert len(breakdown) == len(BREAKDOWN_METHODS) * len(BREAKDOWN_G) * 2
         assert {"breakdown_k", "breakdown", "implosion", "fallback"} <= set(breakdown.columns)
+
+    @pytest.mark.parametrize("g", BREAKDOWN_G)
+    @pytest.mark.parametrize("method", BREAKDOWN_METHODS)
+    def test_the_registry_states_the_measured_breakdown(self, breakdown, method, g):
+        measured = min(breakdown.loc[(method, g, "centre"), "breakdown"], breakdown.loc[(method, g, "scale"), "breakdown"])
+        theory = ESTIMATORS[method].breakdown.continuous(g)
+        assert (math.isnan(measured) and theory == math.inf) or measured == theory
 
     @pytest.mark.parametrize("g", BREAKDOWN_G)
     def test_mean_and_std_break_at_one_outlier(self, breakdown, g):
@@ -159,7 +167,6 @@ class TestBreakdown:
             assert breakdown.loc[("robust", g, q), "breakdown"] == expected, q
         assert breakdown.loc[("mc_grpo", g, "centre"), "breakdown"] == expected
         if g % 2 == 0:
-            assert breakdown.loc[("robust", g, "centre"), "breakdown"] == 0.5
             assert breakdown.loc[("mc_grpo", g, "scale"), "breakdown"] == 0.5
         else:
             # odd G: at k = ceil(G/2) the equal outliers are a majority, the median is M and the raw
@@ -188,16 +195,26 @@ class TestBreakdown:
     @pytest.mark.parametrize("g", BREAKDOWN_G)
     def test_implosion_and_fallback(self, breakdown, g):
         # the mid-median MAD is 0 once floor(G/2) + 1 values tie: mc_grpo's scale implodes to its eps,
-        # robust takes its fallback there and its scale does not implode
+        # robust's bounded fallback scale takes over there and does not implode
         tie = (g // 2 + 1) / g
         assert breakdown.loc[("mc_grpo", g, "scale"), "implosion"] == tie
-        assert breakdown.loc[("robust", g, "scale"), "fallback"] == tie
+        assert breakdown.loc[("robust", g, "scale"), "fallback"] <= tie
         assert math.isnan(breakdown.loc[("robust", g, "scale"), "implosion"])
         assert math.isnan(breakdown.loc[("grpo", g, "scale"), "implosion"])
         # the lower-median MAD is already 0 at ceil(G/2) ties (most groups); seed_mad falls back to the std
         assert breakdown.loc[("seed_mad", g, "scale"), "fallback"] == math.ceil(g / 2) / g
         assert math.isnan(breakdown.loc[("seed_mad", g, "scale"), "implosion"])
         assert math.isnan(breakdown.loc[("robust", g, "centre"), "fallback"])  # centre rows carry no scale info
+
+    def test_the_default_resolution_costs_robust_a_replacement_where_a_clean_reward_ties_the_median(self):
+        df = M.breakdown_point("robust", 9, n_groups=32, seed=0).set_index("quantity")
+        assert df.loc["centre", "breakdown"] == 5 / 9 and df.loc["scale", "breakdown"] == 4 / 9
+
+    def test_huber_m_has_no_closed_form_and_is_measured(self):
+        df = M.breakdown_point("huber_m", (8, 16, 32), n_groups=32, seed=0)
+        worst = df.groupby("G")["breakdown"].min()
+        assert worst.to_dict() == {8: 3 / 8, 16: 5 / 16, 32: 10 / 32}
+        assert math.isnan(ESTIMATORS["huber_m"].breakdown.continuous(8)) and ESTIMATORS["huber_m"].breakdown.binary is None
 
     def test_batch_std_cells_are_separate(self):
         df = M.breakdown_point("batch_std", 8, n_groups=16).set_index("quantity")
@@ -212,8 +229,9 @@ class TestBreakdown:
         "kwargs, match",
         [
             (dict(group_sizes=1), "group_sizes"),
-            (dict(sizes=[-1.0]), "sizes"),
-            (dict(explode=2.0), "explode"),
+            (dict(sizes=[-1.0, 10.0]), "sizes"),
+            (dict(sizes=[10.0, 20.0]), "factor of 4"),
+            (dict(growth=2.0), "growth"),
             (dict(quorum=0.0), "quorum"),
             (dict(seed=-1), "seed"),
         ],
@@ -221,6 +239,36 @@ class TestBreakdown:
     def test_bad_input(self, kwargs, match):
         with pytest.raises(ValueError, match=match):
             M.breakdown_point("grpo", **kwargs)
+
+
+class TestBinaryBreakdown:
+    @pytest.mark.parametrize("g", (4, 5, 8, 9, 16, 32))
+    def test_the_registry_states_the_measured_binary_breakdown(self, g):
+        df = M.binary_breakdown(None, g)
+        for row in df.itertuples():
+            formula = ESTIMATORS[row.method].breakdown.binary
+            if formula is not None:
+                assert row.glitches == formula(g, row.k), (row.method, g, row.k)
+
+    def test_what_each_family_survives_at_g8_with_one_correct_answer(self):
+        got = M.binary_breakdown(None, 8, 1).set_index("method")["glitches"]
+        assert got[["grpo", "dr_grpo", "batch_std", "rloo", "seed_mad", "mc_grpo"]].tolist() == [1] * 6
+        assert got["robust"] == 2 and got["huber_m"] == 2 and got["rank"] == 4
+        assert got["winsor"] == 0  # 20 % winsorizing trims the lone correct answer away with no glitch
+
+    def test_huber_m_is_measured_about_min_k_plus_one_and_a_quarter(self):
+        df = M.binary_breakdown("huber_m", 32).set_index("k")["glitches"]
+        assert df.loc[1:7].tolist() == [2, 3, 4, 5, 6, 7, 8]
+        assert df.max() == 8 == 32 // 4
+
+    @pytest.mark.parametrize(
+        "kwargs, match",
+        [(dict(group_sizes=2), "group_sizes"), (dict(correct=4), "below G/2"), (dict(sizes=[2.0, 3.0]), "factor of 4"),
+         (dict(fall=1.5), "fall")],
+    )
+    def test_bad_input(self, kwargs, match):
+        with pytest.raises(ValueError, match=match):
+            M.binary_breakdown("grpo", **({"group_sizes": 8} | kwargs))
 
 
 # -------------------------------------------------------------------- agreement
@@ -233,7 +281,8 @@ class TestAgreement:
         clean = Bernoulli(0.4).sample(2000, 8, seed=1, dtype=torch.float64)
         df = M.agreement(NoContamination().apply(clean), list(ESTIMATORS))
         assert (df.sign_agreement == 1.0).all()
-        assert (df.mae == 0.0).all()
+        assert np.allclose(df.update_cosine, 1.0, atol=1e-12) and (df.relative_error == 0.0).all()
+        assert (df.silenced == 0.0).all() and (df.flipped == 0.0).all()
         assert (df.rank_correlation == 1.0).all()
         assert (df.best_negative_rate == 0.0).all()
         assert (df.hit_group_fraction == 0.0).all()
@@ -245,8 +294,19 @@ class TestAgreement:
         assert df.loc["seed_mad", "best_negative_rate"] == 0.0
         # grpo: the six wrong answers stay negative, the correct one flips; 6 of 7 signs agree
         assert df.loc["grpo", "sign_agreement"] == pytest.approx(6 / 7)
-        # robust: clean 2.5 (clipped) against 1.871 on the correct answer, zeros unchanged
-        assert df.loc["robust", "mae"] == pytest.approx((2.5 - REF["robust_correct"]) / 7, abs=1e-7)
+        assert df.loc["grpo", "flipped"] == pytest.approx(1 / 7) and df.loc["grpo", "silenced"] == 0.0
+        # robust: the six wrong answers are silent on clean rewards too; the correct one keeps its sign
+        assert df.loc["robust", "sign_agreement"] == 1.0 and df.loc["robust", "silent_clean"] == pytest.approx(6 / 7)
+        # the update: clean (0, ..., 0, 2.5, 0) against (0, ..., 0, 1.871, 2.5), the glitch included
+        r = REF["robust_correct"]
+        assert df.loc["robust", "update_cosine"] == pytest.approx(r / math.hypot(r, 2.5), rel=1e-6)
+        assert df.loc["robust", "relative_error"] == pytest.approx(math.hypot(2.5 - r, 2.5) / 2.5, rel=1e-6)
+        example = _load_scenario("seed_example").sample(dtype=torch.float64)
+        grpo_clean = compute_advantages(example.clean, "grpo").advantages.numpy().ravel()
+        grpo = compute_advantages(example.rewards, "grpo").advantages.numpy().ravel()
+        cos = grpo_clean @ grpo / np.linalg.norm(grpo_clean) / np.linalg.norm(grpo)
+        assert df.loc["grpo", "update_cosine"] == pytest.approx(cos, rel=1e-12)
+        assert df.loc["grpo", "update_cosine"] < 0 < df.loc["robust", "update_cosine"]
 
     def test_binary_judge_glitch(self):
         """Bernoulli(0.3) x 8 with 2 % glitches of 10 (seed 0, 4096 groups).
@@ -262,7 +322,7 @@ class TestAgreement:
         assert df.loc["robust", "best_negative_rate"] == 0.0
         assert df.loc["seed_mad", "best_negative_rate"] == 0.0
         assert df.loc["grpo", "sign_agreement"] < df.loc["robust", "sign_agreement"]
-        assert df.loc["grpo", "mae"] > 2 * df.loc["robust", "mae"]
+        assert df.loc["grpo", "update_cosine"] < df.loc["robust", "update_cosine"]
         hit = M.agreement("binary_judge_glitch", ["grpo", "robust"], subset="hit").set_index("method")
         assert hit.loc["grpo", "best_negative_rate"] == 1.0
         assert hit.loc["robust", "best_negative_rate"] == 0.0
@@ -298,7 +358,9 @@ class TestAgreement:
         c = torch.tensor([[0.0, 0, 0, 0], [1.0, 2, 3, 4], [0.0, 0, 0, 0]], dtype=torch.float64)
         out = M.agreement_from_advantages(a, c, torch.ones(3, 4, dtype=torch.bool), a)
         assert math.isnan(out["rank_correlation"]) and out["rank_undefined"] == 3
-        assert out["sign_agreement"] == pytest.approx(2 / 3)  # zero is its own sign
+        # every clean advantage is 0: no clean signal to agree with; one group of three gets woken
+        assert math.isnan(out["sign_agreement"]) and out["silent_clean"] == 1.0 and out["woken"] == pytest.approx(1 / 3)
+        assert math.isnan(out["update_cosine"]) and math.isnan(out["relative_error"])
         assert out["best_eligible"] == 0 and math.isnan(out["best_negative_rate"])
 
     def test_errors(self):
@@ -507,15 +569,18 @@ class TestSweep:
         again = M.sweep(["grpo", "robust", "seed_mad", "rank"], **SWEEP_ARGS)
         pd.testing.assert_frame_equal(swept, again)
         other = M.sweep(["grpo"], **{**SWEEP_ARGS, "seed": 12})
-        assert not np.allclose(other.mae, swept[swept.method == "grpo"].mae.to_numpy())
+        assert not np.allclose(other.relative_error, swept[swept.method == "grpo"].relative_error.to_numpy())
 
     def test_values_are_sane(self, swept):
-        for col in ("sign_agreement", "best_negative_rate", "fallback_rate", "clipped_fraction",
-                    "contaminated_fraction", "hit_group_fraction"):
+        for col in ("sign_agreement", "flipped", "silenced", "silent_clean", "best_negative_rate", "fallback_rate",
+                    "clipped_fraction", "contaminated_fraction", "hit_group_fraction"):
             v = swept[col].dropna()
             assert ((v >= 0) & (v <= 1)).all(), col
         clean = swept[swept.rate == 0.0]
-        assert (clean.sign_agreement == 1.0).all() and (clean.mae == 0.0).all()
+        assert (clean.sign_agreement == 1.0).all() and (clean.relative_error == 0.0).all()
+        assert np.allclose(clean.update_cosine, 1.0, atol=1e-12)
+        v = swept.update_cosine.dropna()
+        assert ((v >= -1) & (v <= 1)).all()
         dirty = swept[(swept.rate == 0.2) & (swept.method == "grpo")]
         assert (dirty.best_negative_rate > swept[(swept.rate == 0.2) & (swept.method == "robust")].best_negative_rate.max()).all()
 
@@ -576,3 +641,66 @@ class TestAdvantageSamples:
         expected = compute_advantages(record.rewards, "rank").advantages.reshape(-1).numpy()
         np.testing.assert_allclose(df.advantage.to_numpy(), expected)
         assert (df.groupby("group").size() == 8).all()
+
+
+# ------------------------------------------------ per-prompt weight w(p) and update SNR
+
+
+class TestUpdateWeight:
+    P = [0.05, 0.1, 0.3, 0.5, 0.7, 0.9]
+
+    @pytest.fixture(scope="class")
+    def exact(self):
+        return M.update_weight(self.P, (6, 8)).set_index(["method", "G", "p"])
+
+    def test_unbiased_references(self, exact):
+        for g in (6, 8):
+            np.testing.assert_allclose(exact.loc[("rloo", g)]["w"], 1.0, rtol=1e-12)  # leave-one-out: unbiased
+            np.testing.assert_allclose(exact.loc[("dr_grpo", g)]["w"], (g - 1) / g, rtol=1e-12)
+
+    def test_enumerating_every_outcome_gives_the_same(self, exact):
+        """2^6 outcomes scored as one batch: no use of permutation equivariance."""
+        g = 6
+        outcomes = torch.tensor(list(itertools.product([0.0, 1.0], repeat=g)), dtype=torch.float64)
+        k = outcomes.sum(-1)
+        for m in ("grpo", "robust", "rank", "huber_m", "winsor", "seed_mad"):
+            a = compute_advantages(outcomes, m).advantages
+            for p in self.P:
+                prob = p**k * (1 - p) ** (g - k)
+                upd = (a * (outcomes - p)).sum(-1)
+                mean = float((prob * upd).sum())
+                sd = math.sqrt(float((prob * upd**2).sum()) - mean**2)
+                row = exact.loc[(m, g, p)]
+                assert row["mean_update"] == pytest.approx(mean, rel=1e-10, abs=1e-12), (m, p)
+                assert row["snr"] == pytest.approx(mean / sd, rel=1e-9), (m, p)
+                assert row["w"] == pytest.approx(mean / (g * p * (1 - p)), rel=1e-10)
+
+    @pytest.mark.slow
+    def test_monte_carlo_agrees(self, exact):
+        mc = M.update_weight_mc([0.1, 0.5], 8, n_groups=100_000, seed=4).set_index(["method", "G", "p"])
+        for key, row in mc.iterrows():
+            assert abs(row["w"] - exact.loc[key, "w"]) < 4.5 * row["w_se"], key
+            assert abs(row["snr"] - exact.loc[key, "snr"]) < 4.5 * row["snr_se"], key
+
+    def test_std_normalisation_weights_hard_and_easy_prompts_and_a_median_centre_more_so(self, exact):
+        w = exact["w"]
+        ratio = {m: w[(m, 8, 0.05)] / w[(m, 8, 0.5)] for m in ("grpo", "robust", "huber_m", "rank", "dr_grpo")}
+        assert ratio["dr_grpo"] == pytest.approx(1.0)
+        assert ratio["grpo"] > 1.3  # Dr. GRPO's difficulty bias
+        assert ratio["robust"] > 1.5 * ratio["grpo"] and ratio["huber_m"] > ratio["grpo"]  # stronger still
+        assert 1 < ratio["rank"] < ratio["grpo"]
+        for m in ("grpo", "robust", "rank"):  # symmetric in p <-> 1 - p
+            assert w[(m, 8, 0.1)] == pytest.approx(w[(m, 8, 0.9)], rel=1e-9)
+
+    def test_signal_to_noise_differs_twofold_between_estimators(self, exact):
+        snr = exact.xs((8, 0.5), level=("G", "p"))["snr"]
+        assert snr["grpo"] / snr["winsor"] > 2.0 and snr["grpo"] / snr["seed_mad"] > 2.0
+        assert snr["grpo"] > snr["rank"] > snr["robust"] > snr["seed_mad"]
+        assert snr["mc_grpo"] < 0.2 * snr["grpo"]
+
+    def test_batch_std_has_no_per_prompt_weight(self):
+        with pytest.raises(ValueError, match="batch_std's scale is a statistic of the whole batch"):
+            M.update_weight(0.5, 8, "batch_std")
+        assert "batch_std" not in set(M.update_weight(0.5, 8)["method"])
+        with pytest.raises(ValueError, match="success_rates"):
+            M.update_weight(0.0, 8)
