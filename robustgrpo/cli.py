@@ -7,6 +7,10 @@ estimators  the catalogue: names, formulas, parameters
 bench       time every estimator against idiomatic grpo and numpy + scipy
 figures     rebuild every report figure (PNG, SVG, PDF) and an index into a folder
 notebooks   execute the notebook series into a folder, their figures beside them
+diagnose    a reward log of a real run: zero-std and MAD-zero groups, outliers, estimator disagreement, advice
+
+A user error (a malformed reward log, a bad setting) prints one line on
+stderr and exits with status 2, without a traceback.
 """
 
 from __future__ import annotations
@@ -145,6 +149,27 @@ def _cmd_notebooks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _column(text: str) -> tuple[str, str]:
+    field, sep, column = text.partition("=")
+    if not sep or not field or not column:
+        raise argparse.ArgumentTypeError(f"--column must look like group=prompt_id, got {text!r}")
+    return field, column
+
+
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    from .diagnose import diagnose
+    from .rewardlogs import load_reward_log
+
+    log = load_reward_log(args.file, columns=dict(args.column or []), skip_bad=args.skip_bad)
+    diagnosis = diagnose(log, reward_range=args.reward_range, reward_fn=args.reward_fn)
+    print(diagnosis.text())
+    if args.html:
+        from .report.diagnose import write_diagnosis_html
+
+        print(f"\nHTML report: {write_diagnosis_html(diagnosis, args.html).resolve()}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m robustgrpo``."""
     parser = argparse.ArgumentParser(prog="python -m robustgrpo", description=__doc__.split("\n")[0])
@@ -170,13 +195,26 @@ def build_parser() -> argparse.ArgumentParser:
     notebooks.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
     notebooks.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     notebooks.set_defaults(func=_cmd_notebooks)
+    diag = sub.add_parser("diagnose", help="diagnose a reward log (CSV, JSON Lines, Parquet) and recommend an estimator")
+    diag.add_argument("file", help="reward log: one row per sample with step, group (prompt id), reward")
+    diag.add_argument("--reward-range", type=float, nargs=2, metavar=("LO", "HI"), help="flag rewards outside [LO, HI]")
+    diag.add_argument("--reward-fn", metavar="NAME", help="the reward function to diagnose when the log holds several")
+    diag.add_argument("--column", type=_column, action="append", metavar="FIELD=NAME",
+                      help="the file's column for a field (step, group, reward, reward_fn, length), e.g. group=question_id")
+    diag.add_argument("--skip-bad", action="store_true", help="skip malformed rows and say how many and why, instead of stopping")
+    diag.add_argument("--html", metavar="OUT", help="also write a self-contained HTML report with figures")
+    diag.set_defaults(func=_cmd_diagnose)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m robustgrpo``; returns the exit status."""
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (ValueError, OSError) as err:  # user errors: one line, no traceback
+        print(f"robustgrpo {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover
