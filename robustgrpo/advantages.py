@@ -86,6 +86,7 @@ from .stats import (
 )
 
 __all__ = [
+    "RECOMMENDED",
     "Parameter",
     "Breakdown",
     "Estimator",
@@ -375,6 +376,11 @@ def describe_estimators() -> str:
 
 
 # ------------------------------------------------------------ shared pieces
+
+#: The estimator the evidence recommends, and the default of :func:`compute_advantages`:
+#: the best mean cosine with the unbiased clean update over every reward scenario of the suite
+#: (:func:`robustgrpo.metrics.estimator_evidence`; a test keeps this name and the evidence in step).
+RECOMMENDED = "rank"
 
 #: The mean (and the std) give way to one outlier, and a glitch on a wrong answer turns the
 #: correct answer's advantage negative (the seed example) or shrinks it by 1/M.
@@ -960,7 +966,7 @@ def _apply_reward_range(
 
 def compute_advantages(
     rewards: ArrayLike,
-    method: str = "robust",
+    method: str = RECOMMENDED,
     *,
     mask: ArrayLike | None = None,
     index: ArrayLike | None = None,
@@ -980,7 +986,8 @@ def compute_advantages(
         with ``index``. Integer and boolean rewards are converted to float;
         float16/bfloat16 are upcast to float32 (see :mod:`robustgrpo.inputs`).
     method : str
-        A name in :data:`ESTIMATORS` (default ``"robust"``).
+        A name in :data:`ESTIMATORS`; the default is :data:`RECOMMENDED`
+        (``"rank"``), the estimator the suite's evidence recommends.
     mask : bool tensor or ndarray, optional
         Validity mask, same shape as ``rewards`` (ragged groups padded to G).
     index : sequence of int or str, optional

@@ -211,22 +211,22 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "out_of_range",
         lambda f: f.out_of_range_fraction > 0,
-        "robust",
-        {"c": 2.5},
+        "rank",
+        {},
         lambda f: f"{f.out_of_range_fraction:.2%} of the rewards lie outside the declared range {_range_text(f)}, a scorer "
-        "fault: declare reward_range so they are masked out of their groups, let robust (c = 2.5) bound what stays, "
-        "and fix the scorer",
+        "fault: declare reward_range so they are masked out of their groups (in the suite's evidence, notebook 04, "
+        "that lifts every estimator's update close to the clean one), score what stays with rank, and fix the scorer",
         lambda f: {"reward_range": f.reward_range, "out_of_range": "mask"},
     ),
     Rule(
         "outliers_with_ties",
         lambda f: _contaminated(f) and f.frac_mad_zero_with_spread >= TIES_DOMINATE,
-        "robust",
-        {"c": 2.5},
+        "rank",
+        {},
         lambda f: f"{f.outlier_group_fraction:.1%} of the groups hold an outlier candidate (the best plausible answer "
         f"gets a negative grpo advantage in {_rate(f.best_negative_rate)} of the groups with a best answer) and the MAD is 0 in "
-        f"{f.frac_mad_zero_with_spread:.0%} of the groups with spread: robust's bounded fallback scale handles the ties "
-        "and clips the outliers at c = 2.5",
+        f"{f.frac_mad_zero_with_spread:.0%} of the groups with spread: rank ignores how large an outlier is and, unlike a "
+        "median centre, still signals every answer; it has the best update cosine on tied, glitched rewards (notebook 04)",
     ),
     Rule(
         "outliers",
@@ -235,7 +235,8 @@ RULES: tuple[Rule, ...] = (
         {"c": 2.5},
         lambda f: f"{f.outlier_group_fraction:.1%} of the groups hold an outlier candidate (the best plausible answer "
         f"gets a negative grpo advantage in {_rate(f.best_negative_rate)} of the groups with a best answer) and the rewards rarely tie: huber_m's "
-        "M-estimates of location and scale resist them and still give every sample a signal",
+        "M-estimates of location and scale resist them, keep the scores' magnitudes and give every sample a signal; "
+        "it has the best update cosine on continuous reward-model scores (notebook 04)",
     ),
     Rule(
         "clean",
@@ -253,10 +254,11 @@ def recommend(facts: LogFacts, rules: Sequence[Rule] = RULES) -> Recommendation:
 
     The rules (:data:`RULES`, in order): ``no_signal`` (every group ties:
     nothing to choose), ``out_of_range`` (rewards outside the declared
-    range: ``robust``), ``outliers_with_ties`` (more than 2 % of groups
-    with an outlier candidate, or of best answers pushed negative, on
-    tie-dominated rewards: ``robust``), ``outliers`` (the same on rewards
-    that rarely tie: ``huber_m``), ``clean`` (``grpo``).
+    range: ``rank`` with the range declared), ``outliers_with_ties`` (more
+    than 2 % of groups with an outlier candidate, or of best answers pushed
+    negative, on tie-dominated rewards: ``rank``), ``outliers`` (the same
+    on rewards that rarely tie: ``huber_m``), ``clean`` (``grpo``). The
+    choices follow :func:`robustgrpo.metrics.estimator_evidence`.
 
     >>> recommend(LogFacts(100, 0.2, 0.9, 0.0, 0.0, 0.0)).method
     'grpo'

@@ -7,7 +7,7 @@ more arguments and otherwise works as TRL's trainer::
 
     trainer = RobustGRPOTrainer(
         model=..., reward_funcs=..., args=GRPOConfig(...), train_dataset=...,
-        advantage_method="robust",              # any name in robustgrpo.ESTIMATORS
+        advantage_method="rank",                # any name in robustgrpo.ESTIMATORS
         advantage_params={"c": 2.5},            # its settings, checked on construction
         reward_range=(0.0, 1.0),                # optional: rewards outside are masked out of their group
     )
@@ -55,7 +55,7 @@ from typing import Any
 
 import torch
 
-from ..advantages import compute_advantages, resolve_methods
+from ..advantages import RECOMMENDED, compute_advantages, resolve_methods
 from . import advantage_metrics, estimator_settings
 
 __all__ = ["METRIC_PREFIX", "TRL_EPS", "RobustGRPOTrainer"]
@@ -83,7 +83,7 @@ def _trainer_class() -> type:
         *args, **kwargs
             As ``trl.GRPOTrainer``.
         advantage_method : str
-            A name in ``robustgrpo.ESTIMATORS`` (default ``"robust"``).
+            A name in ``robustgrpo.ESTIMATORS`` (default :data:`robustgrpo.RECOMMENDED`, ``"rank"``).
         advantage_params : mapping, optional
             The estimator's settings, checked on construction.
         reward_range : (lo, hi), optional
@@ -92,7 +92,7 @@ def _trainer_class() -> type:
             As :func:`robustgrpo.compute_advantages`.
         """
 
-        def __init__(self, *args: Any, advantage_method: str = "robust", advantage_params: dict | None = None,
+        def __init__(self, *args: Any, advantage_method: str = RECOMMENDED, advantage_params: dict | None = None,
                      reward_range: tuple[float, float] | None = None, out_of_range: str = "mask",
                      **kwargs: Any) -> None:
             self.advantage_method = resolve_methods(advantage_method)[0]
