@@ -57,7 +57,7 @@ Estimator settings pass through :func:`~robustgrpo.advantages.compute_advantages
 >>> float(d.overall["best_negative_rate"].iloc[0])
 1.0
 >>> d.recommendation.method
-'robust'
+'rank'
 """
 
 from __future__ import annotations

@@ -3,6 +3,8 @@ of the recommendation rule, the figures, the HTML page and the command line."""
 
 from __future__ import annotations
 
+import html
+
 import math
 import re
 import subprocess
@@ -49,7 +51,7 @@ def test_seed_example_flags_exactly_the_glitch_and_its_damage():
     row = d.overall.iloc[0]
     assert row["best_eligible"] == 1 and row["best_negative_rate"] == 1.0  # grpo gives the 1.0 -0.107
     assert row["frac_mad_zero"] == 1.0 and row["frac_reward_zero_std"] == 0.0
-    assert d.recommendation.rule == "outliers_with_ties" and d.recommendation.method == "robust"
+    assert d.recommendation.rule == "outliers_with_ties" and d.recommendation.method == "rank"
 
 
 def test_no_zero_one_reward_is_ever_an_outlier_candidate():
@@ -104,7 +106,7 @@ def test_ragged_groups_reward_range_and_lengths():
     assert s.loc[0, "mean_length"] == 30 and s.loc[1, "mean_length"] == 70
     assert sorted(d.outliers["reward"]) == [-1.0, 3.0] and not d.outliers["robust_rule"].any()
     assert d.recommendation.rule == "out_of_range"
-    assert d.recommendation.settings == {"c": 2.5, "reward_range": (0.0, 1.0), "out_of_range": "mask"}
+    assert d.recommendation.settings == {"reward_range": (0.0, 1.0), "out_of_range": "mask"}
 
 
 def test_estimator_disagreement_is_the_update_cosine_per_step():
@@ -145,9 +147,9 @@ FACTS = dict(n_groups=100, frac_zero_std=0.2, frac_mad_zero_with_spread=0.9, out
     "change, rule, method",
     [
         (dict(frac_zero_std=1.0, out_of_range_fraction=0.5), "no_signal", "grpo"),
-        (dict(out_of_range_fraction=0.01, reward_range=(0.0, 1.0), outlier_group_fraction=0.5), "out_of_range", "robust"),
-        (dict(outlier_group_fraction=0.05), "outliers_with_ties", "robust"),
-        (dict(best_negative_rate=0.05), "outliers_with_ties", "robust"),
+        (dict(out_of_range_fraction=0.01, reward_range=(0.0, 1.0), outlier_group_fraction=0.5), "out_of_range", "rank"),
+        (dict(outlier_group_fraction=0.05), "outliers_with_ties", "rank"),
+        (dict(best_negative_rate=0.05), "outliers_with_ties", "rank"),
         (dict(best_negative_rate=0.02), "clean", "grpo"),
         (dict(outlier_group_fraction=0.05, frac_mad_zero_with_spread=0.1), "outliers", "huber_m"),
         (dict(outlier_group_fraction=0.05, frac_mad_zero_with_spread=math.nan, best_negative_rate=math.nan), "outliers", "huber_m"),
@@ -180,7 +182,7 @@ def test_figures_and_a_self_contained_html_page(tmp_path):
     page = diagnosis_html(d)
     assert page.count("src='data:image/png;base64,") == 3
     assert not re.search(r"src=['\"](?!data:)", page)  # nothing loaded from elsewhere
-    assert d.recommendation.reason in page and "frac_reward_zero_std" in page
+    assert html.escape(d.recommendation.reason) in page and "frac_reward_zero_std" in page
     path = write_diagnosis_html(d, tmp_path / "sub" / "report.html")
     assert path.read_text(encoding="utf-8") == page
     with pytest.raises(ValueError, match="lacks column"):
@@ -215,7 +217,7 @@ def test_cli_diagnose_prints_the_tables_and_writes_html(tmp_path):
     assert "frac_reward_zero_std" in text and "frac_mad_zero" in text
     assert f"Outlier candidates: {len(d.outliers)}" in text
     assert f"Reason: {d.recommendation.reason}." in text
-    assert "Recommendation: robust with c=2.5, reward_range=(0.0, 1.0), out_of_range='mask'" in text
+    assert "Recommendation: rank with reward_range=(0.0, 1.0), out_of_range='mask'" in text
     assert (tmp_path / "r.html").read_text().count("data:image/png;base64,") == 3
 
 

@@ -280,7 +280,8 @@ def test_resolution_figure_shows_the_jump_the_jitter_and_the_dynamic_range():
     robust = g.loc[("robust", "resolution 0.001")]
     assert robust[robust.index <= 500].round(9).nunique() == 1  # constant over the dynamic range
     assert (robust[robust.index >= 1000] == 0).all()
-    assert (g.loc[("robust", "reward_range (0, 1)")][lambda v: v.index > 1] == pytest.approx(6**0.5)).all()
+    masked = g.loc[("robust", "reward_range (0, 1)")]
+    assert np.allclose(masked[masked.index > 1], 6**0.5, rtol=1e-9)  # the glitch masked: one correct answer of 7
 
 
 def test_update_weight_figure_is_the_exact_enumeration():
