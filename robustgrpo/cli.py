@@ -22,7 +22,7 @@ from typing import Sequence
 
 import torch
 
-from .advantages import ESTIMATORS, compute_advantages, describe_estimators
+from .advantages import ESTIMATORS, RECOMMENDED, compute_advantages, describe_estimators
 from .contamination import load_scenario
 
 __all__ = ["main", "demo_text"]
@@ -70,6 +70,8 @@ def demo_text() -> str:
     clean_grpo = compute_advantages(clean, "grpo").advantages[0, correct]
     seed_mad = compute_advantages(poisoned, "seed_mad").advantages[0, correct]
     robust = compute_advantages(poisoned, "robust")
+    recommended = compute_advantages(poisoned, RECOMMENDED).advantages[0]
+    declared = compute_advantages(poisoned, RECOMMENDED, reward_range=scenario.reward_range).advantages[0]
     lines = [
         scenario.title,
         f"G = {r.numel()}: sample {correct + 1} is the correct answer (1.0), "
@@ -90,6 +92,9 @@ def demo_text() -> str:
         "so it takes the std fallback, which the outlier inflates.",
         f"robust gives it {robust.advantages[0, correct]:.3f} (scale {robust.diagnostics.scale[0]:.3f}, "
         "bounded fallback), clips the outlier at c and gives the wrong answers 0.",
+        f"{RECOMMENDED} (the recommendation, notebook 04) gives it {recommended[correct]:.3f} and pushes every wrong "
+        f"answer down ({recommended[0]:.3f}); with reward_range={scenario.reward_range} declared the glitch is masked "
+        f"(advantage {declared[outlier]:g}) and the correct answer gets {declared[correct]:.3f}.",
         "",
         "Estimators: python -m robustgrpo estimators",
     ]
