@@ -2,18 +2,22 @@
 
 The package is layered; a module imports only from the layers before it in
 this list: ``checks``, ``inputs`` -> ``stats`` -> ``advantages`` ->
-``contamination`` -> ``metrics`` -> ``simulate`` (the drift simulator) ->
-``plots`` -> ``dashboards`` (pure data behind each dashboard) -> ``widgets``
-(ipywidgets) -> ``report`` -> ``cli``.
+``contamination`` -> ``rewardlogs`` -> ``metrics`` -> ``diagnose`` ->
+``simulate`` (the drift simulator) -> ``plots`` -> ``dashboards`` (pure data behind each dashboard) -> ``widgets``
+(ipywidgets) -> ``report`` -> ``cli`` -> ``integrations`` (verl, TRL; imported
+lazily). tests/test_project.py holds the same list and checks the imports.
 
 >>> import robustgrpo
->>> result = robustgrpo.compute_advantages([[0, 0, 0, 0, 0, 0, 1.0, 10.0]], method="robust")
+>>> result = robustgrpo.compute_advantages([[0, 0, 0, 0, 0, 0, 1.0, 10.0]], reward_range=(0, 1))
+>>> robustgrpo.RECOMMENDED
+'rank'
 >>> sorted(robustgrpo.ESTIMATORS)[:3]
 ['batch_std', 'dr_grpo', 'grpo']
 """
 
 from .advantages import (
     ESTIMATORS,
+    RECOMMENDED,
     AdvantageResult,
     GroupDiagnostics,
     clip_schedule,
@@ -25,6 +29,7 @@ from .advantages import (
 
 __all__ = [
     "ESTIMATORS",
+    "RECOMMENDED",
     "AdvantageResult",
     "GroupDiagnostics",
     "clip_schedule",

@@ -16,7 +16,16 @@ re-implements it):
 * *singleton* groups (one valid sample) get 0 (NeMo-RL), or the raw reward
   with ``singleton="reward"`` (verl);
 * *empty* groups (no valid sample) and invalid entries get 0;
+* a declared ``reward_range``: rewards outside it are counted and masked
+  (or clipped) before any estimator sees them;
 * per-group diagnostics: centre, scale, flags, count of clipped samples.
+
+Near-ties: the order-based estimators (``robust``, ``rank``, ``huber_m``,
+``winsor``) tie rewards closer than ``resolution`` times the group's range (or
+the declared range's width), so float jitter or a tiny length penalty cannot
+become a full-size advantage, and no advantage jumps as a reward moves
+(:func:`robustgrpo.stats.tie_tolerance`). ``seed_mad`` and ``mc_grpo``
+reproduce published code as it is and keep its behaviour.
 
 The catalogue
 -------------
@@ -27,10 +36,14 @@ batch_std  (r - group mean) / (batch std + eps) (LitePPO; TRL scale_rewards="bat
 rloo       leave-one-out mean baseline, n/(n-1) (r - mean) (RLOO)
 seed_mad   seed 000's function to the letter (lower median, std fallback)
 mc_grpo    (r - median) / (raw MAD + 1e-3) (MC-GRPO)
-robust     median, normal MAD, bounded fallback scale, floor, Huber clip (this project)
+robust     median, normal MAD or bounded fallback scale, Huber clip (this project)
 rank       centred normal scores of mid-ranks (this project)
 huber_m    Huber proposal-2 location and scale, then clip (Huber 1964)
 winsor     winsorize, then grpo (classical)
+
+Which one to use is a question of evidence, not of this table: notebooks 02
+to 04 measure each at the level of the policy update, and the README says
+what the evidence recommends.
 ========== ====================================================================
 """
 
@@ -73,6 +86,7 @@ from .stats import (
 )
 
 __all__ = [
+    "RECOMMENDED",
     "Parameter",
     "Breakdown",
     "Estimator",
@@ -246,7 +260,7 @@ class Estimator:
         Tunable parameters with defaults.
     scaling : {"invariant", "equivariant", "none"}
         How advantages respond to rewards ``a r + b`` with ``a > 0``:
-        unchanged (up to the ``eps``/floor terms), multiplied by ``a``, or
+        unchanged (up to the ``eps`` terms), multiplied by ``a``, or
         neither. Every estimator is shift invariant.
     clip : str or None
         Name of the parameter that bounds ``|A|``, if any.
@@ -362,6 +376,11 @@ def describe_estimators() -> str:
 
 
 # ------------------------------------------------------------ shared pieces
+
+#: The estimator the evidence recommends, and the default of :func:`compute_advantages`:
+#: the best mean cosine with the unbiased clean update over every reward scenario of the suite
+#: (:func:`robustgrpo.metrics.estimator_evidence`; a test keeps this name and the evidence in step).
+RECOMMENDED = "rank"
 
 #: The mean (and the std) give way to one outlier, and a glitch on a wrong answer turns the
 #: correct answer's advantage negative (the seed example) or shrinks it by 1/M.
@@ -748,14 +767,23 @@ def _huber_m(
 ) -> Computed:
     r"""Joint M-estimate of location and scale, then a Huber clip.
 
-    Starts from the median and the ``robust`` estimator's scale (so 0/1
-    groups start from the bounded fallback instead of a zero MAD), iterates
-    Huber's proposal 2 (:func:`robustgrpo.stats.huber_proposal2`) and returns
-    :math:`A_i = \operatorname{clip}((r_i - \mu)/\max(s, \text{floor}), -c, c)`.
+    Starts from the median :math:`m_0` and the ``robust`` estimator's scale
+    :math:`s_0` (so 0/1 groups start from the bounded fallback instead of a
+    zero MAD), iterates Huber's proposal 2
+    (:func:`robustgrpo.stats.huber_proposal2`) on the resolved rewards
+    :math:`\tilde r = m_0 + \operatorname{shrink}(r - m_0, t)` with the scale
+    kept at or above ``min_scale`` :math:`\cdot s_0`, and returns
+    :math:`A_i = \operatorname{clip}((\tilde r_i - \mu)/s, -c, c)`.
+
     Unlike the median, the M-location moves off the majority value, so with
-    one correct answer of eight the wrong answers get a small negative
-    advantage. Rows that do not converge in ``maxiter`` steps use the last
-    iterate. ``fallback`` flags groups that started from the fallback scale.
+    one correct answer of eight the wrong answers get a negative advantage
+    (-huber_c / 7 = -0.214 with the defaults). On 0/1 groups with fewer than
+    about :math:`(n-1)\gamma/c_H^2` correct answers (a third of the group
+    for :math:`c_H = 1.5`) the M-scale of proposal 2 shrinks towards 0 at
+    every step; ``min_scale`` stops it at a quarter of the starting scale,
+    which keeps the result continuous and independent of ``maxiter``. Rows
+    that do not converge in ``maxiter`` steps use the last iterate.
+    ``fallback`` flags groups that started from the fallback scale.
     """
     parts = _robust_parts(g, resolution)
     resolved = parts.shrunk.add_(parts.centre.unsqueeze(-1))
@@ -938,7 +966,7 @@ def _apply_reward_range(
 
 def compute_advantages(
     rewards: ArrayLike,
-    method: str = "robust",
+    method: str = RECOMMENDED,
     *,
     mask: ArrayLike | None = None,
     index: ArrayLike | None = None,
@@ -958,7 +986,8 @@ def compute_advantages(
         with ``index``. Integer and boolean rewards are converted to float;
         float16/bfloat16 are upcast to float32 (see :mod:`robustgrpo.inputs`).
     method : str
-        A name in :data:`ESTIMATORS` (default ``"robust"``).
+        A name in :data:`ESTIMATORS`; the default is :data:`RECOMMENDED`
+        (``"rank"``), the estimator the suite's evidence recommends.
     mask : bool tensor or ndarray, optional
         Validity mask, same shape as ``rewards`` (ragged groups padded to G).
     index : sequence of int or str, optional

@@ -7,7 +7,11 @@ estimators  the catalogue: names, formulas, parameters
 bench       time every estimator against idiomatic grpo and numpy + scipy
 figures     rebuild every report figure (PNG, SVG, PDF) and an index into a folder
 notebooks   execute the notebook series into a folder, their figures beside them
+diagnose    a reward log of a real run: zero-std and MAD-zero groups, outliers, estimator disagreement, advice
 simulate    run the drift simulator from a JSON config: the record (Parquet) and its figure
+
+A user error (a malformed reward log, a bad setting) prints one line on
+stderr and exits with status 2, without a traceback.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Sequence
 
 import torch
 
-from .advantages import ESTIMATORS, compute_advantages, describe_estimators
+from .advantages import ESTIMATORS, RECOMMENDED, compute_advantages, describe_estimators
 from .contamination import load_scenario
 
 __all__ = ["main", "demo_text"]
@@ -67,6 +71,8 @@ def demo_text() -> str:
     clean_grpo = compute_advantages(clean, "grpo").advantages[0, correct]
     seed_mad = compute_advantages(poisoned, "seed_mad").advantages[0, correct]
     robust = compute_advantages(poisoned, "robust")
+    recommended = compute_advantages(poisoned, RECOMMENDED).advantages[0]
+    declared = compute_advantages(poisoned, RECOMMENDED, reward_range=scenario.reward_range).advantages[0]
     lines = [
         scenario.title,
         f"G = {r.numel()}: sample {correct + 1} is the correct answer (1.0), "
@@ -87,6 +93,9 @@ def demo_text() -> str:
         "so it takes the std fallback, which the outlier inflates.",
         f"robust gives it {robust.advantages[0, correct]:.3f} (scale {robust.diagnostics.scale[0]:.3f}, "
         "bounded fallback), clips the outlier at c and gives the wrong answers 0.",
+        f"{RECOMMENDED} (the recommendation, notebook 04) gives it {recommended[correct]:.3f} and pushes every wrong "
+        f"answer down ({recommended[0]:.3f}); with reward_range={scenario.reward_range} declared the glitch is masked "
+        f"(advantage {declared[outlier]:g}) and the correct answer gets {declared[correct]:.3f}.",
         "",
         "Estimators: python -m robustgrpo estimators",
     ]
@@ -151,19 +160,37 @@ def _cmd_notebooks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _column(text: str) -> tuple[str, str]:
+    field, sep, column = text.partition("=")
+    if not sep or not field or not column:
+        raise argparse.ArgumentTypeError(f"--column must look like group=prompt_id, got {text!r}")
+    return field, column
+
+
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    from .diagnose import diagnose
+    from .rewardlogs import load_reward_log
+
+    log = load_reward_log(args.file, columns=dict(args.column or []), skip_bad=args.skip_bad)
+    diagnosis = diagnose(log, reward_range=args.reward_range, reward_fn=args.reward_fn)
+    print(diagnosis.text())
+    if args.html:
+        from .report.diagnose import write_diagnosis_html
+
+        print(f"\nHTML report: {write_diagnosis_html(diagnosis, args.html).resolve()}")
+    return 0
+
+
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from .plots import save_figure
     from .report.drift import simulation_figure
     from .simulate import SimConfig, simulate
 
-    try:  # user errors (a missing or bad config, bad seeds): one line on stderr, exit status 2
-        config = SimConfig.from_file(args.config)
-        seeds = list(range(args.seeds[0])) if len(args.seeds) == 1 else args.seeds
-        if len(seeds) != len(set(seeds)) or min(seeds) < 0:
-            raise ValueError(f"--seeds must be distinct integers >= 0, got {args.seeds}")
-    except ValueError as err:
-        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
+    config = SimConfig.from_file(args.config)  # a bad config is a ValueError: main() prints it on one line
+    seeds = list(range(args.seeds[0])) if len(args.seeds) == 1 else args.seeds
+    if len(seeds) != len(set(seeds)):
+        raise ValueError(f"--seeds must be distinct, got {args.seeds}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     frame = simulate(config, seeds, progress=not args.no_progress)
@@ -215,6 +242,15 @@ def build_parser() -> argparse.ArgumentParser:
     notebooks.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
     notebooks.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     notebooks.set_defaults(func=_cmd_notebooks)
+    diag = sub.add_parser("diagnose", help="diagnose a reward log (CSV, JSON Lines, Parquet) and recommend an estimator")
+    diag.add_argument("file", help="reward log: one row per sample with step, group (prompt id), reward")
+    diag.add_argument("--reward-range", type=float, nargs=2, metavar=("LO", "HI"), help="flag rewards outside [LO, HI]")
+    diag.add_argument("--reward-fn", metavar="NAME", help="the reward function to diagnose when the log holds several")
+    diag.add_argument("--column", type=_column, action="append", metavar="FIELD=NAME",
+                      help="the file's column for a field (step, group, reward, reward_fn, length), e.g. group=question_id")
+    diag.add_argument("--skip-bad", action="store_true", help="skip malformed rows and say how many and why, instead of stopping")
+    diag.add_argument("--html", metavar="OUT", help="also write a self-contained HTML report with figures")
+    diag.set_defaults(func=_cmd_diagnose)
     simulate = sub.add_parser("simulate", help="run the drift simulator from a JSON config")
     simulate.add_argument("config", help="JSON config file (robustgrpo.simulate.SimConfig.to_file writes one)")
     simulate.add_argument("--out", required=True, help="folder for record.parquet, config.json and the figure")
@@ -228,7 +264,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m robustgrpo``; returns the exit status."""
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except (ValueError, OSError) as err:  # user errors: one line, no traceback
+        print(f"robustgrpo {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

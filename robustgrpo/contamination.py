@@ -931,6 +931,11 @@ class Scenario:
         Default seed (None for fixed scenarios).
     fixed_clean, fixed_rewards : tuple of tuple of float, or None
         The literal ``[B, G]`` groups of a fixed scenario.
+    reward_range : (float, float) or None
+        The range every genuine reward of the scenario lies in, as its user
+        would declare it to :func:`~robustgrpo.advantages.compute_advantages`
+        (``[0, 1]`` for a verifier; None when no range is known, as for a
+        learned reward model). Optional field ``reward_range`` in the file.
     path : Path or None
         The file it was loaded from (not compared).
     """
@@ -946,6 +951,7 @@ class Scenario:
     seed: int | None = None
     fixed_clean: tuple[tuple[float, ...], ...] | None = None
     fixed_rewards: tuple[tuple[float, ...], ...] | None = None
+    reward_range: tuple[float, float] | None = None
     path: Path | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -953,6 +959,12 @@ class Scenario:
             _text(key, getattr(self, key))
         _int_in("group_size", self.group_size, 1, None, "pass the group size G >= 1")
         _int_in("n_groups", self.n_groups, 1, None, "pass the number of groups B >= 1")
+        if self.reward_range is not None:
+            bounds = _as_1d_list("reward_range", self.reward_range, "must be a pair [lo, hi]", "write [lo, hi]")
+            if len(bounds) != 2 or not all(_is_real(v) and math.isfinite(v) for v in bounds) or not bounds[0] < bounds[1]:
+                raise _ParamError("reward_range", "must be a pair [lo, hi] of finite numbers with lo < hi",
+                                  self.reward_range, "write e.g. [0, 1]")
+            object.__setattr__(self, "reward_range", (float(bounds[0]), float(bounds[1])))
         if self.is_fixed:
             if self.clean is not None or self.seed is not None:
                 raise ValueError(
@@ -1050,6 +1062,8 @@ class Scenario:
             out["seed"] = self.seed
             out["clean"] = _model_to_dict(self.clean, CLEAN_MODELS)
             out["contamination"] = _model_to_dict(self.contamination, CONTAMINATION_MODELS)
+        if self.reward_range is not None:
+            out["reward_range"] = list(self.reward_range)
         out["source"] = self.source
         return out
 
@@ -1066,6 +1080,7 @@ def _model_to_dict(model: Any, registry: Mapping[str, type]) -> dict[str, Any]:
 
 _REQUIRED = ("name", "title", "description", "group_size", "n_groups", "source")
 _SAMPLED = ("seed", "clean", "contamination")
+_OPTIONAL = ("reward_range",)
 
 
 def _field_error(origin: str, prefix: str, err: _ParamError) -> ValueError:
@@ -1120,7 +1135,7 @@ def _scenario_from_dict(data: Any, origin: str, path: Path | None) -> Scenario:
     if not isinstance(data, Mapping):
         raise ValueError(f"{origin}: must hold a JSON object, got {type(data).__name__}")
     is_fixed = "fixed" in data
-    allowed = set(_REQUIRED) | ({"fixed"} if is_fixed else set(_SAMPLED))
+    allowed = set(_REQUIRED) | set(_OPTIONAL) | ({"fixed"} if is_fixed else set(_SAMPLED))
     unknown = sorted(k for k in data if k not in allowed)
     if unknown:
         extra = " (a fixed scenario takes no seed/clean/contamination)" if is_fixed else ""
@@ -1136,7 +1151,7 @@ def _scenario_from_dict(data: Any, origin: str, path: Path | None) -> Scenario:
             f"{origin}: field 'name' must equal the file name {path.stem!r}, got "
             f"{data['name']!r}; rename the file or the scenario"
         )
-    kwargs: dict[str, Any] = {k: data[k] for k in _REQUIRED}
+    kwargs: dict[str, Any] = {k: data[k] for k in _REQUIRED + _OPTIONAL if k in data}
     if is_fixed:
         fixed = data["fixed"]
         if not isinstance(fixed, Mapping) or set(fixed) != {"clean", "rewards"}:

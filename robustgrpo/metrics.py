@@ -38,6 +38,8 @@ Conventions
 * Estimator parameters (``**params``) are *broadcast*: each is passed to
   every chosen method that accepts it (``ESTIMATORS[m].parameters``); a
   parameter that none of the chosen methods accepts raises ``ValueError``.
+  Keywords of :func:`compute_advantages` itself (:data:`ENTRY_KEYWORDS`,
+  e.g. ``reward_range``) go to every method.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from tqdm.auto import tqdm
 
 from . import stats as S
 from .inputs import distinct_names
-from .advantages import ESTIMATORS, AdvantageResult, compute_advantages, resolve_methods
+from .advantages import ESTIMATORS, AdvantageResult, compute_advantages, get_estimator, resolve_methods
 from .contamination import (
     Bernoulli,
     CleanModel,
@@ -67,6 +69,7 @@ from .contamination import (
     RewardHacking,
     Scenario,
     data_dir,
+    list_scenarios,
     load_scenario,
 )
 
@@ -77,6 +80,7 @@ __all__ = [
     "statistic_sensitivity",
     "breakdown_point",
     "binary_breakdown",
+    "breakdown_table",
     "agreement",
     "advantage_samples",
     "derived_seed",
@@ -92,6 +96,10 @@ __all__ = [
     "mad_zero_fraction_mc",
     "update_weight",
     "update_weight_mc",
+    "jitter_sweep",
+    "ENTRY_KEYWORDS",
+    "estimator_evidence",
+    "evidence_ranking",
 ]
 
 DTYPE = torch.float64
@@ -104,9 +112,15 @@ Methods = Union[str, Sequence[str], None]
 # --------------------------------------------------------------------------- helpers
 
 
+#: Keywords of :func:`compute_advantages` itself (not of an estimator): every method gets them.
+ENTRY_KEYWORDS = ("reward_range", "out_of_range", "tol", "singleton", "nan_policy")
+
+
 def _params_for(methods: Sequence[str], params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Broadcast ``params`` to the methods that accept each of them."""
-    out: dict[str, dict[str, Any]] = {m: {} for m in methods}
+    """Broadcast ``params`` to the methods that accept each of them (entry keywords to every method)."""
+    entry = {k: v for k, v in params.items() if k in ENTRY_KEYWORDS}
+    params = {k: v for k, v in params.items() if k not in ENTRY_KEYWORDS}
+    out: dict[str, dict[str, Any]] = {m: dict(entry) for m in methods}
     used: set[str] = set()
     for m in methods:
         accepted = ESTIMATORS[m].defaults
@@ -628,6 +642,38 @@ def binary_breakdown(
     return pd.DataFrame(rows)
 
 
+def breakdown_table(methods: Methods = None, group_sizes: int | Sequence[int] = (8,), correct: int = 1) -> pd.DataFrame:
+    """The breakdown points the registry declares, for each estimator and G.
+
+    Read from :attr:`robustgrpo.advantages.Estimator.breakdown`: adding an
+    estimator with its facts adds its row here, with nothing else to touch.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (method, G): ``method``, ``G``, ``breakdown`` (continuous
+        rewards, fraction; ``inf`` never, NaN no closed form), ``binary``
+        (glitches that take the lead of ``correct`` correct answers in a 0/1
+        group; NaN no closed form), ``note``.
+
+    Examples
+    --------
+    >>> breakdown_table(["grpo", "robust", "rank"], 8).set_index("method")[["breakdown", "binary"]].to_dict("index")
+    {'grpo': {'breakdown': 0.125, 'binary': 1.0}, 'robust': {'breakdown': 0.5, 'binary': 2.0}, 'rank': {'breakdown': inf, 'binary': 4.0}}
+    """
+    names = resolve_methods(methods)
+    gs = _int_list("group_sizes", group_sizes, 2)
+    k = _positive_int("correct", correct)
+    rows = []
+    for m in names:
+        facts = ESTIMATORS[m].breakdown
+        for g in gs:
+            binary = facts.binary(g, k) if facts.binary is not None and 2 * k < g else math.nan
+            rows.append({"method": m, "G": g, "breakdown": facts.continuous(g), "binary": float(binary),
+                         "note": facts.note})
+    return pd.DataFrame(rows)
+
+
 # ------------------------------------------------------------ 3. agreement
 
 
@@ -657,7 +703,7 @@ def update_cosine(reference: torch.Tensor, other: torch.Tensor, valid: torch.Ten
 
     Examples
     --------
-    >>> update_cosine(torch.tensor([[1.0, -1.0]]), torch.tensor([[2.0, -2.0]]))
+    >>> round(update_cosine(torch.tensor([[1.0, -1.0]]), torch.tensor([[2.0, -2.0]])), 12)
     1.0
     """
     a, b = reference.to(DTYPE), other.to(DTYPE)
@@ -733,6 +779,7 @@ def agreement_from_advantages(
     *,
     valid: torch.Tensor | None = None,
     zero_tol: float = 1e-8,
+    reference: torch.Tensor | None = None,
 ) -> dict[str, float]:
     r"""Agreement between clean and contaminated advantages of ``[B, G]`` groups.
 
@@ -743,7 +790,13 @@ def agreement_from_advantages(
     ones included: a glitch pushing its own answer up is part of the harm):
 
     * ``update_cosine``: :func:`update_cosine` of :math:`A` and :math:`\tilde A`;
-    * ``relative_error``: :func:`relative_update_error`.
+    * ``relative_error``: :func:`relative_update_error`;
+    * ``reference_cosine`` (with ``reference``): the cosine of :math:`\tilde A`
+      with a reference update, typically the unbiased leave-one-out update
+      on the clean rewards. Comparing each estimator with its own clean
+      update says how much contamination moves it; comparing with one
+      reference also charges what the estimator discards on clean rewards
+      (a median centre's silent majority, winsorized successes).
 
     Per sample, on the compared samples U (``keep``: the uncontaminated ones):
 
@@ -771,18 +824,25 @@ def agreement_from_advantages(
         ``[B, G]`` bool, the samples in the update (default: all).
     zero_tol : float
         :math:`\tau`: advantages with :math:`|A| \le \tau` count as 0.
+    reference : torch.Tensor, optional
+        ``[B, G]`` reference advantages for ``reference_cosine``.
 
     Returns
     -------
     dict of str to float
         ``n_compared``, ``update_cosine``, ``relative_error``,
+        ``reference_cosine`` (NaN without ``reference``),
         ``sign_agreement``, ``flipped``, ``silenced``, ``silent_clean``,
         ``woken``, ``rank_correlation``, ``rank_undefined``,
         ``best_eligible``, ``best_negative_rate``.
     """
     a, c, keep = clean_advantages.to(DTYPE), advantages.to(DTYPE), keep.to(torch.bool)
     n_keep = int(keep.sum())
-    update = dict(update_cosine=update_cosine(a, c, valid), relative_error=relative_update_error(a, c, valid))
+    update = dict(
+        update_cosine=update_cosine(a, c, valid),
+        relative_error=relative_update_error(a, c, valid),
+        reference_cosine=math.nan if reference is None else update_cosine(reference, c, valid),
+    )
     nan = math.nan
     if n_keep == 0:
         return dict(n_compared=0, **update, sign_agreement=nan, flipped=nan, silenced=nan, silent_clean=nan,
@@ -838,7 +898,10 @@ def _agreement_rows(
     clean_cache: dict | None = None,
     cache_key: Any = None,
     on_method: Callable[[], None] | None = None,
+    entry: Mapping[str, Any] | None = None,
+    reference: str | None = None,
 ) -> list[dict[str, Any]]:
+    entry = dict(entry or {})
     clean = data.clean.to(DTYPE)
     rewards = data.rewards.to(DTYPE)
     hit = data.contaminated.to(torch.bool)
@@ -846,6 +909,17 @@ def _agreement_rows(
     hit_rows = hit.any(-1)
     rows = None if subset == "all" else hit_rows
     keep = ~hit if rows is None else (~hit)[rows]
+    ref = None
+    if reference is not None:
+        ref_key = (cache_key, "reference", reference)
+        if clean_cache is not None and ref_key in clean_cache:
+            ref = clean_cache[ref_key]
+        else:
+            ref = compute_advantages(clean, reference, **entry).advantages
+            if clean_cache is not None:
+                clean_cache[ref_key] = ref
+        if rows is not None:
+            ref = ref[rows]
     out = []
     for m in methods:
         kw = per_method[m]
@@ -853,15 +927,15 @@ def _agreement_rows(
         if clean_cache is not None and key in clean_cache:
             res_clean = clean_cache[key]
         else:
-            res_clean = compute_advantages(clean, m, **kw)
+            res_clean = compute_advantages(clean, m, **entry, **kw)
             if clean_cache is not None:
                 clean_cache[key] = res_clean
-        res = compute_advantages(rewards, m, **kw)
+        res = compute_advantages(rewards, m, **entry, **kw)
         a_clean, a = res_clean.advantages, res.advantages
         cr = clean
         if rows is not None:
             a_clean, a, cr = a_clean[rows], a[rows], clean[rows]
-        metrics = agreement_from_advantages(a_clean, a, keep, cr, zero_tol=zero_tol)
+        metrics = agreement_from_advantages(a_clean, a, keep, cr, zero_tol=zero_tol, reference=ref)
         fb, clip = _diag_rates(res, rows, g)
         fb_clean, clip_clean = _diag_rates(res_clean, rows, g)
         out.append(
@@ -903,6 +977,9 @@ def agreement(
     seed: int | None = None,
     subset: Literal["all", "hit"] = "all",
     zero_tol: float = 1e-8,
+    reward_range: tuple[float, float] | None = None,
+    out_of_range: Literal["mask", "clip", "raise"] = "mask",
+    reference: str | None = "rloo",
     **params: Any,
 ) -> pd.DataFrame:
     r"""Agreement of each estimator's advantages under contamination with its clean advantages.
@@ -929,6 +1006,14 @@ def agreement(
         contaminated sample (advantages are still computed on the whole batch).
     zero_tol : float
         Advantages with :math:`|A| \le` ``zero_tol`` count as 0.
+    reward_range, out_of_range
+        Passed to :func:`compute_advantages` for both the clean and the
+        contaminated rewards: a declared range, and what happens to rewards
+        outside it.
+    reference : str or None
+        Estimator whose update on the clean rewards ``reference_cosine``
+        compares with (default ``"rloo"``: the unbiased leave-one-out policy
+        gradient); None leaves the column NaN.
     **params
         Estimator parameters, broadcast to the methods that accept them.
 
@@ -938,8 +1023,9 @@ def agreement(
         One row per method: ``method``, ``G``, ``n_groups`` (groups compared),
         ``contaminated_fraction`` (entries hit), ``hit_group_fraction``
         (groups with a hit), ``n_compared`` (samples compared),
-        ``update_cosine``, ``relative_error``, ``sign_agreement``, ``flipped``,
-        ``silenced``, ``silent_clean``, ``woken``, ``rank_correlation``,
+        ``update_cosine``, ``relative_error``, ``reference_cosine``,
+        ``sign_agreement``, ``flipped``, ``silenced``, ``silent_clean``,
+        ``woken``, ``rank_correlation``,
         ``rank_undefined`` (groups), ``best_eligible`` (groups),
         ``best_negative_rate``, ``fallback_rate`` / ``fallback_rate_clean``
         (fraction of groups whose fallback path ran, contaminated / clean
@@ -957,7 +1043,10 @@ def agreement(
     subset = _check_subset(subset)
     zero_tol = _check_tol(zero_tol)
     record = _resolve_record(data, n_groups, seed)
-    return pd.DataFrame(_agreement_rows(record, names, per_method, subset, zero_tol))
+    if reference is not None:
+        get_estimator(reference)
+    entry = {"reward_range": reward_range, "out_of_range": out_of_range}
+    return pd.DataFrame(_agreement_rows(record, names, per_method, subset, zero_tol, entry=entry, reference=reference))
 
 
 def _resolve_record(data: Contaminated | Scenario | str, n_groups: int | None, seed: int | None) -> Contaminated:
@@ -1085,6 +1174,7 @@ def sweep(
     seed: int = 0,
     subset: Literal["all", "hit"] = "all",
     zero_tol: float = 1e-8,
+    reference: str | None = "rloo",
     progress: bool = True,
     **params: Any,
 ) -> pd.DataFrame:
@@ -1125,7 +1215,7 @@ def sweep(
         Groups per cell (10^4 by default).
     seed : int
         Base seed.
-    subset, zero_tol
+    subset, zero_tol, reference
         As in :func:`agreement`.
     progress : bool
         Show a progress bar (tqdm).
@@ -1156,6 +1246,8 @@ def sweep(
     seed = _check_seed(seed)
     subset = _check_subset(subset)
     zero_tol = _check_tol(zero_tol)
+    if reference is not None:
+        get_estimator(reference)
 
     variants: list[tuple[str, float, dict[str, Any]]] = []
     for m in names:
@@ -1177,7 +1269,7 @@ def sweep(
                 raise ValueError(f"contamination at rate={rate}, size={size}: {err}") from None
             data = model.apply(clean_r, seed=derived_seed(seed, 2, g))
             for m, c, kw in variants:
-                (row,) = _agreement_rows(data, [m], {m: kw}, subset, zero_tol, cache, g, bar.update)
+                (row,) = _agreement_rows(data, [m], {m: kw}, subset, zero_tol, cache, g, bar.update, reference=reference)
                 rows.append({"G": g, "rate": rate, "size": size, "method": m, "c": c,
                              **{k: v for k, v in row.items() if k not in ("method", "G")}})
     bar.close()
@@ -1521,8 +1613,8 @@ def update_weight(
     Examples
     --------
     >>> df = update_weight([0.1, 0.5], 8, ["dr_grpo", "grpo"]).set_index(["method", "p"])
-    >>> round(df.loc[("dr_grpo", 0.1), "w"], 6), round(df.loc[("dr_grpo", 0.5), "w"], 6)
-    (0.875, 0.875)
+    >>> [round(float(df.loc[("dr_grpo", p), "w"]), 6) for p in (0.1, 0.5)]
+    [0.875, 0.875]
     >>> bool(df.loc[("grpo", 0.1), "w"] > df.loc[("grpo", 0.5), "w"])
     True
     """
@@ -1594,3 +1686,145 @@ def update_weight_mc(
                 rows.append({"method": m, "G": g, "p": p, "w": mean / scale, "mean_update": mean, "sd_update": sd,
                              "snr": snr, "w_se": sd / math.sqrt(n_groups) / scale, "snr_se": snr_se})
     return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------- 9. near-ties: jittered 0/1 rewards
+
+
+def jitter_sweep(
+    methods: Methods = None,
+    jitter: float | Sequence[float] = (1e-5, 1e-4, 1e-3, 1e-2),
+    *,
+    group_size: int = 8,
+    success_rate: float = 0.3,
+    n_groups: int = 4000,
+    seed: int = 0,
+    zero_tol: float = 1e-8,
+    **params: Any,
+) -> pd.DataFrame:
+    r"""What sub-resolution noise on 0/1 rewards does to each estimator's advantages.
+
+    ``n_groups`` groups of G Bernoulli(p) rewards get independent Gaussian
+    jitter of standard deviation :math:`\sigma` (a tiny length penalty,
+    partial credit, a reward model's float noise), the same standard normal
+    draws scaled for every :math:`\sigma`. Against the advantages of the
+    rewards without jitter:
+
+    * ``wrong_positive``: among the wrong answers of groups that hold both
+      answers, the fraction whose advantage turns positive (> ``zero_tol``);
+    * ``max_change``: the largest :math:`|A - A_0|` in those groups;
+    * ``update_cosine``: :func:`update_cosine` of the whole batch's update
+      with and without the jitter (all-wrong and all-right groups included:
+      there the jitter is all the signal a scale-free estimator sees).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (method, jitter): ``method``, ``jitter``, ``G``, ``p``,
+        ``wrong_positive``, ``max_change``, ``update_cosine``.
+
+    Examples
+    --------
+    >>> df = jitter_sweep(["grpo", "robust"], 1e-4, n_groups=500).set_index("method")
+    >>> df["wrong_positive"].tolist()
+    [0.0, 0.0]
+    >>> df = jitter_sweep("robust", 1e-4, n_groups=500, resolution=0.0)
+    >>> bool(df["wrong_positive"].iloc[0] > 0.2)
+    True
+    """
+    names = resolve_methods(methods)
+    per_method = _params_for(names, params)
+    sds = _float_list("jitter", jitter, lambda v: v > 0, "standard deviations > 0")
+    g = _positive_int("group_size", group_size, 2)
+    if isinstance(success_rate, bool) or not (isinstance(success_rate, (int, float)) and 0 < success_rate < 1):
+        raise ValueError(f"success_rate must be a probability in (0, 1), got {success_rate!r}")
+    n_groups = _positive_int("n_groups", n_groups)
+    seed = _check_seed(seed)
+    zero_tol = _check_tol(zero_tol)
+    clean = Bernoulli(success_rate).sample(n_groups, g, seed=derived_seed(seed, 4, g), dtype=DTYPE)
+    noise = torch.randn(n_groups, g, generator=_generator(derived_seed(seed, 5, g)), dtype=DTYPE)
+    correct = clean.sum(-1, keepdim=True)
+    wrong = (clean == 0) & (correct > 0) & (correct < g)
+    mixed = wrong.any(-1)
+    rows = []
+    for m in names:
+        base = compute_advantages(clean, m, **per_method[m]).advantages
+        for sd in sds:
+            a = compute_advantages(clean + sd * noise, m, **per_method[m]).advantages
+            n_wrong = int(wrong.sum())
+            rows.append({
+                "method": m, "jitter": sd, "G": g, "p": float(success_rate),
+                "wrong_positive": int(((a > zero_tol) & wrong).sum()) / n_wrong if n_wrong else math.nan,
+                "max_change": float((a - base)[mixed].abs().max()) if bool(mixed.any()) else math.nan,
+                "update_cosine": update_cosine(base, a),
+            })
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------ 10. the evidence: which estimator to use
+
+
+def estimator_evidence(
+    scenarios: str | Sequence[str] | None = None,
+    methods: Methods = None,
+    *,
+    reference: str = "rloo",
+    n_groups: int | None = None,
+    seed: int | None = None,
+    **params: Any,
+) -> pd.DataFrame:
+    r"""Every estimator on every reward scenario, at the level of the policy update.
+
+    For each scenario (default: every sampled scenario in ``data/scenarios``)
+    the advantages on the contaminated rewards are compared with the
+    ``reference`` estimator's advantages on the clean rewards (the unbiased
+    leave-one-out update: what an update from uncontaminated rewards would
+    be) by :func:`update_cosine`, and with each estimator's own clean
+    advantages (:func:`agreement`). A scenario that declares a reward range
+    (``Scenario.reward_range``) is scored twice: as it comes, and with that
+    range passed to :func:`compute_advantages` (out-of-range rewards masked),
+    as a user who knows the range would run it.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (scenario, declared, method): ``scenario``, ``declared``
+        (bool: the range was passed), ``method``, ``reference_cosine``,
+        ``update_cosine``, ``relative_error``, ``best_negative_rate``.
+
+    See Also
+    --------
+    evidence_ranking : the estimators ordered by their mean reference cosine.
+    """
+    names = resolve_methods(methods)
+    chosen = list_scenarios() if scenarios is None else distinct_names(
+        [scenarios] if isinstance(scenarios, str) else scenarios, list_scenarios(), "scenarios", "scenario")
+    rows = []
+    for name in chosen:
+        scenario = load_scenario(name)
+        if scenario.is_fixed:
+            continue
+        record = _resolve_record(scenario, n_groups, seed)
+        for declared in ((False, True) if scenario.reward_range is not None else (False,)):
+            kw = {"reward_range": scenario.reward_range} if declared else {}
+            table = agreement(record, names, reference=reference, **kw, **params)
+            for row in table.itertuples():
+                rows.append({"scenario": name, "declared": declared, "method": row.method,
+                             "reference_cosine": row.reference_cosine, "update_cosine": row.update_cosine,
+                             "relative_error": row.relative_error, "best_negative_rate": row.best_negative_rate})
+    if not rows:
+        raise ValueError(f"no sampled scenario among {chosen}: fixed scenarios hold one group, too few to compare")
+    return pd.DataFrame(rows)
+
+
+def evidence_ranking(evidence: pd.DataFrame) -> pd.Series:
+    """Mean ``reference_cosine`` of each method over the rows of :func:`estimator_evidence`, best first.
+
+    Every (scenario, declared) case weighs the same; a case where a method's
+    update is zero (NaN cosine) counts as 0.
+    """
+    for column in ("method", "reference_cosine"):
+        if column not in evidence.columns:
+            raise ValueError(f"evidence lacks column {column!r}; pass the table from estimator_evidence")
+    return evidence.assign(reference_cosine=evidence["reference_cosine"].fillna(0.0)).groupby(
+        "method")["reference_cosine"].mean().sort_values(ascending=False)

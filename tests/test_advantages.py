@@ -149,7 +149,8 @@ def test_registry_is_read_only():
 
 def test_register_rejects_duplicates():
     with pytest.raises(ValueError, match="already registered"):
-        robustgrpo.register("grpo", "again", scaling="invariant", source="test")(lambda g: None)
+        robustgrpo.register("grpo", "again", scaling="invariant", source="test",
+                            breakdown=ESTIMATORS["grpo"].breakdown)(lambda g: None)
 
 
 # ------------------------------------------------------------ oracles
@@ -524,3 +525,13 @@ def test_clip_schedule():
         robustgrpo.clip_schedule(0.5, kind="step")
     with pytest.raises(ValueError, match="start must be > 0"):
         robustgrpo.clip_schedule(0.5, start=0.0)
+
+
+def test_huber_m_on_one_correct_answer_of_eight_is_its_floored_fixed_point():
+    """The M-scale stops at min_scale * s0; then the location solves 8 mu = mu + c_H s (the 1 clipped)."""
+    adv = compute_advantages(CLEAN, "huber_m").advantages[0]
+    assert float(adv[CORRECT]) == 2.5
+    np.testing.assert_allclose(adv[[0, 1, 2, 3, 4, 5, 7]], -1.5 / 7, rtol=1e-6)
+    # without the floor the scale shrinks towards 0 at every step and depends on maxiter
+    free = [float(compute_advantages(CLEAN, "huber_m", min_scale=0.0, maxiter=k).diagnostics.scale[0]) for k in (10, 30)]
+    assert free[1] < 1e-3 * free[0]  # three orders of magnitude between step 10 and step 30

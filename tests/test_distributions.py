@@ -167,7 +167,13 @@ class TestZeroAdvantageTable:
         table = D.zero_advantage_table(D.scenario_samples("reward_model_heavy_tails", ["robust", "seed_mad"]))
         table = table.set_index("method")
         assert table["majority_zero_fraction"].isna().all()
-        assert table.loc["robust", "zero_fraction"] == 0.0
+        # robust's zeros are the scores within its tie tolerance (0.1 % of the group's range) of the median:
+        # the median itself in odd groups never, here G = 16, and a score or two that lie that close
+        samples = D.scenario_samples("reward_model_heavy_tails", ["robust"])
+        samples["t"] = samples.groupby("group")["reward"].transform(lambda r: 1e-3 * (r.max() - r.min()))
+        samples["med"] = samples.groupby("group")["reward"].transform("median")
+        near = ((samples["reward"] - samples["med"]).abs() <= samples["t"]).mean()
+        assert table.loc["robust", "zero_fraction"] == pytest.approx(near, abs=1e-12) and near < 0.01
         assert table.loc["seed_mad", "zero_fraction"] == 1 / 16  # its lower median is one of the 16 samples
 
     @pytest.mark.parametrize(
@@ -403,7 +409,7 @@ FIGURES = sorted(name for name in report_figures() if name.startswith("04_"))
 
 def test_registered_figures_belong_to_notebook_04():
     specs = report_figures()
-    expected = {"04_one_of_eight", "04_zero_fractions", "04_contaminated_landing"} | {
+    expected = {"04_one_of_eight", "04_zero_fractions", "04_contaminated_landing", "04_evidence"} | {
         f"04_ecdf_{s}" for s in D.ECDF_SCENARIOS
     }
     assert set(FIGURES) == expected
@@ -454,7 +460,8 @@ def test_ecdf_builder_data_and_caption(built):
 
 def test_judge_flips_no_estimator_recovers(built):
     data = built["04_ecdf_judge_flips"].data.set_index("method")
-    assert data["sign_agreement"].max() < 0.95  # label noise leaks into every estimator
+    # label noise leaks into every estimator: the update moves, and signs flip or go silent
+    assert data["update_cosine"].max() < 0.95 and (data["flipped"] + data["silenced"]).min() > 0.02
 
 
 @pytest.mark.parametrize(

@@ -47,6 +47,11 @@ def test_notebook_runs_top_to_bottom_and_saves_its_figures(path, tmp_path):
     executed = nbformat.read(run.executed, as_version=4)
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+    # cells tagged "figure" show a matplotlib figure: their output must be an image
+    for i, cell in enumerate(executed.cells):
+        if "figure" in cell.get("metadata", {}).get("tags", []):
+            images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
+            assert images, f"figure cell {i} of {path.name} shows no image"
     prefix = path.name[:2]
     assert prefix.isdigit(), f"{path.name} should start with its two-digit number"
     saved = {p.name for p in figures.glob(f"{prefix}*")} if figures.exists() else set()

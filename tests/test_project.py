@@ -25,16 +25,33 @@ def _split(spec: str) -> tuple[str, str]:
 
 
 def test_environment_yml_matches_pyproject():
+    """Every package of pyproject (runtime, dev, integrations) is in environment.yml, with the same spec.
+
+    The integrations extra (verl, trl and what verl's trainer imports) goes under environment.yml's
+    ``pip:`` section, beside the editable install of the package itself.
+    """
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    pip_specs = dict(_split(s) for s in project["dependencies"] + project["optional-dependencies"]["dev"])
+    extras = project["optional-dependencies"]
+    assert set(extras) == {"dev", "integrations"}
+    conda_expected = dict(_split(s) for s in project["dependencies"] + extras["dev"])
+    pip_expected = dict(_split(s) for s in extras["integrations"])
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert env["name"] == "robustgrpo" and env["channels"] == ["conda-forge"]
-    conda_specs = {}
+    conda_specs, pip_specs = {}, {}
     for dep in env["dependencies"]:
         if isinstance(dep, str) and not dep.startswith(("python", "pip")):
             name, spec = _split(dep)
             conda_specs[CONDA_NAMES.get(name, name)] = spec
-    assert conda_specs == pip_specs
+        elif isinstance(dep, dict):
+            pip_specs = dict(_split(s) for s in dep["pip"] if not s.startswith("-"))
+    assert conda_specs == conda_expected
+    assert pip_specs == pip_expected
+    assert "--no-deps -e ." in next(d for d in env["dependencies"] if isinstance(d, dict))["pip"]
+
+
+def test_setup_installs_the_integrations_extra_with_the_torch_pin():
+    tasks = (ROOT / "tasks.py").read_text()
+    assert '"-c", "constraints.txt", "-e", ".[dev,integrations]"' in tasks
 
 
 def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one():
@@ -74,7 +91,8 @@ def test_every_module_declares_its_public_names(name):
         pytest.fail(f"{name} has no __all__")
 
 
-LAYERS = ["checks", "inputs", "stats", "advantages", "contamination", "metrics", "simulate", "plots", "dashboards", "widgets", "report", "cli"]
+LAYERS = ["checks", "inputs", "stats", "advantages", "contamination", "rewardlogs", "metrics", "diagnose", "simulate",
+          "plots", "dashboards", "widgets", "report", "cli", "integrations"]
 
 
 def _layer_sources(layer: str) -> list[Path]:

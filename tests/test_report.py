@@ -56,7 +56,8 @@ def built(name: str) -> ReportFigure:
 
 def test_the_registry_holds_the_figures_of_notebooks_01_and_02():
     for name in ("01_seed_group", "01_seed_advantages", "01_seed_sensitivity", "01_seed_scale", "01_binary_groups",
-                 "02_breakdown", "02_influence", "02_efficiency", "02_samuelson", "02_tie_collapse", "02_mad_zero"):
+                 "02_breakdown", "02_resolution", "02_update_weight", "02_influence", "02_efficiency", "02_samuelson",
+                 "02_tie_collapse", "02_mad_zero"):
         assert name in SPECS, name
 
 
@@ -220,8 +221,10 @@ def test_scale_figure_shows_the_std_fallback_growing():
     assert seed_mad["fallback"].all()
     assert seed_mad.loc[10.0, "scale"] == pytest.approx(REF["std_bessel"] + 1e-6, abs=1e-6)
     assert (np.diff(seed_mad["scale"].to_numpy()[seed_mad.index > 1]) > 0).all()
-    robust = d[(d["method"] == "robust") & (d["value"] >= 1)]["scale"]
-    assert np.allclose(robust, math.sqrt(2 / 7))
+    robust = d[(d["method"] == "robust") & (d["value"] >= 1)].set_index("value")["scale"]
+    # the bounded fallback: b = the correct answer's resolved deviation, s = b sqrt(2/7), t = 1e-3 M
+    expected = (1 - 1e-3 * robust.index.to_numpy()) * math.sqrt(2 / 7)
+    np.testing.assert_allclose(robust.to_numpy(), expected, rtol=1e-12)
 
 
 def test_binary_groups_figure():
@@ -256,8 +259,36 @@ def test_breakdown_figure_matches_theory():
         assert math.isinf(row["rank"])
     known = d[np.isfinite(d["theory"])]
     assert np.allclose(known["breakdown"], known["theory"])
-    with pytest.raises(ValueError, match="unknown estimator"):
-        P.breakdown_theory(["nope"], [8])
+    binary = d[d["binary_theory"].notna()]
+    assert (binary["glitches"] == binary["binary_theory"]).all() and len(binary) == len(d) - 3  # huber_m: no closed form
+    g8 = d[d["G"] == 8].set_index("method")
+    assert g8.loc["grpo", "glitches"] == 1 and g8.loc["robust", "glitches"] == 2 and g8.loc["rank", "glitches"] == 4
+
+
+def test_resolution_figure_shows_the_jump_the_jitter_and_the_dynamic_range():
+    rf = built("02_resolution")
+    step, jitter, glitch = rf.data["step"], rf.data["jitter"], rf.data["glitch"]
+    leave = step[step["value"].isin([0.0, 1e-9])].pivot_table(index=["method", "variant", "sample"], columns="value",
+                                                               values="advantage")
+    moved = (leave[1e-9] - leave[0.0]).abs().groupby(level=["method", "variant"]).max()
+    assert moved[("rank", "exact (resolution 0)")] > 0.4  # mid-ranks jump when a tie splits
+    assert moved[("robust", "resolution 0.001")] < 1e-8 and moved[("rank", "resolution 0.001")] == 0.0
+    wp = jitter.set_index(["method", "variant", "jitter"])["wrong_positive"]
+    small = jitter["jitter"].min()
+    assert wp[("robust", "exact (resolution 0)", small)] > 0.2 and wp[("robust", "resolution 0.001", small)] == 0.0
+    g = glitch.set_index(["method", "variant", "value"])["advantage"].sort_index()
+    robust = g.loc[("robust", "resolution 0.001")]
+    assert robust[robust.index <= 500].round(9).nunique() == 1  # constant over the dynamic range
+    assert (robust[robust.index >= 1000] == 0).all()
+    masked = g.loc[("robust", "reward_range (0, 1)")]
+    assert np.allclose(masked[masked.index > 1], 6**0.5, rtol=1e-9)  # the glitch masked: one correct answer of 7
+
+
+def test_update_weight_figure_is_the_exact_enumeration():
+    rf = built("02_update_weight")
+    t = rf.data.set_index(["method", "p"])["w"]
+    assert np.allclose(t.loc["rloo"], 1.0)
+    assert t.loc[("robust", 0.06)] / t.loc[("robust", 0.5)] > t.loc[("grpo", 0.06)] / t.loc[("grpo", 0.5)] > 1
 
 
 def test_influence_figure_mean_is_linear_and_median_bounded():

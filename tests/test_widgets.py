@@ -20,7 +20,7 @@ from robustgrpo.advantages import ESTIMATORS, compute_advantages
 from robustgrpo.bench import DashboardBench, format_dashboard_table, run_dashboard_benchmark
 from robustgrpo.cli import build_parser
 from robustgrpo.contamination import Bernoulli, Gaussian
-from robustgrpo.metrics import agreement_from_advantages, sweep
+from robustgrpo.metrics import agreement_from_advantages, sweep, update_cosine
 from robustgrpo.plots.interactive import EMPTY_BIN, linked_views, trace_by_meta, update_linked_views
 from robustgrpo.plots.sweeps import plot_clip_schedule, plot_heatmaps
 from robustgrpo.dashboards.sweep import (
@@ -94,7 +94,11 @@ def test_readout_numbers_follow_the_metrics_definitions(engine):
         a = _reference(rewards, m, c).advantages
         ref = agreement_from_advantages(a_clean, a, ~hit, clean)
         assert data.sign_agreement[m] == ref["sign_agreement"], m
-        assert data.mae[m] == pytest.approx(ref["mae"], rel=1e-6, abs=1e-9), m
+        assert data.silenced[m] == ref["silenced"], m
+        assert data.update_cosine[m] == pytest.approx(ref["update_cosine"], rel=1e-6), m
+        assert data.relative_error[m] == pytest.approx(ref["relative_error"], rel=1e-6, abs=1e-9), m
+        unbiased = compute_advantages(clean, "rloo").advantages
+        assert data.reference_cosine[m] == pytest.approx(update_cosine(unbiased, a), rel=1e-6), m
         assert data.contaminated_mean_advantage[m] == pytest.approx(float(a[hit].double().mean()), rel=1e-6), m
     assert data.contaminated_fraction == float(hit.double().mean())
     assert data.hit_group_fraction == float(hit.any(-1).double().mean())
@@ -113,8 +117,9 @@ def test_float64_engine_and_clip_sweep_equal_metrics_sweep_exactly():
     ours = ours.sort_values(key).reset_index(drop=True)
     theirs = theirs.sort_values(key).reset_index(drop=True)
     pd.testing.assert_frame_equal(ours[key], theirs[key])
-    for col in ("sign_agreement", "mae", "fallback_rate", "fallback_rate_clean", "clipped_fraction",
-                "clipped_fraction_clean", "contaminated_fraction", "hit_group_fraction"):
+    for col in ("update_cosine", "relative_error", "reference_cosine", "sign_agreement", "flipped", "silenced", "silent_clean", "woken",
+                "fallback_rate", "fallback_rate_clean", "clipped_fraction", "clipped_fraction_clean",
+                "contaminated_fraction", "hit_group_fraction"):
         np.testing.assert_array_equal(ours[col].to_numpy(), theirs[col].to_numpy(), err_msg=col)
 
 
@@ -133,7 +138,8 @@ def test_the_dashboard_default_clean_model_is_the_heat_maps_data():
         row = ref[ref["method"] == m].iloc[0]
         assert d.fallback_rate[m] == row["fallback_rate"]
         assert d.sign_agreement[m] == pytest.approx(row["sign_agreement"], abs=1e-4)
-        assert d.mae[m] == pytest.approx(row["mae"], rel=1e-5)
+        assert d.update_cosine[m] == pytest.approx(row["update_cosine"], rel=1e-5)
+        assert d.relative_error[m] == pytest.approx(row["relative_error"], rel=1e-4)
 
 
 def _assert_same_data(a: DashboardData, b: DashboardData) -> None:
@@ -201,7 +207,7 @@ def test_histogram_counts_every_sample_once_with_the_documented_bins(engine):
 def test_zero_rate_has_no_contaminated_samples(engine):
     data = engine.data(8, 2.5, 0.0, 10.0, "bernoulli", ["grpo", "robust"])
     assert data.contaminated_fraction == 0.0 and not data.group_contaminated.any()
-    assert data.sign_agreement["grpo"] == 1.0 and data.mae["robust"] == 0.0
+    assert data.sign_agreement["grpo"] == 1.0 and data.relative_error["robust"] == 0.0
     assert math.isnan(data.contaminated_mean_advantage["grpo"])
     assert all(v.sum() == 0 for v in data.counts_contaminated.values())
     assert "n/a" in readout_html(data)
@@ -210,7 +216,8 @@ def test_zero_rate_has_no_contaminated_samples(engine):
 def test_rate_one_hits_every_sample_and_leaves_nothing_to_compare(engine):
     data = engine.data(4, 2.5, 1.0, 10.0, "gaussian", ["grpo"])
     assert data.contaminated_fraction == 1.0
-    assert math.isnan(data.sign_agreement["grpo"]) and math.isnan(data.mae["grpo"])
+    assert math.isnan(data.sign_agreement["grpo"])
+    assert math.isnan(data.update_cosine["grpo"])  # every group is the constant M: no update to compare
 
 
 def test_tiny_clip_takes_the_exact_sign_path(engine):
@@ -218,7 +225,9 @@ def test_tiny_clip_takes_the_exact_sign_path(engine):
     clean, rewards, hit = engine.rewards(8, 0.1, 10.0, "gaussian")
     ref = agreement_from_advantages(_reference(clean, "robust", 1e-9).advantages,
                                     _reference(rewards, "robust", 1e-9).advantages, ~hit, clean)
-    assert data.sign_agreement["robust"] == ref["sign_agreement"]
+    # every advantage is clipped to |A| <= 1e-9 <= zero_tol: no sample has a sign to agree with
+    assert math.isnan(data.sign_agreement["robust"]) and math.isnan(ref["sign_agreement"])
+    assert data.silenced["robust"] is ref["silenced"] or math.isnan(ref["silenced"])
 
 
 def test_seed_mad_falls_back_in_almost_every_binary_group():
@@ -415,16 +424,16 @@ def test_heatmaps_and_schedule_figures_are_titled_and_labelled():
     table = clip_sweep(["grpo", "robust"], group_sizes=[4, 8], clip=[1.0, 2.5], n_groups=lambda g: 400 // g,
                        clean_model=Gaussian())
     assert table.groupby("G")["n_groups"].first().to_dict() == {4: 100, 8: 50}
-    fig = plot_heatmaps(table, "mae", mark_c=(2.0,))
+    fig = plot_heatmaps(table, "relative_error", mark_c=(2.0,))
     panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
     assert len(panels) == 2
     for ax in panels:
         assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel()
     assert "(no c)" in panels[0].get_title()
     with pytest.raises(ValueError, match="lacks column"):
-        plot_heatmaps(table.drop(columns="mae"), "mae")
+        plot_heatmaps(table.drop(columns="relative_error"), "relative_error")
     with pytest.raises(ValueError, match="not in the table"):
-        plot_heatmaps(table, "mae", methods=["rank"])
+        plot_heatmaps(table, "relative_error", methods=["rank"])
     schedule = pd.DataFrame({"progress": [0.0, 1.0], "schedule": "linear", "c": [2.0, 3.5]})
     clipped = table[table["c"].notna()][["method", "c", "clipped_fraction", "clipped_fraction_clean"]]
     training = schedule.merge(clipped.assign(c=clipped["c"].replace({1.0: 2.0, 2.5: 3.5})), on="c")

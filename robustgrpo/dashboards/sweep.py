@@ -7,10 +7,12 @@ of estimators, wired to the linked plotly views of
 :mod:`robustgrpo.plots.interactive`: the rewards of one group, its advantages
 per estimator, and the distribution of the advantages over every group, for
 the uncontaminated and for the contaminated samples. A readout table gives,
-per estimator, the fallback rate (with 0/1 rewards the MAD is almost always 0,
-so ``seed_mad`` nearly always falls back), the clipped fraction, the sign
-agreement and the mean absolute error against the clean advantages, and the
-mean advantage the contaminated samples get.
+per estimator, how close the policy update from the contaminated rewards stays
+to the update from the clean rewards (cosine and relative error), the sign
+agreement of the samples with a clean signal and how many of them are silenced,
+the fallback rate (with 0/1 rewards the MAD is almost always 0, so ``seed_mad``
+nearly always falls back), the clipped fraction, and the mean advantage the
+contaminated samples get.
 
 Behind the widgets is a pure data function, :func:`dashboard_data` (and the
 cached :class:`DashboardEngine` it runs on): same arguments, same numbers,
@@ -42,9 +44,9 @@ A slider move must not recompute 10^4 x 256 advantages from scratch:
 
   reproduce :func:`~robustgrpo.advantages.compute_advantages` at any c
   exactly (bit for bit; the tests check it). A c move only re-clips.
-* the sign agreement does not depend on c (clipping keeps signs); it is
+* the sign changes do not depend on c (clipping keeps signs); they are
   computed once per contaminated state and estimator;
-* histograms and errors per (state, estimator, c), so toggling an estimator
+* histograms and update errors per (state, estimator, c), so toggling an estimator
   or going back to a previous value costs nothing;
 * the per-c work reuses preallocated buffers: on this kind of machine a fresh
   10 MB tensor costs more in page faults than the arithmetic done on it.
@@ -70,6 +72,7 @@ import torch
 from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
 from ..contamination import Bernoulli, CleanModel, FormatCorrectness, Gaussian, SkewNormal
 from ..metrics import derived_seed  # the per-G seeds of metrics.sweep: same data as the heat maps
+from ..metrics import relative_update_error, sign_changes, update_cosine
 
 __all__ = [
     "GROUP_SIZES",
@@ -79,6 +82,7 @@ __all__ = [
     "DEFAULT_METHODS",
     "DEFAULT_STATE",
     "UNCLIPPED",
+    "REFERENCE",
     "CleanChoice",
     "CLEAN_MODEL_CHOICES",
     "DashboardData",
@@ -110,6 +114,8 @@ DEFAULT_STATE: Mapping[str, Any] = {
 }
 #: Clip passed to the clipped estimators to get their unclipped advantages (no finite z reaches it).
 UNCLIPPED = 1e30
+#: The reference update of ``reference_cosine``: the unbiased leave-one-out policy gradient, on clean rewards.
+REFERENCE = "rloo"
 
 
 @dataclass(frozen=True)
@@ -238,14 +244,23 @@ class DashboardData:
     clipped_fraction : dict of str to float
         Fraction of all samples whose advantage hit the clip (winsorized
         samples for ``winsor``), on the contaminated rewards.
-    sign_agreement : dict of str to float
-        :math:`\frac{1}{|U|}\sum_{i \in U} [\operatorname{sgn}_\tau A_i = \operatorname{sgn}_\tau \tilde A_i]`
-        over the uncontaminated samples U, :math:`A` from the clean rewards,
-        :math:`\tilde A` from the contaminated ones, τ = 1e-8 (as
-        :func:`robustgrpo.metrics.agreement_from_advantages`); NaN if every
-        sample is hit.
-    mae : dict of str to float
-        :math:`\frac{1}{|U|}\sum_{i \in U} |A_i - \tilde A_i|` (advantage units).
+    update_cosine : dict of str to float
+        Cosine between the policy update from the contaminated rewards and
+        the one from the clean rewards, every sample included
+        (:func:`robustgrpo.metrics.update_cosine`).
+    relative_error : dict of str to float
+        :math:`\lVert \tilde A - A \rVert / \lVert A \rVert`, the update's
+        error in units of the estimator's own clean update
+        (:func:`robustgrpo.metrics.relative_update_error`).
+    reference_cosine : dict of str to float
+        Cosine between the contaminated update and the unbiased
+        leave-one-out (``rloo``) update on the clean rewards: it also charges
+        what an estimator discards on clean rewards.
+    sign_agreement, silenced : dict of str to float
+        Among the uncontaminated samples with a clean signal (:math:`A \ne 0`),
+        the fraction whose contaminated advantage has the same sign, and the
+        fraction it silences to 0 (:func:`robustgrpo.metrics.sign_changes`,
+        τ = 1e-8); NaN if no sample qualifies.
     contaminated_mean_advantage : dict of str to float
         Mean advantage of the contaminated samples (from the contaminated
         rewards): what the policy gradient does with the glitches (positive:
@@ -276,8 +291,11 @@ class DashboardData:
     counts_contaminated: Mapping[str, np.ndarray]
     fallback_rate: Mapping[str, float]
     clipped_fraction: Mapping[str, float]
+    update_cosine: Mapping[str, float]
+    relative_error: Mapping[str, float]
+    reference_cosine: Mapping[str, float]
     sign_agreement: Mapping[str, float]
-    mae: Mapping[str, float]
+    silenced: Mapping[str, float]
     contaminated_mean_advantage: Mapping[str, float]
     contaminated_fraction: float
     hit_group_fraction: float
@@ -299,8 +317,11 @@ class DashboardData:
                 "method": list(self.methods),
                 "fallback_rate": [self.fallback_rate[m] for m in self.methods],
                 "clipped_fraction": [self.clipped_fraction[m] for m in self.methods],
+                "update_cosine": [self.update_cosine[m] for m in self.methods],
+                "relative_error": [self.relative_error[m] for m in self.methods],
+                "reference_cosine": [self.reference_cosine[m] for m in self.methods],
                 "sign_agreement": [self.sign_agreement[m] for m in self.methods],
-                "mae": [self.mae[m] for m in self.methods],
+                "silenced": [self.silenced[m] for m in self.methods],
                 "contaminated_mean_advantage": [self.contaminated_mean_advantage[m] for m in self.methods],
             }
         )
@@ -336,8 +357,8 @@ class _Evaluated:
 @dataclass
 class _CleanState:
     rewards: torch.Tensor
+    reference: torch.Tensor | None = None  # the reference estimator's clean advantages
     methods: dict[str, _Evaluated] = field(default_factory=dict)
-    signs: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # (A > tol, A < -tol)
     n_clipped: dict[tuple[str, float | None], int] = field(default_factory=dict)
 
 
@@ -352,7 +373,7 @@ class _ContaminatedState:
     n_hit: int
     n_hit_groups: int
     methods: dict[str, _Evaluated] = field(default_factory=dict)
-    sign: dict[str, float] = field(default_factory=dict)
+    sign: dict[str, dict[str, float]] = field(default_factory=dict)
     hist: _LRU = field(default_factory=lambda: _LRU(64))
     clip_stats: _LRU = field(default_factory=lambda: _LRU(256))
 
@@ -423,7 +444,7 @@ class DashboardEngine:
         self._uniform: _LRU = _LRU(size)
         self._contaminated: _LRU = _LRU(size)
         # reused work buffers of the per-c path: fresh multi-megabyte tensors page-fault on every
-        # allocation, which costs more than the arithmetic (3-4x on the histogram and the MAE)
+        # allocation, which costs more than the arithmetic (3-4x on the histogram)
         self._scratch: dict[tuple[str, tuple[int, ...], torch.dtype], torch.Tensor] = {}
 
     def __repr__(self) -> str:
@@ -542,29 +563,17 @@ class DashboardEngine:
         a = self._method(state, method).advantages
         return a.clamp(-c, c) if ESTIMATORS[method].clip else a
 
-    def _signs(self, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(A > tol, A < -tol)``: the three-valued sign of :func:`metrics.agreement_from_advantages`."""
-        return a > self._tol, a < -self._tol
-
-    def _sign_agreement(self, st: _ContaminatedState, cl: _CleanState, method: str, c: float) -> float:
-        r"""Fraction of uncontaminated samples with :math:`\operatorname{sgn}_\tau A = \operatorname{sgn}_\tau \tilde A`."""
-        n_keep = st.keep.numel() - st.n_hit
-        if n_keep == 0:
-            return math.nan
+    def _sign_stats(self, st: _ContaminatedState, cl: _CleanState, method: str, c: float) -> dict[str, float]:
+        """:func:`metrics.sign_changes` on the uncontaminated samples (one value for every c > tol, cached)."""
         clip = ESTIMATORS[method].clip is not None
         exact = clip and c <= self.zero_tol  # a clip this small zeroes signs: no shortcut (never from the slider)
+        if not exact and method in st.sign:
+            return st.sign[method]
+        # clip(z, c) has the sign of z for c > tol, so the unclipped advantages serve every c
+        a_clean, a = self._method(cl, method).advantages, self._method(st, method).advantages
         if exact:
-            pos_c, neg_c = self._signs(self._method(cl, method).advantages.clamp(-c, c))
-            pos, neg = self._signs(self._method(st, method).advantages.clamp(-c, c))
-        else:  # clip(z, c) has the sign of z for c > tol: one value for every c, cached
-            if method in st.sign:
-                return st.sign[method]
-            if method not in cl.signs:
-                cl.signs[method] = self._signs(self._method(cl, method).advantages)
-            pos_c, neg_c = cl.signs[method]
-            pos, neg = self._signs(self._method(st, method).advantages)
-        agree = (pos == pos_c).logical_and_(neg == neg_c).logical_and_(st.keep)
-        value = int(torch.count_nonzero(agree)) / n_keep
+            a_clean, a = a_clean.clamp(-c, c), a.clamp(-c, c)
+        value = sign_changes(a_clean, a, st.keep, zero_tol=self.zero_tol)
         if not exact:
             st.sign[method] = value
         return value
@@ -584,24 +593,26 @@ class DashboardEngine:
             return a.clamp(-c, c)
         return torch.clamp(a, -c, c, out=self._buffer(buffer, a.shape, a.dtype))
 
-    def _mae_and_clipped(
+    def _update_and_clipped(
         self, st: _ContaminatedState, cl: _CleanState, method: str, c: float, a: torch.Tensor | None = None
-    ) -> tuple[float, int]:
-        r"""MAE over the uncontaminated samples and the clipped count at c (cached per c).
+    ) -> tuple[float, float, float, int]:
+        r"""Update cosine and relative error against the clean update, cosine with the reference clean update,
+        and the clipped count at c (cached per c).
 
-        ``a``: the contaminated advantages at c, when the caller has them already.
+        Every sample counts, the contaminated ones included (:func:`metrics.update_cosine`,
+        :func:`metrics.relative_update_error`). ``a``: the contaminated advantages at c, when the caller
+        has them already.
         """
         key = _clip_key(method, c)
         if key in st.clip_stats:
             return st.clip_stats[key]
         a = self._clipped_at(st, method, c, "at_c") if a is None else a
         a_clean = self._clipped_at(cl, method, c, "clean_at_c")
-        n_keep = st.keep.numel() - st.n_hit
-        # metrics.agreement_from_advantages' MAE: |A - A~| where kept, else 0, summed in float64. Multiplying by
-        # the 0/1 mask gives the same terms as torch.where (finite values), without one more temporary.
-        terms = torch.sub(a_clean, a, out=self._buffer("work", a.shape, a.dtype)).abs_().mul_(st.keep_weight)
-        mae = self._sum64(terms) / n_keep if n_keep else math.nan
-        return st.clip_stats.get(key, lambda: (mae, self._n_clipped(st, method, c)))
+        if cl.reference is None:
+            cl.reference = compute_advantages(cl.rewards, REFERENCE).advantages
+        values = (update_cosine(a_clean, a), relative_update_error(a_clean, a), update_cosine(cl.reference, a),
+                  self._n_clipped(st, method, c))
+        return st.clip_stats.get(key, lambda: values)
 
     def _histogram(
         self, st: _ContaminatedState, method: str, c: float, a: torch.Tensor | None = None
@@ -634,7 +645,8 @@ class DashboardEngine:
         Returns
         -------
         dict
-            ``sign_agreement``, ``mae``, ``fallback_rate``, ``fallback_rate_clean``,
+            ``update_cosine``, ``relative_error``, ``reference_cosine``, ``sign_agreement``, ``flipped``, ``silenced``,
+            ``silent_clean``, ``woken``, ``fallback_rate``, ``fallback_rate_clean``,
             ``clipped_fraction``, ``clipped_fraction_clean``, ``contaminated_fraction``,
             ``hit_group_fraction``: the columns of :func:`robustgrpo.metrics.sweep` of those names.
         """
@@ -642,7 +654,7 @@ class DashboardEngine:
         (method,) = _check_methods([method])
         cl = self._clean_state(G, clean_model)
         st = self._contaminated_state(G, clean_model, rate, size)
-        mae, n_clipped = self._mae_and_clipped(st, cl, method, c)
+        cosine, relative, ref_cosine, n_clipped = self._update_and_clipped(st, cl, method, c)
         clean_key = _clip_key(method, c)
         if clean_key not in cl.n_clipped:
             cl.n_clipped[clean_key] = self._n_clipped(cl, method, c)
@@ -650,8 +662,10 @@ class DashboardEngine:
         return {
             "contaminated_fraction": st.n_hit / n,
             "hit_group_fraction": st.n_hit_groups / self.n_groups,
-            "sign_agreement": self._sign_agreement(st, cl, method, c),
-            "mae": mae,
+            "update_cosine": cosine,
+            "relative_error": relative,
+            "reference_cosine": ref_cosine,
+            **self._sign_stats(st, cl, method, c),
             "fallback_rate": self._method(st, method).fallback_rate,
             "fallback_rate_clean": self._method(cl, method).fallback_rate,
             "clipped_fraction": n_clipped / n,
@@ -676,7 +690,8 @@ class DashboardEngine:
         cl = self._clean_state(G, clean_model)
         st = self._contaminated_state(G, clean_model, rate, size)
         n = self.n_groups * G
-        g_adv, g_clean_adv, kept, hit, fallback, clipped, sign, mae, hit_mean = {}, {}, {}, {}, {}, {}, {}, {}, {}
+        g_adv, g_clean_adv, kept, hit, fallback, clipped, hit_mean = {}, {}, {}, {}, {}, {}, {}
+        cosine, relative, reference_cosine, sign, silenced = {}, {}, {}, {}, {}
         for m in names:
             a, a_clean = self._method(st, m).advantages[group], self._method(cl, m).advantages[group]
             if ESTIMATORS[m].clip:
@@ -685,10 +700,11 @@ class DashboardEngine:
             key = _clip_key(m, c)
             a_c = None if key in st.hist and key in st.clip_stats else self._clipped_at(st, m, c, "at_c")
             kept[m], hit[m], hit_mean[m] = self._histogram(st, m, c, a_c)
-            mae[m], n_clipped = self._mae_and_clipped(st, cl, m, c, a_c)
+            cosine[m], relative[m], reference_cosine[m], n_clipped = self._update_and_clipped(st, cl, m, c, a_c)
             clipped[m] = n_clipped / n
             fallback[m] = self._method(st, m).fallback_rate
-            sign[m] = self._sign_agreement(st, cl, m, c)
+            signs = self._sign_stats(st, cl, m, c)
+            sign[m], silenced[m] = signs["sign_agreement"], signs["silenced"]
         return DashboardData(
             G=G,
             c=c,
@@ -710,8 +726,11 @@ class DashboardEngine:
             counts_contaminated=hit,
             fallback_rate=fallback,
             clipped_fraction=clipped,
+            update_cosine=cosine,
+            relative_error=relative,
+            reference_cosine=reference_cosine,
             sign_agreement=sign,
-            mae=mae,
+            silenced=silenced,
             contaminated_mean_advantage=hit_mean,
             contaminated_fraction=st.n_hit / n,
             hit_group_fraction=st.n_hit_groups / self.n_groups,
@@ -844,7 +863,7 @@ def clip_sweep(
     dtype: torch.dtype = torch.float64,
     progress: bool = False,
 ) -> pd.DataFrame:
-    r"""Sign agreement, MAE, fallback and clipped fractions over a grid of G and c, fast.
+    r"""Update cosine, relative error, sign changes, fallback and clipped fractions over a grid of G and c, fast.
 
     The numbers of :func:`robustgrpo.metrics.sweep` (random outliers, the
     same per-G seeds; in float64 equal to its columns of the same names),

@@ -45,6 +45,7 @@ __all__ = [
     "zero_fraction_bars",
     "advantage_ecdfs",
     "contaminated_landing",
+    "evidence_heatmap",
 ]
 
 #: Colour of the hatching and outlines that are not tied to an estimator.
@@ -472,4 +473,50 @@ def contaminated_landing(
             handles.append(Line2D([], [], color=_NEUTRAL, linestyle=":", label=f"±c = ±{clip:g}"))
         fig.legend(handles=handles, loc="outside lower center", ncols=len(handles))
         fig.suptitle(title, fontsize=8.5)
+    return fig
+
+
+def evidence_heatmap(evidence: pd.DataFrame, *, title: str | None = None, width: str | float = "page") -> Figure:
+    """Cosine of each estimator's update with the unbiased clean update, per scenario: one annotated grid.
+
+    Parameters
+    ----------
+    evidence : pandas.DataFrame
+        ``scenario``, ``declared`` (bool), ``method``, ``reference_cosine``
+        (:func:`robustgrpo.metrics.estimator_evidence`). Columns are ordered
+        as the methods first appear, rows as the scenarios do; a last row
+        holds each method's mean (NaN counts as 0).
+    title : str, optional
+    width : "column", "page" or inches
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    require_columns(evidence, ("scenario", "declared", "method", "reference_cosine"), "evidence",
+                    produced_by="robustgrpo.metrics.estimator_evidence")
+    methods = list(dict.fromkeys(evidence["method"]))
+    labels = evidence["scenario"] + np.where(evidence["declared"], " + range", "")
+    cases = list(dict.fromkeys(labels))
+    grid = (evidence.assign(case=labels).pivot(index="case", columns="method", values="reference_cosine")
+            .loc[cases, methods])
+    values = np.vstack([grid.to_numpy(dtype=float), grid.fillna(0.0).mean().to_numpy()[None, :]])
+    rows = cases + ["mean"]
+    with house_style():
+        fig, axes = new_figure(width, 0.9 + 0.19 * len(rows))
+        ax = axes[0, 0]
+        image = ax.imshow(values, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        for (i, j), v in np.ndenumerate(values):
+            text = "-" if np.isnan(v) else f"{v:.2f}"
+            ax.text(j, i, text, ha="center", va="center", fontsize=6,
+                    color="white" if not np.isnan(v) and v < 0.6 else "black",
+                    fontweight="bold" if i == len(rows) - 1 else "normal")
+        ax.axhline(len(rows) - 1.5, color="white", lw=1.5)
+        ax.set_xticks(range(len(methods)), methods, rotation=30, ha="right")
+        ax.set_yticks(range(len(rows)), rows)
+        ax.grid(False)
+        ax.set_xlabel("estimator")
+        ax.set_ylabel("scenario (+ range: reward_range declared)")
+        ax.set_title(title or "Cosine of the update with the unbiased update on clean rewards")
+        fig.colorbar(image, ax=ax, shrink=0.8, label="cosine")
     return fig

@@ -24,6 +24,8 @@ __all__ = [
     "STATISTIC_COLORS",
     "statistic_color",
     "plot_breakdown",
+    "plot_resolution",
+    "plot_update_weight",
     "plot_influence",
     "plot_efficiency",
     "plot_samuelson",
@@ -61,8 +63,14 @@ def _legend_right(fig: Figure, handles: Sequence, labels: Sequence[str]) -> None
     fig.legend(list(handles), list(labels), loc="outside right center")
 
 
-def plot_breakdown(table: pd.DataFrame, theory: pd.DataFrame | None = None, *, width: str | float = "column") -> Figure:
-    """Empirical breakdown point of each estimator at several group sizes, theory marked.
+def plot_breakdown(
+    table: pd.DataFrame,
+    theory: pd.DataFrame | None = None,
+    binary: pd.DataFrame | None = None,
+    *,
+    width: str | float = "column",
+) -> Figure:
+    """Breakdown of each estimator: continuous rewards, and (optionally) 0/1 rewards, theory marked.
 
     Parameters
     ----------
@@ -71,7 +79,12 @@ def plot_breakdown(table: pd.DataFrame, theory: pd.DataFrame | None = None, *, w
         by outliers at which the advantage breaks down; ``inf`` for never).
     theory : pandas.DataFrame, optional
         ``method``, ``G``, ``breakdown`` (the theoretical value, ``inf`` for
-        never, NaN for unknown), drawn as black ticks.
+        never, NaN for unknown) and, with ``binary``, ``binary`` (glitches,
+        NaN for unknown), drawn as black ticks.
+    binary : pandas.DataFrame, optional
+        ``method``, ``G``, ``glitches``: how many glitches take a lone correct
+        answer's lead in a 0/1 group (:func:`robustgrpo.metrics.binary_breakdown`,
+        k = 1); drawn as a second panel, as a fraction of G.
     width : "column", "page" or inches
 
     Returns
@@ -80,7 +93,9 @@ def plot_breakdown(table: pd.DataFrame, theory: pd.DataFrame | None = None, *, w
     """
     require_columns(table, ("method", "G", "breakdown"), "table")
     if theory is not None:
-        require_columns(theory, ("method", "G", "breakdown"), "theory")
+        require_columns(theory, ("method", "G", "breakdown") + (("binary",) if binary is not None else ()), "theory")
+    if binary is not None:
+        require_columns(binary, ("method", "G", "glitches"), "binary")
     methods = list(dict.fromkeys(table["method"]))
     sizes = sorted(set(table["G"]))
     if len(sizes) > len(_G_MARKERS):
@@ -92,33 +107,133 @@ def plot_breakdown(table: pd.DataFrame, theory: pd.DataFrame | None = None, *, w
         v = values.to_numpy(dtype=float)
         return np.where(np.isinf(v), _NEVER, v)
 
+    panels = [("breakdown", table, "breakdown", "continuous rewards: outliers replacing k of G")]
+    if binary is not None:
+        frac = binary.assign(breakdown=binary["glitches"] / binary["G"])
+        panels.append(("binary", frac, "binary", "0/1 rewards, one correct answer: glitches"))
     with house_style():
-        fig, axes = new_figure(width, 1.0 + 0.2 * len(methods))
-        ax = axes[0, 0]
+        fig, axes = new_figure("page" if binary is not None else width, 1.0 + 0.2 * len(methods), ncols=len(panels),
+                               sharey=True)
         handles = []
-        for g, marker in zip(sizes, _G_MARKERS):
-            part = table[table["G"] == g]
-            y = part["method"].map(rows).to_numpy() + offsets[g]
-            ax.scatter(position(part["breakdown"]), y, c=[estimator_color(m) for m in part["method"]],
-                       marker=marker, s=16, zorder=3, edgecolors="#333333", linewidths=0.4)
-            handles.append(Line2D([], [], ls="", marker=marker, color="#888888", markeredgecolor="#333333",
-                                  markeredgewidth=0.4, label=f"G = {g}"))
-        if theory is not None:
-            known = theory[theory["G"].isin(sizes) & theory["method"].isin(methods) & theory["breakdown"].notna()]
-            y = known["method"].map(rows).to_numpy() + known["G"].map(offsets).to_numpy()
-            ax.scatter(position(known["breakdown"]), y, marker="|", s=60, c="black", linewidths=1.0, zorder=4)
-            handles.append(Line2D([], [], ls="", marker="|", color="black", markersize=7, label="theory"))
-        ax.axvline(0.5, color="#777777", ls=":", lw=0.8)
-        ax.set_xlim(-0.02, _NEVER + 0.05)
-        ticks = [0.0, 0.25, 0.5, 0.75, _NEVER]
-        ax.set_xticks(ticks, [f"{t:g}" for t in ticks[:-1]] + ["never"])
-        ax.set_yticks(range(len(methods)), methods)
-        ax.invert_yaxis()
-        ax.grid(axis="y", visible=False)
-        ax.set_xlabel("breakdown point (fraction of outliers)")
-        ax.set_ylabel("estimator")
-        ax.set_title("One outlier breaks the mean; the median needs half")
+        for ax, (key, data, theory_col, title) in zip(axes[0], panels):
+            handles = []
+            for g, marker in zip(sizes, _G_MARKERS):
+                part = data[(data["G"] == g) & data["method"].isin(methods)]
+                y = part["method"].map(rows).to_numpy() + offsets[g]
+                ax.scatter(position(part["breakdown"]), y, c=[estimator_color(m) for m in part["method"]],
+                           marker=marker, s=16, zorder=3, edgecolors="#333333", linewidths=0.4)
+                handles.append(Line2D([], [], ls="", marker=marker, color="#888888", markeredgecolor="#333333",
+                                      markeredgewidth=0.4, label=f"G = {g}"))
+            if theory is not None:
+                known = theory[theory["G"].isin(sizes) & theory["method"].isin(methods) & theory[theory_col].notna()]
+                values = known[theory_col] / known["G"] if key == "binary" else known[theory_col]
+                y = known["method"].map(rows).to_numpy() + known["G"].map(offsets).to_numpy()
+                ax.scatter(position(values), y, marker="|", s=60, c="black", linewidths=1.0, zorder=4)
+                handles.append(Line2D([], [], ls="", marker="|", color="black", markersize=7, label="theory"))
+            ax.axvline(0.5, color="#777777", ls=":", lw=0.8)
+            ax.set_xlim(-0.02, _NEVER + 0.05)
+            ticks = [0.0, 0.25, 0.5, 0.75, _NEVER]
+            ax.set_xticks(ticks, [f"{t:g}" for t in ticks[:-1]] + ["never"])
+            ax.set_yticks(range(len(methods)), methods)
+            ax.grid(axis="y", visible=False)
+            ax.set_xlabel("breakdown point (fraction of the group)")
+            ax.set_ylabel("estimator")
+            ax.set_title(title)
+        axes[0, 0].invert_yaxis()
+        fig.suptitle("How many bad rewards before the advantage is lost?")
         fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=6.5)
+    return fig
+
+
+def plot_resolution(step: pd.DataFrame, jitter: pd.DataFrame, glitch: pd.DataFrame, *, width: str | float = "page") -> Figure:
+    """Near-ties: a reward leaving a tie, jittered 0/1 rewards, and the glitch size a resolution can take.
+
+    Every table has ``method`` (colour) and ``variant`` (line style, e.g.
+    "exact (resolution 0)", "resolution 0.001", "reward_range (0, 1)").
+
+    Parameters
+    ----------
+    step : pandas.DataFrame
+        ``method``, ``variant``, ``value``, ``advantage``: an answer's
+        advantage as another reward moves away from a tie with 0.
+    jitter : pandas.DataFrame
+        ``method``, ``variant``, ``jitter``, ``wrong_positive``: the fraction
+        of wrong answers the jitter turns positive (:func:`robustgrpo.metrics.jitter_sweep`).
+    glitch : pandas.DataFrame
+        ``method``, ``variant``, ``value``, ``advantage``: the correct
+        answer's advantage as the glitch grows.
+    width : "column", "page" or inches
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    for frame, name, cols in ((step, "step", ("method", "variant", "value", "advantage")),
+                              (jitter, "jitter", ("method", "variant", "jitter", "wrong_positive")),
+                              (glitch, "glitch", ("method", "variant", "value", "advantage"))):
+        require_columns(frame, cols, name)
+    variants = list(dict.fromkeys(pd.concat([step["variant"], jitter["variant"], glitch["variant"]])))
+    styles = dict(zip(variants, ["-", ":", "--", "-."] * 2))
+    methods = list(dict.fromkeys(pd.concat([step["method"], jitter["method"], glitch["method"]])))
+    with house_style():
+        fig, axes = new_figure(width, 2.9, ncols=3)
+
+        def lines(ax, frame: pd.DataFrame, x: str, y: str) -> None:
+            for (method, variant), part in frame.groupby(["method", "variant"], sort=False):
+                ax.plot(part[x], part[y], ls=styles[variant], color=estimator_color(method), lw=1.1)
+
+        ax = axes[0, 0]
+        lines(ax, step, "value", "advantage")
+        ax.set_xscale("symlog", linthresh=1e-7)
+        ax.set_xlabel("reward d of one answer")
+        ax.set_ylabel("advantage of an answer at 1")
+        ax.set_title("(a) [-1, 0, 0, 0, d, 1, 1, 1]")
+        ax = axes[0, 1]
+        lines(ax, jitter, "jitter", "wrong_positive")
+        ax.set_xscale("log")
+        ax.set_xlabel("jitter on 0/1 rewards (std)")
+        ax.set_ylabel("wrong answers made positive")
+        ax.set_title("(b) jittered 0/1 rewards")
+        ax = axes[0, 2]
+        lines(ax, glitch, "value", "advantage")
+        ax.set_xscale("log")
+        ax.set_xlabel("glitch reward M")
+        ax.set_ylabel("advantage of the correct answer")
+        ax.set_title("(c) [0 x 6, 1, M]")
+        handles = [Line2D([], [], color=estimator_color(m), lw=1.5, label=m) for m in methods]
+        handles += [Line2D([], [], color="#555555", ls=styles[v], lw=1.1, label=v) for v in variants]
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4), fontsize=6.5)
+    return fig
+
+
+def plot_update_weight(table: pd.DataFrame, *, width: str | float = "page") -> Figure:
+    """The per-prompt update weight w(p) and the update SNR of each estimator on 0/1 rewards.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        ``method``, ``p``, ``w``, ``snr`` at one G (:func:`robustgrpo.metrics.update_weight`).
+    width : "column", "page" or inches
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    require_columns(table, ("method", "p", "w", "snr"), "table", produced_by="robustgrpo.metrics.update_weight")
+    with house_style():
+        fig, axes = new_figure(width, None, ncols=2)
+        for m, part in table.groupby("method", sort=False):
+            axes[0, 0].plot(part["p"], part["w"], color=estimator_color(m), label=m)
+            axes[0, 1].plot(part["p"], part["snr"], color=estimator_color(m), label=m)
+        axes[0, 0].axhline(1.0, color="#777777", ls=":", lw=0.8)
+        axes[0, 0].set_xlabel("success rate p of the prompt")
+        axes[0, 0].set_ylabel("w(p) = E[update] / (G p (1 - p))")
+        axes[0, 0].set_title("(a) weight per prompt: flat is unbiased")
+        axes[0, 1].set_xlabel("success rate p of the prompt")
+        axes[0, 1].set_ylabel("E[update] / sd(update), one group")
+        axes[0, 1].set_title("(b) signal-to-noise ratio of the update")
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside right center", fontsize=6.5)
     return fig
 
 

@@ -32,8 +32,11 @@ __all__ = ["METRICS", "plot_heatmaps", "plot_clip_schedule"]
 
 #: Metric column -> (colour-bar label, colormap, fixed (vmin, vmax) or None for the data's range).
 METRICS: dict[str, tuple[str, str, tuple[float, float] | None]] = {
-    "sign_agreement": ("sign agreement with the clean advantages", "viridis", None),
-    "mae": ("mean |A - A_clean| (advantage units)", "magma_r", None),
+    "update_cosine": ("cosine of the update with its clean update", "viridis", (0.0, 1.0)),
+    "reference_cosine": ("cosine of the update with the unbiased clean update", "viridis", (0.0, 1.0)),
+    "relative_error": ("|update - clean update| / |clean update|", "magma_r", None),
+    "sign_agreement": ("sign agreement (samples with a clean signal)", "viridis", None),
+    "silenced": ("fraction of clean signals silenced to 0", "magma_r", (0.0, 1.0)),
     "fallback_rate": ("fraction of groups taking the fallback", "cividis", (0.0, 1.0)),
     "clipped_fraction": ("fraction of samples clipped", "cividis", (0.0, 1.0)),
     "rank_correlation": ("rank correlation with the clean advantages", "viridis", (-1.0, 1.0)),
@@ -65,7 +68,7 @@ def plot_heatmaps(
         columns ``G``, ``c`` (NaN for estimators without a clip), ``method``
         and ``metric``; one row per (G, method, c).
     metric : str
-        The column to colour by, e.g. ``"sign_agreement"``, ``"mae"``,
+        The column to colour by, e.g. ``"update_cosine"``, ``"relative_error"``,
         ``"fallback_rate"`` (:data:`METRICS` gives its label and colormap).
     methods : sequence of str, optional
         Panels, in order (default: the table's order).

@@ -37,12 +37,18 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
+from ..advantages import ESTIMATORS, RECOMMENDED, compute_advantages, resolve_methods
 from ..contamination import Contaminated, list_scenarios, load_scenario
 from ..inputs import distinct_names
-from ..metrics import advantage_samples, agreement
+from ..metrics import advantage_samples, agreement, estimator_evidence, evidence_ranking
 from ..plots import require_columns
-from ..plots.distributions import advantage_ecdfs, contaminated_landing, one_of_eight_bars, zero_fraction_bars
+from ..plots.distributions import (
+    advantage_ecdfs,
+    contaminated_landing,
+    evidence_heatmap,
+    one_of_eight_bars,
+    zero_fraction_bars,
+)
 from . import ReportFigure, report_figure
 
 __all__ = [
@@ -62,6 +68,7 @@ __all__ = [
     "build_zero_fractions",
     "build_contaminated_landing",
     "build_ecdf",
+    "build_evidence",
 ]
 
 #: Where the sample tables come from (named in input errors).
@@ -558,9 +565,14 @@ _AGREEMENT_COLUMNS = [
     "hit_group_fraction",
     "contaminated_fraction",
     "n_compared",
+    "update_cosine",
+    "reference_cosine",
+    "relative_error",
     "sign_agreement",
+    "flipped",
+    "silenced",
+    "silent_clean",
     "rank_correlation",
-    "mae",
     "best_eligible",
     "best_negative_rate",
 ]
@@ -589,9 +601,9 @@ def build_ecdf(
     ReportFigure
         ``04_ecdf_<scenario>``; ``data`` is :func:`~robustgrpo.metrics.agreement`
         with ``subset="hit"`` (one row per method: the groups hit, the
-        samples compared, the fraction whose sign is kept, the fraction of
-        groups whose best clean answer is pushed below 0), the numbers
-        written in the panels.
+        samples compared, the update cosines and relative error, the sign
+        changes, the fraction of groups whose best clean answer is pushed
+        below 0), the numbers written in the panels.
 
     Raises
     ------
@@ -611,7 +623,9 @@ def build_ecdf(
     summary = agreement(record, chosen, subset="hit")[_AGREEMENT_COLUMNS]
     by_method = summary.set_index("method")
     notes = {
-        m: f"sign kept: {_pct(by_method.loc[m, 'sign_agreement'])}\nbest answer < 0: {_pct(by_method.loc[m, 'best_negative_rate'])}"
+        m: (f"update cosine: {by_method.loc[m, 'update_cosine']:.2f}\n"
+            f"sign kept: {_pct(by_method.loc[m, 'sign_agreement'])}\n"
+            f"best answer < 0: {_pct(by_method.loc[m, 'best_negative_rate'])}")
         for m in chosen
     }
     hit_share = by_method["hit_group_fraction"].iloc[0]
@@ -622,8 +636,12 @@ def build_ecdf(
     caption = (
         f"Empirical CDFs of the advantages of the {int(by_method['n_compared'].iloc[0]):,} uncontaminated samples in the "
         f"{n_hit:,} groups ({_pct(hit_share)}) that {name} contaminated, computed from the clean rewards (dashed) "
-        f"and from the contaminated rewards (solid). Samples whose advantage keeps its sign (0 counts as a sign): "
-        f"{_listing([(m, _pct(v)) for m, v in by_method['sign_agreement'].items()])}. "
+        f"and from the contaminated rewards (solid). Cosine between the update of these groups with and without "
+        f"the contamination (every sample, the contaminated ones included): "
+        f"{_listing([(m, f'{v:.2f}') for m, v in by_method['update_cosine'].items()])}. Samples with a clean "
+        f"signal whose advantage keeps its sign: "
+        f"{_listing([(m, _pct(v)) for m, v in by_method['sign_agreement'].items()])}; silenced to 0: "
+        f"{_listing([(m, _pct(v)) for m, v in by_method['silenced'].items()])}. "
         f"Groups whose best clean answer is pushed below 0: "
         f"{_listing([(m, _pct(v)) for m, v in by_method['best_negative_rate'].items()])}."
         + (f" Symlog x axis (linear within ±1) for {_names(symlog)}, whose values exceed ±{LINEAR_LIMIT:g}." if symlog else "")
@@ -635,3 +653,38 @@ def build_ecdf(
 for _scenario in ECDF_SCENARIOS:
     report_figure(f"04_ecdf_{_scenario}", notebook=NOTEBOOK)(partial(build_ecdf, _scenario))
 del _scenario
+
+
+@report_figure("04_evidence", notebook=NOTEBOOK)
+def build_evidence() -> ReportFigure:
+    """Which estimator, by the evidence: every estimator on every scenario at the update level.
+
+    ``data`` is :func:`~robustgrpo.metrics.estimator_evidence` (each scenario
+    at its own size and seed, with and without its declared reward range);
+    the columns are ordered by :func:`~robustgrpo.metrics.evidence_ranking`.
+    """
+    evidence = estimator_evidence()
+    ranking = evidence_ranking(evidence)
+    order = {m: i for i, m in enumerate(ranking.index)}
+    evidence = evidence.sort_values("method", key=lambda s: s.map(order), kind="stable").reset_index(drop=True)
+    fig = evidence_heatmap(evidence)
+    cell = evidence.set_index(["scenario", "declared", "method"])["reference_cosine"]
+    best, second = ranking.index[0], ranking.index[1]
+    glitch_grpo, glitch_grpo_range = cell[("binary_judge_glitch", False, "grpo")], cell[("binary_judge_glitch", True, "grpo")]
+    clean = evidence[(evidence["scenario"] == "clean_binary") & ~evidence["declared"]].set_index("method")["reference_cosine"]
+    tails = evidence[evidence["scenario"] == "reward_model_heavy_tails"].set_index("method")["reference_cosine"]
+    caption = (
+        f"Cosine between each estimator's policy update on a scenario's rewards and the unbiased leave-one-out update "
+        f"on its clean rewards (1: the update is what clean rewards would give), for every sampled scenario of "
+        f"data/scenarios, with and without the reward range its user would declare (out-of-range rewards masked). "
+        f"Mean over the {evidence.groupby(['scenario', 'declared']).ngroups} cases: "
+        f"{_listing([(m, f'{v:.3f}') for m, v in ranking.items()])}. "
+        f"{best} comes first and is the suite's recommendation (robustgrpo.RECOMMENDED = {RECOMMENDED!r}, the default "
+        f"of compute_advantages), {second} second. Declaring the range does "
+        f"more than any estimator against out-of-range glitches: grpo goes from {glitch_grpo:.2f} to "
+        f"{glitch_grpo_range:.2f} under binary_judge_glitch. A median centre pays for its silent majority even on "
+        f"clean 0/1 rewards (robust {clean['robust']:.2f}, seed_mad {clean['seed_mad']:.2f}, rank {clean['rank']:.2f}). "
+        f"On continuous reward-model scores with heavy tails {tails.idxmax()} is best ({tails.max():.3f}). Judge flips and "
+        f"in-range hacking leave every estimator at the same level: no estimator sees them."
+    )
+    return ReportFigure("04_evidence", fig, caption, evidence)

@@ -22,11 +22,16 @@ import pandas as pd
 import torch
 from scipy.stats import norm
 
-from ..advantages import ESTIMATORS, compute_advantages
+from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
 from ..contamination import data_dir
 from ..metrics import (
     STATISTICS,
+    binary_breakdown,
     breakdown_point,
+    breakdown_table,
+    jitter_sweep,
+    sensitivity_curve,
+    update_weight,
     efficiency,
     mad_zero_fraction,
     mad_zero_fraction_mc,
@@ -36,6 +41,8 @@ from ..metrics import (
 )
 from ..plots.primer import (
     plot_breakdown,
+    plot_resolution,
+    plot_update_weight,
     plot_efficiency,
     plot_influence,
     plot_mad_zero,
@@ -47,9 +54,11 @@ from . import ReportFigure, report_figure
 
 __all__ = [
     "NOTEBOOK",
-    "breakdown_theory",
+    "RESOLUTION_METHODS",
     "finite_n_efficiencies",
     "breakdown_figure",
+    "resolution_figure",
+    "update_weight_figure",
     "influence_figure",
     "efficiency_figure",
     "samuelson_figure",
@@ -87,47 +96,6 @@ def _pct(x: float, spec: str = ".1f") -> str:
 # ------------------------------------------------------------------ breakdown
 
 
-def breakdown_theory(methods: Sequence[str], group_sizes: Sequence[int]) -> pd.DataFrame:
-    r"""Theoretical replacement breakdown point of each estimator's advantage at G.
-
-    For even and odd G, with these estimators' conventions (see
-    :func:`robustgrpo.metrics.breakdown_point`):
-
-    ========================================= ===================================
-    grpo, dr_grpo, batch_std, rloo            1/G (one outlier moves the mean)
-    robust, mc_grpo                           ceil(G/2)/G (the mid-median)
-    seed_mad                                  (floor(G/2) + 1)/G (the lower median)
-    winsor (limits l)                         (floor(l G) + 1)/G
-    rank                                      never (``inf``): advantages are rank scores
-    huber_m and others                        unknown here (NaN)
-    ========================================= ===================================
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``method``, ``G``, ``breakdown`` (fraction; ``inf`` never, NaN unknown).
-    """
-    rows = []
-    for m in methods:
-        if m not in ESTIMATORS:
-            raise ValueError(f"unknown estimator {m!r}; known: {list(ESTIMATORS)}")
-        for g in group_sizes:
-            if m in ("grpo", "dr_grpo", "batch_std", "rloo"):
-                value = 1 / g
-            elif m in ("robust", "mc_grpo"):
-                value = math.ceil(g / 2) / g
-            elif m == "seed_mad":
-                value = (g // 2 + 1) / g
-            elif m == "winsor":
-                value = (math.floor(ESTIMATORS["winsor"].defaults["limits"] * g) + 1) / g
-            elif m == "rank":
-                value = math.inf
-            else:
-                value = math.nan
-            rows.append({"method": m, "G": g, "breakdown": value})
-    return pd.DataFrame(rows)
-
-
 @report_figure("02_breakdown", notebook=NOTEBOOK)
 def breakdown_figure(
     methods: Sequence[str] | None = None,
@@ -136,49 +104,169 @@ def breakdown_figure(
     n_groups: int = 64,
     seed: int = 0,
 ) -> ReportFigure:
-    """Empirical breakdown point of each estimator's advantage, with theory marked.
+    """Measured breakdown of each estimator, continuous and 0/1 rewards, with the registry's values marked.
 
-    The advantage breaks down when its centre or its scale does
-    (:func:`~robustgrpo.metrics.breakdown_point`, explosion): the smaller of
-    the two breakdown points; ``inf`` when neither breaks for k <= G - 1.
+    Continuous rewards: :func:`~robustgrpo.metrics.breakdown_point` (the
+    advantage breaks down when its centre or its scale does: the smaller of
+    the two; ``inf`` when neither breaks for k <= G - 1). 0/1 rewards with
+    one correct answer: :func:`~robustgrpo.metrics.binary_breakdown`. Theory:
+    :func:`~robustgrpo.metrics.breakdown_table`.
 
     Returns
     -------
     ReportFigure
-        ``data``: ``method``, ``G``, ``centre``, ``scale`` (the two empirical
+        ``data``: ``method``, ``G``, ``centre``, ``scale`` (the two measured
         breakdown points, NaN never), ``breakdown`` (their minimum, ``inf``
-        never) and ``theory`` (:func:`breakdown_theory`).
+        never), ``theory``, ``glitches`` (0/1, measured), ``binary_theory``.
     """
     names = list(ESTIMATORS) if methods is None else list(methods)
-    sizes = _sizes("group_sizes", group_sizes)
+    sizes = _sizes("group_sizes", group_sizes, minimum=3)
     raw = breakdown_point(names, sizes, n_groups=n_groups, seed=_seed(seed))
     wide = raw.pivot_table(index=["method", "G"], columns="quantity", values="breakdown", dropna=False).reset_index()
     wide = wide.set_index("method").loc[names].reset_index()  # catalogue order
     wide["breakdown"] = wide[["centre", "scale"]].min(axis=1).fillna(math.inf)
-    theory = breakdown_theory(names, sizes)
-    data = wide.merge(theory.rename(columns={"breakdown": "theory"}), on=["method", "G"])
-    data = data[["method", "G", "centre", "scale", "breakdown", "theory"]]
-    fig = plot_breakdown(data, theory)
+    theory = breakdown_table(names, sizes)
+    binary = binary_breakdown(names, sizes, 1)
+    data = (wide.merge(theory[["method", "G", "breakdown", "binary"]].rename(
+        columns={"breakdown": "theory", "binary": "binary_theory"}), on=["method", "G"])
+        .merge(binary[["method", "G", "glitches"]], on=["method", "G"]))
+    data = data[["method", "G", "centre", "scale", "breakdown", "theory", "glitches", "binary_theory"]]
+    fig = plot_breakdown(data, theory, binary)
     g0 = 8 if 8 in sizes else min(sizes)
-    at = data[data["G"] == g0].set_index("method")["breakdown"]
-    one = [m for m in at.index if np.isclose(at[m], 1 / g0)]
-    half = [m for m in at.index if np.isclose(at[m], 0.5)]
-    never = [m for m in at.index if np.isinf(at[m])]
+    at = data[data["G"] == g0].set_index("method")
+    one = [m for m in at.index if np.isclose(at.loc[m, "breakdown"], 1 / g0)]
+    half = [m for m in at.index if np.isclose(at.loc[m, "breakdown"], 0.5)]
+    never = [m for m in at.index if np.isinf(at.loc[m, "breakdown"])]
+    first = [m for m in at.index if at.loc[m, "glitches"] == 1]
+    most = at["glitches"].idxmax()
     parts = []
     if one:
-        parts.append(f"at G = {g0} one outlier (1/G = {1 / g0:.3f}) breaks {_and(one)}")
+        parts.append(f"on continuous rewards at G = {g0} one outlier (1/G = {1 / g0:.3f}) breaks {_and(one)}")
     if half:
         parts.append(f"{_and(half)} hold until half the group is replaced")
-    if "seed_mad" in at.index and not np.isinf(at["seed_mad"]):
-        parts.append(f"seed_mad's lower median until {at['seed_mad']:.3f}")
     if never:
-        parts.append(f"{_and(never)} never breaks down")
-    agree = data["theory"].notna() & np.isfinite(data["theory"])
-    matched = int(np.isclose(data.loc[agree, "breakdown"], data.loc[agree, "theory"]).sum())
-    caption = ("; ".join(parts) + ". " if parts else "") + (
-        f"The empirical values ({n_groups} normal groups per G) match theory in {matched} of {int(agree.sum())} cases."
+        parts.append(f"{_and(never)} never breaks down in size")
+    caption = "; ".join(parts) + ". " if parts else ""
+    caption += (
+        f"On 0/1 rewards a lone correct answer loses its lead to the first glitch under {_and(first)}; "
+        f"{most} holds longest ({int(at.loc[most, 'glitches'])} glitches of {g0}), robust "
+        f"{int(at.loc['robust', 'glitches']) if 'robust' in at.index else 'n/a'}: the majority's ties leave a "
+        f"median-based scale only the minority to measure. "
+    )
+    agree = data["theory"].notna()
+    cont = int((np.isclose(data.loc[agree, "breakdown"], data.loc[agree, "theory"])
+                | (np.isinf(data.loc[agree, "breakdown"]) & np.isinf(data.loc[agree, "theory"]))).sum())
+    known = data["binary_theory"].notna()
+    binm = int((data.loc[known, "glitches"] == data.loc[known, "binary_theory"]).sum())
+    caption += (
+        f"Measured against the registry's closed forms ({n_groups} normal groups per G for the continuous panel): "
+        f"{cont} of {int(agree.sum())} continuous and {binm} of {int(known.sum())} 0/1 values agree; huber_m has no "
+        f"closed form. Outliers here are at most 200 clean spreads, inside the dynamic range of the default resolution."
     )
     return ReportFigure("02_breakdown", fig, caption[0].upper() + caption[1:], data)
+
+
+# ------------------------------------------------------------------ resolution
+
+RESOLUTION_METHODS = ("robust", "rank", "huber_m")
+
+
+@report_figure("02_resolution", notebook=NOTEBOOK)
+def resolution_figure(methods: Sequence[str] = RESOLUTION_METHODS) -> ReportFigure:
+    """Near-ties: exact order statistics jump and amplify jitter; the resolution does neither, within its range.
+
+    (a) :func:`~robustgrpo.metrics.sensitivity_curve` of ``[-1, 0, 0, 0, d,
+    1, 1, 1]`` as d leaves the tie with 0: seed 000's function (its MAD
+    switches to the std fallback at 1e-6), and each estimator with
+    ``resolution=0`` and the default; (b) :func:`~robustgrpo.metrics.jitter_sweep`, the fraction of
+    wrong answers that jitter turns positive; (c) the correct answer's
+    advantage in seed 000's group as the glitch grows, with the default
+    resolution and with a declared ``reward_range=(0, 1)``.
+    """
+    names = resolve_methods(list(methods))
+    default = ESTIMATORS[names[0]].defaults["resolution"]
+    d = np.r_[0.0, np.geomspace(1e-9, 1e-1, 1601)]
+    group = [-1.0, 0, 0, 0, 0, 1, 1, 1]
+    res = f"resolution {default:g}"
+    step_all = [sensitivity_curve(group, 4, d, "seed_mad").assign(variant="as published")]
+    jitter, glitch = [], []
+    for variant, kw in (("exact (resolution 0)", {"resolution": 0.0}), (res, {})):
+        step_all.append(sensitivity_curve(group, 4, d, names, **kw).assign(variant=variant))
+        jitter.append(jitter_sweep(names, np.geomspace(1e-6, 1e-1, 11), **kw).assign(variant=variant))
+    m_values = np.geomspace(1.0, 1e6, 121)
+    for variant, kw in ((res, {}), ("reward_range (0, 1)", {"reward_range": (0.0, 1.0)})):
+        curve = sensitivity_curve([0.0, 0, 0, 0, 0, 0, 1, 10], 7, m_values, names, **kw)
+        glitch.append(curve[curve["sample"] == 6].assign(variant=variant))
+    every, jitter_df, glitch_df = (pd.concat(x, ignore_index=True) for x in (step_all, jitter, glitch))
+    step_df = every[every["sample"] == 5].reset_index(drop=True)  # the first answer at 1
+    fig = plot_resolution(step_df, jitter_df, glitch_df)
+
+    def change(method: str, variant: str, lo: float, hi: float) -> float:
+        """Largest change of any sample's advantage between d = lo and the first grid value above hi."""
+        rows = every[(every["method"] == method) & (every["variant"] == variant)]
+        a = rows.pivot(index="value", columns="sample", values="advantage")
+        return float((a.loc[a.index[a.index > hi][0]] - a.loc[lo]).abs().max())
+
+    wp = jitter_df.set_index(["method", "variant", "jitter"])["wrong_positive"]
+    j4 = jitter_df["jitter"].iloc[(jitter_df["jitter"] - 1e-4).abs().argmin()]
+    glitch_at = glitch_df.set_index(["method", "variant", "value"])["advantage"].sort_index()
+
+    def correct(method: str, variant: str, m: float) -> float:
+        values = glitch_at.loc[(method, variant)]
+        return float(values.iloc[int(np.abs(values.index.to_numpy() - m).argmin())])
+
+    switch = 1e-6 / 1.4826  # where seed 000's lower MAD (= d here) crosses its eps
+    caption = (
+        f"(a) One reward d leaves its tie with 0. Seed 000's function moves every advantage by up to "
+        f"{change('seed_mad', 'as published', d[d < 0.99 * switch][-1], 1.01 * switch):.2f} as d passes "
+        f"{switch:.2g}, where its MAD crosses eps and the std fallback gives way. Leaving the tie itself (d from 0 to "
+        f"1e-9) moves the advantages with exact order statistics (resolution 0) by "
+        + ", ".join(f"{m} {change(m, 'exact (resolution 0)', 0.0, 0.0):.2f}" for m in names)
+        + f", and with the default resolution (ties within {default:g} of the group's range) by "
+        + ", ".join(f"{m} {change(m, res, 0.0, 0.0):.2g}" for m in names)
+        + f". (b) Gaussian jitter "
+        f"of {j4:.0e} on 0/1 rewards (G = 8, p = 0.3) turns "
+        f"{_pct(wp[('robust', 'exact (resolution 0)', j4)])} of the wrong answers positive under exact robust and "
+        f"{_pct(wp[('robust', res, j4)])} with the resolution; jitter beyond about {default:g} of the range is "
+        f"resolved as signal again. (c) The price of a resolution relative to the range: a glitch of M ties the "
+        f"reward gap of 1 once M passes 1/(2 x {default:g}) = {1 / (2 * default):g}; robust's correct answer keeps "
+        f"{correct('robust', res, 100):.2f} at M = 100 and {correct('robust', res, 1e4):.2f} at M = 10^4. No "
+        f"continuous, scale-invariant estimator can do better ([0, ..., 1, M] is [0, ..., 1/M, 1]); declaring "
+        f"reward_range=(0, 1) masks the glitch and keeps {correct('robust', 'reward_range (0, 1)', 1e6):.2f} at M = 10^6."
+    )
+    return ReportFigure("02_resolution", fig, caption, {"step": every, "jitter": jitter_df, "glitch": glitch_df})
+
+
+# --------------------------------------------------------- per-prompt weight and update SNR
+
+
+@report_figure("02_update_weight", notebook=NOTEBOOK)
+def update_weight_figure(group_size: int = 8, methods: Sequence[str] | None = None) -> ReportFigure:
+    """Exact per-prompt weight w(p) and update SNR per estimator on 0/1 rewards (:func:`~robustgrpo.metrics.update_weight`)."""
+    names = [m for m in ESTIMATORS if m not in ("batch_std", "mc_grpo", "dr_grpo")] if methods is None else list(methods)
+    p = np.round(np.linspace(0.02, 0.98, 49), 4)
+    table = update_weight(p, group_size, names)
+    fig = plot_update_weight(table)
+    t = table.set_index(["method", "p"])
+    lo, mid = float(p[np.argmin(np.abs(p - 0.06))]), float(p[np.argmin(np.abs(p - 0.5))])
+
+    def ratio(m: str) -> float:
+        return float(t.loc[(m, lo), "w"] / t.loc[(m, mid), "w"])
+
+    snr = t.xs(mid, level="p")["snr"]
+    best, worst = snr.idxmax(), snr.idxmin()
+    caption = (
+        f"(a) w(p): the expected update of one group of G = {group_size} divided by G times the true gradient "
+        f"p(1 - p), exact by enumerating the binomial outcomes. rloo is unbiased (w = 1 at every p). Dividing by the "
+        f"group std weights hard and easy prompts more (Dr. GRPO's difficulty bias): grpo's weight at p = {lo:g} is "
+        f"{ratio('grpo'):.2f} times its weight at p = {mid:g}. A median centre strengthens the bias: robust "
+        f"{ratio('robust'):.2f}, huber_m {ratio('huber_m'):.2f}, seed_mad {ratio('seed_mad'):.2f}; rank "
+        f"{ratio('rank'):.2f}. (b) SNR of one group's update at p = {mid:g}: {best} {snr[best]:.2f}, {worst} "
+        f"{snr[worst]:.2f} ({snr[best] / snr[worst]:.1f}x); robust {snr['robust']:.2f}, rank {snr['rank']:.2f}. "
+        f"(mc_grpo is left out: its weight is about 1000 times the others', a global rescale Adam absorbs; "
+        f"batch_std has no per-prompt weight.)"
+    )
+    return ReportFigure("02_update_weight", fig, caption, table)
 
 
 # ------------------------------------------------------------------ influence

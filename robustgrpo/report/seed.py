@@ -125,7 +125,9 @@ def seed_group_summary() -> pd.Series:
         ``grpo_correct`` / ``grpo_correct_population`` (the correct answer's
         grpo advantage with each std), ``clean_grpo_correct``,
         ``seed_mad_correct``, ``seed_mad_scale``, ``seed_mad_fallback``
-        (1 if its fallback ran), ``robust_correct``, ``robust_scale``, and
+        (1 if its fallback ran), ``robust_correct``, ``robust_scale``,
+        ``mc_grpo_correct`` and ``mc_grpo_outlier`` (its advantages of the
+        correct answer and of the glitch), and
         for the even split 0,0,0,0,1,1,1,1: ``split_lower_median``
         (``torch.median``) and ``split_median``.
     """
@@ -138,6 +140,7 @@ def seed_group_summary() -> pd.Series:
 
     seed_mad = compute_advantages(r, "seed_mad")
     robust = compute_advantages(r, "robust")
+    mc_grpo = compute_advantages(r, "mc_grpo").advantages[0]
     split = (torch.arange(g.group_size) >= g.group_size // 2).to(torch.float64)
     return pd.Series(
         {
@@ -157,6 +160,8 @@ def seed_group_summary() -> pd.Series:
             "seed_mad_fallback": float(seed_mad.diagnostics.fallback[0]),
             "robust_correct": float(robust.advantages[0, correct]),
             "robust_scale": float(robust.diagnostics.scale[0]),
+            "mc_grpo_correct": float(mc_grpo[correct]),
+            "mc_grpo_outlier": float(mc_grpo[g.outlier]),
             "split_lower_median": float(torch.median(split)),
             "split_median": float(median(split)),
         }
@@ -409,7 +414,11 @@ def seed_scale_figure(
     if "robust" in names:
         r_correct = float(g.rewards[0, g.correct])
         rb = data[(data["method"] == "robust") & (data["value"] >= r_correct)]["scale"]
-        sentences.append(f"robust's bounded fallback stays at or below {_num(rb.max())} for every M >= {r_correct:g}")
+        sentences.append(
+            f"robust's bounded fallback stays at or below {_num(rb.max())} for every M >= {r_correct:g}: it measures "
+            f"the correct answer's distance, not the glitch's (it shrinks slightly with M, by the tie tolerance "
+            f"of 0.1 % of the range, and the correct answer's advantage does not move)"
+        )
     caption = _sentences(sentences, "The scale of seed 000's group as the glitch's reward M moves.")
     return ReportFigure("01_seed_scale", fig, caption, data)
 

@@ -8,13 +8,15 @@ dashboard at such a (G, c) shows the heat maps' cell. The numbers are those
 of :func:`robustgrpo.metrics.sweep` (same seeds, same definitions; the tests
 check they are equal), computed with :func:`robustgrpo.dashboards.sweep.clip_sweep`,
 which runs each estimator once per G and re-clips for every c instead of
-recomputing it 9 times: 10^4 groups per cell, the whole sweep in a few
-seconds on two cores (``python -m robustgrpo bench --dashboard`` times it).
+recomputing it 9 times: 10^4 groups per cell (``python -m robustgrpo bench
+--dashboard`` times the whole sweep).
 
-Builders (each runs with no arguments and is deterministic):
+Builders (each runs with no arguments and is deterministic), all at the level
+of the policy update (:func:`robustgrpo.metrics.agreement_from_advantages`):
 
-* ``03_heatmap_sign_agreement``: sign agreement with the clean advantages;
-* ``03_heatmap_mae``: mean absolute error against the clean advantages;
+* ``03_heatmap_update_cosine``: cosine with each estimator's own clean update;
+* ``03_heatmap_reference_cosine``: cosine with the unbiased (rloo) clean update;
+* ``03_heatmap_relative_error``: update error over the clean update's norm;
 * ``03_heatmap_fallback``: fraction of groups that take the fallback;
 * ``03_clip_schedule``: seed 000's annealed c (2.0 to 3.5) and what each c
   does to the clipped fraction.
@@ -51,8 +53,9 @@ __all__ = [
     "heatmap_data",
     "cell_value",
     "schedule_data",
-    "heatmap_sign_agreement_figure",
-    "heatmap_mae_figure",
+    "heatmap_update_cosine_figure",
+    "heatmap_reference_cosine_figure",
+    "heatmap_relative_error_figure",
     "heatmap_fallback_figure",
     "clip_schedule_figure",
 ]
@@ -132,43 +135,68 @@ def _setting() -> str:
             f"outlier M = {HEATMAP_SIZE:g}; {N_GROUPS:,} groups per cell; seed {SEED}.")
 
 
-@report_figure("03_heatmap_sign_agreement", notebook=NOTEBOOK)
-def heatmap_sign_agreement_figure() -> ReportFigure:
-    """Heat maps of the sign agreement with the clean advantages over (G, c)."""
+def _at(data: pd.DataFrame, metric: str, g: int, methods: tuple[str, ...] = HEATMAP_METHODS) -> str:
+    """``grpo 0.69, robust 0.82, ...`` at G = g and c = 2.5."""
+    return ", ".join(f"{m} {cell_value(data, m, g, metric):.2f}" for m in methods)
+
+
+def _best(data: pd.DataFrame, metric: str, g: int, *, highest: bool = True) -> str:
+    values = {m: cell_value(data, m, g, metric) for m in HEATMAP_METHODS}
+    return (max if highest else min)(values, key=values.get)
+
+
+@report_figure("03_heatmap_update_cosine", notebook=NOTEBOOK)
+def heatmap_update_cosine_figure() -> ReportFigure:
+    """Heat maps of the cosine between the contaminated and the clean policy update over (G, c)."""
     data = heatmap_data()
-    fig = plot_heatmaps(data, "sign_agreement", methods=HEATMAP_METHODS, mark_c=SCHEDULE,
-                        title="Does the advantage keep its clean sign? (uncontaminated samples)")
+    fig = plot_heatmaps(data, "update_cosine", methods=HEATMAP_METHODS, mark_c=SCHEDULE,
+                        title="How close does the update stay to the update without outliers?")
     small, large = 8, HEATMAP_GROUP_SIZES[-1]
     caption = (
-        f"Fraction of uncontaminated samples whose advantage keeps the sign it has without the outliers, "
-        f"per estimator over group size G and clip c; {_setting()} "
-        f"At G = {small}, grpo keeps {100 * cell_value(data, 'grpo', small, 'sign_agreement'):.1f} % of the signs, "
-        f"robust {100 * cell_value(data, 'robust', small, 'sign_agreement'):.1f} %, "
-        f"huber_m {100 * cell_value(data, 'huber_m', small, 'sign_agreement'):.1f} %; "
-        f"at G = {large}, grpo {100 * cell_value(data, 'grpo', large, 'sign_agreement'):.1f} %. "
-        f"Clipping keeps signs: the largest change along c is {_spread_along_c(data, 'sign_agreement'):.3g}, "
-        f"so c cannot repair a sign the centre got wrong. Dashed lines: seed 000's schedule range c = 2.0 to 3.5."
+        f"Cosine between the policy update each estimator gives on the contaminated rewards and the update it gives "
+        f"on the clean rewards (every sample counts, distinct answers as orthogonal directions; 1 = the outliers "
+        f"change nothing but the scale), per group size G and clip c; {_setting()} "
+        f"At G = {small}: {_at(data, 'update_cosine', small)}; at G = {large}: {_at(data, 'update_cosine', large)}. "
+        f"grpo gets worse as G grows (more groups hold an outlier that inflates their std), the median-centred "
+        f"estimators better. The clip barely matters: the largest change along c is "
+        f"{_spread_along_c(data, 'update_cosine'):.2f}. Dashed lines: seed 000's schedule range c = 2.0 to 3.5."
     )
-    return ReportFigure("03_heatmap_sign_agreement", fig, caption, data)
+    return ReportFigure("03_heatmap_update_cosine", fig, caption, data)
 
 
-@report_figure("03_heatmap_mae", notebook=NOTEBOOK)
-def heatmap_mae_figure() -> ReportFigure:
-    """Heat maps of the mean absolute error against the clean advantages over (G, c)."""
+@report_figure("03_heatmap_reference_cosine", notebook=NOTEBOOK)
+def heatmap_reference_cosine_figure() -> ReportFigure:
+    """Heat maps of the cosine between the contaminated update and the unbiased clean update over (G, c)."""
     data = heatmap_data()
-    fig = plot_heatmaps(data, "mae", methods=HEATMAP_METHODS, mark_c=SCHEDULE,
-                        title="How far do outliers move the advantages? (uncontaminated samples)")
+    fig = plot_heatmaps(data, "reference_cosine", methods=HEATMAP_METHODS, mark_c=SCHEDULE,
+                        title="How close does the update stay to the unbiased update on clean rewards?")
+    small, large = 8, HEATMAP_GROUP_SIZES[-1]
+    caption = (
+        f"Cosine between each estimator's update on the contaminated rewards and one common target: the unbiased "
+        f"leave-one-out (rloo) update on the clean rewards. Unlike the previous figure it also charges what an "
+        f"estimator leaves out on clean rewards, such as the wrong answers a median centre gives 0; {_setting()} "
+        f"At G = {small}: {_at(data, 'reference_cosine', small)} (best: {_best(data, 'reference_cosine', small)}); "
+        f"at G = {large}: {_at(data, 'reference_cosine', large)} (best: {_best(data, 'reference_cosine', large)})."
+    )
+    return ReportFigure("03_heatmap_reference_cosine", fig, caption, data)
+
+
+@report_figure("03_heatmap_relative_error", notebook=NOTEBOOK)
+def heatmap_relative_error_figure() -> ReportFigure:
+    """Heat maps of the update error relative to the clean update over (G, c)."""
+    data = heatmap_data()
+    fig = plot_heatmaps(data, "relative_error", methods=HEATMAP_METHODS, mark_c=SCHEDULE,
+                        title="How large is the update error, in units of the clean update?")
     g = 16
     caption = (
-        f"Mean absolute difference between each estimator's advantages with and without the outliers, "
-        f"over the uncontaminated samples, per G and c; {_setting()} "
-        f"At G = {g} and c = 2.5: grpo {cell_value(data, 'grpo', g, 'mae'):.3f}, seed_mad {cell_value(data, 'seed_mad', g, 'mae'):.3f}, "
-        f"robust {cell_value(data, 'robust', g, 'mae'):.3f}, huber_m {cell_value(data, 'huber_m', g, 'mae'):.3f}, "
-        f"rank {cell_value(data, 'rank', g, 'mae'):.3f}. seed_mad's error is its std fallback inflated by the outlier; "
-        f"robust's at c = {SCHEDULE[0]:.1f} is {cell_value(data, 'robust', g, 'mae', SCHEDULE[0]):.3f} and at "
-        f"c = {SCHEDULE[1]:.1f} {cell_value(data, 'robust', g, 'mae', SCHEDULE[1]):.3f}."
+        f"Norm of the difference between the contaminated and the clean update, divided by the norm of the clean "
+        f"update: each estimator measured in its own units, so estimators that scale their advantages differently "
+        f"compare fairly; {_setting()} At G = {g} and c = 2.5: {_at(data, 'relative_error', g)} "
+        f"(smallest: {_best(data, 'relative_error', g, highest=False)}). robust's error at c = {SCHEDULE[0]:.1f} is "
+        f"{cell_value(data, 'robust', g, 'relative_error', SCHEDULE[0]):.2f} and at c = {SCHEDULE[1]:.1f} "
+        f"{cell_value(data, 'robust', g, 'relative_error', SCHEDULE[1]):.2f}."
     )
-    return ReportFigure("03_heatmap_mae", fig, caption, data)
+    return ReportFigure("03_heatmap_relative_error", fig, caption, data)
 
 
 @report_figure("03_heatmap_fallback", notebook=NOTEBOOK)
@@ -176,10 +204,11 @@ def heatmap_fallback_figure() -> ReportFigure:
     """Heat maps of the fraction of groups that take the estimator's fallback over (G, c)."""
     data = heatmap_data()
     fig = plot_heatmaps(data, "fallback_rate", methods=HEATMAP_METHODS, mark_c=SCHEDULE,
-                        title="How often does the MAD path not run? (fraction of groups on the fallback)")
+                        title="How often does the fallback scale decide? (fraction of groups)")
     fb = {(m, g): cell_value(data, m, g, "fallback_rate") for m in ("seed_mad", "robust") for g in (2, 8, 256)}
     caption = (
-        f"Fraction of groups in which the estimator's fallback path runs (its MAD was 0), per G and c; "
+        f"Fraction of groups whose scale comes from the estimator's fallback (seed_mad: its MAD was 0; robust and "
+        f"huber_m's start: the bounded fallback scale exceeds the normal MAD), per G and c; "
         f"{_setting()} With 0/1 rewards more than half of a group ties, so the MAD is 0: seed_mad falls back in "
         f"{100 * fb['seed_mad', 8]:.1f} % of the groups at G = 8 and {100 * fb['seed_mad', 256]:.1f} % at G = 256 "
         f"(its lower median makes the MAD 0 even at an exact half-half split: {100 * fb['seed_mad', 2]:.1f} % at G = 2, "

@@ -39,9 +39,9 @@ def readout_html(data: DashboardData) -> str:
     """The readout table of a setting as HTML.
 
     Every number sits in a cell ``<td data-method="robust" data-key="clipped_fraction">``
-    (keys ``fallback_rate``, ``clipped_fraction``, ``sign_agreement``,
-    ``mae``, ``contaminated_mean_advantage``), formatted with 4 decimals, so a browser test can read it; the
-    setting itself is in ``<span data-key="c">`` etc.
+    (keys ``update_cosine``, ``relative_error``, ``reference_cosine``, ``sign_agreement``, ``silenced``,
+    ``fallback_rate``, ``clipped_fraction``, ``contaminated_mean_advantage``), formatted with 4
+    decimals, so a browser test can read it; the setting itself is in ``<span data-key="c">`` etc.
     """
     clean = clean_model_label(data.clean_model)
     setting = (
@@ -54,18 +54,21 @@ def readout_html(data: DashboardData) -> str:
     )
     head = "".join(
         f"<th style='padding:0 8px'>{h}</th>"
-        for h in ("estimator", "fallback rate", "clipped fraction", "sign agreement", "MAE vs clean",
-                  "mean A of contaminated")
+        for h in ("estimator", "update cosine", "relative error", "cosine with unbiased clean", "sign agreement",
+                  "silenced", "fallback rate", "clipped fraction", "mean A of contaminated")
     )
     rows = []
     for m in data.methods:
         cells = "".join(
             f"<td style='padding:0 8px;text-align:right' data-method='{m}' data-key='{k}'>{_fmt(v[m])}</td>"
             for k, v in (
+                ("update_cosine", data.update_cosine),
+                ("relative_error", data.relative_error),
+                ("reference_cosine", data.reference_cosine),
+                ("sign_agreement", data.sign_agreement),
+                ("silenced", data.silenced),
                 ("fallback_rate", data.fallback_rate),
                 ("clipped_fraction", data.clipped_fraction),
-                ("sign_agreement", data.sign_agreement),
-                ("mae", data.mae),
                 ("contaminated_mean_advantage", data.contaminated_mean_advantage),
             )
         )

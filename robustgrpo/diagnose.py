@@ -1,0 +1,574 @@
+r"""Diagnose a reward log: what the rewards of a real run do to GRPO, and which estimator to use.
+
+:func:`diagnose` takes a :class:`~robustgrpo.rewardlogs.RewardLog` (or a path)
+and measures, per group, per step and over the whole log:
+
+* **group sizes** (valid samples per group);
+* ``frac_reward_zero_std``: the fraction of groups whose rewards all tie,
+  computed as TRL logs it (Bessel std ``isclose`` to 0, i.e.
+  :math:`s \le 10^{-8}`; a one-sample group has no std and does not count);
+* ``frac_mad_zero``: the fraction of groups whose MAD is 0 (more than half
+  the rewards tie, constant groups included): there the MAD-based robust
+  scale of seed 000 falls back to something else;
+* **outlier candidates** by a robust rule (below) and, with
+  ``reward_range=(lo, hi)``, rewards outside the declared range;
+* ``best_negative_rate``: how often the best *plausible* sample of a group
+  (the highest reward that is neither an outlier candidate nor out of
+  range) gets a negative ``grpo`` advantage: seed 000's failure, where one
+  glitch drags the mean above the correct answer;
+* **estimator disagreement on the gradient**: per step, the cosine between
+  the policy update of each catalogue estimator and that of ``grpo``, and the
+  relative error of its update
+  (:func:`~robustgrpo.metrics.update_cosine`,
+  :func:`~robustgrpo.metrics.relative_update_error`);
+* a **recommendation** (estimator, settings, one-sentence reason) from the
+  rule function :func:`recommend`.
+
+The outlier rule
+----------------
+Within a group with median :math:`m` a reward :math:`r_i` deviates by
+:math:`d_i = |r_i - m|`; it is an outlier candidate when
+
+.. math:: d_i > k \cdot 1.4826 \cdot b_s, \qquad b_s = \operatorname{lomed}\{d_j : d_j > \tau,\ j \text{ in step } s\},
+
+with :math:`k` = 5 (:data:`OUTLIER_K`) and :math:`\tau` = ``tie_tol``. The
+scale is a MAD taken over the *non-tied* deviations of the whole step,
+pooled over its groups: the typical distance from a group's median of the
+samples that differ from it. On 0/1 rewards the plain MAD is 0 and would
+flag every minority answer; here :math:`b_s` is 1 (or 1/2 where groups split
+evenly), no 0/1 reward is ever flagged, and a 10 among 0/1 rewards is
+(:math:`z = 10/1.4826 = 6.7`). Pooling over the step keeps the scale steady
+where one group of 8 would not: per group, a cut-off of 3.5 flagged a
+quarter of all groups of 8 clean Gaussian rewards; pooled, with
+:math:`k = 5`, under 1 % of them (``tests/test_diagnose.py``). A step whose
+rewards all tie has no candidates.
+
+Estimator settings pass through :func:`~robustgrpo.advantages.compute_advantages`
+(``params``, broadcast to the estimators that accept them).
+
+>>> import pandas as pd
+>>> from robustgrpo.rewardlogs import RewardLog
+>>> from pathlib import Path
+>>> frame = pd.DataFrame({"step": [0] * 8, "group": ["a"] * 8,
+...                       "reward": [0, 0, 0, 0, 0, 0, 1.0, 10.0], "line": range(2, 10)})
+>>> d = diagnose(RewardLog(frame, Path("seed.csv"), {}, 8), reward_range=(0, 1))
+>>> d.outliers[["reward", "robust_rule", "out_of_range"]].values.tolist()
+[[10.0, True, True]]
+>>> float(d.overall["best_negative_rate"].iloc[0])
+1.0
+>>> d.recommendation.method
+'rank'
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .advantages import ESTIMATORS, compute_advantages, resolve_methods
+from .checks import check_positive, check_real, ParamError
+from .inputs import group_by_index
+from .metrics import relative_update_error, update_cosine
+from .rewardlogs import RewardLog, load_reward_log
+from .stats import MAD_TO_SIGMA, fill_invalid, masked_mean, masked_std, median_of_sorted, sort_valid
+
+__all__ = [
+    "OUTLIER_K",
+    "TIE_TOL",
+    "ZERO_STD_ATOL",
+    "LogFacts",
+    "Recommendation",
+    "Rule",
+    "RULES",
+    "recommend",
+    "Diagnosis",
+    "diagnose",
+]
+
+#: Cut-off k of the robust outlier rule, in units of the step's pooled scale.
+OUTLIER_K: float = 5.0
+#: Deviations from the group median at most this large count as ties in the outlier rule.
+TIE_TOL: float = 1e-9
+#: A group's std counts as zero at or below this (``torch.isclose(std, 0)``, as TRL).
+ZERO_STD_ATOL: float = 1e-8
+_DTYPE = torch.float64
+
+
+# ------------------------------------------------------------ the recommendation rule
+
+
+@dataclass(frozen=True)
+class LogFacts:
+    """The facts of a reward log that the recommendation rule reads.
+
+    Attributes
+    ----------
+    n_groups : int
+    frac_zero_std : float
+        Fraction of groups whose rewards all tie (TRL's ``frac_reward_zero_std``).
+    frac_mad_zero_with_spread : float
+        Among the groups whose rewards do not all tie, the fraction whose MAD
+        is 0 (ties dominate: verifiable 0/1-like rewards). NaN without such groups.
+    outlier_group_fraction : float
+        Fraction of groups holding at least one outlier candidate (robust rule).
+    out_of_range_fraction : float
+        Fraction of rewards outside the declared range (0 when none is declared).
+    best_negative_rate : float
+        Fraction of eligible groups whose best plausible sample gets a
+        negative ``grpo`` advantage (NaN when no group is eligible).
+    reward_range : tuple of float or None
+        The declared range.
+    """
+
+    n_groups: int
+    frac_zero_std: float
+    frac_mad_zero_with_spread: float
+    outlier_group_fraction: float
+    out_of_range_fraction: float
+    best_negative_rate: float
+    reward_range: tuple[float, float] | None = None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """An estimator, its settings and the reason, in one sentence.
+
+    ``params`` are the estimator's parameters, checked against
+    ``ESTIMATORS[method].bind`` on creation; ``options`` are keywords of
+    :func:`~robustgrpo.advantages.compute_advantages` (``reward_range``,
+    ``out_of_range``). ``settings`` is both, as the trainer adapters take them.
+    """
+
+    method: str
+    params: Mapping[str, Any]
+    reason: str
+    rule: str
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        ESTIMATORS[self.method].bind(self.params)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        """Parameters and options together (``compute_advantages(rewards, method, **settings)``)."""
+        return {**self.params, **self.options}
+
+    def __str__(self) -> str:
+        settings = ", ".join(f"{k}={v!r}" for k, v in self.settings.items())
+        return f"{self.method}({settings}): {self.reason}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One branch of :func:`recommend`: when it applies, what it recommends, and why."""
+
+    name: str
+    applies: Callable[[LogFacts], bool]
+    method: str
+    params: Mapping[str, Any]
+    reason: Callable[[LogFacts], str]
+    options: Callable[[LogFacts], Mapping[str, Any]] = lambda f: {}
+
+
+#: A share of groups with an outlier candidate, or of best answers pushed negative, above this
+#: counts as contamination (clean
+#: Gaussian rewards stay under 1 %, skew-normal ones with alpha = 4 reached 1.8 %).
+OUTLIER_GROUP_THRESHOLD = 0.02
+#: Ties dominate when the MAD is 0 in at least this share of the groups with spread.
+TIES_DOMINATE = 0.5
+
+
+def _contaminated(f: LogFacts) -> bool:
+    return f.outlier_group_fraction > OUTLIER_GROUP_THRESHOLD or f.best_negative_rate > OUTLIER_GROUP_THRESHOLD
+
+
+def _rate(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.1%}"
+
+
+def _range_text(f: LogFacts) -> str:
+    return "" if f.reward_range is None else f"[{f.reward_range[0]:g}, {f.reward_range[1]:g}]"
+
+
+#: The recommendation rule, first match wins. Edit this table to change the advice;
+#: tests/test_diagnose.py checks every branch.
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "no_signal",
+        lambda f: f.frac_zero_std >= 1.0,
+        "grpo",
+        {},
+        lambda f: "every group's rewards tie (frac_reward_zero_std = 100 %), so every estimator gives advantage 0: "
+        "fix the reward or sample more varied answers before choosing an estimator",
+    ),
+    Rule(
+        "out_of_range",
+        lambda f: f.out_of_range_fraction > 0,
+        "rank",
+        {},
+        lambda f: f"{f.out_of_range_fraction:.2%} of the rewards lie outside the declared range {_range_text(f)}, a scorer "
+        "fault: declare reward_range so they are masked out of their groups (in the suite's evidence, notebook 04, "
+        "that lifts every estimator's update close to the clean one), score what stays with rank, and fix the scorer",
+        lambda f: {"reward_range": f.reward_range, "out_of_range": "mask"},
+    ),
+    Rule(
+        "outliers_with_ties",
+        lambda f: _contaminated(f) and f.frac_mad_zero_with_spread >= TIES_DOMINATE,
+        "rank",
+        {},
+        lambda f: f"{f.outlier_group_fraction:.1%} of the groups hold an outlier candidate (the best plausible answer "
+        f"gets a negative grpo advantage in {_rate(f.best_negative_rate)} of the groups with a best answer) and the MAD is 0 in "
+        f"{f.frac_mad_zero_with_spread:.0%} of the groups with spread: rank ignores how large an outlier is and, unlike a "
+        "median centre, still signals every answer; it has the best update cosine on tied, glitched rewards (notebook 04)",
+    ),
+    Rule(
+        "outliers",
+        _contaminated,
+        "huber_m",
+        {"c": 2.5},
+        lambda f: f"{f.outlier_group_fraction:.1%} of the groups hold an outlier candidate (the best plausible answer "
+        f"gets a negative grpo advantage in {_rate(f.best_negative_rate)} of the groups with a best answer) and the rewards rarely tie: huber_m's "
+        "M-estimates of location and scale resist them, keep the scores' magnitudes and give every sample a signal; "
+        "it has the best update cosine on continuous reward-model scores (notebook 04)",
+    ),
+    Rule(
+        "clean",
+        lambda f: True,
+        "grpo",
+        {},
+        lambda f: f"outlier candidates in only {f.outlier_group_fraction:.1%} of the groups and best answers pushed "
+        f"negative in {_rate(f.best_negative_rate)}: grpo's mean and std are the efficient choice on clean rewards",
+    ),
+)
+
+
+def recommend(facts: LogFacts, rules: Sequence[Rule] = RULES) -> Recommendation:
+    """The estimator to use for a log with these facts: the first rule of ``rules`` that applies.
+
+    The rules (:data:`RULES`, in order): ``no_signal`` (every group ties:
+    nothing to choose), ``out_of_range`` (rewards outside the declared
+    range: ``rank`` with the range declared), ``outliers_with_ties`` (more
+    than 2 % of groups with an outlier candidate, or of best answers pushed
+    negative, on tie-dominated rewards: ``rank``), ``outliers`` (the same
+    on rewards that rarely tie: ``huber_m``), ``clean`` (``grpo``). The
+    choices follow :func:`robustgrpo.metrics.estimator_evidence`.
+
+    >>> recommend(LogFacts(100, 0.2, 0.9, 0.0, 0.0, 0.0)).method
+    'grpo'
+    """
+    for rule in rules:
+        if rule.applies(facts):
+            return Recommendation(rule.method, dict(rule.params), rule.reason(facts), rule.name, dict(rule.options(facts)))
+    raise ValueError("no rule applies; the last rule of a rule table must apply to every log")
+
+
+# ------------------------------------------------------------ the diagnosis
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """Everything :func:`diagnose` measured in a reward log.
+
+    Attributes
+    ----------
+    source : str
+        The log's file name.
+    load_summary : str
+        :meth:`RewardLog.summary` (rows, steps, groups, skipped rows).
+    reward_fn : str or None
+        The reward function diagnosed (when the log names them).
+    reward_range : tuple of float or None
+    groups : pandas.DataFrame
+        One row per group: ``step``, ``group``, ``n``, ``zero_std``,
+        ``mad_zero``, ``n_outliers``, ``n_out_of_range``, ``best_eligible``,
+        ``best_negative``.
+    steps : pandas.DataFrame
+        One row per step (see :func:`diagnose`).
+    overall : pandas.DataFrame
+        The same columns over the whole log (one row, ``step`` = "all").
+    samples : pandas.DataFrame
+        One row per reward, in the log's order: ``step``, ``group``, ``line``,
+        ``reward``, ``z`` (:math:`|d| / (1.4826\, b)`, 0 in groups that tie),
+        ``robust_rule`` (``z > outlier_k``), ``out_of_range``.
+    outliers : pandas.DataFrame
+        The rows of ``samples`` flagged by either rule.
+    agreement : pandas.DataFrame
+        One row per (step, method): ``cosine_to_grpo``, ``relative_error_to_grpo``.
+    agreement_summary : pandas.DataFrame
+        One row per method: mean and minimum cosine, mean relative error over steps.
+    facts : LogFacts
+    recommendation : Recommendation
+    """
+
+    source: str
+    load_summary: str
+    reward_fn: str | None
+    reward_range: tuple[float, float] | None
+    groups: pd.DataFrame
+    steps: pd.DataFrame
+    overall: pd.DataFrame
+    samples: pd.DataFrame
+    outliers: pd.DataFrame
+    agreement: pd.DataFrame
+    agreement_summary: pd.DataFrame
+    facts: LogFacts
+    recommendation: Recommendation
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def text(self, max_outliers: int = 10) -> str:
+        """The plain-text report that ``python -m robustgrpo diagnose`` prints."""
+        table = pd.concat([self.steps, self.overall], ignore_index=True)
+        shown = table.rename(columns={"group_size_min": "G_min", "group_size_median": "G_median", "group_size_max": "G_max"})
+        lines = [f"reward log: {self.load_summary}"]
+        if self.reward_fn is not None:
+            lines.append(f"reward function: {self.reward_fn}")
+        if self.reward_range is not None:
+            lines.append(f"declared reward range: [{self.reward_range[0]:g}, {self.reward_range[1]:g}]")
+        lines += ["", "Per step (last row: the whole log)", shown.to_string(index=False, float_format=lambda v: f"{v:.3f}")]
+        n_out = len(self.outliers)
+        lines += ["", f"Outlier candidates: {n_out}" + (f" (the {min(n_out, max_outliers)} largest |z| below)" if n_out else "")]
+        if n_out:
+            top = self.outliers.reindex(self.outliers["z"].abs().sort_values(ascending=False).index).head(max_outliers)
+            lines.append(top.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+        lines += ["", "Estimator disagreement on the gradient, against grpo (per-step policy updates)",
+                  self.agreement_summary.to_string(index=False, float_format=lambda v: f"{v:.3f}")]
+        rec = self.recommendation
+        lines += ["", f"Recommendation: {rec.method}" + (f" with {', '.join(f'{k}={v!r}' for k, v in rec.settings.items())}" if rec.settings else ""),
+                  f"Reason: {rec.reason}."]
+        return "\n".join(lines)
+
+
+def _reward_range(reward_range: Any) -> tuple[float, float] | None:
+    if reward_range is None:
+        return None
+    try:
+        lo, hi = reward_range
+    except (TypeError, ValueError):
+        raise ParamError("reward_range", "must be a pair (lo, hi)", reward_range, "pass e.g. reward_range=(0, 1)") from None
+    lo, hi = check_real("reward_range lo", lo), check_real("reward_range hi", hi)
+    if not lo < hi:
+        raise ParamError("reward_range", "must have lo < hi", reward_range, "pass e.g. reward_range=(0, 1)")
+    return lo, hi
+
+
+def _select_reward_fn(log: RewardLog, reward_fn: str | None) -> tuple[pd.DataFrame, str | None]:
+    names = log.reward_fns
+    if reward_fn is None:
+        if len(names) > 1:
+            raise ValueError(
+                f"{log.path.name} holds {len(names)} reward functions {names}; diagnose one at a time: "
+                "pass reward_fn= (--reward-fn NAME)"
+            )
+        return log.frame, (names[0] if names else None)
+    if reward_fn not in names:
+        raise ValueError(f"{log.path.name} has no reward function {reward_fn!r}; it holds {names or 'none (no reward_fn column)'}")
+    return log.frame[log.frame["reward_fn"] == reward_fn], reward_fn
+
+
+def _outlier_z(r: torch.Tensor, mask: torch.Tensor, n: torch.Tensor, tie_tol: float, step_rows: torch.Tensor) -> torch.Tensor:
+    r"""``d / (1.4826 b_s)`` per sample, ``b_s`` pooled over each step (0 where ``d <= tie_tol``); see the module docstring."""
+    centre = median_of_sorted(sort_valid(r, mask), n)
+    d = (r - centre.unsqueeze(-1)).abs()
+    untied = mask & (d > tie_tol)
+    z = torch.zeros_like(r)
+    step_of = step_rows.unsqueeze(-1).expand_as(d)[untied]
+    if step_of.numel() == 0:
+        return z
+    pooled = group_by_index(step_of, step_of.numel())  # the untied deviations of each step, side by side
+    padded, valid = pooled.pad(d[untied])
+    b = torch.zeros(int(step_rows.max()) + 1, dtype=r.dtype)
+    b[torch.as_tensor(pooled.keys, dtype=torch.long)] = median_of_sorted(sort_valid(padded, valid), valid.sum(-1), lower=True)
+    scale = (MAD_TO_SIGMA * b)[step_rows].unsqueeze(-1)
+    return torch.where(untied, d / scale.clamp_min(torch.finfo(r.dtype).tiny), z)
+
+
+def _per_step(groups: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
+    """The per-step table from the group and sample tables (also used with one pseudo-step)."""
+    by = groups.assign(has_outlier=groups["n_outliers"] > 0).groupby("step", sort=True)
+    out = pd.DataFrame({
+        "n_groups": by.size(),
+        "n_samples": by["n"].sum(),
+        "group_size_min": by["n"].min(),
+        "group_size_median": by["n"].median(),
+        "group_size_max": by["n"].max(),
+        "mean_reward": samples.groupby("step", sort=True)["reward"].mean(),
+        "frac_reward_zero_std": by["zero_std"].mean(),
+        "frac_mad_zero": by["mad_zero"].mean(),
+        "outlier_candidates": by["n_outliers"].sum(),
+        "outlier_group_fraction": by["has_outlier"].mean(),
+        "out_of_range": by["n_out_of_range"].sum(),
+        "best_eligible": by["best_eligible"].sum(),
+    })
+    negatives = by["best_negative"].sum()
+    out["best_negative_rate"] = np.where(out["best_eligible"] > 0, negatives / out["best_eligible"].clip(lower=1), np.nan)
+    if "length" in samples:
+        out["mean_length"] = samples.groupby("step", sort=True)["length"].mean()
+    return out.reset_index()
+
+
+def diagnose(
+    log: RewardLog | str | os.PathLike[str],
+    *,
+    reward_range: tuple[float, float] | None = None,
+    reward_fn: str | None = None,
+    methods: str | Sequence[str] | None = None,
+    outlier_k: float = OUTLIER_K,
+    tie_tol: float = TIE_TOL,
+    **params: Any,
+) -> Diagnosis:
+    """Measure what a reward log's rewards do to GRPO and recommend an estimator.
+
+    Parameters
+    ----------
+    log : RewardLog or path
+        A loaded log, or a file for :func:`~robustgrpo.rewardlogs.load_reward_log`.
+    reward_range : (lo, hi), optional
+        The range the rewards should lie in; rewards outside are flagged.
+    reward_fn : str, optional
+        The reward function to diagnose when the log holds several.
+    methods : str or sequence of str, optional
+        Estimators compared with ``grpo`` on the gradient (default: the whole catalogue).
+    outlier_k : float
+        Cut-off :math:`k` of the robust outlier rule.
+    tie_tol : float
+        Deviations at most this large count as ties in the outlier rule.
+    **params
+        Estimator settings, broadcast to the compared estimators that accept them.
+
+    Returns
+    -------
+    Diagnosis
+        ``steps`` has one row per step: ``step``, ``n_groups``, ``n_samples``,
+        ``group_size_min`` / ``_median`` / ``_max``, ``mean_reward``,
+        ``frac_reward_zero_std``, ``frac_mad_zero``, ``outlier_candidates``
+        (samples, robust rule), ``outlier_group_fraction``, ``out_of_range``
+        (samples), ``best_eligible`` (groups whose plausible samples differ),
+        ``best_negative_rate`` and, when the log has lengths, ``mean_length``.
+
+    Raises
+    ------
+    ValueError
+        A malformed log (see :mod:`robustgrpo.rewardlogs`), a bad range or
+        setting, several reward functions without ``reward_fn``.
+    """
+    if not isinstance(log, RewardLog):
+        log = load_reward_log(log)
+    reward_range = _reward_range(reward_range)
+    outlier_k = check_positive("outlier_k", outlier_k)
+    tie_tol = check_real("tie_tol", tie_tol, minimum=0.0)
+    names = resolve_methods(methods)
+    if "grpo" not in names:
+        names = ["grpo", *names]
+    per_method = {m: {k: v for k, v in params.items() if k in ESTIMATORS[m].defaults} for m in names}
+    unused = sorted(set(params) - {k for kw in per_method.values() for k in kw})
+    if unused:
+        raise ValueError(f"setting(s) {unused} are accepted by none of the estimators {names}; see describe_estimators()")
+    for m in names:
+        ESTIMATORS[m].bind(per_method[m])
+    frame, fn_name = _select_reward_fn(log, reward_fn)
+
+    # groups: (step, group) pairs, padded to [B, G] without a loop over groups
+    keys = frame["step"].astype(str).str.cat(frame["group"], sep="\x1f").to_numpy()
+    grouping = group_by_index(keys, len(frame))
+    flat = torch.tensor(frame["reward"].to_numpy(), dtype=_DTYPE)
+    r, mask = grouping.pad(flat)
+    n = mask.sum(-1)
+    first = np.unique(grouping.group.numpy(), return_index=True)[1]
+    group_step = frame["step"].to_numpy()[first]
+
+    # per group: zero std (as TRL), MAD zero, outliers, out of range, best plausible sample under grpo
+    mean = masked_mean(r, mask, n)
+    std = masked_std(r, mask, n, mean, ddof=1)
+    zero_std = (n >= 2) & (std <= ZERO_STD_ATOL)
+    centre = median_of_sorted(sort_valid(r, mask), n)
+    mad = median_of_sorted(sort_valid((r - centre.unsqueeze(-1)).abs(), mask), n)
+    step_rows = torch.as_tensor(pd.factorize(group_step, sort=True)[0])
+    z = _outlier_z(r, mask, n, tie_tol, step_rows)
+    robust_flag = mask & (z > outlier_k)
+    range_flag = torch.zeros_like(mask) if reward_range is None else mask & ((r < reward_range[0]) | (r > reward_range[1]))
+    plausible = mask & ~robust_flag & ~range_flag
+    grpo = compute_advantages(r, "grpo", mask=mask, **per_method["grpo"]).advantages
+    best_reward = fill_invalid(r, plausible, -math.inf).amax(-1)
+    worst_reward = fill_invalid(r, plausible, math.inf).amin(-1)
+    best_eligible = plausible.any(-1) & (best_reward > worst_reward)
+    best_idx = fill_invalid(r, plausible, -math.inf).argmax(-1, keepdim=True)
+    best_negative = best_eligible & (grpo.gather(-1, best_idx).squeeze(-1) < -1e-8)
+
+    groups = pd.DataFrame({
+        "step": group_step,
+        "group": frame["group"].to_numpy()[first],
+        "n": n.numpy(),
+        "zero_std": zero_std.numpy(),
+        "mad_zero": (mad == 0).numpy() & (n >= 1).numpy(),
+        "n_outliers": robust_flag.sum(-1).numpy(),
+        "n_out_of_range": range_flag.sum(-1).numpy(),
+        "best_eligible": best_eligible.numpy(),
+        "best_negative": best_negative.numpy(),
+    })
+    per_sample = frame[["step", "reward"] + (["length"] if "length" in frame else [])]
+    steps = _per_step(groups, per_sample)
+    overall = _per_step(groups.assign(step=0), per_sample.assign(step=0)).assign(step="all")
+
+    at = (grouping.group, grouping.slot)  # padded [B, G] -> the log's row order
+    samples = pd.DataFrame({
+        "step": frame["step"].to_numpy(),
+        "group": frame["group"].to_numpy(),
+        "line": frame["line"].to_numpy() if "line" in frame else np.arange(1, len(frame) + 1),
+        "reward": frame["reward"].to_numpy(),
+        "z": z[at].numpy(),
+        "robust_rule": robust_flag[at].numpy(),
+        "out_of_range": range_flag[at].numpy(),
+    })
+    outliers = samples[samples["robust_rule"] | samples["out_of_range"]].reset_index(drop=True)
+
+    # per-step policy updates of every estimator against grpo's
+    advantages = {m: grpo if m == "grpo" else compute_advantages(r, m, mask=mask, **per_method[m]).advantages for m in names}
+    rows = []
+    for s_index, step in enumerate(steps["step"]):  # one update per step: a loop over steps, not over groups
+        in_step = step_rows == s_index
+        ref = advantages["grpo"][in_step]
+        for m in names:
+            other = advantages[m][in_step]
+            rows.append({"step": step, "method": m, "cosine_to_grpo": update_cosine(ref, other),
+                         "relative_error_to_grpo": relative_update_error(ref, other)})
+    agreement = pd.DataFrame(rows)
+    by_method = agreement.groupby("method", sort=False)
+    agreement_summary = pd.DataFrame({
+        "mean_cosine": by_method["cosine_to_grpo"].mean(),
+        "min_cosine": by_method["cosine_to_grpo"].min(),
+        "mean_relative_error": by_method["relative_error_to_grpo"].mean(),
+    }).reset_index()
+
+    spread = ~groups["zero_std"]
+    facts = LogFacts(
+        n_groups=len(groups),
+        frac_zero_std=float(groups["zero_std"].mean()),
+        frac_mad_zero_with_spread=float(groups.loc[spread, "mad_zero"].mean()) if spread.any() else math.nan,
+        outlier_group_fraction=float((groups["n_outliers"] > 0).mean()),
+        out_of_range_fraction=float(groups["n_out_of_range"].sum() / groups["n"].sum()),
+        best_negative_rate=float(overall["best_negative_rate"].iloc[0]),
+        reward_range=reward_range,
+    )
+    return Diagnosis(
+        source=log.path.name,
+        load_summary=log.summary(),
+        reward_fn=fn_name,
+        reward_range=reward_range,
+        groups=groups,
+        steps=steps,
+        overall=overall,
+        samples=samples,
+        outliers=outliers,
+        agreement=agreement,
+        agreement_summary=agreement_summary,
+        facts=facts,
+        recommendation=recommend(facts),
+        params=dict(params),
+    )
