@@ -78,8 +78,8 @@ SEEDS = tuple(range(10))
 #: winsorizing and PPO's learned critic.
 CURVE_METHODS = ("grpo", "dr_grpo", "seed_mad", "robust", "rank", "winsor", "ppo_critic")
 #: The curves' problem: 32 prompts, 4 answers (1 correct), initial P(correct) from 0.1 to 0.4,
-#: G = 8, Adam, 4 PPO epochs, 100 steps.
-CURVES = SimConfig(n_prompts=32, G=8, steps=100, estimators=CURVE_METHODS, record_every=5)
+#: G = 8, Adam, 4 PPO epochs, 80 steps.
+CURVES = SimConfig(n_prompts=32, G=8, steps=80, estimators=CURVE_METHODS, record_every=4)
 #: Response-independent contamination: label -> model.
 CONTAMINATIONS = {
     "clean": NoContamination(),
