@@ -440,7 +440,7 @@ def test_zero_fractions_builder(built):
     rf = built["04_zero_fractions"]
     assert len(rf.data) == len(D.ZERO_SCENARIOS) * len(D.DEFAULT_METHODS)
     robust = rf.data.set_index(["scenario", "method"]).loc[("binary_judge_glitch", "robust"), "zero_fraction"]
-    assert f"robust {100 * robust:.0f} %" in rf.caption
+    assert f"robust {100 * robust:.1f} %" in rf.caption
 
 
 def test_landing_builder(built):
@@ -455,7 +455,7 @@ def test_ecdf_builder_data_and_caption(built):
     data = rf.data.set_index("method")
     assert data.loc["grpo", "best_negative_rate"] == 1.0  # seed 000's failure in every glitched group
     assert data.loc["robust", "best_negative_rate"] == 0.0
-    assert "grpo 100 %" in rf.caption and "Symlog x axis" in rf.caption
+    assert "grpo 100.0 %" in rf.caption and "Symlog x axis" in rf.caption
 
 
 def test_judge_flips_no_estimator_recovers(built):

@@ -315,7 +315,7 @@ def test_efficiency_figure_agrees_with_the_reference_table():
         lit = EFF["values"][name]["efficiency"]
         gap = abs(finite[name]["efficiency"] - lit)
         assert abs(d.loc[name, "efficiency"] - lit) <= Z * d.loc[name, "se"] + gap, name
-    assert "36.75%" in rf.caption and "82.27%" in rf.caption
+    assert "36.75 %" in rf.caption and "82.27 %" in rf.caption
 
 
 def test_samuelson_figure_is_attained():

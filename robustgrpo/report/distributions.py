@@ -50,6 +50,7 @@ from ..plots.distributions import (
     zero_fraction_bars,
 )
 from . import ReportFigure, report_figure
+from .text import join, listing, num, pct
 
 __all__ = [
     "NOTEBOOK",
@@ -415,36 +416,6 @@ def contaminated_landing_table(samples: pd.DataFrame, *, c: float = CLIP) -> pd.
     return out.reset_index()
 
 
-# ------------------------------------------------------------------ captions
-
-
-def _pct(fraction: float) -> str:
-    """A fraction as a percentage for a caption: 64 %, 0.6 %, n/a."""
-    if fraction is None or not np.isfinite(fraction):
-        return "n/a"
-    value = 100 * fraction
-    return f"{value:.1f} %" if 0 < value < 1 else f"{value:.0f} %"
-
-
-def _num(value: float) -> str:
-    """An advantage for a caption: 0, -0.354, 2.5, 10,000."""
-    if value == 0:
-        return "0"
-    if abs(value) >= 100:
-        return f"{value:,.0f}"
-    return f"{value:.3g}"
-
-
-def _listing(pairs: Sequence[tuple[str, str]]) -> str:
-    """'a x, b y and c z'."""
-    items = [f"{name} {text}" for name, text in pairs]
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _names(names: Sequence[str]) -> str:
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
-
-
 # ------------------------------------------------------------------ builders
 
 
@@ -465,14 +436,14 @@ def build_one_of_eight(methods: str | Sequence[str] = DEFAULT_METHODS, *, group_
     parts = [f"One correct answer among {group_size} (rewards: one 1, {n_wrong} zeros)."]
     if silent:
         parts.append(
-            f"{_names(silent)} centre on the median, 0, so the {n_wrong} wrong answers get advantage exactly 0, "
-            f"no push down, while the correct one gets {_names([_num(wide.loc[m, 'correct']) for m in silent])}."
+            f"{join(silent)} centre on the median, 0, so the {n_wrong} wrong answers get advantage exactly 0, "
+            f"no push down, while the correct one gets {join([num(wide.loc[m, 'correct']) for m in silent])}."
         )
     if signal:
         parts.append(
-            f"{_names(signal)} give each wrong answer "
-            f"{_names([_num(wide.loc[m, 'wrong']) for m in signal])} "
-            f"(the correct one {_names([_num(wide.loc[m, 'correct']) for m in signal])})."
+            f"{join(signal)} give each wrong answer "
+            f"{join([num(wide.loc[m, 'wrong']) for m in signal])} "
+            f"(the correct one {join([num(wide.loc[m, 'correct']) for m in signal])})."
         )
     parts.append("Symlog y axis, linear within ±1.")
     return ReportFigure("04_one_of_eight", one_of_eight_bars(table), " ".join(parts), table)
@@ -504,18 +475,18 @@ def build_zero_fractions(
     parts = [
         "Fraction of samples whose advantage is exactly 0 (contaminated rewards), per estimator and scenario; "
         "hatched: samples of constant groups, which every estimator gives 0.",
-        f"Under {focus}: {_listing([(m, _pct(v)) for m, v in at['zero_fraction'].items()])} "
-        f"(constant groups: {_pct(constant)}).",
+        f"Under {focus}: {listing([(m, pct(v)) for m, v in at['zero_fraction'].items()])} "
+        f"(constant groups: {pct(constant)}).",
     ]
     majority = at["majority_zero_fraction"].dropna()
     if not majority.empty:
         parts.append(
             "Of the majority answers in groups with spread, "
-            f"{_listing([(m, _pct(v)) for m, v in majority.items()])} get 0."
+            f"{listing([(m, pct(v)) for m, v in majority.items()])} get 0."
         )
     parts.append(
         f"Range over the {len(names)} scenarios: "
-        f"{_listing([(m, f'{_pct(low[m])} to {_pct(high[m])}') for m in low.index])}."
+        f"{listing([(m, f'{pct(low[m])} to {pct(high[m])}') for m in low.index])}."
     )
     return ReportFigure("04_zero_fractions", zero_fraction_bars(table), " ".join(parts), table)
 
@@ -543,8 +514,8 @@ def build_contaminated_landing(
 
     def where(m: str) -> str:
         clip_share = at.loc[m, "at_clip_fraction"]
-        share = f" ({_pct(clip_share)} exactly at c)" if np.isfinite(clip_share) else ""
-        return f"{_num(at.loc[m, 'median'])}{share}"
+        share = f" ({pct(clip_share)} exactly at c)" if np.isfinite(clip_share) else ""
+        return f"{num(at.loc[m, 'median'])}{share}"
 
     widest = landed.groupby("method", sort=False)["max_abs"].max()
     caption = (
@@ -552,9 +523,9 @@ def build_contaminated_landing(
         "the same samples from their clean rewards; dot: median, thick bar: 25-75 %, thin bar: 5-95 %. "
         f"Symlog x axis (linear within ±1); dotted lines at ±c = ±{CLIP:g}. "
         f"Under {focus} the contaminated samples land at a median of "
-        f"{_listing([(m, where(m)) for m in at.index])}. "
+        f"{listing([(m, where(m)) for m in at.index])}. "
         f"Largest |advantage| of a contaminated sample over the {landed['scenario'].nunique()} scenarios: "
-        f"{_listing([(m, _num(v)) for m, v in widest.items()])}."
+        f"{listing([(m, num(v)) for m, v in widest.items()])}."
     )
     return ReportFigure("04_contaminated_landing", contaminated_landing(table, clip=CLIP), caption, table)
 
@@ -624,27 +595,27 @@ def build_ecdf(
     by_method = summary.set_index("method")
     notes = {
         m: (f"update cosine: {by_method.loc[m, 'update_cosine']:.2f}\n"
-            f"sign kept: {_pct(by_method.loc[m, 'sign_agreement'])}\n"
-            f"best answer < 0: {_pct(by_method.loc[m, 'best_negative_rate'])}")
+            f"sign kept: {pct(by_method.loc[m, 'sign_agreement'])}\n"
+            f"best answer < 0: {pct(by_method.loc[m, 'best_negative_rate'])}")
         for m in chosen
     }
     hit_share = by_method["hit_group_fraction"].iloc[0]
     n_hit = int(by_method["n_groups"].iloc[0])
-    title = f"{name}: the other samples of the {_pct(hit_share)} of groups with a contaminated sample"
+    title = f"{name}: the other samples of the {pct(hit_share)} of groups with a contaminated sample"
     widest = samples[["clean_advantage", "advantage"]].abs().max(axis=1).groupby(samples["method"], sort=False).max()
     symlog = [m for m in chosen if widest[m] > LINEAR_LIMIT]
     caption = (
         f"Empirical CDFs of the advantages of the {int(by_method['n_compared'].iloc[0]):,} uncontaminated samples in the "
-        f"{n_hit:,} groups ({_pct(hit_share)}) that {name} contaminated, computed from the clean rewards (dashed) "
+        f"{n_hit:,} groups ({pct(hit_share)}) that {name} contaminated, computed from the clean rewards (dashed) "
         f"and from the contaminated rewards (solid). Cosine between the update of these groups with and without "
         f"the contamination (every sample, the contaminated ones included): "
-        f"{_listing([(m, f'{v:.2f}') for m, v in by_method['update_cosine'].items()])}. Samples with a clean "
+        f"{listing([(m, f'{v:.2f}') for m, v in by_method['update_cosine'].items()])}. Samples with a clean "
         f"signal whose advantage keeps its sign: "
-        f"{_listing([(m, _pct(v)) for m, v in by_method['sign_agreement'].items()])}; silenced to 0: "
-        f"{_listing([(m, _pct(v)) for m, v in by_method['silenced'].items()])}. "
+        f"{listing([(m, pct(v)) for m, v in by_method['sign_agreement'].items()])}; silenced to 0: "
+        f"{listing([(m, pct(v)) for m, v in by_method['silenced'].items()])}. "
         f"Groups whose best clean answer is pushed below 0: "
-        f"{_listing([(m, _pct(v)) for m, v in by_method['best_negative_rate'].items()])}."
-        + (f" Symlog x axis (linear within ±1) for {_names(symlog)}, whose values exceed ±{LINEAR_LIMIT:g}." if symlog else "")
+        f"{listing([(m, pct(v)) for m, v in by_method['best_negative_rate'].items()])}."
+        + (f" Symlog x axis (linear within ±1) for {join(symlog)}, whose values exceed ±{LINEAR_LIMIT:g}." if symlog else "")
     )
     figure = advantage_ecdfs(samples, title=title, annotations=notes, linear_limit=LINEAR_LIMIT)
     return ReportFigure(f"04_ecdf_{name}", figure, caption, summary)
@@ -678,7 +649,7 @@ def build_evidence() -> ReportFigure:
         f"on its clean rewards (1: the update is what clean rewards would give), for every sampled scenario of "
         f"data/scenarios, with and without the reward range its user would declare (out-of-range rewards masked). "
         f"Mean over the {evidence.groupby(['scenario', 'declared']).ngroups} cases: "
-        f"{_listing([(m, f'{v:.3f}') for m, v in ranking.items()])}. "
+        f"{listing([(m, f'{v:.3f}') for m, v in ranking.items()])}. "
         f"{best} comes first and is the suite's recommendation (robustgrpo.RECOMMENDED = {RECOMMENDED!r}, the default "
         f"of compute_advantages), {second} second. Declaring the range does "
         f"more than any estimator against out-of-range glitches: grpo goes from {glitch_grpo:.2f} to "

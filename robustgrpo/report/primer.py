@@ -51,6 +51,7 @@ from ..plots.primer import (
 )
 from ..stats import median
 from . import ReportFigure, report_figure
+from .text import join, pct
 
 __all__ = [
     "NOTEBOOK",
@@ -80,17 +81,6 @@ def _seed(seed: int) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
     return int(seed)
-
-
-def _and(items: Sequence[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _pct(x: float, spec: str = ".1f") -> str:
-    """A fraction as a percentage, ``spec`` the format of the number of percent."""
-    return f"{100 * x:{spec}}%"
 
 
 # ------------------------------------------------------------------ breakdown
@@ -141,14 +131,14 @@ def breakdown_figure(
     most = at["glitches"].idxmax()
     parts = []
     if one:
-        parts.append(f"on continuous rewards at G = {g0} one outlier (1/G = {1 / g0:.3f}) breaks {_and(one)}")
+        parts.append(f"on continuous rewards at G = {g0} one outlier (1/G = {1 / g0:.3f}) breaks {join(one)}")
     if half:
-        parts.append(f"{_and(half)} hold until half the group is replaced")
+        parts.append(f"{join(half)} hold until half the group is replaced")
     if never:
-        parts.append(f"{_and(never)} never breaks down in size")
+        parts.append(f"{join(never)} never breaks down in size")
     caption = "; ".join(parts) + ". " if parts else ""
     caption += (
-        f"On 0/1 rewards a lone correct answer loses its lead to the first glitch under {_and(first)}; "
+        f"On 0/1 rewards a lone correct answer loses its lead to the first glitch under {join(first)}; "
         f"{most} holds longest ({int(at.loc[most, 'glitches'])} glitches of {g0}), robust "
         f"{int(at.loc['robust', 'glitches']) if 'robust' in at.index else 'n/a'}: the majority's ties leave a "
         f"median-based scale only the minority to measure. "
@@ -226,8 +216,8 @@ def resolution_figure(methods: Sequence[str] = RESOLUTION_METHODS) -> ReportFigu
         + ", ".join(f"{m} {change(m, res, 0.0, 0.0):.2g}" for m in names)
         + f". (b) Gaussian jitter "
         f"of {j4:.0e} on 0/1 rewards (G = 8, p = 0.3) turns "
-        f"{_pct(wp[('robust', 'exact (resolution 0)', j4)])} of the wrong answers positive under exact robust and "
-        f"{_pct(wp[('robust', res, j4)])} with the resolution; jitter beyond about {default:g} of the range is "
+        f"{pct(wp[('robust', 'exact (resolution 0)', j4)])} of the wrong answers positive under exact robust and "
+        f"{pct(wp[('robust', res, j4)])} with the resolution; jitter beyond about {default:g} of the range is "
         f"resolved as signal again. (c) The price of a resolution relative to the range: a glitch of M ties the "
         f"reward gap of 1 once M passes 1/(2 x {default:g}) = {1 / (2 * default):g}; robust's correct answer keeps "
         f"{correct('robust', res, 100):.2f} at M = 100 and {correct('robust', res, 1e4):.2f} at M = 10^4. No "
@@ -307,7 +297,7 @@ def influence_figure(
         parts.append(f"one observation at x = {x_max:g} added to {n - 1} normal quantiles shifts "
                      + " and ".join(f"the {s} by {at[s]:.2f}" for s in unbounded) + ", and more the larger x is")
     if bounded:
-        parts.append(f"{_and(bounded)} shift by at most " + ", ".join(f"{largest[s]:.2f}" for s in bounded)
+        parts.append(f"{join(bounded)} shift by at most " + ", ".join(f"{largest[s]:.2f}" for s in bounded)
                      + " (in that order) anywhere on the range: their influence is bounded")
     caption = "; ".join(parts) + "." if parts else "Sensitivity curves of location and scale statistics."
     return ReportFigure("02_influence", fig, caption[0].upper() + caption[1:], data)
@@ -369,7 +359,7 @@ def efficiency_figure(
     fig = plot_efficiency(mc, published, finite if len(finite) else None)
     row = data.set_index("estimator")
     parts = ", ".join(
-        f"{label} {_pct(row.loc[s, 'efficiency'])} (published {_pct(row.loc[s, 'published'], '.4g')})"
+        f"{label} {pct(row.loc[s, 'efficiency'])} (published {pct(row.loc[s, 'published'], 2)})"
         for s, label in (("mad", "MAD"), ("huber_location", "Huber at c = 1.345"), ("qn", "Qn"))
     )
     caption = (
@@ -377,7 +367,7 @@ def efficiency_figure(
     )
     if not np.isnan(row.loc["qn", "finite_n"]):
         caption += (f" Qn's gap is finite-n, not error: a {int(reference['n_samples'].iloc[0]):,}-replicate run "
-                    f"at n = {n} gives {_pct(row.loc['qn', 'finite_n'])}.")
+                    f"at n = {n} gives {pct(row.loc['qn', 'finite_n'])}.")
     return ReportFigure("02_efficiency", fig, caption, data)
 
 
@@ -484,9 +474,9 @@ def tie_collapse_figure(
     never = [s for s, k in collapse.items() if k is None]
     last = data[data["k"] == group_size - 1].set_index("statistic")["relative_scale"]
     caption = f"With k of G = {group_size} normal values tied at the group's median, the scale is 0 in most groups for " + (
-        _and(zero) if zero else "no statistic")
+        join(zero) if zero else "no statistic")
     if never:
-        caption += f"; {_and(never)} only shrink" + " (" + ", ".join(f"{s} to {last[s]:.2f}" for s in never) + \
+        caption += f"; {join(never)} only shrink" + " (" + ", ".join(f"{s} to {last[s]:.2f}" for s in never) + \
                    f" of the untied value at k = {group_size - 1})"
     caption += ". 0/1 rewards are this case: most values tie."
     return ReportFigure("02_tie_collapse", fig, caption, data)
@@ -529,8 +519,8 @@ def mad_zero_figure(
     examples = [(p, at(g_mid, p)) for p in (0.3, 0.5)]
     examples = [(p, v) for p, v in examples if v is not None]
     if examples:
-        parts.append(f"at G = {g_mid} it is 0 in " + " and ".join(f"{_pct(v)} of groups at p = {p:g}" for p, v in examples))
+        parts.append(f"at G = {g_mid} it is 0 in " + " and ".join(f"{pct(v)} of groups at p = {p:g}" for p, v in examples))
     g_max = int(exact["G"].max())
-    parts.append(f"at G = {g_max} in at least {_pct(exact.loc[exact['G'] == g_max, 'mad_zero'].min())} at any p")
+    parts.append(f"at G = {g_max} in at least {pct(exact.loc[exact['G'] == g_max, 'mad_zero'].min())} at any p")
     caption = "; ".join(parts) + ". With torch's lower median (seed 000's code) it is always 0."
     return ReportFigure("02_mad_zero", fig, caption[0].upper() + caption[1:], data)

@@ -40,6 +40,7 @@ from ..plots.seed import (
 )
 from ..stats import mad, median
 from . import ReportFigure, report_figure
+from .text import ZERO, join, num, sentences
 
 __all__ = [
     "NOTEBOOK",
@@ -209,32 +210,6 @@ def seed_group_figure() -> ReportFigure:
     return ReportFigure("01_seed_group", fig, caption, data)
 
 
-#: Advantages within this of 0 are written as 0 ("no signal").
-ZERO_TOL = 1e-8
-
-
-def _num(x: float) -> str:
-    """A number for a caption: 0 as '0', thousands as '1,000', else three decimals."""
-    x = float(x)
-    if abs(x) <= ZERO_TOL:
-        return "0"
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3f}"
-
-
-def _and(items: Sequence[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _sentences(parts: Sequence[str], fallback: str) -> str:
-    """Join sentences (each without its full stop) into a caption; ``fallback`` if there are none."""
-    if not parts:
-        return fallback
-    # an estimator name keeps its spelling at the start of a sentence
-    return " ".join((p if p.split("'")[0].split()[0] in ESTIMATORS else p[0].upper() + p[1:]) + "." for p in parts)
-
-
 @report_figure("01_seed_advantages", notebook=NOTEBOOK)
 def seed_advantages_figure(
     methods: str | Sequence[str] | None = None, limits: tuple[float, float] = (-2.0, 3.0)
@@ -280,32 +255,32 @@ def seed_advantages_figure(
 
     correct, correct_clean, wrong = pick("correct", "poisoned"), pick("correct", "clean"), pick("wrong", "poisoned")
     n_wrong = int((roles == "wrong").sum())
-    sentences = []
+    parts = []
     moved = [m for m in ("grpo", "seed_mad") if m in correct.index]
     if moved:
         first = "The glitch turns the correct answer's advantage " + " and ".join(
-            f"from {_num(correct_clean[m])} to {_num(correct[m])} under {m}" for m in moved
+            f"from {num(correct_clean[m])} to {num(correct[m])} under {m}" for m in moved
         )
         if "seed_mad" in moved:
             first += " (its MAD is 0, so it divides by the std the glitch inflated)"
         if "robust" in correct.index:
-            first += f"; robust keeps {_num(correct['robust'])}"
-        sentences.append(first)
-    zero = [m for m in wrong.index if abs(wrong[m]) <= ZERO_TOL]
-    pushed = [m for m in ("huber_m", "rank") if m in wrong.index and wrong[m] < -ZERO_TOL]
+            first += f"; robust keeps {num(correct['robust'])}"
+        parts.append(first)
+    zero = [m for m in wrong.index if abs(wrong[m]) <= ZERO]
+    pushed = [m for m in ("huber_m", "rank") if m in wrong.index and wrong[m] < -ZERO]
     second = []
     if zero:
-        text = f"median-centred {_and(zero)} give the {n_wrong} wrong answers 0"
+        text = f"median-centred {join(zero)} give the {n_wrong} wrong answers 0"
         if pushed:
-            text += f", while {_and([f'{m} ({_num(wrong[m])})' for m in pushed])} push them down"
+            text += f", while {join([f'{m} ({num(wrong[m])})' for m in pushed])} push them down"
         second.append(text)
     low, high = limits
     off = [m for m in correct.index if not low <= correct[m] <= high]
     if off:
-        second.append(f"{_and([f'{m} gives the correct answer {_num(correct[m])}' for m in off])} (off scale)")
+        second.append(f"{join([f'{m} gives the correct answer {num(correct[m])}' for m in off])} (off scale)")
     if second:
-        sentences.append("; ".join(second))
-    caption = _sentences(sentences, "Advantages of seed 000's group per estimator, clean and poisoned.")
+        parts.append("; ".join(second))
+    caption = sentences(parts, "Advantages of seed 000's group per estimator, clean and poisoned.", keep=ESTIMATORS)
     return ReportFigure("01_seed_advantages", fig, caption, data)
 
 
@@ -353,17 +328,17 @@ def seed_sensitivity_figure(
             last_ok = grpo[grpo["value"] < negative["value"].min()]["value"].max()
             parts.append(f"under grpo turns negative for every M above {last_ok:g} (the mean passes {r_correct:g})")
     if "seed_mad" in names:
-        parts.append(f"under seed_mad shrinks towards 0 ({_num(ends['seed_mad'])} at M = {top:g})")
+        parts.append(f"under seed_mad shrinks towards 0 ({num(ends['seed_mad'])} at M = {top:g})")
     above = correct[(correct["value"] >= r_correct) & (correct["method"] == "robust")]["advantage"]
     if len(above):
-        span = _num(above.min()) if np.isclose(above.min(), above.max()) else f"between {_num(above.min())} and {_num(above.max())}"
+        span = num(above.min()) if np.isclose(above.min(), above.max()) else f"between {num(above.min())} and {num(above.max())}"
         parts.append(f"under robust it stays at {span} for every M >= {r_correct:g}")
-    sentences = []
+    said = []
     falls = [p for p in parts if not p.startswith("under robust")]
     if falls:
-        sentences.append("as the glitch's reward M grows, the correct answer's advantage " + " and ".join(falls))
-    sentences += [p for p in parts if p.startswith("under robust")]
-    caption = _sentences(sentences, "Advantages of seed 000's group as the glitch's reward M moves.")
+        said.append("as the glitch's reward M grows, the correct answer's advantage " + " and ".join(falls))
+    said += [p for p in parts if p.startswith("under robust")]
+    caption = sentences(said, "Advantages of seed 000's group as the glitch's reward M moves.", keep=ESTIMATORS)
     return ReportFigure("01_seed_sensitivity", fig, caption, data)
 
 
@@ -402,24 +377,24 @@ def seed_scale_figure(
     fig = plot_group_scale(data, marker=marker)
     top = float(m_values.max())
     at_top = data[data["value"] == top].set_index("method")["scale"]
-    sentences = []
+    parts = []
     if "seed_mad" in names:
         sm = data[data["method"] == "seed_mad"]
         share = sm["fallback"].mean()
         where = "at every M" if share == 1 else f"at {share:.0%} of the M values"
-        sentences.append(
+        parts.append(
             f"{where} the MAD is 0, so seed_mad divides by its std fallback, "
-            f"which grows with M ({_num(at_top['seed_mad'])} at M = {top:g})"
+            f"which grows with M ({num(at_top['seed_mad'])} at M = {top:g})"
         )
     if "robust" in names:
         r_correct = float(g.rewards[0, g.correct])
         rb = data[(data["method"] == "robust") & (data["value"] >= r_correct)]["scale"]
-        sentences.append(
-            f"robust's bounded fallback stays at or below {_num(rb.max())} for every M >= {r_correct:g}: it measures "
+        parts.append(
+            f"robust's bounded fallback stays at or below {num(rb.max())} for every M >= {r_correct:g}: it measures "
             f"the correct answer's distance, not the glitch's (it shrinks slightly with M, by the tie tolerance "
             f"of 0.1 % of the range, and the correct answer's advantage does not move)"
         )
-    caption = _sentences(sentences, "The scale of seed 000's group as the glitch's reward M moves.")
+    caption = sentences(parts, "The scale of seed 000's group as the glitch's reward M moves.", keep=ESTIMATORS)
     return ReportFigure("01_seed_scale", fig, caption, data)
 
 
@@ -465,26 +440,26 @@ def binary_groups_figure(
         row = data[(data["method"] == method) & (data["k"] == kk) & (data["role"] == role)]
         return float(row["advantage"].iloc[0])
 
-    sentences = []
+    parts = []
     centred = [m for m in ("robust", "seed_mad", "mc_grpo") if m in names]
     signal = [m for m in ("grpo", "huber_m", "rank") if m in names]
     if centred:
         wrong = [value(m, 1, "wrong") for m in centred]
-        given = "0" if all(abs(w) <= ZERO_TOL for w in wrong) else ", ".join(_num(w) for w in wrong)
-        first = (f"with one correct answer of {group_size}, median-centred {_and(centred)} give the "
+        given = "0" if all(abs(w) <= ZERO for w in wrong) else ", ".join(num(w) for w in wrong)
+        first = (f"with one correct answer of {group_size}, median-centred {join(centred)} give the "
                  f"{group_size - 1} wrong answers {given}")
         if signal:
-            pushed = [f"{m} ({_num(value(m, 1, 'wrong'))})" for m in signal]
-            first += f", while {_and(pushed)} push them down"
-        sentences.append(first)
+            pushed = [f"{m} ({num(value(m, 1, 'wrong'))})" for m in signal]
+            first += f", while {join(pushed)} push them down"
+        parts.append(first)
     half = group_size // 2
     if group_size % 2 == 0 and "seed_mad" in names:
         second = (f"at the even split k = {half}, seed_mad's lower median gives the wrong answers "
-                  f"{_num(value('seed_mad', half, 'wrong'))} and the correct ones {_num(value('seed_mad', half, 'correct'))}")
+                  f"{num(value('seed_mad', half, 'wrong'))} and the correct ones {num(value('seed_mad', half, 'correct'))}")
         if "robust" in names:
-            second += f" (robust: {_num(value('robust', half, 'wrong'))} and {_num(value('robust', half, 'correct'))})"
-        sentences.append(second)
+            second += f" (robust: {num(value('robust', half, 'wrong'))} and {num(value('robust', half, 'correct'))})"
+        parts.append(second)
     if "mc_grpo" in names:
-        sentences.append(f"mc_grpo gives a lone correct answer {_num(value('mc_grpo', 1, 'correct'))} (off scale)")
-    caption = _sentences(sentences, f"Advantages in 0/1 groups of G = {group_size}.")
+        parts.append(f"mc_grpo gives a lone correct answer {num(value('mc_grpo', 1, 'correct'))} (off scale)")
+    caption = sentences(parts, f"Advantages in 0/1 groups of G = {group_size}.", keep=ESTIMATORS)
     return ReportFigure("01_binary_groups", fig, caption, data)
