@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 __all__ = [
     "SEED_LIMIT",
@@ -49,6 +50,7 @@ __all__ = [
     "check_choice",
     "check_int_list",
     "check_real_list",
+    "require_columns",
 ]
 
 #: Seeds are integers in [0, SEED_LIMIT).
@@ -188,3 +190,20 @@ def check_real_list(
         values = [values]
     items = _items(name, values, "a number")
     return [check_real(f"each of {name}", v, minimum=minimum, maximum=maximum, open_min=open_min) for v in items]
+
+
+def require_columns(frame: object, columns: Iterable[str], name: str, *, produced_by: str | None = None) -> pd.DataFrame:
+    """Check that ``frame`` is a non-empty DataFrame holding ``columns``; return it.
+
+    Raises ``ValueError`` naming the argument (``name``), what is wrong and,
+    with ``produced_by``, the function whose table to pass.
+    """
+    hint = f"; pass the table from {produced_by}" if produced_by else ""
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"{name} must be a pandas DataFrame, got {type(frame).__name__}{hint}")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{name} lacks column(s) {missing} (it has {list(frame.columns)}){hint}")
+    if frame.empty:
+        raise ValueError(f"{name} is empty: nothing to compute or draw; pass at least one row")
+    return frame

@@ -21,7 +21,7 @@ from robustgrpo.bench import DashboardBench, format_dashboard_table, run_dashboa
 from robustgrpo.cli import build_parser
 from robustgrpo.contamination import Bernoulli, Gaussian
 from robustgrpo.metrics import agreement_from_advantages, sweep, update_cosine
-from robustgrpo.plots.interactive import EMPTY_BIN, linked_views, trace_by_meta, update_linked_views
+from robustgrpo.plots.interactive import EMPTY_BIN, plot_linked_views, trace_by_meta, update_linked_views
 from robustgrpo.plots.sweeps import plot_clip_schedule, plot_heatmaps
 from robustgrpo.dashboards.sweep import (
     CLEAN_MODEL_CHOICES,
@@ -283,7 +283,7 @@ def test_engine_options_are_validated(kwargs, message):
 
 def test_linked_views_update_in_place(engine):
     first = engine.data(8, 2.5, 0.1, 10.0, "bernoulli", ["grpo", "robust"], group=3)
-    fig = linked_views(first)
+    fig = plot_linked_views(first)
     traces = list(fig.data)
     ids = [id(t) for t in traces]
     layout_id = id(fig.layout)
@@ -316,8 +316,8 @@ def test_linked_views_update_in_place(engine):
 def test_linked_views_need_traces_for_every_shown_estimator(engine):
     data = engine.data(8, 2.5, 0.1, 10.0, "bernoulli", ["grpo", "robust"])
     with pytest.raises(ValueError, match="no traces"):
-        linked_views(data, methods=["grpo"])
-    fig = linked_views(engine.data(8, 2.5, 0.1, 10.0, "bernoulli", ["grpo"]), methods=["grpo"])
+        plot_linked_views(data, methods=["grpo"])
+    fig = plot_linked_views(engine.data(8, 2.5, 0.1, 10.0, "bernoulli", ["grpo"]), methods=["grpo"])
     with pytest.raises(ValueError, match="no traces"):
         update_linked_views(fig, data)
 

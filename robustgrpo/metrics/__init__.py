@@ -57,7 +57,7 @@ Conventions
   e.g. ``reward_range``) go to every method.
 """
 
-from ._common import DTYPE, ENTRY_KEYWORDS, derived_seed
+from ._common import DTYPE, ENTRY_KEYWORDS, derived_seed, scenario_record
 from .agreement import (
     advantage_samples,
     agreement,
@@ -77,6 +77,7 @@ __all__ = [
     "DTYPE",
     "ENTRY_KEYWORDS",
     "derived_seed",
+    "scenario_record",
     "HUBER_EFFICIENT_C",
     "STATISTICS",
     "sensitivity_curve",

@@ -22,6 +22,7 @@ __all__ = [
     "ENTRY_KEYWORDS",
     "Methods",
     "derived_seed",
+    "scenario_record",
 ]
 
 
@@ -139,8 +140,15 @@ def _np(x: torch.Tensor) -> np.ndarray:
 def _bar(total: int, progress: bool, desc: str):
     return tqdm(total=total, disable=not progress, desc=desc, leave=False)
 
-def _resolve_record(data: Contaminated | Scenario | str, n_groups: int | None, seed: int | None) -> Contaminated:
-    """A float64 Contaminated record from a record, a scenario or a scenario name."""
+def scenario_record(
+    data: Contaminated | Scenario | str, n_groups: int | None = None, seed: int | None = None
+) -> Contaminated:
+    """A float64 Contaminated record from a record, a scenario or a scenario name.
+
+    A scenario (or name) is sampled at its own size and seed unless ``n_groups``
+    or ``seed`` say otherwise; a record is converted to float64 as it is (then
+    ``n_groups`` and ``seed`` must be None).
+    """
     if isinstance(data, Contaminated):
         if n_groups is not None or seed is not None:
             raise ValueError("n_groups and seed only apply when data is a scenario; drop them for a Contaminated record")

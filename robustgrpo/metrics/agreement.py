@@ -28,7 +28,7 @@ from ._common import (
     _check_tol,
     _np,
     _params_for,
-    _resolve_record,
+    scenario_record,
 )
 
 __all__ = [
@@ -397,7 +397,7 @@ def agreement(
     per_method = _params_for(names, params)
     subset = _check_subset(subset)
     zero_tol = _check_tol(zero_tol)
-    record = _resolve_record(data, n_groups, seed)
+    record = scenario_record(data, n_groups, seed)
     if reference is not None:
         get_estimator(reference)
     entry = {"reward_range": reward_range, "out_of_range": out_of_range}
@@ -443,7 +443,7 @@ def advantage_samples(
     """
     names = resolve_methods(methods)
     per_method = _params_for(names, params)
-    record = _resolve_record(data, n_groups, seed)
+    record = scenario_record(data, n_groups, seed)
     b, g = record.clean.shape
     group = np.repeat(np.arange(b), g)
     sample = np.tile(np.arange(g), b)

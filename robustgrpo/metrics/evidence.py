@@ -15,7 +15,7 @@ from ..contamination import (
 from ..inputs import distinct_names
 from ._common import (
     Methods,
-    _resolve_record,
+    scenario_record,
 )
 from .agreement import agreement
 
@@ -68,7 +68,7 @@ def estimator_evidence(
         scenario = load_scenario(name)
         if scenario.is_fixed:
             continue
-        record = _resolve_record(scenario, n_groups, seed)
+        record = scenario_record(scenario, n_groups, seed)
         for declared in ((False, True) if scenario.reward_range is not None else (False,)):
             kw = {"reward_range": scenario.reward_range} if declared else {}
             table = agreement(record, names, reference=reference, **kw, **params)

@@ -101,7 +101,7 @@ class Dashboard:
     def __init__(self, engine: DashboardEngine, state: Mapping[str, Any]) -> None:
         import ipywidgets as W
 
-        from ..plots.interactive import linked_views
+        from ..plots.interactive import plot_linked_views
 
         self.engine = engine
         unknown = sorted(set(state) - set(DEFAULT_STATE))
@@ -143,7 +143,7 @@ class Dashboard:
         self.data = engine.data(**self._values())
         self.readout = W.HTML(readout_html(self.data))
         self.message = W.HTML("")
-        self.figure = linked_views(self.data)
+        self.figure = plot_linked_views(self.data)
         for trace in self.figure.data:
             if (trace.meta or "").startswith("hist:"):
                 trace.on_click(self._on_histogram_click)
