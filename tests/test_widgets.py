@@ -243,7 +243,7 @@ BAD = [
     ({"c": 0.0}, "c must be"),
     ({"c": -1.0}, "c must be"),
     ({"c": float("nan")}, "c must be"),
-    ({"c": "2"}, "c must be a number"),
+    ({"c": "2"}, "c must be a finite number > 0, got '2'"),
     ({"rate": -0.1}, "rate must be"),
     ({"rate": 1.5}, "rate must be"),
     ({"size": 0.0}, "size must be"),

@@ -70,9 +70,20 @@ import pandas as pd
 import torch
 
 from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
-from ..contamination import Bernoulli, CleanModel, FormatCorrectness, Gaussian, SkewNormal
-from ..metrics import derived_seed  # the per-G seeds of metrics.sweep: same data as the heat maps
-from ..metrics import relative_update_error, sign_changes, update_cosine
+from ..checks import check_int, check_positive, check_probability, check_real, check_seed
+from ..contamination import (
+    Bernoulli,
+    CleanModel,
+    FormatCorrectness,
+    Gaussian,
+    SkewNormal,
+)
+from ..metrics import (
+    derived_seed,  # the per-G seeds of metrics.sweep: same data as the heat maps
+    relative_update_error,
+    sign_changes,
+    update_cosine,
+)
 
 __all__ = [
     "GROUP_SIZES",
@@ -140,21 +151,8 @@ CLEAN_MODEL_CHOICES: Mapping[str, CleanChoice] = {
 # --------------------------------------------------------------------------- validation
 
 
-def _check_int(name: str, value: Any, lo: int, hi: int | None, hint: str) -> int:
-    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-    if not ok or value < lo or (hi is not None and value > hi):
-        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise ValueError(f"{name} must be an integer {rng}, got {value!r}; {hint}")
-    return int(value)
 
 
-def _check_real(name: str, value: Any, ok: Callable[[float], bool], requirement: str, hint: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a number {requirement}, got {value!r}; {hint}")
-    v = float(value)
-    if not (math.isfinite(v) and ok(v)):
-        raise ValueError(f"{name} must be a finite number {requirement}, got {value!r}; {hint}")
-    return v
 
 
 def _check_methods(methods: Any) -> tuple[str, ...]:
@@ -427,18 +425,18 @@ class DashboardEngine:
         zero_tol: float = 1e-8,
         cache_size: int = 6,
     ) -> None:
-        self.n_groups = _check_int("n_groups", n_groups, 1, None, "pass the number of groups, e.g. 10_000")
-        self.seed = _check_int("seed", seed, 0, 2**63 - 1, "pass e.g. seed=0")
+        self.n_groups = check_int("n_groups", n_groups, minimum=1, hint="pass the number of groups, e.g. 10_000")
+        self.seed = check_seed(seed)
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
         self.dtype = dtype
-        self.n_bins = _check_int("n_bins", n_bins, 3, None, "pass an odd number of bins, e.g. 161")
+        self.n_bins = check_int("n_bins", n_bins, minimum=3, hint="pass an odd number of bins, e.g. 161")
         if self.n_bins % 2 == 0:
             raise ValueError(f"n_bins must be odd so that 0 is the centre of a bin, got {n_bins}; pass e.g. {n_bins + 1}")
-        self.hist_range = _check_real("hist_range", hist_range, lambda v: v > 0, "> 0", "pass e.g. 8.05")
-        self.zero_tol = _check_real("zero_tol", zero_tol, lambda v: v >= 0, ">= 0", "pass e.g. 1e-8")
+        self.hist_range = check_positive("hist_range", hist_range, hint="pass e.g. 8.05")
+        self.zero_tol = check_real("zero_tol", zero_tol, minimum=0, hint="pass e.g. 1e-8")
         self._tol = _float32_threshold(self.zero_tol, dtype)
-        size = _check_int("cache_size", cache_size, 1, None, "pass e.g. 6")
+        size = check_int("cache_size", cache_size, minimum=1, hint="pass e.g. 6")
         self.bin_edges = np.linspace(-self.hist_range, self.hist_range, self.n_bins + 1)
         self._clean: _LRU = _LRU(size)
         self._uniform: _LRU = _LRU(size)
@@ -530,10 +528,10 @@ class DashboardEngine:
     # ---------------------------------------------------------------- pieces
 
     def _validate(self, G: Any, c: Any, rate: Any, size: Any, clean_model: Any) -> tuple[int, float, float, float, CleanKey]:
-        G = _check_int("G", G, 2, None, f"pass a group size of at least 2 (the dashboard offers {GROUP_SIZES[0]} to {GROUP_SIZES[-1]})")
-        c = _check_real("c", c, lambda v: v > 0, "> 0", f"pass a clip threshold, e.g. 2.5 (the slider spans {CLIP_RANGE[0]:g} to {CLIP_RANGE[1]:g})")
-        rate = _check_real("rate", rate, lambda v: 0 <= v <= 1, "in [0, 1]", "pass the fraction of samples hit, e.g. 0.05")
-        size = _check_real("size", size, lambda v: v > 0, "> 0", "pass the outlier reward M, e.g. 10.0")
+        G = check_int("G", G, minimum=2, hint=f"pass a group size of at least 2 (the dashboard offers {GROUP_SIZES[0]} to {GROUP_SIZES[-1]})")
+        c = check_positive("c", c, hint=f"pass a clip threshold, e.g. 2.5 (the slider spans {CLIP_RANGE[0]:g} to {CLIP_RANGE[1]:g})")
+        rate = check_probability("rate", rate, hint="pass the fraction of samples hit, e.g. 0.05")
+        size = check_positive("size", size, hint="pass the outlier reward M, e.g. 10.0")
         return G, c, rate, size, _check_clean_model(clean_model)
 
     def rewards(
@@ -686,7 +684,7 @@ class DashboardEngine:
         """Everything the dashboard shows for one setting; see :func:`dashboard_data`."""
         G, c, rate, size, clean_model = self._validate(G, c, rate, size, clean_model)
         names = _check_methods(methods)
-        group = _check_int("group", group, 0, self.n_groups - 1, f"pick a group index below n_groups={self.n_groups}")
+        group = check_int("group", group, minimum=0, maximum=self.n_groups - 1, hint=f"pick a group index below n_groups={self.n_groups}")
         cl = self._clean_state(G, clean_model)
         st = self._contaminated_state(G, clean_model, rate, size)
         n = self.n_groups * G
@@ -844,8 +842,8 @@ def dashboard_data(
     >>> round(d.fallback_rate["seed_mad"], 2), round(d.fallback_rate["robust"], 2)
     (0.94, 0.8)
     """
-    key = (_check_int("n_groups", n_groups, 1, None, "pass the number of groups, e.g. 10_000"),
-           _check_int("seed", seed, 0, 2**63 - 1, "pass e.g. seed=0"))
+    key = (check_int("n_groups", n_groups, minimum=1, hint="pass the number of groups, e.g. 10_000"),
+           check_seed(seed))
     engine = _ENGINES.get(key, lambda: DashboardEngine(*key))
     return engine.data(G, c, rate, size, clean_model, methods, group=group)
 

@@ -66,11 +66,22 @@ from .agreement import (
     sign_changes,
     update_cosine,
 )
-from .binary import jitter_sweep, mad_zero_fraction, mad_zero_fraction_mc, update_weight, update_weight_mc
+from .binary import (
+    jitter_sweep,
+    mad_zero_fraction,
+    mad_zero_fraction_mc,
+    update_weight,
+    update_weight_mc,
+)
 from .breakdown import binary_breakdown, breakdown_point, breakdown_table
 from .efficiency import efficiency, reference_efficiencies, samuelson_bound
 from .evidence import estimator_evidence, evidence_ranking
-from .sensitivity import HUBER_EFFICIENT_C, STATISTICS, sensitivity_curve, statistic_sensitivity
+from .sensitivity import (
+    HUBER_EFFICIENT_C,
+    STATISTICS,
+    sensitivity_curve,
+    statistic_sensitivity,
+)
 from .sweep import sweep
 
 __all__ = [

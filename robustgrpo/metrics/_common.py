@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Union
 
 import numpy as np
@@ -11,6 +10,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..advantages import ESTIMATORS
+from ..checks import check_int, check_seed
 from ..contamination import (
     Contaminated,
     Scenario,
@@ -60,12 +60,6 @@ def _params_for(methods: Sequence[str], params: Mapping[str, Any]) -> dict[str, 
     return out
 
 
-def _check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**63:
-        raise ValueError(f"seed must be an integer in [0, 2**63), got {seed!r}; pass e.g. seed=0")
-    return int(seed)
-
-
 def derived_seed(seed: int, *key: int) -> int:
     """A 63-bit seed derived from ``seed`` and a spawn key (one per sweep cell).
 
@@ -80,39 +74,6 @@ def derived_seed(seed: int, *key: int) -> int:
 
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
-
-
-def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
-
-
-def _int_list(name: str, values: Any, minimum: int) -> list[int]:
-    if isinstance(values, (int, np.integer)) and not isinstance(values, bool):
-        values = [values]
-    try:
-        items = list(values)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer or a sequence of integers, got {values!r}") from None
-    if not items:
-        raise ValueError(f"{name} is empty; pass at least one value")
-    return [_positive_int(f"each of {name}", v, minimum) for v in items]
-
-
-def _float_list(name: str, values: Any, check: Callable[[float], bool], requirement: str) -> list[float]:
-    if isinstance(values, (int, float, np.integer, np.floating)) and not isinstance(values, bool):
-        values = [values]
-    try:
-        items = [float(v) for v in values]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number or a sequence of numbers, got {values!r}") from None
-    if not items:
-        raise ValueError(f"{name} is empty; pass at least one value")
-    bad = [v for v in items if not (math.isfinite(v) and check(v))]
-    if bad:
-        raise ValueError(f"{name} must hold {requirement}, got {bad}")
-    return items
 
 
 def _vector(name: str, values: Any, *, min_len: int = 1) -> torch.Tensor:
@@ -158,21 +119,12 @@ def scenario_record(
     elif isinstance(data, (Scenario, str)) or hasattr(data, "__fspath__"):
         scenario = data if isinstance(data, Scenario) else load_scenario(data)
         if n_groups is not None:
-            _positive_int("n_groups", n_groups)
-        record = scenario.sample(n_groups, None if seed is None else _check_seed(seed), dtype=DTYPE)
+            check_int("n_groups", n_groups, minimum=1)
+        record = scenario.sample(n_groups, None if seed is None else check_seed(seed), dtype=DTYPE)
     else:
         raise ValueError(
             f"data must be a Contaminated record, a Scenario or a scenario name, got {type(data).__name__}"
         )
     return record
 
-def _check_subset(subset: str) -> str:
-    if subset not in ("all", "hit"):
-        raise ValueError(f"subset must be 'all' (every group) or 'hit' (groups with a contaminated sample), got {subset!r}")
-    return subset
 
-
-def _check_tol(zero_tol: Any) -> float:
-    if isinstance(zero_tol, bool) or not isinstance(zero_tol, (int, float)) or not (math.isfinite(zero_tol) and zero_tol >= 0):
-        raise ValueError(f"zero_tol must be a finite number >= 0, got {zero_tol!r}")
-    return float(zero_tol)

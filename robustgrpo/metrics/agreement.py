@@ -17,6 +17,7 @@ from ..advantages import (
     get_estimator,
     resolve_methods,
 )
+from ..checks import check_choice, check_real
 from ..contamination import (
     Contaminated,
     Scenario,
@@ -24,8 +25,6 @@ from ..contamination import (
 from ._common import (
     DTYPE,
     Methods,
-    _check_subset,
-    _check_tol,
     _np,
     _params_for,
     scenario_record,
@@ -395,8 +394,8 @@ def agreement(
     """
     names = resolve_methods(methods)
     per_method = _params_for(names, params)
-    subset = _check_subset(subset)
-    zero_tol = _check_tol(zero_tol)
+    subset = check_choice("subset", subset, ("all", "hit"))
+    zero_tol = check_real("zero_tol", zero_tol, minimum=0)
     record = scenario_record(data, n_groups, seed)
     if reference is not None:
         get_estimator(reference)

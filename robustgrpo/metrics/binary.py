@@ -13,20 +13,16 @@ import torch
 from tqdm.auto import tqdm
 
 from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
+from ..checks import check_int, check_int_list, check_real, check_real_list, check_seed
 from ..contamination import (
     Bernoulli,
 )
 from ._common import (
     DTYPE,
     Methods,
-    _check_seed,
-    _check_tol,
-    _float_list,
     _generator,
-    _int_list,
     _np,
     _params_for,
-    _positive_int,
     derived_seed,
 )
 from .agreement import update_cosine
@@ -92,8 +88,8 @@ def mad_zero_fraction(
     """
     from scipy.stats import binom
 
-    gs = np.asarray(_int_list("group_sizes", group_sizes, 2))
-    ps = np.asarray(_float_list("success_rates", success_rates, lambda v: 0 <= v <= 1, "probabilities in [0, 1]"))
+    gs = np.asarray(check_int_list("group_sizes", group_sizes, minimum=2))
+    ps = np.asarray(check_real_list("success_rates", success_rates, minimum=0, maximum=1))
     g, p = (a.reshape(-1) for a in np.meshgrid(gs, ps, indexing="ij"))
     half = binom.pmf(g // 2, g, p)
     split = np.where((g % 2 == 0) & (not lower), half, 0.0)
@@ -129,10 +125,10 @@ def mad_zero_fraction_mc(
     """
     if method not in ("robust", "seed_mad"):
         raise ValueError(f"method must be 'robust' (mid-median MAD) or 'seed_mad' (lower median), got {method!r}")
-    gs = _int_list("group_sizes", group_sizes, 2)
-    ps = _float_list("success_rates", success_rates, lambda v: 0 <= v <= 1, "probabilities in [0, 1]")
-    n_groups = _positive_int("n_groups", n_groups)
-    seed = _check_seed(seed)
+    gs = check_int_list("group_sizes", group_sizes, minimum=2)
+    ps = check_real_list("success_rates", success_rates, minimum=0, maximum=1)
+    n_groups = check_int("n_groups", n_groups, minimum=1)
+    seed = check_seed(seed)
     rows = []
     cells = list(itertools.product(gs, ps))
     for i, (g, p) in enumerate(tqdm(cells, disable=not progress, desc="mad zeros", leave=False)):
@@ -229,8 +225,8 @@ def update_weight(
 
     names = _per_prompt_methods(methods)
     per_method = _params_for(names, params)
-    gs = _int_list("group_sizes", group_sizes, 2)
-    ps = np.asarray(_float_list("success_rates", success_rates, lambda v: 0 < v < 1, "probabilities in (0, 1)"))
+    gs = check_int_list("group_sizes", group_sizes, minimum=2)
+    ps = np.asarray(check_real_list("success_rates", success_rates, minimum=0, maximum=1, open_min=True, open_max=True))
     rows = []
     for g in gs:
         k = np.arange(g + 1)
@@ -270,10 +266,10 @@ def update_weight_mc(
     """
     names = _per_prompt_methods(methods)
     per_method = _params_for(names, params)
-    gs = _int_list("group_sizes", group_sizes, 2)
-    ps = _float_list("success_rates", success_rates, lambda v: 0 < v < 1, "probabilities in (0, 1)")
-    n_groups = _positive_int("n_groups", n_groups)
-    seed = _check_seed(seed)
+    gs = check_int_list("group_sizes", group_sizes, minimum=2)
+    ps = check_real_list("success_rates", success_rates, minimum=0, maximum=1, open_min=True, open_max=True)
+    n_groups = check_int("n_groups", n_groups, minimum=1)
+    seed = check_seed(seed)
     rows = []
     for g in gs:
         for j, p in enumerate(ps):
@@ -340,13 +336,13 @@ def jitter_sweep(
     """
     names = resolve_methods(methods)
     per_method = _params_for(names, params)
-    sds = _float_list("jitter", jitter, lambda v: v > 0, "standard deviations > 0")
-    g = _positive_int("group_size", group_size, 2)
+    sds = check_real_list("jitter", jitter, minimum=0, open_min=True)
+    g = check_int("group_size", group_size, minimum=2)
     if isinstance(success_rate, bool) or not (isinstance(success_rate, (int, float)) and 0 < success_rate < 1):
         raise ValueError(f"success_rate must be a probability in (0, 1), got {success_rate!r}")
-    n_groups = _positive_int("n_groups", n_groups)
-    seed = _check_seed(seed)
-    zero_tol = _check_tol(zero_tol)
+    n_groups = check_int("n_groups", n_groups, minimum=1)
+    seed = check_seed(seed)
+    zero_tol = check_real("zero_tol", zero_tol, minimum=0)
     clean = Bernoulli(success_rate).sample(n_groups, g, seed=derived_seed(seed, 4, g), dtype=DTYPE)
     noise = torch.randn(n_groups, g, generator=_generator(derived_seed(seed, 5, g)), dtype=DTYPE)
     correct = clean.sum(-1, keepdim=True)

@@ -11,17 +11,14 @@ import pandas as pd
 import torch
 
 from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
+from ..checks import check_int, check_int_list, check_real_list, check_seed
 from ._common import (
     DTYPE,
     Methods,
     _bar,
-    _check_seed,
-    _float_list,
     _generator,
-    _int_list,
     _np,
     _params_for,
-    _positive_int,
     derived_seed,
 )
 
@@ -131,18 +128,18 @@ def breakdown_point(
     """
     names = resolve_methods(methods)
     per_method = _params_for(names, params)
-    gs = _int_list("group_sizes", group_sizes, 2)
-    ms = _float_list("sizes", sizes, lambda v: v > 0, "finite outlier values > 0")
+    gs = check_int_list("group_sizes", group_sizes, minimum=2)
+    ms = check_real_list("sizes", sizes, minimum=0, open_min=True)
     if len(ms) < 2 or max(ms) < 4 * min(ms):
         raise ValueError(f"sizes must hold at least two outlier values a factor of 4 or more apart, got {ms}")
     m_lo, m_hi = min(ms), max(ms)
-    n_groups = _positive_int("n_groups", n_groups)
+    n_groups = check_int("n_groups", n_groups, minimum=1)
     for name, val in (("growth", growth), ("quorum", quorum)):
         if isinstance(val, bool) or not (isinstance(val, (int, float)) and 0 < val <= 1):
             raise ValueError(f"{name} must be a fraction in (0, 1], got {val!r}")
     if isinstance(implode, bool) or not (isinstance(implode, (int, float)) and 0 < implode < 1):
         raise ValueError(f"implode must be a number in (0, 1), got {implode!r}")
-    seed = _check_seed(seed)
+    seed = check_seed(seed)
 
     rows: list[dict[str, Any]] = []
     bar = _bar(len(gs) * len(names), progress, "breakdown")
@@ -239,15 +236,15 @@ def binary_breakdown(
     """
     names = resolve_methods(methods)
     per_method = _params_for(names, params)
-    gs = _int_list("group_sizes", group_sizes, 3)
-    ms = _float_list("sizes", sizes, lambda v: v > 1, "glitch sizes > 1")
+    gs = check_int_list("group_sizes", group_sizes, minimum=3)
+    ms = check_real_list("sizes", sizes, minimum=1, open_min=True)
     if len(ms) < 2 or max(ms) < 4 * min(ms):
         raise ValueError(f"sizes must hold at least two glitch sizes a factor of 4 or more apart, got {ms}")
     if isinstance(fall, bool) or not (isinstance(fall, (int, float)) and 0 < fall < 1):
         raise ValueError(f"fall must be a number in (0, 1), got {fall!r}")
     rows = []
     for g in gs:
-        ks = list(range(1, (g + 1) // 2)) if correct is None else _int_list("correct", correct, 1)
+        ks = list(range(1, (g + 1) // 2)) if correct is None else check_int_list("correct", correct, minimum=1)
         bad = [k for k in ks if not 2 * k < g]
         if bad:
             raise ValueError(f"correct must be below G/2 (a minority of correct answers), got {bad} at G = {g}")
@@ -291,8 +288,8 @@ def breakdown_table(methods: Methods = None, group_sizes: int | Sequence[int] = 
     {'grpo': {'breakdown': 0.125, 'binary': 1.0}, 'robust': {'breakdown': 0.5, 'binary': 2.0}, 'rank': {'breakdown': inf, 'binary': 4.0}}
     """
     names = resolve_methods(methods)
-    gs = _int_list("group_sizes", group_sizes, 2)
-    k = _positive_int("correct", correct)
+    gs = check_int_list("group_sizes", group_sizes, minimum=2)
+    k = check_int("correct", correct, minimum=1)
     rows = []
     for m in names:
         facts = ESTIMATORS[m].breakdown

@@ -11,15 +11,9 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..contamination import (
-    data_dir,
-)
-from ._common import (
-    DTYPE,
-    _check_seed,
-    _generator,
-    _positive_int,
-)
+from ..checks import check_int, check_seed
+from ..contamination import data_dir
+from ._common import DTYPE, _generator
 from .sensitivity import STATISTICS, _apply_statistic, _statistic_names
 
 __all__ = [
@@ -100,9 +94,9 @@ def efficiency(
     Statistics. Wiley.
     """
     names = _statistic_names(estimators)
-    n = _positive_int("n", n, 3)
-    n_samples = _positive_int("n_samples", n_samples, 100)
-    seed = _check_seed(seed)
+    n = check_int("n", n, minimum=3)
+    n_samples = check_int("n_samples", n_samples, minimum=100)
+    seed = check_seed(seed)
     x = torch.randn(n_samples, n, generator=_generator(seed), dtype=DTYPE)
     refs = {
         "location": _log_variance_influence(x.mean(-1), False),

@@ -10,6 +10,14 @@ from typing import Any, Literal
 import pandas as pd
 
 from ..advantages import ESTIMATORS, get_estimator, resolve_methods
+from ..checks import (
+    check_choice,
+    check_int,
+    check_int_list,
+    check_real,
+    check_real_list,
+    check_seed,
+)
 from ..contamination import (
     Bernoulli,
     CleanModel,
@@ -23,13 +31,7 @@ from ._common import (
     DTYPE,
     Methods,
     _bar,
-    _check_seed,
-    _check_subset,
-    _check_tol,
-    _float_list,
-    _int_list,
     _params_for,
-    _positive_int,
     derived_seed,
 )
 from .agreement import _agreement_rows
@@ -135,17 +137,17 @@ def sweep(
     if clash:
         raise ValueError(f"pass clip thresholds through clip=, not as {clash}")
     per_method = _params_for(names, params)
-    gs = _int_list("group_sizes", group_sizes, 2)
-    cs = _float_list("clip", clip, lambda v: v > 0, "clip thresholds > 0")
-    rs = _float_list("rates", rates, lambda v: 0 <= v <= 1, "rates in [0, 1]")
+    gs = check_int_list("group_sizes", group_sizes, minimum=2)
+    cs = check_real_list("clip", clip, minimum=0, open_min=True)
+    rs = check_real_list("rates", rates, minimum=0, maximum=1)
     factory, uses_size = _contamination_factory(contamination)
-    ss = _float_list("sizes", sizes, lambda v: True, "finite numbers") if uses_size else [math.nan]
+    ss = check_real_list("sizes", sizes) if uses_size else [math.nan]
     if not isinstance(clean, CleanModel):
         raise ValueError(f"clean must be a clean reward model such as Bernoulli(0.3), got {clean!r}")
-    n_groups = _positive_int("n_groups", n_groups)
-    seed = _check_seed(seed)
-    subset = _check_subset(subset)
-    zero_tol = _check_tol(zero_tol)
+    n_groups = check_int("n_groups", n_groups, minimum=1)
+    seed = check_seed(seed)
+    subset = check_choice("subset", subset, ("all", "hit"))
+    zero_tol = check_real("zero_tol", zero_tol, minimum=0)
     if reference is not None:
         get_estimator(reference)
 

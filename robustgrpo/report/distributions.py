@@ -35,7 +35,13 @@ import pandas as pd
 
 from ..advantages import ESTIMATORS, RECOMMENDED, resolve_methods
 from ..contamination import list_scenarios
-from ..metrics import advantage_samples, agreement, estimator_evidence, evidence_ranking, scenario_record
+from ..metrics import (
+    advantage_samples,
+    agreement,
+    estimator_evidence,
+    evidence_ranking,
+    scenario_record,
+)
 from ..metrics.distributions import (
     DEFAULT_METHODS,
     contaminated_landing_table,
@@ -45,8 +51,8 @@ from ..metrics.distributions import (
     zero_fractions_table,
 )
 from ..plots.distributions import (
-    plot_ecdfs,
     plot_contaminated_landing,
+    plot_ecdfs,
     plot_evidence,
     plot_one_of_eight,
     plot_zero_fractions,

@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 from scipy.stats import norm
 
+from ..checks import check_int, check_int_list, check_seed
 from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
 from ..contamination import data_dir
 from ..metrics import (
@@ -29,25 +30,25 @@ from ..metrics import (
     binary_breakdown,
     breakdown_point,
     breakdown_table,
-    jitter_sweep,
-    sensitivity_curve,
-    update_weight,
     efficiency,
+    jitter_sweep,
     mad_zero_fraction,
     mad_zero_fraction_mc,
     reference_efficiencies,
     samuelson_bound,
+    sensitivity_curve,
     statistic_sensitivity,
+    update_weight,
 )
 from ..plots.primer import (
     plot_breakdown,
-    plot_resolution,
-    plot_update_weight,
     plot_efficiency,
     plot_influence,
     plot_mad_zero,
+    plot_resolution,
     plot_samuelson,
     plot_tie_collapse,
+    plot_update_weight,
 )
 from ..stats import median
 from . import ReportFigure, report_figure
@@ -70,17 +71,8 @@ __all__ = [
 NOTEBOOK = "02_robust_statistics_primer.ipynb"
 
 
-def _sizes(name: str, values: int | Sequence[int], minimum: int = 2) -> list[int]:
-    items = [values] if isinstance(values, (int, np.integer)) else list(values)
-    if not items or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum for v in items):
-        raise ValueError(f"{name} must be integers >= {minimum}, got {values!r}")
-    return [int(v) for v in items]
 
 
-def _seed(seed: int) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    return int(seed)
 
 
 # ------------------------------------------------------------------ breakdown
@@ -110,8 +102,8 @@ def breakdown_figure(
         never), ``theory``, ``glitches`` (0/1, measured), ``binary_theory``.
     """
     names = list(ESTIMATORS) if methods is None else list(methods)
-    sizes = _sizes("group_sizes", group_sizes, minimum=3)
-    raw = breakdown_point(names, sizes, n_groups=n_groups, seed=_seed(seed))
+    sizes = check_int_list("group_sizes", group_sizes, minimum=3)
+    raw = breakdown_point(names, sizes, n_groups=n_groups, seed=check_seed(seed))
     wide = raw.pivot_table(index=["method", "G"], columns="quantity", values="breakdown", dropna=False).reset_index()
     wide = wide.set_index("method").loc[names].reset_index()  # catalogue order
     wide["breakdown"] = wide[["centre", "scale"]].min(axis=1).fillna(math.inf)
@@ -279,7 +271,7 @@ def influence_figure(
     ReportFigure
         ``data``: :func:`~robustgrpo.metrics.statistic_sensitivity`.
     """
-    n = _sizes("n", n, 3)[0]
+    n = check_int("n", n, minimum=3)
     if not (isinstance(x_max, (int, float)) and math.isfinite(x_max) and x_max > 0):
         raise ValueError(f"x_max must be a finite number > 0, got {x_max!r}")
     sample = norm.ppf((np.arange(1, n) - 0.5) / (n - 1))
@@ -344,8 +336,8 @@ def efficiency_figure(
         ``published`` (asymptotic, :func:`~robustgrpo.metrics.reference_efficiencies`)
         and ``finite_n`` / ``finite_n_se`` (:func:`finite_n_efficiencies`, when n = 100).
     """
-    n = _sizes("n", n, 3)[0]
-    seed = _seed(seed)
+    n = check_int("n", n, minimum=3)
+    seed = check_seed(seed)
     fast = efficiency(("median", "huber_location", "mad", "iqr", "mean_absolute_deviation"), n, n_samples, seed=seed)
     pairwise = efficiency(("qn", "sn"), n, n_samples_pairwise, seed=seed)
     mc = pd.concat([fast, pairwise], ignore_index=True)
@@ -387,7 +379,7 @@ def samuelson_figure(group_sizes: Sequence[int] = tuple(range(2, 65)), clip: flo
         ``data``: ``G``, ``ddof``, ``bound`` (:func:`~robustgrpo.metrics.samuelson_bound`)
         and ``advantage`` (grpo's advantage of the outlier).
     """
-    sizes = np.asarray(_sizes("group_sizes", group_sizes))
+    sizes = np.asarray(check_int_list("group_sizes", group_sizes, minimum=2))
     if not (isinstance(clip, (int, float)) and math.isfinite(clip) and clip > 0):
         raise ValueError(f"clip must be a finite number > 0, got {clip!r}")
     if not (isinstance(outlier, (int, float)) and math.isfinite(outlier) and outlier != 0):
@@ -442,11 +434,11 @@ def tie_collapse_figure(
         ``relative_scale`` (median ratio) and ``zero_fraction`` (share of
         groups whose statistic is exactly 0).
     """
-    group_size = _sizes("group_size", group_size, 3)[0]
+    group_size = check_int("group_size", group_size, minimum=3)
     unknown = [s for s in statistics if s not in STATISTICS or STATISTICS[s][0] != "scale"]
     if unknown or not statistics:
         raise ValueError(f"statistics must be scale statistics from {[k for k, v in STATISTICS.items() if v[0] == 'scale']}, got {unknown or statistics}")
-    gen = torch.Generator().manual_seed(_seed(seed))
+    gen = torch.Generator().manual_seed(check_seed(seed))
     clean = torch.randn(n_groups, group_size, generator=gen, dtype=torch.float64)
     # the mid-median of an even group is no data value, so exactly k values tie
     centre = median(clean, keepdim=True)
@@ -506,7 +498,7 @@ def mad_zero_figure(
         ``curve_sizes`` x ``mc_rates`` (``source`` = ``"monte_carlo"``).
     """
     exact = mad_zero_fraction(list(group_sizes), list(success_rates))
-    mc = mad_zero_fraction_mc(list(curve_sizes), list(mc_rates), n_groups=n_groups, seed=_seed(seed))
+    mc = mad_zero_fraction_mc(list(curve_sizes), list(mc_rates), n_groups=n_groups, seed=check_seed(seed))
     fig = plot_mad_zero(exact, mc, curve_sizes=curve_sizes)
     data = pd.concat([exact.assign(source="exact"), mc.assign(source="monte_carlo")], ignore_index=True)
 

@@ -34,8 +34,8 @@ import pandas as pd
 
 from ..advantages import ESTIMATORS, clip_schedule
 from ..contamination import Bernoulli, Gaussian
-from ..plots.sweeps import plot_clip_schedule, plot_heatmaps
 from ..dashboards.sweep import clip_sweep
+from ..plots.sweeps import plot_clip_schedule, plot_heatmaps
 from . import ReportFigure, report_figure
 
 __all__ = [
