@@ -57,6 +57,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, NamedTuple, Sequen
 import numpy as np
 import torch
 
+from .checks import ParamError, check_bool, check_int, check_positive, check_real
 from .inputs import (
     ArrayLike,
     apply_nan_policy,
@@ -107,53 +108,33 @@ __all__ = [
 # ------------------------------------------------------------------ registry
 
 
-def _check_real(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"must be a number, got {value!r}"
-    if not math.isfinite(value):
-        return f"must be finite, got {value!r}"
-    return None
+def _rule(check: Callable[..., Any], **bounds: Any) -> Callable[[Any], str | None]:
+    """A :class:`Parameter` check from a :mod:`robustgrpo.checks` rule: the requirement text, or None."""
+
+    def run(value: Any) -> str | None:
+        try:
+            check("value", value, **bounds)
+        except ParamError as err:
+            return f"{err.requirement}, got {value!r}"
+        return None
+
+    run.__doc__ = f"Check with {check.__name__}({', '.join(f'{k}={v!r}' for k, v in bounds.items())})."
+    return run
 
 
-def positive(value: Any) -> str | None:
-    """Check for a finite number > 0."""
-    return _check_real(value) or (None if value > 0 else f"must be > 0, got {value!r}")
-
-
-def nonnegative(value: Any) -> str | None:
-    """Check for a finite number >= 0."""
-    return _check_real(value) or (None if value >= 0 else f"must be >= 0, got {value!r}")
+#: The checks of the estimators' parameters (each returns an error text, or None).
+positive = _rule(check_positive)
+nonnegative = _rule(check_real, minimum=0.0)
+fraction_below_quarter = _rule(check_real, minimum=0.0, maximum=0.25, open_max=True)
+fraction_up_to_one = _rule(check_real, minimum=0.0, maximum=1.0)
+fraction_below_half = _rule(check_real, minimum=0.0, maximum=0.5, open_max=True)
+positive_int = _rule(check_int, minimum=1)
+boolean = _rule(check_bool)
 
 
 def ddof_value(value: Any) -> str | None:
     """Check for a delta degrees of freedom of 0 or 1."""
     return None if value in (0, 1) and not isinstance(value, bool) else f"must be 0 or 1, got {value!r}"
-
-
-def fraction_below_quarter(value: Any) -> str | None:
-    """Check for a number in [0, 0.25)."""
-    return _check_real(value) or (None if 0 <= value < 0.25 else f"must be in [0, 0.25), got {value!r}")
-
-
-def fraction_up_to_one(value: Any) -> str | None:
-    """Check for a number in [0, 1]."""
-    return _check_real(value) or (None if 0 <= value <= 1 else f"must be in [0, 1], got {value!r}")
-
-
-def fraction_below_half(value: Any) -> str | None:
-    """Check for a number in [0, 0.5)."""
-    return _check_real(value) or (None if 0 <= value < 0.5 else f"must be in [0, 0.5), got {value!r}")
-
-
-def positive_int(value: Any) -> str | None:
-    """Check for an integer >= 1."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
-    return None if ok else f"must be an integer >= 1, got {value!r}"
-
-
-def boolean(value: Any) -> str | None:
-    """Check for True or False."""
-    return None if isinstance(value, bool) else f"must be True or False, got {value!r}"
 
 
 @dataclass(frozen=True)

@@ -438,15 +438,15 @@ class TestBadInput:
     @pytest.mark.parametrize(
         "method,params,match",
         [
-            ("robust", {"c": 0}, "c must be > 0"),
-            ("robust", {"c": -1.0}, "c must be > 0"),
-            ("seed_mad", {"c": math.inf}, "c must be finite"),
-            ("grpo", {"eps": -1e-6}, "eps must be >= 0"),
+            ("robust", {"c": 0}, "c must be a finite number > 0, got 0"),
+            ("robust", {"c": -1.0}, "c must be a finite number > 0, got -1.0"),
+            ("seed_mad", {"c": math.inf}, "c must be a finite number > 0, got inf"),
+            ("grpo", {"eps": -1e-6}, "eps must be a finite number >= 0"),
             ("grpo", {"ddof": 2}, "ddof must be 0 or 1"),
-            ("winsor", {"limits": 0.5}, r"limits must be in \[0, 0.5\)"),
+            ("winsor", {"limits": 0.5}, r"limits must be a finite number in \[0, 0.5\)"),
             ("huber_m", {"maxiter": 0}, "maxiter must be an integer >= 1"),
             ("mc_grpo", {"compensate_zeros": 1}, "must be True or False"),
-            ("robust", {"c": True}, "must be a number"),
+            ("robust", {"c": True}, "c must be a finite number > 0, got True"),
         ],
     )
     def test_bad_parameter_values(self, method, params, match):
@@ -462,7 +462,7 @@ class TestBadInput:
             (np.zeros((2, 0)), {}, "empty"),
             ([[0.0, 1.0]], {"mask": [[1, 0]]}, "mask must be boolean"),
             ([[0.0, 1.0]], {"mask": np.ones((1, 3), dtype=bool)}, "does not match"),
-            ([[0.0, 1.0]], {"tol": -1.0}, "tol must be >= 0"),
+            ([[0.0, 1.0]], {"tol": -1.0}, "tol must be a finite number >= 0"),
             ([[0.0, 1.0]], {"singleton": "one"}, "singleton must be"),
             ([[0.0, 1.0]], {"nan_policy": "skip"}, "nan_policy must be one of"),
             ([[0.0, 1.0]], {"index": [0, 0]}, "with index=, rewards must be flat"),
@@ -523,7 +523,7 @@ def test_clip_schedule():
         robustgrpo.clip_schedule([1.5])
     with pytest.raises(ValueError, match="kind must be"):
         robustgrpo.clip_schedule(0.5, kind="step")
-    with pytest.raises(ValueError, match="start must be > 0"):
+    with pytest.raises(ValueError, match="start must be a finite number > 0"):
         robustgrpo.clip_schedule(0.5, start=0.0)
 
 
