@@ -49,6 +49,7 @@ what the evidence recommends.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -102,6 +103,8 @@ __all__ = [
     "AdvantageResult",
     "compute_advantages",
     "clip_schedule",
+    "UNCLIPPED",
+    "reclip",
 ]
 
 
@@ -1087,6 +1090,46 @@ def compute_advantages(
         params=bound,
         groups=None if grouping is None else grouping.keys,
     )
+
+
+#: A clip that no finite score reaches: pass it as an estimator's clip parameter to get its
+#: unclipped advantages, then :func:`reclip` them to any c.
+UNCLIPPED = 1e30
+
+
+def reclip(result: AdvantageResult, c: float) -> AdvantageResult:
+    r"""The result of the same call at clip ``c``, from a result computed with the clip at :data:`UNCLIPPED`.
+
+    Every clipped estimator of the catalogue clips last, so
+
+    .. math:: A(c) = \operatorname{clip}(A(\infty), -c, c), \qquad n_{clipped}(c) = \#\{|A_i(\infty)| > c\}
+
+    equal :func:`compute_advantages` at c exactly (the tests check it): one
+    estimator call serves a whole grid of c. Estimators without a clip come
+    back unchanged. Only ``[B, G]`` results (not flat ones with ``index=``).
+
+    Examples
+    --------
+    >>> r = [[0.0, 0, 0, 0, 0, 0, 1, 10]]
+    >>> free = compute_advantages(r, "robust", c=UNCLIPPED)
+    >>> reclip(free, 2.5).advantages == compute_advantages(r, "robust", c=2.5).advantages
+    True
+    """
+    est = get_estimator(result.method)
+    if est.clip is None:
+        return result
+    if result.params.get(est.clip) != UNCLIPPED:
+        raise ValueError(f"reclip needs a result computed with {est.clip}=UNCLIPPED, got {est.clip}={result.params.get(est.clip)!r}")
+    if result.groups is not None:
+        raise ValueError("reclip takes [B, G] results; compute flat rewards with index= at the clip you want")
+    problem = positive(c)
+    if problem:
+        raise ValueError(f"c {problem}")
+    adv, kind = as_tensor(result.advantages, "advantages")
+    clipped = torch.count_nonzero(adv.abs() > c, dim=-1)
+    diag = dataclasses.replace(result.diagnostics, n_clipped=to_kind(clipped, kind))
+    return dataclasses.replace(result, advantages=to_kind(adv.clamp(-c, c), kind), diagnostics=diag,
+                               params={**result.params, est.clip: c})
 
 
 def clip_schedule(progress: ArrayLike, start: float = 2.0, end: float = 3.5, kind: Literal["linear", "cosine"] = "linear"):

@@ -535,3 +535,19 @@ def test_huber_m_on_one_correct_answer_of_eight_is_its_floored_fixed_point():
     # without the floor the scale shrinks towards 0 at every step and depends on maxiter
     free = [float(compute_advantages(CLEAN, "huber_m", min_scale=0.0, maxiter=k).diagnostics.scale[0]) for k in (10, 30)]
     assert free[1] < 1e-3 * free[0]  # three orders of magnitude between step 10 and step 30
+
+
+@pytest.mark.parametrize("name", [n for n in ESTIMATORS if ESTIMATORS[n].clip])
+@pytest.mark.parametrize("batch", ["continuous", "glitch", "heavy"])
+def test_reclip_equals_computing_at_that_clip(name, batch):
+    r = torch.from_numpy(BATCHES[batch])
+    free = compute_advantages(r, name, c=robustgrpo.advantages.UNCLIPPED)
+    for c in (0.5, 1.0, 2.5, 4.0):
+        at_c = compute_advantages(r, name, c=c)
+        again = robustgrpo.advantages.reclip(free, c)
+        assert torch.equal(again.advantages, at_c.advantages)
+        assert torch.equal(again.diagnostics.n_clipped, at_c.diagnostics.n_clipped)
+        assert again.params == at_c.params
+    assert robustgrpo.advantages.reclip(compute_advantages(r, "grpo"), 1.0).advantages is not None
+    with pytest.raises(ValueError, match="needs a result computed with c=UNCLIPPED"):
+        robustgrpo.advantages.reclip(compute_advantages(r, name), 1.0)

@@ -16,8 +16,9 @@ contaminated samples get.
 
 Behind the widgets is a pure data function, :func:`dashboard_data` (and the
 cached :class:`DashboardEngine` it runs on): same arguments, same numbers,
-tested without a browser. :func:`clip_sweep` runs the same engine over a grid
-of (G, c) for the heat maps of notebook 03.
+tested without a browser. At a grid point it shows the cell of notebook 03's
+heat maps (:func:`robustgrpo.metrics.sweep`, the same seeds and
+definitions).
 
 The simulated rewards
 ---------------------
@@ -54,8 +55,7 @@ A slider move must not recompute 10^4 x 256 advantages from scratch:
 Computation is in float32 (as trainers run it; float64 doubles the memory
 traffic): :func:`dashboard_data` matches ``compute_advantages`` on the same
 float32 rewards exactly, and :func:`robustgrpo.metrics.sweep` (float64) to
-float32 rounding. ``DashboardEngine(dtype=torch.float64)`` (what
-:func:`clip_sweep` uses) matches the sweep exactly.
+float32 rounding. ``DashboardEngine(dtype=torch.float64)`` matches the sweep exactly.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
+from ..advantages import ESTIMATORS, UNCLIPPED, compute_advantages, resolve_methods
 from ..checks import check_int, check_positive, check_probability, check_real, check_seed
 from ..contamination import (
     Bernoulli,
@@ -92,14 +92,12 @@ __all__ = [
     "SIZE_LOG10_RANGE",
     "DEFAULT_METHODS",
     "DEFAULT_STATE",
-    "UNCLIPPED",
     "REFERENCE",
     "CleanChoice",
     "CLEAN_MODEL_CHOICES",
     "DashboardData",
     "DashboardEngine",
     "dashboard_data",
-    "clip_sweep",
     "clean_model_label",
 ]
 
@@ -123,8 +121,6 @@ DEFAULT_STATE: Mapping[str, Any] = {
     "methods": DEFAULT_METHODS,
     "group": 0,
 }
-#: Clip passed to the clipped estimators to get their unclipped advantages (no finite z reaches it).
-UNCLIPPED = 1e30
 #: The reference update of ``reference_cosine``: the unbiased leave-one-out policy gradient, on clean rewards.
 REFERENCE = "rloo"
 
@@ -846,77 +842,3 @@ def dashboard_data(
            check_seed(seed))
     engine = _ENGINES.get(key, lambda: DashboardEngine(*key))
     return engine.data(G, c, rate, size, clean_model, methods, group=group)
-
-
-def clip_sweep(
-    methods: Sequence[str] = DEFAULT_METHODS,
-    *,
-    group_sizes: Sequence[int] = (8,),
-    clip: Sequence[float] = (2.5,),
-    rate: float = 0.05,
-    size: float = 10.0,
-    clean_model: CleanKey = "bernoulli",
-    n_groups: int | Callable[[int], int] = 10_000,
-    seed: int = 0,
-    dtype: torch.dtype = torch.float64,
-    progress: bool = False,
-) -> pd.DataFrame:
-    r"""Update cosine, relative error, sign changes, fallback and clipped fractions over a grid of G and c, fast.
-
-    The numbers of :func:`robustgrpo.metrics.sweep` (random outliers, the
-    same per-G seeds; in float64 equal to its columns of the same names),
-    computed through :class:`DashboardEngine`: each estimator runs once per
-    G on the clean and on the contaminated rewards with the clip disabled,
-    and every c re-clips (:math:`A(c) = \operatorname{clip}(A(\infty), -c, c)`),
-    instead of recomputing the estimator for every c. Leaves out the sweep's
-    rank correlation and best-answer columns.
-
-    Parameters
-    ----------
-    methods : sequence of str
-        Estimators.
-    group_sizes : sequence of int
-        G values (>= 2).
-    clip : sequence of float
-        c values (> 0); estimators without a clip parameter get one row per G
-        with c = NaN, as in the sweep.
-    rate, size : float
-        Random-outlier rate in [0, 1] and outlier value M > 0.
-    clean_model : str or CleanModel
-        A key of :data:`CLEAN_MODEL_CHOICES` or a clean reward model.
-    n_groups : int or callable
-        Groups per cell, or a function of G giving them (to cap the samples of
-        large groups).
-    seed : int
-        Base seed.
-    dtype : torch.dtype
-        float64 (default, the sweep's) or float32.
-    progress : bool
-        Show a progress bar over G.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per (G, method, c): ``G``, ``rate``, ``size``, ``method``,
-        ``c``, ``n_groups``, then the keys of :meth:`DashboardEngine.metrics`.
-    """
-    from tqdm.auto import tqdm
-
-    names = _check_methods(methods)
-    try:
-        gs = [int(g) if isinstance(g, (int, np.integer)) and not isinstance(g, bool) else g for g in group_sizes]
-        cs = [float(c) for c in clip]
-    except TypeError:
-        raise ValueError("group_sizes and clip must be sequences of numbers") from None
-    if not gs or not cs:
-        raise ValueError("group_sizes and clip need at least one value each")
-    groups_of = n_groups if callable(n_groups) else (lambda _g: n_groups)
-    rows: list[dict[str, Any]] = []
-    for g in tqdm(gs, desc="clip sweep", disable=not progress, leave=False):
-        engine = DashboardEngine(groups_of(g), seed, dtype=dtype, cache_size=1)
-        for m in names:
-            for c in (cs if ESTIMATORS[m].clip else [cs[0]]):
-                values = engine.metrics(g, c, rate, size, clean_model, m)
-                rows.append({"G": g, "rate": float(rate), "size": float(size), "method": m,
-                             "c": c if ESTIMATORS[m].clip else math.nan, "n_groups": engine.n_groups, **values})
-    return pd.DataFrame(rows)

@@ -266,8 +266,13 @@ def _agreement_rows(
     on_method: Callable[[], None] | None = None,
     entry: Mapping[str, Any] | None = None,
     reference: str | None = None,
+    compute: Callable[[torch.Tensor, str, Mapping[str, Any]], AdvantageResult] | None = None,
 ) -> list[dict[str, Any]]:
+    """One agreement row per method; ``compute(rewards, method, params)`` runs the estimators."""
     entry = dict(entry or {})
+    if compute is None:
+        def compute(t: torch.Tensor, m: str, kw: Mapping[str, Any]) -> AdvantageResult:
+            return compute_advantages(t, m, **entry, **kw)
     clean = data.clean.to(DTYPE)
     rewards = data.rewards.to(DTYPE)
     hit = data.contaminated.to(torch.bool)
@@ -293,10 +298,10 @@ def _agreement_rows(
         if clean_cache is not None and key in clean_cache:
             res_clean = clean_cache[key]
         else:
-            res_clean = compute_advantages(clean, m, **entry, **kw)
+            res_clean = compute(clean, m, kw)
             if clean_cache is not None:
                 clean_cache[key] = res_clean
-        res = compute_advantages(rewards, m, **entry, **kw)
+        res = compute(rewards, m, kw)
         a_clean, a = res_clean.advantages, res.advantages
         cr = clean
         if rows is not None:

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import pandas as pd
+import torch
 
-from ..advantages import ESTIMATORS, get_estimator, resolve_methods
+from ..advantages import (
+    ESTIMATORS,
+    UNCLIPPED,
+    AdvantageResult,
+    compute_advantages,
+    get_estimator,
+    reclip,
+    resolve_methods,
+)
 from ..checks import (
     check_choice,
     check_int,
@@ -87,7 +96,9 @@ def sweep(
     contamination draws are also shared across rates and sizes for a given
     G, so with ``random_outliers`` the samples hit at rate 0.05 are a subset
     of those hit at 0.1, and a larger size moves the same samples further.
-    Clean advantages are computed once per (G, method, c).
+    Clean advantages are computed once per (G, method, c), and a clipped
+    estimator runs once per reward tensor with its clip off: every c re-clips
+    (:func:`~robustgrpo.advantages.reclip`, exact).
 
     ``c`` applies to the methods with a clip parameter
     (``ESTIMATORS[m].clip``, e.g. ``robust``, ``seed_mad``, ``huber_m``):
@@ -164,6 +175,18 @@ def sweep(
     for g in gs:
         clean_r = clean.sample(n_groups, g, seed=derived_seed(seed, 1, g), dtype=DTYPE)
         cache: dict = {}
+        unclipped: dict = {}
+
+        def compute(t: torch.Tensor, m: str, kw: Mapping[str, Any]) -> AdvantageResult:
+            """A clipped estimator runs once per reward tensor with the clip off; every c re-clips."""
+            cp = ESTIMATORS[m].clip
+            if not cp:
+                return compute_advantages(t, m, **kw)
+            key = (id(t), m, tuple(sorted((k, v) for k, v in kw.items() if k != cp)))
+            if key not in unclipped:  # the tensor is kept with its result, so its id stays unique
+                unclipped[key] = (t, compute_advantages(t, m, **{**kw, cp: UNCLIPPED}))
+            return reclip(unclipped[key][1], kw[cp])
+
         for rate, size in itertools.product(rs, ss):
             try:
                 model = factory(rate, size)
@@ -171,7 +194,8 @@ def sweep(
                 raise ValueError(f"contamination at rate={rate}, size={size}: {err}") from None
             data = model.apply(clean_r, seed=derived_seed(seed, 2, g))
             for m, c, kw in variants:
-                (row,) = _agreement_rows(data, [m], {m: kw}, subset, zero_tol, cache, g, bar.update, reference=reference)
+                (row,) = _agreement_rows(data, [m], {m: kw}, subset, zero_tol, cache, g, bar.update,
+                                         reference=reference, compute=compute)
                 rows.append({"G": g, "rate": rate, "size": size, "method": m, "c": c,
                              **{k: v for k, v in row.items() if k not in ("method", "G")}})
     bar.close()
