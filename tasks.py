@@ -76,9 +76,8 @@ def install_notebook_filter() -> None:
     """Tell this checkout's git to clean notebooks with :func:`clean_notebook` (a no-op outside git)."""
     if not (ROOT / ".git").exists() or shutil.which("git") is None:
         return
-    command = f"{Path(sys.executable).name if os.name == 'nt' else 'python3'} tasks.py strip-notebook"
-    for key, value in (("clean", command), ("required", "true")):
-        subprocess.run(["git", "config", f"filter.{NOTEBOOK_FILTER}.{key}", value], cwd=ROOT, check=True)
+    command = "python3 tasks.py strip-notebook"  # git runs a filter from the top of the work tree
+    subprocess.run(["git", "config", f"filter.{NOTEBOOK_FILTER}.clean", command], cwd=ROOT, check=True)
 
 
 def run(*cmd: str | os.PathLike[str]) -> None:
