@@ -39,7 +39,7 @@ def test_estimator_settings_are_checked_against_the_catalogue():
     assert estimator_settings("grpo", None) == {}
     with pytest.raises(ValueError, match="has no parameter"):
         estimator_settings("grpo", {"c": 2.0})
-    with pytest.raises(ValueError, match="must be > 0"):
+    with pytest.raises(ValueError, match="must be a finite number > 0"):
         estimator_settings("robust", {"c": -1.0})
     with pytest.raises(ValueError, match="unknown method"):
         estimator_settings("nope", {})
