@@ -1,11 +1,22 @@
 """robustgrpo: robust group-relative advantages for GRPO.
 
 The package is layered; a module imports only from the layers before it in
-this list: ``checks``, ``inputs`` -> ``stats`` -> ``advantages`` ->
-``contamination`` -> ``rewardlogs`` -> ``metrics`` -> ``diagnose`` ->
-``simulate`` (the drift simulator) -> ``plots`` -> ``dashboards`` (pure data behind each dashboard) -> ``widgets``
-(ipywidgets) -> ``report`` -> ``cli`` -> ``integrations`` (verl, TRL; imported
-lazily). tests/test_project.py holds the same list and checks the imports.
+this list (tests/test_project.py holds the same list and checks the imports):
+
+``checks``, ``inputs``
+    argument rules, conversion, validation, grouping;
+``stats`` -> ``advantages``
+    location and scale primitives, the estimator catalogue;
+``contamination`` -> ``scenarios`` -> ``rewardlogs``
+    reward models, named scenarios, your own reward logs;
+``metrics`` -> ``diagnose`` -> ``simulate``
+    what the estimators do to advantages and updates, a log's diagnosis, the
+    policy-gradient drift simulator;
+``plots`` -> ``dashboards`` -> ``widgets`` -> ``report``
+    figures, the pure data behind each dashboard, its ipywidgets, the report
+    figures (table -> plot -> caption);
+``cli``, ``integrations``
+    the command line; verl and TRL (imported lazily).
 
 >>> import robustgrpo
 >>> result = robustgrpo.compute_advantages([[0, 0, 0, 0, 0, 0, 1.0, 10.0]], reward_range=(0, 1))

@@ -402,7 +402,7 @@ def run_simulate_benchmark(
     """
     from tqdm.auto import tqdm
 
-    from .dashboards.drift import DEFAULT_STATE, DriftEngine, GROUP_SIZES
+    from .dashboards.drift import DEFAULT_STATE, GROUP_SIZES, DriftEngine
     from .simulate import SimConfig, simulate
 
     if isinstance(moves, bool) or not isinstance(moves, int) or moves < 1:

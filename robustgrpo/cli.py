@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-
 from .advantages import describe_estimators
 
 __all__ = ["main"]
@@ -50,7 +49,13 @@ def _shape(text: str) -> tuple[int, int]:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import DEFAULT_SHAPES, format_dashboard_table, format_table, run_benchmark, run_dashboard_benchmark
+    from .bench import (
+        DEFAULT_SHAPES,
+        format_dashboard_table,
+        format_table,
+        run_benchmark,
+        run_dashboard_benchmark,
+    )
 
     if args.dashboard:
         result = run_dashboard_benchmark(repeats=args.repeats, progress=not args.no_progress)

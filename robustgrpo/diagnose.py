@@ -73,11 +73,18 @@ import pandas as pd
 import torch
 
 from .advantages import ESTIMATORS, compute_advantages, resolve_methods
-from .checks import check_positive, check_real, ParamError
+from .checks import ParamError, check_positive, check_real
 from .inputs import group_by_index
 from .metrics import relative_update_error, update_cosine
 from .rewardlogs import RewardLog, load_reward_log
-from .stats import MAD_TO_SIGMA, fill_invalid, masked_mean, masked_std, median_of_sorted, sort_valid
+from .stats import (
+    MAD_TO_SIGMA,
+    fill_invalid,
+    masked_mean,
+    masked_std,
+    median_of_sorted,
+    sort_valid,
+)
 
 __all__ = [
     "OUTLIER_K",

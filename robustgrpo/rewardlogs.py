@@ -65,7 +65,7 @@ import pandas as pd
 import torch
 
 from .checks import check_int, check_seed
-from .contamination import load_scenario
+from .scenarios import load_scenario
 
 __all__ = [
     "REQUIRED",
@@ -429,7 +429,7 @@ def example_reward_log(
     r"""A synthetic reward log drawn from one of the suite's reward scenarios.
 
     ``n_steps * groups_per_step`` groups of the scenario's group size are
-    sampled with :meth:`~robustgrpo.contamination.Scenario.sample` (seed
+    sampled with :meth:`~robustgrpo.scenarios.Scenario.sample` (seed
     ``seed``), cut into ``n_steps`` steps, and written in long form: one row
     per sample with ``step``, ``group`` (``p<step>_<k>``), ``reward``,
     ``reward_fn`` and ``length``. The lengths are illustrative, not a

@@ -17,7 +17,7 @@ import robustgrpo
 from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.advantages import Groups, _robust_parts
 from robustgrpo.bench import robust_numpy_scipy
-from robustgrpo.contamination import load_scenario
+from robustgrpo.scenarios import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = json.loads((ROOT / "data" / "reference" / "seed_000.json").read_text())

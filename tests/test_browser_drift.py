@@ -22,9 +22,9 @@ import nbformat
 import numpy as np
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from test_browser import CHROME_ARGS, CHROMIUM, _free_port, _wait_for_port
 
 from robustgrpo.dashboards.drift import drift_dashboard_data
-from test_browser import CHROME_ARGS, CHROMIUM, _free_port, _wait_for_port
 
 G = 4
 

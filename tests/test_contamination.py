@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hst
 
 from robustgrpo import contamination as C
+from robustgrpo import scenarios as SC
 
 Z = 5.0  # tolerance in standard errors for the Monte Carlo checks (two-sided p ~ 6e-7)
 
@@ -237,7 +238,7 @@ def test_noisy_verifier_has_its_true_and_false_positive_rates():
     assert verifier.rate == pytest.approx(0.3) and verifier.youden == pytest.approx(0.5)
     with pytest.raises(ValueError, match=r"NoisyVerifier needs binary.*0\.5"):
         verifier.apply(torch.tensor([[0.0, 0.5]]), seed=0)
-    with pytest.raises(ValueError, match=r"tpr must be a number in \[0, 1\], got 1.2"):
+    with pytest.raises(ValueError, match=r"tpr must be a finite number in \[0, 1\], got 1.2"):
         C.NoisyVerifier(1.2, 0.1)
 
 
@@ -292,7 +293,7 @@ def test_contamination_dict_form_round_trips(model):
 
 
 def test_contamination_from_dict_names_the_field():
-    with pytest.raises(ValueError, match=r"field 'contamination.rate' must be a number in \[0, 1\], got 2.0"):
+    with pytest.raises(ValueError, match=r"field 'contamination.rate' must be a finite number in \[0, 1\], got 2.0"):
         C.contamination_from_dict({"model": "random_outliers", "rate": 2.0, "size": 10.0})
     with pytest.raises(ValueError, match=r"field 'contamination.model' must be one of"):
         C.contamination_from_dict({"model": "cosmic_rays"})
@@ -408,15 +409,15 @@ def test_random_outliers_property(rate, size, b, g, seed, add):
 @pytest.mark.parametrize(
     ("make", "pattern"),
     [
-        (lambda: C.Bernoulli(1.5), r"p must be a number in \[0, 1\].*got 1\.5"),
+        (lambda: C.Bernoulli(1.5), r"p must be a finite number in \[0, 1\].*got 1\.5"),
         (lambda: C.Bernoulli([0.2, -0.1]), r"p must be .*\[0\.2, -0\.1\]"),
         (lambda: C.Bernoulli(torch.tensor(0.5)), r"p must be"),
         (lambda: C.Gaussian(std=0.0), r"std must be a finite number > 0, got 0\.0"),
         (lambda: C.Gaussian(mean=float("nan")), r"mean must be a finite number"),
         (lambda: C.SkewNormal(scale=-1.0), r"scale must be a finite number > 0, got -1\.0"),
-        (lambda: C.FormatCorrectness("x", 0.5), r"p_format must be a number in \[0, 1\], got 'x'"),
+        (lambda: C.FormatCorrectness("x", 0.5), r"p_format must be a finite number in \[0, 1\], got 'x'"),
         (lambda: C.RandomOutliers(1.5, 10.0),
-         r"rate must be a number in \[0, 1\], got 1\.5; pass a probability"),
+         r"rate must be a finite number in \[0, 1\], got 1\.5; pass a probability"),
         (lambda: C.RandomOutliers(True, 10.0), r"rate must be .*got True"),
         (lambda: C.RandomOutliers(0.1, float("inf")), r"size must be a finite number, got inf"),
         (lambda: C.RandomOutliers(0.1, 1.0, mode="mul"), r"mode must be 'replace' or 'add'"),
@@ -483,12 +484,12 @@ REQUIRED_SCENARIOS = {
 
 
 def test_required_scenarios_exist():
-    assert REQUIRED_SCENARIOS <= set(C.list_scenarios())
+    assert REQUIRED_SCENARIOS <= set(SC.list_scenarios())
 
 
-@pytest.mark.parametrize("name", C.list_scenarios())
+@pytest.mark.parametrize("name", SC.list_scenarios())
 def test_every_scenario_loads_and_samples(name):
-    sc = C.load_scenario(name)
+    sc = SC.load_scenario(name)
     assert sc.name == name and sc.title and sc.description and sc.source
     out = sc.sample()
     assert out.rewards.shape == (sc.n_groups, sc.group_size)
@@ -496,7 +497,7 @@ def test_every_scenario_loads_and_samples(name):
     assert torch.isfinite(out.rewards).all()
     keep = ~out.contaminated
     assert torch.equal(out.rewards[keep], out.clean[keep])
-    assert C.Scenario.from_dict(sc.to_dict(), origin=sc.path) == sc
+    assert SC.Scenario.from_dict(sc.to_dict(), origin=sc.path) == sc
     if not sc.is_fixed:
         again = sc.sample()
         assert torch.equal(again.rewards, out.rewards)
@@ -507,50 +508,50 @@ def test_every_scenario_loads_and_samples(name):
 
 
 def test_seed_example_is_exact():
-    out = C.load_scenario("seed_example").sample()
+    out = SC.load_scenario("seed_example").sample()
     assert out.rewards.tolist() == [[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 10.0]]
     assert out.clean.tolist() == [[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]]
     assert out.contaminated.tolist() == [[False] * 7 + [True]]
     assert float(out.rewards.mean()) == 1.375  # seed 000's poisoned mean
     with pytest.raises(ValueError, match="fixed"):
-        C.load_scenario("seed_example").sample(n_groups=2)
+        SC.load_scenario("seed_example").sample(n_groups=2)
 
 
 def test_scenarios_declare_their_models():
-    glitch = C.load_scenario("binary_judge_glitch")
+    glitch = SC.load_scenario("binary_judge_glitch")
     assert glitch.clean == C.Bernoulli(0.3)
     assert isinstance(glitch.contamination, C.RandomOutliers)
     assert glitch.contamination.size == 10.0 and glitch.group_size == 8
-    assert isinstance(C.load_scenario("reward_model_heavy_tails").contamination, C.HeavyTailedNoise)
-    hack = C.load_scenario("reward_hacking").sample()
+    assert isinstance(SC.load_scenario("reward_model_heavy_tails").contamination, C.HeavyTailedNoise)
+    hack = SC.load_scenario("reward_hacking").sample()
     assert not hack.contaminated[:, 1:].any()  # only response 0 is ever hacked
-    flips = C.load_scenario("judge_flips").sample()
+    flips = SC.load_scenario("judge_flips").sample()
     assert torch.equal(flips.contaminated, flips.rewards != flips.clean)
 
 
 def test_scenarios_with_same_clean_model_share_clean_rewards():
-    a = C.load_scenario("clean_binary").sample()
-    b = C.load_scenario("binary_judge_glitch").sample()
+    a = SC.load_scenario("clean_binary").sample()
+    b = SC.load_scenario("binary_judge_glitch").sample()
     assert torch.equal(a.clean, b.clean)
 
 
 def test_unknown_scenario_name():
     with pytest.raises(ValueError, match=r"unknown scenario 'nope'.*seed_example"):
-        C.load_scenario("nope")
+        SC.load_scenario("nope")
     with pytest.raises(FileNotFoundError):
-        C.load_scenario("/nonexistent/dir/x.json")
+        SC.load_scenario("/nonexistent/dir/x.json")
 
 
 def test_data_dir_env_override(tmp_path, monkeypatch):
     (tmp_path / "scenarios").mkdir()
-    src = C.data_dir() / "scenarios" / "judge_flips.json"
+    src = SC.data_dir() / "scenarios" / "judge_flips.json"
     (tmp_path / "scenarios" / "judge_flips.json").write_text(src.read_text())
     monkeypatch.setenv("ROBUSTGRPO_DATA", str(tmp_path))
-    assert C.data_dir() == tmp_path
-    assert C.list_scenarios() == ["judge_flips"]
-    assert C.load_scenario("judge_flips").path == tmp_path / "scenarios" / "judge_flips.json"
+    assert SC.data_dir() == tmp_path
+    assert SC.list_scenarios() == ["judge_flips"]
+    assert SC.load_scenario("judge_flips").path == tmp_path / "scenarios" / "judge_flips.json"
     monkeypatch.delenv("ROBUSTGRPO_DATA")
-    assert C.data_dir() == Path(C.__file__).resolve().parent.parent / "data"
+    assert SC.data_dir() == Path(C.__file__).resolve().parent.parent / "data"
 
 
 def _valid() -> dict:
@@ -586,9 +587,9 @@ def _drop(d: dict, dotted: str) -> dict:
         (lambda d: _drop(d, "seed"), "seed", "is missing"),
         (lambda d: _drop(d, "contamination.rate"), "contamination.rate", "is missing"),
         (lambda d: _set(d, "contamination.rate", "high"), "contamination.rate",
-         "must be a number in [0, 1], got 'high'"),
+         "must be a finite number in [0, 1], got 'high'"),
         (lambda d: _set(d, "contamination.rate", 1.5), "contamination.rate",
-         "must be a number in [0, 1], got 1.5"),
+         "must be a finite number in [0, 1], got 1.5"),
         (lambda d: _set(d, "contamination.model", "gremlins"), "contamination.model",
          "must be one of"),
         (lambda d: _set(d, "contamination.strength", 2), "contamination.strength", "unknown"),
@@ -606,7 +607,7 @@ def test_broken_scenario_names_file_and_field(tmp_path, mutate, field, detail):
     path.write_text(json.dumps(mutate(_valid())))
     pattern = re.escape(f"{path}: ") + r".*" + re.escape(f"'{field}'") + r".*"
     with pytest.raises(ValueError, match=pattern) as info:
-        C.load_scenario(path)
+        SC.load_scenario(path)
     assert detail in str(info.value)
 
 
@@ -618,15 +619,15 @@ def test_broken_fixed_scenario(tmp_path):
     }
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=re.escape(f"{path}: field 'fixed.rewards'")):
-        C.load_scenario(path)
+        SC.load_scenario(path)
     data["fixed"]["rewards"] = [[0, 0, 5]]
     data["seed"] = 0
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match=re.escape(f"{path}: unknown field(s) 'seed'")):
-        C.load_scenario(path)
+        SC.load_scenario(path)
     del data["seed"]
     path.write_text(json.dumps(data))
-    out = C.load_scenario(str(path)).sample()
+    out = SC.load_scenario(str(path)).sample()
     assert out.contaminated.tolist() == [[False, False, True]]
 
 
@@ -634,4 +635,4 @@ def test_invalid_json_names_file(tmp_path):
     path = tmp_path / "x.json"
     path.write_text('{"name": "x",')
     with pytest.raises(ValueError, match=re.escape(f"{path}: invalid JSON")):
-        C.load_scenario(path)
+        SC.load_scenario(path)

@@ -4,7 +4,6 @@ of the recommendation rule, the figures, the HTML page and the command line."""
 from __future__ import annotations
 
 import html
-
 import math
 import re
 import subprocess
@@ -19,10 +18,22 @@ from matplotlib.figure import Figure
 from scipy.stats import median_abs_deviation
 
 from robustgrpo import compute_advantages
-from robustgrpo.diagnose import RULES, LogFacts, Recommendation, Rule, diagnose, recommend
+from robustgrpo.diagnose import (
+    RULES,
+    LogFacts,
+    Recommendation,
+    Rule,
+    diagnose,
+    recommend,
+)
 from robustgrpo.metrics import relative_update_error, update_cosine
 from robustgrpo.plots.diagnose import reward_distribution, step_health, update_agreement
-from robustgrpo.report.diagnose import FIGURE_NAMES, diagnosis_figures, diagnosis_html, write_diagnosis_html
+from robustgrpo.report.diagnose import (
+    FIGURE_NAMES,
+    diagnosis_figures,
+    diagnosis_html,
+    write_diagnosis_html,
+)
 from robustgrpo.rewardlogs import RewardLog, example_reward_log, write_reward_log
 
 ROOT = Path(__file__).resolve().parents[1]

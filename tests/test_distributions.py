@@ -16,13 +16,13 @@ import torch
 from matplotlib.figure import Figure
 
 from robustgrpo import ESTIMATORS, compute_advantages
-from robustgrpo.contamination import load_scenario
 from robustgrpo.metrics import advantage_samples, agreement
 from robustgrpo.metrics import distributions as T
 from robustgrpo.plots import distributions as P
 from robustgrpo.plots import estimator_color
-from robustgrpo.report import report_figures
 from robustgrpo.report import distributions as D
+from robustgrpo.report import report_figures
+from robustgrpo.scenarios import load_scenario
 
 ALL_METHODS = list(ESTIMATORS)
 MEDIAN_CENTRED = ("robust", "seed_mad", "mc_grpo")

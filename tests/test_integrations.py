@@ -15,7 +15,12 @@ import torch
 
 from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.integrations import advantage_metrics, estimator_settings
-from robustgrpo.integrations.verl import PREFIX, register_estimators, verl_estimator, verl_name
+from robustgrpo.integrations.verl import (
+    PREFIX,
+    register_estimators,
+    verl_estimator,
+    verl_name,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may come from a model hub
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

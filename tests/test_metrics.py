@@ -22,8 +22,13 @@ from hypothesis import strategies as hst
 import robustgrpo
 from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo import metrics as M
-from robustgrpo.contamination import Bernoulli, Gaussian, NoContamination, RandomOutliers
-from robustgrpo.contamination import load_scenario as _load_scenario
+from robustgrpo.contamination import (
+    Bernoulli,
+    Gaussian,
+    NoContamination,
+    RandomOutliers,
+)
+from robustgrpo.scenarios import load_scenario as _load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = json.loads((ROOT / "data" / "reference" / "seed_000.json").read_text())

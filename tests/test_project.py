@@ -6,10 +6,10 @@ import doctest
 import importlib
 import pkgutil
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 import robustgrpo
@@ -91,7 +91,7 @@ def test_every_module_declares_its_public_names(name):
         pytest.fail(f"{name} has no __all__")
 
 
-LAYERS = ["checks", "inputs", "stats", "advantages", "contamination", "rewardlogs", "metrics", "diagnose", "simulate",
+LAYERS = ["checks", "inputs", "stats", "advantages", "contamination", "scenarios", "rewardlogs", "metrics", "diagnose", "simulate",
           "plots", "dashboards", "widgets", "report", "cli", "integrations"]
 
 

@@ -28,7 +28,11 @@ from robustgrpo.metrics import mad_zero_fraction, samuelson_bound
 from robustgrpo.metrics.seed import seed_group_summary
 from robustgrpo.plots import save_figure
 from robustgrpo.plots.primer import plot_breakdown, plot_mad_zero
-from robustgrpo.plots.seed import plot_advantages_by_role, plot_group_rewards, plot_sensitivity
+from robustgrpo.plots.seed import (
+    plot_advantages_by_role,
+    plot_group_rewards,
+    plot_sensitivity,
+)
 from robustgrpo.report import ReportFigure, build_all, report_figures
 from robustgrpo.report import primer as P
 from robustgrpo.report import seed as S

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -10,7 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from robustgrpo.rewardlogs import RewardLogError, example_reward_log, load_reward_log, write_reward_log
+from robustgrpo.rewardlogs import (
+    RewardLogError,
+    example_reward_log,
+    load_reward_log,
+    write_reward_log,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "reward_logs" / "binary_judge_glitch.csv"

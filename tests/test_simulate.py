@@ -22,7 +22,6 @@ from robustgrpo.checks import ParamError
 from robustgrpo.contamination import (
     HeavyTailedNoise,
     JudgeFlips,
-    NoContamination,
     NoisyVerifier,
     RandomOutliers,
     RewardHacking,
@@ -43,7 +42,14 @@ from robustgrpo.simulate import (
     seed_bands,
     simulate,
 )
-from robustgrpo.simulate.grouping import assign_bins, assign_nearest, bin_edges, group_sizes, kmeans_centroids, merge_small_groups
+from robustgrpo.simulate.grouping import (
+    assign_bins,
+    assign_nearest,
+    bin_edges,
+    group_sizes,
+    kmeans_centroids,
+    merge_small_groups,
+)
 from robustgrpo.simulate.problem import CORRECT, HACK, JACKPOT, WRONG, build_problem
 from robustgrpo.simulate.rng import CounterStream, mix64, row_keys, to_unit
 
@@ -79,7 +85,7 @@ def test_config_round_trips_through_dict_and_json(tmp_path):
         ({"exposed_fraction": 1.5}, r"^exposed_fraction must be a finite number in \[0, 1\], got 1.5"),
         ({"hack_init_prob": -0.1}, r"^hack_init_prob must be a finite number in \[0, 1\]"),
         ({"contamination": {"model": "random_outliers", "rate": 2.0, "size": 10.0}},
-         r"field 'contamination.rate' must be a number in \[0, 1\], got 2.0"),
+         r"field 'contamination.rate' must be a finite number in \[0, 1\], got 2.0"),
         ({"estimators": ("grpo", "median_of_means")}, r"^estimators must name known estimators .*got 'median_of_means'"),
         ({"estimators": ("grpo", "grpo")}, r"^estimators must list each estimator once"),
         ({"grouping": "clusters"}, r"^grouping must be one of \['prompt', 'bins', 'kmeans'\], got 'clusters'"),
@@ -660,7 +666,11 @@ def test_simulate_command_reports_user_errors_on_one_line(tmp_path, content, mes
 
 
 def test_simulate_bench_prints_its_table():
-    from robustgrpo.bench import SIMULATE_TARGET_S, format_simulate_table, run_simulate_benchmark
+    from robustgrpo.bench import (
+        SIMULATE_TARGET_S,
+        format_simulate_table,
+        run_simulate_benchmark,
+    )
 
     rows = run_simulate_benchmark(threads=(1,), estimators=("grpo",), n_prompts=8, G=4, steps=3, n_seeds=2, moves=1,
                                   progress=False)

@@ -17,12 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from robustgrpo.advantages import ESTIMATORS, compute_advantages
-from robustgrpo.bench import DashboardBench, format_dashboard_table, run_dashboard_benchmark
+from robustgrpo.bench import (
+    DashboardBench,
+    format_dashboard_table,
+    run_dashboard_benchmark,
+)
 from robustgrpo.cli import build_parser
 from robustgrpo.contamination import Bernoulli, Gaussian
-from robustgrpo.metrics import agreement_from_advantages, sweep, update_cosine
-from robustgrpo.plots.interactive import EMPTY_BIN, plot_linked_views, trace_by_meta, update_linked_views
-from robustgrpo.plots.sweeps import plot_clip_schedule, plot_heatmaps
 from robustgrpo.dashboards.sweep import (
     CLEAN_MODEL_CHOICES,
     CLIP_RANGE,
@@ -34,6 +35,14 @@ from robustgrpo.dashboards.sweep import (
     DashboardEngine,
     dashboard_data,
 )
+from robustgrpo.metrics import agreement_from_advantages, sweep, update_cosine
+from robustgrpo.plots.interactive import (
+    EMPTY_BIN,
+    plot_linked_views,
+    trace_by_meta,
+    update_linked_views,
+)
+from robustgrpo.plots.sweeps import plot_clip_schedule, plot_heatmaps
 from robustgrpo.widgets import dashboard, readout_html
 
 N_GROUPS = 300

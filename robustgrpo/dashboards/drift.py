@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..advantages import ESTIMATORS
-from ..checks import ParamError, check_choice, check_int, check_real
+from ..checks import check_choice, check_int, check_real
 from ..contamination import RandomOutliers
 from ..simulate import CRITIC, SimConfig, seed_bands, simulate
 

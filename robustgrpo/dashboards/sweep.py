@@ -70,7 +70,13 @@ import pandas as pd
 import torch
 
 from ..advantages import ESTIMATORS, UNCLIPPED, compute_advantages, resolve_methods
-from ..checks import check_int, check_positive, check_probability, check_real, check_seed
+from ..checks import (
+    check_int,
+    check_positive,
+    check_probability,
+    check_real,
+    check_seed,
+)
 from ..contamination import (
     Bernoulli,
     CleanModel,

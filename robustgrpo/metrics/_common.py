@@ -13,9 +13,8 @@ from ..advantages import ESTIMATORS
 from ..checks import check_int, check_seed
 from ..contamination import (
     Contaminated,
-    Scenario,
-    load_scenario,
 )
+from ..scenarios import Scenario, load_scenario
 
 __all__ = [
     "DTYPE",

@@ -20,8 +20,8 @@ from ..advantages import (
 from ..checks import check_choice, check_real
 from ..contamination import (
     Contaminated,
-    Scenario,
 )
+from ..scenarios import Scenario
 from ._common import (
     DTYPE,
     Methods,
@@ -354,7 +354,7 @@ def agreement(
     ----------
     data : Contaminated, Scenario or str
         A contamination record, a scenario, or a scenario name / path
-        (:func:`~robustgrpo.contamination.load_scenario`), sampled in float64.
+        (:func:`~robustgrpo.scenarios.load_scenario`), sampled in float64.
     methods : str, sequence of str or None
         Estimators (None: all).
     n_groups, seed : int, optional

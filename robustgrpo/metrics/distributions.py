@@ -22,8 +22,8 @@ import torch
 
 from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
 from ..checks import require_columns
-from ..contamination import list_scenarios
 from ..inputs import distinct_names
+from ..scenarios import list_scenarios
 from ._common import scenario_record
 from .agreement import advantage_samples
 
@@ -84,7 +84,7 @@ def scenario_samples(
     Parameters
     ----------
     scenarios : str or sequence of str
-        Scenario names (:func:`~robustgrpo.contamination.list_scenarios`).
+        Scenario names (:func:`~robustgrpo.scenarios.list_scenarios`).
     methods : str or sequence of str
         Estimators, at their default parameters.
     n_groups, seed : int, optional

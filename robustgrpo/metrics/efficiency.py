@@ -12,7 +12,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..checks import check_int, check_seed
-from ..contamination import data_dir
+from ..scenarios import data_dir
 from ._common import DTYPE, _generator
 from .sensitivity import STATISTICS, _apply_statistic, _statistic_names
 

@@ -8,11 +8,8 @@ from typing import Any
 import pandas as pd
 
 from ..advantages import resolve_methods
-from ..contamination import (
-    list_scenarios,
-    load_scenario,
-)
 from ..inputs import distinct_names
+from ..scenarios import list_scenarios, load_scenario
 from ._common import (
     Methods,
     scenario_record,

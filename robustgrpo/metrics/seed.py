@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 
 from ..advantages import compute_advantages
-from ..contamination import load_scenario
+from ..scenarios import load_scenario
 from ..stats import mad, median
 
 __all__ = ["SCENARIO", "SeedGroup", "seed_group", "seed_group_summary"]

@@ -26,7 +26,13 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from ..simulate import CRITIC
-from .style import ESTIMATOR_COLORS, estimator_color, house_style, new_figure, require_columns
+from .style import (
+    ESTIMATOR_COLORS,
+    estimator_color,
+    house_style,
+    new_figure,
+    require_columns,
+)
 
 __all__ = ["CRITIC_COLOR", "VIEW_COLORS", "curve_colors", "plot_curves", "plot_update_weight", "plot_weight_ratio",
            "plot_dynamic_clip", "plot_point_ranges", "drift_views", "update_drift_views"]

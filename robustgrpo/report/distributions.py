@@ -34,7 +34,6 @@ import numpy as np
 import pandas as pd
 
 from ..advantages import ESTIMATORS, RECOMMENDED, resolve_methods
-from ..contamination import list_scenarios
 from ..metrics import (
     advantage_samples,
     agreement,
@@ -57,6 +56,7 @@ from ..plots.distributions import (
     plot_one_of_eight,
     plot_zero_fractions,
 )
+from ..scenarios import list_scenarios
 from . import ReportFigure, report_figure
 from .text import join, listing, num, pct
 

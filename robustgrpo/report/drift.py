@@ -25,7 +25,13 @@ import functools
 import numpy as np
 import pandas as pd
 
-from ..contamination import HeavyTailedNoise, JudgeFlips, NoContamination, NoisyVerifier, RandomOutliers
+from ..contamination import (
+    HeavyTailedNoise,
+    JudgeFlips,
+    NoContamination,
+    NoisyVerifier,
+    RandomOutliers,
+)
 from ..metrics import update_weight
 from ..plots.drift import plot_curves, plot_update_weight, plot_weight_ratio
 from ..simulate import (

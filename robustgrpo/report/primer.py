@@ -22,9 +22,8 @@ import pandas as pd
 import torch
 from scipy.stats import norm
 
-from ..checks import check_int, check_int_list, check_seed
 from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
-from ..contamination import data_dir
+from ..checks import check_int, check_int_list, check_seed
 from ..metrics import (
     STATISTICS,
     binary_breakdown,
@@ -50,6 +49,7 @@ from ..plots.primer import (
     plot_tie_collapse,
     plot_update_weight,
 )
+from ..scenarios import data_dir
 from ..stats import median
 from . import ReportFigure, report_figure
 from .text import join, pct

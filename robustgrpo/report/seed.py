@@ -30,7 +30,6 @@ import pandas as pd
 import torch
 
 from ..advantages import ESTIMATORS, RECOMMENDED, compute_advantages, resolve_methods
-from ..contamination import load_scenario
 from ..metrics import advantage_samples, sensitivity_curve
 from ..metrics.seed import SCENARIO, SeedGroup, seed_group, seed_group_summary
 from ..plots.seed import (
@@ -40,6 +39,7 @@ from ..plots.seed import (
     plot_group_scale,
     plot_sensitivity,
 )
+from ..scenarios import load_scenario
 from . import ReportFigure, report_figure
 from .text import ZERO, join, num, sentences
 

@@ -30,7 +30,13 @@ seed), :mod:`~.problem` (answers, qualities, judge, policies), :mod:`~.grouping`
 """
 
 from .config import CRITIC, SimConfig
-from .runner import METRICS, group_advantages, measured_update_weight, sample_answers, simulate
+from .runner import (
+    METRICS,
+    group_advantages,
+    measured_update_weight,
+    sample_answers,
+    simulate,
+)
 from .stabilisers import clip_epsilon, dynamic_clip_curve, group_std
 from .summary import final_values, first_step_above, first_step_below, seed_bands
 

@@ -52,8 +52,24 @@ from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
 from ..checks import ParamError, check_int, check_probability, check_seed
 from ..contamination import NoContamination
 from .config import CRITIC, SimConfig
-from .grouping import assign_bins, assign_nearest, bin_edges, kmeans_centroids, merge_small_groups
-from .problem import CORRECT, HACK, JACKPOT, Problem, build_problem, continuous_features, continuous_quality, logits, n_parameters
+from .grouping import (
+    assign_bins,
+    assign_nearest,
+    bin_edges,
+    kmeans_centroids,
+    merge_small_groups,
+)
+from .problem import (
+    CORRECT,
+    HACK,
+    JACKPOT,
+    Problem,
+    build_problem,
+    continuous_features,
+    continuous_quality,
+    logits,
+    n_parameters,
+)
 from .rng import CounterStream, row_keys
 from .stabilisers import clip_epsilon, group_std
 
