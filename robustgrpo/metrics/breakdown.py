@@ -11,7 +11,7 @@ import pandas as pd
 import torch
 
 from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
-from ..checks import check_int, check_int_list, check_real_list, check_seed
+from ..checks import check_int, check_int_list, check_real, check_real_list, check_seed
 from ._common import (
     DTYPE,
     Methods,
@@ -134,11 +134,9 @@ def breakdown_point(
         raise ValueError(f"sizes must hold at least two outlier values a factor of 4 or more apart, got {ms}")
     m_lo, m_hi = min(ms), max(ms)
     n_groups = check_int("n_groups", n_groups, minimum=1)
-    for name, val in (("growth", growth), ("quorum", quorum)):
-        if isinstance(val, bool) or not (isinstance(val, (int, float)) and 0 < val <= 1):
-            raise ValueError(f"{name} must be a fraction in (0, 1], got {val!r}")
-    if isinstance(implode, bool) or not (isinstance(implode, (int, float)) and 0 < implode < 1):
-        raise ValueError(f"implode must be a number in (0, 1), got {implode!r}")
+    growth = check_real("growth", growth, minimum=0, maximum=1, open_min=True)
+    quorum = check_real("quorum", quorum, minimum=0, maximum=1, open_min=True)
+    implode = check_real("implode", implode, minimum=0, maximum=1, open_min=True, open_max=True)
     seed = check_seed(seed)
 
     rows: list[dict[str, Any]] = []
@@ -240,8 +238,7 @@ def binary_breakdown(
     ms = check_real_list("sizes", sizes, minimum=1, open_min=True)
     if len(ms) < 2 or max(ms) < 4 * min(ms):
         raise ValueError(f"sizes must hold at least two glitch sizes a factor of 4 or more apart, got {ms}")
-    if isinstance(fall, bool) or not (isinstance(fall, (int, float)) and 0 < fall < 1):
-        raise ValueError(f"fall must be a number in (0, 1), got {fall!r}")
+    fall = check_real("fall", fall, minimum=0, maximum=1, open_min=True, open_max=True)
     rows = []
     for g in gs:
         ks = list(range(1, (g + 1) // 2)) if correct is None else check_int_list("correct", correct, minimum=1)
