@@ -36,6 +36,7 @@ import numpy as np
 import scipy.stats
 import torch
 
+from .checks import check_int
 from .advantages import ESTIMATORS, compute_advantages
 
 __all__ = [
@@ -254,8 +255,7 @@ def run_dashboard_benchmark(
 
     if G not in GROUP_SIZES:
         raise ValueError(f"G must be one of the dashboard's group sizes {GROUP_SIZES}, got {G!r}")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats must be an integer >= 1, got {repeats!r}")
+    check_int("repeats", repeats, minimum=1)
     chosen = tuple(DEFAULT_METHODS if methods is None else methods)
     other_g = GROUP_SIZES[GROUP_SIZES.index(G) - 1] if GROUP_SIZES.index(G) else GROUP_SIZES[1]
     t0 = time.perf_counter()
@@ -405,8 +405,7 @@ def run_simulate_benchmark(
     from .dashboards.drift import DEFAULT_STATE, GROUP_SIZES, DriftEngine
     from .simulate import SimConfig, simulate
 
-    if isinstance(moves, bool) or not isinstance(moves, int) or moves < 1:
-        raise ValueError(f"moves must be an integer >= 1, got {moves!r}")
+    check_int("moves", moves, minimum=1)
     rows: list[SimulateBenchRow] = []
     bar = tqdm(total=len(threads) * len(estimators) + 1, desc="simulate bench", disable=not progress, leave=False)
     for n in threads:  # interleaved per estimator would be fairer on a busy machine; runs are long enough

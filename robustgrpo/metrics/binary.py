@@ -338,8 +338,7 @@ def jitter_sweep(
     per_method = _params_for(names, params)
     sds = check_real_list("jitter", jitter, minimum=0, open_min=True)
     g = check_int("group_size", group_size, minimum=2)
-    if isinstance(success_rate, bool) or not (isinstance(success_rate, (int, float)) and 0 < success_rate < 1):
-        raise ValueError(f"success_rate must be a probability in (0, 1), got {success_rate!r}")
+    success_rate = check_real("success_rate", success_rate, minimum=0, maximum=1, open_min=True, open_max=True)
     n_groups = check_int("n_groups", n_groups, minimum=1)
     seed = check_seed(seed)
     zero_tol = check_real("zero_tol", zero_tol, minimum=0)

@@ -14,14 +14,13 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import pandas as pd
 import torch
 
 from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
-from ..checks import require_columns
+from ..checks import check_int, check_positive, check_real, is_int, require_columns
 from ..inputs import distinct_names
 from ..scenarios import list_scenarios
 from ._common import scenario_record
@@ -60,11 +59,7 @@ def _keys(samples: pd.DataFrame) -> list[str]:
 
 
 def _check_zero_tol(zero_tol: object) -> float:
-    if isinstance(zero_tol, bool) or not isinstance(zero_tol, (int, float)) or not (
-        math.isfinite(zero_tol) and zero_tol >= 0
-    ):
-        raise ValueError(f"zero_tol must be a finite number >= 0, got {zero_tol!r}")
-    return float(zero_tol)
+    return check_real("zero_tol", zero_tol, minimum=0)
 
 
 # ------------------------------------------------------------------ tables
@@ -151,9 +146,8 @@ def one_of_eight_table(
     {'grpo': -0.354, 'robust': 0.0}
     """
     chosen = resolve_methods(methods)
-    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
-        raise ValueError(f"group_size must be an integer >= 2, got {group_size!r}")
-    if isinstance(n_correct, bool) or not isinstance(n_correct, int) or not 1 <= n_correct <= group_size - 1:
+    group_size = check_int("group_size", group_size, minimum=2)
+    if not is_int(n_correct) or not 1 <= n_correct <= group_size - 1:
         raise ValueError(
             f"n_correct must be an integer in [1, group_size - 1] = [1, {group_size - 1}] "
             f"(both roles present), got {n_correct!r}"
@@ -318,8 +312,7 @@ def contaminated_landing_table(samples: pd.DataFrame, *, c: float = _CLIP) -> pd
     {'grpo': 2.462, 'robust': 2.5}
     """
     require_columns(samples, ("method", "contaminated", "clean_advantage", "advantage"), "samples", produced_by=_SAMPLES_FROM)
-    if isinstance(c, bool) or not isinstance(c, (int, float)) or not (math.isfinite(c) and c > 0):
-        raise ValueError(f"c must be a finite number > 0, got {c!r}")
+    c = check_positive("c", c)
     hit = samples[samples["contaminated"].astype(bool)]
     if hit.empty:
         raise ValueError(

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..checks import check_int
 from .. import stats as S
 from ..advantages import compute_advantages, resolve_methods
 from ..inputs import distinct_names
@@ -120,8 +121,7 @@ def sensitivity_curve(
     """
     r = _vector("rewards", rewards, min_len=2)
     g = r.numel()
-    if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or not -g <= position < g:
-        raise ValueError(f"position must be an integer index into the group of G={g}, got {position!r}")
+    check_int("position", position, minimum=-g, maximum=g - 1, hint=f"pass an index into the group of G={g}")
     position = int(position) % g
     v = _vector("values", values)
     names = resolve_methods(methods)

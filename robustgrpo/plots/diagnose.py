@@ -21,6 +21,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ..checks import check_int
 from .style import estimator_color, house_style, new_figure, require_columns
 
 __all__ = ["HEALTH_SERIES", "step_health", "reward_distribution", "update_agreement"]
@@ -88,8 +89,7 @@ def reward_distribution(samples: pd.DataFrame, *, reward_range: tuple[float, flo
         rule), rewards only outside the declared range.
     """
     require_columns(samples, ("reward", "robust_rule", "out_of_range"), "samples", produced_by=_PRODUCED_BY)
-    if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
-        raise ValueError(f"bins must be an integer >= 1, got {bins!r}")
+    check_int("bins", bins, minimum=1)
     r = samples["reward"].to_numpy(dtype=float)
     robust = samples["robust_rule"].to_numpy(dtype=bool)
     outside = samples["out_of_range"].to_numpy(dtype=bool) & ~robust

@@ -40,6 +40,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from ..checks import check_int, check_positive
 from .style import estimator_color, house_style, new_figure, require_columns
 
 __all__ = [
@@ -58,9 +59,7 @@ _NEUTRAL = "#444444"
 
 
 def _positive_number(name: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
+    return check_positive(name, value)
 
 
 def _in_order(values: pd.Series) -> list:
@@ -310,8 +309,7 @@ def plot_ecdfs(
         estimators that are not in ``samples``.
     """
     require_columns(samples, ("method", "clean_advantage", "advantage"), "samples", produced_by="advantage_samples() or hit_group_samples()")
-    if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
-        raise ValueError(f"ncols must be an integer >= 1, got {ncols!r}")
+    check_int("ncols", ncols, minimum=1)
     linear_limit = _positive_number("linear_limit", linear_limit)
     linthresh = _positive_number("linthresh", linthresh)
     if not isinstance(title, str) or not title:
@@ -428,8 +426,7 @@ def plot_contaminated_landing(
         raise ValueError("table has several rows for one (scenario, method, rewards); pass one row per triple")
     if clip is not None:
         clip = _positive_number("clip", clip)
-    if isinstance(ncols, bool) or not isinstance(ncols, int) or ncols < 1:
-        raise ValueError(f"ncols must be an integer >= 1, got {ncols!r}")
+    check_int("ncols", ncols, minimum=1)
     linthresh = _positive_number("linthresh", linthresh)
 
     scenarios = _in_order(table["scenario"])

@@ -19,6 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
+from ..checks import check_int
 from .style import estimator_color, house_style, new_figure, require_columns
 
 __all__ = [
@@ -357,8 +358,7 @@ def plot_binary_groups(
     matplotlib.figure.Figure
     """
     require_columns(table, ("method", "k", "role", "advantage"), "table")
-    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 2:
-        raise ValueError(f"group_size must be an integer >= 2, got {group_size!r}")
+    check_int("group_size", group_size, minimum=2)
     bad = sorted(set(table["role"]) - {"correct", "wrong"})
     if bad:
         raise ValueError(f"role must be 'correct' or 'wrong', got {bad}")

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..checks import check_int
 from ..advantages import ESTIMATORS, RECOMMENDED, compute_advantages, resolve_methods
 from ..metrics import advantage_samples, sensitivity_curve
 from ..metrics.seed import SCENARIO, SeedGroup, seed_group, seed_group_summary
@@ -318,8 +319,7 @@ def binary_groups_figure(
         ``data``: ``method``, ``k``, ``role`` (``correct``, ``wrong``),
         ``advantage`` and ``fallback`` (the estimator's fallback ran).
     """
-    if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 2:
-        raise ValueError(f"group_size must be an integer >= 2, got {group_size!r}")
+    check_int("group_size", group_size, minimum=2)
     names = resolve_methods(methods)
     k = torch.arange(1, group_size)
     # row k-1 holds k ones then G-k zeros: column 0 is a correct answer, column G-1 a wrong one
