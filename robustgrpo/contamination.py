@@ -84,6 +84,7 @@ __all__ = [
     "NoContamination",
     "NoisyVerifier",
     "over_score",
+    "hit_uniforms",
     "RandomStream",
     "CleanModel",
     "ContaminationModel",
@@ -498,9 +499,20 @@ class ContaminationModel(Protocol):
     def apply(self, clean: Tensor, *, seed: SeedLike) -> Contaminated: ...
 
 
+def hit_uniforms(shape: tuple[int, int], seed: SeedLike) -> Tensor:
+    """The float64 uniforms ``U`` whose ``U < rate`` are the per-entry hits of a seed.
+
+    :class:`RandomOutliers` (and the other per-entry models) draw exactly these
+    first from their seed, so the hits at rate 0.05 are a subset of those at
+    0.1: a caller that varies only the rate (the notebook 03 dashboard) draws
+    them once and compares.
+    """
+    return _uniform(tuple(shape), _generator(seed))
+
+
 def _entry_hits(clean: Tensor, rate: float, gen: _Source) -> Tensor:
     """Independent per-entry hits ``U < rate``, ``U ~ Uniform[0, 1)``, on ``clean``'s device."""
-    return (_uniform(tuple(clean.shape), gen) < rate).to(clean.device)
+    return (hit_uniforms(tuple(clean.shape), gen) < rate).to(clean.device)
 
 
 @dataclass(frozen=True)

@@ -636,3 +636,11 @@ def test_invalid_json_names_file(tmp_path):
     path.write_text('{"name": "x",')
     with pytest.raises(ValueError, match=re.escape(f"{path}: invalid JSON")):
         SC.load_scenario(path)
+
+
+def test_hit_uniforms_are_the_uniforms_every_per_entry_model_draws_first():
+    clean = C.Bernoulli(0.3).sample(50, 8, seed=1, dtype=torch.float64)
+    u = C.hit_uniforms((50, 8), 7)
+    for rate in (0.05, 0.2, 0.7):
+        hit = C.RandomOutliers(rate, 10.0).apply(clean, seed=7).contaminated
+        assert torch.equal(hit, u < rate)

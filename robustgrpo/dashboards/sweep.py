@@ -83,6 +83,7 @@ from ..contamination import (
     FormatCorrectness,
     Gaussian,
     SkewNormal,
+    hit_uniforms,
 )
 from ..metrics import (
     derived_seed,  # the per-G seeds of metrics.sweep: same data as the heat maps
@@ -487,12 +488,8 @@ class DashboardEngine:
         return self._clean.get((G, clean_model), make)
 
     def _uniforms(self, G: int) -> torch.Tensor:
-        # RandomOutliers.apply draws exactly these uniforms from its seed and hits U < rate
-        def make() -> torch.Tensor:
-            gen = torch.Generator().manual_seed(derived_seed(self.seed, 2, G))
-            return torch.rand((self.n_groups, G), generator=gen, dtype=torch.float64)
-
-        return self._uniform.get(G, make)
+        """The hit uniforms of metrics.sweep's contamination seed for G (every rate compares against them)."""
+        return self._uniform.get(G, lambda: hit_uniforms((self.n_groups, G), derived_seed(self.seed, 2, G)))
 
     def _contaminated_state(self, G: int, clean_model: CleanKey, rate: float, size: float) -> _ContaminatedState:
         def make() -> _ContaminatedState:
