@@ -3,9 +3,10 @@
 The package is layered; a module imports only from the layers before it in
 this list: ``checks``, ``inputs`` -> ``stats`` -> ``advantages`` ->
 ``contamination`` -> ``rewardlogs`` -> ``metrics`` -> ``diagnose`` ->
-``plots`` -> ``dashboards`` (pure data behind each dashboard) -> ``widgets``
-(ipywidgets) -> ``report`` -> ``cli`` -> ``integrations`` (verl, TRL; imported
-lazily). tests/test_project.py holds the same list and checks the imports.
+``simulate`` (the drift simulator) -> ``plots`` -> ``dashboards`` (pure data
+behind each dashboard) -> ``widgets`` (ipywidgets) -> ``report`` -> ``cli`` ->
+``integrations`` (verl, TRL; imported lazily). tests/test_project.py holds the
+same list and checks the imports.
 
 >>> import robustgrpo
 >>> result = robustgrpo.compute_advantages([[0, 0, 0, 0, 0, 0, 1.0, 10.0]], reward_range=(0, 1))

@@ -13,6 +13,12 @@
 Ratios are measured in the same process, interleaved, so machine noise hits
 all rows alike. Timings are medians over repeats after one warm-up call.
 
+``python -m robustgrpo bench --simulate`` runs :func:`run_simulate_benchmark`: the drift
+simulator at 256 prompts x G = 16 x 500 steps x 8 seeds with a tabular policy (target: under
+20 s on two cores), at one and at two torch threads side by side, and the notebook 05
+dashboard's rerun after a slider move (target: under 2 s), printed by
+:func:`format_simulate_table`.
+
 ``python -m robustgrpo bench --dashboard`` runs :func:`run_dashboard_benchmark`
 instead: the latency of each dashboard control at G = 256 with 10^4 groups
 (target: median under 150 ms) and notebook 03's heat-map sweep (target:
@@ -45,6 +51,11 @@ __all__ = [
     "DashboardBench",
     "run_dashboard_benchmark",
     "format_dashboard_table",
+    "SIMULATE_TARGET_S",
+    "RERUN_TARGET_S",
+    "SimulateBenchRow",
+    "run_simulate_benchmark",
+    "format_simulate_table",
 ]
 
 DEFAULT_SHAPES: tuple[tuple[int, int], ...] = ((65536, 16), (4096, 256))
@@ -350,4 +361,92 @@ def format_dashboard_table(result: DashboardBench) -> str:
         verdict = "met" if result.sweep_s < SWEEP_TARGET_S else "NOT met"
         lines += ["", f"notebook 03 heat-map sweep ({result.sweep_cells} cells): {result.sweep_s:.2f} s   "
                       f"< {SWEEP_TARGET_S:g} s: {verdict}"]
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ simulator
+
+#: Target of the simulator case (256 prompts x G = 16 x 500 steps x 8 seeds, tabular) on two cores.
+SIMULATE_TARGET_S = 20.0
+#: Target of one rerun of the notebook 05 dashboard after a slider move.
+RERUN_TARGET_S = 2.0
+
+
+@dataclass(frozen=True)
+class SimulateBenchRow:
+    """One timed case: what ran, with how many torch threads, seconds, and the target."""
+
+    case: str
+    threads: int
+    seconds: float
+    target_s: float
+
+
+def run_simulate_benchmark(
+    threads: Sequence[int] = (1, 2),
+    estimators: Sequence[str] = ("grpo", "robust"),
+    *,
+    n_prompts: int = 256,
+    G: int = 16,
+    steps: int = 500,
+    n_seeds: int = 8,
+    moves: int = 5,
+    progress: bool = True,
+) -> list[SimulateBenchRow]:
+    """Time :func:`robustgrpo.simulate.simulate` and the notebook 05 dashboard's rerun.
+
+    Each estimator runs alone on the case (every step recorded), once per thread count in
+    ``threads`` (``simulate(..., threads=n)``). The dashboard rows time
+    :meth:`robustgrpo.dashboards.drift.DriftEngine.data` for ``moves`` new contamination rates (a
+    rate-slider move: one new run, the clean reference cached) and one new G (two new runs).
+    """
+    from tqdm.auto import tqdm
+
+    from .dashboards.drift import DEFAULT_STATE, DriftEngine, GROUP_SIZES
+    from .simulate import SimConfig, simulate
+
+    if isinstance(moves, bool) or not isinstance(moves, int) or moves < 1:
+        raise ValueError(f"moves must be an integer >= 1, got {moves!r}")
+    rows: list[SimulateBenchRow] = []
+    bar = tqdm(total=len(threads) * len(estimators) + 1, desc="simulate bench", disable=not progress, leave=False)
+    for n in threads:  # interleaved per estimator would be fairer on a busy machine; runs are long enough
+        for est in estimators:
+            config = SimConfig(n_prompts=n_prompts, G=G, steps=steps, estimators=(est,))
+            simulate(config.replace(steps=2), range(n_seeds), progress=False, threads=n)  # warm-up
+            t0 = time.perf_counter()
+            simulate(config, range(n_seeds), progress=False, threads=n)
+            rows.append(SimulateBenchRow(f"{est}: {n_prompts} prompts x G={G} x {steps} steps x {n_seeds} seeds",
+                                         n, time.perf_counter() - t0, SIMULATE_TARGET_S))
+            bar.update()
+    engine = DriftEngine()
+    engine.data()  # the opening state, both runs
+    rate0 = float(DEFAULT_STATE["rate"])
+    times = []
+    for i in range(1, moves + 1):
+        t0 = time.perf_counter()
+        engine.data(rate=round(rate0 + 0.01 * i, 2))
+        times.append(time.perf_counter() - t0)
+    rows.append(SimulateBenchRow(f"dashboard: new rate ({moves} moves, median)", 1, float(np.median(times)), RERUN_TARGET_S))
+    other = next(g for g in GROUP_SIZES if g != DEFAULT_STATE["G"])
+    t0 = time.perf_counter()
+    engine.data(G=other)
+    rows.append(SimulateBenchRow(f"dashboard: new G = {other} (two runs)", 1, time.perf_counter() - t0, RERUN_TARGET_S))
+    bar.update()
+    bar.close()
+    return rows
+
+
+def format_simulate_table(rows: Sequence[SimulateBenchRow]) -> str:
+    """Render :func:`run_simulate_benchmark`'s rows with their targets and verdicts."""
+    try:
+        import os
+
+        load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    except (AttributeError, OSError):  # pragma: no cover - not on every platform
+        load = "n/a"
+    lines = [f"torch {torch.__version__}; load average {load}", "",
+             f"{'case':<58}{'threads':>8}{'seconds':>10}   target"]
+    for r in rows:
+        verdict = "met" if r.seconds < r.target_s else "NOT met"
+        lines.append(f"{r.case:<58}{r.threads:>8}{r.seconds:>10.2f}   < {r.target_s:g} s: {verdict}")
     return "\n".join(lines)

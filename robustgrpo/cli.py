@@ -8,6 +8,7 @@ bench       time every estimator against idiomatic grpo and numpy + scipy
 figures     rebuild every report figure (PNG, SVG, PDF) and an index into a folder
 notebooks   execute the notebook series into a folder, their figures beside them
 diagnose    a reward log of a real run: zero-std and MAD-zero groups, outliers, estimator disagreement, advice
+simulate    run the drift simulator from a JSON config: the record (Parquet) and its figure
 
 A user error (a malformed reward log, a bad setting) prints one line on
 stderr and exits with status 2, without a traceback.
@@ -128,6 +129,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         result = run_dashboard_benchmark(repeats=args.repeats, progress=not args.no_progress)
         print(format_dashboard_table(result))
         return 0
+    if args.simulate:
+        from .bench import format_simulate_table, run_simulate_benchmark
+
+        print(format_simulate_table(run_simulate_benchmark(progress=not args.no_progress)))
+        return 0
     shapes = args.shapes or list(DEFAULT_SHAPES)
     rows = run_benchmark(shapes=shapes, repeats=args.repeats, progress=not args.no_progress)
     print(format_table(rows))
@@ -175,6 +181,43 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_simulate(args: argparse.Namespace) -> int:
+    from .plots import save_figure
+    from .report.drift import simulation_figure
+    from .simulate import SimConfig, simulate
+
+    try:  # user errors (a missing or bad config, bad seeds): one line on stderr, exit status 2
+        config = SimConfig.from_file(args.config)
+        seeds = list(range(args.seeds[0])) if len(args.seeds) == 1 else args.seeds
+        if len(seeds) != len(set(seeds)) or min(seeds) < 0:
+            raise ValueError(f"--seeds must be distinct integers >= 0, got {args.seeds}")
+    except ValueError as err:
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    frame = simulate(config, seeds, progress=not args.no_progress)
+    record = out / "record.parquet"
+    frame.to_parquet(record, index=False)
+    config.to_file(out / "config.json")
+    rf = simulation_figure(frame, config)
+    paths = save_figure(rf.figure, out, rf.name, ("png", "svg"))
+    print(f"{len(frame)} rows ({config.steps} steps x {len(seeds)} seeds x {len(config.estimators)} estimators) -> {record}")
+    print(f"figure: {', '.join(str(p) for p in paths)}")
+    print(rf.caption)
+    return 0
+
+
+def _seed_spec(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds must be integers, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"seeds must be >= 0, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m robustgrpo``."""
     parser = argparse.ArgumentParser(prog="python -m robustgrpo", description=__doc__.split("\n")[0])
@@ -187,6 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     bench.add_argument("--dashboard", action="store_true",
                        help="time the dashboard's slider moves at G=256 with 10^4 groups and notebook 03's heat-map sweep")
+    bench.add_argument("--simulate", action="store_true",
+                       help="time the drift simulator (256 prompts x G=16 x 500 steps x 8 seeds) and the notebook 05 dashboard's rerun")
     bench.set_defaults(func=_cmd_bench)
     figures = sub.add_parser("figures", help="rebuild every report figure into a folder")
     figures.add_argument("--out", required=True, help="folder to write the figures and index.md into")
@@ -209,6 +254,13 @@ def build_parser() -> argparse.ArgumentParser:
     diag.add_argument("--skip-bad", action="store_true", help="skip malformed rows and say how many and why, instead of stopping")
     diag.add_argument("--html", metavar="OUT", help="also write a self-contained HTML report with figures")
     diag.set_defaults(func=_cmd_diagnose)
+    simulate = sub.add_parser("simulate", help="run the drift simulator from a JSON config")
+    simulate.add_argument("config", help="JSON config file (robustgrpo.simulate.SimConfig.to_file writes one)")
+    simulate.add_argument("--out", required=True, help="folder for record.parquet, config.json and the figure")
+    simulate.add_argument("--seeds", type=_seed_spec, nargs="+", default=[10], metavar="N",
+                          help="one number: that many seeds (0 .. N-1); several: those seeds (default 10)")
+    simulate.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    simulate.set_defaults(func=_cmd_simulate)
     return parser
 
 

@@ -22,6 +22,9 @@ Contamination models (what goes wrong between the response and the reward):
   judge that emits an unbounded score.
 - :class:`JudgeFlips`: an LLM judge or verifier that says "correct" for a wrong answer and vice
   versa; the reward stays in {0, 1}, so no outlier detector can see it.
+- :class:`NoisyVerifier`: a verifier with a true-positive rate (TPR) and a false-positive rate
+  (FPR) on 0/1 rewards; its Youden index ``J = TPR - FPR`` decides where training goes
+  (``JudgeFlips(rate)`` is ``NoisyVerifier(1 - rate, rate)``).
 - :class:`HeavyTailedNoise`: a *noisy reward model*: Student-t (Cauchy for ``df=1``) noise on
   some scores, so most are slightly off and a few are wildly off.
 - :class:`RewardHacking`: *systematic reward hacking*: one particular response (the one that
@@ -35,9 +38,12 @@ contaminated rewards and a boolean mask ``contaminated`` that is True exactly wh
 normally changes value, but not always (an outlier of size ``M`` replacing a reward that already
 equals ``M``); it is still marked, because "contaminated" means "hit by the model".
 
-Randomness: every sampling function takes ``seed`` (an ``int`` or a CPU ``torch.Generator``),
-draws on the CPU in float64 and casts to the requested ``dtype`` at the end, so one seed gives
-the same values for every dtype (up to rounding) and every device.
+Randomness: every sampling function takes ``seed`` (an ``int``, a CPU ``torch.Generator`` or a
+:class:`RandomStream`), draws on the CPU in float64 and casts to the requested ``dtype`` at the
+end, so one seed gives the same values for every dtype (up to rounding) and every device. A
+:class:`RandomStream` is any object with ``uniform(shape)`` and ``normal(shape)``; the drift
+simulator passes one that draws each seed's rows from that seed alone, so a batch of seeds gives
+every seed the numbers it would get on its own.
 
 Scenarios are JSON files in ``data_dir() / "scenarios"``; see :func:`load_scenario`.
 """
@@ -68,7 +74,9 @@ __all__ = [
     "HeavyTailedNoise",
     "RewardHacking",
     "NoContamination",
+    "NoisyVerifier",
     "over_score",
+    "RandomStream",
     "CleanModel",
     "ContaminationModel",
     "CLEAN_MODELS",
@@ -77,9 +85,27 @@ __all__ = [
     "data_dir",
     "list_scenarios",
     "load_scenario",
+    "contamination_to_dict",
+    "contamination_from_dict",
 ]
 
-SeedLike = Union[int, torch.Generator]
+
+
+@runtime_checkable
+class RandomStream(Protocol):
+    """A source of random numbers other than a ``torch.Generator``.
+
+    ``uniform(shape)`` returns float64 CPU draws from [0, 1) and ``normal(shape)`` standard
+    normal draws, both of exactly ``shape``. Every sampling function here accepts one as ``seed``.
+    """
+
+    def uniform(self, shape: tuple[int, ...]) -> Tensor: ...
+
+    def normal(self, shape: tuple[int, ...]) -> Tensor: ...
+
+
+SeedLike = Union[int, torch.Generator, RandomStream]
+_Source = Union[torch.Generator, RandomStream]
 
 #: Largest Student-t ``df`` accepted; t(1000) is within about 1e-3 of the standard normal.
 MAX_DF = 1000
@@ -176,8 +202,10 @@ def _check_shape(batch: Any, group: Any) -> tuple[int, int]:
     return b, g
 
 
-def _generator(seed: Any) -> torch.Generator:
-    """A CPU ``torch.Generator``: the one given, or a fresh one seeded with ``seed``."""
+def _generator(seed: Any) -> _Source:
+    """A CPU ``torch.Generator`` (the one given, or a fresh one seeded with ``seed``) or the stream given."""
+    if isinstance(seed, RandomStream) and not isinstance(seed, torch.Generator):
+        return seed
     if isinstance(seed, torch.Generator):
         if seed.device.type != "cpu":
             raise _ParamError(
@@ -187,7 +215,7 @@ def _generator(seed: Any) -> torch.Generator:
         return seed
     if not _is_int(seed) or not 0 <= seed < 2**64:
         raise _ParamError(
-            "seed", "must be an int in [0, 2**64) or a torch.Generator", seed,
+            "seed", "must be an int in [0, 2**64), a torch.Generator or a RandomStream", seed,
             "pass e.g. seed=0",
         )
     return torch.Generator().manual_seed(int(seed))
@@ -244,12 +272,16 @@ def _finish(x: Tensor, dtype: torch.dtype, what: str, device: Any = None) -> Ten
     return x.to(dtype=dtype, device=device)
 
 
-def _uniform(shape: tuple[int, ...], g: torch.Generator) -> Tensor:
-    return torch.rand(shape, generator=g, dtype=torch.float64)
+def _uniform(shape: tuple[int, ...], g: _Source) -> Tensor:
+    if isinstance(g, torch.Generator):
+        return torch.rand(shape, generator=g, dtype=torch.float64)
+    return g.uniform(tuple(shape))
 
 
-def _normal(shape: tuple[int, ...], g: torch.Generator) -> Tensor:
-    return torch.randn(shape, generator=g, dtype=torch.float64)
+def _normal(shape: tuple[int, ...], g: _Source) -> Tensor:
+    if isinstance(g, torch.Generator):
+        return torch.randn(shape, generator=g, dtype=torch.float64)
+    return g.normal(tuple(shape))
 
 
 # --------------------------------------------------------------------------------------------
@@ -270,7 +302,7 @@ class CleanModel(Protocol):
 class _SampledModel:
     """Shared ``sample``: validate, draw in float64 on the CPU with a seeded generator, cast.
 
-    Subclasses implement ``_draw(batch, group, generator) -> float64 Tensor`` and may
+    Subclasses implement ``_draw(batch, group, source) -> float64 Tensor`` and may
     override ``_check_batch(batch, group)``.
     """
 
@@ -288,7 +320,7 @@ class _SampledModel:
     def _check_batch(self, batch: int, group: int) -> None:
         """Check parameters that depend on the batch shape (none by default)."""
 
-    def _draw(self, batch: int, group: int, gen: torch.Generator) -> Tensor:
+    def _draw(self, batch: int, group: int, gen: _Source) -> Tensor:
         raise NotImplementedError
 
 
@@ -320,7 +352,7 @@ class Bernoulli(_SampledModel):
                 f"pass {batch} rates or a single float",
             )
 
-    def _draw(self, batch: int, group: int, gen: torch.Generator) -> Tensor:
+    def _draw(self, batch: int, group: int, gen: _Source) -> Tensor:
         p = torch.tensor(self.p, dtype=torch.float64)
         p = p.reshape(-1, 1) if p.ndim else p
         return (_uniform((batch, group), gen) < p).double()
@@ -345,7 +377,7 @@ class Gaussian(_SampledModel):
         object.__setattr__(self, "mean", _real("mean", self.mean))
         object.__setattr__(self, "std", _positive("std", self.std))
 
-    def _draw(self, batch: int, group: int, gen: torch.Generator) -> Tensor:
+    def _draw(self, batch: int, group: int, gen: _Source) -> Tensor:
         return self.mean + self.std * _normal((batch, group), gen)
 
 
@@ -388,7 +420,7 @@ class SkewNormal(_SampledModel):
         """``alpha / sqrt(1 + alpha**2)``, in (-1, 1)."""
         return self.alpha / math.sqrt(1.0 + self.alpha**2)
 
-    def _draw(self, batch: int, group: int, gen: torch.Generator) -> Tensor:
+    def _draw(self, batch: int, group: int, gen: _Source) -> Tensor:
         z0 = _normal((batch, group), gen)
         z1 = _normal((batch, group), gen)
         d = self.delta
@@ -432,7 +464,7 @@ class FormatCorrectness(_SampledModel):
         object.__setattr__(self, "format_weight", _real("format_weight", self.format_weight))
         object.__setattr__(self, "correct_weight", _real("correct_weight", self.correct_weight))
 
-    def _draw(self, batch: int, group: int, gen: torch.Generator) -> Tensor:
+    def _draw(self, batch: int, group: int, gen: _Source) -> Tensor:
         format_ok = _uniform((batch, group), gen) < self.p_format
         correct = format_ok & (_uniform((batch, group), gen) < self.p_correct)
         return self.format_weight * format_ok.double() + self.correct_weight * correct.double()
@@ -491,7 +523,7 @@ class ContaminationModel(Protocol):
     def apply(self, clean: Tensor, *, seed: SeedLike) -> Contaminated: ...
 
 
-def _entry_hits(clean: Tensor, rate: float, gen: torch.Generator) -> Tensor:
+def _entry_hits(clean: Tensor, rate: float, gen: _Source) -> Tensor:
     """Independent per-entry hits ``U < rate``, ``U ~ Uniform[0, 1)``, on ``clean``'s device."""
     return (_uniform(tuple(clean.shape), gen) < rate).to(clean.device)
 
@@ -560,6 +592,17 @@ class RandomOutliers:
         return Contaminated(clean, rewards, hit)
 
 
+def _require_binary(clean: Tensor, model: str) -> None:
+    nonbinary = (clean != 0) & (clean != 1)
+    if bool(nonbinary.any()):
+        example = float(clean[nonbinary][0])
+        raise ValueError(
+            f"{model} needs binary clean rewards (only 0 and 1), got "
+            f"{int(nonbinary.sum())} other value(s), e.g. {example!r}; use Bernoulli clean "
+            "rewards, or RandomOutliers / HeavyTailedNoise for continuous scores"
+        )
+
+
 @dataclass(frozen=True)
 class JudgeFlips:
     """Judge flips: each binary reward independently, with probability ``rate``, flips ``r -> 1 - r``.
@@ -583,20 +626,65 @@ class JudgeFlips:
     def apply(self, clean: Tensor, *, seed: SeedLike) -> Contaminated:
         """Flip a random ``rate`` fraction of the 0/1 rewards in ``clean``."""
         clean = _check_clean(clean)
-        nonbinary = (clean != 0) & (clean != 1)
-        if bool(nonbinary.any()):
-            example = float(clean[nonbinary][0])
-            raise ValueError(
-                f"JudgeFlips needs binary clean rewards (only 0 and 1), got "
-                f"{int(nonbinary.sum())} other value(s), e.g. {example!r}; use Bernoulli clean "
-                "rewards, or RandomOutliers / HeavyTailedNoise for continuous scores"
-            )
+        _require_binary(clean, "JudgeFlips")
         gen = _generator(seed)
         hit = _entry_hits(clean, self.rate, gen)
         return Contaminated(clean, torch.where(hit, 1.0 - clean, clean), hit)
 
 
-def _student_t(shape: tuple[int, ...], df: int, gen: torch.Generator) -> Tensor:
+@dataclass(frozen=True)
+class NoisyVerifier:
+    """A verifier with true-positive rate ``tpr`` and false-positive rate ``fpr`` on 0/1 rewards.
+
+    Parameters
+    ----------
+    tpr : float
+        P(verdict 1 | the answer is correct), in [0, 1].
+    fpr : float
+        P(verdict 1 | the answer is wrong), in [0, 1].
+
+    Notes
+    -----
+    With ``U ~ Uniform[0, 1)`` per entry, ``rewards = 1[U < tpr]`` where ``clean == 1`` and
+    ``1[U < fpr]`` where ``clean == 0``; ``contaminated`` marks the wrong verdicts
+    (``rewards != clean``). The expected reward of an answer is ``fpr + J * clean`` with
+    Youden's index ``J = tpr - fpr``: the judged objective is the true one scaled by J plus a
+    constant, so ``J > 0`` trains towards correct answers, ``J < 0`` away from them and
+    ``J = 0`` not at all in expectation (Rate or Fate, arXiv 2601.04411).
+    ``JudgeFlips(rate)`` has the law of ``NoisyVerifier(1 - rate, rate)``.
+
+    ``rate`` (the attribute every contamination model has) is the larger error rate,
+    ``max(1 - tpr, fpr)``: the chance that a verdict is wrong, at worst.
+    """
+
+    tpr: float
+    fpr: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tpr", _prob("tpr", self.tpr))
+        object.__setattr__(self, "fpr", _prob("fpr", self.fpr))
+
+    @property
+    def rate(self) -> float:
+        """``max(1 - tpr, fpr)``: the larger of the two error rates."""
+        return max(1.0 - self.tpr, self.fpr)
+
+    @property
+    def youden(self) -> float:
+        """Youden's index ``J = tpr - fpr``."""
+        return self.tpr - self.fpr
+
+    def apply(self, clean: Tensor, *, seed: SeedLike) -> Contaminated:
+        """Replace each 0/1 reward in ``clean`` by the verifier's verdict."""
+        clean = _check_clean(clean)
+        _require_binary(clean, "NoisyVerifier")
+        u = _uniform(tuple(clean.shape), _generator(seed)).to(clean.device)
+        threshold = torch.where(clean == 1, self.tpr, self.fpr)
+        rewards = (u < threshold).to(clean.dtype)
+        return Contaminated(clean, rewards, rewards != clean)
+
+
+def _student_t(shape: tuple[int, ...], df: int, gen: _Source) -> Tensor:
     """Standard Student-t(df) in float64 for integer ``df``, seedable and vectorized.
 
     ``T = Z / sqrt(V / df)`` with ``V ~ chi2(df)`` built as ``sum_{k < df//2} -2 log(1 - U_k)``
@@ -777,6 +865,7 @@ CONTAMINATION_MODELS: dict[str, type] = {
     "none": NoContamination,
     "random_outliers": RandomOutliers,
     "judge_flips": JudgeFlips,
+    "noisy_verifier": NoisyVerifier,
     "heavy_tailed_noise": HeavyTailedNoise,
     "reward_hacking": RewardHacking,
 }
@@ -1131,3 +1220,27 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
             "fix the syntax"
         ) from None
     return _scenario_from_dict(data, origin, path)
+
+
+def contamination_to_dict(model: ContaminationModel) -> dict[str, Any]:
+    """The JSON form of a contamination model: ``{"model": name, **parameters}``.
+
+    >>> contamination_to_dict(RandomOutliers(0.05, 10.0))
+    {'model': 'random_outliers', 'rate': 0.05, 'size': 10.0, 'mode': 'replace'}
+    """
+    if not any(type(model) is cls for cls in CONTAMINATION_MODELS.values()):
+        raise ValueError(
+            f"{model!r} is not one of the registered contamination models {sorted(CONTAMINATION_MODELS)}"
+        )
+    return _model_to_dict(model, CONTAMINATION_MODELS)
+
+
+def contamination_from_dict(spec: Mapping[str, Any], *, origin: str = "<dict>", key: str = "contamination") -> Any:
+    """Build a contamination model from its JSON form (inverse of :func:`contamination_to_dict`).
+
+    Errors are ``ValueError`` naming ``origin`` and the field (``key.model``, ``key.rate``...).
+
+    >>> contamination_from_dict({"model": "noisy_verifier", "tpr": 0.9, "fpr": 0.2})
+    NoisyVerifier(tpr=0.9, fpr=0.2)
+    """
+    return _model_from_dict(origin, key, spec, CONTAMINATION_MODELS)

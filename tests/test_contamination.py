@@ -35,6 +35,7 @@ CONTAMINATION_CASES = [
     C.RandomOutliers(0.2, 10.0),
     C.RandomOutliers(0.2, 3.0, mode="add"),
     C.JudgeFlips(0.2),
+    C.NoisyVerifier(0.8, 0.3),
     C.HeavyTailedNoise(0.2, 1.0, 1),
     C.HeavyTailedNoise(0.2, 0.5, 4),
     C.RewardHacking(0.5, 5.0, response=2),
@@ -221,6 +222,80 @@ def test_judge_flips_rejects_non_binary():
     clean = torch.tensor([[0.0, 1.0, 0.5], [1.0, 0.0, 0.0]])
     with pytest.raises(ValueError, match=r"binary.*0\.5"):
         C.JudgeFlips(0.1).apply(clean, seed=0)
+
+
+def test_noisy_verifier_has_its_true_and_false_positive_rates():
+    clean = C.Bernoulli(0.4).sample(400, 500, seed=5, dtype=torch.float64)
+    out = C.NoisyVerifier(0.7, 0.2).apply(clean, seed=6)
+    pos, neg = clean == 1, clean == 0
+    for mask, rate in ((pos, 0.7), (neg, 0.2)):
+        n = int(mask.sum())
+        observed = float(out.rewards[mask].mean())
+        assert abs(observed - rate) < Z * math.sqrt(rate * (1 - rate) / n)
+    assert torch.equal(out.contaminated, out.rewards != clean)
+    verifier = C.NoisyVerifier(0.7, 0.2)
+    assert verifier.rate == pytest.approx(0.3) and verifier.youden == pytest.approx(0.5)
+    with pytest.raises(ValueError, match=r"NoisyVerifier needs binary.*0\.5"):
+        verifier.apply(torch.tensor([[0.0, 0.5]]), seed=0)
+    with pytest.raises(ValueError, match=r"tpr must be a number in \[0, 1\], got 1.2"):
+        C.NoisyVerifier(1.2, 0.1)
+
+
+def test_judge_flips_is_the_symmetric_noisy_verifier():
+    """JudgeFlips(r) and NoisyVerifier(1 - r, r) draw one uniform U per entry: on wrong answers both
+    say 1 exactly when U < r; on correct answers they err on U < r and U >= 1 - r, events of equal
+    probability."""
+    clean = C.Bernoulli(0.5).sample(400, 250, seed=1, dtype=torch.float64)
+    flips = C.JudgeFlips(0.25).apply(clean, seed=2)
+    verifier = C.NoisyVerifier(0.75, 0.25).apply(clean, seed=2)
+    wrong = clean == 0
+    assert torch.equal(flips.rewards[wrong], verifier.rewards[wrong])
+    n = int((~wrong).sum())
+    err_flips, err_verifier = (float(x.contaminated[~wrong].double().mean()) for x in (flips, verifier))
+    assert abs(err_flips - err_verifier) < Z * math.sqrt(2 * 0.25 * 0.75 / n)
+
+
+class _Counting:
+    """A RandomStream that hands out torch's own draws and counts the calls."""
+
+    def __init__(self, seed: int) -> None:
+        self.g = torch.Generator().manual_seed(seed)
+        self.calls = 0
+
+    def uniform(self, shape):
+        self.calls += 1
+        return torch.rand(shape, generator=self.g, dtype=torch.float64)
+
+    def normal(self, shape):
+        self.calls += 1
+        return torch.randn(shape, generator=self.g, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("model", CONTAMINATION_CASES, ids=lambda m: type(m).__name__)
+def test_a_random_stream_can_stand_in_for_the_generator(model):
+    """A RandomStream drawing torch's numbers reproduces a seeded run exactly."""
+    clean = C.Bernoulli(0.5).sample(30, 8, seed=3, dtype=torch.float64)
+    stream = _Counting(11)
+    via_stream = model.apply(clean, seed=stream)
+    via_seed = model.apply(clean, seed=11)
+    assert isinstance(stream, C.RandomStream)
+    assert torch.equal(via_stream.rewards, via_seed.rewards)
+    assert torch.equal(via_stream.contaminated, via_seed.contaminated)
+    assert stream.calls >= (0 if isinstance(model, C.NoContamination) else 1)
+
+
+@pytest.mark.parametrize("model", CONTAMINATION_CASES, ids=lambda m: type(m).__name__)
+def test_contamination_dict_form_round_trips(model):
+    spec = C.contamination_to_dict(model)
+    assert json.loads(json.dumps(spec)) == spec
+    assert C.contamination_from_dict(spec) == model
+
+
+def test_contamination_from_dict_names_the_field():
+    with pytest.raises(ValueError, match=r"field 'contamination.rate' must be a number in \[0, 1\], got 2.0"):
+        C.contamination_from_dict({"model": "random_outliers", "rate": 2.0, "size": 10.0})
+    with pytest.raises(ValueError, match=r"field 'contamination.model' must be one of"):
+        C.contamination_from_dict({"model": "cosmic_rays"})
 
 
 @pytest.mark.parametrize("df", [1, 2, 3, 5, 30])

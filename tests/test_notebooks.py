@@ -61,6 +61,18 @@ def test_notebook_runs_top_to_bottom_and_saves_its_figures(path, tmp_path):
     for spec in report_figures().values():
         if spec.notebook == path.name:
             assert {f"{spec.name}.png", f"{spec.name}.svg"} <= saved, f"{path.name} never saves {spec.name}"
+    # a matplotlib Figure shown without an inline backend prints as "<Figure size ...>" instead of a picture
+    for i, cell in enumerate(executed.cells):
+        for output in cell.get("outputs", []):
+            text = output.get("data", {}).get("text/plain", "")
+            if text.startswith("<Figure size") and int(prefix) >= 5:
+                assert "image/png" in output["data"], f"cell {i} of {path.name} shows a figure without an image"
+        if "figure" in cell.get("metadata", {}).get("tags", []):
+            images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
+            assert images, f"figure cell {i} of {path.name} produced no image/png output"
+    if int(prefix) >= 5:
+        tagged = [c for c in executed.cells if "figure" in c.get("metadata", {}).get("tags", [])]
+        assert tagged, f"{path.name} tags no cell as a figure cell"
 
 
 def test_a_notebook_that_raises_fails_the_runner(tmp_path):

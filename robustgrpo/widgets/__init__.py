@@ -1,9 +1,11 @@
 """Notebook dashboards as ipywidgets, one module per dashboard, built on :mod:`robustgrpo.dashboards`.
 
->>> from robustgrpo.widgets import dashboard  # doctest: +SKIP
+>>> from robustgrpo.widgets import dashboard, drift_dashboard  # doctest: +SKIP
 >>> dashboard()  # the notebook 03 dashboard  # doctest: +SKIP
+>>> drift_dashboard()  # the notebook 05 dashboard  # doctest: +SKIP
 """
 
+from .drift import DriftDashboard, drift_dashboard, drift_readout_html
 from .sweep import Dashboard, dashboard, readout_html
 
-__all__ = ["Dashboard", "dashboard", "readout_html"]
+__all__ = ["Dashboard", "dashboard", "readout_html", "DriftDashboard", "drift_dashboard", "drift_readout_html"]

@@ -1,0 +1,660 @@
+"""The drift simulator: its config, random numbers, problem, groupings, stabilisers, loop, and the
+known results it must reproduce (Rate or Fate, Dr. GRPO's w(p), glitches, the hack and the jackpot).
+
+Runs use fixed seeds, so every number here is deterministic; tolerances on Monte Carlo numbers are
+stated in standard errors next to each check. The long experiments are marked ``slow``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as hst
+
+from robustgrpo.advantages import ESTIMATORS, compute_advantages
+from robustgrpo.checks import ParamError
+from robustgrpo.contamination import (
+    HeavyTailedNoise,
+    JudgeFlips,
+    NoContamination,
+    NoisyVerifier,
+    RandomOutliers,
+    RewardHacking,
+)
+from robustgrpo.metrics import update_weight
+from robustgrpo.simulate import (
+    METRICS,
+    SimConfig,
+    clip_epsilon,
+    dynamic_clip_curve,
+    final_values,
+    first_step_above,
+    first_step_below,
+    group_advantages,
+    group_std,
+    measured_update_weight,
+    sample_answers,
+    seed_bands,
+    simulate,
+)
+from robustgrpo.simulate.grouping import assign_bins, assign_nearest, bin_edges, group_sizes, kmeans_centroids, merge_small_groups
+from robustgrpo.simulate.problem import CORRECT, HACK, JACKPOT, WRONG, build_problem
+from robustgrpo.simulate.rng import CounterStream, mix64, row_keys, to_unit
+
+Z = 4.0  # tolerance in standard errors for Monte Carlo checks
+SMALL = SimConfig(n_prompts=6, G=4, steps=4)
+
+
+def run(config: SimConfig, seeds=(0,)) -> pd.DataFrame:
+    return simulate(config, seeds=seeds, progress=False)
+
+
+# ------------------------------------------------------------------------------------ config
+
+
+def test_config_round_trips_through_dict_and_json(tmp_path):
+    cfg = SimConfig(
+        G=6, estimators=("grpo", "robust", "ppo_critic"), params={"c": 2.0}, hack_reward=1.5,
+        contamination=RandomOutliers(0.05, 10.0), exposed_fraction=0.5, policy="linear",
+    )
+    assert SimConfig.from_dict(cfg.to_dict()) == cfg
+    assert SimConfig.from_file(cfg.to_file(tmp_path / "cfg.json")) == cfg
+    data = json.loads((tmp_path / "cfg.json").read_text())
+    assert data["contamination"] == {"model": "random_outliers", "rate": 0.05, "size": 10.0, "mode": "replace"}
+    assert data["params"] == {"c": 2.0} and data["estimators"] == ["grpo", "robust", "ppo_critic"]
+    assert SimConfig.from_dict({"G": 4, "contamination": {"model": "noisy_verifier", "tpr": 0.9, "fpr": 0.1}}).contamination \
+        == NoisyVerifier(0.9, 0.1)
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"G": 1}, r"^G must be an integer >= 2, got 1; a group needs at least two answers"),
+        ({"exposed_fraction": 1.5}, r"^exposed_fraction must be a finite number in \[0, 1\], got 1.5"),
+        ({"hack_init_prob": -0.1}, r"^hack_init_prob must be a finite number in \[0, 1\]"),
+        ({"contamination": {"model": "random_outliers", "rate": 2.0, "size": 10.0}},
+         r"field 'contamination.rate' must be a number in \[0, 1\], got 2.0"),
+        ({"estimators": ("grpo", "median_of_means")}, r"^estimators must name known estimators .*got 'median_of_means'"),
+        ({"estimators": ("grpo", "grpo")}, r"^estimators must list each estimator once"),
+        ({"grouping": "clusters"}, r"^grouping must be one of \['prompt', 'bins', 'kmeans'\], got 'clusters'"),
+        ({"grouping": "bins"}, r"^grouping must be 'prompt' with discrete prompts"),
+        ({"states": "continuous"}, r"^policy must be 'linear' with continuous states"),
+        ({"params": {"c": 2.0}}, r"^params names a parameter that none of the estimators \['grpo'\] accepts, got 'c'"),
+        ({"estimators": ("robust",), "params": {"c": -1.0}}, r"robust: parameter c must be > 0"),
+        ({"c_schedule": (2.0, 3.5)}, r"^c_schedule applies to estimators with a clip parameter"),
+        ({"estimators": ("robust",), "c_schedule": (2.0, 3.5), "params": {"c": 2.0}}, r"^params sets \['c'\], which c_schedule decides"),
+        ({"quality": "graded", "contamination": JudgeFlips(0.1)}, r"^contamination JudgeFlips needs 0/1 judge scores"),
+        ({"hack_reward": 1.5, "n_answers": 2}, r"^n_answers must be at least 3"),
+        ({"initial_correct": (0.6, 0.2)}, r"^initial_correct must have low <= high"),
+        ({"min_group_size": 4}, r"^min_group_size applies to state groups"),
+        ({"lr": 0.0}, r"^lr must be a finite number > 0"),
+    ],
+)
+def test_bad_configs_get_clear_errors(changes, message):
+    with pytest.raises(ValueError, match=message):
+        SimConfig(**changes)
+
+
+def test_from_dict_and_from_file_name_the_problem(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown config field\(s\) \['group_size'\]; known fields: n_prompts"):
+        SimConfig.from_dict({"group_size": 8})
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"G": 8,}')
+    with pytest.raises(ValueError, match=r"bad.json: invalid JSON at line 1"):
+        SimConfig.from_file(bad)
+    bad.write_text('{"G": 1}')
+    with pytest.raises(ValueError, match=r"bad.json: G must be an integer >= 2"):
+        SimConfig.from_file(bad)
+    with pytest.raises(ValueError, match="no config file at"):
+        SimConfig.from_file(tmp_path / "missing.json")
+
+
+def test_estimator_params_pass_only_what_each_estimator_accepts_and_anneal_c():
+    cfg = SimConfig(estimators=("grpo", "robust", "seed_mad"), params={"eps": 1e-4}, c_schedule=(2.0, 3.5))
+    assert cfg.estimator_params("grpo") == {"eps": 1e-4}
+    assert "eps" not in cfg.estimator_params("robust") and cfg.estimator_params("robust", 0.5)["c"] == 2.75
+    assert cfg.estimator_params("seed_mad", 1.0) == {"eps": 1e-4, "c": 3.5}
+
+
+def test_config_columns_never_collide_with_metrics_and_record_the_setting():
+    cfg = SimConfig(contamination=RandomOutliers(0.05, 10.0), estimators=("robust",), params={"c": 2.0})
+    cols = cfg.columns()
+    assert not set(cols) & set(METRICS) and not set(cols) & {"step", "seed", "estimator"}
+    assert cols["contamination"] == "random_outliers" and cols["contamination.rate"] == 0.05
+    assert cols["params.c"] == 2.0 and math.isnan(cols["c_schedule_lo"]) and math.isnan(cols["hack_reward"])
+    assert cols["initial_correct_lo"] == 0.1 and cols["initial_correct_hi"] == 0.4
+
+
+# ------------------------------------------------------------------------------ random numbers
+
+
+def _splitmix_numpy(z: np.ndarray) -> np.ndarray:
+    z = z.astype(np.uint64)
+    with np.errstate(over="ignore"):
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return z ^ (z >> np.uint64(31))
+
+
+def test_mix64_is_splitmix64_bit_for_bit():
+    values = np.array([0, 1, 2**62 + 12345, 2**64 - 1, 0x9E3779B97F4A7C15, 987654321987], dtype=np.uint64)
+    got = mix64(torch.from_numpy(values.view(np.int64))).numpy().view(np.uint64)
+    np.testing.assert_array_equal(got, _splitmix_numpy(values))
+    # the published first output of SplitMix64 seeded with 0: mix(0 + golden ratio increment)
+    assert int(_splitmix_numpy(np.array([0x9E3779B97F4A7C15], dtype=np.uint64))[0]) == 0xE220A8397B1DCDAF
+
+
+def test_counter_stream_draws_uniform_and_normal_numbers():
+    stream = CounterStream(row_keys(torch.tensor([7]), 2000).reshape(-1), step=3, purpose=1)
+    u = stream.uniform((2000, 50)).reshape(-1)
+    assert u.dtype == torch.float64 and float(u.min()) >= 0 and float(u.max()) < 1
+    n = u.numel()
+    assert abs(float(u.mean()) - 0.5) < Z * math.sqrt(1 / 12 / n)
+    assert abs(float(u.var()) - 1 / 12) < Z * math.sqrt(1 / 180 / n)  # var of (U - 1/2)^2 is 1/180
+    x = stream.normal((2000, 50)).reshape(-1)
+    assert abs(float(x.mean())) < Z / math.sqrt(n) and abs(float(x.var()) - 1) < Z * math.sqrt(2 / n)
+    again = CounterStream(row_keys(torch.tensor([7]), 2000).reshape(-1), step=3, purpose=1).uniform((2000, 50)).reshape(-1)
+    assert torch.equal(u, again)  # the same counters give the same numbers
+    assert not torch.equal(u, stream.uniform((2000, 50)).reshape(-1))  # a later draw differs
+    with pytest.raises(ValueError, match="first dimension to be the 2000 rows"):
+        stream.uniform((10, 5))
+
+
+def test_row_keys_depend_on_seed_and_row_only():
+    keys = row_keys(torch.tensor([0, 1, 5]), 4)
+    assert torch.equal(keys[2], row_keys(torch.tensor([5]), 4)[0])
+    assert len(set(keys.reshape(-1).tolist())) == 12
+    assert to_unit(torch.tensor([-1], dtype=torch.int64)).item() == pytest.approx(1 - 2**-53)
+
+
+# ------------------------------------------------------------------------------------ problem
+
+
+def test_problem_layout_initial_policy_and_judge():
+    cfg = SimConfig(n_prompts=5, n_answers=5, initial_correct=(0.1, 0.5), hack_reward=1.5, hack_init_prob=0.05,
+                    jackpot_quality=2.0, jackpot_init_prob=0.02, exposed_fraction=0.6)
+    pb = build_problem(cfg)
+    assert pb.kinds.tolist() == [CORRECT, WRONG, WRONG, HACK, JACKPOT]
+    probs = torch.softmax(pb.base_logits, -1)
+    torch.testing.assert_close(probs[:, 0], torch.linspace(0.1, 0.5, 5, dtype=torch.float64))
+    torch.testing.assert_close(probs[:, 3], torch.full((5,), 0.05, dtype=torch.float64))
+    torch.testing.assert_close(probs.sum(-1), torch.ones(5, dtype=torch.float64))
+    assert torch.equal(probs[:, 1], probs[:, 2])
+    assert pb.exposed.tolist() == [True, True, True, False, False]
+    assert pb.quality[:, 3].tolist() == [0.0] * 5 and pb.quality[:, 4].tolist() == [2.0] * 5
+    assert pb.judged[:, 3].tolist() == [1.5, 1.5, 1.5, 0.0, 0.0]  # the hack fools only the exposed judges
+    lo, hi = cfg.length_range
+    assert float(pb.lengths.min()) >= lo and float(pb.lengths.max()) <= hi
+
+
+def test_sample_answers_follow_the_policy():
+    probs = torch.tensor([[0.1, 0.6, 0.3]], dtype=torch.float64)
+    u = CounterStream(row_keys(torch.tensor([0]), 1).reshape(-1), 0, 1).uniform((1, 60000))
+    counts = torch.bincount(sample_answers(probs, u).reshape(-1), minlength=3).double() / 60000
+    se = torch.sqrt(probs[0] * (1 - probs[0]) / 60000)
+    assert bool(((counts - probs[0]).abs() < Z * se).all())
+
+
+# ------------------------------------------------------------------------------- advantages
+
+
+def test_group_advantages_are_compute_advantages_per_prompt_and_per_seed():
+    r = torch.tensor(np.random.default_rng(0).integers(0, 2, (3, 5, 8)), dtype=torch.float64)
+    r[1, 2, 3] = 10.0
+    for method in ("grpo", "robust", "batch_std"):
+        adv, diag = group_advantages(r, method, {})
+        for s in range(3):  # the oracle: one call per seed (batch_std's batch is one seed's prompts)
+            ref = compute_advantages(r[s], method)
+            torch.testing.assert_close(adv[s], ref.advantages, rtol=0, atol=1e-12)
+            assert float(diag["fallback_rate"][s]) == float(ref.diagnostics.fallback.double().mean())
+            assert float(diag["degenerate_fraction"][s]) == float(ref.diagnostics.degenerate.double().mean())
+
+
+def test_group_advantages_by_state_label_pool_every_answer_of_the_group():
+    r = torch.tensor(np.random.default_rng(1).normal(size=(2, 6, 3)))
+    labels = torch.tensor([[0, 0, 1, 1, 1, 2], [2, 2, 2, 2, 0, 0]])
+    adv, diag = group_advantages(r, "grpo", {}, labels, 3)
+    for s in range(2):
+        for g in range(3):
+            rows = labels[s] == g
+            if rows.any():
+                pooled = r[s][rows].reshape(1, -1)
+                torch.testing.assert_close(adv[s][rows].reshape(1, -1), compute_advantages(pooled, "grpo").advantages)
+    assert diag["n_groups"].tolist() == [3.0, 2.0] and diag["smallest_group"].tolist() == [3.0, 6.0]
+    with pytest.raises(ValueError, match="batch_std takes one std over the batch"):
+        group_advantages(r, "batch_std", {}, labels, 3)
+
+
+# ------------------------------------------------------------------------------- stabilisers
+
+
+def test_group_std_by_prompt_and_by_label():
+    a = torch.tensor(np.random.default_rng(2).normal(size=(2, 3, 4, 5)))
+    torch.testing.assert_close(group_std(a), a.std(-1, keepdim=True))
+    labels = torch.tensor([[0, 1, 0, 1], [1, 1, 1, 0]]).unsqueeze(1)  # [S, 1, P]
+    got = group_std(a, labels, 2)
+    for s in range(2):
+        for e in range(3):
+            for p in range(4):
+                pool = a[s, e][labels[s, 0] == labels[s, 0, p]].reshape(-1)
+                assert float(got[s, e, p, 0]) == pytest.approx(float(pool.std()), rel=1e-12)
+
+
+def test_dynamic_clip_does_nothing_under_std_normalised_advantages_and_loosens_under_mean_only():
+    """Seed 000's group with a glitch growing: grpo's std(A_g) is s/(s + eps) ~ 1 whatever the glitch;
+    dr_grpo's is the rewards' own std, so eps_g = alpha std(r) + beta grows with the glitch."""
+    values = [0.0, 10.0, 100.0, 1000.0]
+    df = dynamic_clip_curve([0, 0, 0, 0, 0, 0, 1, 0], 7, values, ["grpo", "dr_grpo"], alpha=0.1, beta=0.1, tau_fraction=0.6)
+    grpo = df[df.method == "grpo"].set_index("value")
+    dr = df[df.method == "dr_grpo"].set_index("value")
+    for v in values:
+        r = np.array([0, 0, 0, 0, 0, 0, 1, v], dtype=float)
+        s = r.std(ddof=1)
+        assert grpo.loc[v, "adv_std"] == pytest.approx(s / (s + 1e-6), rel=1e-9)
+        assert dr.loc[v, "adv_std"] == pytest.approx(s, rel=1e-12)
+        assert dr.loc[v, "eps_dynamic"] == pytest.approx(0.1 * s + 0.1, rel=1e-12)
+    assert dr.loc[1000.0, "eps_dynamic"] == pytest.approx(0.1 * 1000 / math.sqrt(8) + 0.1, rel=1e-3)  # ~ alpha M / sqrt(G)
+    # tau is 60 % of the clean group's std; the layered rule multiplies by 0.1 above it and 1.5 below: a 15x jump
+    clean_std = np.array([0, 0, 0, 0, 0, 0, 1, 0], dtype=float).std(ddof=1)
+    assert dr.loc[0.0, "tau"] == pytest.approx(0.6 * clean_std)
+    # a group's std exceeds 60 % of itself: the clean group is already tight, and so is the poisoned one
+    assert dr.loc[0.0, "eps_layered"] == pytest.approx(0.1 * dr.loc[0.0, "eps_dynamic"])
+    assert dr.loc[10.0, "eps_layered"] == pytest.approx(0.1 * dr.loc[10.0, "eps_dynamic"])
+    # ... so the jump is 15x between a poisoned group (tight) and a low-spread group (loose), e.g. all but one tie
+    low = dynamic_clip_curve([0, 0, 0, 0, 0, 0, 0, 0.1], 7, [0.1], ["dr_grpo"], tau_fraction=None)
+    assert low.loc[0, "adv_std"] < 0.6 * clean_std
+    # under grpo every non-degenerate group has std ~ 1 > tau: the layered rule is tight everywhere, whatever the glitch
+    np.testing.assert_allclose(grpo["eps_layered"], 0.1 * grpo["eps_dynamic"], rtol=1e-12)
+
+
+def test_clip_epsilon_modes():
+    std = torch.tensor([0.0, 0.5, 1.0, 2.0], dtype=torch.float64)
+    assert clip_epsilon(std, "fixed", 0.2, 0.1, 0.1, 0.6).tolist() == [0.2] * 4
+    torch.testing.assert_close(clip_epsilon(std, "dynamic", 0.2, 0.1, 0.1, 0.6), 0.1 * std + 0.1)
+    tau = 0.6 * (0.5 + 1.0 + 2.0) / 3  # mean over the groups with spread
+    expected = torch.where(std > tau, 0.1 * (0.1 * std + 0.1), 1.5 * (0.1 * std + 0.1))
+    torch.testing.assert_close(clip_epsilon(std, "layered", 0.2, 0.1, 0.1, 0.6), expected)
+
+
+# --------------------------------------------------------------------------------- grouping
+
+
+def test_state_bins_match_the_seed_except_its_last_edge():
+    """Seed 003's group_states is np.digitize(x, linspace(min, max, n + 1)) - 1; it puts the largest
+    state in bin n, beyond the n bins it promises. Here that state is in bin n - 1, the rest agree."""
+    x = np.random.default_rng(3).uniform(0, 1, 200)
+    n = 5
+    edges_np = np.linspace(x.min(), x.max(), n + 1)
+    seed = np.digitize(x, edges_np) - 1
+    assert seed.max() == n and (seed == n).sum() == 1
+    t = torch.tensor(x).unsqueeze(0)
+    ours = assign_bins(t, bin_edges(t, n))[0].numpy()
+    np.testing.assert_array_equal(ours, np.minimum(seed, n - 1))
+    # a state outside the edges (the window moved) goes to the nearest edge bin
+    assert assign_bins(torch.tensor([[-1.0, 2.0]], dtype=torch.float64), bin_edges(t, n)).tolist() == [[0, n - 1]]
+
+
+def test_kmeans_finds_separated_clusters():
+    rng = np.random.default_rng(4)
+    centres = np.array([0.1, 0.5, 0.85])
+    x = np.concatenate([c + 0.02 * rng.standard_normal(n) for c, n in zip(centres, (30, 50, 20))])
+    t = torch.tensor(rng.permutation(x)).unsqueeze(0)
+    got = kmeans_centroids(t, 3)[0].numpy()
+    labels = assign_nearest(t, kmeans_centroids(t, 3))[0].numpy()
+    for k in range(3):
+        np.testing.assert_allclose(got[k], t[0].numpy()[labels == k].mean(), rtol=1e-12)
+    np.testing.assert_allclose(got, centres, atol=0.02)
+    assert group_sizes(torch.tensor(labels).unsqueeze(0), 3).tolist() == [[30, 50, 20]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(hst.lists(hst.integers(0, 7), min_size=1, max_size=60), hst.integers(1, 20))
+def test_merging_leaves_no_group_below_the_minimum(labels, minimum):
+    t = torch.tensor([labels])
+    merged = merge_small_groups(t, 8, minimum)
+    sizes = group_sizes(merged, 8)[0]
+    present = sizes[sizes > 0]
+    if len(labels) >= minimum:
+        assert bool((present >= minimum).all())
+    else:
+        assert present.numel() == 1  # too few states for any group of the minimum size: one group
+    before = group_sizes(t, 8)[0]
+    kept = before >= minimum
+    assert torch.equal(merged[0][kept[t[0]]], t[0][kept[t[0]]])  # large groups keep their states
+
+
+# ------------------------------------------------------------------------------------ the loop
+
+
+def test_the_record_is_tidy():
+    cfg = SMALL.replace(estimators=("grpo", "robust"), steps=5, record_every=2)
+    df = run(cfg, seeds=[3, 1])
+    assert list(df.columns[:3]) == ["step", "seed", "estimator"]
+    assert list(df.columns[3 : 3 + len(METRICS)]) == list(METRICS)
+    assert sorted(df.step.unique()) == [0, 2, 4] and len(df) == 3 * 2 * 2
+    assert df.groupby(["step", "seed", "estimator"]).size().max() == 1
+    assert (df["G"] == 4).all() and (df["contamination"] == "none").all()
+    finite = [m for m in METRICS if m not in ("hack_prob", "jackpot_prob", "unexposed_true_reward", "unexposed_hack_prob",
+                                               "unexposed_kl_ref", "c", "cos_clean", "cos_exact")]
+    assert np.isfinite(df[finite].to_numpy(dtype=float)).all()
+    first = df[df.step == 0]
+    assert np.allclose(first.kl_ref, 0.0) and np.allclose(first.true_reward, np.linspace(0.1, 0.4, 6).mean())
+
+
+def test_runs_are_reproducible_and_each_seed_is_independent_of_the_batch():
+    cfg = SimConfig(n_prompts=8, G=6, steps=6, estimators=("grpo", "batch_std", "robust"),
+                    contamination=HeavyTailedNoise(0.3, 2.0, 3), hack_reward=1.5, exposed_fraction=0.5)
+    both = run(cfg, seeds=[4, 9])
+    pd.testing.assert_frame_equal(both, run(cfg, seeds=[4, 9]))
+    alone = run(cfg, seeds=[9])
+    pd.testing.assert_frame_equal(both[both.seed == 9].reset_index(drop=True), alone)
+    # and each estimator trains as it would alone (Adam and SGD act elementwise on the stacked copies)
+    grpo_alone = run(cfg.replace(estimators=("grpo",)), seeds=[4, 9])
+    cols = list(METRICS)
+    np.testing.assert_allclose(both[both.estimator == "grpo"][cols].to_numpy(float), grpo_alone[cols].to_numpy(float),
+                               rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+def test_continuous_states_are_independent_of_the_batch_too():
+    cfg = SimConfig(states="continuous", policy="linear", n_prompts=12, G=2, steps=4, grouping="kmeans",
+                    n_state_groups=3, estimators=("dr_grpo",), contamination=RandomOutliers(0.2, 5.0))
+    both = run(cfg, seeds=[0, 2])
+    pd.testing.assert_frame_equal(both[both.seed == 2].reset_index(drop=True), run(cfg, seeds=[2]))
+
+
+def test_without_contamination_the_update_is_the_clean_update():
+    df = run(SMALL.replace(estimators=tuple(ESTIMATORS), steps=3), seeds=[0, 1])
+    defined = df.cos_clean.notna()
+    assert defined.mean() > 0.9 and np.allclose(df.cos_clean[defined], 1.0)
+    assert (df.contaminated_fraction == 0).all()
+
+
+def test_ppo_clip_binds_only_over_several_epochs():
+    one = run(SMALL.replace(epochs=1, lr=0.2, steps=3))
+    many = run(SMALL.replace(epochs=6, lr=0.2, steps=3))
+    assert (one.clip_fraction == 0).all()  # a single epoch updates at ratio 1
+    assert many.clip_fraction.max() > 0.1
+
+
+def test_kl_penalty_holds_the_policy_near_the_reference():
+    free = run(SMALL.replace(steps=40, kl_coef=0.0))
+    held = run(SMALL.replace(steps=40, kl_coef=1.0))
+    assert held.kl_ref.iloc[-1] < 0.5 * free.kl_ref.iloc[-1]
+
+
+def test_length_normalisation_weights_by_mean_over_own_length():
+    same = SMALL.replace(length_range=(300, 300), steps=5)
+    pd.testing.assert_frame_equal(run(same.replace(length_norm="sequence")).drop(columns="length_norm"),
+                                  run(same).drop(columns="length_norm"))
+    assert not run(SMALL.replace(length_norm="sequence")).equals(run(SMALL))
+
+
+def test_critic_value_tracks_the_mean_reward():
+    """With critic_lr = 1 the value is last step's mean reward, so at step 1 the critic's advantages are
+    r - mean(r at step 0) and it moves with the same direction as dr_grpo on the same samples."""
+    df = run(SMALL.replace(estimators=("ppo_critic", "dr_grpo"), critic_lr=1.0, steps=2))
+    step0 = df[df.step == 0].set_index("estimator")
+    assert step0.loc["ppo_critic", "adv_abs_mean"] == pytest.approx(step0.loc["ppo_critic", "judged_reward"])  # A = r - 0
+    assert (df.fallback_rate[df.estimator == "ppo_critic"] == 0).all()
+
+
+def test_c_schedule_anneals_the_clip_of_clipped_estimators():
+    df = run(SMALL.replace(estimators=("robust", "grpo"), c_schedule=(2.0, 3.5), steps=4))
+    c = df[df.estimator == "robust"].c.to_numpy()
+    np.testing.assert_allclose(c, [2.0, 2.5, 3.0, 3.5])
+    assert df[df.estimator == "grpo"].c.isna().all()
+
+
+def test_state_groups_respect_the_minimum_size():
+    cfg = SimConfig(states="continuous", policy="linear", n_prompts=40, G=2, steps=3, grouping="bins",
+                    n_state_groups=10, state_skew=4.0, estimators=("dr_grpo",))
+    loose, tight = run(cfg), run(cfg.replace(min_group_size=16))
+    assert loose.smallest_group.min() < 16 and (tight.smallest_group >= 16).all()
+    assert (tight.n_groups <= loose.n_groups).all()
+
+
+def test_simulate_refuses_bad_seeds():
+    with pytest.raises(ParamError, match="each seed must be an integer"):
+        simulate(SMALL, seeds=[-1], progress=False)
+    with pytest.raises(ParamError, match="seeds must not repeat a seed"):
+        simulate(SMALL, seeds=[1, 1], progress=False)
+    with pytest.raises(ParamError, match="seeds is empty"):
+        simulate(SMALL, seeds=[], progress=False)
+
+
+# --------------------------------------------------------------------------- known results
+
+
+def test_measured_update_weight_matches_the_exact_enumeration():
+    """Dr. GRPO's difficulty bias, measured with the simulator's sampling and autograd, against
+    robustgrpo.metrics.update_weight's exact enumeration over k ~ Binomial(G, p)."""
+    ps = [0.05, 0.2, 0.5, 0.8, 0.95]
+    methods = [m for m in ESTIMATORS if m != "batch_std"]
+    for G in (4, 8):
+        measured = measured_update_weight(ps, G, methods, n_groups=40_000, seed=1).set_index(["method", "p"])
+        exact = update_weight(ps, G, methods).set_index(["method", "p"])
+        z = (measured["w"] - exact["w"]) / measured["se"]
+        assert float(z.abs().max()) < Z, z.abs().sort_values().tail()
+    # the bias itself: grpo weights p = 0.05 more than p = 0.5, dr_grpo weighs every p alike
+    bias = update_weight([0.05, 0.5], 8, ["grpo", "dr_grpo"]).set_index(["method", "p"])["w"]
+    assert bias["grpo", 0.05] > 1.3 * bias["grpo", 0.5] and bias["dr_grpo", 0.05] == pytest.approx(bias["dr_grpo", 0.5])
+
+
+def test_glitches_scale_dr_grpos_expected_update_by_one_minus_the_rate():
+    """Closed form: a replace-mode glitch independent of the answer removes the hit sample's signal and
+    adds nothing in expectation, so E[g] = (1 - rate) (G - 1) p (1 - p) for r - mean(r)."""
+    rate, G = 0.2, 8
+    df = measured_update_weight([0.2, 0.5], G, ["dr_grpo", "rloo"], n_groups=100_000, contamination=RandomOutliers(rate, 3.0))
+    expected = {"dr_grpo": (1 - rate) * (G - 1) / G, "rloo": 1 - rate}
+    for row in df.itertuples():
+        assert abs(row.w - expected[row.method]) < Z * row.se
+
+
+def test_response_independent_glitches_keep_the_direction_of_every_estimator():
+    """No drift in expectation: w(p) > 0 under glitches at every p, for every estimator."""
+    df = measured_update_weight([0.1, 0.3, 0.5, 0.7, 0.9], 8, list(ESTIMATORS), n_groups=40_000,
+                                contamination=RandomOutliers(0.05, 10.0))
+    assert bool((df.w - Z * df.se > 0).all()), df[df.w - Z * df.se <= 0]
+
+
+@pytest.mark.slow
+def test_glitches_change_the_rate_not_the_fate_of_training():
+    """10 seeds: under response-independent contamination every estimator still reaches the correct
+    answer; with glitches or flips it gets there more slowly than without (winsor excepted, see below)."""
+    methods = ("grpo", "dr_grpo", "robust", "rank", "winsor", "ppo_critic")
+    base = SimConfig(n_prompts=32, G=8, steps=150, estimators=methods, record_every=10)
+    clean = run(base, seeds=range(10))
+    auc_clean = clean.groupby("estimator").correct_prob.mean()
+    for model in (RandomOutliers(0.05, 10.0), JudgeFlips(0.2), RewardHacking(0.2, 10.0)):
+        df = run(base.replace(contamination=model), seeds=range(10))
+        final = df[df.step == df.step.max()].groupby("estimator").correct_prob.mean()
+        assert (final > 0.9).all(), (model, final)
+        auc = df.groupby("estimator").correct_prob.mean()
+        slower = [m for m in methods if m != "winsor"]
+        assert (auc[slower] < auc_clean[slower]).all(), (model, auc - auc_clean)
+
+
+@pytest.mark.slow
+def test_rate_or_fate_the_sign_of_youdens_j_decides():
+    """Noisy verifier (arXiv 2601.04411): J > 0 drives the wrong mode to 0, J < 0 to 1, J = 0 leaves it
+    in expectation; a smaller |J| changes the rate, not the fate."""
+    methods = ("grpo", "robust", "rank")
+    base = SimConfig(n_prompts=32, n_answers=2, G=8, steps=300, estimators=methods, initial_correct=(0.5, 0.5),
+                     record_every=10)
+    wrong = {}
+    for tpr, fpr in ((0.8, 0.3), (0.55, 0.45), (0.5, 0.5), (0.45, 0.55), (0.3, 0.8)):
+        df = run(base.replace(contamination=NoisyVerifier(tpr, fpr)), seeds=range(10))
+        df["wrong_mass"] = 1 - df.correct_prob
+        wrong[round(tpr - fpr, 2)] = df
+    for j, df in wrong.items():
+        last = df[df.step == df.step.max()]
+        per_seed = last.groupby(["estimator", "seed"]).wrong_mass.mean()
+        mean = per_seed.groupby("estimator").mean()
+        if j > 0:
+            assert (mean < 0.1).all(), (j, mean)
+        elif j < 0:
+            assert (mean > 0.9).all(), (j, mean)
+        else:
+            se = per_seed.groupby("estimator").std() / math.sqrt(10)
+            assert ((mean - 0.5).abs() < Z * se).all(), (mean, se)
+
+    def time_to(df, level):
+        curve = df.groupby(["estimator", "step"]).wrong_mass.mean()
+        return curve[curve < level].reset_index().groupby("estimator").step.min()
+
+    assert (time_to(wrong[0.1], 0.2) > time_to(wrong[0.5], 0.2)).all()
+
+
+@pytest.mark.slow
+def test_a_reachable_hack_rises_then_collapses_and_the_jackpot_is_its_mirror():
+    methods = ("grpo", "dr_grpo", "robust", "rank", "winsor")
+    base = SimConfig(n_prompts=32, n_answers=5, G=8, steps=300, estimators=methods, record_every=10)
+    hack = run(base.replace(hack_reward=1.5, hack_init_prob=0.03), seeds=range(10))
+    jackpot = run(base.replace(jackpot_quality=1.5, jackpot_init_prob=0.03), seeds=range(10))
+    curve = hack.groupby(["estimator", "step"]).true_reward.mean().unstack()
+    rise, end = curve.max(axis=1), curve.iloc[:, -1]
+    for m in ("grpo", "dr_grpo", "robust", "rank"):
+        assert rise[m] > 0.7 and end[m] < 0.1, (m, rise[m], end[m])
+    assert end["winsor"] > 3 * end["grpo"]  # winsorizing the lone top reward slows the hack ...
+    # ... and the jackpot exactly as much: the judge's scores are the same, so is every trajectory
+    np.testing.assert_array_equal(hack.hack_prob.to_numpy(), jackpot.jackpot_prob.to_numpy())
+    jp = jackpot.groupby(["estimator", "step"]).true_reward.mean().unstack().iloc[:, -1]
+    assert (jp[["grpo", "robust", "rank"]] > 1.4).all() and jp["winsor"] < jp["grpo"]
+
+
+@pytest.mark.slow
+def test_a_shared_policy_carries_the_hack_to_prompts_that_never_saw_it():
+    base = SimConfig(n_prompts=32, n_answers=5, G=8, steps=150, estimators=("grpo",), hack_reward=1.5,
+                     hack_init_prob=0.03, exposed_fraction=0.5, record_every=10)
+    tabular = run(base, seeds=range(10))
+    linear = run(base.replace(policy="linear"), seeds=range(10))
+    assert tabular.unexposed_hack_prob.max() <= 0.03 + 1e-12  # a table keeps the prompts apart
+    assert linear.groupby("step").unexposed_hack_prob.mean().max() > 0.1  # shared weights drift
+
+
+# ------------------------------------------------------------------------------ summaries
+
+
+def test_seed_bands_mean_se_and_spread():
+    frame = pd.DataFrame({"step": [0] * 4 + [1] * 4, "seed": [0, 1, 2, 3] * 2, "estimator": "grpo",
+                          "true_reward": [0.1, 0.2, 0.3, 0.4, 0.5, 0.5, 0.5, 0.5]})
+    se = seed_bands(frame, "true_reward")
+    first = se[se.step == 0].iloc[0]
+    sd = np.std([0.1, 0.2, 0.3, 0.4], ddof=1)
+    assert first["mean"] == pytest.approx(0.25) and first["se"] == pytest.approx(sd / 2)
+    assert first["lo"] == pytest.approx(0.25 - sd) and first["hi"] == pytest.approx(0.25 + sd)
+    assert se[se.step == 1]["se"].item() == 0.0
+    spread = seed_bands(frame, "true_reward", band="spread")
+    assert spread[spread.step == 0]["lo"].item() == pytest.approx(np.quantile([0.1, 0.2, 0.3, 0.4], 0.1))
+    assert final_values(frame, "true_reward")["mean"].item() == pytest.approx(0.5)
+    assert first_step_above(frame, "true_reward", 0.3).item() == 1.0
+    assert math.isnan(first_step_below(frame, "true_reward", 0.0).item())
+    with pytest.raises(ValueError, match=r"frame lacks column\(s\) \['entropy'\]"):
+        seed_bands(frame, "entropy")
+    with pytest.raises(ParamError, match="band must be one of"):
+        seed_bands(frame, "true_reward", band="iqr")
+
+
+# ------------------------------------------------------------------------------ dashboard
+
+
+def test_drift_dashboard_data_is_the_simulation_of_its_setting():
+    from robustgrpo.dashboards.drift import SEEDS, drift_config, drift_dashboard_data
+
+    d = drift_dashboard_data(rate=0.2, size=30.0, G=4, c=2.0, estimator="robust")
+    config = drift_config("glitches", 0.2, 30.0, 4, 2.0, "robust")
+    assert config.contamination == RandomOutliers(0.2, 30.0) and config.estimator_params("robust") == {"c": 2.0}
+    ref = run(config, seeds=SEEDS)
+    np.testing.assert_allclose(d.true_reward["mean"], ref.groupby("step").true_reward.mean().to_numpy(), rtol=1e-12)
+    clean = run(drift_config("glitches", 0.0, 1.0, 4, 2.0, "robust"), seeds=SEEDS)
+    assert d.final_clean == pytest.approx(clean[clean.step == clean.step.max()].true_reward.mean())
+    assert d.clip_applies and not drift_dashboard_data(estimator="grpo").clip_applies
+    hack = drift_dashboard_data(scenario="hack", rate=0.5, size=1.5, estimator="grpo")
+    assert hack.hack_prob is not None and drift_config("hack", 0.5, 1.5, 8, 2.5, "grpo").n_exposed == 12
+    with pytest.raises(ParamError, match="rate must be a finite number in"):
+        drift_dashboard_data(rate=1.5)
+    with pytest.raises(ParamError, match="estimator must be one of"):
+        drift_dashboard_data(estimator="median")
+
+
+def test_drift_widget_moves_its_curves_in_place():
+    pytest.importorskip("ipywidgets")
+    from robustgrpo.dashboards.drift import drift_dashboard_data
+    from robustgrpo.widgets import drift_dashboard, drift_readout_html
+
+    dash = drift_dashboard(G=4)
+    traces = {t.meta: t for t in dash.figure.data}
+    before = np.array(traces["true:contaminated"].y)
+    dash.controls["rate"].value = 0.3
+    expected = drift_dashboard_data(rate=0.3, G=4)
+    assert {t.meta: t for t in dash.figure.data}["true:contaminated"] is traces["true:contaminated"]  # same trace
+    np.testing.assert_allclose(traces["true:contaminated"].y, expected.true_reward["mean"], rtol=1e-12)
+    assert not np.allclose(before, traces["true:contaminated"].y)
+    assert 'data-key="rate">0.30<' in dash.readout.value and dash.readout.value == drift_readout_html(expected)
+    assert traces["hack"].visible is False
+    dash.controls["scenario"].value = "hack"
+    assert traces["hack"].visible is True and dash.message.value == ""
+    with pytest.raises(ValueError, match="G must be one of the slider's values"):
+        drift_dashboard(G=3)
+    with pytest.raises(ValueError, match=r"rate must be in \[0, 0.5\]"):
+        drift_dashboard(rate=0.9)
+
+
+# ------------------------------------------------------------------------ command line, bench
+
+
+def test_simulate_command_writes_the_record_and_the_figure(tmp_path):
+    import subprocess
+    import sys
+
+    cfg = SimConfig(n_prompts=6, G=4, steps=5, estimators=("grpo", "rank"), hack_reward=1.5)
+    path = cfg.to_file(tmp_path / "cfg.json")
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-m", "robustgrpo", "simulate", str(path), "--out", str(out), "--seeds", "0", "3",
+                           "--no-progress"], capture_output=True, text=True, check=True)
+    assert "20 rows (5 steps x 2 seeds x 2 estimators)" in done.stdout
+    record = pd.read_parquet(out / "record.parquet")
+    pd.testing.assert_frame_equal(record, run(cfg, seeds=[0, 3]))
+    assert SimConfig.from_file(out / "config.json") == cfg
+    assert (out / "simulation.png").stat().st_size > 0 and (out / "simulation.svg").is_file()
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"G": 1}', "G must be an integer >= 2, got 1"),
+        ('{"estimators": ["grpo", "magic"]}', "estimators must name known estimators"),
+        ('{"contamination": {"model": "random_outliers", "rate": 3, "size": 1}}', "field 'contamination.rate' must be"),
+        ('{"G": 4', "invalid JSON at line 1"),
+        (None, "no config file at"),
+    ],
+)
+def test_simulate_command_reports_user_errors_on_one_line(tmp_path, content, message):
+    import subprocess
+    import sys
+
+    path = tmp_path / "cfg.json"
+    if content is not None:
+        path.write_text(content)
+    done = subprocess.run([sys.executable, "-m", "robustgrpo", "simulate", str(path), "--out", str(tmp_path / "out")],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ") and message in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
+
+
+def test_simulate_bench_prints_its_table():
+    from robustgrpo.bench import SIMULATE_TARGET_S, format_simulate_table, run_simulate_benchmark
+
+    rows = run_simulate_benchmark(threads=(1,), estimators=("grpo",), n_prompts=8, G=4, steps=3, n_seeds=2, moves=1,
+                                  progress=False)
+    text = format_simulate_table(rows)
+    assert len(rows) == 3 and all(r.seconds > 0 for r in rows)
+    assert "grpo: 8 prompts x G=4 x 3 steps x 2 seeds" in text and f"< {SIMULATE_TARGET_S:g} s: met" in text
+    assert "dashboard: new rate" in text and "threads" in text
