@@ -131,6 +131,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         result = run_dashboard_benchmark(repeats=args.repeats, progress=not args.no_progress)
         print(format_dashboard_table(result))
         return 0
+    if args.sweep:
+        from .bench import format_sweep_table, run_sweep_benchmark
+
+        print(format_sweep_table(run_sweep_benchmark(progress=not args.no_progress)))
+        return 0
     if args.simulate:
         from .bench import format_simulate_table, run_simulate_benchmark
 
@@ -244,13 +249,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise ValueError(f"sweep takes one CONFIG file, got {args.target} (or: sweep status DIR)")
     if args.out is None:
         raise ValueError("sweep CONFIG needs --out DIR, the folder of its record")
+    engine = make_engine(args.engine, address=args.address, batch_size=args.batch_size, retries=args.retries,
+                         num_cpus=args.num_cpus)
     sweep = load_sweep(args.target[0])
     if args.cpus_per_cell is not None:
         sweep = dataclasses.replace(sweep, cpus_per_cell=args.cpus_per_cell)
-    engine = make_engine(args.engine, address=args.address, batch_size=args.batch_size, retries=args.retries,
-                         num_cpus=args.num_cpus)
-    print(f"{sweep.name}: {len(sweep.cells)} cells ({sweep.n_points} grid points x seeds), {sweep.cpus_per_cell} CPU(s) "
-          f"per cell, {engine.name} engine -> {Path(args.out).resolve()}", flush=True)
+    print(f"{sweep.name}: {len(sweep.cells)} cells (of {sweep.n_points} declared points: grid x draws x seeds), "
+          f"{sweep.cpus_per_cell} CPU(s) per cell, {engine.name} engine -> {Path(args.out).resolve()}", flush=True)
     try:
         result = run_sweep(sweep, args.out, engine, progress=not args.no_progress)
     except KeyboardInterrupt:
@@ -280,6 +285,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="time the dashboard's slider moves at G=256 with 10^4 groups and notebook 03's heat-map sweep")
     bench.add_argument("--simulate", action="store_true",
                        help="time the drift simulator (256 prompts x G=16 x 500 steps x 8 seeds) and the notebook 05 dashboard's rerun")
+    bench.add_argument("--sweep", action="store_true",
+                       help="time the sweep engines: per-cell overhead and cells per second, local and Ray")
     bench.set_defaults(func=_cmd_bench)
     figures = sub.add_parser("figures", help="rebuild every report figure into a folder")
     figures.add_argument("--out", required=True, help="folder to write the figures and index.md into")

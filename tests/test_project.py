@@ -25,16 +25,16 @@ def _split(spec: str) -> tuple[str, str]:
 
 
 def test_environment_yml_matches_pyproject():
-    """Every package of pyproject (runtime, dev, integrations) is in environment.yml, with the same spec.
+    """Every package of pyproject (runtime, dev, integrations, sweep) is in environment.yml, with the same spec.
 
-    The integrations extra (verl, trl and what verl's trainer imports) goes under environment.yml's
-    ``pip:`` section, beside the editable install of the package itself.
+    The integrations extra (verl, trl and what verl's trainer imports) and the sweep extra (Ray) go
+    under environment.yml's ``pip:`` section, beside the editable install of the package itself.
     """
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    assert set(extras) == {"dev", "integrations"}
+    assert set(extras) == {"dev", "integrations", "sweep"}
     conda_expected = dict(_split(s) for s in project["dependencies"] + extras["dev"])
-    pip_expected = dict(_split(s) for s in extras["integrations"])
+    pip_expected = dict(_split(s) for s in extras["integrations"] + extras["sweep"])
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert env["name"] == "robustgrpo" and env["channels"] == ["conda-forge"]
     conda_specs, pip_specs = {}, {}
@@ -49,9 +49,9 @@ def test_environment_yml_matches_pyproject():
     assert "--no-deps -e ." in next(d for d in env["dependencies"] if isinstance(d, dict))["pip"]
 
 
-def test_setup_installs_the_integrations_extra_with_the_torch_pin():
+def test_setup_installs_the_integrations_and_sweep_extras_with_the_torch_pin():
     tasks = (ROOT / "tasks.py").read_text()
-    assert '"-c", "constraints.txt", "-e", ".[dev,integrations]"' in tasks
+    assert '"-c", "constraints.txt", "-e", ".[dev,integrations,sweep]"' in tasks
 
 
 def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one():

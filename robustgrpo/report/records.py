@@ -7,7 +7,9 @@ report figures of notebooks 03 and 05:
 * :func:`record_heatmaps`: an ``agreement`` sweep over G x c x method (the table of
   :func:`robustgrpo.metrics.sweep`) as :func:`robustgrpo.plots.sweeps.plot_heatmaps` draws it;
 * :func:`record_curves`: a ``simulate`` sweep as training curves, seed mean and band
-  (:func:`robustgrpo.simulate.seed_bands`, :func:`robustgrpo.plots.drift.plot_curves`).
+  (:func:`robustgrpo.simulate.seed_bands`, :func:`robustgrpo.plots.drift.plot_curves`);
+* :func:`compare_with_heatmaps`: the cells of a record that are cells of notebook 03's heat maps
+  (same setting), beside the heat maps' own numbers.
 
 Each takes the record folder (or its :func:`~robustgrpo.sweep.load_record` table) and returns a
 :class:`~robustgrpo.report.ReportFigure` whose ``data`` is the table drawn. A record that varies
@@ -32,7 +34,7 @@ from ..sweep import load_record
 from ..sweep.record import swept_columns
 from . import ReportFigure
 
-__all__ = ["record_heatmaps", "record_curves", "select"]
+__all__ = ["record_heatmaps", "record_curves", "select", "compare_with_heatmaps"]
 
 _RecordLike = str | os.PathLike[str] | pd.DataFrame
 
@@ -169,3 +171,39 @@ def record_curves(
                f"{int(bands['n_seeds'].max())} seed(s), one curve per {hue}"
                + (f", one panel per {panel}" if panel else "") + f", read from {origin}. Last step: {finals}.")
     return ReportFigure(f"sweep_curves_{metric}", fig, caption, bands)
+
+
+def compare_with_heatmaps(table: pd.DataFrame, metric: str = "update_cosine",
+                          reference: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The rows of an ``agreement`` record that are cells of notebook 03's heat maps, beside their value there.
+
+    A row is such a cell when its setting is the heat maps' (:mod:`robustgrpo.report.sweeps`:
+    Bernoulli(``HEATMAP_P``) rewards, random outliers at ``HEATMAP_RATE`` of size
+    ``HEATMAP_SIZE``, ``N_GROUPS`` groups, seed 0, every sample compared, the rloo reference, no
+    estimator parameters) and its (method, G, c) is in ``reference`` (default: the heat maps'
+    table, :func:`~robustgrpo.report.sweeps.heatmap_data`).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``method``, ``G``, ``c``, ``metric`` (the record's), ``reference`` (the heat maps') and
+        ``difference`` (record minus heat maps); no rows when no cell matches.
+    """
+    from .sweeps import HEATMAP_P, HEATMAP_RATE, HEATMAP_SIZE, N_GROUPS, SEED, heatmap_data
+
+    setting = {"clean": "bernoulli", "clean.p": HEATMAP_P, "contamination": "random_outliers", "rate": HEATMAP_RATE,
+               "size": HEATMAP_SIZE, "n_groups": N_GROUPS, "seed": SEED, "subset": "all", "reference": "rloo",
+               "zero_tol": 1e-8}
+    keep = np.ones(len(table), dtype=bool)
+    for column, value in setting.items():
+        if column not in table.columns:
+            raise ValueError(f"table lacks column {column!r}; pass the load_record table of an agreement sweep")
+        keep &= (table[column] == value).to_numpy()
+    params = [c for c in table.columns if c.startswith("params.")]
+    if params:
+        keep &= table[params].isna().all(axis=1).to_numpy()
+    reference = heatmap_data() if reference is None else reference
+    ours = table.loc[keep, ["method", "G", "c", metric]]
+    theirs = reference[["method", "G", "c", metric]].rename(columns={metric: "reference"})
+    out = ours.merge(theirs, on=["method", "G", "c"], how="inner")  # NaN c (no clip) matches NaN c
+    return out.assign(difference=out[metric] - out["reference"])
