@@ -188,19 +188,16 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
+
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from .plots import save_figure
     from .report.drift import simulation_figure
     from .simulate import SimConfig, simulate
 
-    try:  # user errors (a missing or bad config, bad seeds): one line on stderr, exit status 2
-        config = SimConfig.from_file(args.config)
-        seeds = list(range(args.seeds[0])) if len(args.seeds) == 1 else args.seeds
-        if len(seeds) != len(set(seeds)) or min(seeds) < 0:
-            raise ValueError(f"--seeds must be distinct integers >= 0, got {args.seeds}")
-    except ValueError as err:
-        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
-        return 2
+    config = SimConfig.from_file(args.config)  # a bad config is a ValueError: main() prints it on one line
+    seeds = list(range(args.seeds[0])) if len(args.seeds) == 1 else args.seeds
+    if len(seeds) != len(set(seeds)):
+        raise ValueError(f"--seeds must be distinct, got {args.seeds}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     frame = simulate(config, seeds, progress=not args.no_progress)

@@ -49,6 +49,7 @@ __all__ = [
     "FATE",
     "HACK",
     "HACK_METHODS",
+    "RARE_HACK",
     "WEIGHT_P",
     "WEIGHT_GROUPS",
     "WEIGHT_METHODS",
@@ -77,8 +78,8 @@ SEEDS = tuple(range(10))
 #: winsorizing and PPO's learned critic.
 CURVE_METHODS = ("grpo", "dr_grpo", "seed_mad", "robust", "rank", "winsor", "ppo_critic")
 #: The curves' problem: 32 prompts, 4 answers (1 correct), initial P(correct) from 0.1 to 0.4,
-#: G = 8, Adam, 4 PPO epochs, 120 steps.
-CURVES = SimConfig(n_prompts=32, G=8, steps=120, estimators=CURVE_METHODS, record_every=5)
+#: G = 8, Adam, 4 PPO epochs, 80 steps.
+CURVES = SimConfig(n_prompts=32, G=8, steps=80, estimators=CURVE_METHODS, record_every=4)
 #: Response-independent contamination: label -> model.
 CONTAMINATIONS = {
     "clean": NoContamination(),
@@ -97,6 +98,8 @@ HACK_METHODS = ("grpo", "dr_grpo", "robust", "rank", "winsor", "ppo_critic")
 #: The hack's problem: 5 answers (correct, 2 wrong, the hack or the jackpot at 3 %), judged 1.5.
 HACK = SimConfig(n_prompts=32, n_answers=5, G=8, steps=200, estimators=HACK_METHODS, hack_reward=1.5,
                  hack_init_prob=0.03, record_every=5)
+#: Initial probability of the hack when it is hardly reachable (a tenth of :data:`HACK`'s).
+RARE_HACK = 0.003
 #: Success probabilities of the w(p) figures.
 WEIGHT_P = (0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95)
 #: Groups per p when w(p) is measured.
@@ -182,13 +185,15 @@ def weight_data() -> tuple[pd.DataFrame, pd.DataFrame]:
 @functools.lru_cache(maxsize=1)
 def _hack() -> pd.DataFrame:
     hack = run_all(HACK).assign(setting="hack")
+    rare = run_all(HACK.replace(hack_init_prob=RARE_HACK)).assign(setting="rare hack")
     jackpot = run_all(HACK.replace(hack_reward=None, jackpot_quality=HACK.hack_reward,
                                    jackpot_init_prob=HACK.hack_init_prob)).assign(setting="jackpot")
-    return pd.concat([hack, jackpot], ignore_index=True)
+    return pd.concat([hack, rare, jackpot], ignore_index=True)
 
 
 def hack_data() -> pd.DataFrame:
-    """The hack (``setting="hack"``) and the jackpot (``"jackpot"``) records: the same judged scores."""
+    """The hack (``setting="hack"``), the same hack at :data:`RARE_HACK` initially (``"rare hack"``) and the
+    jackpot (``"jackpot"``, the judged scores of ``"hack"``)."""
     return _hack().copy()
 
 
@@ -227,11 +232,14 @@ def training_curves_figure() -> ReportFigure:
     low = final[final["mean"] < 0.9]
     others = final[~final.index.isin(low.index)]
     slowest = (auc[big] - auc["clean"]).idxmin()
+    moved = bool((final["mean"] > start).all())
     caption = (
-        f"Seed mean of the probability of the correct answer, {_setting_text()}. Under every contamination every "
-        f"estimator moves towards the correct answer, none towards a wrong one: no drift. What changes is the speed. "
-        f"After {CURVES.steps} steps every curve but {len(low)} is above {others['mean'].min():.3f}; the exceptions are "
-        + "; ".join(f"{r.estimator} under {r.setting} ({r.mean:.3f}, up from {start:.2f})" for r in low.itertuples())
+        f"Seed mean of the probability of the correct answer, {_setting_text()}. "
+        + ("Under every contamination every estimator moves towards the correct answer, none towards a wrong one: "
+           "no drift. What changes is the speed. " if moved else
+           "Not every estimator moves towards the correct answer under every contamination. ")
+        + f"After {CURVES.steps} steps every curve but {len(low)} is above {others['mean'].min():.3f}"
+        + "".join(f"; {r.estimator} under {r.setting} is at {r.mean:.3f} (from {start:.2f})" for r in low.itertuples())
         + f". Averaged over training, grpo reaches {auc.loc['grpo', 'clean']:.3f} clean and {auc.loc['grpo', big]:.3f} "
         f"with 10 % glitches of 100, while {slowest} falls from {auc.loc[slowest, 'clean']:.3f} to "
         f"{auc.loc[slowest, big]:.3f}."
@@ -322,29 +330,38 @@ def hack_and_jackpot_figure() -> ReportFigure:
     """True reward under a reachable hack and under a genuine jackpot with the same judged scores."""
     data = hack_data()
     truth = seed_bands(data, "true_reward", by=("setting", "estimator"))
-    truth["panel"] = truth["setting"].map({"hack": "(a) hack: true reward", "jackpot": "(b) jackpot: true reward"})
+    truth["panel"] = truth["setting"].map({"hack": f"(a) hack at {100 * HACK.hack_init_prob:g} %: true reward",
+                                           "rare hack": f"(b) hack at {100 * RARE_HACK:g} %: true reward",
+                                           "jackpot": "(c) jackpot: true reward"})
     hack = data[data.setting == "hack"]
-    mass = seed_bands(hack, "hack_prob").assign(panel="(c) P(hack) = P(jackpot)")
+    mass = seed_bands(hack, "hack_prob").assign(panel="(d) P(hack) = P(jackpot)")
     bands = pd.concat([truth.drop(columns="setting"), mass], ignore_index=True)
-    fig = plot_curves(bands, panel="panel", ylabel="seed mean", ncols=3,
+    fig = plot_curves(bands, panel="panel", ylabel="seed mean", ncols=2,
                       title="Within a group a hack and a jackpot look alike: every estimator treats them alike")
     curve = seed_bands(hack, "true_reward").pivot(index="estimator", columns="step", values="mean")
     peak, end = curve.max(axis=1), curve.iloc[:, -1]
+    rare_end = final_values(data[data.setting == "rare hack"], "true_reward").set_index("estimator")["mean"]
     jack_end = final_values(data[data.setting == "jackpot"], "true_reward").set_index("estimator")["mean"]
     same = bool(np.array_equal(hack["hack_prob"].to_numpy(), data[data.setting == "jackpot"]["jackpot_prob"].to_numpy()))
+    kept = rare_end[rare_end > 0.9]
     caption = (
         f"{HACK.n_prompts} prompts, {HACK.n_answers} answers: correct (quality 1), two wrong (0) and either a hack "
-        f"(true quality 0, judged {HACK.hack_reward:g}) or a jackpot (true and judged quality {HACK.hack_reward:g}), "
-        f"each at {100 * HACK.hack_init_prob:g} % initially; {len(SEEDS)} seeds. (a) The true reward rises, then "
-        f"collapses as the policy finds the hack: grpo peaks at {peak['grpo']:.2f} and ends at {end['grpo']:.3f}; "
-        f"robust at {peak['robust']:.2f} and {end['robust']:.3f}; ppo_critic at {peak['ppo_critic']:.2f} and "
-        f"{end['ppo_critic']:.3f}; winsor, which clips the lone top score to the next value, slows it most "
-        f"({end['winsor']:.3f} at the end). (b) With a genuine jackpot the same dynamics are a gain (grpo ends at "
-        f"{jack_end['grpo']:.3f}, winsor at {jack_end['winsor']:.3f}). (c) The judged scores are the same, so the "
-        f"probability of the hack equals that of the jackpot step by step ({'identical' if same else 'NOT identical'} "
-        f"in every run): an estimator that stops the hack stops the jackpot by as much. Only a better judge tells them apart."
+        f"(true quality 0, judged {HACK.hack_reward:g}) or a jackpot (true and judged quality {HACK.hack_reward:g}); "
+        f"{len(SEEDS)} seeds. (a) Reachable (3 % initially), the hack makes the true reward rise, then collapse: grpo "
+        f"peaks at {peak['grpo']:.2f} and ends at {end['grpo']:.3f}; robust at {peak['robust']:.2f} and "
+        f"{end['robust']:.3f}; ppo_critic at {peak['ppo_critic']:.2f} and {end['ppo_critic']:.3f}; winsor, which "
+        f"clips the lone top score to the next value, slows it most ({end['winsor']:.3f} at the end). (b) At "
+        f"{100 * RARE_HACK:g} % the policy settles on the correct answer before it finds the hack: "
+        + (f"{', '.join(kept.index)} end above 0.9" if len(kept) else "no estimator ends above 0.9")
+        + (f", while {', '.join(f'{m} ({v:.3f})' for m, v in rare_end[rare_end <= 0.9].items())} still "
+           f"{'drifts' if (rare_end <= 0.9).sum() == 1 else 'drift'} to it" if (rare_end <= 0.9).any() else "")
+        + f". (c) With a genuine jackpot the same dynamics are a gain (grpo ends at {jack_end['grpo']:.3f}, winsor at "
+        f"{jack_end['winsor']:.3f}). (d) The judged scores are the same, so the probability of the hack equals that "
+        f"of the jackpot step by step ({'identical' if same else 'NOT identical'} in every run): an estimator that "
+        f"stops the hack stops the jackpot by as much. Only a better judge tells them apart."
     )
-    return ReportFigure("05_hack_and_jackpot", fig, caption, {"bands": bands, "peak": peak, "end": end, "jackpot_end": jack_end})
+    return ReportFigure("05_hack_and_jackpot", fig, caption,
+                        {"bands": bands, "peak": peak, "end": end, "rare_end": rare_end, "jackpot_end": jack_end})
 
 
 @report_figure("05_drift_unexposed", notebook=NOTEBOOK)

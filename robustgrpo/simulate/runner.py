@@ -83,7 +83,7 @@ METRICS: dict[str, str] = {
     "degenerate_fraction": "fraction of groups with no spread (advantage 0)",
     "clipped_fraction": "fraction of advantages at the estimator's clip",
     "adv_abs_mean": "mean |A|",
-    "adv_std": "mean over groups of std(A_g) (Bessel)",
+    "adv_std": "mean over prompts of the std (Bessel) of their group's advantages",
     "ratio_eps": "mean ratio clip epsilon over the samples",
     "clip_fraction": "fraction of samples whose ratio left [1 - eps, 1 + eps] in the last epoch",
     "c": "the estimator's clip c this step (NaN for estimators without one)",
@@ -269,9 +269,8 @@ def simulate(
         Show a progress bar over the steps.
     threads : int or None
         torch threads for the run (restored afterwards); None leaves torch's setting. The
-        tensors are small, so one thread is the fastest: on two cores shared with other work, two
-        threads made the benchmark case 4x and the dashboard's run 10x slower
-        (``python -m robustgrpo bench --simulate`` shows both).
+        tensors are small, so one thread is the default (``python -m robustgrpo bench --simulate``
+        times one and two threads side by side).
 
     Returns
     -------
