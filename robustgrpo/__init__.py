@@ -3,8 +3,9 @@
 The package is layered; a module imports only from the layers before it in
 this list: ``checks``, ``inputs`` -> ``stats`` -> ``advantages`` ->
 ``contamination`` -> ``rewardlogs`` -> ``metrics`` -> ``diagnose`` ->
-``simulate`` (the drift simulator) -> ``plots`` -> ``dashboards`` (pure data
-behind each dashboard) -> ``widgets`` (ipywidgets) -> ``report`` -> ``cli`` ->
+``simulate`` (the drift simulator) -> ``sweep`` (grids of runs x seeds, in
+process or on Ray) -> ``plots`` -> ``dashboards`` (pure data behind each
+dashboard) -> ``widgets`` (ipywidgets) -> ``report`` -> ``cli`` ->
 ``integrations`` (verl, TRL; imported lazily). tests/test_project.py holds the
 same list and checks the imports.
 

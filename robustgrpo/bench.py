@@ -492,13 +492,15 @@ SWEEP_BENCH_SIM = {"n_prompts": 32, "G": 8, "steps": 50, "estimators": ["grpo"],
 
 @dataclass(frozen=True)
 class SweepBenchRow:
-    """One timed run: the cell kind, how it ran, cells, seconds, and the direct run it is compared with."""
+    """One timed run: the cell kind, how it ran, cells, seconds, the direct run it does the work of, and
+    on how many CPUs it ran in parallel."""
 
     case: str
     how: str
     cells: int
     seconds: float
     baseline: str | None = None
+    parallel: int = 1
 
     @property
     def ms_per_cell(self) -> float:
@@ -570,10 +572,11 @@ def run_sweep_benchmark(
     notes: list[str] = []
     bar = tqdm(total=7 + 2 * ("ray" in engines), desc="sweep bench", disable=not progress, leave=False)
 
-    def timed(case: str, how: str, cells: int, fn: Callable[[], object], baseline: str | None = None) -> None:
+    def timed(case: str, how: str, cells: int, fn: Callable[[], object], baseline: str | None = None,
+              parallel: int = 1) -> None:
         t0 = time.perf_counter()
         fn()
-        rows.append(SweepBenchRow(case, how, cells, time.perf_counter() - t0, baseline))
+        rows.append(SweepBenchRow(case, how, cells, time.perf_counter() - t0, baseline, parallel))
         bar.update()
 
     call, one, every = "direct: call the runnable", "direct: simulate, one call per seed", "direct: simulate, all seeds in one call"
@@ -614,7 +617,7 @@ def run_sweep_benchmark(
                     timed("empty", f"ray engine ({cpus} CPUs)", n_empty,
                           lambda: run_sweep(empty, next(folder), engine, progress=False), call)
                     timed("simulation", f"ray engine ({cpus} CPUs, 1 per cell)", n_sim,
-                          lambda: run_sweep(sim, next(folder), engine, progress=False), one)
+                          lambda: run_sweep(sim, next(folder), engine, progress=False), one, min(cpus, n_sim))
     bar.close()
     return SweepBench(tuple(rows), torch.get_num_threads(), os.cpu_count() or 1, ray_version, ray_start, ray_warmup,
                       tuple(notes))
@@ -636,11 +639,12 @@ def format_sweep_table(result: SweepBench) -> str:
              f"simulation = {SWEEP_BENCH_SIM['n_prompts']} prompts x G={SWEEP_BENCH_SIM['G']} x "
              f"{SWEEP_BENCH_SIM['steps']} steps, tabular, one seed per cell",
              "overhead = ms per cell - ms per cell of the direct run it does the work of (batched: all seeds in one "
-             "call; else one call per seed); it includes the atomic Parquet write of every cell", "",
+             "call; else one call per seed, divided by the CPUs the cells run on in parallel); it includes the atomic "
+             "Parquet write of every cell", "",
              f"{'cells':<11}{'how':<44}{'n':>5}{'ms/cell':>10}{'cells/s':>10}{'overhead ms':>13}"]
     for r in result.rows:
         base = direct.get(r.baseline) if r.baseline else None
-        overhead = "" if base is None else f"{r.ms_per_cell - base.ms_per_cell:>13.1f}"
+        overhead = "" if base is None else f"{r.ms_per_cell - base.ms_per_cell / r.parallel:>13.1f}"
         lines.append(f"{r.case:<11}{r.how[:43]:<44}{r.cells:>5}{r.ms_per_cell:>10.2f}{r.cells_per_s:>10.1f}{overhead}")
     if result.ray_start_s is not None:
         lines.append(f"\nRay: local instance started in {result.ray_start_s:.1f} s, first tasks (workers start, import torch) "

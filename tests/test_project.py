@@ -92,7 +92,7 @@ def test_every_module_declares_its_public_names(name):
 
 
 LAYERS = ["checks", "inputs", "stats", "advantages", "contamination", "rewardlogs", "metrics", "diagnose", "simulate",
-          "plots", "dashboards", "widgets", "report", "cli", "integrations"]
+          "sweep", "plots", "dashboards", "widgets", "report", "cli", "integrations"]
 
 
 def _layer_sources(layer: str) -> list[Path]:

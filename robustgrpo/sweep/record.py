@@ -14,7 +14,7 @@ readers of ``cells/*.parquet`` skip), flushed to disk, then renamed, so a cell f
 complete or absent, whenever the process stops. A cell is finished when its file exists;
 a rerun skips it. A failure file is removed when its cell later finishes.
 
-pandas, DuckDB or polars read the cells without this package (``cells/*.parquet``; DuckDB:
+Any Parquet reader reads a cell without this package (all at once: DuckDB's
 ``read_parquet('DIR/cells/*.parquet', union_by_name=true)``, since cells of different settings
 can have different config columns). :func:`load_record` returns them as one table in the
 manifest's order, the table the figure functions take.
