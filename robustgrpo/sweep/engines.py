@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import traceback
 from collections import defaultdict
 from dataclasses import dataclass
@@ -41,13 +40,12 @@ __all__ = ["Outcome", "run_cell", "LocalEngine", "RayEngine", "ENGINES", "make_e
 
 @dataclass(frozen=True)
 class Outcome:
-    """What became of one cell: its frame, or its error (one line) and traceback; seconds of its run."""
+    """What became of one cell: its frame, or its error (one line) and traceback."""
 
     cell: Cell
     frame: pd.DataFrame | None
     error: str | None = None
     traceback: str | None = None
-    seconds: float = 0.0
 
 
 def run_cell(run: Callable[[dict[str, Any], int], pd.DataFrame], config: dict[str, Any], seed: int, threads: int) -> pd.DataFrame:
@@ -60,8 +58,8 @@ def _error_line(err: BaseException) -> str:
     return " ".join(traceback.format_exception_only(type(err), err)[-1].split())
 
 
-def _failed(cell: Cell, err: BaseException, seconds: float = 0.0) -> Outcome:
-    return Outcome(cell, None, _error_line(err), "".join(traceback.format_exception(err)), seconds)
+def _failed(cell: Cell, err: BaseException) -> Outcome:
+    return Outcome(cell, None, _error_line(err), "".join(traceback.format_exception(err)))
 
 
 class LocalEngine:
@@ -84,16 +82,13 @@ class LocalEngine:
         yield
 
     def _alone(self, sweep: Sweep, cell: Cell) -> Outcome:
-        start = time.perf_counter()
         try:
-            frame = run_cell(sweep.runnable.run, cell.config, cell.seed, sweep.cpus_per_cell)
+            return Outcome(cell, run_cell(sweep.runnable.run, cell.config, cell.seed, sweep.cpus_per_cell))
         except Exception as err:  # noqa: BLE001 - every error of a cell is recorded, none stops the sweep
-            return _failed(cell, err, time.perf_counter() - start)
-        return Outcome(cell, frame, seconds=time.perf_counter() - start)
+            return _failed(cell, err)
 
     def _batch(self, sweep: Sweep, cells: list[Cell]) -> list[Outcome]:
         runnable = sweep.runnable
-        start = time.perf_counter()
         try:
             with torch_threads(sweep.cpus_per_cell):
                 frame = runnable.run_seeds(cells[0].config, [c.seed for c in cells])  # type: ignore[misc]
@@ -102,8 +97,7 @@ class LocalEngine:
                 raise RuntimeError(f"run_seeds returned seeds {sorted(parts)}, not {[c.seed for c in cells]}")
         except Exception:  # noqa: BLE001 - one by one, each failure its own cell's
             return [self._alone(sweep, c) for c in cells]
-        seconds = (time.perf_counter() - start) / len(cells)
-        return [Outcome(c, parts[c.seed], seconds=seconds) for c in cells]
+        return [Outcome(c, parts[c.seed]) for c in cells]
 
     def execute(self, sweep: Sweep, cells: Sequence[Cell]) -> Iterator[Outcome]:
         """Yield each cell's outcome, in the order of ``cells`` grouped by batch."""
@@ -125,14 +119,6 @@ def _import_ray():
         raise ValueError("the ray engine needs Ray: pip install -c constraints.txt -e '.[sweep]' "
                          "(python3 tasks.py setup installs it)") from None
     return ray
-
-
-def _timed_cell(run: Callable[[dict[str, Any], int], pd.DataFrame], config: dict[str, Any], seed: int,
-                threads: int) -> tuple[pd.DataFrame, float]:
-    """The body of a Ray task: the cell's frame and its seconds."""
-    start = time.perf_counter()
-    frame = run_cell(run, config, seed, threads)
-    return frame, time.perf_counter() - start
 
 
 class RayEngine:
@@ -193,7 +179,7 @@ class RayEngine:
             return
         if not ray.is_initialized():
             raise RuntimeError("RayEngine.execute runs inside `with engine.connected():`")
-        task = ray.remote(_timed_cell).options(num_cpus=sweep.cpus_per_cell, max_retries=self.retries,
+        task = ray.remote(run_cell).options(num_cpus=sweep.cpus_per_cell, max_retries=self.retries,
                                                retry_exceptions=False)
         cpus = int(ray.cluster_resources().get("CPU", 1))
         if cpus < sweep.cpus_per_cell:
@@ -210,14 +196,14 @@ class RayEngine:
                 (ref,), _ = ray.wait(list(pending), num_returns=1)
                 cell = pending.pop(ref)
                 try:
-                    frame, seconds = ray.get(ref)
+                    frame = ray.get(ref)
                 except ray.exceptions.RayTaskError as err:  # the runnable raised: report its own error
                     cause = err.cause if isinstance(err.cause, BaseException) else err
                     yield Outcome(cell, None, _error_line(cause), str(err))
                 except ray.exceptions.RayError as err:  # the worker died, the task was cancelled...
                     yield Outcome(cell, None, _error_line(err), "".join(traceback.format_exception(err)))
                 else:
-                    yield Outcome(cell, frame, seconds=seconds)
+                    yield Outcome(cell, frame)
         finally:
             for ref in pending:  # an interrupted sweep: cancel what has not come back
                 ray.cancel(ref, force=True)

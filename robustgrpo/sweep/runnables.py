@@ -11,8 +11,7 @@ say) means adding one entry to :data:`RUNNABLES`.
   per recorded step x estimator, the config as columns. Seeds of one config run in one call
   (``run_seeds``) when the policy is tabular: then each seed's numbers are bit for bit those of
   a run alone (the tests check it). The linear policy's logits are a batched matrix product,
-  whose rounding depends on how many seeds share it (differences of 1e-16), so its seeds run
-  one call each.
+  whose rounding can depend on how many seeds share it, so its seeds run one call each.
 * ``agreement``: one cell of :func:`robustgrpo.metrics.sweep`, the agreement of one estimator's
   policy update with the clean update at one (G, c, contamination rate, outlier size); the
   seed is the sweep's base seed, so a record over G x c x method is the table of

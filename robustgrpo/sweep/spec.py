@@ -103,7 +103,7 @@ def set_path(config: dict[str, Any], key: str, value: Any, defaults: Mapping[str
         if part not in node:
             node[part] = copy.deepcopy(default) if isinstance(default, Mapping) else {}
         if not isinstance(node[part], dict):
-            raise ValueError(f"{'.'.join(parts[:i + 1])} is {node[part]!r}, not an object, so {key} cannot be set inside it")
+            raise ValueError(f"{'.'.join(parts[:i + 1])} is {node[part]!r}, not an object, so '{key}' cannot be set inside it")
         node = node[part]
     node[parts[-1]] = copy.deepcopy(value)
 
