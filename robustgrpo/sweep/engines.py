@@ -137,8 +137,9 @@ class RayEngine:
         Times Ray reruns a task whose worker died (an exception raised by the runnable is
         not retried: it is the cell's error).
     max_in_flight : int, optional
-        Most tasks queued at once (default: twice the cluster's CPUs over ``cpus_per_cell``,
-        at least 2), which bounds the memory of results not yet written.
+        Most tasks queued at once (default: twice the cells the cluster runs at once, at least
+        32, so that short cells do not wait for round trips), which bounds the memory of results
+        not yet written.
     """
 
     name = "ray"
@@ -184,7 +185,7 @@ class RayEngine:
         cpus = int(ray.cluster_resources().get("CPU", 1))
         if cpus < sweep.cpus_per_cell:
             raise ValueError(f"each cell asks for {sweep.cpus_per_cell} CPUs (cpus_per_cell) and the Ray cluster has {cpus}")
-        window = self.max_in_flight or max(2, 2 * cpus // sweep.cpus_per_cell)
+        window = self.max_in_flight or max(32, 2 * cpus // sweep.cpus_per_cell)
         run = ray.put(sweep.runnable.run)
         queue = list(reversed(cells))
         pending: dict[Any, Cell] = {}
