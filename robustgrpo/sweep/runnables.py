@@ -28,6 +28,7 @@ True
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
@@ -102,8 +103,6 @@ def flat_columns(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     >>> flat_columns({"G": 8, "clean": {"model": "bernoulli", "p": 0.3}, "c": None})
     {'G': 8, 'clean': 'bernoulli', 'clean.p': 0.3, 'c': nan}
     """
-    import json
-
     out: dict[str, Any] = {}
     for key, value in config.items():
         name = f"{prefix}{key}"
