@@ -7,7 +7,14 @@ main   build the environment in .venv, then run the main job: print the seed
 test   build the environment in .venv (and, as root, install Chromium for the
        browser tests), then run the whole test suite
 bench  build the environment in .venv, then print the speed benchmark
-setup  only build the environment
+setup  only build the environment (and install the notebook filter, below)
+strip-notebook  read a notebook on stdin, write it as the repository keeps it
+
+Notebooks are committed clean: no outputs, no execution counts, and only the
+kernel and the cell tags in their metadata. ``setup`` installs a git filter
+(``.gitattributes`` names it for ``notebooks/*.ipynb``) that runs
+``strip-notebook`` whenever git reads a notebook, so running one in Lab, with
+its outputs and the metadata Lab writes, leaves ``git status`` clean.
 
 The environment is rebuilt only when pyproject.toml or constraints.txt change
 (a stamp file records their hash). Torch is pinned by constraints.txt to a
@@ -17,6 +24,7 @@ CPU build so that a fresh machine does not download a multi-GB CUDA build.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -30,12 +38,55 @@ PYTHON = VENV / "bin" / "python"
 STAMP = VENV / ".setup-stamp"
 
 
+#: The notebook-level metadata the repository keeps (Lab adds versions and widget state on save).
+NOTEBOOK_METADATA = {
+    "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+    "language_info": {"name": "python"},
+}
+NOTEBOOK_FILTER = "notebook-clean"
+
+
+def clean_notebook(text: str) -> str:
+    """A notebook as the repository keeps it: outputs and execution counts dropped, metadata reduced.
+
+    Cells keep their ids, sources and ``tags`` (the tests find figure cells
+    by tag); everything else a front end records (outputs, execution counts,
+    scroll state, kernel versions, widget state) goes. The JSON is written as
+    Jupyter writes it (sorted keys, one-space indent), so cleaning is
+    idempotent and a notebook saved by Lab differs from the committed one
+    only where its cells do.
+    """
+    nb = json.loads(text)
+    nb["metadata"] = json.loads(json.dumps(NOTEBOOK_METADATA))
+    for cell in nb.get("cells", []):
+        tags = cell.get("metadata", {}).get("tags")
+        cell["metadata"] = {"tags": tags} if tags else {}
+        if cell.get("cell_type") == "code":
+            cell["outputs"] = []
+            cell["execution_count"] = None
+    return json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False) + "\n"
+
+
+def strip_notebook() -> None:
+    """The git clean filter: a notebook on stdin, its clean form on stdout."""
+    sys.stdout.write(clean_notebook(sys.stdin.read()))
+
+
+def install_notebook_filter() -> None:
+    """Tell this checkout's git to clean notebooks with :func:`clean_notebook` (a no-op outside git)."""
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        return
+    command = "python3 tasks.py strip-notebook"  # git runs a filter from the top of the work tree
+    subprocess.run(["git", "config", f"filter.{NOTEBOOK_FILTER}.clean", command], cwd=ROOT, check=True)
+
+
 def run(*cmd: str | os.PathLike[str]) -> None:
     print("+", " ".join(str(c) for c in cmd), flush=True)
     subprocess.run([str(c) for c in cmd], cwd=ROOT, check=True)
 
 
 def setup() -> None:
+    install_notebook_filter()
     digest = hashlib.sha256(b"".join((ROOT / f).read_bytes() for f in ("pyproject.toml", "constraints.txt"))).hexdigest()
     if STAMP.exists() and STAMP.read_text() == digest and PYTHON.exists():
         return
@@ -77,7 +128,7 @@ def bench() -> None:
     run(PYTHON, "-m", "robustgrpo", "bench")
 
 
-TASKS = {"main": main_job, "test": test, "bench": bench, "setup": setup}
+TASKS = {"main": main_job, "test": test, "bench": bench, "setup": setup, "strip-notebook": strip_notebook}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in TASKS:

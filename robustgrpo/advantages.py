@@ -49,6 +49,7 @@ what the evidence recommends.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -57,6 +58,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, NamedTuple, Sequen
 import numpy as np
 import torch
 
+from .checks import ParamError, check_bool, check_int, check_positive, check_real
 from .inputs import (
     ArrayLike,
     apply_nan_policy,
@@ -101,59 +103,41 @@ __all__ = [
     "AdvantageResult",
     "compute_advantages",
     "clip_schedule",
+    "UNCLIPPED",
+    "reclip",
 ]
 
 
 # ------------------------------------------------------------------ registry
 
 
-def _check_real(value: Any) -> str | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return f"must be a number, got {value!r}"
-    if not math.isfinite(value):
-        return f"must be finite, got {value!r}"
-    return None
+def _rule(check: Callable[..., Any], **bounds: Any) -> Callable[[Any], str | None]:
+    """A :class:`Parameter` check from a :mod:`robustgrpo.checks` rule: the requirement text, or None."""
+
+    def run(value: Any) -> str | None:
+        try:
+            check("value", value, **bounds)
+        except ParamError as err:
+            return f"{err.requirement}, got {value!r}"
+        return None
+
+    run.__doc__ = f"Check with {check.__name__}({', '.join(f'{k}={v!r}' for k, v in bounds.items())})."
+    return run
 
 
-def positive(value: Any) -> str | None:
-    """Check for a finite number > 0."""
-    return _check_real(value) or (None if value > 0 else f"must be > 0, got {value!r}")
-
-
-def nonnegative(value: Any) -> str | None:
-    """Check for a finite number >= 0."""
-    return _check_real(value) or (None if value >= 0 else f"must be >= 0, got {value!r}")
+#: The checks of the estimators' parameters (each returns an error text, or None).
+positive = _rule(check_positive)
+nonnegative = _rule(check_real, minimum=0.0)
+fraction_below_quarter = _rule(check_real, minimum=0.0, maximum=0.25, open_max=True)
+fraction_up_to_one = _rule(check_real, minimum=0.0, maximum=1.0)
+fraction_below_half = _rule(check_real, minimum=0.0, maximum=0.5, open_max=True)
+positive_int = _rule(check_int, minimum=1)
+boolean = _rule(check_bool)
 
 
 def ddof_value(value: Any) -> str | None:
     """Check for a delta degrees of freedom of 0 or 1."""
     return None if value in (0, 1) and not isinstance(value, bool) else f"must be 0 or 1, got {value!r}"
-
-
-def fraction_below_quarter(value: Any) -> str | None:
-    """Check for a number in [0, 0.25)."""
-    return _check_real(value) or (None if 0 <= value < 0.25 else f"must be in [0, 0.25), got {value!r}")
-
-
-def fraction_up_to_one(value: Any) -> str | None:
-    """Check for a number in [0, 1]."""
-    return _check_real(value) or (None if 0 <= value <= 1 else f"must be in [0, 1], got {value!r}")
-
-
-def fraction_below_half(value: Any) -> str | None:
-    """Check for a number in [0, 0.5)."""
-    return _check_real(value) or (None if 0 <= value < 0.5 else f"must be in [0, 0.5), got {value!r}")
-
-
-def positive_int(value: Any) -> str | None:
-    """Check for an integer >= 1."""
-    ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
-    return None if ok else f"must be an integer >= 1, got {value!r}"
-
-
-def boolean(value: Any) -> str | None:
-    """Check for True or False."""
-    return None if isinstance(value, bool) else f"must be True or False, got {value!r}"
 
 
 @dataclass(frozen=True)
@@ -1106,6 +1090,46 @@ def compute_advantages(
         params=bound,
         groups=None if grouping is None else grouping.keys,
     )
+
+
+#: A clip that no finite score reaches: pass it as an estimator's clip parameter to get its
+#: unclipped advantages, then :func:`reclip` them to any c.
+UNCLIPPED = 1e30
+
+
+def reclip(result: AdvantageResult, c: float) -> AdvantageResult:
+    r"""The result of the same call at clip ``c``, from a result computed with the clip at :data:`UNCLIPPED`.
+
+    Every clipped estimator of the catalogue clips last, so
+
+    .. math:: A(c) = \operatorname{clip}(A(\infty), -c, c), \qquad n_{clipped}(c) = \#\{|A_i(\infty)| > c\}
+
+    equal :func:`compute_advantages` at c exactly (the tests check it): one
+    estimator call serves a whole grid of c. Estimators without a clip come
+    back unchanged. Only ``[B, G]`` results (not flat ones with ``index=``).
+
+    Examples
+    --------
+    >>> r = [[0.0, 0, 0, 0, 0, 0, 1, 10]]
+    >>> free = compute_advantages(r, "robust", c=UNCLIPPED)
+    >>> reclip(free, 2.5).advantages == compute_advantages(r, "robust", c=2.5).advantages
+    True
+    """
+    est = get_estimator(result.method)
+    if est.clip is None:
+        return result
+    if result.params.get(est.clip) != UNCLIPPED:
+        raise ValueError(f"reclip needs a result computed with {est.clip}=UNCLIPPED, got {est.clip}={result.params.get(est.clip)!r}")
+    if result.groups is not None:
+        raise ValueError("reclip takes [B, G] results; compute flat rewards with index= at the clip you want")
+    problem = positive(c)
+    if problem:
+        raise ValueError(f"c {problem}")
+    adv, kind = as_tensor(result.advantages, "advantages")
+    clipped = torch.count_nonzero(adv.abs() > c, dim=-1)
+    diag = dataclasses.replace(result.diagnostics, n_clipped=to_kind(clipped, kind))
+    return dataclasses.replace(result, advantages=to_kind(adv.clamp(-c, c), kind), diagnostics=diag,
+                               params={**result.params, est.clip: c})
 
 
 def clip_schedule(progress: ArrayLike, start: float = 2.0, end: float = 3.5, kind: Literal["linear", "cosine"] = "linear"):

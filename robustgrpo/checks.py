@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 __all__ = [
     "SEED_LIMIT",
@@ -49,6 +50,7 @@ __all__ = [
     "check_choice",
     "check_int_list",
     "check_real_list",
+    "require_columns",
 ]
 
 #: Seeds are integers in [0, SEED_LIMIT).
@@ -90,13 +92,15 @@ def is_real(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
-def _range_text(minimum: float | None, maximum: float | None, *, open_min: bool = False) -> str:
+def _range_text(
+    minimum: float | None, maximum: float | None, *, open_min: bool = False, open_max: bool = False
+) -> str:
     lo = None if minimum is None else f"{'>' if open_min else '>='} {minimum:g}"
     if maximum is None:
         return f" {lo}" if lo else ""
     if minimum is None:
-        return f" <= {maximum:g}"
-    return f" in {'(' if open_min else '['}{minimum:g}, {maximum:g}]"
+        return f" {'<' if open_max else '<='} {maximum:g}"
+    return f" in {'(' if open_min else '['}{minimum:g}, {maximum:g}{')' if open_max else ']'}"
 
 
 def check_int(name: str, value: Any, *, minimum: int | None = None, maximum: int | None = None, hint: str = "") -> int:
@@ -114,15 +118,17 @@ def check_real(
     minimum: float | None = None,
     maximum: float | None = None,
     open_min: bool = False,
+    open_max: bool = False,
     hint: str = "",
 ) -> float:
-    """A finite real number in ``[minimum, maximum]`` (``(minimum, ...`` with ``open_min``)."""
-    requirement = f"must be a finite number{_range_text(minimum, maximum, open_min=open_min)}"
+    """A finite real number in ``[minimum, maximum]`` (an open end with ``open_min`` / ``open_max``)."""
+    requirement = f"must be a finite number{_range_text(minimum, maximum, open_min=open_min, open_max=open_max)}"
     if not is_real(value) or not math.isfinite(float(value)):
         raise ParamError(name, requirement, value, hint)
     v = float(value)
     too_low = minimum is not None and (v <= minimum if open_min else v < minimum)
-    if too_low or (maximum is not None and v > maximum):
+    too_high = maximum is not None and (v >= maximum if open_max else v > maximum)
+    if too_low or too_high:
         raise ParamError(name, requirement, value, hint)
     return v
 
@@ -182,9 +188,28 @@ def check_real_list(
     minimum: float | None = None,
     maximum: float | None = None,
     open_min: bool = False,
+    open_max: bool = False,
 ) -> list[float]:
     """A non-empty list of finite reals in range; a single number is a one-item list."""
     if is_real(values):
         values = [values]
     items = _items(name, values, "a number")
-    return [check_real(f"each of {name}", v, minimum=minimum, maximum=maximum, open_min=open_min) for v in items]
+    return [check_real(f"each of {name}", v, minimum=minimum, maximum=maximum, open_min=open_min, open_max=open_max)
+            for v in items]
+
+
+def require_columns(frame: object, columns: Iterable[str], name: str, *, produced_by: str | None = None) -> pd.DataFrame:
+    """Check that ``frame`` is a non-empty DataFrame holding ``columns``; return it.
+
+    Raises ``ValueError`` naming the argument (``name``), what is wrong and,
+    with ``produced_by``, the function whose table to pass.
+    """
+    hint = f"; pass the table from {produced_by}" if produced_by else ""
+    if not isinstance(frame, pd.DataFrame):
+        raise ValueError(f"{name} must be a pandas DataFrame, got {type(frame).__name__}{hint}")
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{name} lacks column(s) {missing} (it has {list(frame.columns)}){hint}")
+    if frame.empty:
+        raise ValueError(f"{name} is empty: nothing to compute or draw; pass at least one row")
+    return frame

@@ -23,88 +23,15 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-import torch
 
-from .advantages import ESTIMATORS, RECOMMENDED, compute_advantages, describe_estimators
-from .contamination import load_scenario
+from .advantages import describe_estimators
 
-__all__ = ["main", "demo_text"]
-
-
-def _fmt_row(values: Sequence[float]) -> str:
-    return "".join(f"{v:>10.3f}" for v in values)
-
-
-def _sign_verdict(a: float) -> str:
-    if a > 0:
-        return "positive"
-    if a < 0:
-        return "NEGATIVE"
-    return "zero"
-
-
-def _advantage_table(rewards: torch.Tensor, correct: int) -> list[str]:
-    header = f"{'estimator':<11}" + "".join(f"{f'r={r:g}':>10}" for r in rewards[0].tolist())
-    lines = [header + "   correct answer   fallback  clipped"]
-    for name in ESTIMATORS:
-        res = compute_advantages(rewards, name)
-        adv = res.advantages[0].tolist()
-        fallback = "yes" if bool(res.diagnostics.fallback[0]) else "no"
-        clipped = int(res.diagnostics.n_clipped[0])
-        lines.append(f"{name:<11}{_fmt_row(adv)}   {_sign_verdict(adv[correct]):<16} {fallback:<9} {clipped}")
-    return lines
-
-
-def demo_text() -> str:
-    """The seed example report that ``python -m robustgrpo demo`` prints.
-
-    Every number is computed here from the ``seed_example`` scenario file.
-    """
-    scenario = load_scenario("seed_example")
-    sample = scenario.sample(dtype=torch.float64)
-    poisoned, clean = sample.rewards, sample.clean
-    correct = int(torch.argmax(clean[0]))
-    outlier = int(torch.nonzero(sample.contaminated[0])[0])
-    r = poisoned[0]
-    std1, mean = torch.std_mean(r, correction=1)
-    std0 = torch.std(r, correction=0)
-    lomed = torch.median(r)  # torch's lower median, as in the seed's code
-    mad = torch.median((r - lomed).abs())
-    clean_grpo = compute_advantages(clean, "grpo").advantages[0, correct]
-    seed_mad = compute_advantages(poisoned, "seed_mad").advantages[0, correct]
-    robust = compute_advantages(poisoned, "robust")
-    recommended = compute_advantages(poisoned, RECOMMENDED).advantages[0]
-    declared = compute_advantages(poisoned, RECOMMENDED, reward_range=scenario.reward_range).advantages[0]
-    lines = [
-        scenario.title,
-        f"G = {r.numel()}: sample {correct + 1} is the correct answer (1.0), "
-        f"sample {outlier + 1} the judge glitch ({r[outlier]:g}); the rest are wrong (0.0).",
-        "",
-        f"poisoned group: mean {mean:.3f}, std {std1:.3f} (Bessel, ddof=1; {std0:.3f} with ddof=0)",
-        f"                median {lomed:g}, MAD {mad:g}: more than half the rewards tie, so the MAD is 0",
-        "",
-        "Advantages, poisoned group:",
-        *_advantage_table(poisoned, correct),
-        "",
-        f"Advantages, clean reference (the {r[outlier]:g} replaced by {clean[0, outlier]:g}):",
-        *_advantage_table(clean, correct),
-        "",
-        f"grpo gives the correct answer {compute_advantages(poisoned, 'grpo').advantages[0, correct]:.3f}: "
-        f"the outlier drags the mean to {mean:.3f}, above the correct answer's {r[correct]:g}, and inflates the std.",
-        f"seed_mad gives it {seed_mad:.3f} instead of about {clean_grpo:.2f} (clean grpo): its MAD is 0, "
-        "so it takes the std fallback, which the outlier inflates.",
-        f"robust gives it {robust.advantages[0, correct]:.3f} (scale {robust.diagnostics.scale[0]:.3f}, "
-        "bounded fallback), clips the outlier at c and gives the wrong answers 0.",
-        f"{RECOMMENDED} (the recommendation, notebook 04) gives it {recommended[correct]:.3f} and pushes every wrong "
-        f"answer down ({recommended[0]:.3f}); with reward_range={scenario.reward_range} declared the glitch is masked "
-        f"(advantage {declared[outlier]:g}) and the correct answer gets {declared[correct]:.3f}.",
-        "",
-        "Estimators: python -m robustgrpo estimators",
-    ]
-    return "\n".join(lines)
+__all__ = ["main"]
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    from .report.seed import demo_text
+
     print(demo_text())
     return 0
 

@@ -92,7 +92,6 @@ __all__ = [
 ]
 
 
-
 @runtime_checkable
 class RandomStream(Protocol):
     """A source of random numbers other than a ``torch.Generator``.
@@ -206,7 +205,7 @@ def _check_shape(batch: Any, group: Any) -> tuple[int, int]:
 
 def _generator(seed: Any) -> _Source:
     """A CPU ``torch.Generator`` (the one given, or a fresh one seeded with ``seed``) or the stream given."""
-    if isinstance(seed, RandomStream) and not isinstance(seed, torch.Generator):
+    if isinstance(seed, RandomStream):
         return seed
     if isinstance(seed, torch.Generator):
         if seed.device.type != "cpu":

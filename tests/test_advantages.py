@@ -438,15 +438,15 @@ class TestBadInput:
     @pytest.mark.parametrize(
         "method,params,match",
         [
-            ("robust", {"c": 0}, "c must be > 0"),
-            ("robust", {"c": -1.0}, "c must be > 0"),
-            ("seed_mad", {"c": math.inf}, "c must be finite"),
-            ("grpo", {"eps": -1e-6}, "eps must be >= 0"),
+            ("robust", {"c": 0}, "c must be a finite number > 0, got 0"),
+            ("robust", {"c": -1.0}, "c must be a finite number > 0, got -1.0"),
+            ("seed_mad", {"c": math.inf}, "c must be a finite number > 0, got inf"),
+            ("grpo", {"eps": -1e-6}, "eps must be a finite number >= 0"),
             ("grpo", {"ddof": 2}, "ddof must be 0 or 1"),
-            ("winsor", {"limits": 0.5}, r"limits must be in \[0, 0.5\)"),
+            ("winsor", {"limits": 0.5}, r"limits must be a finite number in \[0, 0.5\)"),
             ("huber_m", {"maxiter": 0}, "maxiter must be an integer >= 1"),
             ("mc_grpo", {"compensate_zeros": 1}, "must be True or False"),
-            ("robust", {"c": True}, "must be a number"),
+            ("robust", {"c": True}, "c must be a finite number > 0, got True"),
         ],
     )
     def test_bad_parameter_values(self, method, params, match):
@@ -462,7 +462,7 @@ class TestBadInput:
             (np.zeros((2, 0)), {}, "empty"),
             ([[0.0, 1.0]], {"mask": [[1, 0]]}, "mask must be boolean"),
             ([[0.0, 1.0]], {"mask": np.ones((1, 3), dtype=bool)}, "does not match"),
-            ([[0.0, 1.0]], {"tol": -1.0}, "tol must be >= 0"),
+            ([[0.0, 1.0]], {"tol": -1.0}, "tol must be a finite number >= 0"),
             ([[0.0, 1.0]], {"singleton": "one"}, "singleton must be"),
             ([[0.0, 1.0]], {"nan_policy": "skip"}, "nan_policy must be one of"),
             ([[0.0, 1.0]], {"index": [0, 0]}, "with index=, rewards must be flat"),
@@ -523,7 +523,7 @@ def test_clip_schedule():
         robustgrpo.clip_schedule([1.5])
     with pytest.raises(ValueError, match="kind must be"):
         robustgrpo.clip_schedule(0.5, kind="step")
-    with pytest.raises(ValueError, match="start must be > 0"):
+    with pytest.raises(ValueError, match="start must be a finite number > 0"):
         robustgrpo.clip_schedule(0.5, start=0.0)
 
 
@@ -535,3 +535,19 @@ def test_huber_m_on_one_correct_answer_of_eight_is_its_floored_fixed_point():
     # without the floor the scale shrinks towards 0 at every step and depends on maxiter
     free = [float(compute_advantages(CLEAN, "huber_m", min_scale=0.0, maxiter=k).diagnostics.scale[0]) for k in (10, 30)]
     assert free[1] < 1e-3 * free[0]  # three orders of magnitude between step 10 and step 30
+
+
+@pytest.mark.parametrize("name", [n for n in ESTIMATORS if ESTIMATORS[n].clip])
+@pytest.mark.parametrize("batch", ["continuous", "glitch", "heavy"])
+def test_reclip_equals_computing_at_that_clip(name, batch):
+    r = torch.from_numpy(BATCHES[batch])
+    free = compute_advantages(r, name, c=robustgrpo.advantages.UNCLIPPED)
+    for c in (0.5, 1.0, 2.5, 4.0):
+        at_c = compute_advantages(r, name, c=c)
+        again = robustgrpo.advantages.reclip(free, c)
+        assert torch.equal(again.advantages, at_c.advantages)
+        assert torch.equal(again.diagnostics.n_clipped, at_c.diagnostics.n_clipped)
+        assert again.params == at_c.params
+    assert robustgrpo.advantages.reclip(compute_advantages(r, "grpo"), 1.0).advantages is not None
+    with pytest.raises(ValueError, match="needs a result computed with c=UNCLIPPED"):
+        robustgrpo.advantages.reclip(compute_advantages(r, name), 1.0)

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.contamination import load_scenario
 from robustgrpo.metrics import advantage_samples, agreement
+from robustgrpo.metrics import distributions as T
 from robustgrpo.plots import distributions as P
 from robustgrpo.plots import estimator_color
 from robustgrpo.report import report_figures
@@ -48,7 +49,7 @@ def _plotted_axes(fig: Figure):
 
 @pytest.fixture(scope="module")
 def table():
-    return D.one_of_eight_table(ALL_METHODS)
+    return T.one_of_eight_table(ALL_METHODS)
 
 
 class TestOneOfEight:
@@ -97,7 +98,7 @@ class TestOneOfEight:
     )
     def test_bad_input(self, kwargs, message):
         with pytest.raises(ValueError, match=message):
-            D.one_of_eight_table(**kwargs)
+            T.one_of_eight_table(**kwargs)
 
 
 # -------------------------------------------------------------- zero fractions
@@ -105,13 +106,13 @@ class TestOneOfEight:
 
 @pytest.fixture(scope="module")
 def seed_table():
-    return D.zero_advantage_table(D.scenario_samples("seed_example", ALL_METHODS)).set_index("method")
+    return T.zero_fractions_table(T.scenario_samples("seed_example", ALL_METHODS)).set_index("method")
 
 
 @pytest.fixture(scope="module")
 def batch():
     names = ["clean_binary", "binary_judge_glitch"]
-    return D.zero_advantage_table(D.scenario_samples(names, ["grpo", "robust", "huber_m"])), names
+    return T.zero_fractions_table(T.scenario_samples(names, ["grpo", "robust", "huber_m"])), names
 
 
 class TestZeroAdvantageTable:
@@ -158,18 +159,18 @@ class TestZeroAdvantageTable:
 
     def test_without_scenario_column_and_with_tolerance(self):
         samples = advantage_samples("seed_example", ["grpo", "robust"])
-        table = D.zero_advantage_table(samples)
+        table = T.zero_fractions_table(samples)
         assert list(table.columns[:2]) == ["method", "n_samples"]
         assert table["zero_fraction"].tolist() == [0.0, 0.75]
-        assert D.zero_advantage_table(samples, zero_tol=1e9)["zero_fraction"].tolist() == [1.0, 1.0]
+        assert T.zero_fractions_table(samples, zero_tol=1e9)["zero_fraction"].tolist() == [1.0, 1.0]
 
     def test_continuous_scores_have_no_majority(self):
-        table = D.zero_advantage_table(D.scenario_samples("reward_model_heavy_tails", ["robust", "seed_mad"]))
+        table = T.zero_fractions_table(T.scenario_samples("reward_model_heavy_tails", ["robust", "seed_mad"]))
         table = table.set_index("method")
         assert table["majority_zero_fraction"].isna().all()
         # robust's zeros are the scores within its tie tolerance (0.1 % of the group's range) of the median:
         # the median itself in odd groups never, here G = 16, and a score or two that lie that close
-        samples = D.scenario_samples("reward_model_heavy_tails", ["robust"])
+        samples = T.scenario_samples("reward_model_heavy_tails", ["robust"])
         samples["t"] = samples.groupby("group")["reward"].transform(lambda r: 1e-3 * (r.max() - r.min()))
         samples["med"] = samples.groupby("group")["reward"].transform("median")
         near = ((samples["reward"] - samples["med"]).abs() <= samples["t"]).mean()
@@ -188,7 +189,7 @@ class TestZeroAdvantageTable:
     )
     def test_bad_input(self, frame, kwargs, message):
         with pytest.raises(ValueError, match=message):
-            D.zero_advantage_table(frame, **kwargs)
+            T.zero_fractions_table(frame, **kwargs)
 
 
 # ------------------------------------------------------------ hit groups, landing
@@ -196,19 +197,19 @@ class TestZeroAdvantageTable:
 
 @pytest.fixture(scope="module")
 def landing():
-    samples = D.scenario_samples(D.LANDING_SCENARIOS, D.DEFAULT_METHODS)
-    return D.contaminated_landing_table(samples), samples
+    samples = T.scenario_samples(D.LANDING_SCENARIOS, D.DEFAULT_METHODS)
+    return T.contaminated_landing_table(samples), samples
 
 
 class TestHitGroupsAndLanding:
     def test_hit_groups_of_the_seed_example(self):
-        hit = D.hit_group_samples(D.scenario_samples("seed_example", ["grpo", "robust"]))
+        hit = T.hit_group_samples(T.scenario_samples("seed_example", ["grpo", "robust"]))
         assert len(hit) == 14 and not hit["contaminated"].any()
         assert hit.groupby("method")["sample"].apply(list).to_dict() == {m: list(range(7)) for m in ("grpo", "robust")}
 
     def test_hit_groups_are_the_samples_agreement_compares(self):
         samples = advantage_samples("binary_judge_glitch", ["grpo", "robust"])
-        hit = D.hit_group_samples(samples)
+        hit = T.hit_group_samples(samples)
         compared = agreement("binary_judge_glitch", ["grpo", "robust"], subset="hit").set_index("method")
         counts = hit.groupby("method").size()
         assert counts.to_dict() == compared["n_compared"].to_dict()
@@ -265,23 +266,23 @@ class TestHitGroupsAndLanding:
 
     def test_clean_scenario_and_bad_c_raise(self):
         with pytest.raises(ValueError, match="no contaminated sample"):
-            D.contaminated_landing_table(D.scenario_samples("clean_binary", "robust"))
+            T.contaminated_landing_table(T.scenario_samples("clean_binary", "robust"))
         with pytest.raises(ValueError, match="c must be"):
-            D.contaminated_landing_table(D.scenario_samples("seed_example", "robust"), c=0)
+            T.contaminated_landing_table(T.scenario_samples("seed_example", "robust"), c=0)
         with pytest.raises(ValueError, match="lacks column"):
-            D.contaminated_landing_table(pd.DataFrame({"method": ["robust"], "advantage": [1.0]}))
+            T.contaminated_landing_table(pd.DataFrame({"method": ["robust"], "advantage": [1.0]}))
 
 
 class TestScenarioSamples:
     def test_rows_columns_order(self):
-        df = D.scenario_samples(["seed_example", "binary_judge_glitch"], ["robust", "grpo"], n_groups=None)
+        df = T.scenario_samples(["seed_example", "binary_judge_glitch"], ["robust", "grpo"], n_groups=None)
         assert df.columns[0] == "scenario"
         assert len(df) == 2 * 8 + 2 * 4096 * 8
         assert list(pd.unique(df["scenario"])) == ["seed_example", "binary_judge_glitch"]
         assert list(pd.unique(df.loc[df.scenario == "seed_example", "method"])) == ["robust", "grpo"]
 
     def test_size_and_seed_are_passed_on(self):
-        a = D.scenario_samples("binary_judge_glitch", "robust", n_groups=16, seed=3)
+        a = T.scenario_samples("binary_judge_glitch", "robust", n_groups=16, seed=3)
         b = advantage_samples("binary_judge_glitch", "robust", n_groups=16, seed=3)
         assert len(a) == 16 * 8
         pd.testing.assert_frame_equal(a.drop(columns="scenario"), b)
@@ -292,19 +293,19 @@ class TestScenarioSamples:
     )
     def test_bad_scenarios(self, scenarios, message):
         with pytest.raises(ValueError, match=message):
-            D.scenario_samples(scenarios)
+            T.scenario_samples(scenarios)
 
 
 # ------------------------------------------------------------------ plots
 
 
 def _ecdf_frame(methods=("grpo", "mc_grpo", "robust", "rank")):
-    return D.hit_group_samples(advantage_samples("binary_judge_glitch", list(methods)))
+    return T.hit_group_samples(advantage_samples("binary_judge_glitch", list(methods)))
 
 
 class TestPlots:
     def test_ecdf_panels_titles_labels_and_scales(self):
-        fig = P.advantage_ecdfs(_ecdf_frame(), title="glitch", annotations={"robust": "note"}, ncols=3)
+        fig = P.plot_ecdfs(_ecdf_frame(), title="glitch", annotations={"robust": "note"}, ncols=3)
         axes = _plotted_axes(fig)
         assert len(axes) == 4  # the unused fifth and sixth cells are removed
         assert [ax.get_title() for ax in axes] == ["grpo", "mc_grpo", "robust", "rank"]
@@ -316,7 +317,7 @@ class TestPlots:
         assert [line.get_linestyle() for line in axes[0].get_lines()] == ["--", "-"]
 
     def test_ecdf_steps_end_at_one(self):
-        fig = P.advantage_ecdfs(_ecdf_frame(("robust",)), title="glitch")
+        fig = P.plot_ecdfs(_ecdf_frame(("robust",)), title="glitch")
         for line in _plotted_axes(fig)[0].get_lines():
             y = np.asarray(line.get_ydata())
             assert y[0] == 0.0 and y[-1] == 1.0 and np.all(np.diff(y) >= 0)
@@ -324,7 +325,7 @@ class TestPlots:
     def test_ecdf_colours_follow_the_house_style(self):
         from matplotlib.colors import to_hex
 
-        fig = P.advantage_ecdfs(_ecdf_frame(("robust", "rank")), title="glitch")
+        fig = P.plot_ecdfs(_ecdf_frame(("robust", "rank")), title="glitch")
         for ax in _plotted_axes(fig):
             assert {to_hex(line.get_color()) for line in ax.get_lines()} == {estimator_color(ax.get_title()).lower()}
 
@@ -342,10 +343,10 @@ class TestPlots:
     )
     def test_ecdf_bad_input(self, make, message):
         with pytest.raises(ValueError, match=message):
-            P.advantage_ecdfs(**make(_ecdf_frame(("robust",))))
+            P.plot_ecdfs(**make(_ecdf_frame(("robust",))))
 
     def test_one_of_eight_bars(self):
-        fig = P.one_of_eight_bars(D.one_of_eight_table(["grpo", "robust", "mc_grpo"]))
+        fig = P.plot_one_of_eight(T.one_of_eight_table(["grpo", "robust", "mc_grpo"]))
         (ax,) = _plotted_axes(fig)
         assert len(ax.patches) == 6 and ax.get_yscale() == "symlog"
         assert ax.get_title() and ax.get_xlabel() == "estimator" and "advantage" in ax.get_ylabel()
@@ -353,15 +354,15 @@ class TestPlots:
         assert "1,000" in [t.get_text() for t in ax.texts]
 
     def test_one_of_eight_bars_bad_input(self):
-        table = D.one_of_eight_table(["grpo"])
+        table = T.one_of_eight_table(["grpo"])
         with pytest.raises(ValueError, match="role"):
-            P.one_of_eight_bars(table.assign(role=["correct", "other"]))
+            P.plot_one_of_eight(table.assign(role=["correct", "other"]))
         with pytest.raises(ValueError, match="exactly one"):
-            P.one_of_eight_bars(pd.concat([table, table]))
+            P.plot_one_of_eight(pd.concat([table, table]))
         with pytest.raises(ValueError, match="lacks column"):
-            P.one_of_eight_bars(table.drop(columns="n"))
+            P.plot_one_of_eight(table.drop(columns="n"))
         with pytest.raises(ValueError, match="linthresh"):
-            P.one_of_eight_bars(table, linthresh=0)
+            P.plot_one_of_eight(table, linthresh=0)
 
     def test_zero_fraction_bars(self):
         table = pd.DataFrame(
@@ -372,33 +373,33 @@ class TestPlots:
                 "constant_group_fraction": [0.05, 0.05, 0.0, 0.0],
             }
         )
-        fig = P.zero_fraction_bars(table)
+        fig = P.plot_zero_fractions(table)
         (ax,) = _plotted_axes(fig)
         assert len(ax.patches) == 8  # base and top bar per (scenario, method)
         heights = [p.get_height() for p in ax.patches]
         assert heights == pytest.approx([0.05, 0.0, 0.0, 0.0, 0.05, 0.0, 0.55, 0.5])
         assert ax.get_title() and ax.get_xlabel() == "scenario" and ax.get_ylabel()
         with pytest.raises(ValueError, match="at least constant_group_fraction"):
-            P.zero_fraction_bars(table.assign(zero_fraction=0.0, constant_group_fraction=0.1))
+            P.plot_zero_fractions(table.assign(zero_fraction=0.0, constant_group_fraction=0.1))
         with pytest.raises(ValueError, match="several rows"):
-            P.zero_fraction_bars(pd.concat([table, table]))
+            P.plot_zero_fractions(pd.concat([table, table]))
         with pytest.raises(ValueError, match=r"\[0, 1\]"):
-            P.zero_fraction_bars(table.assign(zero_fraction=1.5))
+            P.plot_zero_fractions(table.assign(zero_fraction=1.5))
 
     def test_contaminated_landing_axes(self):
-        table = D.contaminated_landing_table(D.scenario_samples(["seed_example", "binary_judge_glitch"], ["grpo", "robust"]))
-        fig = P.contaminated_landing(table, clip=2.5, ncols=2)
+        table = T.contaminated_landing_table(T.scenario_samples(["seed_example", "binary_judge_glitch"], ["grpo", "robust"]))
+        fig = P.plot_contaminated_landing(table, clip=2.5, ncols=2)
         axes = _plotted_axes(fig)
         assert [ax.get_title() for ax in axes] == ["seed_example", "binary_judge_glitch"]
         assert all(ax.get_xscale() == "symlog" and ax.get_ylabel() == "estimator" and ax.get_xlabel() for ax in axes)
         ticks = dict(zip(axes[0].get_yticks(), (t.get_text() for t in axes[0].get_yticklabels())))
         assert ticks[max(ticks)] == "grpo"  # the first method is drawn on top
         with pytest.raises(ValueError, match="'clean' or 'contaminated'"):
-            P.contaminated_landing(table.assign(rewards="other"))
+            P.plot_contaminated_landing(table.assign(rewards="other"))
         with pytest.raises(ValueError, match="clip"):
-            P.contaminated_landing(table, clip=-1.0)
+            P.plot_contaminated_landing(table, clip=-1.0)
         with pytest.raises(ValueError, match="several rows"):
-            P.contaminated_landing(pd.concat([table, table]))
+            P.plot_contaminated_landing(pd.concat([table, table]))
 
 
 # ------------------------------------------------------------------ builders
@@ -440,7 +441,7 @@ def test_zero_fractions_builder(built):
     rf = built["04_zero_fractions"]
     assert len(rf.data) == len(D.ZERO_SCENARIOS) * len(D.DEFAULT_METHODS)
     robust = rf.data.set_index(["scenario", "method"]).loc[("binary_judge_glitch", "robust"), "zero_fraction"]
-    assert f"robust {100 * robust:.0f} %" in rf.caption
+    assert f"robust {100 * robust:.1f} %" in rf.caption
 
 
 def test_landing_builder(built):
@@ -455,7 +456,7 @@ def test_ecdf_builder_data_and_caption(built):
     data = rf.data.set_index("method")
     assert data.loc["grpo", "best_negative_rate"] == 1.0  # seed 000's failure in every glitched group
     assert data.loc["robust", "best_negative_rate"] == 0.0
-    assert "grpo 100 %" in rf.caption and "Symlog x axis" in rf.caption
+    assert "grpo 100.0 %" in rf.caption and "Symlog x axis" in rf.caption
 
 
 def test_judge_flips_no_estimator_recovers(built):
@@ -470,11 +471,11 @@ def test_judge_flips_no_estimator_recovers(built):
 )
 def test_ecdf_builder_bad_scenario(scenario, message):
     with pytest.raises(ValueError, match=message):
-        D.build_ecdf(scenario)
+        D.ecdf_figure(scenario)
 
 
 def test_builds_are_byte_identical():
-    first = D.build_zero_fractions(["seed_example", "binary_judge_glitch"], ["grpo", "robust"], n_groups=None)
-    second = D.build_zero_fractions(["seed_example", "binary_judge_glitch"], ["grpo", "robust"], n_groups=None)
+    first = D.zero_fractions_figure(["seed_example", "binary_judge_glitch"], ["grpo", "robust"], n_groups=None)
+    second = D.zero_fractions_figure(["seed_example", "binary_judge_glitch"], ["grpo", "robust"], n_groups=None)
     assert first.caption == second.caption
     assert _png(first.figure) == _png(second.figure)

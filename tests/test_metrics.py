@@ -611,18 +611,6 @@ class TestSweep:
             M.sweep("grpo", clean="bernoulli", progress=False)
 
 
-def test_layering():
-    """metrics imports only from inputs, stats, advantages and contamination (DESIGN.md, layer 4)."""
-    import ast
-
-    tree = ast.parse((ROOT / "robustgrpo" / "metrics.py").read_text())
-    local = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1
-             and node.module is not None}
-    local |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 1
-              and node.module is None for alias in node.names}
-    assert local <= {"inputs", "stats", "advantages", "contamination"}, local
-
-
 class TestAdvantageSamples:
     def test_seed_example_rows(self):
         df = M.advantage_samples("seed_example", ["grpo", "robust"])

@@ -86,7 +86,7 @@ def test_config_round_trips_through_dict_and_json(tmp_path):
         ({"grouping": "bins"}, r"^grouping must be 'prompt' with discrete prompts"),
         ({"states": "continuous"}, r"^policy must be 'linear' with continuous states"),
         ({"params": {"c": 2.0}}, r"^params names a parameter that none of the estimators \['grpo'\] accepts, got 'c'"),
-        ({"estimators": ("robust",), "params": {"c": -1.0}}, r"robust: parameter c must be > 0"),
+        ({"estimators": ("robust",), "params": {"c": -1.0}}, r"robust: parameter c must be a finite number > 0, got -1.0"),
         ({"c_schedule": (2.0, 3.5)}, r"^c_schedule applies to estimators with a clip parameter"),
         ({"estimators": ("robust",), "c_schedule": (2.0, 3.5), "params": {"c": 2.0}}, r"^params sets \['c'\], which c_schedule decides"),
         ({"quality": "graded", "contamination": JudgeFlips(0.1)}, r"^contamination JudgeFlips needs 0/1 judge scores"),

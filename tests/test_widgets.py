@@ -21,7 +21,7 @@ from robustgrpo.bench import DashboardBench, format_dashboard_table, run_dashboa
 from robustgrpo.cli import build_parser
 from robustgrpo.contamination import Bernoulli, Gaussian
 from robustgrpo.metrics import agreement_from_advantages, sweep, update_cosine
-from robustgrpo.plots.interactive import EMPTY_BIN, linked_views, trace_by_meta, update_linked_views
+from robustgrpo.plots.interactive import EMPTY_BIN, plot_linked_views, trace_by_meta, update_linked_views
 from robustgrpo.plots.sweeps import plot_clip_schedule, plot_heatmaps
 from robustgrpo.dashboards.sweep import (
     CLEAN_MODEL_CHOICES,
@@ -32,7 +32,6 @@ from robustgrpo.dashboards.sweep import (
     SIZE_LOG10_RANGE,
     DashboardData,
     DashboardEngine,
-    clip_sweep,
     dashboard_data,
 )
 from robustgrpo.widgets import dashboard, readout_html
@@ -107,12 +106,16 @@ def test_readout_numbers_follow_the_metrics_definitions(engine):
     assert summary.set_index("method").loc["robust", "sign_agreement"] == data.sign_agreement["robust"]
 
 
-def test_float64_engine_and_clip_sweep_equal_metrics_sweep_exactly():
+def test_float64_engine_equals_metrics_sweep_exactly():
     methods = ["grpo", "seed_mad", "robust", "huber_m", "rank", "winsor"]
     clips = [1.0, 2.5, 4.0]
-    common = dict(group_sizes=[3, 8], n_groups=400, seed=5)
-    ours = clip_sweep(methods, clip=clips, rate=0.1, size=10.0, clean_model=Bernoulli(0.3), **common)
-    theirs = sweep(methods, clip=clips, rates=[0.1], sizes=[10.0], clean=Bernoulli(0.3), progress=False, **common)
+    theirs = sweep(methods, group_sizes=[3, 8], clip=clips, rates=[0.1], sizes=[10.0], clean=Bernoulli(0.3),
+                   n_groups=400, seed=5, progress=False)
+    engine = DashboardEngine(400, 5, dtype=torch.float64)
+    rows = [{"G": g, "method": m, "c": c if ESTIMATORS[m].clip else math.nan,
+             **engine.metrics(g, c, 0.1, 10.0, Bernoulli(0.3), m)}
+            for g in (3, 8) for m in methods for c in (clips if ESTIMATORS[m].clip else clips[:1])]
+    ours = pd.DataFrame(rows)
     key = ["G", "method", "c"]
     ours = ours.sort_values(key).reset_index(drop=True)
     theirs = theirs.sort_values(key).reset_index(drop=True)
@@ -243,7 +246,7 @@ BAD = [
     ({"c": 0.0}, "c must be"),
     ({"c": -1.0}, "c must be"),
     ({"c": float("nan")}, "c must be"),
-    ({"c": "2"}, "c must be a number"),
+    ({"c": "2"}, "c must be a finite number > 0, got '2'"),
     ({"rate": -0.1}, "rate must be"),
     ({"rate": 1.5}, "rate must be"),
     ({"size": 0.0}, "size must be"),
@@ -283,7 +286,7 @@ def test_engine_options_are_validated(kwargs, message):
 
 def test_linked_views_update_in_place(engine):
     first = engine.data(8, 2.5, 0.1, 10.0, "bernoulli", ["grpo", "robust"], group=3)
-    fig = linked_views(first)
+    fig = plot_linked_views(first)
     traces = list(fig.data)
     ids = [id(t) for t in traces]
     layout_id = id(fig.layout)
@@ -316,8 +319,8 @@ def test_linked_views_update_in_place(engine):
 def test_linked_views_need_traces_for_every_shown_estimator(engine):
     data = engine.data(8, 2.5, 0.1, 10.0, "bernoulli", ["grpo", "robust"])
     with pytest.raises(ValueError, match="no traces"):
-        linked_views(data, methods=["grpo"])
-    fig = linked_views(engine.data(8, 2.5, 0.1, 10.0, "bernoulli", ["grpo"]), methods=["grpo"])
+        plot_linked_views(data, methods=["grpo"])
+    fig = plot_linked_views(engine.data(8, 2.5, 0.1, 10.0, "bernoulli", ["grpo"]), methods=["grpo"])
     with pytest.raises(ValueError, match="no traces"):
         update_linked_views(fig, data)
 
@@ -421,9 +424,7 @@ def test_dashboard_rejects_unknown_controls_and_off_grid_group_sizes():
 
 
 def test_heatmaps_and_schedule_figures_are_titled_and_labelled():
-    table = clip_sweep(["grpo", "robust"], group_sizes=[4, 8], clip=[1.0, 2.5], n_groups=lambda g: 400 // g,
-                       clean_model=Gaussian())
-    assert table.groupby("G")["n_groups"].first().to_dict() == {4: 100, 8: 50}
+    table = sweep(["grpo", "robust"], group_sizes=[4, 8], clip=[1.0, 2.5], n_groups=100, clean=Gaussian(), progress=False)
     fig = plot_heatmaps(table, "relative_error", mark_c=(2.0,))
     panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
     assert len(panels) == 2

@@ -16,8 +16,9 @@ contaminated samples get.
 
 Behind the widgets is a pure data function, :func:`dashboard_data` (and the
 cached :class:`DashboardEngine` it runs on): same arguments, same numbers,
-tested without a browser. :func:`clip_sweep` runs the same engine over a grid
-of (G, c) for the heat maps of notebook 03.
+tested without a browser. At a grid point it shows the cell of notebook 03's
+heat maps (:func:`robustgrpo.metrics.sweep`, the same seeds and
+definitions).
 
 The simulated rewards
 ---------------------
@@ -54,8 +55,7 @@ A slider move must not recompute 10^4 x 256 advantages from scratch:
 Computation is in float32 (as trainers run it; float64 doubles the memory
 traffic): :func:`dashboard_data` matches ``compute_advantages`` on the same
 float32 rewards exactly, and :func:`robustgrpo.metrics.sweep` (float64) to
-float32 rounding. ``DashboardEngine(dtype=torch.float64)`` (what
-:func:`clip_sweep` uses) matches the sweep exactly.
+float32 rounding. ``DashboardEngine(dtype=torch.float64)`` matches the sweep exactly.
 """
 
 from __future__ import annotations
@@ -69,10 +69,21 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
-from ..contamination import Bernoulli, CleanModel, FormatCorrectness, Gaussian, SkewNormal
-from ..metrics import derived_seed  # the per-G seeds of metrics.sweep: same data as the heat maps
-from ..metrics import relative_update_error, sign_changes, update_cosine
+from ..advantages import ESTIMATORS, UNCLIPPED, compute_advantages, resolve_methods
+from ..checks import check_int, check_positive, check_probability, check_real, check_seed
+from ..contamination import (
+    Bernoulli,
+    CleanModel,
+    FormatCorrectness,
+    Gaussian,
+    SkewNormal,
+)
+from ..metrics import (
+    derived_seed,  # the per-G seeds of metrics.sweep: same data as the heat maps
+    relative_update_error,
+    sign_changes,
+    update_cosine,
+)
 
 __all__ = [
     "GROUP_SIZES",
@@ -81,14 +92,12 @@ __all__ = [
     "SIZE_LOG10_RANGE",
     "DEFAULT_METHODS",
     "DEFAULT_STATE",
-    "UNCLIPPED",
     "REFERENCE",
     "CleanChoice",
     "CLEAN_MODEL_CHOICES",
     "DashboardData",
     "DashboardEngine",
     "dashboard_data",
-    "clip_sweep",
     "clean_model_label",
 ]
 
@@ -112,8 +121,6 @@ DEFAULT_STATE: Mapping[str, Any] = {
     "methods": DEFAULT_METHODS,
     "group": 0,
 }
-#: Clip passed to the clipped estimators to get their unclipped advantages (no finite z reaches it).
-UNCLIPPED = 1e30
 #: The reference update of ``reference_cosine``: the unbiased leave-one-out policy gradient, on clean rewards.
 REFERENCE = "rloo"
 
@@ -140,21 +147,8 @@ CLEAN_MODEL_CHOICES: Mapping[str, CleanChoice] = {
 # --------------------------------------------------------------------------- validation
 
 
-def _check_int(name: str, value: Any, lo: int, hi: int | None, hint: str) -> int:
-    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool)
-    if not ok or value < lo or (hi is not None and value > hi):
-        rng = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
-        raise ValueError(f"{name} must be an integer {rng}, got {value!r}; {hint}")
-    return int(value)
 
 
-def _check_real(name: str, value: Any, ok: Callable[[float], bool], requirement: str, hint: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a number {requirement}, got {value!r}; {hint}")
-    v = float(value)
-    if not (math.isfinite(v) and ok(v)):
-        raise ValueError(f"{name} must be a finite number {requirement}, got {value!r}; {hint}")
-    return v
 
 
 def _check_methods(methods: Any) -> tuple[str, ...]:
@@ -427,18 +421,18 @@ class DashboardEngine:
         zero_tol: float = 1e-8,
         cache_size: int = 6,
     ) -> None:
-        self.n_groups = _check_int("n_groups", n_groups, 1, None, "pass the number of groups, e.g. 10_000")
-        self.seed = _check_int("seed", seed, 0, 2**63 - 1, "pass e.g. seed=0")
+        self.n_groups = check_int("n_groups", n_groups, minimum=1, hint="pass the number of groups, e.g. 10_000")
+        self.seed = check_seed(seed)
         if dtype not in (torch.float32, torch.float64):
             raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
         self.dtype = dtype
-        self.n_bins = _check_int("n_bins", n_bins, 3, None, "pass an odd number of bins, e.g. 161")
+        self.n_bins = check_int("n_bins", n_bins, minimum=3, hint="pass an odd number of bins, e.g. 161")
         if self.n_bins % 2 == 0:
             raise ValueError(f"n_bins must be odd so that 0 is the centre of a bin, got {n_bins}; pass e.g. {n_bins + 1}")
-        self.hist_range = _check_real("hist_range", hist_range, lambda v: v > 0, "> 0", "pass e.g. 8.05")
-        self.zero_tol = _check_real("zero_tol", zero_tol, lambda v: v >= 0, ">= 0", "pass e.g. 1e-8")
+        self.hist_range = check_positive("hist_range", hist_range, hint="pass e.g. 8.05")
+        self.zero_tol = check_real("zero_tol", zero_tol, minimum=0, hint="pass e.g. 1e-8")
         self._tol = _float32_threshold(self.zero_tol, dtype)
-        size = _check_int("cache_size", cache_size, 1, None, "pass e.g. 6")
+        size = check_int("cache_size", cache_size, minimum=1, hint="pass e.g. 6")
         self.bin_edges = np.linspace(-self.hist_range, self.hist_range, self.n_bins + 1)
         self._clean: _LRU = _LRU(size)
         self._uniform: _LRU = _LRU(size)
@@ -530,10 +524,10 @@ class DashboardEngine:
     # ---------------------------------------------------------------- pieces
 
     def _validate(self, G: Any, c: Any, rate: Any, size: Any, clean_model: Any) -> tuple[int, float, float, float, CleanKey]:
-        G = _check_int("G", G, 2, None, f"pass a group size of at least 2 (the dashboard offers {GROUP_SIZES[0]} to {GROUP_SIZES[-1]})")
-        c = _check_real("c", c, lambda v: v > 0, "> 0", f"pass a clip threshold, e.g. 2.5 (the slider spans {CLIP_RANGE[0]:g} to {CLIP_RANGE[1]:g})")
-        rate = _check_real("rate", rate, lambda v: 0 <= v <= 1, "in [0, 1]", "pass the fraction of samples hit, e.g. 0.05")
-        size = _check_real("size", size, lambda v: v > 0, "> 0", "pass the outlier reward M, e.g. 10.0")
+        G = check_int("G", G, minimum=2, hint=f"pass a group size of at least 2 (the dashboard offers {GROUP_SIZES[0]} to {GROUP_SIZES[-1]})")
+        c = check_positive("c", c, hint=f"pass a clip threshold, e.g. 2.5 (the slider spans {CLIP_RANGE[0]:g} to {CLIP_RANGE[1]:g})")
+        rate = check_probability("rate", rate, hint="pass the fraction of samples hit, e.g. 0.05")
+        size = check_positive("size", size, hint="pass the outlier reward M, e.g. 10.0")
         return G, c, rate, size, _check_clean_model(clean_model)
 
     def rewards(
@@ -686,7 +680,7 @@ class DashboardEngine:
         """Everything the dashboard shows for one setting; see :func:`dashboard_data`."""
         G, c, rate, size, clean_model = self._validate(G, c, rate, size, clean_model)
         names = _check_methods(methods)
-        group = _check_int("group", group, 0, self.n_groups - 1, f"pick a group index below n_groups={self.n_groups}")
+        group = check_int("group", group, minimum=0, maximum=self.n_groups - 1, hint=f"pick a group index below n_groups={self.n_groups}")
         cl = self._clean_state(G, clean_model)
         st = self._contaminated_state(G, clean_model, rate, size)
         n = self.n_groups * G
@@ -844,81 +838,7 @@ def dashboard_data(
     >>> round(d.fallback_rate["seed_mad"], 2), round(d.fallback_rate["robust"], 2)
     (0.94, 0.8)
     """
-    key = (_check_int("n_groups", n_groups, 1, None, "pass the number of groups, e.g. 10_000"),
-           _check_int("seed", seed, 0, 2**63 - 1, "pass e.g. seed=0"))
+    key = (check_int("n_groups", n_groups, minimum=1, hint="pass the number of groups, e.g. 10_000"),
+           check_seed(seed))
     engine = _ENGINES.get(key, lambda: DashboardEngine(*key))
     return engine.data(G, c, rate, size, clean_model, methods, group=group)
-
-
-def clip_sweep(
-    methods: Sequence[str] = DEFAULT_METHODS,
-    *,
-    group_sizes: Sequence[int] = (8,),
-    clip: Sequence[float] = (2.5,),
-    rate: float = 0.05,
-    size: float = 10.0,
-    clean_model: CleanKey = "bernoulli",
-    n_groups: int | Callable[[int], int] = 10_000,
-    seed: int = 0,
-    dtype: torch.dtype = torch.float64,
-    progress: bool = False,
-) -> pd.DataFrame:
-    r"""Update cosine, relative error, sign changes, fallback and clipped fractions over a grid of G and c, fast.
-
-    The numbers of :func:`robustgrpo.metrics.sweep` (random outliers, the
-    same per-G seeds; in float64 equal to its columns of the same names),
-    computed through :class:`DashboardEngine`: each estimator runs once per
-    G on the clean and on the contaminated rewards with the clip disabled,
-    and every c re-clips (:math:`A(c) = \operatorname{clip}(A(\infty), -c, c)`),
-    instead of recomputing the estimator for every c. Leaves out the sweep's
-    rank correlation and best-answer columns.
-
-    Parameters
-    ----------
-    methods : sequence of str
-        Estimators.
-    group_sizes : sequence of int
-        G values (>= 2).
-    clip : sequence of float
-        c values (> 0); estimators without a clip parameter get one row per G
-        with c = NaN, as in the sweep.
-    rate, size : float
-        Random-outlier rate in [0, 1] and outlier value M > 0.
-    clean_model : str or CleanModel
-        A key of :data:`CLEAN_MODEL_CHOICES` or a clean reward model.
-    n_groups : int or callable
-        Groups per cell, or a function of G giving them (to cap the samples of
-        large groups).
-    seed : int
-        Base seed.
-    dtype : torch.dtype
-        float64 (default, the sweep's) or float32.
-    progress : bool
-        Show a progress bar over G.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per (G, method, c): ``G``, ``rate``, ``size``, ``method``,
-        ``c``, ``n_groups``, then the keys of :meth:`DashboardEngine.metrics`.
-    """
-    from tqdm.auto import tqdm
-
-    names = _check_methods(methods)
-    try:
-        gs = [int(g) if isinstance(g, (int, np.integer)) and not isinstance(g, bool) else g for g in group_sizes]
-        cs = [float(c) for c in clip]
-    except TypeError:
-        raise ValueError("group_sizes and clip must be sequences of numbers") from None
-    if not gs or not cs:
-        raise ValueError("group_sizes and clip need at least one value each")
-    groups_of = n_groups if callable(n_groups) else (lambda _g: n_groups)
-    rows: list[dict[str, Any]] = []
-    for g in tqdm(gs, desc="clip sweep", disable=not progress, leave=False):
-        engine = DashboardEngine(groups_of(g), seed, dtype=dtype, cache_size=1)
-        for m in names:
-            for c in (cs if ESTIMATORS[m].clip else [cs[0]]):
-                values = engine.metrics(g, c, rate, size, clean_model, m)
-                rows.append({"G": g, "rate": float(rate), "size": float(size), "method": m,
-                             "c": c if ESTIMATORS[m].clip else math.nan, "n_groups": engine.n_groups, **values})
-    return pd.DataFrame(rows)

@@ -1,4 +1,4 @@
-"""Figures (layer 7): matplotlib for report figures, plotly for interactive views.
+"""Figures: matplotlib for report figures, plotly for interactive views.
 
 Every figure function takes data (tensors, arrays or the tidy DataFrames of
 :mod:`robustgrpo.metrics`) and returns the figure; nothing here computes a

@@ -8,17 +8,19 @@ it by :mod:`robustgrpo.report.distributions`) and returns a
 quantiles and fractions arrive in the tables; the only arithmetic is the
 presentation of an empirical CDF (sorting the values to draw its steps).
 
-* :func:`one_of_eight_bars`: the advantage of the correct answer and of the
+* :func:`plot_one_of_eight`: the advantage of the correct answer and of the
   wrong ones in a group with one correct answer, per estimator;
-* :func:`zero_fraction_bars`: the fraction of samples with exactly zero
+* :func:`plot_zero_fractions`: the fraction of samples with exactly zero
   advantage, per estimator and scenario, with the share that comes from
   constant groups (where every estimator gives 0) hatched;
-* :func:`advantage_ecdfs`: one panel per estimator, the empirical CDF of the
+* :func:`plot_ecdfs`: one panel per estimator, the empirical CDF of the
   advantages computed from the clean rewards (dashed) and from the
   contaminated rewards (solid);
-* :func:`contaminated_landing`: where the contaminated samples' advantages
+* :func:`plot_contaminated_landing`: where the contaminated samples' advantages
   land, per scenario and estimator (quantile bars), next to the advantages the
-  same samples get from their clean rewards.
+  same samples get from their clean rewards;
+* :func:`plot_evidence`: every estimator's update cosine on every scenario,
+  one annotated grid.
 
 Estimators keep their house colour (:func:`~robustgrpo.plots.style.estimator_color`).
 Estimators such as ``mc_grpo`` (a zero MAD plus ``eps = 1e-3`` turns a reward
@@ -41,11 +43,11 @@ from matplotlib.patches import Patch
 from .style import estimator_color, house_style, new_figure, require_columns
 
 __all__ = [
-    "one_of_eight_bars",
-    "zero_fraction_bars",
-    "advantage_ecdfs",
-    "contaminated_landing",
-    "evidence_heatmap",
+    "plot_one_of_eight",
+    "plot_zero_fractions",
+    "plot_ecdfs",
+    "plot_contaminated_landing",
+    "plot_evidence",
 ]
 
 #: Colour of the hatching and outlines that are not tied to an estimator.
@@ -98,7 +100,7 @@ def _symlog(ax: Axes, axis: str, linthresh: float, low: float, high: float) -> N
 # ---------------------------------------------------------- one of eight
 
 
-def one_of_eight_bars(table: pd.DataFrame, *, linthresh: float = 1.0) -> Figure:
+def plot_one_of_eight(table: pd.DataFrame, *, linthresh: float = 1.0) -> Figure:
     r"""Advantage of the correct and of the wrong answers of one group, per estimator.
 
     One pair of bars per estimator, in the table's order: the correct
@@ -180,7 +182,7 @@ def one_of_eight_bars(table: pd.DataFrame, *, linthresh: float = 1.0) -> Figure:
 # ------------------------------------------------------- zero fractions
 
 
-def zero_fraction_bars(table: pd.DataFrame) -> Figure:
+def plot_zero_fractions(table: pd.DataFrame) -> Figure:
     r"""Fraction of samples with exactly zero advantage, per scenario and estimator.
 
     Grouped bars: one group per scenario (the table's order), one bar per
@@ -195,7 +197,7 @@ def zero_fraction_bars(table: pd.DataFrame) -> Figure:
     table : pandas.DataFrame
         Columns ``scenario``, ``method``, ``zero_fraction`` and
         ``constant_group_fraction``, one row per (scenario, method), as
-        returned by :func:`robustgrpo.report.distributions.zero_advantage_table`.
+        returned by :func:`robustgrpo.report.distributions.zero_fractions_table`.
 
     Returns
     -------
@@ -209,7 +211,7 @@ def zero_fraction_bars(table: pd.DataFrame) -> Figure:
         or fractions outside [0, 1] / zero fractions below the constant-group
         fraction.
     """
-    require_columns(table, ("scenario", "method", "zero_fraction", "constant_group_fraction"), "table", produced_by="zero_advantage_table()")
+    require_columns(table, ("scenario", "method", "zero_fraction", "constant_group_fraction"), "table", produced_by="zero_fractions_table()")
     if table.duplicated(["scenario", "method"]).any():
         raise ValueError("table has several rows for one (scenario, method); pass one row per pair")
     zero = table["zero_fraction"].to_numpy(float)
@@ -256,7 +258,7 @@ def _ecdf_steps(values: np.ndarray, left: float, right: float) -> tuple[np.ndarr
     return np.concatenate([[min(left, x[0])], x, [max(right, x[-1])]]), np.concatenate([[0.0], y, [1.0]])
 
 
-def advantage_ecdfs(
+def plot_ecdfs(
     samples: pd.DataFrame,
     *,
     title: str,
@@ -372,7 +374,7 @@ def advantage_ecdfs(
 _LANDING_COLUMNS = ("scenario", "method", "rewards", "q05", "q25", "median", "q75", "q95")
 
 
-def contaminated_landing(
+def plot_contaminated_landing(
     table: pd.DataFrame,
     *,
     clip: float | None = 2.5,
@@ -476,7 +478,7 @@ def contaminated_landing(
     return fig
 
 
-def evidence_heatmap(evidence: pd.DataFrame, *, title: str | None = None, width: str | float = "page") -> Figure:
+def plot_evidence(evidence: pd.DataFrame, *, title: str | None = None, width: str | float = "page") -> Figure:
     """Cosine of each estimator's update with the unbiased clean update, per scenario: one annotated grid.
 
     Parameters

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 from matplotlib import colormaps
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from ..simulate import CRITIC
@@ -41,11 +42,7 @@ def curve_colors(names: Sequence[object]) -> dict[object, str]:
     if all(n in ESTIMATOR_COLORS or n == CRITIC for n in names):
         return {n: CRITIC_COLOR if n == CRITIC else estimator_color(n) for n in names}
     cmap = colormaps["viridis"]
-    return {n: _hex(cmap(0.9 * i / max(len(names) - 1, 1))) for i, n in enumerate(names)}
-
-
-def _hex(rgba: tuple[float, ...]) -> str:
-    return "#" + "".join(f"{int(round(255 * c)):02X}" for c in rgba[:3])
+    return {n: to_hex(cmap(0.9 * i / max(len(names) - 1, 1))) for i, n in enumerate(names)}
 
 
 def _grid(n: int, ncols: int | None) -> tuple[int, int]:

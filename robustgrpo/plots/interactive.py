@@ -1,6 +1,6 @@
 """Plotly linked views for the dashboards, updated in place.
 
-:func:`linked_views` builds one plotly ``FigureWidget`` with four panels:
+:func:`plot_linked_views` builds one plotly ``FigureWidget`` with four panels:
 
 1. *rewards of one group*, sorted, uncontaminated samples in grey,
    contaminated samples highlighted, with the clean reward each of them had
@@ -40,7 +40,7 @@ __all__ = [
     "CLEAN_SAMPLE_COLOR",
     "EMPTY_BIN",
     "LinkedViewData",
-    "linked_views",
+    "plot_linked_views",
     "update_linked_views",
     "trace_by_meta",
 ]
@@ -56,7 +56,7 @@ _PARTS = {"uncontaminated": (2, 3), "contaminated": (3, 4)}  # histogram part ->
 
 
 class LinkedViewData(Protocol):
-    """What :func:`linked_views` draws (:class:`robustgrpo.dashboards.sweep.DashboardData` has it all)."""
+    """What :func:`plot_linked_views` draws (:class:`robustgrpo.dashboards.sweep.DashboardData` has it all)."""
 
     G: int
     c: float
@@ -91,7 +91,7 @@ def _heights(counts: np.ndarray) -> np.ndarray:
     return np.maximum(np.asarray(counts, dtype=np.float64), EMPTY_BIN)
 
 
-def linked_views(data: LinkedViewData, *, methods: Sequence[str] | None = None, height: int = 860) -> Any:
+def plot_linked_views(data: LinkedViewData, *, methods: Sequence[str] | None = None, height: int = 860) -> Any:
     """Build the four linked views as one plotly ``FigureWidget`` and draw ``data`` in it.
 
     Parameters
@@ -197,7 +197,7 @@ def linked_views(data: LinkedViewData, *, methods: Sequence[str] | None = None, 
 
 
 def update_linked_views(fig: Any, data: LinkedViewData) -> None:
-    """Move a :func:`linked_views` figure to ``data``, in place.
+    """Move a :func:`plot_linked_views` figure to ``data``, in place.
 
     Assigns the traces' ``x``, ``y``, ``customdata`` and ``visible``, the
     ±c lines, the count axes' ranges and the panel titles inside one
@@ -212,7 +212,7 @@ def update_linked_views(fig: Any, data: LinkedViewData) -> None:
     traces = trace_by_meta(fig)
     missing = [m for m in data.methods if f"adv:{m}" not in traces]
     if missing:
-        raise ValueError(f"the figure has no traces for estimator(s) {missing}; rebuild it with linked_views(methods=...)")
+        raise ValueError(f"the figure has no traces for estimator(s) {missing}; rebuild it with plot_linked_views(methods=...)")
     order = np.argsort(np.asarray(data.group_rewards), kind="stable")
     x = np.arange(1, data.G + 1)
     rewards = np.asarray(data.group_rewards)[order]

@@ -18,7 +18,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from .style import ESTIMATOR_COLORS, estimator_color, house_style, new_figure, require_columns
+from .style import (
+    ESTIMATOR_COLORS,
+    estimator_color,
+    house_style,
+    new_figure,
+    require_columns,
+)
 
 __all__ = [
     "STATISTIC_COLORS",

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import matplotlib
 import numpy as np
-import pandas as pd
 from matplotlib.figure import Figure
+
+from ..checks import require_columns
 
 __all__ = [
     "ESTIMATOR_COLORS",
@@ -113,23 +114,6 @@ def new_figure(width: str | float = "column", height: float | None = None, **sub
         fig = Figure(figsize=(w, h), layout="constrained")
         axes = fig.subplots(squeeze=False, **subplots)
     return fig, axes
-
-
-def require_columns(frame: object, columns: Iterable[str], name: str, *, produced_by: str | None = None) -> pd.DataFrame:
-    """Check that ``frame`` is a non-empty DataFrame holding ``columns``; return it.
-
-    Raises ``ValueError`` naming the argument (``name``), what is wrong and,
-    with ``produced_by``, the function whose table to pass.
-    """
-    hint = f"; pass the table from {produced_by}" if produced_by else ""
-    if not isinstance(frame, pd.DataFrame):
-        raise ValueError(f"{name} must be a pandas DataFrame, got {type(frame).__name__}{hint}")
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{name} lacks column(s) {missing} (it has {list(frame.columns)}){hint}")
-    if frame.empty:
-        raise ValueError(f"{name} is empty: nothing to draw; pass at least one row")
-    return frame
 
 
 def save_figure(

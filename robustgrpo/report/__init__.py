@@ -1,4 +1,4 @@
-"""Report figures (layer 9): every key figure of the notebooks, rebuilt by one command.
+"""Report figures: every key figure of the notebooks, rebuilt by one command.
 
 A report figure is a *builder*: a function that computes its data with
 :mod:`robustgrpo.metrics` (fixed seeds), draws it with :mod:`robustgrpo.plots`

@@ -90,14 +90,14 @@ CONTAMINATIONS = {
 }
 #: Noisy verifiers (TPR, FPR) of the phase transition, by Youden's J = TPR - FPR.
 VERIFIERS = {0.5: (0.8, 0.3), 0.1: (0.55, 0.45), 0.0: (0.5, 0.5), -0.1: (0.45, 0.55), -0.5: (0.3, 0.8)}
-#: The phase transition's problem: two answers at P(correct) = 0.5, 150 steps.
-FATE = SimConfig(n_prompts=32, n_answers=2, G=8, steps=150, estimators=("grpo", "robust"),
+#: The phase transition's problem: two answers at P(correct) = 0.5, 100 steps.
+FATE = SimConfig(n_prompts=32, n_answers=2, G=8, steps=100, estimators=("grpo", "robust"),
                  initial_correct=(0.5, 0.5), record_every=5)
 #: Estimators of the hack experiment.
-HACK_METHODS = ("grpo", "dr_grpo", "robust", "rank", "winsor", "ppo_critic")
+HACK_METHODS = ("grpo", "dr_grpo", "robust", "winsor", "ppo_critic")
 #: The hack's problem: 5 answers (correct, 2 wrong, the hack or the jackpot at 3 %), judged 1.5.
 HACK = SimConfig(n_prompts=32, n_answers=5, G=8, steps=200, estimators=HACK_METHODS, hack_reward=1.5,
-                 hack_init_prob=0.03, record_every=5)
+                 hack_init_prob=0.03, record_every=8)
 #: Initial probability of the hack when it is hardly reachable (a tenth of :data:`HACK`'s).
 RARE_HACK = 0.003
 #: Success probabilities of the w(p) figures.

@@ -22,6 +22,7 @@ import pandas as pd
 import torch
 from scipy.stats import norm
 
+from ..checks import check_int, check_int_list, check_seed
 from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
 from ..contamination import data_dir
 from ..metrics import (
@@ -29,28 +30,29 @@ from ..metrics import (
     binary_breakdown,
     breakdown_point,
     breakdown_table,
-    jitter_sweep,
-    sensitivity_curve,
-    update_weight,
     efficiency,
+    jitter_sweep,
     mad_zero_fraction,
     mad_zero_fraction_mc,
     reference_efficiencies,
     samuelson_bound,
+    sensitivity_curve,
     statistic_sensitivity,
+    update_weight,
 )
 from ..plots.primer import (
     plot_breakdown,
-    plot_resolution,
-    plot_update_weight,
     plot_efficiency,
     plot_influence,
     plot_mad_zero,
+    plot_resolution,
     plot_samuelson,
     plot_tie_collapse,
+    plot_update_weight,
 )
 from ..stats import median
 from . import ReportFigure, report_figure
+from .text import join, pct
 
 __all__ = [
     "NOTEBOOK",
@@ -69,28 +71,8 @@ __all__ = [
 NOTEBOOK = "02_robust_statistics_primer.ipynb"
 
 
-def _sizes(name: str, values: int | Sequence[int], minimum: int = 2) -> list[int]:
-    items = [values] if isinstance(values, (int, np.integer)) else list(values)
-    if not items or any(isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum for v in items):
-        raise ValueError(f"{name} must be integers >= {minimum}, got {values!r}")
-    return [int(v) for v in items]
 
 
-def _seed(seed: int) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
-    return int(seed)
-
-
-def _and(items: Sequence[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _pct(x: float, spec: str = ".1f") -> str:
-    """A fraction as a percentage, ``spec`` the format of the number of percent."""
-    return f"{100 * x:{spec}}%"
 
 
 # ------------------------------------------------------------------ breakdown
@@ -120,8 +102,8 @@ def breakdown_figure(
         never), ``theory``, ``glitches`` (0/1, measured), ``binary_theory``.
     """
     names = list(ESTIMATORS) if methods is None else list(methods)
-    sizes = _sizes("group_sizes", group_sizes, minimum=3)
-    raw = breakdown_point(names, sizes, n_groups=n_groups, seed=_seed(seed))
+    sizes = check_int_list("group_sizes", group_sizes, minimum=3)
+    raw = breakdown_point(names, sizes, n_groups=n_groups, seed=check_seed(seed))
     wide = raw.pivot_table(index=["method", "G"], columns="quantity", values="breakdown", dropna=False).reset_index()
     wide = wide.set_index("method").loc[names].reset_index()  # catalogue order
     wide["breakdown"] = wide[["centre", "scale"]].min(axis=1).fillna(math.inf)
@@ -141,14 +123,14 @@ def breakdown_figure(
     most = at["glitches"].idxmax()
     parts = []
     if one:
-        parts.append(f"on continuous rewards at G = {g0} one outlier (1/G = {1 / g0:.3f}) breaks {_and(one)}")
+        parts.append(f"on continuous rewards at G = {g0} one outlier (1/G = {1 / g0:.3f}) breaks {join(one)}")
     if half:
-        parts.append(f"{_and(half)} hold until half the group is replaced")
+        parts.append(f"{join(half)} hold until half the group is replaced")
     if never:
-        parts.append(f"{_and(never)} never breaks down in size")
+        parts.append(f"{join(never)} never breaks down in size")
     caption = "; ".join(parts) + ". " if parts else ""
     caption += (
-        f"On 0/1 rewards a lone correct answer loses its lead to the first glitch under {_and(first)}; "
+        f"On 0/1 rewards a lone correct answer loses its lead to the first glitch under {join(first)}; "
         f"{most} holds longest ({int(at.loc[most, 'glitches'])} glitches of {g0}), robust "
         f"{int(at.loc['robust', 'glitches']) if 'robust' in at.index else 'n/a'}: the majority's ties leave a "
         f"median-based scale only the minority to measure. "
@@ -226,8 +208,8 @@ def resolution_figure(methods: Sequence[str] = RESOLUTION_METHODS) -> ReportFigu
         + ", ".join(f"{m} {change(m, res, 0.0, 0.0):.2g}" for m in names)
         + f". (b) Gaussian jitter "
         f"of {j4:.0e} on 0/1 rewards (G = 8, p = 0.3) turns "
-        f"{_pct(wp[('robust', 'exact (resolution 0)', j4)])} of the wrong answers positive under exact robust and "
-        f"{_pct(wp[('robust', res, j4)])} with the resolution; jitter beyond about {default:g} of the range is "
+        f"{pct(wp[('robust', 'exact (resolution 0)', j4)])} of the wrong answers positive under exact robust and "
+        f"{pct(wp[('robust', res, j4)])} with the resolution; jitter beyond about {default:g} of the range is "
         f"resolved as signal again. (c) The price of a resolution relative to the range: a glitch of M ties the "
         f"reward gap of 1 once M passes 1/(2 x {default:g}) = {1 / (2 * default):g}; robust's correct answer keeps "
         f"{correct('robust', res, 100):.2f} at M = 100 and {correct('robust', res, 1e4):.2f} at M = 10^4. No "
@@ -289,7 +271,7 @@ def influence_figure(
     ReportFigure
         ``data``: :func:`~robustgrpo.metrics.statistic_sensitivity`.
     """
-    n = _sizes("n", n, 3)[0]
+    n = check_int("n", n, minimum=3)
     if not (isinstance(x_max, (int, float)) and math.isfinite(x_max) and x_max > 0):
         raise ValueError(f"x_max must be a finite number > 0, got {x_max!r}")
     sample = norm.ppf((np.arange(1, n) - 0.5) / (n - 1))
@@ -307,7 +289,7 @@ def influence_figure(
         parts.append(f"one observation at x = {x_max:g} added to {n - 1} normal quantiles shifts "
                      + " and ".join(f"the {s} by {at[s]:.2f}" for s in unbounded) + ", and more the larger x is")
     if bounded:
-        parts.append(f"{_and(bounded)} shift by at most " + ", ".join(f"{largest[s]:.2f}" for s in bounded)
+        parts.append(f"{join(bounded)} shift by at most " + ", ".join(f"{largest[s]:.2f}" for s in bounded)
                      + " (in that order) anywhere on the range: their influence is bounded")
     caption = "; ".join(parts) + "." if parts else "Sensitivity curves of location and scale statistics."
     return ReportFigure("02_influence", fig, caption[0].upper() + caption[1:], data)
@@ -354,8 +336,8 @@ def efficiency_figure(
         ``published`` (asymptotic, :func:`~robustgrpo.metrics.reference_efficiencies`)
         and ``finite_n`` / ``finite_n_se`` (:func:`finite_n_efficiencies`, when n = 100).
     """
-    n = _sizes("n", n, 3)[0]
-    seed = _seed(seed)
+    n = check_int("n", n, minimum=3)
+    seed = check_seed(seed)
     fast = efficiency(("median", "huber_location", "mad", "iqr", "mean_absolute_deviation"), n, n_samples, seed=seed)
     pairwise = efficiency(("qn", "sn"), n, n_samples_pairwise, seed=seed)
     mc = pd.concat([fast, pairwise], ignore_index=True)
@@ -369,7 +351,7 @@ def efficiency_figure(
     fig = plot_efficiency(mc, published, finite if len(finite) else None)
     row = data.set_index("estimator")
     parts = ", ".join(
-        f"{label} {_pct(row.loc[s, 'efficiency'])} (published {_pct(row.loc[s, 'published'], '.4g')})"
+        f"{label} {pct(row.loc[s, 'efficiency'])} (published {pct(row.loc[s, 'published'], 2)})"
         for s, label in (("mad", "MAD"), ("huber_location", "Huber at c = 1.345"), ("qn", "Qn"))
     )
     caption = (
@@ -377,7 +359,7 @@ def efficiency_figure(
     )
     if not np.isnan(row.loc["qn", "finite_n"]):
         caption += (f" Qn's gap is finite-n, not error: a {int(reference['n_samples'].iloc[0]):,}-replicate run "
-                    f"at n = {n} gives {_pct(row.loc['qn', 'finite_n'])}.")
+                    f"at n = {n} gives {pct(row.loc['qn', 'finite_n'])}.")
     return ReportFigure("02_efficiency", fig, caption, data)
 
 
@@ -397,7 +379,7 @@ def samuelson_figure(group_sizes: Sequence[int] = tuple(range(2, 65)), clip: flo
         ``data``: ``G``, ``ddof``, ``bound`` (:func:`~robustgrpo.metrics.samuelson_bound`)
         and ``advantage`` (grpo's advantage of the outlier).
     """
-    sizes = np.asarray(_sizes("group_sizes", group_sizes))
+    sizes = np.asarray(check_int_list("group_sizes", group_sizes, minimum=2))
     if not (isinstance(clip, (int, float)) and math.isfinite(clip) and clip > 0):
         raise ValueError(f"clip must be a finite number > 0, got {clip!r}")
     if not (isinstance(outlier, (int, float)) and math.isfinite(outlier) and outlier != 0):
@@ -452,11 +434,11 @@ def tie_collapse_figure(
         ``relative_scale`` (median ratio) and ``zero_fraction`` (share of
         groups whose statistic is exactly 0).
     """
-    group_size = _sizes("group_size", group_size, 3)[0]
+    group_size = check_int("group_size", group_size, minimum=3)
     unknown = [s for s in statistics if s not in STATISTICS or STATISTICS[s][0] != "scale"]
     if unknown or not statistics:
         raise ValueError(f"statistics must be scale statistics from {[k for k, v in STATISTICS.items() if v[0] == 'scale']}, got {unknown or statistics}")
-    gen = torch.Generator().manual_seed(_seed(seed))
+    gen = torch.Generator().manual_seed(check_seed(seed))
     clean = torch.randn(n_groups, group_size, generator=gen, dtype=torch.float64)
     # the mid-median of an even group is no data value, so exactly k values tie
     centre = median(clean, keepdim=True)
@@ -484,9 +466,9 @@ def tie_collapse_figure(
     never = [s for s, k in collapse.items() if k is None]
     last = data[data["k"] == group_size - 1].set_index("statistic")["relative_scale"]
     caption = f"With k of G = {group_size} normal values tied at the group's median, the scale is 0 in most groups for " + (
-        _and(zero) if zero else "no statistic")
+        join(zero) if zero else "no statistic")
     if never:
-        caption += f"; {_and(never)} only shrink" + " (" + ", ".join(f"{s} to {last[s]:.2f}" for s in never) + \
+        caption += f"; {join(never)} only shrink" + " (" + ", ".join(f"{s} to {last[s]:.2f}" for s in never) + \
                    f" of the untied value at k = {group_size - 1})"
     caption += ". 0/1 rewards are this case: most values tie."
     return ReportFigure("02_tie_collapse", fig, caption, data)
@@ -516,7 +498,7 @@ def mad_zero_figure(
         ``curve_sizes`` x ``mc_rates`` (``source`` = ``"monte_carlo"``).
     """
     exact = mad_zero_fraction(list(group_sizes), list(success_rates))
-    mc = mad_zero_fraction_mc(list(curve_sizes), list(mc_rates), n_groups=n_groups, seed=_seed(seed))
+    mc = mad_zero_fraction_mc(list(curve_sizes), list(mc_rates), n_groups=n_groups, seed=check_seed(seed))
     fig = plot_mad_zero(exact, mc, curve_sizes=curve_sizes)
     data = pd.concat([exact.assign(source="exact"), mc.assign(source="monte_carlo")], ignore_index=True)
 
@@ -529,8 +511,8 @@ def mad_zero_figure(
     examples = [(p, at(g_mid, p)) for p in (0.3, 0.5)]
     examples = [(p, v) for p, v in examples if v is not None]
     if examples:
-        parts.append(f"at G = {g_mid} it is 0 in " + " and ".join(f"{_pct(v)} of groups at p = {p:g}" for p, v in examples))
+        parts.append(f"at G = {g_mid} it is 0 in " + " and ".join(f"{pct(v)} of groups at p = {p:g}" for p, v in examples))
     g_max = int(exact["G"].max())
-    parts.append(f"at G = {g_max} in at least {_pct(exact.loc[exact['G'] == g_max, 'mad_zero'].min())} at any p")
+    parts.append(f"at G = {g_max} in at least {pct(exact.loc[exact['G'] == g_max, 'mad_zero'].min())} at any p")
     caption = "; ".join(parts) + ". With torch's lower median (seed 000's code) it is always 0."
     return ReportFigure("02_mad_zero", fig, caption[0].upper() + caption[1:], data)

@@ -15,22 +15,24 @@ Builders (each runs with no arguments and is deterministic):
 * ``01_seed_scale``: the scale each estimator divides by as M moves;
 * ``01_binary_groups``: 0/1 groups with k correct answers: who gets a signal.
 
-:func:`seed_group_summary` gives the numbers the notebook quotes in its text
-(means, the two std conventions, torch's lower median).
+:func:`robustgrpo.metrics.seed.seed_group_summary` gives the numbers the
+notebook quotes in its text (means, the two std conventions, torch's lower
+median), and :func:`demo_text` is the report ``python -m robustgrpo demo``
+prints, written from the same numbers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 import torch
 
-from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
+from ..advantages import ESTIMATORS, RECOMMENDED, compute_advantages, resolve_methods
 from ..contamination import load_scenario
 from ..metrics import advantage_samples, sensitivity_curve
+from ..metrics.seed import SCENARIO, SeedGroup, seed_group, seed_group_summary
 from ..plots.seed import (
     plot_advantages_by_role,
     plot_binary_groups,
@@ -38,18 +40,15 @@ from ..plots.seed import (
     plot_group_scale,
     plot_sensitivity,
 )
-from ..stats import mad, median
 from . import ReportFigure, report_figure
+from .text import ZERO, join, num, sentences
 
 __all__ = [
     "NOTEBOOK",
-    "SCENARIO",
     "SENSITIVITY_METHODS",
     "SCALE_METHODS",
     "BINARY_METHODS",
-    "SeedGroup",
-    "seed_group",
-    "seed_group_summary",
+    "demo_text",
     "seed_group_figure",
     "seed_advantages_figure",
     "seed_sensitivity_figure",
@@ -58,8 +57,6 @@ __all__ = [
 ]
 
 NOTEBOOK = "01_outlier_poisoning.ipynb"
-#: The scenario file of seed 000's group.
-SCENARIO = "seed_example"
 #: Estimators of the sensitivity figure: the baseline, the seed's, and the three that work.
 SENSITIVITY_METHODS = ("grpo", "seed_mad", "robust", "huber_m", "rank")
 #: Estimators of the scale figure.
@@ -68,104 +65,6 @@ SCALE_METHODS = ("grpo", "seed_mad", "robust", "huber_m")
 BINARY_METHODS = ("grpo", "seed_mad", "mc_grpo", "robust", "huber_m", "rank")
 #: Values of the glitch's reward M in the sensitivity and scale figures.
 DEFAULT_M_VALUES = np.round(np.linspace(0.0, 20.0, 401), 10)
-
-
-@dataclass(frozen=True)
-class SeedGroup:
-    """Seed 000's group as float64 tensors ``[1, G]`` and the indices that matter.
-
-    Attributes
-    ----------
-    clean, rewards : torch.Tensor
-        The clean group (the glitch scored 0) and the poisoned one.
-    correct : int
-        Index of the correct answer.
-    outlier : int
-        Index of the glitched answer.
-    """
-
-    clean: torch.Tensor
-    rewards: torch.Tensor
-    correct: int
-    outlier: int
-
-    @property
-    def group_size(self) -> int:
-        """G, the number of samples in the group."""
-        return int(self.rewards.shape[-1])
-
-    @property
-    def outlier_reward(self) -> float:
-        """The glitched reward M (10 in seed 000)."""
-        return float(self.rewards[0, self.outlier])
-
-
-def seed_group() -> SeedGroup:
-    """Load seed 000's group from ``data/scenarios/seed_example.json``.
-
-    The correct answer is the best clean reward; the glitch is the entry the
-    scenario marks as contaminated.
-    """
-    sample = load_scenario(SCENARIO).sample(dtype=torch.float64)
-    correct = int(torch.argmax(sample.clean[0]))
-    outlier = int(torch.nonzero(sample.contaminated[0])[0])
-    return SeedGroup(sample.clean, sample.rewards, correct, outlier)
-
-
-def seed_group_summary() -> pd.Series:
-    """The numbers of seed 000's group that notebook 01 quotes in its text.
-
-    Returns
-    -------
-    pandas.Series
-        ``G``, ``outlier_reward``, ``mean``, ``std_bessel`` (ddof = 1, what the
-        seed's code and torch compute), ``std_population`` (ddof = 0, what the
-        seed's text writes), ``median`` (mean of the two middle values),
-        ``lower_median`` (``torch.median``, the seed's code), ``mad`` (raw),
-        ``grpo_correct`` / ``grpo_correct_population`` (the correct answer's
-        grpo advantage with each std), ``clean_grpo_correct``,
-        ``seed_mad_correct``, ``seed_mad_scale``, ``seed_mad_fallback``
-        (1 if its fallback ran), ``robust_correct``, ``robust_scale``,
-        ``mc_grpo_correct`` and ``mc_grpo_outlier`` (its advantages of the
-        correct answer and of the glitch), and
-        for the even split 0,0,0,0,1,1,1,1: ``split_lower_median``
-        (``torch.median``) and ``split_median``.
-    """
-    g = seed_group()
-    r = g.rewards
-    correct = g.correct
-
-    def at(method: str, rewards: torch.Tensor = r, **params: float) -> float:
-        return float(compute_advantages(rewards, method, **params).advantages[0, correct])
-
-    seed_mad = compute_advantages(r, "seed_mad")
-    robust = compute_advantages(r, "robust")
-    mc_grpo = compute_advantages(r, "mc_grpo").advantages[0]
-    split = (torch.arange(g.group_size) >= g.group_size // 2).to(torch.float64)
-    return pd.Series(
-        {
-            "G": float(g.group_size),
-            "outlier_reward": g.outlier_reward,
-            "mean": float(r.mean()),
-            "std_bessel": float(r.std(correction=1)),
-            "std_population": float(r.std(correction=0)),
-            "median": float(median(r[0])),
-            "lower_median": float(torch.median(r[0])),
-            "mad": float(mad(r[0])),
-            "grpo_correct": at("grpo"),
-            "grpo_correct_population": at("grpo", ddof=0),
-            "clean_grpo_correct": at("grpo", g.clean),
-            "seed_mad_correct": float(seed_mad.advantages[0, correct]),
-            "seed_mad_scale": float(seed_mad.diagnostics.scale[0]),
-            "seed_mad_fallback": float(seed_mad.diagnostics.fallback[0]),
-            "robust_correct": float(robust.advantages[0, correct]),
-            "robust_scale": float(robust.diagnostics.scale[0]),
-            "mc_grpo_correct": float(mc_grpo[correct]),
-            "mc_grpo_outlier": float(mc_grpo[g.outlier]),
-            "split_lower_median": float(torch.median(split)),
-            "split_median": float(median(split)),
-        }
-    )
 
 
 def _roles(g: SeedGroup) -> np.ndarray:
@@ -207,32 +106,6 @@ def seed_group_figure() -> ReportFigure:
         f"{summary['mean']:.3f}, above the correct answer's reward, while the median stays at {summary['median']:g}."
     )
     return ReportFigure("01_seed_group", fig, caption, data)
-
-
-#: Advantages within this of 0 are written as 0 ("no signal").
-ZERO_TOL = 1e-8
-
-
-def _num(x: float) -> str:
-    """A number for a caption: 0 as '0', thousands as '1,000', else three decimals."""
-    x = float(x)
-    if abs(x) <= ZERO_TOL:
-        return "0"
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3f}"
-
-
-def _and(items: Sequence[str]) -> str:
-    """'a', 'a and b', 'a, b and c'."""
-    items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def _sentences(parts: Sequence[str], fallback: str) -> str:
-    """Join sentences (each without its full stop) into a caption; ``fallback`` if there are none."""
-    if not parts:
-        return fallback
-    # an estimator name keeps its spelling at the start of a sentence
-    return " ".join((p if p.split("'")[0].split()[0] in ESTIMATORS else p[0].upper() + p[1:]) + "." for p in parts)
 
 
 @report_figure("01_seed_advantages", notebook=NOTEBOOK)
@@ -280,32 +153,32 @@ def seed_advantages_figure(
 
     correct, correct_clean, wrong = pick("correct", "poisoned"), pick("correct", "clean"), pick("wrong", "poisoned")
     n_wrong = int((roles == "wrong").sum())
-    sentences = []
+    parts = []
     moved = [m for m in ("grpo", "seed_mad") if m in correct.index]
     if moved:
         first = "The glitch turns the correct answer's advantage " + " and ".join(
-            f"from {_num(correct_clean[m])} to {_num(correct[m])} under {m}" for m in moved
+            f"from {num(correct_clean[m])} to {num(correct[m])} under {m}" for m in moved
         )
         if "seed_mad" in moved:
             first += " (its MAD is 0, so it divides by the std the glitch inflated)"
         if "robust" in correct.index:
-            first += f"; robust keeps {_num(correct['robust'])}"
-        sentences.append(first)
-    zero = [m for m in wrong.index if abs(wrong[m]) <= ZERO_TOL]
-    pushed = [m for m in ("huber_m", "rank") if m in wrong.index and wrong[m] < -ZERO_TOL]
+            first += f"; robust keeps {num(correct['robust'])}"
+        parts.append(first)
+    zero = [m for m in wrong.index if abs(wrong[m]) <= ZERO]
+    pushed = [m for m in ("huber_m", "rank") if m in wrong.index and wrong[m] < -ZERO]
     second = []
     if zero:
-        text = f"median-centred {_and(zero)} give the {n_wrong} wrong answers 0"
+        text = f"median-centred {join(zero)} give the {n_wrong} wrong answers 0"
         if pushed:
-            text += f", while {_and([f'{m} ({_num(wrong[m])})' for m in pushed])} push them down"
+            text += f", while {join([f'{m} ({num(wrong[m])})' for m in pushed])} push them down"
         second.append(text)
     low, high = limits
     off = [m for m in correct.index if not low <= correct[m] <= high]
     if off:
-        second.append(f"{_and([f'{m} gives the correct answer {_num(correct[m])}' for m in off])} (off scale)")
+        second.append(f"{join([f'{m} gives the correct answer {num(correct[m])}' for m in off])} (off scale)")
     if second:
-        sentences.append("; ".join(second))
-    caption = _sentences(sentences, "Advantages of seed 000's group per estimator, clean and poisoned.")
+        parts.append("; ".join(second))
+    caption = sentences(parts, "Advantages of seed 000's group per estimator, clean and poisoned.", keep=ESTIMATORS)
     return ReportFigure("01_seed_advantages", fig, caption, data)
 
 
@@ -353,17 +226,17 @@ def seed_sensitivity_figure(
             last_ok = grpo[grpo["value"] < negative["value"].min()]["value"].max()
             parts.append(f"under grpo turns negative for every M above {last_ok:g} (the mean passes {r_correct:g})")
     if "seed_mad" in names:
-        parts.append(f"under seed_mad shrinks towards 0 ({_num(ends['seed_mad'])} at M = {top:g})")
+        parts.append(f"under seed_mad shrinks towards 0 ({num(ends['seed_mad'])} at M = {top:g})")
     above = correct[(correct["value"] >= r_correct) & (correct["method"] == "robust")]["advantage"]
     if len(above):
-        span = _num(above.min()) if np.isclose(above.min(), above.max()) else f"between {_num(above.min())} and {_num(above.max())}"
+        span = num(above.min()) if np.isclose(above.min(), above.max()) else f"between {num(above.min())} and {num(above.max())}"
         parts.append(f"under robust it stays at {span} for every M >= {r_correct:g}")
-    sentences = []
+    said = []
     falls = [p for p in parts if not p.startswith("under robust")]
     if falls:
-        sentences.append("as the glitch's reward M grows, the correct answer's advantage " + " and ".join(falls))
-    sentences += [p for p in parts if p.startswith("under robust")]
-    caption = _sentences(sentences, "Advantages of seed 000's group as the glitch's reward M moves.")
+        said.append("as the glitch's reward M grows, the correct answer's advantage " + " and ".join(falls))
+    said += [p for p in parts if p.startswith("under robust")]
+    caption = sentences(said, "Advantages of seed 000's group as the glitch's reward M moves.", keep=ESTIMATORS)
     return ReportFigure("01_seed_sensitivity", fig, caption, data)
 
 
@@ -402,24 +275,24 @@ def seed_scale_figure(
     fig = plot_group_scale(data, marker=marker)
     top = float(m_values.max())
     at_top = data[data["value"] == top].set_index("method")["scale"]
-    sentences = []
+    parts = []
     if "seed_mad" in names:
         sm = data[data["method"] == "seed_mad"]
         share = sm["fallback"].mean()
         where = "at every M" if share == 1 else f"at {share:.0%} of the M values"
-        sentences.append(
+        parts.append(
             f"{where} the MAD is 0, so seed_mad divides by its std fallback, "
-            f"which grows with M ({_num(at_top['seed_mad'])} at M = {top:g})"
+            f"which grows with M ({num(at_top['seed_mad'])} at M = {top:g})"
         )
     if "robust" in names:
         r_correct = float(g.rewards[0, g.correct])
         rb = data[(data["method"] == "robust") & (data["value"] >= r_correct)]["scale"]
-        sentences.append(
-            f"robust's bounded fallback stays at or below {_num(rb.max())} for every M >= {r_correct:g}: it measures "
+        parts.append(
+            f"robust's bounded fallback stays at or below {num(rb.max())} for every M >= {r_correct:g}: it measures "
             f"the correct answer's distance, not the glitch's (it shrinks slightly with M, by the tie tolerance "
             f"of 0.1 % of the range, and the correct answer's advantage does not move)"
         )
-    caption = _sentences(sentences, "The scale of seed 000's group as the glitch's reward M moves.")
+    caption = sentences(parts, "The scale of seed 000's group as the glitch's reward M moves.", keep=ESTIMATORS)
     return ReportFigure("01_seed_scale", fig, caption, data)
 
 
@@ -465,26 +338,85 @@ def binary_groups_figure(
         row = data[(data["method"] == method) & (data["k"] == kk) & (data["role"] == role)]
         return float(row["advantage"].iloc[0])
 
-    sentences = []
+    parts = []
     centred = [m for m in ("robust", "seed_mad", "mc_grpo") if m in names]
     signal = [m for m in ("grpo", "huber_m", "rank") if m in names]
     if centred:
         wrong = [value(m, 1, "wrong") for m in centred]
-        given = "0" if all(abs(w) <= ZERO_TOL for w in wrong) else ", ".join(_num(w) for w in wrong)
-        first = (f"with one correct answer of {group_size}, median-centred {_and(centred)} give the "
+        given = "0" if all(abs(w) <= ZERO for w in wrong) else ", ".join(num(w) for w in wrong)
+        first = (f"with one correct answer of {group_size}, median-centred {join(centred)} give the "
                  f"{group_size - 1} wrong answers {given}")
         if signal:
-            pushed = [f"{m} ({_num(value(m, 1, 'wrong'))})" for m in signal]
-            first += f", while {_and(pushed)} push them down"
-        sentences.append(first)
+            pushed = [f"{m} ({num(value(m, 1, 'wrong'))})" for m in signal]
+            first += f", while {join(pushed)} push them down"
+        parts.append(first)
     half = group_size // 2
     if group_size % 2 == 0 and "seed_mad" in names:
         second = (f"at the even split k = {half}, seed_mad's lower median gives the wrong answers "
-                  f"{_num(value('seed_mad', half, 'wrong'))} and the correct ones {_num(value('seed_mad', half, 'correct'))}")
+                  f"{num(value('seed_mad', half, 'wrong'))} and the correct ones {num(value('seed_mad', half, 'correct'))}")
         if "robust" in names:
-            second += f" (robust: {_num(value('robust', half, 'wrong'))} and {_num(value('robust', half, 'correct'))})"
-        sentences.append(second)
+            second += f" (robust: {num(value('robust', half, 'wrong'))} and {num(value('robust', half, 'correct'))})"
+        parts.append(second)
     if "mc_grpo" in names:
-        sentences.append(f"mc_grpo gives a lone correct answer {_num(value('mc_grpo', 1, 'correct'))} (off scale)")
-    caption = _sentences(sentences, f"Advantages in 0/1 groups of G = {group_size}.")
+        parts.append(f"mc_grpo gives a lone correct answer {num(value('mc_grpo', 1, 'correct'))} (off scale)")
+    caption = sentences(parts, f"Advantages in 0/1 groups of G = {group_size}.", keep=ESTIMATORS)
     return ReportFigure("01_binary_groups", fig, caption, data)
+
+
+# ------------------------------------------------------------------ the demo
+
+
+def _advantage_table(rewards: torch.Tensor, correct: int) -> list[str]:
+    def verdict(a: float) -> str:
+        return "positive" if a > 0 else "NEGATIVE" if a < 0 else "zero"
+
+    header = f"{'estimator':<11}" + "".join(f"{f'r={r:g}':>10}" for r in rewards[0].tolist())
+    lines = [header + "   correct answer   fallback  clipped"]
+    for name in ESTIMATORS:
+        res = compute_advantages(rewards, name)
+        adv = res.advantages[0].tolist()
+        fallback = "yes" if bool(res.diagnostics.fallback[0]) else "no"
+        row = "".join(f"{v:>10.3f}" for v in adv)
+        lines.append(f"{name:<11}{row}   {verdict(adv[correct]):<16} {fallback:<9} {int(res.diagnostics.n_clipped[0])}")
+    return lines
+
+
+def demo_text() -> str:
+    """The seed example report that ``python -m robustgrpo demo`` prints.
+
+    The numbers are :func:`~robustgrpo.metrics.seed.seed_group_summary`'s (the
+    ones notebook 01 quotes) and each estimator's advantages of the group.
+    """
+    g, s = seed_group(), seed_group_summary()
+    scenario = load_scenario(SCENARIO)
+    correct, outlier, m = g.correct, g.outlier, g.outlier_reward
+    recommended = compute_advantages(g.rewards, RECOMMENDED).advantages[0]
+    declared = compute_advantages(g.rewards, RECOMMENDED, reward_range=scenario.reward_range).advantages[0]
+    lines = [
+        scenario.title,
+        f"G = {g.group_size}: sample {correct + 1} is the correct answer (1.0), "
+        f"sample {outlier + 1} the judge glitch ({m:g}); the rest are wrong (0.0).",
+        "",
+        f"poisoned group: mean {s['mean']:.3f}, std {s['std_bessel']:.3f} (Bessel, ddof=1; {s['std_population']:.3f} "
+        "with ddof=0)",
+        f"                median {s['lower_median']:g}, MAD {s['mad']:g}: more than half the rewards tie, so the MAD is 0",
+        "",
+        "Advantages, poisoned group:",
+        *_advantage_table(g.rewards, correct),
+        "",
+        f"Advantages, clean reference (the {m:g} replaced by {float(g.clean[0, outlier]):g}):",
+        *_advantage_table(g.clean, correct),
+        "",
+        f"grpo gives the correct answer {s['grpo_correct']:.3f}: the outlier drags the mean to {s['mean']:.3f}, "
+        f"above the correct answer's {float(g.rewards[0, correct]):g}, and inflates the std.",
+        f"seed_mad gives it {s['seed_mad_correct']:.3f} instead of about {s['clean_grpo_correct']:.2f} (clean grpo): "
+        "its MAD is 0, so it takes the std fallback, which the outlier inflates.",
+        f"robust gives it {s['robust_correct']:.3f} (scale {s['robust_scale']:.3f}, bounded fallback), clips the "
+        "outlier at c and gives the wrong answers 0.",
+        f"{RECOMMENDED} (the recommendation, notebook 04) gives it {float(recommended[correct]):.3f} and pushes every "
+        f"wrong answer down ({float(recommended[0]):.3f}); with reward_range={scenario.reward_range} declared the glitch "
+        f"is masked (advantage {float(declared[outlier]):g}) and the correct answer gets {float(declared[correct]):.3f}.",
+        "",
+        "Estimators: python -m robustgrpo estimators",
+    ]
+    return "\n".join(lines)

@@ -6,10 +6,10 @@ verifiable rewards (Bernoulli, p = 0.3) with random outliers (rate 0.05,
 M = 10), seed 0: the data of the dashboard's default clean model, so the
 dashboard at such a (G, c) shows the heat maps' cell. The numbers are those
 of :func:`robustgrpo.metrics.sweep` (same seeds, same definitions; the tests
-check they are equal), computed with :func:`robustgrpo.dashboards.sweep.clip_sweep`,
-which runs each estimator once per G and re-clips for every c instead of
-recomputing it 9 times: 10^4 groups per cell (``python -m robustgrpo bench
---dashboard`` times the whole sweep).
+check they are equal): each estimator runs once per G and reward tensor with
+its clip off and every c re-clips (:func:`robustgrpo.advantages.reclip`),
+instead of recomputing it 9 times: 10^4 groups per cell (``python -m
+robustgrpo bench --dashboard`` times the whole sweep).
 
 Builders (each runs with no arguments and is deterministic), all at the level
 of the policy update (:func:`robustgrpo.metrics.agreement_from_advantages`):
@@ -34,8 +34,8 @@ import pandas as pd
 
 from ..advantages import ESTIMATORS, clip_schedule
 from ..contamination import Bernoulli, Gaussian
+from ..metrics import sweep
 from ..plots.sweeps import plot_clip_schedule, plot_heatmaps
-from ..dashboards.sweep import clip_sweep
 from . import ReportFigure, report_figure
 
 __all__ = [
@@ -85,16 +85,16 @@ SEED = 0
 def heatmap_sweep(progress: bool = False) -> pd.DataFrame:
     """Run the heat maps' sweep (uncached; :func:`heatmap_data` caches it).
 
-    Returns the :func:`robustgrpo.dashboards.sweep.clip_sweep` table: one row per
+    Returns the :func:`robustgrpo.metrics.sweep` table: one row per
     (G, method, c), c = NaN for the estimators without a clip.
     """
-    return clip_sweep(
+    return sweep(
         HEATMAP_METHODS,
         group_sizes=HEATMAP_GROUP_SIZES,
         clip=HEATMAP_CLIPS,
-        rate=HEATMAP_RATE,
-        size=HEATMAP_SIZE,
-        clean_model=Bernoulli(HEATMAP_P),
+        rates=HEATMAP_RATE,
+        sizes=HEATMAP_SIZE,
+        clean=Bernoulli(HEATMAP_P),
         n_groups=N_GROUPS,
         seed=SEED,
         progress=progress,
@@ -229,8 +229,8 @@ def _schedule_cached() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     )
     grid = np.round(np.arange(1.0, 5.0 + 1e-9, 0.25), 4)
     clips = np.unique(np.concatenate([grid, schedule["c"].to_numpy()]))
-    table = clip_sweep(SCHEDULE_METHODS, group_sizes=[16], clip=clips.tolist(), rate=HEATMAP_RATE, size=HEATMAP_SIZE,
-                       clean_model=Gaussian(0.0, 1.0), n_groups=N_GROUPS, seed=SEED)
+    table = sweep(SCHEDULE_METHODS, group_sizes=16, clip=clips.tolist(), rates=HEATMAP_RATE, sizes=HEATMAP_SIZE,
+                  clean=Gaussian(0.0, 1.0), n_groups=N_GROUPS, seed=SEED, progress=False)
     clipped = table[["method", "c", "clipped_fraction", "clipped_fraction_clean", "contaminated_fraction"]]
     training = schedule.merge(clipped, on="c", how="left")
     if training["clipped_fraction"].isna().any():  # pragma: no cover - the sweep ran at every scheduled c

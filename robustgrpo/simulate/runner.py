@@ -168,10 +168,11 @@ def group_advantages(
 
 
 def _cosine(a: Tensor, b: Tensor) -> Tensor:
-    """Cosine per leading (seed, estimator) pair over the remaining dims; NaN where either is 0."""
+    """Cosine per leading (seed, estimator) pair over the remaining dims, in [-1, 1]; NaN where either is 0."""
     a, b = a.flatten(2), b.flatten(2)
     norm = a.norm(dim=-1) * b.norm(dim=-1)
-    return torch.where(norm > 0, (a * b).sum(-1) / norm.clamp_min(1e-300), math.nan)
+    cosine = ((a * b).sum(-1) / norm.clamp_min(1e-300)).clamp(-1.0, 1.0)  # rounding can step just outside
+    return torch.where(norm > 0, cosine, math.nan)
 
 
 def _masked_mean(x: Tensor, mask: Tensor) -> Tensor:

@@ -38,7 +38,7 @@ import pandas as pd
 from ..advantages import ESTIMATORS
 from ..checks import ParamError, check_choice, check_int, check_positive, check_probability, check_real
 from ..contamination import clean_model_from_dict, clean_model_to_dict
-from ..metrics import sweep as metrics_sweep
+from ..metrics.sweep import sweep as metrics_sweep
 from ..simulate import SimConfig, simulate
 
 __all__ = ["Runnable", "RUNNABLES", "flat_columns", "AGREEMENT_DEFAULTS", "AGREEMENT_CONTAMINATIONS"]

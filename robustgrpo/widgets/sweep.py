@@ -10,6 +10,7 @@ import math
 from typing import Any, Mapping
 
 from ..advantages import ESTIMATORS
+from ..checks import check_int, check_real
 from ..dashboards.sweep import (
     CLEAN_MODEL_CHOICES,
     CLIP_RANGE,
@@ -19,9 +20,7 @@ from ..dashboards.sweep import (
     SIZE_LOG10_RANGE,
     DashboardData,
     DashboardEngine,
-    _check_int,
     _check_methods,
-    _check_real,
     clean_model_label,
 )
 
@@ -101,7 +100,7 @@ class Dashboard:
     def __init__(self, engine: DashboardEngine, state: Mapping[str, Any]) -> None:
         import ipywidgets as W
 
-        from ..plots.interactive import linked_views
+        from ..plots.interactive import plot_linked_views
 
         self.engine = engine
         unknown = sorted(set(state) - set(DEFAULT_STATE))
@@ -113,11 +112,12 @@ class Dashboard:
             raise ValueError(f"G must be one of the slider's values {GROUP_SIZES}, got {s['G']!r}")
         for name, (lo, hi) in (("c", CLIP_RANGE), ("rate", RATE_RANGE),
                                ("size", (10 ** SIZE_LOG10_RANGE[0], 10 ** SIZE_LOG10_RANGE[1]))):
-            _check_real(name, s[name], lambda v, lo=lo, hi=hi: lo <= v <= hi, f"in [{lo:g}, {hi:g}]",
+            check_real(name, s[name], minimum=lo, maximum=hi, hint=
                         f"the dashboard's {name} slider spans {lo:g} to {hi:g}; use dashboard_data for other values")
         if not isinstance(s["clean_model"], str) or s["clean_model"] not in CLEAN_MODEL_CHOICES:
             raise ValueError(f"clean_model must be one of the dropdown's keys {list(CLEAN_MODEL_CHOICES)}, got {s['clean_model']!r}")
-        _check_int("group", s["group"], 0, engine.n_groups - 1, f"pick a group index below n_groups={engine.n_groups}")
+        check_int("group", s["group"], minimum=0, maximum=engine.n_groups - 1,
+                  hint=f"pick a group index below n_groups={engine.n_groups}")
         wide = {"description_width": "110px"}
         layout = W.Layout(width="420px")
         self.controls: dict[str, Any] = {
@@ -143,7 +143,7 @@ class Dashboard:
         self.data = engine.data(**self._values())
         self.readout = W.HTML(readout_html(self.data))
         self.message = W.HTML("")
-        self.figure = linked_views(self.data)
+        self.figure = plot_linked_views(self.data)
         for trace in self.figure.data:
             if (trace.meta or "").startswith("hist:"):
                 trace.on_click(self._on_histogram_click)
