@@ -390,14 +390,14 @@ def test_the_shipped_configs_expand_to_their_documented_counts_and_the_heatmap_c
 
 @pytest.mark.slow
 def test_a_record_of_a_corner_of_the_heat_maps_holds_the_heat_maps_numbers(tmp_path):
-    """Notebook 03's section 4: its default record compared with the table the heat maps draw (clip_sweep)."""
-    from robustgrpo.dashboards.sweep import clip_sweep
+    """Notebook 03's section 4: its default record compared with the heat maps' table over the same corner (one
+    metrics.sweep call over the grid, as report.sweeps.heatmap_sweep makes it)."""
     from robustgrpo.report.records import compare_with_heatmaps
 
     run_sweep(ROOT / "data" / "sweeps" / "heatmaps_small.json", tmp_path, progress=False)
     rec = load_record(tmp_path)
-    reference = clip_sweep(("grpo", "robust", "rank"), group_sizes=(8, 64), clip=(2.0, 2.5, 3.0), rate=0.05, size=10.0,
-                           clean_model=Bernoulli(0.3), n_groups=10_000, seed=0)
+    reference = metrics_sweep(("grpo", "robust", "rank"), group_sizes=(8, 64), clip=(2.0, 2.5, 3.0), rates=0.05, sizes=10.0,
+                              clean=Bernoulli(0.3), n_groups=10_000, seed=0, progress=False)
     same = compare_with_heatmaps(rec, "update_cosine", reference)
     assert len(same) == len(rec) == 10
     np.testing.assert_allclose(same["update_cosine"], same["reference"], rtol=0, atol=1e-12)
