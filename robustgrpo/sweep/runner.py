@@ -45,9 +45,8 @@ class SweepResult:
 
     def summary(self) -> str:
         """One line: the counts and where the record is."""
-        text = (f"{self.n_cells} cells: {self.skipped} already done, {self.ran} ran, {len(self.failed)} failed "
+        return (f"{self.n_cells} cells: {self.skipped} already done, {self.ran} ran, {len(self.failed)} failed "
                 f"({self.engine} engine, {self.seconds:.1f} s) -> {self.directory}")
-        return text
 
 
 def run_sweep(
