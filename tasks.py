@@ -93,7 +93,7 @@ def setup() -> None:
     if not PYTHON.exists():
         print(f"creating virtual environment in {VENV.name}/", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)
-    run(PYTHON, "-m", "pip", "install", "--disable-pip-version-check", "-c", "constraints.txt", "-e", ".[dev,integrations]")
+    run(PYTHON, "-m", "pip", "install", "--disable-pip-version-check", "-c", "constraints.txt", "-e", ".[dev,integrations,sweep]")
     STAMP.write_text(digest)
 
 

@@ -9,9 +9,10 @@ this list (tests/test_project.py holds the same list and checks the imports):
     location and scale primitives, the estimator catalogue;
 ``contamination`` -> ``scenarios`` -> ``rewardlogs``
     reward models, named scenarios, your own reward logs;
-``metrics`` -> ``diagnose`` -> ``simulate``
+``metrics`` -> ``diagnose`` -> ``simulate`` -> ``sweep``
     what the estimators do to advantages and updates, a log's diagnosis, the
-    policy-gradient drift simulator;
+    policy-gradient drift simulator, grids of runs x seeds (in process or on
+    Ray) with a Parquet record;
 ``plots`` -> ``dashboards`` -> ``widgets`` -> ``report``
     figures, the pure data behind each dashboard, its ipywidgets, the report
     figures (table -> plot -> caption);

@@ -9,6 +9,8 @@ figures     rebuild every report figure (PNG, SVG, PDF) and an index into a fold
 notebooks   execute the notebook series into a folder, their figures beside them
 diagnose    a reward log of a real run: zero-std and MAD-zero groups, outliers, estimator disagreement, advice
 simulate    run the drift simulator from a JSON config: the record (Parquet) and its figure
+sweep       run a declared grid of simulations or metrics x seeds (in-process or on Ray) into a
+            Parquet record; ``sweep status DIR`` says what is done, failed and missing
 
 A user error (a malformed reward log, a bad setting) prints one line on
 stderr and exits with status 2, without a traceback.
@@ -60,6 +62,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.dashboard:
         result = run_dashboard_benchmark(repeats=args.repeats, progress=not args.no_progress)
         print(format_dashboard_table(result))
+        return 0
+    if args.sweep:
+        from .bench import format_sweep_table, run_sweep_benchmark
+
+        print(format_sweep_table(run_sweep_benchmark(progress=not args.no_progress)))
         return 0
     if args.simulate:
         from .bench import format_simulate_table, run_simulate_benchmark
@@ -147,6 +154,52 @@ def _seed_spec(text: str) -> int:
     return value
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from .sweep import format_status, load_sweep, make_engine, run_sweep, sweep_status
+
+    if args.target[0] == "status":
+        if len(args.target) != 2:
+            raise ValueError("usage: sweep status DIR (the --out folder of a sweep)")
+        print(format_status(sweep_status(args.target[1])))
+        return 0
+    if len(args.target) != 1:
+        raise ValueError(f"sweep takes one CONFIG file, got {args.target} (or: sweep status DIR)")
+    if args.out is None:
+        raise ValueError("sweep CONFIG needs --out DIR, the folder of its record")
+    engine = make_engine(args.engine, address=args.address, batch_size=args.batch_size, retries=args.retries,
+                         num_cpus=args.num_cpus)
+    sweep = load_sweep(args.target[0])
+    if args.cpus_per_cell is not None:
+        sweep = dataclasses.replace(sweep, cpus_per_cell=args.cpus_per_cell)
+    print(f"{sweep.name}: {len(sweep.cells)} cells (of {sweep.n_points} declared points: grid x draws x seeds), "
+          f"{sweep.cpus_per_cell} CPU(s) per cell, {engine.name} engine -> {Path(args.out).resolve()}", flush=True)
+    try:
+        result = run_sweep(sweep, args.out, engine, progress=not args.no_progress)
+    except KeyboardInterrupt:
+        print(f"interrupted: every finished cell is kept in {args.out}; rerun the same command to continue",
+              file=sys.stderr)
+        return 130
+    print(result.summary())
+    if result.failed:
+        print("failed cells (their errors are in failures/; rerun the same command to retry them):")
+        for f in result.failed:
+            print(f"  {f['id']}  {f['label']}: {f['error']}")
+        return 1
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m robustgrpo``."""
     parser = argparse.ArgumentParser(prog="python -m robustgrpo", description=__doc__.split("\n")[0])
@@ -161,6 +214,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="time the dashboard's slider moves at G=256 with 10^4 groups and notebook 03's heat-map sweep")
     bench.add_argument("--simulate", action="store_true",
                        help="time the drift simulator (256 prompts x G=16 x 500 steps x 8 seeds) and the notebook 05 dashboard's rerun")
+    bench.add_argument("--sweep", action="store_true",
+                       help="time the sweep engines: per-cell overhead and cells per second, local and Ray")
     bench.set_defaults(func=_cmd_bench)
     figures = sub.add_parser("figures", help="rebuild every report figure into a folder")
     figures.add_argument("--out", required=True, help="folder to write the figures and index.md into")
@@ -190,6 +245,21 @@ def build_parser() -> argparse.ArgumentParser:
                           help="one number: that many seeds (0 .. N-1); several: those seeds (default 10)")
     simulate.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     simulate.set_defaults(func=_cmd_simulate)
+    sweep = sub.add_parser("sweep", help="run a sweep config into a Parquet record (or: sweep status DIR)",
+                           usage="python -m robustgrpo sweep CONFIG --out DIR [--engine {local,ray}] [--address ADDRESS] ...\n"
+                                 "       python -m robustgrpo sweep status DIR")
+    sweep.add_argument("target", nargs="+", metavar="CONFIG | status DIR",
+                       help="a sweep's JSON config (README: Sweeps), or 'status' and a record folder")
+    sweep.add_argument("--out", metavar="DIR", help="the record folder; a rerun into it skips finished cells")
+    sweep.add_argument("--engine", choices=["local", "ray"], default="local",
+                       help="local: in this process (default); ray: one Ray task per cell")
+    sweep.add_argument("--address", help="Ray cluster: auto, ray://HOST:PORT or HOST:PORT (default: start a local instance)")
+    sweep.add_argument("--num-cpus", type=_positive, help="CPUs of the local Ray instance (default: this machine's)")
+    sweep.add_argument("--cpus-per-cell", type=_positive, help="CPUs (torch threads) per cell (default: the config's, else 1)")
+    sweep.add_argument("--batch-size", type=_positive, default=16, help="local engine: most seeds per vectorized call")
+    sweep.add_argument("--retries", type=int, default=3, help="ray engine: reruns of a cell whose worker died")
+    sweep.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    sweep.set_defaults(func=_cmd_sweep)
     return parser
 
 

@@ -92,6 +92,8 @@ __all__ = [
     "CONTAMINATION_MODELS",
     "contamination_to_dict",
     "contamination_from_dict",
+    "clean_model_to_dict",
+    "clean_model_from_dict",
 ]
 
 
@@ -942,3 +944,25 @@ def contamination_from_dict(spec: Mapping[str, Any], *, origin: str = "<dict>", 
     NoisyVerifier(tpr=0.9, fpr=0.2)
     """
     return _model_from_dict(origin, key, spec, CONTAMINATION_MODELS)
+
+
+def clean_model_to_dict(model: CleanModel) -> dict[str, Any]:
+    """The JSON form of a clean reward model: ``{"model": name, **parameters}`` (a scenario's ``clean`` field).
+
+    >>> clean_model_to_dict(Bernoulli(0.3))
+    {'model': 'bernoulli', 'p': 0.3}
+    """
+    if not any(type(model) is cls for cls in CLEAN_MODELS.values()):
+        raise ValueError(f"{model!r} is not one of the registered clean reward models {sorted(CLEAN_MODELS)}")
+    return _model_to_dict(model, CLEAN_MODELS)
+
+
+def clean_model_from_dict(spec: Mapping[str, Any], *, origin: str = "<dict>", key: str = "clean") -> Any:
+    """Build a clean reward model from its JSON form (inverse of :func:`clean_model_to_dict`).
+
+    Errors are ``ValueError`` naming ``origin`` and the field (``key.model``, ``key.p``...).
+
+    >>> clean_model_from_dict({"model": "gaussian", "mean": 0.0, "std": 2.0})
+    Gaussian(mean=0.0, std=2.0)
+    """
+    return _model_from_dict(origin, key, spec, CLEAN_MODELS)

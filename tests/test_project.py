@@ -25,16 +25,16 @@ def _split(spec: str) -> tuple[str, str]:
 
 
 def test_environment_yml_matches_pyproject():
-    """Every package of pyproject (runtime, dev, integrations) is in environment.yml, with the same spec.
+    """Every package of pyproject (runtime, dev, integrations, sweep) is in environment.yml, with the same spec.
 
-    The integrations extra (verl, trl and what verl's trainer imports) goes under environment.yml's
-    ``pip:`` section, beside the editable install of the package itself.
+    The integrations extra (verl, trl and what verl's trainer imports) and the sweep extra (Ray) go
+    under environment.yml's ``pip:`` section, beside the editable install of the package itself.
     """
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    assert set(extras) == {"dev", "integrations"}
+    assert set(extras) == {"dev", "integrations", "sweep"}
     conda_expected = dict(_split(s) for s in project["dependencies"] + extras["dev"])
-    pip_expected = dict(_split(s) for s in extras["integrations"])
+    pip_expected = dict(_split(s) for s in extras["integrations"] + extras["sweep"])
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert env["name"] == "robustgrpo" and env["channels"] == ["conda-forge"]
     conda_specs, pip_specs = {}, {}
@@ -49,9 +49,9 @@ def test_environment_yml_matches_pyproject():
     assert "--no-deps -e ." in next(d for d in env["dependencies"] if isinstance(d, dict))["pip"]
 
 
-def test_setup_installs_the_integrations_extra_with_the_torch_pin():
+def test_setup_installs_the_integrations_and_sweep_extras_with_the_torch_pin():
     tasks = (ROOT / "tasks.py").read_text()
-    assert '"-c", "constraints.txt", "-e", ".[dev,integrations]"' in tasks
+    assert '"-c", "constraints.txt", "-e", ".[dev,integrations,sweep]"' in tasks
 
 
 def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one():
@@ -91,8 +91,8 @@ def test_every_module_declares_its_public_names(name):
         pytest.fail(f"{name} has no __all__")
 
 
-LAYERS = ["checks", "inputs", "stats", "advantages", "contamination", "scenarios", "rewardlogs", "metrics", "diagnose", "simulate",
-          "plots", "dashboards", "widgets", "report", "cli", "integrations"]
+LAYERS = ["checks", "inputs", "stats", "advantages", "contamination", "scenarios", "rewardlogs", "metrics", "diagnose",
+          "simulate", "sweep", "plots", "dashboards", "widgets", "report", "cli", "integrations"]
 
 
 def _layer_sources(layer: str) -> list[Path]:
@@ -104,7 +104,9 @@ def _layer_sources(layer: str) -> list[Path]:
 def test_layers_import_only_from_layers_before_them(layer):
     for path in _layer_sources(layer):
         source = path.read_text()
-        imported = set(re.findall(r"^\s*from \.+(\w+)(?:\.\w+)* import", source, re.M))
+        depth = len(path.relative_to(ROOT / "robustgrpo").parts) - 1  # 1 inside a layer's package: `from .x` is its own
+        imported = {name for dots, name in re.findall(r"^\s*from (\.+)(\w+)(?:\.\w+)* import", source, re.M)
+                    if len(dots) == depth + 1}
         later = {m for m in imported if m in LAYERS and LAYERS.index(m) > LAYERS.index(layer)}
         assert not later, f"{path.name} ({layer}) imports from later layer(s) {later}"
 

@@ -1,0 +1,226 @@
+"""Engines run cells and hand back each outcome as it finishes; the driver writes the record.
+
+* :class:`LocalEngine` (the default): in this process. Cells that differ only in the seed and
+  whose runnable vectorizes seeds exactly (:attr:`Runnable.batch_exact`) run as one call of
+  ``run_seeds`` for up to ``batch_size`` seeds, the others one call each. If a batched call
+  fails, its cells run again one by one, so that the error is the failing cell's own and the
+  others still finish.
+* :class:`RayEngine`: one Ray task per cell on a running cluster (``address="auto"``, a
+  ``ray://HOST:PORT`` client address, ``"HOST:PORT"``) or on a local instance it starts
+  (``address=None``); each task asks for the sweep's ``cpus_per_cell`` CPUs; at most
+  ``max_in_flight`` tasks are queued at once and results stream back as they finish. Ray is
+  imported only here, when the engine runs: ``import robustgrpo`` never imports it.
+
+Both engines run a cell with ``cpus_per_cell`` torch threads (:func:`run_cell`), so a cell
+gives the same numbers on either engine, alone or batched (the tests check it).
+
+An outcome is the cell's frame, or its error: a one-line summary and the traceback. An error
+in the runnable fails that cell only; a Ray worker that dies (killed, out of memory) is
+retried ``retries`` times by Ray, then fails the cell. Nothing is swallowed: every failure
+reaches the record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import traceback
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+import pandas as pd
+
+from ..checks import check_int
+from ..simulate.runner import torch_threads
+from .spec import Cell, Sweep
+
+__all__ = ["Outcome", "run_cell", "LocalEngine", "RayEngine", "ENGINES", "make_engine"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one cell: its frame, or its error (one line) and traceback."""
+
+    cell: Cell
+    frame: pd.DataFrame | None
+    error: str | None = None
+    traceback: str | None = None
+
+
+def run_cell(run: Callable[[dict[str, Any], int], pd.DataFrame], config: dict[str, Any], seed: int, threads: int) -> pd.DataFrame:
+    """``run(config, seed)`` with ``threads`` torch threads (restored afterwards)."""
+    with torch_threads(threads):
+        return run(config, seed)
+
+
+def _error_line(err: BaseException) -> str:
+    return " ".join(traceback.format_exception_only(type(err), err)[-1].split())
+
+
+def _failed(cell: Cell, err: BaseException) -> Outcome:
+    return Outcome(cell, None, _error_line(err), "".join(traceback.format_exception(err)))
+
+
+class LocalEngine:
+    """Run cells in this process, batching the seeds of one config where that is exact.
+
+    Parameters
+    ----------
+    batch_size : int
+        Most seeds per vectorized call (1: every cell alone).
+    """
+
+    name = "local"
+
+    def __init__(self, batch_size: int = 16) -> None:
+        self.batch_size = check_int("batch_size", batch_size, minimum=1)
+
+    @contextlib.contextmanager
+    def connected(self) -> Iterator[None]:
+        """Nothing to connect to: the cells run in this process."""
+        yield
+
+    def _alone(self, sweep: Sweep, cell: Cell) -> Outcome:
+        try:
+            return Outcome(cell, run_cell(sweep.runnable.run, cell.config, cell.seed, sweep.cpus_per_cell))
+        except Exception as err:  # noqa: BLE001 - every error of a cell is recorded, none stops the sweep
+            return _failed(cell, err)
+
+    def _batch(self, sweep: Sweep, cells: list[Cell]) -> list[Outcome]:
+        runnable = sweep.runnable
+        try:
+            with torch_threads(sweep.cpus_per_cell):
+                frame = runnable.run_seeds(cells[0].config, [c.seed for c in cells])  # type: ignore[misc]
+            parts = {seed: part.reset_index(drop=True) for seed, part in frame.groupby("seed", sort=False)}
+            if set(parts) != {c.seed for c in cells}:
+                raise RuntimeError(f"run_seeds returned seeds {sorted(parts)}, not {[c.seed for c in cells]}")
+        except Exception:  # noqa: BLE001 - one by one, each failure its own cell's
+            return [self._alone(sweep, c) for c in cells]
+        return [Outcome(c, parts[c.seed]) for c in cells]
+
+    def execute(self, sweep: Sweep, cells: Sequence[Cell]) -> Iterator[Outcome]:
+        """Yield each cell's outcome, in the order of ``cells`` grouped by batch."""
+        runnable = sweep.runnable
+        groups: dict[str, list[Cell]] = defaultdict(list)
+        for cell in cells:
+            exact = runnable.run_seeds is not None and self.batch_size > 1 and runnable.batch_exact(cell.config)
+            groups[cell.batch_key if exact else cell.id].append(cell)
+        for group in groups.values():
+            for i in range(0, len(group), self.batch_size):
+                chunk = group[i:i + self.batch_size]
+                yield from (self._batch(sweep, chunk) if len(chunk) > 1 else [self._alone(sweep, chunk[0])])
+
+
+def _import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise ValueError("the ray engine needs Ray: pip install -c constraints.txt -e '.[sweep]' "
+                         "(python3 tasks.py setup installs it)") from None
+    return ray
+
+
+class RayEngine:
+    """Run each cell as a Ray task.
+
+    Parameters
+    ----------
+    address : str or None
+        ``"auto"`` (the cluster this machine belongs to), ``"ray://HOST:PORT"`` (Ray client),
+        ``"HOST:PORT"``, or None: start a local instance with ``num_cpus`` CPUs and no
+        dashboard, and stop it afterwards. When Ray is already initialized in this process
+        (``ray.init`` called by the user), that connection is used and left open.
+    num_cpus : int, optional
+        CPUs of the local instance (default: this machine's).
+    retries : int
+        Times Ray reruns a task whose worker died (an exception raised by the runnable is
+        not retried: it is the cell's error).
+    max_in_flight : int, optional
+        Most tasks queued at once (default: twice the cells the cluster runs at once, at least
+        32, so that short cells do not wait for round trips), which bounds the memory of results
+        not yet written.
+    """
+
+    name = "ray"
+
+    def __init__(self, address: str | None = None, *, num_cpus: int | None = None, retries: int = 3,
+                 max_in_flight: int | None = None) -> None:
+        if address is not None and (not isinstance(address, str) or not address.strip()):
+            raise ValueError(f"address must be 'auto', 'ray://HOST:PORT' or 'HOST:PORT', got {address!r}")
+        self.address = address
+        self.num_cpus = None if num_cpus is None else check_int("num_cpus", num_cpus, minimum=1)
+        self.retries = check_int("retries", retries, minimum=0)
+        self.max_in_flight = None if max_in_flight is None else check_int("max_in_flight", max_in_flight, minimum=1)
+
+    @contextlib.contextmanager
+    def connected(self) -> Iterator[None]:
+        """Connect to Ray for the block (start a local instance when ``address`` is None), unless
+        this process already is; disconnect afterwards only if the engine connected."""
+        ray = _import_ray()
+        if ray.is_initialized():
+            yield
+            return
+        if self.address is None:
+            ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False, logging_level=logging.WARNING)
+        else:
+            try:
+                ray.init(address=self.address, logging_level=logging.WARNING)
+            except ConnectionError as err:
+                raise ValueError(f"cannot reach a Ray cluster at {self.address!r}: {' '.join(str(err).split())}") from None
+        try:
+            yield
+        finally:
+            ray.shutdown()
+
+    def execute(self, sweep: Sweep, cells: Sequence[Cell]) -> Iterator[Outcome]:
+        """Submit the cells as tasks and yield each outcome as its task finishes (inside :meth:`connected`)."""
+        ray = _import_ray()
+        if not cells:
+            return
+        if not ray.is_initialized():
+            raise RuntimeError("RayEngine.execute runs inside `with engine.connected():`")
+        task = ray.remote(run_cell).options(num_cpus=sweep.cpus_per_cell, max_retries=self.retries,
+                                               retry_exceptions=False)
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        if cpus < sweep.cpus_per_cell:
+            raise ValueError(f"each cell asks for {sweep.cpus_per_cell} CPUs (cpus_per_cell) and the Ray cluster has {cpus}")
+        window = self.max_in_flight or max(32, 2 * cpus // sweep.cpus_per_cell)
+        run = ray.put(sweep.runnable.run)
+        queue = list(reversed(cells))
+        pending: dict[Any, Cell] = {}
+        try:
+            while queue or pending:
+                while queue and len(pending) < window:
+                    cell = queue.pop()
+                    pending[task.remote(run, cell.config, cell.seed, sweep.cpus_per_cell)] = cell
+                (ref,), _ = ray.wait(list(pending), num_returns=1)
+                cell = pending.pop(ref)
+                try:
+                    frame = ray.get(ref)
+                except ray.exceptions.RayTaskError as err:  # the runnable raised: report its own error
+                    cause = err.cause if isinstance(err.cause, BaseException) else err
+                    yield Outcome(cell, None, _error_line(cause), str(err))
+                except ray.exceptions.RayError as err:  # the worker died, the task was cancelled...
+                    yield Outcome(cell, None, _error_line(err), "".join(traceback.format_exception(err)))
+                else:
+                    yield Outcome(cell, frame)
+        finally:
+            for ref in pending:  # an interrupted sweep: cancel what has not come back
+                ray.cancel(ref, force=True)
+
+
+#: Engine names of the command line.
+ENGINES = ("local", "ray")
+
+
+def make_engine(name: str, *, address: str | None = None, batch_size: int = 16, retries: int = 3,
+                num_cpus: int | None = None) -> LocalEngine | RayEngine:
+    """The engine named ``name`` (``"local"`` or ``"ray"``) with its options."""
+    if name == "local":
+        if address is not None:
+            raise ValueError("--address applies to the ray engine; add --engine ray")
+        return LocalEngine(batch_size)
+    if name == "ray":
+        return RayEngine(address, num_cpus=num_cpus, retries=retries)
+    raise ValueError(f"engine must be one of {ENGINES}, got {name!r}")

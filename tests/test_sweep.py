@@ -1,0 +1,588 @@
+"""Sweeps: config and cell ids, the two engines, the Parquet record, failures and reruns, figures from a record.
+
+The Ray tests start a local Ray instance in this process (two CPUs, no dashboard) once for the
+session and stop it at the end; they are marked slow, and CI runs them (``python3 tasks.py test``
+installs Ray with the ``sweep`` extra).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from robustgrpo.checks import check_int
+from robustgrpo.cli import main
+from robustgrpo.contamination import Bernoulli
+from robustgrpo.metrics import sweep as metrics_sweep
+from robustgrpo.report.records import record_curves, record_heatmaps
+from robustgrpo.simulate import SimConfig, simulate
+from robustgrpo.sweep import (
+    RUNNABLES,
+    LocalEngine,
+    RayEngine,
+    Runnable,
+    load_record,
+    load_sweep,
+    run_sweep,
+    sweep_status,
+)
+from robustgrpo.sweep.runnables import flat_columns
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+
+# ----------------------------------------------------------------------------- a toy runnable
+
+TOY_DEFAULTS = {"x": 0, "sleep": 0.0, "marker": None, "fail": None, "kill": None}
+
+
+def _toy_resolve(config):
+    unknown = sorted(set(config) - set(TOY_DEFAULTS))
+    if unknown:
+        raise ValueError(f"unknown toy parameter(s) {unknown}")
+    c = {**TOY_DEFAULTS, **config}
+    c["x"] = check_int("x", c["x"])
+    return c
+
+
+def toy_value(x: int, seed: int, step: int) -> float:
+    return 100.0 * seed + 10.0 * x + step
+
+
+def _toy_run(config, seed):
+    """Two rows per cell; fails once (``fail`` = [x, seed]) or kills its own process once (``kill``)."""
+    if config["sleep"]:
+        time.sleep(config["sleep"])
+    here = [config["x"], seed]
+    marker = None if config["marker"] is None else Path(config["marker"]) / f"{config['x']}-{seed}"
+    if here == config["fail"] and not marker.exists():
+        marker.touch()
+        raise RuntimeError(f"flaky cell x={config['x']} seed={seed}: fails on its first attempt")
+    if here == config["kill"] and not marker.exists():
+        marker.touch()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return pd.DataFrame({"step": [0, 1], "value": [toy_value(config["x"], seed, s) for s in (0, 1)]})
+
+
+TOY = Runnable("toy", "test runnable", resolve=_toy_resolve, run=_toy_run, columns=flat_columns)
+TOYS = {"toy": TOY}
+
+SIM = {"n_prompts": 6, "G": 4, "steps": 5, "contamination": {"model": "random_outliers", "rate": 0.2, "size": 10.0}}
+
+
+def _files(directory: Path) -> dict[str, tuple[int, int]]:
+    """Cell file name -> (inode, mtime in ns): a rewritten file changes at least one."""
+    return {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in (directory / "cells").iterdir()}
+
+
+def _assert_toy_record(directory: Path, xs, seeds) -> None:
+    """Every toy cell exactly once (two rows each) with its own numbers."""
+    rec = load_record(directory)
+    assert len(rec) == 2 * len(xs) * len(seeds)
+    assert (rec.groupby("cell_id").size() == 2).all()
+    assert not rec.duplicated(["x", "seed", "step"]).any()
+    expected = [toy_value(x, s, st) for x, s, st in zip(rec["x"], rec["seed"], rec["step"])]
+    np.testing.assert_array_equal(rec["value"].to_numpy(), expected)
+    assert set(zip(rec["x"], rec["seed"])) == {(x, s) for x in xs for s in seeds}
+
+
+# ------------------------------------------------------------------------------ config and ids
+
+
+def test_cell_id_is_the_sha256_of_the_canonical_resolved_config_and_seed():
+    sweep = load_sweep({"runnable": "agreement", "fixed": {"G": 4, "n_groups": 100}, "seeds": [7]})
+    (cell,) = sweep.cells
+    config = {"method": "robust", "G": 4, "c": 2.5, "rate": 0.05, "size": 10.0, "clean": {"model": "bernoulli", "p": 0.3},
+              "contamination": "random_outliers", "n_groups": 100, "subset": "all", "reference": "rloo",
+              "zero_tol": 1e-8, "params": {}}
+    assert cell.config == config and cell.seed == 7
+    text = json.dumps({"runnable": "agreement", "config": config, "seed": 7}, sort_keys=True, separators=(",", ":"))
+    assert cell.id == hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def test_equal_settings_written_differently_are_one_cell_and_any_change_is_another():
+    def ids(spec):
+        return [c.id for c in load_sweep(spec).cells]
+
+    base = ids({"runnable": "simulate", "fixed": {**SIM, "estimators": ["grpo"]}})
+    assert ids({"runnable": "simulate", "fixed": {**SIM, "estimators": "grpo", "G": 4, "lr": 0.03}}) == base  # defaults spelt out
+    assert ids({"runnable": "simulate", "fixed": SIM, "grid": {"contamination.rate": [0.2]}}) == base  # dotted key
+    assert ids({"runnable": "simulate", "fixed": SIM, "seeds": [0]}) == base
+    assert ids({"runnable": "simulate", "fixed": SIM, "seeds": [1]}) != base
+    assert ids({"runnable": "simulate", "fixed": {**SIM, "lr": 0.0300001}}) != base
+    rate0 = ids({"runnable": "agreement", "fixed": {"rate": 0}})
+    assert rate0 == ids({"runnable": "agreement", "fixed": {"rate": 0.0}})
+
+
+def test_grid_expands_in_file_order_with_seeds_innermost_and_identical_cells_collapse():
+    sweep = load_sweep({"runnable": "agreement", "grid": {"method": ["grpo", "robust"], "c": [2.0, 3.0]}, "seeds": 2})
+    assert sweep.n_points == 8
+    # grpo has no clip: its c is None, so its two c values are one cell per seed
+    assert [(c.config["method"], c.config["c"], c.seed) for c in sweep.cells] == [
+        ("grpo", None, 0), ("grpo", None, 1), ("robust", 2.0, 0), ("robust", 2.0, 1), ("robust", 3.0, 0), ("robust", 3.0, 1)]
+    assert sweep.cells[2].label() == "method=robust c=2.0 seed=0"
+    assert sweep.cells[2].batch_key == sweep.cells[3].batch_key != sweep.cells[4].batch_key
+
+
+def test_random_draws_are_reproducible_in_range_and_shared_by_the_grid_points():
+    spec = {"runnable": "agreement", "grid": {"method": ["robust", "huber_m"]},
+            "random": {"draws": 50, "seed": 3, "params": {"c": {"log_uniform": [0.5, 8.0]}, "G": {"int_uniform": [2, 4]},
+                                                         "rate": {"uniform": [0.0, 0.2]}, "size": {"choice": [5.0, 50.0]}}}}
+    a, b = load_sweep(spec), load_sweep(spec)
+    assert [c.id for c in a.cells] == [c.id for c in b.cells] and len(a.cells) == 100
+    draws = pd.DataFrame([c.values for c in a.cells])
+    assert draws["c"].between(0.5, 8.0).all() and draws["rate"].between(0.0, 0.2).all()
+    assert set(draws["G"]) == {2, 3, 4} and set(draws["size"]) == {5.0, 50.0}
+    # the same 50 draws at each grid point (method)
+    cols = ["c", "G", "rate", "size"]
+    pd.testing.assert_frame_equal(draws[draws.method == "robust"][cols].reset_index(drop=True),
+                                  draws[draws.method == "huber_m"][cols].reset_index(drop=True))
+    # log-uniform: log c is uniform, so its median is near the log-midpoint 2.0
+    assert 1.2 < draws["c"].median() < 3.3
+    other = load_sweep({**spec, "random": {**spec["random"], "seed": 4}})
+    assert [c.id for c in other.cells] != [c.id for c in a.cells]
+
+
+BAD_CONFIGS = [
+    ({"runnable": "simulate", "grid": {"Gs": [4, 8]}}, r"grid\.Gs: unknown parameter 'Gs' of runnable 'simulate'; did you mean 'G'\?"),
+    ({"runnable": "simulate", "grid": {"G": []}}, r"grid\.G: an empty grid axis"),
+    ({"runnable": "simulate", "grid": {"G": ["eight"]}}, r"grid\.G: G must be an integer >= 2, got 'eight'"),
+    ({"runnable": "simulate", "fixed": {"lr": "fast"}}, r"fixed\.lr: lr must be a finite number > 0, got 'fast'"),
+    ({"runnable": "simulate", "fixed": {"G": True}}, r"fixed\.G: G must be an integer"),
+    ({"runnable": "simulate", "grid": {"G": 8}}, r"grid\.G: must be a list of values, got 8"),
+    ({"runnable": "simulate", "grid": {"contamination.rate": [0.1]}},
+     r"grid\.contamination\.rate: unknown field\(s\) 'contamination\.rate' for model 'none'"),
+    ({"runnable": "simulate", "fixed": {"contamination": {"model": "random_outliers", "size": 5.0}},
+      "grid": {"contamination.rate": [0.1, 1.5]}}, r"grid\.contamination\.rate: field 'contamination\.rate' must be"),
+    ({"runnable": "agreement", "grid": {"params.resolution": [-1]}}, r"grid\.params\.resolution: params does not fit robust"),
+    ({"runnable": "agreement", "fixed": {"seed": 3}}, r"fixed\.seed: seeds are set by the top-level 'seeds' key"),
+    ({"runnable": "agreement", "fixed": {"G": 4}, "grid": {"G": [8]}}, r"grid\.G: is also set in fixed"),
+    ({"runnable": "agreement", "seeds": []}, r"seeds: an empty list has no seeds"),
+    ({"runnable": "agreement", "seeds": 0}, r"seeds: seeds must be an integer >= 1, got 0"),
+    ({"runnable": "agreement", "seeds": [1, 1]}, r"seeds: must not repeat a seed"),
+    ({"runnable": "agreement", "gird": {}}, r"gird: unknown key of a sweep config; did you mean 'grid'\?"),
+    ({"runnable": "agreemnt"}, r"runnable: must be one of \['agreement', 'simulate'\], got 'agreemnt'"),
+    ({"runnable": "agreement", "random": {"draws": 2, "params": {"c": {"normal": [0, 1]}}}},
+     r"random\.params\.c: must be one distribution"),
+    ({"runnable": "agreement", "random": {"draws": 2, "params": {"c": {"uniform": [3.0, 1.0]}}}},
+     r"random\.params\.c\.uniform: needs lo <= hi"),
+    ({"runnable": "agreement", "random": {"draws": 0, "params": {"c": {"uniform": [1.0, 3.0]}}}}, r"random\.draws: draws must be"),
+    ({"runnable": "agreement", "cpus_per_cell": 0}, r"cpus_per_cell: cpus_per_cell must be an integer >= 1"),
+]
+
+
+@pytest.mark.parametrize("spec, message", BAD_CONFIGS, ids=[m.split(":")[0].replace("\\", "") for _, m in BAD_CONFIGS])
+def test_bad_configs_get_an_error_naming_the_file_and_the_key(tmp_path, spec, message):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(spec))
+    with pytest.raises(ValueError) as err:
+        load_sweep(path)
+    assert str(err.value).startswith(f"{path}: ")
+    assert __import__("re").search(message, str(err.value)), str(err.value)
+
+
+def test_a_file_that_is_not_a_sweep_config_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="no sweep config at"):
+        load_sweep(tmp_path / "missing.json")
+    bad = tmp_path / "broken.json"
+    bad.write_text('{"runnable": "simulate",\n "grid": {"G": [4,]}}')
+    with pytest.raises(ValueError, match=r"broken\.json: invalid JSON at line 2, column"):
+        load_sweep(bad)
+
+
+# ---------------------------------------------------------------------------- the local engine
+
+
+def _counting(runnable: Runnable, calls: list) -> Runnable:
+    """The runnable with its calls logged: ('run', seed) or ('run_seeds', seeds)."""
+    def run(config, seed):
+        calls.append(("run", seed))
+        return runnable.run(config, seed)
+
+    def run_seeds(config, seeds):
+        calls.append(("run_seeds", tuple(seeds)))
+        return runnable.run_seeds(config, seeds)
+
+    return dataclasses.replace(runnable, run=run, run_seeds=run_seeds)
+
+
+@pytest.mark.parametrize("changes", [
+    {},
+    {"estimators": ["grpo", "batch_std", "robust", "ppo_critic"], "hack_reward": 1.5, "n_answers": 5},
+    {"contamination": {"model": "heavy_tailed_noise", "rate": 0.3, "scale": 2.0, "df": 3}, "kl_coef": 0.1,
+     "length_norm": "sequence", "estimators": ["robust", "rank"], "c_schedule": [2.0, 3.5], "clip_mode": "dynamic"},
+], ids=["plain", "batch-level-and-critic", "schedule-kl-lengths"])
+def test_local_engine_batches_the_seeds_of_a_tabular_config_with_the_same_numbers_bit_for_bit(tmp_path, changes):
+    spec = {"runnable": "simulate", "fixed": {**SIM, **changes}, "seeds": [0, 3, 5, 9]}
+    calls: list = []
+    runnables = {"simulate": _counting(RUNNABLES["simulate"], calls)}
+    run_sweep(load_sweep(spec, runnables=runnables), tmp_path / "batched", LocalEngine(batch_size=3), progress=False)
+    assert calls == [("run_seeds", (0, 3, 5)), ("run", 9)]  # one chunk of 3 seeds, the last alone
+    calls.clear()
+    run_sweep(load_sweep(spec, runnables=runnables), tmp_path / "alone", LocalEngine(batch_size=1), progress=False)
+    assert calls == [("run", s) for s in (0, 3, 5, 9)]
+    batched, alone = load_record(tmp_path / "batched"), load_record(tmp_path / "alone")
+    pd.testing.assert_frame_equal(batched, alone, check_exact=True)
+    # and a cell's rows are exactly what simulate gives that seed alone, plus the cell id
+    direct = simulate(SimConfig.from_dict(spec["fixed"]), [5], progress=False)
+    mine = batched[batched.seed == 5].drop(columns="cell_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(mine, direct, check_exact=True)
+
+
+def test_linear_policy_cells_run_one_call_each(tmp_path):
+    """The linear policy's logits are a batched matrix product whose rounding can depend on the batch, so its
+    seeds are not batched; batched and alone still agree to 1e-12."""
+    fixed = {**SIM, "policy": "linear"}
+    calls: list = []
+    sweep = load_sweep({"runnable": "simulate", "fixed": fixed, "seeds": 3},
+                       runnables={"simulate": _counting(RUNNABLES["simulate"], calls)})
+    run_sweep(sweep, tmp_path, LocalEngine(batch_size=8), progress=False)
+    assert calls == [("run", 0), ("run", 1), ("run", 2)]
+    config = SimConfig.from_dict(fixed)
+    together = simulate(config, [0, 1, 2], progress=False)
+    alone = pd.concat([simulate(config, [s], progress=False) for s in range(3)])
+    key = ["step", "seed", "estimator"]
+    np.testing.assert_allclose(together.sort_values(key)["true_reward"], alone.sort_values(key)["true_reward"], rtol=1e-12)
+
+
+def test_a_failing_batch_reruns_its_cells_one_by_one_so_only_the_bad_cell_fails(tmp_path):
+    def run(config, seed):
+        if seed == 2:
+            raise ValueError("seed 2 is cursed")
+        return pd.DataFrame({"value": [float(seed)]})
+
+    def run_seeds(config, seeds):
+        return pd.concat([run(config, s).assign(seed=s) for s in seeds])
+
+    batchy = Runnable("batchy", "", resolve=lambda c: dict(c), run=run, columns=flat_columns, run_seeds=run_seeds,
+                      batch_exact=lambda c: True)
+    result = run_sweep({"runnable": "batchy", "seeds": 4}, tmp_path, progress=False, runnables={"batchy": batchy})
+    assert result.ran == 3 and [f["label"] for f in result.failed] == ["seed=2"]
+    assert result.failed[0]["error"] == "ValueError: seed 2 is cursed"
+    assert sorted(load_record(tmp_path)["value"]) == [0.0, 1.0, 3.0]
+
+
+# ------------------------------------------------------------------------------------- record
+
+
+def test_the_record_holds_one_atomic_parquet_file_per_cell_a_manifest_and_the_config_columns(tmp_path):
+    spec = {"runnable": "simulate", "fixed": SIM, "grid": {"estimators": ["grpo", "rank"]}, "seeds": 2}
+    sweep = load_sweep(spec)
+    result = run_sweep(sweep, tmp_path, progress=False)
+    assert (result.n_cells, result.skipped, result.ran, result.failed) == (4, 0, 4, ())
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["runnable"] == "simulate" and manifest["specs"] == [spec]
+    assert [c["id"] for c in manifest["cells"]] == [c.id for c in sweep.cells]
+    assert manifest["cells"][1]["config"] == sweep.cells[1].config
+    assert sorted(p.name for p in (tmp_path / "cells").iterdir()) == sorted(f"{c.id}.parquet" for c in sweep.cells)
+    assert not list((tmp_path / "failures").iterdir())
+    rec = load_record(tmp_path)
+    assert rec.columns[0] == "cell_id" and len(rec) == 4 * SIM["steps"]
+    assert list(pd.unique(rec["cell_id"])) == [c.id for c in sweep.cells]  # the manifest's order
+    cell = sweep.cells[3]
+    mine = rec[rec.cell_id == cell.id].drop(columns="cell_id").reset_index(drop=True)
+    pd.testing.assert_frame_equal(mine, simulate(SimConfig.from_dict(cell.config), [cell.seed], progress=False),
+                                  check_exact=True)
+    # a reader without this package: pyarrow reads the files directly, config columns beside the metrics
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "cells" / f"{cell.id}.parquet")
+    assert {"true_reward", "cos_clean", "G", "contamination", "contamination.rate", "estimator"} <= set(table.column_names)
+
+
+def test_the_agreement_record_is_the_metrics_sweep_table_and_draws_the_heat_maps(tmp_path):
+    grid = {"method": ["grpo", "robust", "rank"], "G": [4, 8], "c": [2.0, 3.5], "rate": [0.05, 0.1]}
+    run_sweep({"runnable": "agreement", "fixed": {"n_groups": 300}, "grid": grid}, tmp_path, progress=False)
+    rec = load_record(tmp_path)
+    ref = metrics_sweep(grid["method"], group_sizes=grid["G"], clip=grid["c"], rates=grid["rate"], sizes=[10.0],
+                        clean=Bernoulli(0.3), n_groups=300, seed=0, progress=False)
+    key = ["G", "rate", "method", "c"]
+    mine = rec[list(ref.columns)].sort_values(key).reset_index(drop=True)
+    pd.testing.assert_frame_equal(mine, ref.sort_values(key).reset_index(drop=True), check_exact=True)
+    assert len(rec) == len(ref) == 2 * 2 * (2 * 1 + 2)  # G x rate x (robust's two c + grpo + rank)
+    with pytest.raises(ValueError, match=r"the record varies rate \['0.05', '0.1'\] besides G, method and c; .*where=\{'rate'"):
+        record_heatmaps(tmp_path)
+    rf = record_heatmaps(tmp_path, "reference_cosine", where={"rate": 0.1})
+    assert len(rf.figure.axes) == 4  # three panels and the colour bar
+    assert set(rf.data["rate"]) == {0.1} and len(rf.data) == 8
+    assert f"range {rf.data['reference_cosine'].min():.3f} to {rf.data['reference_cosine'].max():.3f}" in rf.caption
+
+
+def test_training_curves_come_from_a_simulate_record(tmp_path):
+    run_sweep({"runnable": "simulate", "fixed": SIM, "grid": {"estimators": ["grpo", "rank"], "contamination.rate": [0.0, 0.4]},
+               "seeds": 3}, tmp_path, progress=False)
+    with pytest.raises(ValueError, match=r"the record varies contamination.rate \['0.0', '0.4'\] besides estimator"):
+        record_curves(tmp_path)
+    rf = record_curves(tmp_path, "true_reward", panel="contamination.rate")
+    assert len([ax for ax in rf.figure.axes if ax.get_visible()]) == 2
+    rec = load_record(tmp_path)
+    last = rec[(rec.step == SIM["steps"] - 1) & (rec.estimator == "rank") & (rec["contamination.rate"] == 0.4)]
+    band = rf.data[(rf.data.step == SIM["steps"] - 1) & (rf.data.estimator == "rank") & (rf.data["contamination.rate"] == 0.4)]
+    assert band["mean"].item() == pytest.approx(last["true_reward"].mean(), abs=1e-15) and band["n_seeds"].item() == 3
+    one = record_curves(tmp_path, where={"contamination.rate": 0.0})
+    assert set(one.data["estimator"]) == {"grpo", "rank"}
+
+
+def test_rerunning_skips_finished_cells_and_extending_the_seeds_runs_only_the_new_ones(tmp_path):
+    spec = {"runnable": "toy", "grid": {"x": [1, 2]}, "seeds": 2}
+    assert run_sweep(spec, tmp_path, progress=False, runnables=TOYS).ran == 4
+    before = _files(tmp_path)
+    again = run_sweep(spec, tmp_path, progress=False, runnables=TOYS)
+    assert (again.skipped, again.ran) == (4, 0) and _files(tmp_path) == before
+    more = run_sweep({**spec, "seeds": 3}, tmp_path, progress=False, runnables=TOYS)
+    assert (more.n_cells, more.skipped, more.ran) == (6, 4, 2)
+    assert {k: v for k, v in _files(tmp_path).items() if k in before} == before
+    assert len(json.loads((tmp_path / "manifest.json").read_text())["specs"]) == 2
+    _assert_toy_record(tmp_path, [1, 2], [0, 1, 2])
+    with pytest.raises(ValueError, match="holds a sweep of 'toy', not 'agreement'"):
+        run_sweep({"runnable": "agreement"}, tmp_path, progress=False)
+
+
+def test_a_cell_that_fails_once_is_recorded_with_its_error_and_a_rerun_completes_the_sweep(tmp_path):
+    out, marker = tmp_path / "record", tmp_path / "markers"
+    marker.mkdir()
+    spec = {"runnable": "toy", "fixed": {"marker": str(marker), "fail": [2, 1]}, "grid": {"x": [1, 2]}, "seeds": 3}
+    first = run_sweep(spec, out, progress=False, runnables=TOYS)
+    assert (first.ran, len(first.failed)) == (5, 1)
+    (failure,) = first.failed
+    assert failure["label"] == "x=2 seed=1"
+    assert failure["error"] == "RuntimeError: flaky cell x=2 seed=1: fails on its first attempt"
+    saved = json.loads((out / "failures" / f"{failure['id']}.json").read_text())
+    assert saved["error"] == failure["error"] and "_toy_run" in saved["traceback"] and saved["engine"] == "local"
+    status = sweep_status(out)
+    assert (len(status.done), len(status.failed), len(status.missing)) == (5, 1, 0)
+    assert status.failed[0]["error"] == failure["error"]
+    before = _files(out)
+    second = run_sweep(spec, out, progress=False, runnables=TOYS)
+    assert (second.skipped, second.ran, second.failed) == (5, 1, ())
+    assert {k: v for k, v in _files(out).items() if k in before} == before  # nothing finished was rewritten
+    assert not list((out / "failures").iterdir()) and sweep_status(out).complete
+    _assert_toy_record(out, [1, 2], [0, 1, 2])
+
+
+def test_the_shipped_configs_expand_to_their_documented_counts_and_the_heatmap_config_is_notebook_03s_grid():
+    from robustgrpo.report import sweeps as heat
+
+    readme = (ROOT / "data" / "sweeps" / "README.md").read_text()
+    for path in sorted((ROOT / "data" / "sweeps").glob("*.json")):
+        sweep = load_sweep(path)
+        assert f"| `{path.name}` | `{sweep.name}` | {len(sweep.cells)} |" in readme
+    grid = load_sweep(ROOT / "data" / "sweeps" / "heatmaps.json")
+    cells = pd.DataFrame([c.config for c in grid.cells])
+    assert tuple(pd.unique(cells["method"])) == heat.HEATMAP_METHODS
+    assert tuple(pd.unique(cells["G"])) == heat.HEATMAP_GROUP_SIZES
+    assert tuple(sorted(cells["c"].dropna().unique())) == heat.HEATMAP_CLIPS
+    assert set(cells["rate"]) == {heat.HEATMAP_RATE} and set(cells["size"]) == {heat.HEATMAP_SIZE}
+    assert set(cells["n_groups"]) == {heat.N_GROUPS} and {c.seed for c in grid.cells} == {heat.SEED}
+    assert all(c == {"model": "bernoulli", "p": heat.HEATMAP_P} for c in cells["clean"])
+
+
+@pytest.mark.slow
+def test_a_record_of_a_corner_of_the_heat_maps_holds_the_heat_maps_numbers(tmp_path):
+    """Notebook 03's section 4: its default record compared with the heat maps' table over the same corner (one
+    metrics.sweep call over the grid, as report.sweeps.heatmap_sweep makes it)."""
+    from robustgrpo.report.records import compare_with_heatmaps
+
+    run_sweep(ROOT / "data" / "sweeps" / "heatmaps_small.json", tmp_path, progress=False)
+    rec = load_record(tmp_path)
+    reference = metrics_sweep(("grpo", "robust", "rank"), group_sizes=(8, 64), clip=(2.0, 2.5, 3.0), rates=0.05, sizes=10.0,
+                              clean=Bernoulli(0.3), n_groups=10_000, seed=0, progress=False)
+    same = compare_with_heatmaps(rec, "update_cosine", reference)
+    assert len(same) == len(rec) == 10
+    np.testing.assert_allclose(same["update_cosine"], same["reference"], rtol=0, atol=1e-12)
+    other = rec.assign(rate=0.1)  # another setting: no cell of the heat maps
+    assert compare_with_heatmaps(other, "update_cosine", reference).empty
+
+
+# ---------------------------------------------------------------------------------- the command
+
+
+def test_sweep_command_runs_reports_and_says_what_is_done_failed_and_missing(tmp_path, capsys, monkeypatch):
+    config = tmp_path / "sweep.json"
+    config.write_text(json.dumps({"runnable": "agreement", "fixed": {"n_groups": 100}, "grid": {"G": [4, 8]}}))
+    out = tmp_path / "out"
+    assert main(["sweep", str(config), "--out", str(out), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "agreement: 2 cells" in text and "2 cells: 0 already done, 2 ran, 0 failed (local engine" in text
+    assert main(["sweep", "status", str(out)]) == 0
+    status = capsys.readouterr().out
+    assert "done          2" in status and "failed        0" in status and "complete: every cell is done" in status
+    # a failing cell: exit status 1, the cell and its error listed; status lists it as failed
+    monkeypatch.setitem(RUNNABLES, "toy", TOY)
+    (tmp_path / "m").mkdir()
+    config.write_text(json.dumps({"runnable": "toy", "fixed": {"marker": str(tmp_path / "m"), "fail": [0, 1]}, "seeds": 3}))
+    assert main(["sweep", str(config), "--out", str(tmp_path / "toy"), "--no-progress"]) == 1
+    text = capsys.readouterr().out
+    assert "1 failed" in text and "seed=1: RuntimeError: flaky cell x=0 seed=1" in text
+    main(["sweep", "status", str(tmp_path / "toy")])
+    status = capsys.readouterr().out
+    assert "failed        1" in status and "local: RuntimeError: flaky cell" in status and "rerun the same sweep" in status
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["sweep", "{bad}", "--out", "{out}"], "{bad}: grid.G: G must be an integer >= 2, got 'eight'"),
+    (["sweep", "{bad}"], "sweep CONFIG needs --out DIR"),
+    (["sweep", "status", "{out}"], "holds no sweep record (no manifest.json)"),
+    (["sweep", "{bad}", "--out", "{out}", "--address", "auto"], "--address applies to the ray engine"),
+    (["sweep", "{bad}", "extra", "--out", "{out}"], "sweep takes one CONFIG file"),
+])
+def test_sweep_command_user_errors_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"runnable": "simulate", "grid": {"G": ["eight"]}}))
+    fill = {"bad": str(bad), "out": str(tmp_path / "out")}
+    assert main([a.format(**fill) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("robustgrpo sweep: error: ") and message.format(**fill) in err
+
+
+def test_importing_the_package_and_its_command_line_does_not_import_ray():
+    code = "import sys, robustgrpo, robustgrpo.sweep, robustgrpo.cli, robustgrpo.report.records; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_sweep_bench_prints_overheads_for_the_local_engine():
+    from robustgrpo.bench import format_sweep_table, run_sweep_benchmark
+
+    result = run_sweep_benchmark(n_empty=5, n_sim=2, engines=("local",), progress=False)
+    assert [r.how for r in result.rows] == [
+        "direct: call the runnable", "direct: simulate, one call per seed", "direct: simulate, all seeds in one call",
+        "local engine", "local engine, seeds batched by 16", "local engine, one cell per call"]
+    table = format_sweep_table(result)
+    empty = result.rows[3]
+    assert f"{empty.ms_per_cell - result.rows[0].ms_per_cell:>13.1f}" in table and "cells/s" in table
+    assert f"at most {empty.cells_per_s:.0f} cells/s" in table
+    with pytest.raises(ValueError, match="engines must be among"):
+        run_sweep_benchmark(engines=("dask",))
+
+
+# ------------------------------------------------------------------ an interrupted sweep (slow)
+
+KILL_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+from test_sweep import TOYS
+from robustgrpo.sweep import run_sweep
+run_sweep({spec!r}, {out!r}, progress=False, runnables=TOYS)
+"""
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_process_loses_nothing_finished_and_a_rerun_completes_it(tmp_path):
+    out = tmp_path / "record"
+    spec = {"runnable": "toy", "fixed": {"sleep": 0.3}, "grid": {"x": [1, 2]}, "seeds": 4}
+    script = tmp_path / "run.py"
+    script.write_text(KILL_SCRIPT.format(tests=str(TESTS), spec=spec, out=str(out)))
+    proc = subprocess.Popen([sys.executable, str(script)])
+    try:
+        deadline = time.monotonic() + 120
+        while len(list((out / "cells").glob("*.parquet"))) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.02)
+    finally:
+        proc.kill()  # SIGKILL: no clean-up of any kind
+        proc.wait()
+    status = sweep_status(out)
+    assert 2 <= len(status.done) < 8 and len(status.done) + len(status.missing) == 8 and not status.failed
+    before = _files(out)
+    result = run_sweep(spec, out, progress=False, runnables=TOYS)
+    assert (result.skipped, result.ran, result.failed) == (len(status.done), 8 - len(status.done), ())
+    assert {k: v for k, v in _files(out).items() if k in before} == before
+    assert not [p for p in (out / "cells").iterdir() if p.name.startswith(".")]
+    _assert_toy_record(out, [1, 2], [0, 1, 2, 3])
+
+
+# --------------------------------------------------------------------------------------- Ray (slow)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A local Ray instance for the session: two CPUs, no dashboard; the test module's functions pickled by value."""
+    import logging
+
+    import ray
+    import ray.cloudpickle
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.slow
+def test_ray_and_local_engines_give_identical_numbers(tmp_path, ray_cluster):
+    sims = {"runnable": "simulate", "fixed": SIM, "grid": {"policy": ["tabular", "linear"], "estimators": ["grpo", "robust"]},
+            "seeds": 2}
+    agreement = {"runnable": "agreement", "fixed": {"n_groups": 200}, "grid": {"method": ["grpo", "huber_m"], "c": [2.0, 3.0]}}
+    for name, spec in (("sims", sims), ("agreement", agreement)):
+        local = run_sweep(spec, tmp_path / f"{name}-local", LocalEngine(), progress=False)
+        remote = run_sweep(spec, tmp_path / f"{name}-ray", RayEngine(), progress=False)
+        assert remote.engine == "ray" and remote.ran == local.ran == remote.n_cells and not remote.failed
+        pd.testing.assert_frame_equal(load_record(tmp_path / f"{name}-local"), load_record(tmp_path / f"{name}-ray"),
+                                      check_exact=True)
+
+
+@pytest.mark.slow
+def test_ray_records_a_failed_cell_and_a_killed_worker_and_a_rerun_completes_the_sweep(tmp_path, ray_cluster):
+    out, marker = tmp_path / "record", tmp_path / "markers"
+    marker.mkdir()
+    spec = {"runnable": "toy", "fixed": {"marker": str(marker), "fail": [1, 0], "kill": [2, 1]}, "grid": {"x": [1, 2]},
+            "seeds": 3}
+    first = run_sweep(spec, out, RayEngine(retries=0), progress=False, runnables=TOYS)
+    errors = {f["label"]: f["error"] for f in first.failed}
+    assert first.ran == 4 and set(errors) == {"x=1 seed=0", "x=2 seed=1"}
+    assert errors["x=1 seed=0"] == "RuntimeError: flaky cell x=1 seed=0: fails on its first attempt"
+    assert errors["x=2 seed=1"].startswith("ray.exceptions.WorkerCrashedError")
+    status = sweep_status(out)
+    assert (len(status.done), len(status.failed)) == (4, 2) and {f["engine"] for f in status.failed} == {"ray"}
+    before = _files(out)
+    second = run_sweep(spec, out, RayEngine(), progress=False, runnables=TOYS)
+    assert (second.skipped, second.ran, second.failed) == (4, 2, ())
+    assert {k: v for k, v in _files(out).items() if k in before} == before
+    assert sweep_status(out).complete
+    _assert_toy_record(out, [1, 2], [0, 1, 2])
+
+
+@pytest.mark.slow
+def test_ray_retries_a_killed_worker_within_the_run(tmp_path, ray_cluster):
+    (tmp_path / "m").mkdir()
+    spec = {"runnable": "toy", "fixed": {"marker": str(tmp_path / "m"), "kill": [0, 1]}, "seeds": 3}
+    result = run_sweep(spec, tmp_path / "record", RayEngine(retries=1), progress=False, runnables=TOYS)
+    assert (result.ran, result.failed) == (3, ())
+    assert (tmp_path / "m" / "0-1").exists()  # the first attempt did die
+    _assert_toy_record(tmp_path / "record", [0], [0, 1, 2])
+
+
+@pytest.mark.slow
+def test_the_command_runs_a_sweep_on_a_running_cluster_by_its_address(tmp_path, ray_cluster):
+    config = tmp_path / "sweep.json"
+    config.write_text(json.dumps({"runnable": "agreement", "fixed": {"n_groups": 150}, "grid": {"G": [4, 8], "method": ["grpo", "rank"]}}))
+    cmd = [sys.executable, "-m", "robustgrpo", "sweep", str(config), "--out", str(tmp_path / "ray"), "--engine", "ray",
+           "--address", ray_cluster, "--no-progress"]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "4 cells: 0 already done, 4 ran, 0 failed (ray engine" in done.stdout
+    run_sweep(config, tmp_path / "local", progress=False)
+    pd.testing.assert_frame_equal(load_record(tmp_path / "ray"), load_record(tmp_path / "local"), check_exact=True)
+
+
+@pytest.mark.slow
+def test_sweep_bench_times_the_ray_engine_too(ray_cluster):
+    from robustgrpo.bench import format_sweep_table, run_sweep_benchmark
+
+    result = run_sweep_benchmark(n_empty=6, n_sim=2, engines=("ray",), progress=False)
+    assert [r.how for r in result.rows][-2:] == ["ray engine (2 CPUs)", "ray engine (2 CPUs, 1 per cell)"]
+    assert result.ray_version and result.ray_start_s is not None and result.ray_warmup_s > 0
+    assert "Ray: local instance started in" in format_sweep_table(result)
