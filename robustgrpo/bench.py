@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
+import pandas as pd
 import scipy.stats
 import torch
 
@@ -470,9 +471,7 @@ def _noop_resolve(config: dict) -> dict:
     return {}
 
 
-def _noop_run(config: dict, seed: int) -> "pd.DataFrame":
-    import pandas as pd
-
+def _noop_run(config: dict, seed: int) -> pd.DataFrame:
     return pd.DataFrame({"value": [float(seed)]})
 
 
