@@ -16,8 +16,9 @@ this list (tests/test_project.py holds the same list and checks the imports):
 ``plots`` -> ``dashboards`` -> ``widgets`` -> ``report``
     figures, the pure data behind each dashboard, its ipywidgets, the report
     figures (table -> plot -> caption);
-``cli``, ``integrations``
-    the command line; verl and TRL (imported lazily).
+``execute`` -> ``bench`` -> ``cli``, ``integrations``
+    the notebook runner, the benchmarks, the command line; verl and TRL
+    (imported lazily).
 
 >>> import robustgrpo
 >>> result = robustgrpo.compute_advantages([[0, 0, 0, 0, 0, 0, 1.0, 10.0]], reward_range=(0, 1))

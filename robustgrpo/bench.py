@@ -42,7 +42,7 @@ import pandas as pd
 import scipy.stats
 import torch
 
-from .checks import check_int
+from .checks import check_int, check_int_list
 from .advantages import ESTIMATORS, compute_advantages
 
 __all__ = [
@@ -145,6 +145,13 @@ def run_benchmark(
     """
     from tqdm.auto import tqdm
 
+    check_int("repeats", repeats, minimum=1)
+    if not shapes:
+        raise ValueError("shapes is empty; pass at least one (groups, G) shape, e.g. (65536, 16)")
+    for shape in shapes:
+        check_int_list("shape", list(shape), minimum=1)
+        if len(shape) != 2:
+            raise ValueError(f"a shape is (groups, G), got {shape!r}")
     gen = torch.Generator().manual_seed(seed)
     rows: list[BenchRow] = []
     cases = [(shape, label) for shape in shapes for label in ("grpo (idiomatic)", *ESTIMATORS, "robust (numpy+scipy)")]
