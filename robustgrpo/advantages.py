@@ -743,7 +743,7 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
     breakdown=Breakdown(
         lambda n: math.nan,
         None,
-        "no closed form for proposal 2 started from the robust scale: measured about n/4 to 3/8 of the group",
+        "no closed form for proposal 2: measured about a quarter of the group (2/8, 4/16, 9/32, 17/64)",
     ),
 )
 def _huber_m(
