@@ -111,6 +111,13 @@ def test_layers_import_only_from_layers_before_them(layer):
         assert not later, f"{path.name} ({layer}) imports from later layer(s) {later}"
 
 
+def test_readme_layout_lists_the_layers_in_their_order():
+    block = (ROOT / "README.md").read_text().split("## Layout", 1)[1].split("```")[1]
+    listed = [name for line in block.splitlines() if line.startswith("  ") and not line.startswith("   ")
+              for name in re.split(r",\s*", line.split("  ")[1].strip())]
+    assert listed == LAYERS
+
+
 def test_readme_figures_are_report_figures_at_their_built_size(tmp_path):
     """The README shows committed copies of report figures; a fresh build must match their size."""
     from PIL import Image
