@@ -14,8 +14,8 @@ sweep       run a declared grid of simulations or metrics x seeds (in-process or
 experiment  real trainer runs: ``experiment trl CONFIG --out DIR`` runs a sweep of TRL's trainer on a
             tiny model under contaminated judges, then prints each estimator's final clean reward
 
-A user error (a malformed reward log, a bad setting) prints one line on
-stderr and exits with status 2, without a traceback.
+A user error (a malformed reward log, a bad setting, a mistyped option)
+prints one line on stderr and exits with status 2, without a traceback.
 """
 
 from __future__ import annotations
@@ -23,11 +23,24 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, NoReturn, Sequence
 
 from .advantages import describe_estimators
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
+
+PROG = "python -m robustgrpo"
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line on stderr (status 2).
+
+    argparse's own ``error`` prints the whole usage block first; here the
+    usage is one ``--help`` away, named in the line.
+    """
+
+    def error(self, message: str) -> "NoReturn":  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
@@ -127,7 +140,6 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     return 0
 
 
-
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from .plots import save_figure
     from .report.drift import simulation_figure
@@ -161,14 +173,21 @@ def _seed_spec(text: str) -> int:
     return value
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+def _integer_at_least(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+_positive = _integer_at_least(1)
+_non_negative = _integer_at_least(0)
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -227,13 +246,13 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m robustgrpo``."""
-    parser = argparse.ArgumentParser(prog="python -m robustgrpo", description=__doc__.split("\n")[0])
+    parser = _OneLineParser(prog=PROG, description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="seed 000's poisoned group through every estimator").set_defaults(func=_cmd_demo)
     sub.add_parser("estimators", help="list the estimator catalogue").set_defaults(func=_cmd_estimators)
     bench = sub.add_parser("bench", help="time the estimators (prints a table)")
     bench.add_argument("--shapes", type=_shape, nargs="+", metavar="BxG", help="shapes to time (default 65536x16 4096x256)")
-    bench.add_argument("--repeats", type=int, default=7, help="timed calls per case (median reported)")
+    bench.add_argument("--repeats", type=_positive, default=7, help="timed calls per case (median reported)")
     bench.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     bench.add_argument("--dashboard", action="store_true",
                        help="time the dashboard's slider moves at G=256 with 10^4 groups and notebook 03's heat-map sweep")
@@ -252,8 +271,9 @@ def build_parser() -> argparse.ArgumentParser:
     figures.set_defaults(func=_cmd_figures)
     notebooks = sub.add_parser("notebooks", help="execute the notebooks into a folder")
     notebooks.add_argument("--out", required=True, help="folder for executed notebooks (notebooks/) and figures (figures/)")
-    notebooks.add_argument("--only", nargs="+", metavar="PATH", help="execute only these notebooks")
-    notebooks.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell")
+    notebooks.add_argument("--only", nargs="+", metavar="NAME",
+                           help="execute only these notebooks (a path, or a name such as 01_outlier_poisoning)")
+    notebooks.add_argument("--timeout", type=_positive, default=600, help="seconds allowed per cell")
     notebooks.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     notebooks.set_defaults(func=_cmd_notebooks)
     diag = sub.add_parser("diagnose", help="diagnose a reward log (CSV, JSON Lines, Parquet) and recommend an estimator")
@@ -284,11 +304,11 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--num-cpus", type=_positive, help="CPUs of the local Ray instance (default: this machine's)")
     sweep.add_argument("--cpus-per-cell", type=_positive, help="CPUs (torch threads) per cell (default: the config's, else 1)")
     sweep.add_argument("--batch-size", type=_positive, default=16, help="local engine: most seeds per vectorized call")
-    sweep.add_argument("--retries", type=int, default=3, help="ray engine: reruns of a cell whose worker died")
+    sweep.add_argument("--retries", type=_non_negative, default=3, help="ray engine: reruns of a cell whose worker died")
     sweep.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     sweep.set_defaults(func=_cmd_sweep)
     experiment = sub.add_parser("experiment", help="real trainer runs as a sweep: experiment trl CONFIG --out DIR",
-                                usage="python -m robustgrpo experiment trl CONFIG --out DIR [--engine {local,ray}] [--address ADDRESS] ...")
+                                usage=f"{PROG} experiment trl CONFIG --out DIR [--engine {{local,ray}}] [--address ADDRESS] ...")
     experiment.add_argument("trainer", choices=["trl"], help="the trainer: trl (TRL's GRPOTrainer through robustgrpo.integrations.trl)")
     experiment.add_argument("config", help='a sweep config whose "runnable" is "trl" (e.g. data/sweeps/trl_contamination.json)')
     experiment.add_argument("--out", required=True, metavar="DIR", help="the record folder; a rerun into it skips finished runs")
@@ -297,7 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     experiment.add_argument("--address", help="Ray cluster: auto, ray://HOST:PORT or HOST:PORT (default: start a local instance)")
     experiment.add_argument("--num-cpus", type=_positive, help="CPUs of the local Ray instance (default: this machine's)")
     experiment.add_argument("--cpus-per-cell", type=_positive, help="CPUs (torch threads) per run (default: the config's, else 1)")
-    experiment.add_argument("--retries", type=int, default=3, help="ray engine: reruns of a run whose worker died")
+    experiment.add_argument("--retries", type=_non_negative, default=3, help="ray engine: reruns of a run whose worker died")
     experiment.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     experiment.set_defaults(func=_cmd_experiment, batch_size=1)
     return parser
@@ -309,7 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ValueError, OSError) as err:  # user errors: one line, no traceback
-        print(f"robustgrpo {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
+        print(f"{PROG} {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
 
 

@@ -302,7 +302,7 @@ class Diagnosis:
         The same columns over the whole log (one row, ``step`` = "all").
     samples : pandas.DataFrame
         One row per reward, in the log's order: ``step``, ``group``, ``line``,
-        ``reward``, ``z`` (:math:`|d| / (1.4826\, b)`, 0 in groups that tie),
+        ``reward``, ``z`` (:math:`|d| / (1.4826 b)`, 0 in groups that tie),
         ``robust_rule`` (``z > outlier_k``), ``out_of_range``.
     outliers : pandas.DataFrame
         The rows of ``samples`` flagged by either rule.

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-__all__ = ["NOTEBOOK_DIR", "NotebookRun", "list_notebooks", "run_notebook", "run_all"]
+from .checks import check_int
+
+__all__ = ["NOTEBOOK_DIR", "NotebookRun", "list_notebooks", "resolve_notebook", "run_notebook", "run_all"]
 
 #: The committed notebooks (without outputs).
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
@@ -37,6 +39,22 @@ def list_notebooks(directory: str | Path = NOTEBOOK_DIR) -> list[Path]:
     if not paths:
         raise ValueError(f"no notebooks found in {directory}; pass the folder that holds the .ipynb files")
     return paths
+
+
+def resolve_notebook(name: str | Path) -> Path:
+    """The notebook ``name`` names: a path to an ``.ipynb`` file, or a name in the series.
+
+    ``notebooks/01_outlier_poisoning.ipynb``, ``01_outlier_poisoning.ipynb`` and
+    ``01_outlier_poisoning`` all name the same notebook. A name that matches
+    nothing is a ``ValueError`` that lists the series.
+    """
+    path = Path(name)
+    candidates = [path, NOTEBOOK_DIR / path.name, NOTEBOOK_DIR / f"{path.name}.ipynb"]
+    found = next((c for c in candidates if c.suffix == ".ipynb" and c.is_file()), None)
+    if found is None:
+        known = ", ".join(p.stem for p in list_notebooks())
+        raise ValueError(f"no notebook {str(name)!r}; pass an .ipynb file or one of the series: {known}")
+    return found
 
 
 def run_notebook(
@@ -84,11 +102,16 @@ def run_notebook(
 def run_all(
     out: str | Path, *, notebooks: Sequence[str | Path] | None = None, timeout: int = 600, progress: bool = True
 ) -> list[NotebookRun]:
-    """Execute every notebook into ``out/notebooks``, their figures into ``out/figures``."""
+    """Execute every notebook into ``out/notebooks``, their figures into ``out/figures``.
+
+    ``notebooks`` names a subset (see `resolve_notebook`); every name and the
+    ``timeout`` (seconds per cell, >= 1) are checked before the first kernel starts.
+    """
     from tqdm.auto import tqdm
 
     out = Path(out)
-    paths = [Path(p) for p in notebooks] if notebooks else list_notebooks()
+    check_int("timeout", timeout, minimum=1, hint="seconds allowed per cell")
+    paths = [resolve_notebook(p) for p in notebooks] if notebooks else list_notebooks()
     return [
         run_notebook(p, figures=out / "figures", out=out / "notebooks", timeout=timeout)
         for p in tqdm(paths, desc="notebooks", disable=not progress)

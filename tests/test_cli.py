@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from robustgrpo import ESTIMATORS
-from robustgrpo.cli import main
+from robustgrpo.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 REF = {k: v["value"] for k, v in json.loads((ROOT / "data" / "reference" / "seed_000.json").read_text())["values"].items()}
@@ -64,11 +64,75 @@ def test_bench_prints_a_table_with_ratios():
     assert len(rows) == 2 * (len(ESTIMATORS) + 2)
     assert all(float(r.split()[-1]) > 0 for r in rows)
     assert "faster than numpy+scipy at 256x16" in out
+    for target in ("target robust <= 2x grpo at G=16 (256x16)", "target rank <= 3x grpo at G=16 (256x16)",
+                   "target huber_m <= 5x grpo at G=16 (256x16)"):
+        assert re.search(re.escape(target) + r": \d+\.\d\dx, (met|NOT met)$", out, re.M), target
 
 
-def test_bad_arguments_exit_with_usage():
-    with pytest.raises(SystemExit) as err:
-        main(["bench", "--shapes", "16by8"])
-    assert err.value.code == 2
-    with pytest.raises(SystemExit):
-        main(["frobnicate"])
+# Every command's user errors, in process (fast): one line on stderr naming the problem, status 2, no traceback.
+# {file} is an existing non-directory path, {tmp} a fresh folder, {log} the example reward log.
+USER_ERRORS = [
+    ([], "the following arguments are required: command"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["demo", "extra"], "unrecognized arguments: extra"),
+    (["estimators", "--verbose"], "unrecognized arguments: --verbose"),
+    (["bench", "--shapes", "16by8"], "shape must look like 65536x16, got '16by8'"),
+    (["bench", "--shapes", "0x8"], "shape sizes must be positive, got '0x8'"),
+    (["bench", "--repeats", "0"], "argument --repeats: must be >= 1, got 0"),
+    (["bench", "--repeats", "x"], "argument --repeats: must be an integer, got 'x'"),
+    (["figures"], "the following arguments are required: --out"),
+    (["figures", "--out", "{tmp}", "--only", "no_such_figure"], "unknown report figure(s) ['no_such_figure']; known: 01_"),
+    (["figures", "--out", "{tmp}", "--formats", "gif"], "argument --formats: invalid choice: 'gif'"),
+    (["figures", "--out", "{file}", "--only", "02_breakdown", "--no-progress"],
+     "cannot make the folder '{file}' (File exists); pass a folder you can write to"),
+    (["figures", "--out", "{file}/sub", "--only", "02_breakdown", "--no-progress"],
+     "cannot make the folder '{file}/sub' (Not a directory)"),
+    (["notebooks", "--out", "{tmp}", "--only", "nope"], "no notebook 'nope'; pass an .ipynb file or one of the series: 01_"),
+    (["notebooks", "--out", "{tmp}", "--timeout", "0"], "argument --timeout: must be >= 1, got 0"),
+    (["diagnose", "{tmp}/none.csv"], "none.csv: no such file; pass the path of a reward log"),
+    (["diagnose", "{log}", "--reward-range", "1", "0"], "reward_range"),
+    (["diagnose", "{log}", "--column", "bad"], "--column must look like group=prompt_id, got 'bad'"),
+    (["diagnose", "{log}", "--reward-fn", "nope"], "nope"),
+    (["simulate", "{tmp}/none.json", "--out", "{tmp}"], "no config file at"),
+    (["simulate", "{file}", "--out", "{tmp}"], "invalid JSON at line 1"),
+    (["simulate", "{tmp}/none.json", "--out", "{tmp}", "--seeds", "-1"], "argument --seeds: seeds must be >= 0, got -1"),
+    (["sweep", "status"], "usage: sweep status DIR"),
+    (["sweep", "{tmp}/none.json", "--out", "{tmp}"], "no sweep config at"),
+    (["sweep", "{tmp}/none.json", "--out", "{tmp}", "--retries", "-1"], "argument --retries: must be >= 0, got -1"),
+    (["sweep", "{tmp}/none.json", "--out", "{tmp}", "--engine", "dask"], "argument --engine: invalid choice: 'dask'"),
+    (["experiment", "verl", "{tmp}/none.json", "--out", "{tmp}"], "argument trainer: invalid choice: 'verl'"),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}"], "no sweep config at"),
+    (["experiment", "trl", "{file}", "--out", "{tmp}"], "invalid JSON at line 1"),
+    (["experiment", "trl", "{tmp}/none.json"], "the following arguments are required: --out"),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}", "--retries", "-1"], "argument --retries: must be >= 0, got -1"),
+]
+
+
+def test_every_command_has_its_user_errors_tested():
+    commands = {argv[0] for argv, _ in USER_ERRORS if argv and not argv[0].startswith("-")}
+    assert commands - {"frobnicate"} == set(build_parser()._subparsers._group_actions[0].choices)
+
+
+@pytest.mark.parametrize("argv, message", USER_ERRORS, ids=[" ".join(a) or "(nothing)" for a, _ in USER_ERRORS])
+def test_user_errors_are_one_line_on_stderr_and_status_2(tmp_path, capsys, argv, message):
+    file = tmp_path / "not_a_folder.txt"
+    file.write_text("plain text\n")
+    fill = {"tmp": str(tmp_path), "file": str(file), "log": str(ROOT / "data" / "reward_logs" / "binary_judge_glitch.csv")}
+    try:
+        status = main([a.format(**fill) for a in argv])
+    except SystemExit as stop:  # argparse's usage errors leave through SystemExit
+        status = stop.code
+    captured = capsys.readouterr()
+    assert status == 2
+    assert captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith("python -m robustgrpo") and ": error: " in captured.err
+    assert message.format(**fill) in captured.err
+    assert "Traceback" not in captured.err + captured.out
+
+
+def test_a_user_error_from_the_shell_is_one_line_without_traceback():
+    done = subprocess.run([sys.executable, "-m", "robustgrpo", "bench", "--repeats", "0"], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == ("python -m robustgrpo bench: error: argument --repeats: must be >= 1, got 0 "
+                           "(see python -m robustgrpo bench --help)\n")

@@ -237,7 +237,7 @@ def test_cli_user_errors_are_one_line_without_traceback(tmp_path):
     bad.write_text("step,prompt_id,reward\n0,a,1\n0,a,x\n")
     out = _cli(str(bad))
     assert out.returncode == 2 and out.stdout == ""
-    assert out.stderr.strip() == ("robustgrpo diagnose: error: bad.csv: line 3, column 'reward': not a number: 'x' "
+    assert out.stderr.strip() == ("python -m robustgrpo diagnose: error: bad.csv: line 3, column 'reward': not a number: 'x' "
                                   "(1 bad row in all); fix the file, or pass skip_bad=True (--skip-bad) to skip bad "
                                   "rows and report them")
     out = _cli(str(bad), "--skip-bad")

@@ -660,7 +660,7 @@ def test_simulate_command_reports_user_errors_on_one_line(tmp_path, content, mes
     done = subprocess.run([sys.executable, "-m", "robustgrpo", "simulate", str(path), "--out", str(tmp_path / "out")],
                           capture_output=True, text=True)
     assert done.returncode == 2
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith("robustgrpo simulate: error: ")
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("python -m robustgrpo simulate: error: ")
     assert message in done.stderr
     assert "Traceback" not in done.stderr and not (tmp_path / "out").exists()
 

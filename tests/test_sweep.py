@@ -443,7 +443,7 @@ def test_sweep_command_user_errors_are_one_line_and_exit_2(tmp_path, capsys, arg
     fill = {"bad": str(bad), "out": str(tmp_path / "out")}
     assert main([a.format(**fill) for a in argv]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith("robustgrpo sweep: error: ") and message.format(**fill) in err
+    assert err.count("\n") == 1 and err.startswith("python -m robustgrpo sweep: error: ") and message.format(**fill) in err
 
 
 def test_importing_the_package_and_its_command_line_does_not_import_ray():

@@ -151,6 +151,10 @@ def build_all(
     if unknown:
         raise ValueError(f"unknown report figure(s) {unknown}; known: {', '.join(specs)}")
     out = Path(out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cannot make the folder {str(out)!r} ({err.strerror}); pass a folder you can write to") from None
     built = []
     for name in tqdm(chosen, desc="figures", disable=not progress):
         spec = specs[name]
