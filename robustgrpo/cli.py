@@ -12,7 +12,7 @@ simulate    run the drift simulator from a JSON config: the record (Parquet) and
 sweep       run a declared grid of simulations or metrics x seeds (in-process or on Ray) into a
             Parquet record; ``sweep status DIR`` says what is done, failed and missing
 experiment  real trainer runs: ``experiment trl CONFIG --out DIR`` runs a sweep of TRL's trainer on a
-            tiny model under contaminated judges, then prints each estimator's final clean reward
+            tiny model under contaminated judges, then prints where each arm ends
 
 A user error (a malformed reward log, a bad setting, a mistyped option)
 prints one line on stderr and exits with status 2, without a traceback.
@@ -235,8 +235,7 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
                          f'"runnable" is "{args.trainer}" (run other sweeps with: sweep CONFIG --out DIR)')
     args.target = [args.config]
     status = _cmd_sweep(args)
-    table = load_record(args.out) if status in (0, 1) else None
-    if table is not None and len(table):
+    if status in (0, 1) and len(table := load_record(args.out)):  # every run finished, or some failed
         from .report.trainer import final_table, format_final_table
 
         print()

@@ -133,7 +133,7 @@ def trainer_bands(table: pd.DataFrame, metrics: Sequence[str] = ("correct_prob",
     return pd.concat([seed_bands(table, m, by=list(by)).assign(metric=m) for m in metrics], ignore_index=True)
 
 
-#: The summaries of one run: label, and how each is computed from the run's rows.
+#: The summaries of one run (:func:`run_summaries`) and their names in text.
 SUMMARIES = {"correct_prob": "last-step P(correct)", "correct_prob_auc": "mean P(correct) over training",
              "hack_prob": "last-step P(hack)"}
 

@@ -37,8 +37,8 @@ from __future__ import annotations
 import importlib
 import json
 import math
-from types import ModuleType
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Callable, Mapping
 
 import pandas as pd
