@@ -100,6 +100,11 @@ USER_ERRORS = [
     (["sweep", "{tmp}/none.json", "--out", "{tmp}"], "no sweep config at"),
     (["sweep", "{tmp}/none.json", "--out", "{tmp}", "--retries", "-1"], "argument --retries: must be >= 0, got -1"),
     (["sweep", "{tmp}/none.json", "--out", "{tmp}", "--engine", "dask"], "argument --engine: invalid choice: 'dask'"),
+    (["experiment", "verl", "{tmp}/none.json", "--out", "{tmp}"], "argument trainer: invalid choice: 'verl'"),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}"], "no sweep config at"),
+    (["experiment", "trl", "{file}", "--out", "{tmp}"], "invalid JSON at line 1"),
+    (["experiment", "trl", "{tmp}/none.json"], "the following arguments are required: --out"),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}", "--retries", "-1"], "argument --retries: must be >= 0, got -1"),
 ]
 
 
