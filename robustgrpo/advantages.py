@@ -684,6 +684,33 @@ def _robust(g: Groups, *, c: float, resolution: float) -> Computed:
     return Computed(adv, parts.centre, parts.scale, parts.fallback, clipped)
 
 
+def _blom_scores(ranks: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    r"""Blom's normal scores :math:`\Phi^{-1}((R - 3/8) / (n + 1/4))` of mid-ranks R in groups of n.
+
+    Ranks that are whole or half numbers (all of them unless rewards ramp into
+    each other within the tie tolerance) are looked up in a table computed in
+    float64 for every (n, 2R) of the batch, so the quantile function runs only
+    on the others.
+    """
+    G = ranks.shape[-1]
+    twice = 2 * ranks
+    index = twice.long().clamp_(0, 2 * G)  # (ranks are >= 1/2; invalid entries' ranks are unused)
+    on_table = twice == index.to(ranks.dtype)
+    m = torch.arange(G + 1, dtype=torch.float64, device=ranks.device).unsqueeze(-1)
+    j = torch.arange(2 * G + 1, dtype=torch.float64, device=ranks.device)
+    table = torch.special.ndtri(((j / 2 - 0.375) / (m + 0.25)).clamp(1e-12, 1 - 1e-12)).to(ranks.dtype).flatten()
+    z = table.index_select(0, (index + (n * (2 * G + 1)).unsqueeze(-1)).view(-1)).view(ranks.shape)
+    if bool(on_table.all()):
+        return z
+    rows = ~on_table.all(-1)  # rows with a rank between table entries: the quantile function there
+    if 4 * int(rows.sum()) > rows.numel():  # most rows: cheaper on all of them than on a copied subset
+        p = (ranks - 0.375) / (n.to(ranks.dtype).unsqueeze(-1) + 0.25)
+        return torch.where(on_table, z, torch.special.ndtri(p.clamp_(1e-12, 1 - 1e-12)))
+    p = (ranks[rows] - 0.375) / (n[rows].to(ranks.dtype).unsqueeze(-1) + 0.25)
+    z[rows] = torch.where(on_table[rows], z[rows], torch.special.ndtri(p.clamp_(1e-12, 1 - 1e-12)))
+    return z
+
+
 @register(
     "rank",
     "centred normal scores of mid-ranks with tie tolerance t: Phi^-1((R - 3/8) / (n + 1/4)) minus its group mean",
@@ -719,8 +746,7 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
     """
     r, mask, n = g.rewards, g.mask, g.n
     ranks = soft_midranks(r, mask, tie_tolerance(r, mask, resolution, g.span))
-    p = (ranks - 0.375) / (n.to(r.dtype).unsqueeze(-1) + 0.25)
-    z = torch.special.ndtri(p.clamp(1e-12, 1 - 1e-12))
+    z = _blom_scores(ranks, n)
     centre = masked_mean(z, mask, n)
     adv = z - centre.unsqueeze(-1)
     return Computed(adv, centre, torch.ones_like(centre), _none(centre), _none(adv))
@@ -743,7 +769,7 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
     breakdown=Breakdown(
         lambda n: math.nan,
         None,
-        "no closed form for proposal 2 started from the robust scale: measured about n/4 to 3/8 of the group",
+        "no closed form for proposal 2: measured about a quarter of the group (2/8, 4/16, 9/32, 17/64)",
     ),
 )
 def _huber_m(

@@ -10,8 +10,12 @@
   written with numpy array operations (:func:`robust_numpy_scipy`; the tests
   check it equals the estimator).
 
-Ratios are measured in the same process, interleaved, so machine noise hits
-all rows alike. Timings are medians over repeats after one warm-up call.
+Ratios are measured in the same process, interleaved (each repeat runs every
+case once, in turn), so machine noise hits all rows alike; a row's ratio is
+the median of its per-repeat ratios. The targets (:data:`ESTIMATOR_TARGETS`):
+``robust`` within 2x grpo at G = 16 and 5x at G = 256, ``rank`` within 3x
+and ``huber_m`` within 5x at G = 16, and ``robust`` at least 3x faster than
+numpy + scipy.
 
 ``python -m robustgrpo bench --simulate`` runs :func:`run_simulate_benchmark`: the drift
 simulator at 256 prompts x G = 16 x 500 steps x 8 seeds with a tabular policy (target: under
@@ -23,6 +27,11 @@ dashboard's rerun after a slider move (target: under 2 s), printed by
 of each sweep engine (a cell that computes nothing) and the cells per second of a small
 simulation cell run directly, on the local engine (batched and one by one) and on Ray, printed
 by :func:`format_sweep_table` with the ceiling the driver's writes put on the Ray engine.
+
+``python -m robustgrpo bench --trainer`` runs :func:`run_trainer_benchmark`: real TRL trainer
+steps per second per estimator on the experiment's tiny model (the ``trl`` runnable), and the
+share of a step the estimator's advantage block takes (target: under 5 %), measured side by
+side in one run with one torch thread, printed by :func:`format_trainer_table`.
 
 ``python -m robustgrpo bench --dashboard`` runs :func:`run_dashboard_benchmark`
 instead: the latency of each dashboard control at G = 256 with 10^4 groups
@@ -52,6 +61,7 @@ __all__ = [
     "run_benchmark",
     "format_table",
     "DEFAULT_SHAPES",
+    "ESTIMATOR_TARGETS",
     "DASHBOARD_TARGET_MS",
     "SWEEP_TARGET_S",
     "DashboardBenchRow",
@@ -68,6 +78,12 @@ __all__ = [
     "SweepBench",
     "run_sweep_benchmark",
     "format_sweep_table",
+    "TRAINER_TARGET_SHARE",
+    "TRAINER_BENCH_ESTIMATORS",
+    "TrainerBenchRow",
+    "TrainerBench",
+    "run_trainer_benchmark",
+    "format_trainer_table",
 ]
 
 DEFAULT_SHAPES: tuple[tuple[int, int], ...] = ((65536, 16), (4096, 256))
@@ -122,14 +138,13 @@ class BenchRow:
     ratio: float
 
 
-def _median_ms(fn: Callable[[], object], repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * float(np.median(times))
+#: Speed targets of the estimators: (estimator, G) -> the most times idiomatic grpo it may take.
+ESTIMATOR_TARGETS: dict[tuple[str, int], float] = {
+    ("robust", 16): 2.0,
+    ("robust", 256): 5.0,
+    ("rank", 16): 3.0,
+    ("huber_m", 16): 5.0,
+}
 
 
 def run_benchmark(
@@ -141,7 +156,11 @@ def run_benchmark(
     """Time every estimator, the idiomatic grpo and the numpy+scipy robust.
 
     Rewards are uniform on [0, 1) (continuous, so the robust path, not the
-    fallback, dominates) with one outlier of size 10 in every group.
+    fallback, dominates) with one outlier of size 10 in every group. Each
+    repeat runs every case once, in turn (after one warm-up call each); a
+    row's time is the median over repeats and its ratio the median of the
+    per-repeat ratios to ``grpo (idiomatic)`` in the same round, so a spell
+    of load on a shared machine slows a whole round, not one row.
     """
     from tqdm.auto import tqdm
 
@@ -153,25 +172,32 @@ def run_benchmark(
         if len(shape) != 2:
             raise ValueError(f"a shape is (groups, G), got {shape!r}")
     gen = torch.Generator().manual_seed(seed)
+    labels = ("grpo (idiomatic)", *ESTIMATORS, "robust (numpy+scipy)")
     rows: list[BenchRow] = []
-    cases = [(shape, label) for shape in shapes for label in ("grpo (idiomatic)", *ESTIMATORS, "robust (numpy+scipy)")]
-    bar = tqdm(cases, desc="bench", disable=not progress, leave=False)
-    data: dict[tuple[int, int], tuple[torch.Tensor, np.ndarray]] = {}
-    for shape, label in bar:
-        if shape not in data:
-            r = torch.rand(shape, generator=gen, dtype=torch.float32)
-            r[:, 0] = 10.0
-            data[shape] = (r, r.numpy().copy())
-        r, r_np = data[shape]
-        if label == "grpo (idiomatic)":
-            fn = lambda: grpo_idiomatic(r)  # noqa: E731
-        elif label == "robust (numpy+scipy)":
-            fn = lambda: robust_numpy_scipy(r_np)  # noqa: E731
-        else:
-            fn = lambda label=label: compute_advantages(r, label)  # noqa: E731
-        rows.append(BenchRow(label, shape, _median_ms(fn, repeats), float("nan")))
-    base = {row.shape: row.ms for row in rows if row.label == "grpo (idiomatic)"}
-    return [BenchRow(r.label, r.shape, r.ms, r.ms / base[r.shape]) for r in rows]
+    bar = tqdm(total=len(shapes) * (repeats + 1), desc="bench", disable=not progress, leave=False)
+    for shape in shapes:
+        r = torch.rand(shape, generator=gen, dtype=torch.float32)
+        r[:, 0] = 10.0
+        r_np = r.numpy().copy()
+        calls: dict[str, Callable[[], object]] = {
+            "grpo (idiomatic)": lambda: grpo_idiomatic(r),
+            "robust (numpy+scipy)": lambda: robust_numpy_scipy(r_np),
+            **{label: (lambda label=label: compute_advantages(r, label)) for label in ESTIMATORS},
+        }
+        times: dict[str, list[float]] = {label: [] for label in labels}
+        for round_ in range(repeats + 1):  # round 0 warms up
+            for label in labels:
+                t0 = time.perf_counter()
+                calls[label]()
+                if round_:
+                    times[label].append(time.perf_counter() - t0)
+            bar.update()
+        base = np.asarray(times["grpo (idiomatic)"])
+        for label in labels:
+            t = np.asarray(times[label])
+            rows.append(BenchRow(label, tuple(shape), 1e3 * float(np.median(t)), float(np.median(t / base))))
+    bar.close()
+    return rows
 
 
 def format_table(rows: Sequence[BenchRow]) -> str:
@@ -180,14 +206,15 @@ def format_table(rows: Sequence[BenchRow]) -> str:
     lines.append(f"{'estimator':<22}{'shape':>14}{'ms':>10}{'x grpo':>9}")
     for r in rows:
         lines.append(f"{r.label:<22}{f'{r.shape[0]}x{r.shape[1]}':>14}{r.ms:>10.2f}{r.ratio:>9.2f}")
-    by = {(r.label, r.shape): r for r in rows}
     lines.append("")
-    for shape, limit in zip(DEFAULT_SHAPES, (2.0, 5.0)):
-        if ("robust", shape) in by:
-            ratio = by[("robust", shape)].ratio
-            verdict = "met" if ratio <= limit else "NOT met"
-            lines.append(f"target robust <= {limit:g}x grpo at G={shape[1]}: {ratio:.2f}x, {verdict}")
-    for shape in {r.shape for r in rows}:
+    for r in rows:
+        limit = ESTIMATOR_TARGETS.get((r.label, r.shape[1]))
+        if limit is not None:
+            verdict = "met" if r.ratio <= limit else "NOT met"
+            lines.append(f"target {r.label} <= {limit:g}x grpo at G={r.shape[1]} ({r.shape[0]}x{r.shape[1]}): "
+                         f"{r.ratio:.2f}x, {verdict}")
+    by = {(r.label, r.shape): r for r in rows}
+    for shape in dict.fromkeys(r.shape for r in rows):
         if ("robust", shape) in by and ("robust (numpy+scipy)", shape) in by:
             speedup = by[("robust (numpy+scipy)", shape)].ms / by[("robust", shape)].ms
             verdict = "met" if speedup >= 3 else "NOT met"
@@ -659,4 +686,96 @@ def format_sweep_table(result: SweepBench) -> str:
         lines.append(f"the driver writes every cell: at {local_empty.ms_per_cell:.2f} ms per cell it takes at most "
                      f"{local_empty.cells_per_s:.0f} cells/s, whatever the cluster's size")
     lines += list(result.notes)
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ trainer
+
+#: Most of a real trainer step the adapter's advantage block may take.
+TRAINER_TARGET_SHARE = 0.05
+#: Estimators of the trainer case: the whole catalogue.
+TRAINER_BENCH_ESTIMATORS = tuple(ESTIMATORS)
+
+
+@dataclass(frozen=True)
+class TrainerBenchRow:
+    """One estimator inside TRL's trainer: steps per second, the median step and advantage block, their ratio."""
+
+    estimator: str
+    steps: int
+    steps_per_second: float
+    step_ms: float
+    advantage_ms: float
+    share: float
+
+
+@dataclass(frozen=True)
+class TrainerBench:
+    """The trainer benchmark: a row per estimator, the torch threads and the run's setting."""
+
+    rows: tuple[TrainerBenchRow, ...]
+    threads: int
+    setting: str
+
+
+def run_trainer_benchmark(
+    estimators: Sequence[str] = TRAINER_BENCH_ESTIMATORS,
+    *,
+    steps: int = 40,
+    warmup: int = 5,
+    rounds: int = 2,
+    threads: int = 1,
+    progress: bool = True,
+) -> TrainerBench:
+    """Time real trainer steps per estimator: the ``trl`` runnable (TRL's GRPOTrainer, the experiment's tiny model).
+
+    Each round runs every estimator once, interleaved, for ``warmup + steps`` steps on the
+    experiment's default setting (16 prompts x G = 8, no contamination, no exact probe), with
+    ``threads`` torch threads as a sweep cell has (:func:`robustgrpo.sweep.run_cell`). Per
+    estimator, over the measured steps of every round: ``steps_per_second`` = 1 / the median
+    wall-clock step (generation, judge, advantages, loss, backward, optimizer), and ``share``
+    = the median over steps of the adapter's advantage block
+    (``robustgrpo/advantage_seconds``: the estimator, TRL's grpo for the sign comparison, the
+    diagnostics) divided by that step's time. Target: ``share`` under
+    :data:`TRAINER_TARGET_SHARE`. Needs the ``integrations`` extra.
+    """
+    from tqdm.auto import tqdm
+
+    from .sweep import RUNNABLES, run_cell
+
+    check_int("steps", steps, minimum=1)
+    check_int("warmup", warmup, minimum=0)
+    check_int("rounds", rounds, minimum=1)
+    check_int("threads", threads, minimum=1)
+    runnable = RUNNABLES["trl"]
+    frames: dict[str, list] = {est: [] for est in estimators}
+    configs = {est: runnable.resolve({"estimator": est, "steps": warmup + steps, "eval_prompts": 0}) for est in estimators}
+    bar = tqdm(total=rounds * len(estimators), desc="trainer bench", disable=not progress, leave=False)
+    for _ in range(rounds):
+        for est in estimators:
+            frame = run_cell(runnable.run, configs[est], 0, threads)
+            frames[est].append(frame[frame["step"] >= warmup])
+            bar.update()
+    bar.close()
+    rows = []
+    for est, parts in frames.items():
+        steps_s = np.concatenate([p["step_seconds"].to_numpy() for p in parts])
+        adv_s = np.concatenate([p["advantage_seconds"].to_numpy() for p in parts])
+        step = float(np.median(steps_s))
+        rows.append(TrainerBenchRow(est, len(steps_s), 1.0 / step, 1e3 * step, 1e3 * float(np.median(adv_s)),
+                                    float(np.median(adv_s / steps_s))))
+    first = configs[estimators[0]]
+    setting = (f"{first['prompts_per_step']} prompts x G={first['G']} one-token completions per step, "
+               f"{first['hidden_size']}-wide {first['layers']}-layer model; {steps} steps x {rounds} rounds after {warmup} warm-up")
+    return TrainerBench(tuple(rows), threads, setting)
+
+
+def format_trainer_table(result: TrainerBench) -> str:
+    """Render :func:`run_trainer_benchmark`: steps per second and the advantage block's share of a step per estimator."""
+    lines = [f"torch {torch.__version__}, {result.threads} torch thread(s); {result.setting}", "",
+             f"{'estimator':<12}{'steps/s':>9}{'step ms':>9}{'advantage ms':>14}{'share':>8}   target"]
+    for r in result.rows:
+        verdict = "met" if r.share < TRAINER_TARGET_SHARE else "NOT met"
+        lines.append(f"{r.estimator:<12}{r.steps_per_second:>9.1f}{r.step_ms:>9.1f}{r.advantage_ms:>14.2f}"
+                     f"{100 * r.share:>7.1f}%   < {100 * TRAINER_TARGET_SHARE:g} %: {verdict}")
     return "\n".join(lines)

@@ -278,12 +278,15 @@ def test_huber_m_matches_statsmodels(batch):
         if row.max() == row.min():
             continue
         try:
-            loc, scale = Huber(c=1.5, maxiter=200)(row, initscale=np.array(float(scale0[i])))
+            # the fixed point, statsmodels' plain iteration run to its end (ours solves each split exactly)
+            loc, scale = Huber(c=1.5, tol=1e-14, maxiter=100_000)(row, initscale=np.array(float(scale0[i])))
         except ValueError:  # statsmodels gave up
             continue
+        if not float(scale) > 0:  # no positive fixed point (ties inside, min_scale=0): the scale shrinks to 0
+            continue
         expected = np.clip((row - float(loc)) / float(scale), -2.5, 2.5)
-        np.testing.assert_allclose(res.advantages[i], expected, rtol=1e-7, atol=1e-9)
-        assert res.diagnostics.centre[i] == pytest.approx(float(loc), rel=1e-9, abs=1e-12)
+        np.testing.assert_allclose(res.advantages[i], expected, rtol=1e-10, atol=1e-12)
+        assert res.diagnostics.centre[i] == pytest.approx(float(loc), rel=1e-11, abs=1e-12)
         checked += 1
     assert checked >= 40
 
@@ -551,3 +554,19 @@ def test_reclip_equals_computing_at_that_clip(name, batch):
     assert robustgrpo.advantages.reclip(compute_advantages(r, "grpo"), 1.0).advantages is not None
     with pytest.raises(ValueError, match="needs a result computed with c=UNCLIPPED"):
         robustgrpo.advantages.reclip(compute_advantages(r, name), 1.0)
+
+
+@pytest.mark.parametrize("kind", ["binary", "near_ties", "partial_credit", "cauchy"])
+def test_huber_m_reaches_its_fixed_point_in_six_steps(kind):
+    gen = torch.Generator().manual_seed(3)
+    base = (torch.rand(4000, 16, generator=gen, dtype=torch.float64) < 0.3).double()
+    r = {
+        "binary": base,
+        "near_ties": base + 1e-4 * torch.randn(4000, 16, generator=gen, dtype=torch.float64),
+        "partial_credit": torch.randint(0, 5, (4000, 16), generator=gen).double() / 4,
+        "cauchy": torch.tan(torch.pi * (torch.rand(4000, 16, generator=gen, dtype=torch.float64) - 0.5)),
+    }[kind]
+    six = compute_advantages(r, "huber_m", maxiter=6, tol=1e-12)
+    converged = compute_advantages(r, "huber_m", maxiter=1000, tol=1e-14)
+    torch.testing.assert_close(six.advantages, converged.advantages, rtol=0, atol=1e-9)
+    torch.testing.assert_close(six.diagnostics.scale, converged.diagnostics.scale, rtol=1e-10, atol=0)

@@ -64,6 +64,9 @@ def test_bench_prints_a_table_with_ratios():
     assert len(rows) == 2 * (len(ESTIMATORS) + 2)
     assert all(float(r.split()[-1]) > 0 for r in rows)
     assert "faster than numpy+scipy at 256x16" in out
+    for target in ("target robust <= 2x grpo at G=16 (256x16)", "target rank <= 3x grpo at G=16 (256x16)",
+                   "target huber_m <= 5x grpo at G=16 (256x16)"):
+        assert re.search(re.escape(target) + r": \d+\.\d\dx, (met|NOT met)$", out, re.M), target
 
 
 # Every command's user errors, in process (fast): one line on stderr naming the problem, status 2, no traceback.
@@ -97,6 +100,11 @@ USER_ERRORS = [
     (["sweep", "{tmp}/none.json", "--out", "{tmp}"], "no sweep config at"),
     (["sweep", "{tmp}/none.json", "--out", "{tmp}", "--retries", "-1"], "argument --retries: must be >= 0, got -1"),
     (["sweep", "{tmp}/none.json", "--out", "{tmp}", "--engine", "dask"], "argument --engine: invalid choice: 'dask'"),
+    (["experiment", "verl", "{tmp}/none.json", "--out", "{tmp}"], "argument trainer: invalid choice: 'verl'"),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}"], "no sweep config at"),
+    (["experiment", "trl", "{file}", "--out", "{tmp}"], "invalid JSON at line 1"),
+    (["experiment", "trl", "{tmp}/none.json"], "the following arguments are required: --out"),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}", "--retries", "-1"], "argument --retries: must be >= 0, got -1"),
 ]
 
 

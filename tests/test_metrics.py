@@ -217,9 +217,11 @@ class TestBreakdown:
         assert df.loc["centre", "breakdown"] == 5 / 9 and df.loc["scale", "breakdown"] == 4 / 9
 
     def test_huber_m_has_no_closed_form_and_is_measured(self):
-        df = M.breakdown_point("huber_m", (8, 16, 32), n_groups=32, seed=0)
+        # the fixed point of proposal 2 breaks down at about a quarter of the group (the 30-step iterate
+        # that stopped short of it on many groups looked sturdier: 3/8, 5/16, 10/32)
+        df = M.breakdown_point("huber_m", (8, 16, 32, 64), n_groups=32, seed=0)
         worst = df.groupby("G")["breakdown"].min()
-        assert worst.to_dict() == {8: 3 / 8, 16: 5 / 16, 32: 10 / 32}
+        assert worst.to_dict() == {8: 2 / 8, 16: 4 / 16, 32: 9 / 32, 64: 17 / 64}
         assert math.isnan(ESTIMATORS["huber_m"].breakdown.continuous(8)) and ESTIMATORS["huber_m"].breakdown.binary is None
 
     def test_batch_std_cells_are_separate(self):

@@ -92,7 +92,7 @@ def test_every_module_declares_its_public_names(name):
 
 
 LAYERS = ["checks", "inputs", "stats", "advantages", "contamination", "scenarios", "rewardlogs", "metrics", "diagnose",
-          "simulate", "sweep", "plots", "dashboards", "widgets", "report", "execute", "bench", "cli", "integrations"]
+          "simulate", "sweep", "plots", "dashboards", "widgets", "report", "execute", "bench", "cli", "integrations", "experiments"]
 
 
 def _layer_sources(layer: str) -> list[Path]:
@@ -109,6 +109,13 @@ def test_layers_import_only_from_layers_before_them(layer):
                     if len(dots) == depth + 1}
         later = {m for m in imported if m in LAYERS and LAYERS.index(m) > LAYERS.index(layer)}
         assert not later, f"{path.name} ({layer}) imports from later layer(s) {later}"
+
+
+def test_readme_layout_lists_the_layers_in_their_order():
+    block = (ROOT / "README.md").read_text().split("## Layout", 1)[1].split("```")[1]
+    listed = [name for line in block.splitlines() if line.startswith("  ") and not line.startswith("   ")
+              for name in re.split(r",\s*", line.split("  ")[1].strip())]
+    assert listed == LAYERS
 
 
 def test_readme_figures_are_report_figures_at_their_built_size(tmp_path):

@@ -227,3 +227,40 @@ def test_reward_range_arguments_are_checked():
         compute_advantages([[0.0, 1.0]], "grpo", reward_range=(0, 1), out_of_range="drop")
     with pytest.raises(ValueError, match=r"1 reward\(s\) lie outside reward_range=\(0, 1\), e.g. 10"):
         compute_advantages([[0.0, 1.0, 10.0]], "grpo", reward_range=(0, 1), out_of_range="raise")
+
+
+def _midranks_by_definition(x: np.ndarray, valid: np.ndarray, t: float) -> np.ndarray:
+    """R_i = 1/2 + sum_j H(x_i - x_j) over valid j, H as soft_midranks' docstring writes it."""
+    d = x[:, None] - x[None, :]
+    if t > 0:
+        h = 0.5 + np.sign(d) * np.clip((np.abs(d) - t) / (2 * t), 0.0, 0.5)
+    else:
+        h = 0.5 + 0.5 * np.sign(d)
+    return 0.5 + (h * valid[None, :]).sum(-1)
+
+
+@pytest.mark.parametrize("kind", ["ties", "near_ties", "ramps", "long_chains", "mixed"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_soft_midranks_follow_their_definition(kind, dtype):
+    """Both paths (sorted clusters, and binary search for long wide clusters) against the formula."""
+    from robustgrpo.stats import _soft_midranks_by_search, tie_tolerance
+
+    rng = np.random.default_rng(["ties", "near_ties", "ramps", "long_chains", "mixed"].index(kind))
+    size, G = 300, 12
+    x = {
+        "ties": rng.integers(0, 3, (size, G)).astype(float),
+        "near_ties": (rng.random((size, G)) < 0.3) + 1e-4 * rng.standard_normal((size, G)),
+        "ramps": rng.random((size, G)),  # with t = 0.05 of the range: clusters of two to five
+        "long_chains": np.cumsum(rng.random((size, G)) * 0.08, axis=-1),  # every gap within 2t: one long cluster
+        "mixed": np.where(rng.random((size, G)) < 0.5, rng.integers(0, 2, (size, G)), rng.random((size, G))),
+    }[kind]
+    mask = rng.random((size, G)) < 0.85
+    mask[:, :2] = True
+    xt, mt = torch.tensor(x, dtype=dtype), torch.from_numpy(mask)
+    for resolution in (0.0, 1e-3, 0.05):
+        t = tie_tolerance(xt, mt, resolution)
+        xs = xt.double().numpy()  # the values as stored
+        expected = np.stack([_midranks_by_definition(xs[i], mask[i], float(t[i])) for i in range(size)])
+        tol = 1e-9 if dtype == torch.float64 else 2e-4
+        for ranks in (soft_midranks(xt, mt, t), _soft_midranks_by_search(xt, mt, t)):
+            np.testing.assert_allclose(ranks.double().numpy()[mask], expected[mask], rtol=0, atol=tol)
