@@ -9,8 +9,10 @@ and waits until every code cell has run. Then:
   ``<Figure size ...>`` text;
 * no cell shows an error, the kernel sent no ``error`` message, and Lab's log console (View > Show
   Log Console: the errors of widget callbacks land there) holds no entry;
-* a dashboard in the notebook (03, and 05's as its page ``dashboards/drift.ipynb``) fills the notebook's column with no overlapping titles, and
-  keeps the console clean after moves of its sliders (the plotly traceback of every move is gone).
+* a dashboard (notebook 03's, and notebook 05's on its page ``dashboards/drift.ipynb``) fills the
+  notebook's column with no overlapping titles, and the console stays clean after moves of its
+  sliders (the plotly traceback of every move is gone);
+* a control notebook, a slider whose callback raises, shows that these checks catch such an error.
 
 A screenshot per notebook goes to ``$ROBUSTGRPO_ARTIFACTS``.
 """
