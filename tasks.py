@@ -7,14 +7,19 @@ main   build the environment in .venv, then run the main job: print the seed
 test   build the environment in .venv (and, as root, install Chromium for the
        browser tests), then run the whole test suite
 bench  build the environment in .venv, then print the speed benchmark
-setup  only build the environment (and install the notebook filter, below)
+setup  only build the environment (and install the notebook filter and Lab's save hook, below)
 strip-notebook  read a notebook on stdin, write it as the repository keeps it
 
 Notebooks are committed clean: no outputs, no execution counts, and only the
 kernel and the cell tags in their metadata. ``setup`` installs a git filter
-(``.gitattributes`` names it for ``notebooks/*.ipynb``) that runs
-``strip-notebook`` whenever git reads a notebook, so running one in Lab, with
-its outputs and the metadata Lab writes, leaves ``git status`` clean.
+(``.gitattributes`` names it for ``notebooks/**/*.ipynb``) that runs
+``strip-notebook`` whenever git reads a notebook, so a notebook run in Lab,
+with its outputs and the metadata Lab writes, shows no difference to git
+(``git diff`` is empty, nothing to commit). Git's ``status`` compares file
+sizes before contents, though, and would still list the notebook; so
+``setup`` also gives the environment's JupyterLab a post-save hook
+(:func:`lab_post_save_hook`) that refreshes git's index entry of a saved
+notebook when git sees no difference in it: ``git status`` stays clean too.
 
 The environment is rebuilt only when pyproject.toml or constraints.txt change
 (a stamp file records their hash). Torch is pinned by constraints.txt to a
@@ -80,6 +85,60 @@ def install_notebook_filter() -> None:
     subprocess.run(["git", "config", f"filter.{NOTEBOOK_FILTER}.clean", command], cwd=ROOT, check=True)
 
 
+def lab_post_save_hook(model: dict, os_path: str, contents_manager: object = None, **_: object) -> None:
+    """JupyterLab's post-save hook: after a save that git sees as no change, refresh git's index entry.
+
+    For a notebook the notebook filter covers (``git check-attr``) and git
+    tracks: if ``git diff`` finds no difference (the filter strips everything
+    Lab wrote), ``git add`` it, which stores the same blob and the file's new
+    size, so ``git status`` no longer lists it. Nothing else is staged: a
+    notebook with a real change is left alone. A failure is logged, never
+    raised, so saving always works.
+    """
+    if model.get("type") != "notebook":
+        return
+    path = Path(os_path)
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args, "--", path.name], cwd=path.parent, capture_output=True, text=True)
+
+    try:
+        if not git("check-attr", "filter").stdout.strip().endswith(f": {NOTEBOOK_FILTER}"):
+            return
+        if git("ls-files", "--error-unmatch").returncode == 0 and git("diff", "--quiet").returncode == 0:
+            git("add")
+    except OSError as err:  # no git: the filter cannot run either, nothing to refresh
+        log = getattr(contents_manager, "log", None)
+        if log is not None:
+            log.warning("robustgrpo post-save hook: %s", err)
+
+
+#: Where ``setup`` puts the Jupyter server config that installs :func:`lab_post_save_hook`.
+LAB_CONFIG = VENV / "etc" / "jupyter" / "jupyter_server_config.py"
+
+
+def lab_config_text(tasks_file: Path) -> str:
+    """The Jupyter server config that loads ``tasks_file`` and installs its :func:`lab_post_save_hook`."""
+    return (
+        "# Written by `python3 tasks.py setup` (rewritten at every setup): after Lab saves a notebook that\n"
+        "# git sees as unchanged (the notebook filter strips outputs), refresh git's index entry for it.\n"
+        "import importlib.util\n"
+        "import pathlib\n\n"
+        f"_tasks_file = pathlib.Path({str(tasks_file)!r})\n"
+        "if _tasks_file.is_file():\n"
+        "    _spec = importlib.util.spec_from_file_location('robustgrpo_tasks', _tasks_file)\n"
+        "    _tasks = importlib.util.module_from_spec(_spec)\n"
+        "    _spec.loader.exec_module(_tasks)\n"
+        "    c.FileContentsManager.post_save_hook = _tasks.lab_post_save_hook  # noqa: F821 (c: the config)\n"
+    )
+
+
+def install_lab_hook(config: Path = LAB_CONFIG) -> None:
+    """Write :func:`lab_config_text` for this checkout's tasks.py to ``config`` (the environment's Jupyter config)."""
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(lab_config_text(Path(__file__).resolve()))
+
+
 def run(*cmd: str | os.PathLike[str]) -> None:
     print("+", " ".join(str(c) for c in cmd), flush=True)
     subprocess.run([str(c) for c in cmd], cwd=ROOT, check=True)
@@ -88,13 +147,14 @@ def run(*cmd: str | os.PathLike[str]) -> None:
 def setup() -> None:
     install_notebook_filter()
     digest = hashlib.sha256(b"".join((ROOT / f).read_bytes() for f in ("pyproject.toml", "constraints.txt"))).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == digest and PYTHON.exists():
-        return
-    if not PYTHON.exists():
-        print(f"creating virtual environment in {VENV.name}/", flush=True)
-        venv.EnvBuilder(with_pip=True).create(VENV)
-    run(PYTHON, "-m", "pip", "install", "--disable-pip-version-check", "-c", "constraints.txt", "-e", ".[dev,integrations,sweep]")
-    STAMP.write_text(digest)
+    if not (STAMP.exists() and STAMP.read_text() == digest and PYTHON.exists()):
+        if not PYTHON.exists():
+            print(f"creating virtual environment in {VENV.name}/", flush=True)
+            venv.EnvBuilder(with_pip=True).create(VENV)
+        pip = (PYTHON, "-m", "pip", "install", "--disable-pip-version-check")
+        run(*pip, "-c", "constraints.txt", "-e", ".[dev,integrations,sweep]")
+        STAMP.write_text(digest)
+    install_lab_hook()
 
 
 def ensure_browser() -> None:

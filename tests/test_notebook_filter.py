@@ -15,7 +15,7 @@ spec = importlib.util.spec_from_file_location("tasks", ROOT / "tasks.py")
 tasks = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(tasks)
 
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted(p for p in (ROOT / "notebooks").rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
 
 
 def _as_lab_saves_it(path: Path) -> str:
@@ -84,3 +84,52 @@ def test_the_filter_keeps_a_run_notebook_out_of_a_commit(tmp_path):
     git("add", "-A")  # and nothing to commit
     assert git("status", "--porcelain") == ""
     assert git("show", f"HEAD:notebooks/{target.name}") == committed
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_labs_save_hook_keeps_git_status_clean_and_stages_no_real_change(tmp_path):
+    """git status compares sizes first: a notebook saved with outputs is listed until its index entry is refreshed."""
+    repo = tmp_path / "repo"
+    (repo / "notebooks").mkdir(parents=True)
+    shutil.copy(ROOT / "tasks.py", repo / "tasks.py")
+    shutil.copy(ROOT / ".gitattributes", repo / ".gitattributes")
+    target = repo / "notebooks" / NOTEBOOKS[0].name
+    target.write_text(NOTEBOOKS[0].read_text())
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    git("config", "user.email", "test@example.org")
+    git("config", "user.name", "test")
+    git("config", f"filter.{tasks.NOTEBOOK_FILTER}.clean", "python3 tasks.py strip-notebook")
+    git("add", "-A")
+    git("commit", "-qm", "clean")
+    target.write_text(_as_lab_saves_it(NOTEBOOKS[0]))
+    assert git("diff") == "" and git("status", "--porcelain").strip() == f"M notebooks/{target.name}"
+    tasks.lab_post_save_hook({"type": "notebook"}, str(target))
+    assert git("status", "--porcelain") == "" and git("diff", "--cached") == ""
+
+    edited = json.loads(target.read_text())
+    edited["cells"][0]["source"] = ["# a real change\n"]
+    target.write_text(json.dumps(edited, indent=2))
+    tasks.lab_post_save_hook({"type": "notebook"}, str(target))
+    assert git("status", "--porcelain").strip() == f"M notebooks/{target.name}"  # listed, and not staged
+    assert git("diff", "--cached") == "" and "a real change" in git("diff")
+    (repo / "notes.ipynb").write_text(target.read_text())  # outside the filter: left alone
+    tasks.lab_post_save_hook({"type": "notebook"}, str(repo / "notes.ipynb"))
+    assert "?? notes.ipynb" in git("status", "--porcelain")
+
+
+def test_setup_gives_lab_the_save_hook(tmp_path):
+    from traitlets.config import Config
+
+    config = tmp_path / "etc" / "jupyter" / "jupyter_server_config.py"
+    tasks.install_lab_hook(config)
+    c = Config()
+    namespace = {"c": c}
+    exec(config.read_text(), namespace)
+    hook = c.FileContentsManager.post_save_hook
+    assert hook.__name__ == "lab_post_save_hook" and hook.__module__ == "robustgrpo_tasks"
+    assert tasks.LAB_CONFIG == tasks.VENV / "etc" / "jupyter" / "jupyter_server_config.py"
+    assert "install_lab_hook()" in (ROOT / "tasks.py").read_text().split("def setup()")[1].split("def ")[0]

@@ -14,7 +14,7 @@ import pytest
 from nbclient.exceptions import CellExecutionError
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from robustgrpo.execute import list_notebooks, run_notebook
+from robustgrpo.execute import NOTEBOOK_DIR, list_notebooks, run_notebook
 from robustgrpo.report import report_figures
 
 NOTEBOOKS = list_notebooks()
@@ -40,18 +40,34 @@ def test_committed_notebook_has_no_outputs_and_opens_with_a_title(path):
     )
 
 
+def figure_cells(nb) -> list[int]:
+    """Indices of the cells tagged ``figure``: the cells that show a matplotlib figure."""
+    return [i for i, c in enumerate(nb.cells) if "figure" in c.get("metadata", {}).get("tags", [])]
+
+
+def image_cells(nb) -> list[int]:
+    """Indices of the cells with an image/png output."""
+    return [i for i, c in enumerate(nb.cells) if any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)
 def test_notebook_runs_top_to_bottom_and_saves_its_figures(path, tmp_path):
     figures = tmp_path / "figures"
     run = run_notebook(path, figures=figures, out=tmp_path / "nb")
-    executed = nbformat.read(run.executed, as_version=4)
+    executed = nbformat.read(run.executed, as_version=4)  # the copy the main job writes to out/notebooks
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
-    # cells tagged "figure" show a matplotlib figure: their output must be an image
+    # every cell tagged "figure" shows its figure as an image, and every image is in a tagged cell
+    # (the Lab test in test_browser_lab.py finds the figure cells by the same tag)
+    assert figure_cells(executed), f"{path.name} tags no cell as a figure cell"
+    assert image_cells(executed) == figure_cells(executed), f"{path.name}: image outputs and 'figure' tags differ"
+    # a matplotlib Figure shown without an inline backend prints as "<Figure size ...>" instead of a picture
     for i, cell in enumerate(executed.cells):
-        if "figure" in cell.get("metadata", {}).get("tags", []):
-            images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
-            assert images, f"figure cell {i} of {path.name} shows no image"
+        for output in cell.get("outputs", []):
+            text = output.get("data", {}).get("text/plain", "")
+            assert not (text.startswith("<Figure size") and "image/png" not in output["data"]), (
+                f"cell {i} of {path.name} shows a figure as text, not as an image"
+            )
     prefix = path.name[:2]
     assert prefix.isdigit(), f"{path.name} should start with its two-digit number"
     saved = {p.name for p in figures.glob(f"{prefix}*")} if figures.exists() else set()
@@ -61,18 +77,22 @@ def test_notebook_runs_top_to_bottom_and_saves_its_figures(path, tmp_path):
     for spec in report_figures().values():
         if spec.notebook == path.name:
             assert {f"{spec.name}.png", f"{spec.name}.svg"} <= saved, f"{path.name} never saves {spec.name}"
-    # a matplotlib Figure shown without an inline backend prints as "<Figure size ...>" instead of a picture
-    for i, cell in enumerate(executed.cells):
-        for output in cell.get("outputs", []):
-            text = output.get("data", {}).get("text/plain", "")
-            if text.startswith("<Figure size") and int(prefix) >= 5:
-                assert "image/png" in output["data"], f"cell {i} of {path.name} shows a figure without an image"
-        if "figure" in cell.get("metadata", {}).get("tags", []):
-            images = [o for o in cell.outputs if "image/png" in o.get("data", {})]
-            assert images, f"figure cell {i} of {path.name} produced no image/png output"
-    if int(prefix) >= 5:
-        tagged = [c for c in executed.cells if "figure" in c.get("metadata", {}).get("tags", [])]
-        assert tagged, f"{path.name} tags no cell as a figure cell"
+
+
+DASHBOARD_PAGES = list_notebooks(NOTEBOOK_DIR / "dashboards")
+
+
+@pytest.mark.parametrize("path", DASHBOARD_PAGES, ids=_ids)
+def test_dashboard_page_is_clean_and_shows_one_widget(path, tmp_path):
+    """The pages Voilà serves: committed clean, a title line, then the dashboard as the only output."""
+    nb = nbformat.read(path, as_version=4)
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
+    assert len(nb.cells[0].source.splitlines()) <= 3, "no screen of prose before the dashboard"
+    assert all(c.outputs == [] for c in nb.cells if c.cell_type == "code")
+    executed = nbformat.read(run_notebook(path, figures=tmp_path / "figures", out=tmp_path / "nb").executed, as_version=4)
+    outputs = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs]
+    assert [o.output_type for o in outputs] == ["execute_result"]
+    assert "application/vnd.jupyter.widget-view+json" in outputs[0].data
 
 
 def test_a_notebook_that_raises_fails_the_runner(tmp_path):

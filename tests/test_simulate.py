@@ -617,7 +617,7 @@ def test_drift_widget_moves_its_curves_in_place():
     assert traces["hack"].visible is True and dash.message.value == ""
     with pytest.raises(ValueError, match="G must be one of the slider's values"):
         drift_dashboard(G=3)
-    with pytest.raises(ValueError, match=r"rate must be in \[0, 0.5\]"):
+    with pytest.raises(ValueError, match=r"rate must be on the contam. rate slider's grid \(steps of 0.01 from 0 to 0.5\)"):
         drift_dashboard(rate=0.9)
 
 

@@ -7,6 +7,7 @@ wall-clock limits: the speed targets live in ``python -m robustgrpo bench --dash
 
 from __future__ import annotations
 
+import io
 import math
 
 import numpy as np
@@ -27,6 +28,7 @@ from robustgrpo.contamination import Bernoulli, Gaussian
 from robustgrpo.dashboards.sweep import (
     CLEAN_MODEL_CHOICES,
     CLIP_RANGE,
+    CONTROLS,
     DEFAULT_METHODS,
     GROUP_SIZES,
     RATE_RANGE,
@@ -344,18 +346,34 @@ def dash():
 
 def test_dashboard_builds_every_control_in_its_documented_range(dash):
     c = dash.controls
-    assert set(c) == {"G", "c", "rate", "size", "clean_model", "methods", "group"}
+    assert set(c) == {"G", "c", "rate", "size", "clean_model", "methods", "group"} == set(CONTROLS)
     assert tuple(c["G"].options) == GROUP_SIZES and GROUP_SIZES[0] == 2 and GROUP_SIZES[-1] == 256
     assert (c["c"].min, c["c"].max) == CLIP_RANGE == (1.0, 5.0)
     assert (c["rate"].min, c["rate"].max) == RATE_RANGE == (0.0, 0.5)
     assert c["size"].base == 10 and (c["size"].min, c["size"].max) == SIZE_LOG10_RANGE
+    for name in ("c", "rate", "size"):  # the slider writes its value as the readout does
+        assert c[name].readout_format == CONTROLS[name].d3_format and c[name].step == CONTROLS[name].step
     assert [key for _label, key in c["clean_model"].options] == list(CLEAN_MODEL_CHOICES)
     assert list(c["methods"].options) == list(ESTIMATORS) and tuple(c["methods"].value) == DEFAULT_METHODS
-    assert (c["group"].min, c["group"].max) == (0, 199)
+    assert c["group"].value == 0 and not hasattr(c["group"], "max")  # no box that clamps silently
     for name in ("G", "rate", "size"):
         assert c[name].continuous_update is False, name
-    assert dash.widget.children[-1] is dash.figure
-    assert "rg-readout" in dash.readout.value
+    for name, widget in c.items():  # every control has its help as a tooltip and as a line beneath it
+        assert widget.tooltip == CONTROLS[name].help, name
+        assert f"data-control='{name}'" in _html_of(dash.widget)
+    side, main = dash.widget.children
+    assert dash.figure in main.children and dash.readout in main.children
+    assert dash.status in side.children and dash.reset_button in side.children[-4].children
+    assert "rg-readout" in dash.readout.value and "data-state='ready'" in dash.status.value
+
+
+def _html_of(widget) -> str:
+    """The text of every HTML widget inside ``widget``."""
+    import ipywidgets as W
+
+    if isinstance(widget, W.HTML):
+        return widget.value
+    return "".join(_html_of(child) for child in getattr(widget, "children", ()))
 
 
 def test_moving_a_slider_updates_the_same_figure_and_the_readout(dash):
@@ -366,7 +384,7 @@ def test_moving_a_slider_updates_the_same_figure_and_the_readout(dash):
     assert dash.data.c == 3.1
     cell = f"data-method='robust' data-key='clipped_fraction'>{expected.clipped_fraction['robust']:.4f}<"
     assert cell in dash.readout.value
-    assert '<span data-key="c">3.10</span>' in dash.readout.value
+    assert '<span data-key="c">3.1</span>' in dash.readout.value
     assert list(trace_by_meta(fig)["adv:clip"].y)[0] == 3.1
     dash.controls["rate"].value = 0.2
     assert dash.data.rate == 0.2 and f"{dash.data.contaminated_fraction * 100:.1f}</span> %" in dash.readout.value
@@ -375,15 +393,151 @@ def test_moving_a_slider_updates_the_same_figure_and_the_readout(dash):
     assert len(trace_by_meta(fig)["adv:robust"].y) == 16
     dash.controls["methods"].value = ("rank",)
     assert trace_by_meta(fig)["adv:rank"].visible is True and trace_by_meta(fig)["adv:robust"].visible is False
+    assert "data-state='ready'" in dash.status.value
+
+
+def test_slider_values_with_float_noise_are_read_as_the_grid_point_the_slider_shows(dash):
+    dash.controls["rate"].value = 0.1 + 0.01  # 0.11000000000000001, as the browser's step arithmetic sends it
+    dash.controls["size"].value = 10 ** 1.2999999999999998
+    assert dash.data.rate == 0.11 and dash.data.size == 10**1.3
+    assert '<span data-key="size">19.95</span>' in dash.readout.value  # the slider's d3 ".4r" writes 19.95 too
+    assert "rate=0.11," in dash.data.call()
 
 
 def test_an_empty_estimator_choice_shows_a_message_and_keeps_the_views(dash):
-    shown = dash.data
+    shown, readout = dash.data, dash.readout.value
     dash.controls["methods"].value = ()
-    assert "choose at least one estimator" in dash.message.value
-    assert dash.data is shown
+    assert "choose at least one in the estimators list" in dash.message.value and "methods" not in dash.message.value
+    assert "data-state='invalid'" in dash.status.value
+    assert dash.data is shown and dash.readout.value == readout
     dash.controls["methods"].value = ("grpo",)
     assert dash.message.value == "" and dash.data.methods == ("grpo",)
+
+
+@pytest.mark.parametrize("bad", [200, 99999, -5])
+def test_a_group_index_out_of_range_is_refused_not_clamped(dash, bad):
+    dash.controls["group"].value = 7
+    dash.controls["group"].value = bad
+    assert f"got {bad}" in dash.message.value and "from 0 to 199" in dash.message.value
+    assert dash.controls["group"].value == 7 == dash.data.group  # the box shows the group on display
+
+
+def test_reset_returns_to_the_initial_setting_with_one_update(dash, monkeypatch):
+    start = dash.data.state()
+    dash.controls["G"].value = 16
+    dash.controls["c"].value = 4.0
+    dash.controls["methods"].value = ("rank",)
+    dash.controls["group"].value = 5
+    calls = []
+    monkeypatch.setattr(dash.engine, "data", lambda *a, _f=dash.engine.data, **k: calls.append(k) or _f(*a, **k))
+    dash.reset_button.click()
+    assert len(calls) == 1 and dash.data.state() == start
+    assert dash.state() == {k: v for k, v in start.items() if k not in ("n_groups", "seed")}
+
+
+def test_export_shows_the_call_and_the_csv_of_the_setting_on_display(dash):
+    import base64
+    import html
+    import re
+
+    dash.controls["rate"].value = 0.12
+    dash.export_button.click()
+    text = dash.export.value
+    call = html.unescape(re.search(r"<pre class='rg-export-call'[^>]*>(.*?)</pre>", text, re.S).group(1))
+    namespace: dict = {}
+    exec(call.replace("dashboard_data(", "data = dashboard_data(", 1), namespace)
+    _assert_same_data(namespace["data"], dash.data)
+    payload = re.search(r"base64,([A-Za-z0-9+/=]+)'", text).group(1)
+    csv = pd.read_csv(io.StringIO(base64.b64decode(payload).decode()))
+    pd.testing.assert_frame_equal(csv, dash.data.readout_frame(), check_dtype=False)
+    dash.controls["c"].value = 3.0  # the export box follows later moves
+    assert "c=3.0," in html.unescape(dash.export.value)
+
+
+def test_trace_data_are_plain_lists_so_the_browser_reply_raises_nothing(dash):
+    """A numpy array held by a FigureWidget trace made plotly raise on every browser reply (one traceback per move)."""
+    dash.controls["G"].value = 16
+    dash.controls["rate"].value = 0.0
+    for trace in dash.figure.data:
+        for name in ("x", "y", "customdata"):
+            value = trace[name]
+            assert value is None or isinstance(value, (list, tuple)), (trace.meta, name, type(value))
+    note = [a for a in dash.figure.layout.annotations if a.name == "no_hits"][0]
+    assert note.visible and "rate 0" in note.text
+    dash.controls["rate"].value = 0.05
+    assert not [a for a in dash.figure.layout.annotations if a.name == "no_hits"][0].visible
+
+
+MOVES = st.lists(
+    st.one_of(
+        st.tuples(st.just("G"), st.sampled_from([2, 5, 8, 16])),
+        st.tuples(st.just("c"), st.sampled_from([1.0, 2.5, 3.7, 5.0])),
+        st.tuples(st.just("rate"), st.sampled_from([0.0, 0.05, 0.5, 0.1 + 0.01])),
+        st.tuples(st.just("size"), st.sampled_from([1.0, 10.0, 10 ** 1.2999999999999998, 10_000.0])),
+        st.tuples(st.just("clean_model"), st.sampled_from(list(CLEAN_MODEL_CHOICES))),
+        st.tuples(st.just("methods"), st.sampled_from([(), ("grpo",), ("robust", "rank"), ("winsor", "seed_mad")])),
+        st.tuples(st.just("group"), st.sampled_from([0, 3, 39, 40, -1])),
+        st.tuples(st.just("button"), st.sampled_from(["reset", "next", "export"])),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+def _assert_figure_shows(fig, data: DashboardData) -> None:
+    """Every visible trace of a linked-view figure, its titles and its notes are those of ``data``."""
+    traces = trace_by_meta(fig)
+    order = np.argsort(data.group_rewards, kind="stable")
+    hit = data.group_contaminated[order]
+    for key, trace in traces.items():
+        kind, _, rest = key.partition(":")
+        method = rest.partition(":")[0]
+        if kind in ("adv", "adv_clean", "hist") and method != "clip":
+            assert trace.visible is (method in data.methods), key
+    for m in data.methods:
+        assert list(traces[f"adv:{m}"].y) == data.group_advantages[m][order].astype(float).tolist(), m
+        assert list(traces[f"adv_clean:{m}"].y) == data.group_clean_advantages[m][order].astype(float).tolist(), m
+        assert list(traces[f"hist:{m}:uncontaminated"].customdata) == data.counts_uncontaminated[m].tolist(), m
+        assert list(traces[f"hist:{m}:contaminated"].customdata) == data.counts_contaminated[m].tolist(), m
+    assert list(traces["group:contaminated"].y) == data.group_rewards[order][hit].astype(float).tolist()
+    assert list(traces["group:clean"].y) == data.group_rewards[order][~hit].astype(float).tolist()
+    assert list(traces["adv:clip"].y) == [data.c, data.c, None, -data.c, -data.c]
+    assert traces["adv:clip"].visible is bool(data.clip_methods)
+    assert fig.layout.annotations[0].text == f"rewards of group {data.group}"
+    note = [a for a in fig.layout.annotations if a.name == "no_hits"][0]
+    assert note.visible is (data.contaminated_fraction == 0)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(MOVES)
+def test_no_sequence_of_moves_makes_the_readout_and_the_plots_disagree(moves):
+    """After any moves (valid or refused, buttons included) the readout and every shown trace are those of
+    ``dashboard_data`` at the setting on display; that setting is the controls' whenever those are valid,
+    and a message says so whenever they are not."""
+    dash = dashboard(n_groups=40, G=8, seed=2)
+    buttons = {"reset": dash.reset_button, "next": dash.next_button, "export": dash.export_button}
+    for name, value in moves:
+        if name == "button":
+            buttons[value].click()
+        else:
+            dash.controls[name].value = value
+        fresh = dashboard_data(**dash.data.state())
+        _assert_same_data(dash.data, fresh)
+        assert dash.readout.value == readout_html(fresh)
+        _assert_figure_shows(dash.figure, fresh)
+        state = dash.state()
+        if bool(state["methods"]) and 0 <= state["group"] < 40:
+            assert {k: v for k, v in dash.data.state().items() if k not in ("n_groups", "seed")} == state
+        else:
+            assert "rg-error" in dash.message.value
+        if dash.export.value:
+            assert dash.data.call().splitlines()[1] in html_unescape(dash.export.value)
+
+
+def html_unescape(text: str) -> str:
+    import html
+
+    return html.unescape(text)
 
 
 def test_a_histogram_bin_selects_a_group_with_a_sample_there(dash):
@@ -423,8 +577,10 @@ def test_dashboard_rejects_unknown_controls_and_off_grid_group_sizes():
         dashboard(n_groups=20, colour="red")
     with pytest.raises(ValueError, match="G must be one of"):
         dashboard(n_groups=20, G=7)
-    for bad, message in (({"c": 6.0}, "c must be"), ({"rate": 0.7}, "rate must be"), ({"size": 0.5}, "size must be"),
-                         ({"clean_model": Gaussian()}, "dropdown"), ({"group": 20}, "group must be")):
+    for bad, message in (({"c": 6.0}, "c must be on the clip c slider's grid"), ({"c": 2.55}, r"e\.g\. 2\.5"),
+                         ({"rate": 0.7}, "rate must be on"), ({"size": 0.5}, "size must be on"),
+                         ({"size": 15.0}, "size must be on"), ({"clean_model": Gaussian()}, "dropdown"),
+                         ({"group": 20}, "group must be"), ({"methods": []}, "methods is empty")):
         with pytest.raises(ValueError, match=message):
             dashboard(n_groups=20, **bad)
 
@@ -482,3 +638,94 @@ def test_bench_command_has_a_dashboard_flag():
     args = build_parser().parse_args(["bench", "--dashboard", "--repeats", "3"])
     assert args.dashboard is True and args.repeats == 3
     assert build_parser().parse_args(["bench"]).dashboard is False
+
+
+# ------------------------------------------------------------------ controls: grids, formats, export
+
+
+def test_numbers_are_written_as_d3_writes_them():
+    """d3-format rounds the exact binary value, halves away from zero, and writes minus as U+2212."""
+    from robustgrpo.dashboards.controls import format_fixed, format_significant
+
+    assert format_significant(10**1.3, 4) == "19.95" and format_significant(10_000.0, 4) == "10000"
+    assert format_significant(1.0, 4) == "1.000" and format_significant(9.99996, 4) == "10.00"
+    assert format_significant(0.0012345, 3) == "0.00123" and format_significant(0.0, 2) == "0.0"
+    assert format_fixed(0.125, 2) == "0.13"  # an exact half: away from zero (Python's f-format gives 0.12)
+    assert format_fixed(2.675, 2) == "2.67"  # 2.675 is 2.67499999... in binary
+    assert format_fixed(-1.25, 1) == "\u22121.3" and format_fixed(-0.001, 2) == "0.00"
+    with pytest.raises(ValueError, match="value must be a finite number"):
+        format_fixed(float("nan"), 2)
+
+
+def test_a_slider_spec_snaps_float_noise_and_refuses_values_off_its_grid():
+    from robustgrpo.dashboards.controls import Slider
+
+    rate = Slider("rate", "contam. rate", "h", 0.0, 0.5, step=0.01, digits=2)
+    size = Slider("size", "outlier M", "h", 0.0, 4.0, step=0.1, digits=4, log=True)
+    assert rate.n_steps == 50 and rate.minimum == 0.0 and rate.maximum == 0.5 and len(rate.grid()) == 51
+    assert size.n_steps == 40 and size.maximum == 10_000.0 and size.value_at(13) == 10**1.3
+    assert rate.snap(0.1 + 0.01) == 0.11 and rate.snap(0.5) == 0.5 and size.snap(10**1.2999999999999998) == 10**1.3
+    assert rate.d3_format == ".2f" and size.d3_format == ".4r"
+    assert rate.format(0.11000000000000001) == "0.11" and size.format(10**0.1) == "1.259"
+    for bad, hint in ((0.105, "e.g. 0.1"), (0.51, "e.g. 0.5"), (-0.01, "e.g. 0.0"), (True, "pass one of its values")):
+        with pytest.raises(ValueError, match=rf"rate must be on the contam\. rate slider's grid .*{hint}"):
+            rate.snap(bad)
+    for bad in (0.0, 15.0, 1e5, float("inf")):
+        with pytest.raises(ValueError, match="size must be on the outlier M slider's grid"):
+            size.snap(bad)
+    with pytest.raises(ValueError, match="whole number of steps"):
+        Slider("c", "clip c", "h", 1.0, 5.05, step=0.1, digits=1)
+
+
+@pytest.mark.parametrize("module", ["sweep", "drift"])
+def test_every_dashboard_control_has_a_short_help_line(module):
+    import importlib
+
+    controls = importlib.import_module(f"robustgrpo.dashboards.{module}").CONTROLS
+    defaults = importlib.import_module(f"robustgrpo.dashboards.{module}").DEFAULT_STATE
+    assert list(controls) == [k for k in controls if k in defaults] and set(controls) == set(defaults)
+    for name, control in controls.items():
+        assert control.name == name and control.label and 10 <= len(control.help) <= 40, name
+        if hasattr(control, "snap"):
+            assert control.snap(defaults[name]) == defaults[name], name  # the defaults lie on the grids
+
+
+def test_dashboard_data_writes_its_call_and_its_readout():
+    data = dashboard_data(G=8, c=3.5, rate=0.1, size=100.0, clean_model=Gaussian(0.0, 2.0), methods=["rank", "grpo"],
+                          group=4, n_groups=60, seed=9)
+    namespace: dict = {}
+    exec(data.call().replace("dashboard_data(", "again = dashboard_data(", 1), namespace)
+    assert data.call().splitlines()[0] == "from robustgrpo.contamination import Gaussian"
+    _assert_same_data(namespace["again"], data)
+    frame = pd.read_csv(io.StringIO(data.readout_csv()))
+    assert list(frame["method"]) == ["rank", "grpo"] and set(frame["G"]) == {8} and set(frame["seed"]) == {9}
+    np.testing.assert_array_equal(frame["update_cosine"], [data.update_cosine["rank"], data.update_cosine["grpo"]])
+    assert frame["clean_model"].iloc[0] == repr(Gaussian(0.0, 2.0))
+
+
+def test_drift_dashboard_status_reset_and_export():
+    import html
+    import re
+
+    from robustgrpo.dashboards.drift import drift_dashboard_data
+    from robustgrpo.widgets import drift_dashboard
+
+    dash = drift_dashboard(G=4)
+    start = dash.data.state()
+    dash.controls["rate"].value = 0.1 + 0.02  # float noise of the slider's steps
+    assert dash.data.rate == 0.12 and "data-state='ready'" in dash.status.value
+    dash.controls["estimator"].value = "grpo"
+    dash.export_button.click()
+    call = html.unescape(re.search(r"<pre class='rg-export-call'[^>]*>(.*?)</pre>", dash.export.value, re.S).group(1))
+    assert call.splitlines()[1] == ("drift_dashboard_data(scenario='glitches', rate=0.12, size=10.0, G=4, c=2.5, "
+                                    "estimator='grpo')")
+    expected = drift_dashboard_data(rate=0.12, G=4, estimator="grpo")
+    payload = re.search(r"base64,([A-Za-z0-9+/=]+)'", dash.export.value).group(1)
+    import base64
+
+    row = pd.read_csv(io.StringIO(base64.b64decode(payload).decode())).iloc[0]
+    assert row["rate"] == 0.12 and row["final"] == expected.final and row["auc"] == expected.auc
+    dash.reset_button.click()
+    assert dash.data.state() == start and dash.state() == start
+    with pytest.raises(ValueError, match="c must be on the clip c slider's grid"):
+        drift_dashboard(c=2.55)

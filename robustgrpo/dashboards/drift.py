@@ -29,6 +29,7 @@ from ..advantages import ESTIMATORS
 from ..checks import check_choice, check_int, check_real
 from ..contamination import RandomOutliers
 from ..simulate import CRITIC, SimConfig, seed_bands, simulate
+from .controls import Control, Slider, format_call
 
 __all__ = [
     "SCENARIOS",
@@ -38,6 +39,7 @@ __all__ = [
     "CLIP_RANGE",
     "ESTIMATOR_CHOICES",
     "DEFAULT_STATE",
+    "CONTROLS",
     "SEEDS",
     "BASE",
     "DriftData",
@@ -64,6 +66,17 @@ ESTIMATOR_CHOICES: tuple[str, ...] = (*ESTIMATORS, CRITIC)
 #: Control values when the dashboard opens.
 DEFAULT_STATE: Mapping[str, Any] = {"scenario": "glitches", "rate": 0.1, "size": 10.0, "G": 8, "c": 2.5,
                                     "estimator": "robust"}
+#: The dashboard's controls in screen order: label, one-line help and, for the sliders, the grid and
+#: how the value is written (the readout writes it as the slider does).
+CONTROLS: Mapping[str, Control] = {
+    "scenario": Control("scenario", "scenario", "random glitches, or a hack"),
+    "rate": Slider("rate", "contam. rate", "glitches: of rewards; hack: of prompts", *RATE_RANGE, step=0.01, digits=2),
+    "size": Slider("size", "outlier M", "the glitch's or the hack's reward", *SIZE_LOG10_RANGE, step=0.1, digits=4,
+                   log=True),
+    "G": Control("G", "group size G", "answers per prompt and step"),
+    "c": Slider("c", "clip c", "robust, seed_mad, huber_m clip A to ±c", *CLIP_RANGE, step=0.1, digits=1),
+    "estimator": Control("estimator", "estimator", "ppo_critic: a learned critic"),
+}
 #: Seeds of every run (the bands are over them).
 SEEDS: tuple[int, ...] = tuple(range(8))
 #: The short run behind a setting: 24 prompts, 5 answers, 80 steps.
@@ -136,6 +149,19 @@ class DriftData:
         """The readout numbers by key."""
         return {"final": self.final, "final_clean": self.final_clean, "auc": self.auc, "auc_clean": self.auc_clean,
                 "mean_cos_clean": float(self.cos_clean["mean"].mean())}
+
+    def state(self) -> dict[str, Any]:
+        """The setting as the keyword arguments of :func:`drift_dashboard_data`."""
+        return {"scenario": self.scenario, "rate": self.rate, "size": self.size, "G": self.G, "c": self.c,
+                "estimator": self.estimator}
+
+    def call(self) -> str:
+        """Python source that recomputes this data: an import and a :func:`drift_dashboard_data` call."""
+        return format_call("drift_dashboard_data", __name__, self.state())
+
+    def readout_csv(self) -> str:
+        """The setting and the readout (:meth:`summary`) as a one-row CSV text, floats written exactly."""
+        return pd.DataFrame([{**self.state(), **self.summary()}]).to_csv(index=False, lineterminator="\n")
 
 
 class DriftEngine:

@@ -69,7 +69,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..advantages import ESTIMATORS, UNCLIPPED, compute_advantages, resolve_methods
+from ..advantages import ESTIMATORS, RECOMMENDED, UNCLIPPED, compute_advantages, resolve_methods
 from ..checks import (
     check_int,
     check_positive,
@@ -91,6 +91,7 @@ from ..metrics import (
     sign_changes,
     update_cosine,
 )
+from .controls import Control, Slider, format_call
 
 __all__ = [
     "GROUP_SIZES",
@@ -100,6 +101,7 @@ __all__ = [
     "DEFAULT_METHODS",
     "DEFAULT_STATE",
     "REFERENCE",
+    "CONTROLS",
     "CleanChoice",
     "CLEAN_MODEL_CHOICES",
     "DashboardData",
@@ -116,8 +118,9 @@ CLIP_RANGE: tuple[float, float] = (1.0, 5.0)
 RATE_RANGE: tuple[float, float] = (0.0, 0.5)
 #: Range of the outlier-size slider, as exponents of 10 (M from 1 to 10^4).
 SIZE_LOG10_RANGE: tuple[float, float] = (0.0, 4.0)
-#: Estimators shown when the dashboard opens: the baseline, the seed's and the project's.
-DEFAULT_METHODS: tuple[str, ...] = ("grpo", "seed_mad", "robust")
+#: Estimators shown when the dashboard opens: the baseline, the seed's, the median-centred one and the
+#: project's recommendation (:data:`robustgrpo.advantages.RECOMMENDED`, rank).
+DEFAULT_METHODS: tuple[str, ...] = ("grpo", "seed_mad", "robust", RECOMMENDED)
 #: Control values when the dashboard opens.
 DEFAULT_STATE: Mapping[str, Any] = {
     "G": 16,
@@ -130,6 +133,18 @@ DEFAULT_STATE: Mapping[str, Any] = {
 }
 #: The reference update of ``reference_cosine``: the unbiased leave-one-out policy gradient, on clean rewards.
 REFERENCE = "rloo"
+#: The dashboard's controls in screen order: label, one-line help and, for the sliders, the grid and
+#: how the value is written (the readout writes it as the slider does).
+CONTROLS: Mapping[str, Control] = {
+    "G": Control("G", "group size G", "answers per prompt: one group"),
+    "c": Slider("c", "clip c", "robust, seed_mad, huber_m clip A to ±c", *CLIP_RANGE, step=0.1, digits=1),
+    "rate": Slider("rate", "contam. rate", "fraction of rewards replaced by M", *RATE_RANGE, step=0.01, digits=2),
+    "size": Slider("size", "outlier M", "reward of a contaminated sample", *SIZE_LOG10_RANGE, step=0.1, digits=4,
+                   log=True),
+    "clean_model": Control("clean_model", "clean rewards", "rewards before the contamination"),
+    "methods": Control("methods", "estimators", "ctrl- or shift-click for several"),
+    "group": Control("group", "group shown", "the group of the top two panels"),
+}
 
 
 @dataclass(frozen=True)
@@ -310,6 +325,36 @@ class DashboardData:
     def bin_centres(self) -> np.ndarray:
         """``[n_bins]`` centres of the histogram bins."""
         return 0.5 * (self.bin_edges[:-1] + self.bin_edges[1:])
+
+    def state(self) -> dict[str, Any]:
+        """The setting as the keyword arguments of :func:`dashboard_data` (``n_groups`` and ``seed`` included)."""
+        return {"G": self.G, "c": self.c, "rate": self.rate, "size": self.size, "clean_model": self.clean_model,
+                "methods": self.methods, "group": self.group, "n_groups": self.n_groups, "seed": self.seed}
+
+    def call(self) -> str:
+        """Python source that recomputes this data: an import and a :func:`dashboard_data` call.
+
+        Every value is written with ``repr`` (floats round-trip exactly); a clean
+        model given as an object is imported from its module.
+        """
+        text = format_call("dashboard_data", __name__, self.state())
+        if not isinstance(self.clean_model, str):
+            model = type(self.clean_model)
+            text = f"from {model.__module__} import {model.__name__}\n{text}"
+        return text
+
+    def readout_frame(self) -> pd.DataFrame:
+        """The readout with its setting: :meth:`summary`'s rows, the setting in the first columns."""
+        setting = {"G": self.G, "c": self.c, "rate": self.rate, "size": self.size,
+                   "clean_model": self.clean_model if isinstance(self.clean_model, str) else repr(self.clean_model),
+                   "group": self.group, "n_groups": self.n_groups, "seed": self.seed,
+                   "contaminated_fraction": self.contaminated_fraction, "hit_group_fraction": self.hit_group_fraction}
+        summary = self.summary()
+        return pd.concat([pd.DataFrame({k: [v] * len(summary) for k, v in setting.items()}), summary], axis=1)
+
+    def readout_csv(self) -> str:
+        """:meth:`readout_frame` as CSV text (floats written exactly, NaN as an empty field)."""
+        return self.readout_frame().to_csv(index=False, lineterminator="\n")
 
     def summary(self) -> pd.DataFrame:
         """The readout as a table: one row per estimator."""

@@ -26,6 +26,7 @@ from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
 
 from ..simulate import CRITIC
+from .interactive import autosized, figure_widget, plotly_values
 from .style import (
     ESTIMATOR_COLORS,
     estimator_color,
@@ -321,19 +322,26 @@ def plot_point_ranges(
 VIEW_COLORS = {"contaminated": "#882255", "clean": "#555555", "hack": "#CC6677"}
 
 
-def _band_xy(band: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+def _band_xy(band: pd.DataFrame) -> tuple[list[float | None], list[float | None]]:
     """The closed outline of a seed band (lo forward, hi backward) for a filled plotly trace."""
     steps = band["step"].to_numpy(dtype=np.float64)
-    return (np.concatenate([steps, steps[::-1]]),
-            np.concatenate([band["lo"].to_numpy(dtype=np.float64), band["hi"].to_numpy(dtype=np.float64)[::-1]]))
+    return (plotly_values(np.concatenate([steps, steps[::-1]])),
+            plotly_values(np.concatenate([band["lo"].to_numpy(dtype=np.float64),
+                                          band["hi"].to_numpy(dtype=np.float64)[::-1]])))
 
 
-def drift_views(data, *, height: int = 620):
+def _line(band: pd.DataFrame) -> tuple[list[float | None], list[float | None]]:
+    """The seed mean of a band as plain x and y lists."""
+    return plotly_values(band["step"]), plotly_values(band["mean"])
+
+
+def drift_views(data, *, height: int = 560):
     """The notebook 05 dashboard's plotly ``FigureWidget``: (a) true reward, (b) cosine with the clean update.
 
     ``data`` is a :class:`robustgrpo.dashboards.drift.DriftData`. Traces carry a ``meta`` key:
     ``true:contaminated``, ``true:clean``, ``band:contaminated``, ``band:clean``, ``hack``,
-    ``cos``, ``band:cos``; :func:`update_drift_views` moves them in place.
+    ``cos``, ``band:cos``; :func:`update_drift_views` moves them in place. The width follows
+    the container (:func:`~robustgrpo.plots.interactive.autosized`); ``height`` is in pixels.
     """
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
@@ -353,17 +361,18 @@ def drift_views(data, *, height: int = 620):
                   row=1, col=1)
     fig.add_trace(go.Scatter(meta="cos", name="cosine with the clean update", mode="lines",
                              line=dict(color=VIEW_COLORS["contaminated"])), row=2, col=1)
-    fig.update_layout(height=height, template="plotly_white", margin=dict(l=60, r=20, t=60, b=50),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.06, x=0))
+    fig.update_layout(template="plotly_white", legend=dict(orientation="h", yanchor="bottom", y=1.08, x=0))
+    autosized(fig, height=height, margin=dict(l=60, r=15, t=70, b=45))
+    fig.update_annotations(font_size=13)
     fig.update_yaxes(title_text="true reward (seed mean)", row=1, col=1)
     fig.update_yaxes(title_text="cosine", range=[-1.05, 1.05], row=2, col=1)
     fig.update_xaxes(title_text="training step", row=2, col=1)
     update_drift_views(fig, data)
-    return go.FigureWidget(fig)
+    return figure_widget(fig)
 
 
 def update_drift_views(fig, data) -> None:
-    """Move a :func:`drift_views` figure to ``data`` in place (trace data, visibility and title)."""
+    """Move a :func:`drift_views` figure to ``data`` in place (trace data as lists, visibility, title)."""
     traces = {t.meta: t for t in fig.data}
     with fig.batch_update():
         for part, band in (("clean", data.true_reward_clean), ("contaminated", data.true_reward), ("cos", data.cos_clean)):
@@ -372,14 +381,11 @@ def update_drift_views(fig, data) -> None:
         for key, band in (("true:clean", data.true_reward_clean), ("true:contaminated", data.true_reward),
                           ("cos", data.cos_clean)):
             t = traces[key]
-            t.x, t.y = band["step"].to_numpy(dtype=np.float64), band["mean"].to_numpy(dtype=np.float64)
+            t.x, t.y = _line(band)
         hack = traces["hack"]
         hack.visible = data.hack_prob is not None
         if data.hack_prob is not None:
-            hack.x = data.hack_prob["step"].to_numpy(dtype=np.float64)
-            hack.y = data.hack_prob["mean"].to_numpy(dtype=np.float64)
+            hack.x, hack.y = _line(data.hack_prob)
         top = max(1.05, float(np.nanmax(data.true_reward["hi"])) + 0.05, float(np.nanmax(data.true_reward_clean["hi"])) + 0.05)
         fig.layout.yaxis.range = [0.0, top]
-        c = f", c = {data.c:.2f}" if data.clip_applies else " (no clip c)"
-        fig.layout.annotations[0].text = (f"true reward: {data.estimator}{c}, G = {data.G}, {data.scenario} at rate "
-                                          f"{data.rate:.2f}, outlier {data.size:.3g}")
+        fig.layout.annotations[0].text = f"true reward: {data.estimator}, {data.scenario}"

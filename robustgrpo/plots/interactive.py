@@ -12,13 +12,21 @@
 3. *the advantages of the uncontaminated samples of every group*, one step
    line per estimator (a histogram on a log count axis);
 4. *the advantages of the contaminated samples*, the same way: where the
-   outliers end up. Panels 3 and 4 share their advantage axis.
+   outliers end up (a note in the panel when no sample is contaminated).
+   Panels 3 and 4 share their advantage axis.
 
 :func:`update_linked_views` moves the figure to new data by assigning trace
 data inside ``fig.batch_update()``: the figure, its traces and its layout
-stay the same objects, so a slider move sends only the changed arrays to
+stay the same objects, so a slider move sends only the changed values to
 the browser. Every estimator of the catalogue gets its traces up front;
 choosing estimators only toggles their visibility.
+
+The figure has no fixed width: plotly sizes it to its container (``autosize``), so the
+dashboard fills a Lab column or a Voilà page. Panel titles stay short enough not to meet at
+the narrowest width the dashboard allows (:data:`MIN_WIDTH`); the numbers of the setting are
+in the readout. Trace data is assigned as plain lists: a ``FigureWidget`` compares the
+values it holds with the ones the browser sends back after every update (``if not value``),
+which fails on a numpy array of more than one element and printed a traceback per move.
 
 The data is any object with the attributes of
 :class:`robustgrpo.dashboards.sweep.DashboardData` (see :class:`LinkedViewData`);
@@ -39,6 +47,11 @@ __all__ = [
     "CONTAMINATED_COLOR",
     "CLEAN_SAMPLE_COLOR",
     "EMPTY_BIN",
+    "MIN_WIDTH",
+    "FIGURE_HEIGHT",
+    "plotly_values",
+    "autosized",
+    "figure_widget",
     "LinkedViewData",
     "plot_linked_views",
     "update_linked_views",
@@ -52,7 +65,13 @@ CLEAN_SAMPLE_COLOR = "#9A9A9A"
 #: Height drawn for an empty histogram bin: below the count axis, so a line drops out of view there.
 EMPTY_BIN = 0.5
 
+#: The narrowest the dashboards' figures are laid out for (px); the widgets keep them at least this wide.
+MIN_WIDTH = 520
+#: Height of the linked views (px): with the controls beside them, on one 1280 x 800 screen.
+FIGURE_HEIGHT = 560
+
 _PARTS = {"uncontaminated": (2, 3), "contaminated": (3, 4)}  # histogram part -> (subplot row, axis suffix)
+_NO_HITS = "no_hits"  # name of the note shown in the contaminated panel when nothing is hit
 
 
 class LinkedViewData(Protocol):
@@ -74,6 +93,7 @@ class LinkedViewData(Protocol):
     bin_edges: np.ndarray
     counts_uncontaminated: Mapping[str, np.ndarray]
     counts_contaminated: Mapping[str, np.ndarray]
+    contaminated_fraction: float
 
 
 def trace_by_meta(fig: Any) -> dict[str, Any]:
@@ -81,17 +101,52 @@ def trace_by_meta(fig: Any) -> dict[str, Any]:
     return {t.meta: t for t in fig.data}
 
 
-def _array(values: Any) -> np.ndarray:
-    """float64 arrays: plotly sends them to the browser as typed arrays, no per-element Python work."""
-    return np.asarray(values, dtype=np.float64)
+def plotly_values(values: Any) -> list[float | None]:
+    """Numbers as a plain list for a ``FigureWidget`` trace: floats, ``None`` (a gap) for NaN.
+
+    A numpy array held by a ``FigureWidget`` makes plotly raise ``ValueError: The
+    truth value of an array ... is ambiguous`` when the browser reports the
+    trace back after an update; a list does not.
+
+    >>> plotly_values(np.array([1, 2.5, np.nan]))
+    [1.0, 2.5, None]
+    """
+    return [None if math.isnan(v) else v for v in np.asarray(values, dtype=np.float64).tolist()]
 
 
-def _heights(counts: np.ndarray) -> np.ndarray:
+def _indices(values: Any) -> list[int]:
+    """Integers (sample indices, counts) as a plain list of ``int``."""
+    return [int(v) for v in np.asarray(values).tolist()]
+
+
+def autosized(fig: Any, *, height: int, margin: Mapping[str, int]) -> None:
+    """Size ``fig`` to its container: ``autosize`` on, no width, the given height and margins."""
+    fig.update_layout(autosize=True, width=None, height=height, margin=dict(margin))
+
+
+def figure_widget(fig: Any) -> Any:
+    """``fig`` as a ``FigureWidget`` that plotly.js resizes with the page (``config.responsive``).
+
+    The widget plotly renders (an anywidget) sizes an autosized figure once, when
+    it is drawn, and never again; with ``responsive`` plotly.js itself resizes it
+    on every window resize. (:mod:`robustgrpo.widgets.base` adds the container
+    resizes that are not window resizes, such as Lab's side panel opening.)
+    """
+    import plotly.graph_objects as go
+
+    widget = go.FigureWidget(fig)
+    widget._config = {**widget._config, "responsive": True}  # the plotly.js config the widget draws with
+    return widget
+
+
+def _heights(counts: np.ndarray) -> list[float | None]:
     """Counts as line heights: empty bins at :data:`EMPTY_BIN`, under the visible part of the log axis."""
-    return np.maximum(np.asarray(counts, dtype=np.float64), EMPTY_BIN)
+    return plotly_values(np.maximum(np.asarray(counts, dtype=np.float64), EMPTY_BIN))
 
 
-def plot_linked_views(data: LinkedViewData, *, methods: Sequence[str] | None = None, height: int = 860) -> Any:
+def plot_linked_views(
+    data: LinkedViewData, *, methods: Sequence[str] | None = None, height: int = FIGURE_HEIGHT
+) -> Any:
     """Build the four linked views as one plotly ``FigureWidget`` and draw ``data`` in it.
 
     Parameters
@@ -102,7 +157,7 @@ def plot_linked_views(data: LinkedViewData, *, methods: Sequence[str] | None = N
         Estimators that get traces (default: the whole catalogue, so any
         later choice is a visibility toggle).
     height : int
-        Figure height in pixels.
+        Figure height in pixels; the width follows the container.
 
     Returns
     -------
@@ -113,7 +168,8 @@ def plot_linked_views(data: LinkedViewData, *, methods: Sequence[str] | None = N
         ``group:before``, ``adv:<method>``, ``adv_clean:<method>``,
         ``adv:clip``, ``hist:<method>:uncontaminated``,
         ``hist:<method>:contaminated``; histogram traces hold the bin counts
-        in ``customdata``.
+        in ``customdata``. The first four annotations are the panel titles;
+        the one named ``no_hits`` says so when no sample is contaminated.
 
     Raises
     ------
@@ -131,9 +187,10 @@ def plot_linked_views(data: LinkedViewData, *, methods: Sequence[str] | None = N
         rows=3,
         cols=2,
         specs=[[{}, {}], [{"colspan": 2}, None], [{"colspan": 2}, None]],
-        subplot_titles=("rewards of one group", "its advantages", "uncontaminated samples", "contaminated samples"),
-        vertical_spacing=0.1,
-        horizontal_spacing=0.09,
+        subplot_titles=("rewards of group 0", "its advantages", "uncontaminated samples, all groups",
+                        "contaminated samples, all groups"),
+        vertical_spacing=0.16,
+        horizontal_spacing=0.12,
         row_heights=[0.4, 0.3, 0.3],
     )
     fig = go.Figure(base)  # filled as a plain figure, then wrapped: see the end of this function
@@ -171,36 +228,40 @@ def plot_linked_views(data: LinkedViewData, *, methods: Sequence[str] | None = N
              line=dict(color="#555555", dash="dash", width=1))
         for _row, axis in _PARTS.values() for sign in (-1, 1)
     ]
+    _row, hit_axis = _PARTS["contaminated"]
+    fig.add_annotation(name=_NO_HITS, text="", visible=False, showarrow=False, xref=f"x{hit_axis} domain",
+                       yref=f"y{hit_axis} domain", x=0.5, y=0.5, font=dict(size=13, color="#555555"))
     fig.update_layout(
-        height=height,
         template="plotly_white",
-        margin=dict(l=60, r=20, t=70, b=50),
-        legend=dict(orientation="h", yanchor="bottom", y=1.04, x=0),
+        legend=dict(orientation="h", yanchor="bottom", y=1.07, x=0, font=dict(size=11), traceorder="normal"),
         shapes=clip_lines,
         hovermode="closest",
     )
+    autosized(fig, height=height, margin=dict(l=60, r=15, t=75, b=45))
+    fig.update_annotations(font_size=13, selector=dict(name=None))  # the panel titles
     fig.update_xaxes(title_text="sample, sorted by reward", row=1, col=1)
     fig.update_yaxes(title_text="reward", row=1, col=1)
-    fig.update_xaxes(title_text="sample, sorted by reward", row=1, col=2)
+    fig.update_xaxes(title_text="sample (hollow: on clean rewards)", row=1, col=2)
     fig.update_yaxes(title_text="advantage A", row=1, col=2)
     r = float(data.bin_edges[-1])
     fig.update_xaxes(range=[-r, r], matches="x4", row=2, col=1)
-    fig.update_xaxes(title_text=f"advantage A (the edge bins hold everything beyond ±{r:g}; click a line to show a group)",
+    fig.update_xaxes(title_text=f"advantage A (edge bins hold all beyond ±{r:g}; click a line to show a group)",
                      range=[-r, r], row=3, col=1)
     for row, _axis in _PARTS.values():
-        fig.update_yaxes(title_text="samples per bin", type="log", row=row, col=1)
+        fig.update_yaxes(title_text="samples", type="log", row=row, col=1)
     update_linked_views(fig, data)
     # A FigureWidget sends its state to the browser when it is constructed (or displayed on its own);
     # inside an ipywidgets container (the dashboard's VBox) traces added after construction never reach
     # a view created later (plotly.py issue #4998). Built complete, the widget's first state is the figure.
-    return go.FigureWidget(fig)
+    return figure_widget(fig)
 
 
 def update_linked_views(fig: Any, data: LinkedViewData) -> None:
     """Move a :func:`plot_linked_views` figure to ``data``, in place.
 
-    Assigns the traces' ``x``, ``y``, ``customdata`` and ``visible``, the
-    ±c lines, the count axes' ranges and the panel titles inside one
+    Assigns the traces' ``x``, ``y``, ``customdata`` and ``visible`` (as
+    lists, :func:`plotly_values`), the ±c lines, the count axes' ranges, the
+    first panel's title and the no-contamination note inside one
     ``fig.batch_update()``; no trace is added or removed, so the figure and
     its trace objects stay the same.
 
@@ -218,20 +279,18 @@ def update_linked_views(fig: Any, data: LinkedViewData) -> None:
     rewards = np.asarray(data.group_rewards)[order]
     clean_rewards = np.asarray(data.group_clean_rewards)[order]
     hit = np.asarray(data.group_contaminated, dtype=bool)[order]
-    sample = order.astype(np.int32)  # original index of each plotted sample, for the hover text (plotly.js has no int64)
-    centres = 0.5 * (np.asarray(data.bin_edges[:-1]) + np.asarray(data.bin_edges[1:]))
+    centres = plotly_values(0.5 * (np.asarray(data.bin_edges[:-1]) + np.asarray(data.bin_edges[1:])))
     chosen = set(data.methods)
     has_clip = bool(data.clip_methods)
     c = float(data.c)
-    n_hit = int(hit.sum())
     sources = {"uncontaminated": data.counts_uncontaminated, "contaminated": data.counts_contaminated}
     top = {part: max([1] + [int(np.max(counts[m])) for m in data.methods]) for part, counts in sources.items()}
     with fig.batch_update():
         t = traces["group:clean"]
-        t.x, t.y, t.customdata = _array(x[~hit]), _array(rewards[~hit]), sample[~hit]
+        t.x, t.y, t.customdata = plotly_values(x[~hit]), plotly_values(rewards[~hit]), _indices(order[~hit])
         for key, values in (("group:contaminated", rewards), ("group:before", clean_rewards)):
             t = traces[key]
-            t.x, t.y, t.customdata = _array(x[hit]), _array(values[hit]), sample[hit]
+            t.x, t.y, t.customdata = plotly_values(x[hit]), plotly_values(values[hit]), _indices(order[hit])
         for key, t in traces.items():
             kind, _, rest = key.partition(":")
             method, _, part = rest.partition(":")
@@ -239,23 +298,24 @@ def update_linked_views(fig: Any, data: LinkedViewData) -> None:
                 t.visible = method in chosen
                 if method in chosen:
                     source = data.group_advantages if kind == "adv" else data.group_clean_advantages
-                    t.x, t.y, t.customdata = _array(x), _array(np.asarray(source[method])[order]), sample
+                    t.x, t.y = plotly_values(x), plotly_values(np.asarray(source[method])[order])
+                    t.customdata = _indices(order)
             elif kind == "hist":
                 t.visible = method in chosen
                 if method in chosen:
                     counts = np.asarray(sources[part][method])
-                    t.x, t.y, t.customdata = _array(centres), _heights(counts), counts.astype(np.int32)
+                    t.x, t.y, t.customdata = centres, _heights(counts), _indices(counts)
         t = traces["adv:clip"]
         t.visible = has_clip
         t.x = [0.5, data.G + 0.5, None, 0.5, data.G + 0.5]
         t.y = [c, c, None, -c, -c]
-        t.name = f"±c = ±{c:.2f}"
+        t.name = f"±c = ±{c:g}"
         for shape, sign in zip(fig.layout.shapes, (-1, 1) * len(_PARTS)):
             shape.update(x0=sign * c, x1=sign * c, visible=has_clip)
         for part, (_row, axis) in _PARTS.items():
             fig.layout[f"yaxis{axis}"].range = [math.log10(0.8), math.log10(2.0 * top[part])]
-        titles = fig.layout.annotations
-        titles[0].text = f"rewards of group {data.group} (G = {data.G}, {n_hit} contaminated, outlier M = {data.size:.3g})"
-        titles[1].text = f"its advantages (c = {c:.2f}; hollow: from the clean rewards)"
-        titles[2].text = f"advantages of the uncontaminated samples of all {data.n_groups:,} groups"
-        titles[3].text = f"advantages of the contaminated samples (rate {data.rate:.2f}): where the outliers end up"
+        fig.layout.annotations[0].text = f"rewards of group {data.group}"
+        note = next(a for a in fig.layout.annotations if a.name == _NO_HITS)
+        note.visible = data.contaminated_fraction == 0
+        note.text = ("no contaminated samples at rate 0" if data.rate == 0
+                     else f"no sample of the {data.n_groups:,} groups is hit at rate {data.rate:g}")

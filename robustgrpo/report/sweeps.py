@@ -21,13 +21,14 @@ of the policy update (:func:`robustgrpo.metrics.agreement_from_advantages`):
 * ``03_clip_schedule``: seed 000's annealed c (2.0 to 3.5) and what each c
   does to the clipped fraction.
 
-The sweep runs once per process (:func:`heatmap_data` is cached); the
-figures are drawn anew at every call.
+The sweeps run once per process (:func:`heatmap_data` and :func:`schedule_data` keep
+their tables; ``progress=True`` on the first call shows a progress bar, as notebook 03
+does); the figures are drawn anew at every call.
 """
 
 from __future__ import annotations
 
-import functools
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -101,14 +102,18 @@ def heatmap_sweep(progress: bool = False) -> pd.DataFrame:
     )
 
 
-@functools.lru_cache(maxsize=1)
-def _heatmap_cached() -> pd.DataFrame:
-    return heatmap_sweep()
+_COMPUTED: dict[str, Any] = {}  # what heatmap_data and schedule_data computed in this process
 
 
-def heatmap_data() -> pd.DataFrame:
-    """The heat maps' sweep table (computed once per process; a copy each call)."""
-    return _heatmap_cached().copy()
+def heatmap_data(progress: bool = False) -> pd.DataFrame:
+    """The heat maps' sweep table (computed once per process; a copy each call).
+
+    ``progress`` shows a progress bar while the sweep runs (the first call only:
+    later calls return at once).
+    """
+    if "heatmaps" not in _COMPUTED:
+        _COMPUTED["heatmaps"] = heatmap_sweep(progress=progress)
+    return _COMPUTED["heatmaps"].copy()
 
 
 def cell_value(frame: pd.DataFrame, method: str, G: int, metric: str, c: float | None = 2.5) -> float:
@@ -219,18 +224,17 @@ def heatmap_fallback_figure() -> ReportFigure:
     return ReportFigure("03_heatmap_fallback", fig, caption, data)
 
 
-@functools.lru_cache(maxsize=1)
-def _schedule_cached() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    progress = np.round(np.linspace(0.0, 1.0, 21), 4)
+def _schedule_sweep(progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    along = np.round(np.linspace(0.0, 1.0, 21), 4)
     schedule = pd.concat(
-        [pd.DataFrame({"progress": progress, "schedule": kind,
-                       "c": clip_schedule(progress, *SCHEDULE, kind=kind)}) for kind in ("linear", "cosine")],
+        [pd.DataFrame({"progress": along, "schedule": kind,
+                       "c": clip_schedule(along, *SCHEDULE, kind=kind)}) for kind in ("linear", "cosine")],
         ignore_index=True,
     )
     grid = np.round(np.arange(1.0, 5.0 + 1e-9, 0.25), 4)
     clips = np.unique(np.concatenate([grid, schedule["c"].to_numpy()]))
     table = sweep(SCHEDULE_METHODS, group_sizes=16, clip=clips.tolist(), rates=HEATMAP_RATE, sizes=HEATMAP_SIZE,
-                  clean=Gaussian(0.0, 1.0), n_groups=N_GROUPS, seed=SEED, progress=False)
+                  clean=Gaussian(0.0, 1.0), n_groups=N_GROUPS, seed=SEED, progress=progress)
     clipped = table[["method", "c", "clipped_fraction", "clipped_fraction_clean", "contaminated_fraction"]]
     training = schedule.merge(clipped, on="c", how="left")
     if training["clipped_fraction"].isna().any():  # pragma: no cover - the sweep ran at every scheduled c
@@ -238,14 +242,17 @@ def _schedule_cached() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     return schedule, clipped.reset_index(drop=True), training
 
 
-def schedule_data() -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def schedule_data(progress: bool = False) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The schedule figure's tables: ``schedule`` (progress, schedule, c), ``clipped`` (method, c,
     clipped fractions on contaminated and clean rewards) and ``training`` (both joined on c).
 
     Reward-model scores (Normal(0, 1), G = 16, 10,000 groups) with 5 % outliers of size 10, seed 0:
-    continuous scores, where the MAD is not 0 and the clip does the work. Computed once per process.
+    continuous scores, where the MAD is not 0 and the clip does the work. Computed once per process;
+    ``progress`` shows a progress bar while that runs.
     """
-    return tuple(t.copy() for t in _schedule_cached())  # type: ignore[return-value]
+    if "schedule" not in _COMPUTED:
+        _COMPUTED["schedule"] = _schedule_sweep(progress)
+    return tuple(t.copy() for t in _COMPUTED["schedule"])  # type: ignore[return-value]
 
 
 @report_figure("03_clip_schedule", notebook=NOTEBOOK)

@@ -1,9 +1,10 @@
 """The notebook 05 dashboard as ipywidgets: sliders, the plotly training curves, a readout.
 
 The numbers come from :class:`robustgrpo.dashboards.drift.DriftEngine`; this module only builds
-widgets on it and wires them together. Every slider waits for its release
+widgets on it and wires them together (the frame, reset and export come from
+:mod:`robustgrpo.widgets.base`). Every slider waits for its release
 (``continuous_update=False``): each move reruns a short simulation (under 2 s on two cores,
-``python -m robustgrpo bench --simulate`` times it).
+``python -m robustgrpo bench --simulate`` times it), and the status line says so meanwhile.
 """
 
 from __future__ import annotations
@@ -11,23 +12,25 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..dashboards.drift import (
-    CLIP_RANGE,
+    CONTROLS,
     DEFAULT_STATE,
     ESTIMATOR_CHOICES,
     GROUP_SIZES,
-    RATE_RANGE,
     SCENARIOS,
-    SIZE_LOG10_RANGE,
     DriftData,
     DriftEngine,
     drift_config,
 )
+from .base import DESCRIPTION_WIDTH, DashboardWidget, slider, with_help
 
 __all__ = ["drift_readout_html", "DriftDashboard", "drift_dashboard"]
 
 
 def drift_readout_html(data: DriftData) -> str:
-    """The readout of a setting as HTML; every number sits in ``<span data-key="...">`` for a browser test."""
+    """The readout of a setting as HTML; every number sits in ``<span data-key="...">`` for a browser test.
+
+    The setting is written as its sliders write it (:data:`~robustgrpo.dashboards.drift.CONTROLS`).
+    """
     s = data.summary()
     cells = "".join(
         f"<tr><td style='padding:0 8px'>{label}</td><td style='padding:0 8px;text-align:right' data-key='{key}'>"
@@ -36,15 +39,18 @@ def drift_readout_html(data: DriftData) -> str:
                            ("auc", "mean true reward over training"), ("auc_clean", "... without contamination"),
                            ("mean_cos_clean", "mean cosine with the clean update"))
     )
-    clip = f'c = <span data-key="c">{data.c:.2f}</span>' if data.clip_applies else "no clip c for this estimator"
+    rate, size, c = (CONTROLS[k].format(getattr(data, k)) for k in ("rate", "size", "c"))
+    clip = f'c = <span data-key="c">{c}</span>' if data.clip_applies else "no clip c for this estimator"
     setting = (f'<b>{data.estimator}</b>, G = <span data-key="G">{data.G}</span>, {clip}; {SCENARIOS[data.scenario]}: '
-               f'rate <span data-key="rate">{data.rate:.2f}</span>, outlier <span data-key="size">{data.size:.4g}</span>')
-    return f"<div class='rg-drift-readout'><div>{setting}</div><table>{cells}</table></div>"
+               f'rate <span data-key="rate">{rate}</span>, outlier <span data-key="size">{size}</span>')
+    return (f"<div class='rg-drift-readout' style='font-size:12px'><div>{setting}</div>"
+            f"<table style='line-height:1.3'>{cells}</table></div>")
 
 
-class DriftDashboard:
+class DriftDashboard(DashboardWidget):
     """Controls (``scenario``, ``rate``, ``size``, ``G``, ``c``, ``estimator``), the plotly ``figure``,
-    the ``readout`` and the ``message`` line; ``widget`` is the whole layout. Build it with
+    the ``readout``, and what every dashboard has (:class:`~robustgrpo.widgets.base.DashboardWidget`:
+    ``status``, ``message``, reset and export); ``widget`` is the whole layout. Build it with
     :func:`drift_dashboard`; displaying the object displays ``widget``."""
 
     def __init__(self, engine: DriftEngine, state: Mapping[str, Any]) -> None:
@@ -58,64 +64,42 @@ class DriftDashboard:
         s = {**DEFAULT_STATE, **state}
         if s["G"] not in GROUP_SIZES:
             raise ValueError(f"G must be one of the slider's values {GROUP_SIZES}, got {s['G']!r}")
-        for name, (lo, hi) in (("rate", RATE_RANGE), ("c", CLIP_RANGE), ("size", tuple(10**v for v in SIZE_LOG10_RANGE))):
-            if not lo <= s[name] <= hi:  # a slider would clamp it silently: refuse instead
-                raise ValueError(f"{name} must be in [{lo:g}, {hi:g}] (the slider's range), got {s[name]!r}; "
-                                 "use drift_dashboard_data for other values")
+        for name in ("rate", "size", "c"):  # a slider would move a value off its grid silently: refuse instead
+            s[name] = CONTROLS[name].snap(s[name])
         drift_config(s["scenario"], s["rate"], s["size"], s["G"], s["c"], s["estimator"])  # the other checks
         self.engine = engine
-        wide = {"description_width": "110px"}
-        layout = W.Layout(width="420px")
+        self.specs = CONTROLS
+        style = {"description_width": DESCRIPTION_WIDTH}
+        full = W.Layout(width="100%")
+        # every slider waits for its release: each move reruns a short simulation
         self.controls: dict[str, Any] = {
             "scenario": W.Dropdown(options=[(label, key) for key, label in SCENARIOS.items()], value=s["scenario"],
-                                   description="scenario", style=wide, layout=W.Layout(width="560px")),
-            "rate": W.FloatSlider(value=s["rate"], min=RATE_RANGE[0], max=RATE_RANGE[1], step=0.01,
-                                  description="contam. rate", readout_format=".2f", continuous_update=False,
-                                  style=wide, layout=layout),
-            "size": W.FloatLogSlider(value=s["size"], base=10, min=SIZE_LOG10_RANGE[0], max=SIZE_LOG10_RANGE[1],
-                                     step=0.1, description="outlier M", readout_format=".3g", continuous_update=False,
-                                     style=wide, layout=layout),
-            "G": W.SelectionSlider(options=GROUP_SIZES, value=s["G"], description="group size G",
-                                   continuous_update=False, style=wide, layout=layout),
-            "c": W.FloatSlider(value=s["c"], min=CLIP_RANGE[0], max=CLIP_RANGE[1], step=0.1, description="clip c",
-                               readout_format=".1f", continuous_update=False, style=wide, layout=layout),
-            "estimator": W.Dropdown(options=list(ESTIMATOR_CHOICES), value=s["estimator"], description="estimator",
-                                    style=wide, layout=layout),
+                                   description=CONTROLS["scenario"].label, style=style, layout=full),
+            "rate": slider(CONTROLS["rate"], s["rate"], continuous_update=False),
+            "size": slider(CONTROLS["size"], s["size"], continuous_update=False),
+            "G": W.SelectionSlider(options=GROUP_SIZES, value=s["G"], description=CONTROLS["G"].label,
+                                   continuous_update=False, style=style, layout=full),
+            "c": slider(CONTROLS["c"], s["c"], continuous_update=False),
+            "estimator": W.Dropdown(options=list(ESTIMATOR_CHOICES), value=s["estimator"],
+                                    description=CONTROLS["estimator"].label, style=style, layout=full),
         }
-        self.data = engine.data(**self._values())
+        self.data = self._compute(self.state())
         self.readout = W.HTML(drift_readout_html(self.data))
-        self.message = W.HTML("")
         self.figure = drift_views(self.data)
-        c = self.controls
-        controls = W.VBox([c["scenario"], W.HBox([W.VBox([c["rate"], c["size"]]), W.VBox([c["G"], c["c"], c["estimator"]])])])
-        self.widget = W.VBox([controls, self.readout, self.message, self.figure])
-        for w in self.controls.values():
-            w.observe(self._on_change, names="value")
+        self._assemble([with_help(w, CONTROLS[name]) for name, w in self.controls.items()],
+                       [self.figure, self.readout], s)
 
-    def _values(self) -> dict[str, Any]:
-        return {k: w.value for k, w in self.controls.items()}
+    def _compute(self, state: Mapping[str, Any]) -> DriftData:
+        return self.engine.data(**state)
 
-    def update(self) -> DriftData | None:
-        """Rerun for the current controls and move the views in place; None (and a message) on a bad setting."""
+    def _draw(self, data: DriftData) -> None:
         from ..plots.drift import update_drift_views
 
-        try:
-            data = self.engine.data(**self._values())
-        except ValueError as err:
-            self.message.value = f"<span class='rg-error' style='color:#B00020'>{err}</span>"
-            return None
-        self.message.value = ""
-        self.data = data
         update_drift_views(self.figure, data)
         self.readout.value = drift_readout_html(data)
-        return data
 
-    def _on_change(self, change: Mapping[str, Any]) -> None:
-        self.update()
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        self.figure._repr_mimebundle_()  # refresh the FigureWidget's state for a new view (plotly.py #4998)
-        return self.widget._repr_mimebundle_(**kwargs)
+    def _export(self, data: DriftData) -> tuple[str, str, str]:
+        return data.call(), data.readout_csv(), "robustgrpo_drift_readout.csv"
 
 
 def drift_dashboard(*, engine: DriftEngine | None = None, **state: Any) -> DriftDashboard:
@@ -126,6 +110,7 @@ def drift_dashboard(*, engine: DriftEngine | None = None, **state: Any) -> Drift
     engine : DriftEngine, optional
         Share a cache of runs.
     **state
-        Initial control values (defaults :data:`~robustgrpo.dashboards.drift.DEFAULT_STATE`).
+        Initial control values (defaults :data:`~robustgrpo.dashboards.drift.DEFAULT_STATE`; ``rate``,
+        ``size`` and ``c`` on their sliders' grids). The reset button returns to them.
     """
     return DriftDashboard(engine if engine is not None else DriftEngine(), state)

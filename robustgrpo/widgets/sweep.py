@@ -10,21 +10,20 @@ import math
 from typing import Any, Mapping
 
 from ..advantages import ESTIMATORS
-from ..checks import check_int, check_real
+from ..checks import check_int
 from ..dashboards.sweep import (
     CLEAN_MODEL_CHOICES,
-    CLIP_RANGE,
+    CONTROLS,
     DEFAULT_STATE,
     GROUP_SIZES,
-    RATE_RANGE,
-    SIZE_LOG10_RANGE,
     DashboardData,
     DashboardEngine,
     _check_methods,
     clean_model_label,
 )
+from .base import DESCRIPTION_WIDTH, DashboardWidget, slider, with_help
 
-__all__ = ["readout_html", "Dashboard", "dashboard"]
+__all__ = ["READOUT_COLUMNS", "readout_html", "Dashboard", "dashboard"]
 
 
 # ----------------------------------------------------------------- readout
@@ -34,54 +33,56 @@ def _fmt(value: float, digits: int = 4) -> str:
     return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
+#: Readout columns: key of :class:`DashboardData`, header.
+READOUT_COLUMNS = (
+    ("update_cosine", "update cosine"),
+    ("relative_error", "relative error"),
+    ("reference_cosine", "cosine with unbiased clean"),
+    ("sign_agreement", "sign agreement"),
+    ("silenced", "silenced"),
+    ("fallback_rate", "fallback rate"),
+    ("clipped_fraction", "clipped fraction"),
+    ("contaminated_mean_advantage", "mean A of contaminated"),
+)
+
+
 def readout_html(data: DashboardData) -> str:
     """The readout table of a setting as HTML.
 
     Every number sits in a cell ``<td data-method="robust" data-key="clipped_fraction">``
     (keys ``update_cosine``, ``relative_error``, ``reference_cosine``, ``sign_agreement``, ``silenced``,
     ``fallback_rate``, ``clipped_fraction``, ``contaminated_mean_advantage``), formatted with 4
-    decimals, so a browser test can read it; the setting itself is in ``<span data-key="c">`` etc.
+    decimals, so a browser test can read it; the setting itself is in ``<span data-key="c">`` etc.,
+    written as its slider writes it (:data:`~robustgrpo.dashboards.sweep.CONTROLS`).
     """
     clean = clean_model_label(data.clean_model)
+    c, rate, size = (CONTROLS[k].format(getattr(data, k)) for k in ("c", "rate", "size"))
     setting = (
-        f'G = <span data-key="G">{data.G}</span>, c = <span data-key="c">{data.c:.2f}</span>, '
-        f'rate = <span data-key="rate">{data.rate:.2f}</span>, '
-        f'outlier M = <span data-key="size">{data.size:.4g}</span>; clean rewards: {clean}; '
-        f"{data.n_groups:,} groups, seed {data.seed}. "
+        f'G = <span data-key="G">{data.G}</span>, c = <span data-key="c">{c}</span>, '
+        f'rate = <span data-key="rate">{rate}</span>, '
+        f'outlier M = <span data-key="size">{size}</span>, group <span data-key="group">{data.group}</span>; '
+        f"clean rewards: {clean}; {data.n_groups:,} groups, seed {data.seed}. "
         f'Contaminated: <span data-key="contaminated_fraction">{100 * data.contaminated_fraction:.1f}</span> % of samples, '
         f'<span data-key="hit_group_fraction">{100 * data.hit_group_fraction:.1f}</span> % of groups.'
     )
-    head = "".join(
-        f"<th style='padding:0 8px'>{h}</th>"
-        for h in ("estimator", "update cosine", "relative error", "cosine with unbiased clean", "sign agreement",
-                  "silenced", "fallback rate", "clipped fraction", "mean A of contaminated")
-    )
+    head = "".join(f"<th style='padding:0 6px;line-height:1.2'>{h}</th>" for h in ("estimator", *(h for _k, h in READOUT_COLUMNS)))
     rows = []
     for m in data.methods:
         cells = "".join(
-            f"<td style='padding:0 8px;text-align:right' data-method='{m}' data-key='{k}'>{_fmt(v[m])}</td>"
-            for k, v in (
-                ("update_cosine", data.update_cosine),
-                ("relative_error", data.relative_error),
-                ("reference_cosine", data.reference_cosine),
-                ("sign_agreement", data.sign_agreement),
-                ("silenced", data.silenced),
-                ("fallback_rate", data.fallback_rate),
-                ("clipped_fraction", data.clipped_fraction),
-                ("contaminated_mean_advantage", data.contaminated_mean_advantage),
-            )
+            f"<td style='padding:0 6px;text-align:right' data-method='{m}' data-key='{k}'>{_fmt(getattr(data, k)[m])}</td>"
+            for k, _h in READOUT_COLUMNS
         )
-        rows.append(f"<tr data-method='{m}'><td style='padding:0 8px'><b>{m}</b></td>{cells}</tr>")
+        rows.append(f"<tr data-method='{m}'><td style='padding:0 6px'><b>{m}</b></td>{cells}</tr>")
     return (
-        f"<div class='rg-readout'><div class='rg-setting'>{setting}</div>"
-        f"<table class='rg-table'><tr>{head}</tr>{''.join(rows)}</table></div>"
+        f"<div class='rg-readout' style='font-size:12px'><div class='rg-setting'>{setting}</div>"
+        f"<div style='overflow-x:auto'><table class='rg-table' style='line-height:1.3'><tr>{head}</tr>{''.join(rows)}</table></div></div>"
     )
 
 
 # ---------------------------------------------------------------- dashboard
 
 
-class Dashboard:
+class Dashboard(DashboardWidget):
     """The ipywidgets dashboard: controls, linked plotly views, readout.
 
     Build it with :func:`dashboard`. Attributes: ``controls`` (name ->
@@ -89,12 +90,16 @@ class Dashboard:
     ``group``), ``figure`` (the plotly ``FigureWidget``, updated in place),
     ``readout`` (an ``HTML`` widget, :func:`readout_html`), ``widget`` (the
     whole layout), ``engine`` and ``data`` (the :class:`DashboardData` on
-    display). Displaying the object displays ``widget``.
+    display), and what every dashboard has (:class:`~robustgrpo.widgets.base.DashboardWidget`):
+    the ``status`` line, the ``message`` line, ``reset_button``, ``export_button``
+    and the ``export`` box. Displaying the object displays ``widget``.
 
     Every control calls :meth:`update` through an ``observe`` callback: the
     data function, then :func:`~robustgrpo.plots.interactive.update_linked_views`
     (trace data changed in place) and the readout. A click on a histogram
-    line shows the first group with a sample in that bin.
+    line shows the first group with a sample in that bin. A group index
+    outside ``0 .. n_groups - 1`` typed into the box is refused: the box goes
+    back to the group shown and the message line says why.
     """
 
     def __init__(self, engine: DashboardEngine, state: Mapping[str, Any]) -> None:
@@ -103,84 +108,76 @@ class Dashboard:
         from ..plots.interactive import plot_linked_views
 
         self.engine = engine
+        self.specs = CONTROLS
         unknown = sorted(set(state) - set(DEFAULT_STATE))
         if unknown:
             raise ValueError(f"unknown dashboard control(s) {unknown}; known: {list(DEFAULT_STATE)}")
         s = {**DEFAULT_STATE, **state}
-        # the sliders would clamp an out-of-range value silently: refuse it instead
+        # a slider would move a value off its grid silently: refuse it instead
         if s["G"] not in GROUP_SIZES:
             raise ValueError(f"G must be one of the slider's values {GROUP_SIZES}, got {s['G']!r}")
-        for name, (lo, hi) in (("c", CLIP_RANGE), ("rate", RATE_RANGE),
-                               ("size", (10 ** SIZE_LOG10_RANGE[0], 10 ** SIZE_LOG10_RANGE[1]))):
-            check_real(name, s[name], minimum=lo, maximum=hi, hint=
-                        f"the dashboard's {name} slider spans {lo:g} to {hi:g}; use dashboard_data for other values")
+        for name in ("c", "rate", "size"):
+            s[name] = CONTROLS[name].snap(s[name])
         if not isinstance(s["clean_model"], str) or s["clean_model"] not in CLEAN_MODEL_CHOICES:
             raise ValueError(f"clean_model must be one of the dropdown's keys {list(CLEAN_MODEL_CHOICES)}, got {s['clean_model']!r}")
+        s["methods"] = tuple(_check_methods(s["methods"]))
         check_int("group", s["group"], minimum=0, maximum=engine.n_groups - 1,
                   hint=f"pick a group index below n_groups={engine.n_groups}")
-        wide = {"description_width": "110px"}
-        layout = W.Layout(width="420px")
+        style = {"description_width": DESCRIPTION_WIDTH}
+        full = W.Layout(width="100%")
         self.controls: dict[str, Any] = {
-            "G": W.SelectionSlider(options=GROUP_SIZES, value=s["G"], description="group size G",
-                                   continuous_update=False, style=wide, layout=layout),
-            "c": W.FloatSlider(value=s["c"], min=CLIP_RANGE[0], max=CLIP_RANGE[1], step=0.1, description="clip c",
-                               readout_format=".1f", continuous_update=True, style=wide, layout=layout),
-            "rate": W.FloatSlider(value=s["rate"], min=RATE_RANGE[0], max=RATE_RANGE[1], step=0.01,
-                                  description="contam. rate", readout_format=".2f", continuous_update=False,
-                                  style=wide, layout=layout),
-            "size": W.FloatLogSlider(value=s["size"], base=10, min=SIZE_LOG10_RANGE[0], max=SIZE_LOG10_RANGE[1],
-                                     step=0.1, description="outlier M", readout_format=".3g",
-                                     continuous_update=False, style=wide, layout=layout),
+            "G": W.SelectionSlider(options=GROUP_SIZES, value=s["G"], description=CONTROLS["G"].label,
+                                   continuous_update=False, style=style, layout=full),
+            "c": slider(CONTROLS["c"], s["c"], continuous_update=True),  # a c move only re-clips: fast
+            "rate": slider(CONTROLS["rate"], s["rate"], continuous_update=False),
+            "size": slider(CONTROLS["size"], s["size"], continuous_update=False),
             "clean_model": W.Dropdown(options=[(v.label, k) for k, v in CLEAN_MODEL_CHOICES.items()],
-                                      value=s["clean_model"], description="clean rewards", style=wide, layout=layout),
-            "methods": W.SelectMultiple(options=list(ESTIMATORS), value=tuple(_check_methods(s["methods"])),
-                                        rows=len(ESTIMATORS), description="estimators", style=wide, layout=layout),
-            "group": W.BoundedIntText(value=s["group"], min=0, max=engine.n_groups - 1, description="group shown",
-                                      style=wide, layout=W.Layout(width="220px")),
+                                      value=s["clean_model"], description=CONTROLS["clean_model"].label, style=style,
+                                      layout=full),
+            "methods": W.SelectMultiple(options=list(ESTIMATORS), value=s["methods"], rows=len(ESTIMATORS),
+                                        description=CONTROLS["methods"].label, style=style, layout=full),
+            "group": W.IntText(value=s["group"], description=CONTROLS["group"].label, style=style,
+                               tooltip=CONTROLS["group"].help, layout=W.Layout(width="155px")),
         }
-        self.next_button = W.Button(description="next contaminated group", layout=W.Layout(width="190px"))
+        self.next_button = W.Button(description="next contaminated", tooltip="show the next group with a contaminated sample",
+                                    layout=W.Layout(width="140px"))
         self.next_button.on_click(self._next_contaminated)
-        self.data = engine.data(**self._values())
+        self.data = self._compute(self.state())
         self.readout = W.HTML(readout_html(self.data))
-        self.message = W.HTML("")
         self.figure = plot_linked_views(self.data)
         for trace in self.figure.data:
             if (trace.meta or "").startswith("hist:"):
                 trace.on_click(self._on_histogram_click)
         c = self.controls
-        left = W.VBox([c["G"], c["c"], c["rate"], c["size"]])
-        right = W.VBox([c["clean_model"], c["methods"], W.HBox([c["group"], self.next_button])])
-        self.widget = W.VBox([W.HBox([left, right]), self.readout, self.message, self.figure])
-        for w in self.controls.values():
-            w.observe(self._on_change, names="value")
+        group_row = W.HBox([c["group"], self.next_button], layout=W.Layout(justify_content="space-between"))
+        sidebar = [with_help(c[name], CONTROLS[name]) for name in ("G", "c", "rate", "size", "clean_model", "methods")]
+        sidebar.append(with_help(group_row, CONTROLS["group"]))
+        self._assemble(sidebar, [self.figure, self.readout], s)
 
-    def _values(self) -> dict[str, Any]:
-        v = {k: w.value for k, w in self.controls.items()}
-        v["methods"] = tuple(v["methods"])
-        return v
+    # ------------------------------------------------------------ the frame's hooks
 
-    def update(self) -> DashboardData | None:
-        """Recompute for the current control values and update the views in place.
+    def _compute(self, state: Mapping[str, Any]) -> DashboardData:
+        if not state["methods"]:
+            raise ValueError("no estimator is chosen; choose at least one in the estimators list")
+        group = state["group"]
+        if not 0 <= group < self.engine.n_groups:
+            raise ValueError(f"group shown must be a group index from 0 to {self.engine.n_groups - 1:,}, got {group}")
+        return self.engine.data(**state)
 
-        Returns the new data, or None when the controls are invalid (no
-        estimator chosen): the message line then says what to do and the
-        views keep the last valid setting.
-        """
+    def _draw(self, data: DashboardData) -> None:
         from ..plots.interactive import update_linked_views
 
-        try:
-            data = self.engine.data(**self._values())
-        except ValueError as err:
-            self.message.value = f"<span class='rg-error' style='color:#B00020'>{err}</span>"
-            return None
-        self.message.value = ""
-        self.data = data
         update_linked_views(self.figure, data)
         self.readout.value = readout_html(data)
-        return data
 
-    def _on_change(self, change: Mapping[str, Any]) -> None:
-        self.update()
+    def _refused(self) -> None:
+        if self.controls["group"].value != self.data.group:  # an index out of range: show the group on display
+            self._set_controls({"group": self.data.group})
+
+    def _export(self, data: DashboardData) -> tuple[str, str, str]:
+        return data.call(), data.readout_csv(), "robustgrpo_dashboard_readout.csv"
+
+    # ------------------------------------------------------------ group navigation
 
     def _next_contaminated(self, _button: Any = None) -> None:
         d = self.data
@@ -209,13 +206,6 @@ class Dashboard:
         _, method, part = trace.meta.split(":")
         self.select_bin(method, int(points.point_inds[0]), contaminated=part == "contaminated")
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        # a FigureWidget refreshes the state a new browser view starts from only in its own
-        # _repr_mimebundle_, which a container does not call (plotly.py issue #4998): call it here,
-        # so that showing the dashboard again shows the current data
-        self.figure._repr_mimebundle_()
-        return self.widget._repr_mimebundle_(**kwargs)
-
 
 def dashboard(
     n_groups: int = 10_000,
@@ -235,8 +225,9 @@ def dashboard(
         Share a cached engine (e.g. with :func:`dashboard_data` calls).
     **state
         Initial control values (defaults :data:`DEFAULT_STATE`): ``G`` (one
-        of :data:`GROUP_SIZES`), ``c``, ``rate``, ``size``, ``clean_model``,
-        ``methods``, ``group``.
+        of :data:`GROUP_SIZES`), ``c``, ``rate`` and ``size`` (on their
+        sliders' grids, :data:`~robustgrpo.dashboards.sweep.CONTROLS`),
+        ``clean_model``, ``methods``, ``group``. The reset button returns to them.
 
     Returns
     -------
