@@ -3,9 +3,13 @@
 >>> from robustgrpo.widgets import dashboard, drift_dashboard  # doctest: +SKIP
 >>> dashboard()  # the notebook 03 dashboard  # doctest: +SKIP
 >>> drift_dashboard()  # the notebook 05 dashboard  # doctest: +SKIP
+>>> from robustgrpo.widgets import trap_dashboard  # doctest: +SKIP
+>>> trap_dashboard()  # notebook 01's live lesson  # doctest: +SKIP
 """
 
 from .drift import DriftDashboard, drift_dashboard, drift_readout_html
 from .sweep import Dashboard, dashboard, readout_html
+from .trap import TrapDashboard, trap_dashboard, trap_readout_html
 
-__all__ = ["Dashboard", "dashboard", "readout_html", "DriftDashboard", "drift_dashboard", "drift_readout_html"]
+__all__ = ["Dashboard", "dashboard", "readout_html", "DriftDashboard", "drift_dashboard", "drift_readout_html",
+           "TrapDashboard", "trap_dashboard", "trap_readout_html"]
