@@ -23,7 +23,7 @@ from .style import estimator_color
 __all__ = ["LESSON_HEIGHT", "CORRECT_COLOR", "MEAN_COLOR", "MEDIAN_COLOR", "trap_views", "update_trap_views"]
 
 #: Height of a lesson's figure (px): beside its controls on a 1280 x 720 projector.
-LESSON_HEIGHT = 540
+LESSON_HEIGHT = 480
 #: Colour of the correct answers.
 CORRECT_COLOR = "#117733"
 #: Colours of the mean and the median lines: those of the estimators built on them.

@@ -1,0 +1,115 @@
+"""The live lessons as a class sees them: Voilà serves each committed page, Chromium moves a control by keyboard.
+
+One test per lesson page of ``notebooks/dashboards/`` (each page opened once, at 1280 x 720, a
+projector's screen): the page opens on the lesson, the figure fills the column beside the
+controls and no title, axis title or legend meets another (screenshots go to
+``$ROBUSTGRPO_ARTIFACTS``); a slider's handle is focused and moved with the arrow keys, and the
+readout numbers and the figure's traces read from the page are what the lesson's pure data
+function computes for the new setting; the kernel sent no error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from browser_util import LAYOUT, ROOT, KernelWatch, check_layout, voila, widget_errors
+
+from robustgrpo.dashboards.trap import trap_data
+
+pytestmark = pytest.mark.slow
+
+PAGES = ROOT / "notebooks" / "dashboards"
+TIMEOUT = 120_000
+PROJECTOR = (1280, 720)
+
+TRACES = """() => { const gd = document.querySelector('.rg-dashboard .js-plotly-plot');
+  return gd && gd.data ? gd.data.map(t => ({meta: t.meta, visible: t.visible, x: t.x ? Array.from(t.x) : null,
+                                            y: t.y ? Array.from(t.y) : null})) : null; }"""
+
+
+def _open(chromium, url: str):
+    page = chromium.new_page(viewport={"width": PROJECTOR[0], "height": PROJECTOR[1]})
+    watch = KernelWatch(page)
+    page.goto(url, timeout=TIMEOUT)
+    page.wait_for_selector(".rg-dashboard .js-plotly-plot .main-svg", timeout=TIMEOUT)
+    page.wait_for_selector(".rg-status[data-state='ready']", timeout=TIMEOUT)
+    return page, watch
+
+
+def _settled_layout(page):
+    last = None
+    for _ in range(40):
+        page.wait_for_timeout(250)
+        now = page.evaluate(LAYOUT)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def _press(page, label: str, key: str, times: int = 1) -> None:
+    handle = page.locator(".rg-dashboard .widget-slider", has_text=label).locator(".noUi-handle").first
+    handle.focus()
+    for _ in range(times):
+        handle.press(key)
+
+
+def _span(page, key: str) -> str:
+    return page.locator(f".rg-readout span[data-key='{key}']").first.inner_text().strip()
+
+
+def _wait_span(page, key: str, text: str) -> None:
+    page.wait_for_function(
+        "([k, t]) => { const e = document.querySelector(`.rg-readout span[data-key='${k}']`); return e && e.textContent.trim() === t; }",
+        arg=[key, text], timeout=TIMEOUT)
+    page.wait_for_selector(".rg-status[data-state='ready']", timeout=TIMEOUT)
+
+
+def _traces(page) -> dict[str, dict]:
+    return {t["meta"]: t for t in page.evaluate(TRACES)}
+
+
+def _check_page(page, watch, artifacts, name: str) -> None:
+    layout = _settled_layout(page)
+    assert layout["dashboard"][1] < 200, "a screen of prose before the lesson"
+    check_layout(layout, on_screen=False)
+    page.screenshot(path=artifacts / f"voila_lesson_{name}_{PROJECTOR[0]}x{PROJECTOR[1]}.png")
+    assert widget_errors(page) == 0 and watch.errors == [], f"the kernel sent errors: {watch.errors}"
+
+
+@pytest.fixture(scope="module")
+def trap_url(tmp_path_factory):
+    with voila(PAGES / "01_trap.ipynb", tmp_path_factory.mktemp("voila-trap")) as address:
+        yield address
+
+
+def _assert_trap_shows(page, M: float, k: int, G: int) -> None:
+    data = trap_data(M=M, k=k, G=G)
+    assert _span(page, "M") == f"{M:.1f}" and _span(page, "G") == str(G) and _span(page, "k") == str(k)
+    for key in ("mean", "median", "std", "mad"):
+        assert _span(page, key) == f"{getattr(data, key):.4f}", key
+    assert _span(page, "crossing") == f"{data.crossing:g}"
+    traces = _traces(page)
+    for m in data.methods:
+        np.testing.assert_array_equal(traces[f"adv:{m}"]["y"], data.advantages[m])
+        np.testing.assert_array_equal(traces[f"curve:{m}"]["y"], data.correct_curve[m])
+        cell = page.locator(f".rg-readout td[data-method='{m}'][data-key='correct']").inner_text().strip()
+        assert cell == f"{data.advantages[m][data.correct]:.4f}", m
+    assert traces["crossing"]["x"] == [data.crossing] and traces["curve:now"]["x"] == [M, M]
+    assert traces["line:mean"]["y"] == [data.mean, data.mean]
+
+
+def test_lesson_01_moving_m_and_g_by_keyboard_moves_the_numbers_to_trap_data(chromium, trap_url, artifacts):
+    page, watch = _open(chromium, trap_url)
+    try:
+        _assert_trap_shows(page, 10.0, 1, 8)
+        _press(page, "outlier M", "ArrowLeft", times=6)  # 10.0 -> 7.0: the crossing itself
+        _wait_span(page, "M", "7.0")
+        _assert_trap_shows(page, 7.0, 1, 8)
+        _press(page, "group size G", "ArrowLeft", times=2)  # G 8 -> 6: M* = 5, below the glitch
+        _wait_span(page, "G", "6")
+        _assert_trap_shows(page, 7.0, 1, 6)
+        assert "pushed down" in page.locator(".rg-readout").inner_text()
+        _check_page(page, watch, artifacts, "01_trap")
+    finally:
+        page.close()
