@@ -9,6 +9,7 @@ import base64
 import html
 import importlib
 import io
+import math
 import re
 
 import numpy as np
@@ -23,7 +24,7 @@ from robustgrpo.dashboards.trap import ESTIMATOR_CHOICES, M_GRID, grpo_crossing,
 from robustgrpo.metrics import sensitivity_curve
 from robustgrpo.metrics.seed import seed_group, seed_group_summary
 
-LESSON_MODULES = ["trap"]
+LESSON_MODULES = ["trap", "playground"]
 
 
 @pytest.mark.parametrize("module", LESSON_MODULES)
@@ -145,3 +146,118 @@ def test_trap_widget_moves_with_its_controls_and_k_follows_g():
         trap_dashboard(M=10.2)
     with pytest.raises(ValueError, match="k must be"):
         trap_dashboard(k=8)
+
+
+# ------------------------------------------------------------------ 02: the playground
+
+
+def test_playground_numbers_are_the_package_statistics_of_the_sample():
+    from robustgrpo.dashboards.playground import LOCATION, SCALE, X_GRID, playground_data, playground_sample
+    from robustgrpo.metrics import statistic_sensitivity
+    from robustgrpo.metrics.sensitivity import STATISTICS
+
+    d = playground_data(distribution="t3", n=17, seed=4, x=-2.5, m=3, size=50.0)
+    fixed = playground_sample("t3", 17, 4)
+    np.testing.assert_array_equal(d.fixed, fixed)
+    np.testing.assert_array_equal(d.fixed, np.random.default_rng(4).standard_t(3, 16))
+    assert d.sample[-1] == -2.5 and len(d.sample) == 17 and d.statistics == LOCATION + SCALE
+    curves = statistic_sensitivity(fixed, X_GRID, LOCATION + SCALE)
+    replaced = d.sample.copy()
+    replaced[:3] = 50.0
+    at = int(np.flatnonzero(X_GRID == -2.5)[0])
+    for s in LOCATION + SCALE:
+        fn = STATISTICS[s][1]
+        assert d.estimate[s] == float(fn(torch.as_tensor(d.sample)[None])[0]), s
+        assert d.without[s] == float(fn(torch.as_tensor(fixed)[None])[0]), s
+        np.testing.assert_array_equal(d.sensitivity[s], curves[curves["statistic"] == s]["sensitivity"])
+        assert d.sensitivity_at_x(s) == pytest.approx(d.sensitivity[s][at], rel=1e-9, abs=1e-9), s
+        shift = abs(float(fn(torch.as_tensor(replaced)[None])[0]) - d.estimate[s])
+        assert d.shift[s][3] == pytest.approx(shift, rel=1e-12, abs=1e-12), s
+    assert d.estimate["mean"] == pytest.approx(float(np.mean(d.sample)), rel=1e-14)
+    assert d.sensitivity_at_x("mean") == pytest.approx(-2.5 - float(np.mean(fixed)), rel=1e-12)
+
+
+@pytest.mark.parametrize("distribution", ["normal", "cauchy", "exponential"])
+@pytest.mark.parametrize("n", [5, 12, 20, 33, 50])
+def test_each_statistic_breaks_at_its_own_m(distribution, n):
+    from robustgrpo.dashboards.playground import playground_data
+
+    d = playground_data(distribution=distribution, n=n, seed=1, x=0.5, size=1000.0)
+    b = d.breaks_at
+    assert b["mean"] == 1 and b["std"] == 1  # one outlier carries them away
+    assert b["median"] == math.ceil(n / 2)  # the middle value (or one of the two) becomes an outlier
+    assert b["trimmed_mean"] == math.floor(0.2 * n) + 1  # one more than it cuts from each end
+    assert 1 < b["iqr"] < b["median"]  # the upper quartile goes first: about a quarter
+    for s in ("mad", "sn"):  # even n: half the values, as the median; odd n: see below
+        assert b[s] == n / 2 if n % 2 == 0 else math.isnan(b[s]), s
+    # a majority of identical outliers has deviations (Qn: pairwise differences) 0 among itself: the scale
+    # collapses to 0 instead of following them (Qn at any n, MAD and Sn at odd n)
+    for s in ("qn",) + (("mad", "sn") if n % 2 else ()):
+        assert d.collapses(s) and d.shift[s][-1] == pytest.approx(d.estimate[s], rel=1e-12), s
+    assert not any(d.collapses(s) for s in ("mean", "median", "std", "iqr"))
+
+
+def test_playground_refuses_settings_off_its_ranges_and_writes_its_call():
+    from robustgrpo.dashboards.playground import playground_data
+
+    with pytest.raises(ValueError, match=r"m must be .*replace 0 \.\. 9"):
+        playground_data(n=10, m=10)
+    with pytest.raises(ValueError, match="distribution must be one of"):
+        playground_data(distribution="lognormal")
+    with pytest.raises(ValueError, match="size must be"):
+        playground_data(size=0.0)
+    d = playground_data(distribution="cauchy", n=9, seed=3, x=1.5, m=2, size=10.0)
+    namespace: dict = {}
+    exec(d.call().replace("playground_data(", "again = playground_data(", 1), namespace)
+    assert namespace["again"].estimate == d.estimate
+    frame = pd.read_csv(io.StringIO(d.readout_csv()))
+    assert frame["statistic"].tolist() == list(d.statistics) and set(frame["m"]) == {2}
+    assert frame["estimate"].tolist() == [d.estimate[s] for s in d.statistics]
+
+
+def test_playground_efficiency_is_the_package_monte_carlo_beside_the_published_values():
+    from robustgrpo.dashboards.playground import playground_efficiency
+    from robustgrpo.metrics import efficiency, reference_efficiencies
+
+    table = playground_efficiency(n=15, n_samples=400, seed=2).set_index("statistic")
+    mc = efficiency(["median", "huber_location", "trimmed_mean", "mad", "iqr", "qn", "sn"], n=15, n_samples=400,
+                    seed=2).set_index("estimator")
+    published = reference_efficiencies().set_index("estimator")["efficiency"]
+    for s in mc.index:
+        assert table.loc[s, "efficiency"] == mc.loc[s, "efficiency"] and table.loc[s, "se"] == mc.loc[s, "se"]
+    for s in ("median", "huber_location", "mad", "iqr", "qn", "sn"):
+        assert table.loc[s, "published"] == published[s]
+    assert math.isnan(table.loc["trimmed_mean", "published"])  # the reference table has no value for it
+    assert table.loc["mean", "efficiency"] == table.loc["std", "efficiency"] == 1.0
+
+
+def test_playground_widget_moves_with_its_controls_and_a_click_on_a_curve():
+    from plotly.callbacks import Points
+
+    from robustgrpo.dashboards.playground import playground_data
+    from robustgrpo.widgets import playground_dashboard
+
+    dash = playground_dashboard()
+    traces = {t.meta: t for t in dash.figure.data}
+    assert all(len(traces[f"sc:{s}"]._click_callbacks) == 1 for s in dash.data.statistics)
+    # what plotly delivers when a point of a curve is clicked in the browser
+    traces["sc:median"]._dispatch_on_click(Points(point_inds=[3], xs=[-8.5], ys=[0.0], trace_name="median",
+                                                  trace_index=0), None)
+    assert dash.data.state() == playground_data(x=-8.5).state() and dash.controls["x"].value == -8.5
+    assert list(traces["sample:moved"].x) == [-8.5]
+    dash.controls["x"].value = 1.2000000000000002  # float noise of the slider's steps
+    dash.controls["m"].value = 12
+    dash.controls["n"].value = 10  # m = 12 no longer fits: it moves to n - 1
+    expected = playground_data(n=10, x=1.2, m=9)
+    assert dash.controls["m"].max == 9 and dash.data.state() == expected.state()
+    assert list(traces["loc:median"].x) == [expected.estimate["median"]] * 2
+    assert list(traces["sc:qn"].y) == expected.sensitivity["qn"].tolist()
+    assert "data-stat='median' data-key='breaks_at'>5<" in dash.readout.value
+    table = dash.show_efficiency()
+    assert f"data-stat='mad' data-key='efficiency'>{table.set_index('statistic').loc['mad', 'efficiency']:.3f}<" in \
+        dash.efficiency.value and "data-stat='qn' data-key='published'>0.8227<" in dash.efficiency.value
+    call, frame = _exported(dash)
+    assert call.splitlines()[1] == "playground_data(distribution='normal', n=10, seed=0, x=1.2, m=9, size=100.0)"
+    assert frame["shift"].tolist() == [float(expected.shift[s][9]) for s in expected.statistics]
+    dash.reset_button.click()
+    assert dash.data.state() == playground_data().state() and dash.controls["m"].max == 19

@@ -7,7 +7,9 @@ so a browser test can read any trace by its key. Nothing here computes a statist
 objects come from :mod:`robustgrpo.dashboards`.
 
 * :func:`trap_views` / :func:`update_trap_views`: notebook 01, the seed group with its knobs
-  (:class:`robustgrpo.dashboards.trap.TrapData`).
+  (:class:`robustgrpo.dashboards.trap.TrapData`);
+* :func:`playground_views` / :func:`update_playground_views`: notebook 02, one sample, a moved
+  point, m replaced values (:class:`robustgrpo.dashboards.playground.PlaygroundData`).
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from typing import Any
 import numpy as np
 
 from ..advantages import ESTIMATORS
+from ..metrics.sensitivity import STATISTICS
 from .interactive import CLEAN_SAMPLE_COLOR, CONTAMINATED_COLOR, autosized, figure_widget, plotly_values
 from .style import estimator_color
 
-__all__ = ["LESSON_HEIGHT", "CORRECT_COLOR", "MEAN_COLOR", "MEDIAN_COLOR", "trap_views", "update_trap_views"]
+__all__ = ["LESSON_HEIGHT", "CORRECT_COLOR", "MEAN_COLOR", "MEDIAN_COLOR", "BREAKDOWN_FLOOR", "trap_views",
+           "update_trap_views", "playground_views", "update_playground_views"]
 
 #: Height of a lesson's figure (px): beside its controls on a 1280 x 720 projector.
 LESSON_HEIGHT = 480
@@ -127,3 +131,122 @@ def update_trap_views(fig: Any, data: Any) -> None:
         cross.text = [f"M* = G − k = {data.crossing:g}"]
         fig.layout.xaxis.range = [0.5, data.G + 0.5]
         fig.layout.xaxis2.range = [0.5, data.G + 0.5]
+
+
+# ------------------------------------------------------------------ 02: the playground
+
+_PLAYGROUND_TITLES = ("the sample and its locations", "sensitivity SC(x), location", "sensitivity SC(x), scale",
+                      "breakdown: |T_m − T_0| with m values replaced")
+
+
+def playground_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
+    """Notebook 02's playground as a plotly ``FigureWidget``, four panels.
+
+    ``data`` is a :class:`robustgrpo.dashboards.playground.PlaygroundData`. Traces (``meta``):
+    ``sample:fixed``, ``sample:moved``, ``sample:replaced`` (the values the m replacements
+    took away) and ``loc:<statistic>`` (a location's vertical line) in the first panel;
+    ``sc:<statistic>`` (sensitivity curves, location and scale panels) with ``sc:now:location``
+    and ``sc:now:scale`` (the moved point's x); ``bd:<statistic>`` (the change per m, log axis)
+    with ``bd:now`` (the m set). A click on a sensitivity curve can move the point there
+    (:class:`robustgrpo.widgets.PlaygroundDashboard` wires it).
+    """
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from .primer import statistic_color
+
+    base = make_subplots(rows=2, cols=2, subplot_titles=_PLAYGROUND_TITLES, vertical_spacing=0.2,
+                         horizontal_spacing=0.12)
+    fig = go.Figure(base)
+    fig.add_trace(go.Scatter(meta="sample:fixed", name="fixed points", mode="markers", showlegend=False,
+                             marker=dict(color=CLEAN_SAMPLE_COLOR, size=9, symbol="line-ns-open", line=dict(width=2)),
+                             hovertemplate="x = %{x:.4g}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(meta="sample:replaced", name="replaced", mode="markers", showlegend=False,
+                             marker=dict(color=CONTAMINATED_COLOR, size=9, symbol="x-thin", line=dict(width=2)),
+                             hovertemplate="replaced by the outlier: was %{x:.4g}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Scatter(meta="sample:moved", name="the moved point", mode="markers", showlegend=False,
+                             marker=dict(color=CONTAMINATED_COLOR, size=13, symbol="diamond"),
+                             hovertemplate="the moved point x = %{x:.4g}<extra></extra>"), row=1, col=1)
+    names = _playground_statistics(data)
+    for s, kind in names:
+        color = statistic_color(s)
+        dash = _dash(s)
+        if kind == "location":
+            fig.add_trace(go.Scatter(meta=f"loc:{s}", name=s, legendgroup=s, mode="lines", showlegend=False,
+                                     line=dict(color=color, width=2, dash=dash),
+                                     hovertemplate=f"{s} %{{x:.4g}}<extra></extra>"), row=1, col=1)
+        row, col = (1, 2) if kind == "location" else (2, 1)
+        fig.add_trace(go.Scatter(meta=f"sc:{s}", name=s, legendgroup=s, mode="lines+markers",
+                                 line=dict(color=color, width=2, dash=dash), marker=dict(size=5, color=color),
+                                 hovertemplate=f"{s}: SC(%{{x:.4g}}) = %{{y:.4g}}; click: move the point here"
+                                               "<extra></extra>"), row=row, col=col)
+    for kind, (row, col) in (("location", (1, 2)), ("scale", (2, 1))):
+        fig.add_trace(go.Scatter(meta=f"sc:now:{kind}", name="x", mode="lines", showlegend=False, hoverinfo="skip",
+                                 line=dict(color=CONTAMINATED_COLOR, width=1.5, dash="dot")), row=row, col=col)
+    for s, _kind in names:
+        fig.add_trace(go.Scatter(meta=f"bd:{s}", name=s, legendgroup=s, showlegend=False, mode="lines",
+                                 line=dict(color=statistic_color(s), width=2, shape="hv",
+                                           dash=_dash(s)),
+                                 hovertemplate=f"{s}: m = %{{x}}, |T_m − T_0| = %{{y:.4g}}<extra></extra>"),
+                      row=2, col=2)
+    fig.add_trace(go.Scatter(meta="bd:now", name="m", mode="lines", showlegend=False, hoverinfo="skip",
+                             line=dict(color=CONTAMINATED_COLOR, width=1.5, dash="dot")), row=2, col=2)
+    fig.update_layout(template="plotly_white", hovermode="closest", clickmode="event",
+                      legend=dict(orientation="h", yanchor="bottom", y=1.1, x=0, font=dict(size=12)))
+    autosized(fig, height=height, margin=dict(l=60, r=15, t=80, b=45))
+    fig.update_annotations(font_size=14)
+    fig.update_yaxes(visible=False, range=[-1.2, 1.2], row=1, col=1)
+    fig.update_xaxes(title_text="value", row=1, col=1)
+    fig.update_xaxes(title_text="the moved point x", row=1, col=2)
+    fig.update_xaxes(title_text="the moved point x", row=2, col=1)
+    fig.update_yaxes(title_text="SC(x)", row=1, col=2)
+    fig.update_yaxes(title_text="SC(x)", row=2, col=1)
+    fig.update_xaxes(title_text="values replaced, m", row=2, col=2)
+    fig.update_yaxes(title_text="|T_m − T_0|", type="log", row=2, col=2)
+    update_playground_views(fig, data)
+    return figure_widget(fig)
+
+
+def _dash(statistic: str) -> str:
+    """Dotted for the statistics that share a colour with another of their panel."""
+    return "dot" if statistic in ("trimmed_mean", "iqr", "sn") else "solid"
+
+
+def _playground_statistics(data: Any) -> list[tuple[str, str]]:
+    """The statistics ``data`` shows, each with its kind ("location" or "scale")."""
+    return [(s, STATISTICS[s][0]) for s in data.statistics]
+
+
+#: Where a zero change is drawn on the breakdown panel's log axis.
+BREAKDOWN_FLOOR = 1e-3
+
+
+def update_playground_views(fig: Any, data: Any) -> None:
+    """Move a :func:`playground_views` figure to ``data`` in place."""
+    traces = _traces(fig)
+    replaced = data.sample[:data.m]
+    with fig.batch_update():
+        t = traces["sample:fixed"]
+        t.x, t.y = plotly_values(data.sample[data.m:-1]), [0.0] * (data.n - 1 - data.m)
+        t = traces["sample:replaced"]
+        t.x, t.y = plotly_values(replaced), [0.0] * data.m
+        t = traces["sample:moved"]
+        t.x, t.y = [data.x], [0.0]
+        for s, kind in _playground_statistics(data):
+            if kind == "location":
+                t = traces[f"loc:{s}"]
+                t.x, t.y = [data.estimate[s]] * 2, [-1.0, 1.0]
+            t = traces[f"sc:{s}"]
+            t.x, t.y = plotly_values(data.x_grid), plotly_values(data.sensitivity[s])
+            t = traces[f"bd:{s}"]
+            t.x, t.y = plotly_values(data.m_values), plotly_values(np.maximum(data.shift[s], BREAKDOWN_FLOOR))
+        for kind in ("location", "scale"):
+            curves = [data.sensitivity[s] for s, k in _playground_statistics(data) if k == kind]
+            t = traces[f"sc:now:{kind}"]
+            t.x, t.y = [data.x, data.x], [float(min(np.min(c) for c in curves)), float(max(np.max(c) for c in curves))]
+        top = max(float(np.max(v)) for v in data.shift.values())
+        t = traces["bd:now"]
+        t.x, t.y = [data.m, data.m], [BREAKDOWN_FLOOR, max(top, 1.0) * 2]
+        fig.layout.annotations[3].text = f"breakdown: |T_m − T_0| with m = {data.m} set to {data.size:.4g}"
+        fig.layout.xaxis.range = [min(-4.0, float(np.min(data.sample[data.m:])) - 0.5),
+                                  max(4.0, float(np.max(data.sample[data.m:])) + 0.5)]
