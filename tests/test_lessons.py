@@ -24,7 +24,7 @@ from robustgrpo.dashboards.trap import ESTIMATOR_CHOICES, M_GRID, grpo_crossing,
 from robustgrpo.metrics import sensitivity_curve
 from robustgrpo.metrics.seed import seed_group, seed_group_summary
 
-LESSON_MODULES = ["trap", "playground"]
+LESSON_MODULES = ["trap", "playground", "distributions"]
 
 
 @pytest.mark.parametrize("module", LESSON_MODULES)
@@ -261,3 +261,83 @@ def test_playground_widget_moves_with_its_controls_and_a_click_on_a_curve():
     assert frame["shift"].tolist() == [float(expected.shift[s][9]) for s in expected.statistics]
     dash.reset_button.click()
     assert dash.data.state() == playground_data().state() and dash.controls["m"].max == 19
+
+
+# ------------------------------------------------------------------ 04: distributions you steer
+
+
+def test_distributions_data_is_the_package_tables_of_the_scenario_at_g():
+    import dataclasses
+
+    from robustgrpo.dashboards.distributions import LEVELS, SAMPLES, distributions_data, distributions_record
+    from robustgrpo.metrics import advantage_samples, agreement, scenario_record
+    from robustgrpo.metrics.distributions import contaminated_landing_table, hit_group_samples
+    from robustgrpo.scenarios import load_scenario
+
+    methods = ["grpo", "robust", "rank"]
+    d = distributions_data("reward_hacking", 16, ["robust", "grpo"])  # part of the cache filled first
+    d = distributions_data("reward_hacking", 16, methods)
+    record = scenario_record(dataclasses.replace(load_scenario("reward_hacking"), group_size=16, n_groups=SAMPLES // 16))
+    assert torch.equal(distributions_record("reward_hacking", 16).rewards, record.rewards)
+    assert d.n_groups == SAMPLES // 16 and record.rewards.shape == (SAMPLES // 16, 16)
+    samples = advantage_samples(record, methods)
+    hit = hit_group_samples(samples)
+    for m in methods:
+        mine = hit[hit["method"] == m]
+        np.testing.assert_array_equal(d.ecdf[m], np.quantile(mine["advantage"], LEVELS))
+        np.testing.assert_array_equal(d.ecdf_clean[m], np.quantile(mine["clean_advantage"], LEVELS))
+    assert d.n_compared == len(hit[hit["method"] == "grpo"])
+    landing = contaminated_landing_table(samples)
+    pd.testing.assert_frame_equal(d.landing.reset_index(drop=True), landing.reset_index(drop=True), check_exact=True)
+    expected = agreement(record, methods, subset="hit").set_index("method")
+    for key in ("update_cosine", "sign_agreement", "silenced", "best_negative_rate"):
+        np.testing.assert_array_equal(d.agreement.loc[methods, key].to_numpy(), expected.loc[methods, key].to_numpy())
+    assert d.hit_group_fraction == float(record.contaminated.any(dim=1).double().mean())
+    frame = d.readout_frame().set_index("method")
+    assert frame.loc["robust", "landing_median"] == d.landed("robust")["median"]
+
+
+def test_distributions_data_refuses_what_the_controls_cannot_show():
+    from robustgrpo.dashboards.distributions import distributions_data
+
+    with pytest.raises(ValueError, match="scenario must be one of"):
+        distributions_data(scenario="clean_binary")
+    with pytest.raises(ValueError, match=r"G must be one of \[4, 8, 16, 32\]"):
+        distributions_data(G=12)
+    with pytest.raises(ValueError, match="methods is empty"):
+        distributions_data(methods=[])
+    d = distributions_data("judge_flips", 4, ["rank"])
+    namespace: dict = {}
+    exec(d.call().replace("distributions_data(", "again = distributions_data(", 1), namespace)
+    assert namespace["again"].state() == d.state()
+    frame = pd.read_csv(io.StringIO(d.readout_csv()))
+    assert frame["method"].tolist() == ["rank"] and frame["update_cosine"].iloc[0] == d.agreement.loc["rank", "update_cosine"]
+
+
+def test_distributions_widget_moves_with_its_controls():
+    from robustgrpo.dashboards.distributions import distributions_data
+    from robustgrpo.plots.lessons import asinh_axis
+    from robustgrpo.widgets import distributions_dashboard
+
+    dash = distributions_dashboard()
+    traces = {t.meta: t for t in dash.figure.data}
+    dash.controls["G"].value = 16
+    dash.controls["scenario"].value = "reward_model_heavy_tails"
+    dash.controls["methods"].value = ("grpo", "huber_m")
+    expected = distributions_data("reward_model_heavy_tails", 16, ["grpo", "huber_m"])
+    assert dash.data.state() == expected.state()
+    assert list(traces["ecdf:huber_m"].customdata) == expected.ecdf["huber_m"].tolist()
+    assert list(traces["ecdf:huber_m"].x) == asinh_axis(expected.ecdf["huber_m"])
+    q = expected.landed("grpo")[["q05", "q25", "median", "q75", "q95"]].tolist()
+    assert list(traces["land:grpo:contaminated"].customdata) == q and traces["land:robust:clean"].visible is False
+    assert list(dash.figure.layout.yaxis2.ticktext) == ["huber_m", "grpo"]  # the first estimator on top
+    cell = f"data-method='grpo' data-key='sign_agreement'>{expected.agreement.loc['grpo', 'sign_agreement']:.4f}<"
+    assert cell in dash.readout.value
+    dash.controls["methods"].value = ()
+    assert dash.data.methods == ("grpo", "huber_m") and "data-state='invalid'" in dash.status.value
+    call, frame = _exported(dash)
+    assert call.splitlines()[1] == ("distributions_data(scenario='reward_model_heavy_tails', G=16, "
+                                    "methods=('grpo', 'huber_m'))")
+    assert frame["landing_median"].tolist() == [expected.landed(m)["median"] for m in ("grpo", "huber_m")]
+    dash.reset_button.click()
+    assert dash.data.state() == distributions_data().state()

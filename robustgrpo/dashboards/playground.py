@@ -81,7 +81,7 @@ CONTROLS: Mapping[str, Control] = {
     "distribution": Control("distribution", "sample from", "the n - 1 fixed points' law"),
     "n": Control("n", "sample size n", "the fixed points and the moved one"),
     "seed": Control("seed", "seed", "another draw of the fixed points"),
-    "x": Slider("x", "moved point x", "or click a sensitivity curve", *X_RANGE, step=0.1, digits=1),
+    "x": Slider("x", "point x", "or click a sensitivity curve", *X_RANGE, step=0.1, digits=1),
     "m": Control("m", "replaced m", "the first m values set to the outlier"),
     "size": Slider("size", "outlier size", "the value the m replaced ones take", *SIZE_LOG10_RANGE, step=0.1,
                    digits=4, log=True),

@@ -7,8 +7,11 @@
 >>> trap_dashboard()  # notebook 01's live lesson  # doctest: +SKIP
 >>> from robustgrpo.widgets import playground_dashboard  # doctest: +SKIP
 >>> playground_dashboard()  # notebook 02's playground  # doctest: +SKIP
+>>> from robustgrpo.widgets import distributions_dashboard  # doctest: +SKIP
+>>> distributions_dashboard()  # notebook 04's distributions you steer  # doctest: +SKIP
 """
 
+from .distributions import DistributionsDashboard, distributions_dashboard, distributions_readout_html
 from .drift import DriftDashboard, drift_dashboard, drift_readout_html
 from .playground import PlaygroundDashboard, efficiency_html, playground_dashboard, playground_readout_html
 from .sweep import Dashboard, dashboard, readout_html
@@ -16,4 +19,5 @@ from .trap import TrapDashboard, trap_dashboard, trap_readout_html
 
 __all__ = ["Dashboard", "dashboard", "readout_html", "DriftDashboard", "drift_dashboard", "drift_readout_html",
            "TrapDashboard", "trap_dashboard", "trap_readout_html", "PlaygroundDashboard", "playground_dashboard",
-           "playground_readout_html", "efficiency_html"]
+           "playground_readout_html", "efficiency_html", "DistributionsDashboard", "distributions_dashboard",
+           "distributions_readout_html"]
