@@ -26,10 +26,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import torch
 
 from ..checks import check_choice
-from ..metrics import advantage_samples, agreement, scenario_record
-from ..metrics.distributions import DEFAULT_METHODS, contaminated_landing_table, hit_group_samples
+from ..advantages import compute_advantages
+from ..metrics import agreement_from_advantages, scenario_record
+from ..metrics.distributions import DEFAULT_METHODS, contaminated_landing_table
 from ..scenarios import load_scenario
 from .controls import Control, format_call
 from .sweep import _check_methods
@@ -87,10 +89,6 @@ def distributions_record(scenario: str, G: int) -> Any:
     return scenario_record(dataclasses.replace(load_scenario(scenario), group_size=G, n_groups=SAMPLES // G))
 
 
-def _quantiles(values: pd.Series) -> np.ndarray:
-    return np.quantile(values.to_numpy(dtype=np.float64), LEVELS) if len(values) else np.full(LEVELS.size, np.nan)
-
-
 @dataclass(frozen=True)
 class _MethodViews:
     """One estimator's part of a setting (cached per scenario and G)."""
@@ -106,19 +104,34 @@ _VIEWS: dict[tuple[str, int], dict[str, _MethodViews]] = {}
 
 
 def _method_views(scenario: str, G: int, methods: tuple[str, ...]) -> dict[str, _MethodViews]:
-    """Each estimator's views; the ones not cached yet are computed together (one pass of each table)."""
+    """Each estimator's views; the ones not cached yet are computed from its advantages as tensors.
+
+    The same numbers as :func:`~robustgrpo.metrics.advantage_samples` through
+    :func:`~robustgrpo.metrics.distributions.hit_group_samples` and :func:`~robustgrpo.metrics.agreement`
+    (the tests compare them), without their long tables: the hit groups' uncontaminated samples
+    are selected by mask, the agreement numbers come from
+    :func:`~robustgrpo.metrics.agreement_from_advantages` on the hit groups, and only the
+    contaminated samples go through :func:`~robustgrpo.metrics.distributions.contaminated_landing_table`.
+    """
     cached = _VIEWS.setdefault((scenario, G), {})
+    record = distributions_record(scenario, G)
+    hit = record.contaminated.to(torch.bool)
+    rows = hit.any(-1)
+    keep = ~hit[rows]  # the other samples of the hit groups
     missing = [m for m in methods if m not in cached]
-    if missing:
-        record = distributions_record(scenario, G)
-        samples = advantage_samples(record, missing)
-        hit = hit_group_samples(samples)
-        landing = contaminated_landing_table(samples[samples["contaminated"]])  # it reads only these rows
-        rows = agreement(record, missing, subset="hit").set_index("method")
-        for m in missing:
-            mine = hit[hit["method"] == m]
-            cached[m] = _MethodViews(_quantiles(mine["clean_advantage"]), _quantiles(mine["advantage"]), len(mine),
-                                     landing[landing["method"] == m], rows.loc[m, list(AGREEMENT_KEYS)].astype(float))
+    if not missing:
+        return {m: cached[m] for m in methods}
+    clean = {m: compute_advantages(record.clean, m).advantages for m in missing}
+    dirty = {m: compute_advantages(record.rewards, m).advantages for m in missing}
+    landed = pd.concat([pd.DataFrame({"method": m, "contaminated": True, "clean_advantage": clean[m][hit].numpy(),
+                                      "advantage": dirty[m][hit].numpy()}) for m in missing], ignore_index=True)
+    landing = contaminated_landing_table(landed)  # one call: its fixed cost is most of its time
+    for m in missing:
+        numbers = agreement_from_advantages(clean[m][rows], dirty[m][rows], keep, record.clean[rows])
+        cached[m] = _MethodViews(
+            np.quantile(clean[m][rows][keep].numpy(), LEVELS), np.quantile(dirty[m][rows][keep].numpy(), LEVELS),
+            int(keep.sum()), landing[landing["method"] == m].reset_index(drop=True),
+            pd.Series({k: float(numbers[k]) for k in AGREEMENT_KEYS}))
     return {m: cached[m] for m in methods}
 
 
