@@ -341,3 +341,22 @@ def test_distributions_widget_moves_with_its_controls():
     assert frame["landing_median"].tolist() == [expected.landed(m)["median"] for m in ("grpo", "huber_m")]
     dash.reset_button.click()
     assert dash.data.state() == distributions_data().state()
+
+
+# ------------------------------------------------------------------ the benchmark (speed targets live there)
+
+
+def test_lessons_benchmark_times_every_lesson_and_prints_its_table(capsys):
+    from robustgrpo.bench import LESSON_TARGET_MS, format_lessons_table, run_lessons_benchmark
+    from robustgrpo.cli import main
+
+    result = run_lessons_benchmark(repeats=1, progress=False)
+    lessons = [r.lesson for r in result.rows]
+    assert {"01 trap", "02 playground", "04 distributions"} == set(lessons) and lessons == sorted(lessons)
+    assert all(r.n >= 1 and r.max_ms >= r.ms > 0 for r in result.rows)
+    assert [r.case for r in result.rows if not r.target] == ["efficiency button (Monte Carlo, n = 50)"]
+    table = format_lessons_table(result)
+    assert f"< {LESSON_TARGET_MS:g} ms" in table and f"{result.threads} thread(s)" in table
+    assert len(table.splitlines()) == 4 + len(result.rows)
+    assert main(["bench", "--lessons", "--repeats", "1", "--no-progress"]) == 0
+    assert "live lessons (notebooks 01, 02, 04)" in capsys.readouterr().out

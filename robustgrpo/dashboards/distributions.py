@@ -226,7 +226,7 @@ def distributions_data(scenario: str = DEFAULT_STATE["scenario"], G: int = DEFAU
     Examples
     --------
     >>> d = distributions_data(methods=["grpo", "robust"])
-    >>> d.n_groups, d.landed("robust")["median"]  # a glitch of 10 lands at robust's clip c = 2.5
+    >>> d.n_groups, float(d.landed("robust")["median"])  # a glitch of 10 lands at robust's clip c = 2.5
     (256, 2.5)
     """
     scenario, G = _check_setting(scenario, G)

@@ -202,9 +202,9 @@ def trap_data(M: float = DEFAULT_STATE["M"], k: int = DEFAULT_STATE["k"], G: int
     --------
     >>> d = trap_data()  # seed 000
     >>> round(d.mean, 3), d.median, round(d.std, 3), d.mad, d.crossing
-    (1.375, 0.0, 3.462, 0.0, 7.0)
+    (1.375, 0.0, 3.503, 0.0, 7.0)
     >>> round(float(d.advantages["grpo"][d.correct]), 3)
-    -0.108
+    -0.107
     """
     rewards = trap_rewards(M, k, G)
     k, G = _check_group(k, G)
