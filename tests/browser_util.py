@@ -28,7 +28,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -37,6 +37,8 @@ CHROME_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking
 ARTIFACTS_ENV = "ROBUSTGRPO_ARTIFACTS"
 #: The two screens every dashboard is checked on.
 SCREENS = ((1280, 800), (1920, 1080))
+#: How long (ms) a page may take to open or a kernel to answer.
+TIMEOUT = 120_000
 
 
 def free_port() -> int:
@@ -197,3 +199,90 @@ def check_layout(layout: dict, *, on_screen: bool) -> None:
         height = layout["viewport"][1]
         assert side[3] <= height and plot[3] <= height, (
             f"controls end at {side[3]:.0f} px, the figure at {plot[3]:.0f} px: not both on a {height} px screen")
+
+
+def settled_layout(page, index: int = 0) -> dict:
+    """:data:`LAYOUT` of dashboard ``index`` once plotly has redrawn after a resize (two equal measurements in a row)."""
+    last = None
+    for _ in range(40):
+        page.wait_for_timeout(250)
+        now = page.evaluate(LAYOUT, index)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+# ------------------------------------------------------------------ moves
+
+#: JavaScript: the text of every dashboard slider's readout, by the slider's label.
+SLIDER_READOUTS = """() => Object.fromEntries([...document.querySelectorAll('.rg-dashboard .widget-slider')].map(
+  s => [s.querySelector('.widget-label').textContent.trim(), s.querySelector('.widget-readout').textContent.trim()]))"""
+
+#: JavaScript: from now on, record in ``window.rgStates`` each state the status line takes (busy, ready, ...).
+STATES = """() => { window.rgStates = []; new MutationObserver(() => {
+  const s = document.querySelector('.rg-status'); const v = s && s.dataset.state;
+  if (v && window.rgStates[window.rgStates.length - 1] !== v) window.rgStates.push(v);
+}).observe(document.body, {childList: true, subtree: true}); }"""
+
+
+def slider_readouts(page) -> dict[str, str]:
+    """What every dashboard slider shows, by its label."""
+    return page.evaluate(SLIDER_READOUTS)
+
+
+def open_dashboard(chromium, url: str, size: tuple[int, int]):
+    """A new page at ``url`` with a :class:`KernelWatch`, once its dashboard is drawn and ready."""
+    page = chromium.new_page(viewport={"width": size[0], "height": size[1]}, accept_downloads=True)
+    watch = KernelWatch(page)
+    page.goto(url, timeout=TIMEOUT)
+    page.wait_for_selector(".rg-dashboard .js-plotly-plot .main-svg", timeout=TIMEOUT)
+    page.wait_for_selector(".rg-status[data-state='ready']", timeout=TIMEOUT)
+    return page, watch
+
+
+def press(page, label: str, key: str, times: int = 1) -> None:
+    """Key presses on the handle of the slider labelled ``label``, without waiting for the kernel in between."""
+    handle = page.locator(".rg-dashboard .widget-slider", has_text=label).locator(".noUi-handle").first
+    handle.focus()
+    for _ in range(times):
+        handle.press(key)
+
+
+def readout_span(page, readout: str, key: str) -> str | None:
+    """The text of ``<span data-key=key>`` in the readout ``readout`` (a CSS selector); None if absent."""
+    spans = page.locator(f"{readout} span[data-key='{key}']")
+    return spans.first.inner_text().strip() if spans.count() else None
+
+
+def settle(page, labels: Mapping[str, str], readout: str) -> None:
+    """Wait until the kernel has applied every move: the status is ready and, for a second, the readout
+    ``readout`` writes what the sliders show (``labels``: slider label -> readout key; a key the readout
+    does not show is skipped)."""
+    page.wait_for_selector(".rg-status[data-state='ready']", timeout=TIMEOUT)
+    stable = 0
+    for _ in range(240):
+        page.wait_for_timeout(250)
+        shown = slider_readouts(page)
+        agree = all(readout_span(page, readout, key) in (None, shown[label]) for label, key in labels.items())
+        ready = page.locator(".rg-status[data-state='ready']").count() == 1
+        stable = stable + 1 if agree and ready else 0
+        if stable == 4:
+            return
+    raise AssertionError(f"the dashboard did not settle: sliders {slider_readouts(page)}")
+
+
+def exported_call(page, check: str) -> str:
+    """Click the dashboard's export button; return the call it shows once it holds ``check`` (a JS expression)."""
+    page.get_by_role("button", name="export", exact=True).click()
+    page.wait_for_function(
+        f"() => {{ const e = document.querySelector('.rg-export-call'); return e && ({check})(e.textContent); }}",
+        timeout=TIMEOUT)
+    return page.locator(".rg-export-call").inner_text()
+
+
+def run_call(text: str):
+    """Run an exported call as a user pastes it; return what it computes."""
+    namespace: dict = {}
+    exec(re.sub(r"^(\w+\()", r"data = \1", text, count=1, flags=re.M), namespace)
+    return namespace["data"]

@@ -21,7 +21,22 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from browser_util import LAYOUT, ROOT, SCREENS, KernelWatch, check_layout, voila, widget_errors
+from browser_util import (
+    ROOT,
+    SCREENS,
+    STATES,
+    check_layout,
+    exported_call,
+    open_dashboard,
+    press,
+    readout_span,
+    run_call,
+    settle,
+    settled_layout,
+    slider_readouts,
+    voila,
+    widget_errors,
+)
 
 from robustgrpo.dashboards.sweep import CONTROLS, DashboardData, dashboard_data
 from robustgrpo.widgets.sweep import READOUT_COLUMNS
@@ -30,6 +45,8 @@ pytestmark = pytest.mark.slow
 
 PAGE = ROOT / "notebooks" / "dashboards" / "sweep.ipynb"
 TIMEOUT = 120_000
+#: slider label -> readout key
+SLIDERS = {CONTROLS[k].label: k for k in ("G", "c", "rate", "size")}
 
 
 @pytest.fixture(scope="module")
@@ -38,34 +55,13 @@ def url(tmp_path_factory):
         yield address
 
 
-def _open(chromium, url: str, size: tuple[int, int]):
-    page = chromium.new_page(viewport={"width": size[0], "height": size[1]}, accept_downloads=True)
-    watch = KernelWatch(page)
-    page.goto(url, timeout=TIMEOUT)
-    page.wait_for_selector(".rg-dashboard .js-plotly-plot .main-svg", timeout=TIMEOUT)
-    page.wait_for_selector(".rg-status[data-state='ready']", timeout=TIMEOUT)
-    return page, watch
-
-
-def _settled_layout(page):
-    """The layout once plotly has redrawn after a resize (two equal measurements in a row)."""
-    last = None
-    for _ in range(40):
-        page.wait_for_timeout(250)
-        now = page.evaluate(LAYOUT)
-        if now == last:
-            return now
-        last = now
-    return last
-
-
 def test_page_opens_on_the_dashboard_fits_both_screens_and_follows_the_window(chromium, url, artifacts):
     (small, large) = SCREENS
-    page, watch = _open(chromium, url, large)
+    page, watch = open_dashboard(chromium, url, large)
     try:
         for size in (large, small, large):
             page.set_viewport_size({"width": size[0], "height": size[1]})
-            layout = _settled_layout(page)
+            layout = settled_layout(page)
             assert layout["dashboard"][1] < 200, "a screen of prose before the dashboard"
             check_layout(layout, on_screen=True)
             page.screenshot(path=artifacts / f"voila_sweep_{size[0]}x{size[1]}.png")
@@ -77,64 +73,25 @@ def test_page_opens_on_the_dashboard_fits_both_screens_and_follows_the_window(ch
 # ------------------------------------------------------------------ moves
 
 
-STATES = """() => { window.rgStates = []; new MutationObserver(() => {
-  const s = document.querySelector('.rg-status'); const v = s && s.dataset.state;
-  if (v && window.rgStates[window.rgStates.length - 1] !== v) window.rgStates.push(v);
-}).observe(document.body, {childList: true, subtree: true}); }"""
-
 TRACES = """() => { const gd = document.querySelector('.rg-dashboard .js-plotly-plot');
   return gd.data.map(t => ({meta: t.meta, visible: t.visible, y: t.y ? Array.from(t.y) : null,
                             customdata: t.customdata ? Array.from(t.customdata) : null}));
 }"""
 
-SLIDER_READOUTS = """() => Object.fromEntries([...document.querySelectorAll('.rg-dashboard .widget-slider')].map(
-  s => [s.querySelector('.widget-label').textContent.trim(), s.querySelector('.widget-readout').textContent.trim()]))"""
-
-
-def _slider(page, label: str):
-    return page.locator(".rg-dashboard .widget-slider", has_text=label).locator(".noUi-handle").first
-
-
-def _press(page, label: str, key: str, times: int = 1) -> None:
-    """Key presses on a slider's handle, without waiting for the kernel in between."""
-    handle = _slider(page, label)
-    handle.focus()
-    for _ in range(times):
-        handle.press(key)
-
 
 def _span(page, key: str) -> str:
-    return page.locator(f".rg-readout span[data-key='{key}']").first.inner_text().strip()
+    return readout_span(page, ".rg-readout", key)
 
 
 def _settle(page) -> None:
-    """Wait until the kernel has applied every move: ready, and the readout writes what the sliders show."""
-    page.wait_for_selector(".rg-status[data-state='ready']", timeout=TIMEOUT)
-    labels = {CONTROLS[k].label: k for k in ("G", "c", "rate", "size")}
-    stable = 0
-    for _ in range(240):
-        page.wait_for_timeout(250)
-        shown = page.evaluate(SLIDER_READOUTS)
-        agree = all(_span(page, key) == shown[label] for label, key in labels.items())
-        ready = page.locator(".rg-status[data-state='ready']").count() == 1
-        stable = stable + 1 if agree and ready else 0
-        if stable == 4:  # a second without change
-            return
-    raise AssertionError(f"the dashboard did not settle: sliders {page.evaluate(SLIDER_READOUTS)}")
+    settle(page, SLIDERS, ".rg-readout")
 
 
 def _exported(page) -> tuple[DashboardData, str]:
-    """Click export; run the call it shows; return that data and the call text."""
-    page.get_by_role("button", name="export", exact=True).click()
-    call = page.locator(".rg-export-call")
-    page.wait_for_function(
-        "() => { const e = document.querySelector('.rg-export-call'); const c = document.querySelector("
-        "'.rg-readout span[data-key=\"c\"]'); return e && c && e.textContent.includes('c=' + c.textContent.trim()); }",
-        timeout=TIMEOUT)
-    text = call.inner_text()
-    namespace: dict = {}
-    exec(text.replace("dashboard_data(", "data = dashboard_data(", 1), namespace)  # the call as a user pastes it
-    return namespace["data"], text
+    """Click export; run the call it shows (once it holds the c of the readout); return that data and the call."""
+    c = _span(page, "c")
+    text = exported_call(page, f"(t) => t.includes('c={c}')")
+    return run_call(text), text
 
 
 def _fmt(value: float) -> str:
@@ -146,7 +103,7 @@ def _assert_shows(page, data: DashboardData) -> None:
     for key in ("c", "rate", "size"):
         assert _span(page, key) == CONTROLS[key].format(getattr(data, key)), key
     assert _span(page, "G") == str(data.G) and _span(page, "group") == str(data.group)
-    shown = page.evaluate(SLIDER_READOUTS)
+    shown = slider_readouts(page)
     for key in ("G", "c", "rate", "size"):
         assert shown[CONTROLS[key].label] == _span(page, key), f"slider and readout differ on {key}"
     rows = page.locator(".rg-readout tr[data-method]")
@@ -178,20 +135,20 @@ def _assert_shows(page, data: DashboardData) -> None:
 
 
 def test_every_move_keeps_the_readout_and_the_plots_on_the_setting_the_controls_show(chromium, url, tmp_path):
-    page, watch = _open(chromium, url, (1280, 800))
+    page, watch = open_dashboard(chromium, url, (1280, 800))
     try:
         page.evaluate(STATES)
         start, _ = _exported(page)
         assert start.state() == dashboard_data().state()
         _assert_shows(page, start)
 
-        _press(page, "clip c", "ArrowRight")  # one move, then bursts that arrive while the kernel computes
+        press(page, "clip c", "ArrowRight")  # one move, then bursts that arrive while the kernel computes
         _settle(page)
-        _press(page, "clip c", "ArrowRight", times=4)
-        _press(page, "group size G", "ArrowRight", times=2)
+        press(page, "clip c", "ArrowRight", times=4)
+        press(page, "group size G", "ArrowRight", times=2)
         page.locator(".rg-dashboard .widget-dropdown select").select_option(label="reward-model scores, Normal(0, 1)")
-        _press(page, "contam. rate", "ArrowRight", times=3)
-        _press(page, "outlier M", "ArrowRight")
+        press(page, "contam. rate", "ArrowRight", times=3)
+        press(page, "outlier M", "ArrowRight")
         _settle(page)
         data, call = _exported(page)
         assert (data.G, data.c, data.rate, data.clean_model) == (32, 3.0, 0.08, "gaussian"), call
@@ -224,7 +181,7 @@ def test_every_move_keeps_the_readout_and_the_plots_on_the_setting_the_controls_
         page.wait_for_function(f"(g) => document.querySelector('.rg-dashboard .widget-text input').value === g",
                                arg=str(data.group), timeout=TIMEOUT)  # the box goes back to the group shown
 
-        _press(page, "contam. rate", "Home")  # rate 0: nothing contaminated, and the panel says so
+        press(page, "contam. rate", "Home")  # rate 0: nothing contaminated, and the panel says so
         _settle(page)
         data, _ = _exported(page)
         assert data.rate == 0.0 and data.contaminated_fraction == 0

@@ -1,104 +1,124 @@
-"""The notebook 05 dashboard in a real browser: Voilà serves it, Chromium moves the rate slider, the curve follows.
+"""The notebook 05 dashboard as a user meets it: Voilà serves the committed page, Chromium drives it.
 
-As ``test_browser.py``: a small notebook that only builds :func:`robustgrpo.widgets.drift_dashboard`
-is served by Voilà on a free local port and driven by Playwright with Debian's Chromium. The test
-focuses the contamination-rate slider's handle, presses the right arrow (one step, 0.10 -> 0.11),
-and waits until the plotly trace of the contaminated true reward holds the seed means that
-:func:`robustgrpo.dashboards.drift.drift_dashboard_data` computes for the new rate, and the readout
-shows the new rate.
+``notebooks/dashboards/drift.ipynb`` (the page the README tells a user to serve) opens with the
+default setting. As for the sweep dashboard (``test_browser.py``):
 
-Skipped only when no Chromium executable is found.
+* the page opens on the dashboard; at 1280 x 800 and 1920 x 1080 the figure fills the column beside
+  the controls, controls and figure fit on one screen, and no title, axis title or legend meets
+  another (screenshots go to ``$ROBUSTGRPO_ARTIFACTS``);
+* after single moves and a burst of moves on the rate, G and c sliders, the estimator and scenario
+  dropdowns, rate 0 and the reset button, the readout and the curves are those of
+  :func:`~robustgrpo.dashboards.drift.drift_dashboard_data` at the setting the export box writes
+  out, which is what the sliders show; the status line went busy and came back, and the kernel
+  sent no error.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-from pathlib import Path
-
-import nbformat
 import numpy as np
 import pytest
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-from test_browser import CHROME_ARGS, CHROMIUM, _free_port, _wait_for_port
+from browser_util import (
+    ROOT,
+    SCREENS,
+    STATES,
+    check_layout,
+    exported_call,
+    open_dashboard,
+    press,
+    readout_span,
+    run_call,
+    settle,
+    settled_layout,
+    slider_readouts,
+    voila,
+    widget_errors,
+)
 
-from robustgrpo.dashboards.drift import drift_dashboard_data
+from robustgrpo.dashboards.drift import CONTROLS, DEFAULT_STATE, SCENARIOS, DriftData
 
-G = 4
+pytestmark = pytest.mark.slow
 
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium executable on PATH (apt-get install chromium)")
+PAGE = ROOT / "notebooks" / "dashboards" / "drift.ipynb"
+READOUT = ".rg-drift-readout"
+#: slider label -> readout key
+SLIDERS = {CONTROLS[k].label: k for k in ("rate", "size", "G", "c")}
 
-
-@pytest.fixture()
-def voila_drift_dashboard(tmp_path):
-    """URL of a Voilà server rendering the drift dashboard; the server is stopped afterwards."""
-    nb = new_notebook(cells=[
-        new_markdown_cell("# Drift dashboard (browser test)"),
-        new_code_cell(f"from robustgrpo.widgets import drift_dashboard\ndash = drift_dashboard(G={G})\ndash"),
-    ])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    path = tmp_path / "drift.ipynb"
-    nbformat.write(nb, path)
-    port = _free_port()
-    log = tmp_path / "voila.log"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1]) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "voila", str(path), "--no-browser", f"--port={port}", "--Voila.ip=127.0.0.1"],
-            cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
-        )
-    try:
-        _wait_for_port(port, proc, log)
-        yield f"http://127.0.0.1:{port}/", log
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # voila and the kernel it started
-            proc.wait(timeout=10)
-
-
-CURVE_Y = """() => {
-  const gd = document.querySelector('.js-plotly-plot');
-  if (!gd || !gd.data) return null;
-  const t = gd.data.find(d => d.meta === 'true:contaminated');
-  return t && t.y ? Array.from(t.y) : null;
+TRACES = """() => { const gd = document.querySelector('.rg-dashboard .js-plotly-plot');
+  return Object.fromEntries(gd.data.map(t => [t.meta, {visible: t.visible, y: t.y ? Array.from(t.y) : null}]));
 }"""
 
 
-def test_moving_the_rate_slider_reruns_the_simulation_and_redraws_the_curve(voila_drift_dashboard):
-    from playwright.sync_api import sync_playwright
+@pytest.fixture(scope="module")
+def url(tmp_path_factory):
+    with voila(PAGE, tmp_path_factory.mktemp("voila-drift")) as address:
+        yield address
 
-    url, log = voila_drift_dashboard
-    before = drift_dashboard_data(G=G).true_reward["mean"].to_numpy()
-    after = drift_dashboard_data(G=G, rate=0.11).true_reward["mean"].to_numpy()
-    assert not np.allclose(before, after)
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROME_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1100})
-            page.goto(url, timeout=120_000)
-            page.wait_for_selector(".rg-drift-readout", timeout=120_000)
-            page.wait_for_function(f"() => ({CURVE_Y})() !== null", timeout=60_000)
-            np.testing.assert_allclose(page.evaluate(CURVE_Y), before, rtol=1e-9)
-            assert page.locator('.rg-drift-readout span[data-key="rate"]').inner_text().strip() == "0.10"
 
-            handle = page.locator(".widget-slider", has_text="contam. rate").locator(".noUi-handle").first
-            handle.focus()
-            handle.press("ArrowRight")
+def test_page_opens_on_the_dashboard_and_fits_both_screens(chromium, url, artifacts):
+    (small, large) = SCREENS
+    page, watch = open_dashboard(chromium, url, large)
+    try:
+        for size in (large, small):
+            page.set_viewport_size({"width": size[0], "height": size[1]})
+            layout = settled_layout(page)
+            assert layout["dashboard"][1] < 200, "a screen of prose before the dashboard"
+            check_layout(layout, on_screen=True)
+            page.screenshot(path=artifacts / f"voila_drift_{size[0]}x{size[1]}.png")
+        assert widget_errors(page) == 0 and watch.errors == []
+    finally:
+        page.close()
 
-            page.wait_for_function(
-                "() => document.querySelector('.rg-drift-readout span[data-key=\"rate\"]').textContent.trim() === '0.11'",
-                timeout=60_000,
-            )
-            page.wait_for_function(f"(target) => {{ const y = ({CURVE_Y})(); return y && Math.abs(y[y.length - 1] - target) < 1e-9; }}",
-                                   arg=float(after[-1]), timeout=30_000)
-            np.testing.assert_allclose(page.evaluate(CURVE_Y), after, rtol=1e-9)
-        except Exception:
-            print(log.read_text()[-4000:])
-            raise
-        finally:
-            browser.close()
+
+def _dropdown(page, name: str):
+    return page.locator(".rg-dashboard .widget-dropdown", has_text=CONTROLS[name].label).locator("select")
+
+
+def _shown(page) -> DriftData:
+    """Wait for the kernel; export; check that the readout, the sliders and the curves show what the call computes."""
+    settle(page, SLIDERS, READOUT)
+    rate = readout_span(page, READOUT, "rate")
+    data = run_call(exported_call(page, f"(t) => t.includes('rate={float(rate)!r},')"))
+    for key in ("rate", "size", "c"):
+        span = readout_span(page, READOUT, key)
+        assert span == (CONTROLS[key].format(getattr(data, key)) if key != "c" or data.clip_applies else None), key
+    assert readout_span(page, READOUT, "G") == str(data.G)
+    assert slider_readouts(page)[CONTROLS["G"].label] == str(data.G)
+    for key, value in data.summary().items():
+        assert page.locator(f"{READOUT} td[data-key='{key}']").inner_text().strip() == f"{value:.4f}", key
+    traces = page.evaluate(TRACES)
+    np.testing.assert_array_equal(traces["true:contaminated"]["y"], data.true_reward["mean"].to_numpy(float))
+    np.testing.assert_array_equal(traces["true:clean"]["y"], data.true_reward_clean["mean"].to_numpy(float))
+    np.testing.assert_array_equal(traces["cos"]["y"], data.cos_clean["mean"].to_numpy(float))
+    assert traces["hack"]["visible"] is (data.hack_prob is not None)
+    return data
+
+
+def test_every_move_keeps_the_readout_and_the_curves_on_the_setting_the_controls_show(chromium, url):
+    page, watch = open_dashboard(chromium, url, (1280, 800))
+    try:
+        page.evaluate(STATES)
+        assert _shown(page).state() == dict(DEFAULT_STATE)
+        press(page, CONTROLS["rate"].label, "ArrowRight")
+        assert _shown(page).rate == 0.11
+        # a burst: moves that arrive while the kernel computes
+        press(page, CONTROLS["rate"].label, "ArrowRight", times=3)
+        press(page, CONTROLS["G"].label, "ArrowRight")
+        press(page, CONTROLS["c"].label, "ArrowLeft", times=2)
+        data = _shown(page)
+        assert (data.rate, data.G, data.c) == (0.14, 16, 2.3)
+        _dropdown(page, "estimator").select_option(label="grpo")  # no clip: the readout says so
+        assert _shown(page).estimator == "grpo"
+        _dropdown(page, "scenario").select_option(label=SCENARIOS["hack"])
+        press(page, CONTROLS["rate"].label, "Home")
+        data = _shown(page)
+        assert (data.scenario, data.rate) == ("hack", 0.0)
+        page.get_by_role("button", name="reset", exact=True).click()
+        page.wait_for_function(f"() => document.querySelector(\"{READOUT} span[data-key='rate']\").textContent === '0.10'",
+                               timeout=120_000)
+        assert _shown(page).state() == dict(DEFAULT_STATE)
+        states = page.evaluate("() => window.rgStates")
+        assert "busy" in states and states[-1] == "ready", states
+        assert widget_errors(page) == 0
+        assert watch.errors == [], f"the kernel sent errors: {watch.errors}"
+    finally:
+        page.close()

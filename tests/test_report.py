@@ -90,10 +90,12 @@ def _is_colorbar(ax: Axes) -> bool:
 
 
 def _label_of_shared(ax: Axes, which: str) -> str:
-    """The axis label of ``ax`` or, for shared axes, of any axes it shares that axis with (labelled once)."""
+    """The axis label of ``ax`` or, for shared axes, of any axes it shares that axis with (labelled once),
+    or the figure's own label for that axis (``supxlabel``, one label under side-by-side panels)."""
     group = ax.get_shared_x_axes() if which == "x" else ax.get_shared_y_axes()
     getter = "get_xlabel" if which == "x" else "get_ylabel"
-    return " ".join(getattr(a, getter)() for a in group.get_siblings(ax)).strip()
+    own = " ".join(getattr(a, getter)() for a in group.get_siblings(ax)).strip()
+    return own or (ax.figure.get_supxlabel() if which == "x" else ax.figure.get_supylabel())
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -249,6 +251,36 @@ def test_binary_groups_figure():
     assert d["mc_grpo", 1, "correct"] == pytest.approx(1000.0)
     for m in ("huber_m", "rank"):
         assert all(d[m, k, "wrong"] < 0 < d[m, k, "correct"] for k in range(1, g))
+
+
+def _text_boxes(fig) -> list[tuple[str, object]]:
+    """The drawn, non-empty texts of ``fig`` (titles, labels, tick labels, legend entries) with their boxes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    return [(t.get_text(), t.get_window_extent(renderer)) for t in fig.findobj(Text)
+            if t.get_visible() and t.get_text().strip() and t.figure is fig]
+
+
+@pytest.mark.parametrize("name", ["01_binary_groups", "01_seed_sensitivity"])
+def test_side_by_side_panels_share_one_x_label_and_no_text_meets_another(name):
+    fig = built(name).figure
+    texts = _text_boxes(fig)
+    clashes = [(a, b) for i, (a, box_a) in enumerate(texts) for b, box_b in texts[i + 1:]
+               if box_a.overlaps(box_b) and box_a.intersection(box_a, box_b).width > 0.5
+               and box_a.intersection(box_a, box_b).height > 0.5]
+    assert not clashes, f"{name}: overlapping texts {clashes}"
+    assert all(not ax.get_xlabel() for ax in fig.axes) and fig.get_supxlabel()
+    # nothing is written inside the panels: the off-scale note is a legend entry
+    assert all(not ax.texts for ax in fig.axes)
+
+
+def test_binary_groups_figure_names_the_off_scale_estimator_in_its_legend():
+    legend = built("01_binary_groups").figure.legends[0]
+    notes = [t.get_text() for t in legend.get_texts() if t.get_text().startswith("off scale")]
+    assert notes == ["off scale, not drawn:\nmc_grpo: |A| up to 1000"]
 
 
 # ------------------------------------------------------------- notebook 02 values

@@ -16,7 +16,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib import rcParams
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..checks import check_int
@@ -70,24 +72,34 @@ def _format_value(value: float) -> str:
     return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
 
 
-def _off_scale_note(ax: Axes, frame: pd.DataFrame, value: str, limits: tuple[float, float]) -> list[str]:
-    """Name the methods whose ``value`` leaves ``limits`` in a note on ``ax``; return them."""
+def _off_scale(frame: pd.DataFrame, value: str, limits: tuple[float, float]) -> dict[str, float]:
+    """Methods whose ``value`` leaves ``limits`` -> their largest ``|value|`` (named in the legend, not drawn)."""
     outside = frame[(frame[value] < limits[0]) | (frame[value] > limits[1])]
-    names = list(dict.fromkeys(outside["method"]))
-    if names:
-        parts = [f"{m}: |A| up to {outside.loc[outside['method'] == m, value].abs().max():.4g}" for m in names]
-        ax.text(0.02, 0.03, "off scale, not drawn: " + "; ".join(parts), transform=ax.transAxes,
-                fontsize=6.5, color="#444444", va="bottom", ha="left")
-    return names
+    return {m: float(outside.loc[outside["method"] == m, value].abs().max()) for m in dict.fromkeys(outside["method"])}
 
 
-def _figure_legend(fig: Figure, axes: Sequence[Axes]) -> None:
-    """One legend for the figure, right of the panels, with each label once across ``axes``."""
+def _figure_legend(fig: Figure, axes: Sequence[Axes], off_scale: Mapping[str, float] | None = None) -> None:
+    """One legend for the figure, right of the panels, with each label once across ``axes``.
+
+    ``off_scale`` (method -> largest ``|A|``) adds a line "off scale, not drawn" under the entries:
+    in the legend, laid out with it, it can neither cover a curve nor cross an axis.
+    """
     seen: dict[str, object] = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             seen.setdefault(label, handle)
+    if off_scale:
+        lines = "\n".join(f"{m}: |A| up to {v:.4g}" for m, v in off_scale.items())
+        seen[f"off scale, not drawn:\n{lines}"] = Line2D([], [], linestyle="none")
     fig.legend(list(seen.values()), list(seen), loc="outside right center")
+
+
+def _shared_xlabel(fig: Figure, axes: Sequence[Axes], label: str) -> None:
+    """One x label centred under side-by-side panels (one label per panel collides on a page-wide figure)."""
+    if len(axes) == 1:
+        axes[0].set_xlabel(label)
+    else:
+        fig.supxlabel(label, fontsize=rcParams["axes.labelsize"])
 
 
 def plot_group_rewards(group: pd.DataFrame, summary: Mapping[str, float], *, width: str | float = "column") -> Figure:
@@ -265,11 +277,11 @@ def plot_sensitivity(
         raise ValueError(f"sample index(es) {absent} are not in the curve (samples {sorted(set(curve['sample']))})")
     lims = None if limits is None else _check_limits(limits)
     methods = list(dict.fromkeys(curve["method"]))
+    hidden = _off_scale(curve[curve["sample"].isin(list(samples.values()))], "advantage", lims) if lims else {}
     with house_style():
         fig, axes = new_figure(width, ncols=len(samples), sharey=True)
         for ax, (title, index) in zip(axes[0], samples.items()):
             part = curve[curve["sample"] == index]
-            hidden = _off_scale_note(ax, part, "advantage", lims) if lims else []
             for method in methods:
                 if method in hidden:
                     continue
@@ -282,9 +294,9 @@ def plot_sensitivity(
             if lims:
                 ax.set_ylim(*lims)
             ax.set_title(title)
-            ax.set_xlabel(x_label)
+        _shared_xlabel(fig, axes[0], x_label)
         axes[0, 0].set_ylabel(_ADVANTAGE)
-        _figure_legend(fig, axes[0])
+        _figure_legend(fig, axes[0], hidden)
     return fig
 
 
@@ -365,11 +377,11 @@ def plot_binary_groups(
     lims = _check_limits(limits)
     methods = list(dict.fromkeys(table["method"]))
     titles = {"correct": "Each correct answer (r = 1)", "wrong": "Each wrong answer (r = 0)"}
+    hidden = _off_scale(table, "advantage", lims)
     with house_style():
         fig, axes = new_figure(width, ncols=2, sharey=True)
         for ax, role in zip(axes[0], ("correct", "wrong")):
             part = table[table["role"] == role]
-            hidden = _off_scale_note(ax, part, "advantage", lims)
             for method in methods:
                 if method in hidden:
                     continue
@@ -382,7 +394,7 @@ def plot_binary_groups(
             ax.set_ylim(*lims)
             ax.set_xticks(sorted(set(part["k"])))
             ax.set_title(titles[role])
-            ax.set_xlabel(f"correct answers k in the group (of G = {group_size})")
+        _shared_xlabel(fig, axes[0], f"correct answers k in the group (of G = {group_size})")
         axes[0, 0].set_ylabel(_ADVANTAGE)
-        _figure_legend(fig, axes[0])
+        _figure_legend(fig, axes[0], hidden)
     return fig
