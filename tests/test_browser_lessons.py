@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from browser_util import LAYOUT, ROOT, KernelWatch, check_layout, voila, widget_errors
+from browser_util import ROOT, TIMEOUT, check_layout, open_dashboard, press, readout_span, settled_layout, voila, widget_errors
 
 from robustgrpo.dashboards.distributions import distributions_data
 from robustgrpo.dashboards.playground import playground_data
@@ -21,7 +21,6 @@ from robustgrpo.dashboards.trap import trap_data
 pytestmark = pytest.mark.slow
 
 PAGES = ROOT / "notebooks" / "dashboards"
-TIMEOUT = 120_000
 PROJECTOR = (1280, 720)
 
 TRACES = """() => { const gd = document.querySelector('.rg-dashboard .js-plotly-plot');
@@ -30,34 +29,11 @@ TRACES = """() => { const gd = document.querySelector('.rg-dashboard .js-plotly-
 
 
 def _open(chromium, url: str):
-    page = chromium.new_page(viewport={"width": PROJECTOR[0], "height": PROJECTOR[1]})
-    watch = KernelWatch(page)
-    page.goto(url, timeout=TIMEOUT)
-    page.wait_for_selector(".rg-dashboard .js-plotly-plot .main-svg", timeout=TIMEOUT)
-    page.wait_for_selector(".rg-status[data-state='ready']", timeout=TIMEOUT)
-    return page, watch
-
-
-def _settled_layout(page):
-    last = None
-    for _ in range(40):
-        page.wait_for_timeout(250)
-        now = page.evaluate(LAYOUT)
-        if now == last:
-            return now
-        last = now
-    return last
-
-
-def _press(page, label: str, key: str, times: int = 1) -> None:
-    handle = page.locator(".rg-dashboard .widget-slider", has_text=label).locator(".noUi-handle").first
-    handle.focus()
-    for _ in range(times):
-        handle.press(key)
+    return open_dashboard(chromium, url, PROJECTOR)
 
 
 def _span(page, key: str) -> str:
-    return page.locator(f".rg-readout span[data-key='{key}']").first.inner_text().strip()
+    return readout_span(page, ".rg-readout", key)
 
 
 def _wait_span(page, key: str, text: str) -> None:
@@ -72,7 +48,7 @@ def _traces(page) -> dict[str, dict]:
 
 
 def _check_page(page, watch, artifacts, name: str) -> None:
-    layout = _settled_layout(page)
+    layout = settled_layout(page)
     assert layout["dashboard"][1] < 200, "a screen of prose before the lesson"
     check_layout(layout, on_screen=False)
     page.screenshot(path=artifacts / f"voila_lesson_{name}_{PROJECTOR[0]}x{PROJECTOR[1]}.png")
@@ -105,10 +81,10 @@ def test_lesson_01_moving_m_and_g_by_keyboard_moves_the_numbers_to_trap_data(chr
     page, watch = _open(chromium, trap_url)
     try:
         _assert_trap_shows(page, 10.0, 1, 8)
-        _press(page, "outlier M", "ArrowLeft", times=6)  # 10.0 -> 7.0: the crossing itself
+        press(page, "outlier M", "ArrowLeft", times=6)  # 10.0 -> 7.0: the crossing itself
         _wait_span(page, "M", "7.0")
         _assert_trap_shows(page, 7.0, 1, 8)
-        _press(page, "group size G", "ArrowLeft", times=2)  # G 8 -> 6: M* = 5, below the glitch
+        press(page, "group size G", "ArrowLeft", times=2)  # G 8 -> 6: M* = 5, below the glitch
         _wait_span(page, "G", "6")
         _assert_trap_shows(page, 7.0, 1, 6)
         assert "pushed down" in page.locator(".rg-readout").inner_text()
@@ -154,10 +130,10 @@ def test_lesson_02_moving_x_and_m_by_keyboard_and_clicking_a_curve(chromium, pla
     page, watch = _open(chromium, playground_url)
     try:
         _assert_playground_shows(page)
-        _press(page, "point x", "ArrowRight", times=5)  # 3.0 -> 3.5
+        press(page, "point x", "ArrowRight", times=5)  # 3.0 -> 3.5
         _wait_span(page, "x", "3.5")
         _assert_playground_shows(page, x=3.5)
-        _press(page, "replaced m", "ArrowRight", times=3)
+        press(page, "replaced m", "ArrowRight", times=3)
         _wait_span(page, "m", "3")
         _assert_playground_shows(page, x=3.5, m=3)
         index = 2  # the median's curve at x = -9.0: a click moves the point there
@@ -202,7 +178,7 @@ def test_lesson_04_moving_g_by_keyboard_and_the_scenario_redraws_both_views(chro
     page, watch = _open(chromium, distributions_url)
     try:
         _assert_distributions_show(page)
-        _press(page, "group size G", "ArrowRight")  # G 8 -> 16
+        press(page, "group size G", "ArrowRight")  # G 8 -> 16
         _wait_span(page, "G", "16")
         _assert_distributions_show(page, G=16)
         page.locator(".rg-dashboard .widget-dropdown select").select_option("reward_hacking")
