@@ -68,6 +68,11 @@ def test_grpo_crossing_closed_form_is_the_root_of_compute_advantages(G):
 
         root = brentq(grpo_correct, 0.0, 4.0 * G, xtol=1e-12)
         assert root == pytest.approx(grpo_crossing(k, G), abs=1e-9), (G, k)
+
+        def dr_grpo_correct(M: float) -> float:  # no division: the same crossing
+            return float(compute_advantages(torch.as_tensor(trap_rewards(M, k, G))[None], "dr_grpo").advantages[0, correct])
+
+        assert brentq(dr_grpo_correct, 0.0, 4.0 * G, xtol=1e-12) == pytest.approx(grpo_crossing(k, G), abs=1e-9)
         assert grpo_correct(grpo_crossing(k, G) - 0.25) > 0 > grpo_correct(grpo_crossing(k, G) + 0.25)
 
 

@@ -3,8 +3,7 @@
 The numbers come from :mod:`robustgrpo.dashboards.playground`; this module only builds widgets
 on it and wires them (the frame, reset and export come from :mod:`robustgrpo.widgets.base`).
 The moved point follows its slider while it moves, and a click on any sensitivity curve moves
-it to the x of the point clicked (plotly's ``on_click``; a click on empty plot area sends
-nothing). The m slider's largest value follows n. The efficiency button runs a Monte Carlo
+it to the x of the point clicked (plotly's ``on_click`` on the curves' points). The m slider's largest value follows n. The efficiency button runs a Monte Carlo
 (:func:`~robustgrpo.dashboards.playground.playground_efficiency`, a second or two) and shows it
 beside the published values.
 """
