@@ -70,6 +70,7 @@ __all__ = [
     "qn_scale",
     "sn_scale",
     "mean_absolute_deviation",
+    "trimmed_mean",
     "huber",
     "biweight_location",
     "biweight_scale",
@@ -1043,6 +1044,41 @@ def mean_absolute_deviation(
     if center not in ("mean", "median"):
         raise ValueError(f"center must be 'mean' or 'median', got {center!r}")
     return _reduce(_mean_abs_dev_kernel, x, dim, keepdim, mask, nan_policy, center=center)
+
+
+def _trimmed_mean_kernel(x, mask, n, *, proportion):
+    s = sort_valid(x, mask)
+    cut = torch.floor(proportion * n.to(x.dtype)).unsqueeze(-1)
+    i = torch.arange(x.shape[-1], device=x.device, dtype=x.dtype)
+    keep = (i >= cut) & (i < n.unsqueeze(-1).to(x.dtype) - cut)
+    return torch.where(keep, s, 0.0).sum(-1) / keep.sum(-1).clamp(min=1)
+
+
+def trimmed_mean(
+    x: ArrayLike,
+    *,
+    dim: int = -1,
+    keepdim: bool = False,
+    mask: ArrayLike | None = None,
+    nan_policy: str = "propagate",
+    proportion: float = 0.2,
+):
+    r"""Trimmed mean, as ``scipy.stats.trim_mean``: the mean of the values left after cutting
+    :math:`g = \lfloor \text{proportion} \cdot n \rfloor` from each end of the sorted sample.
+
+    .. math:: \bar x_{\alpha} = \frac{1}{n - 2g} \sum_{i=g+1}^{n-g} x_{(i)}
+
+    Its replacement breakdown point is :math:`(g + 1)/n`: g outliers on one side are cut, one
+    more is not. ``proportion = 0`` is the mean; it must stay below 1/2 so that a value is left.
+
+    Examples
+    --------
+    >>> trimmed_mean([0.0, 1.0, 2.0, 3.0, 100.0], proportion=0.2)
+    2.0
+    """
+    if isinstance(proportion, bool) or not isinstance(proportion, (int, float)) or not 0 <= proportion < 0.5:
+        raise ValueError(f"proportion must be a number in [0, 0.5), got {proportion!r}; pass e.g. 0.2 (20 % cut from each end)")
+    return _reduce(_trimmed_mean_kernel, x, dim, keepdim, mask, nan_policy, proportion=float(proportion))
 
 
 def _huber_kernel(x, mask, n, *, c, tol, maxiter, initscale):
