@@ -828,16 +828,16 @@ def median(
     return _reduce(_median_kernel, x, dim, keepdim, mask, nan_policy, lower=lower)
 
 
-def _absolute_deviations(x, mask, n, center):
+def _absolute_deviations(x, mask, n, center, lower=False):
     if center is None:
-        center = median_of_sorted(sort_valid(x, mask), n)
+        center = median_of_sorted(sort_valid(x, mask), n, lower=lower)
     else:
         center = torch.as_tensor(center, dtype=x.dtype, device=x.device).expand(x.shape[:-1])
     return (x - center.unsqueeze(-1)).abs()
 
 
 def _mad_kernel(x, mask, n, *, divisor, center, lower):
-    d = _absolute_deviations(x, mask, n, center)
+    d = _absolute_deviations(x, mask, n, center, lower)
     return median_of_sorted(sort_valid(d, mask), n, lower=lower) / divisor
 
 
@@ -869,7 +869,8 @@ def mad(
     center : float or tensor, optional
         Centre to measure deviations from; the median by default.
     lower : bool
-        Use lower medians throughout (torch's convention).
+        Use lower medians throughout, for the centre and for the deviations
+        (torch's convention: ``(x - x.median()).abs().median()``).
 
     Notes
     -----

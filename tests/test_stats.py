@@ -98,6 +98,20 @@ class TestAgainstReferenceLibraries:
             np.testing.assert_allclose(stats.mad(x, scale=scale), ref, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(stats.mad(x, scale="normal"), sm_mad(x, axis=-1), rtol=1e-12, atol=1e-12)
 
+    def test_mad_about_a_given_centre(self, name):
+        x = DATA[name]
+        np.testing.assert_allclose(stats.mad(x, center=np.mean(x, axis=-1)),
+                                   scipy.stats.median_abs_deviation(x, axis=-1, center=np.mean), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(stats.mad(x, center=0.25, scale="normal"),
+                                   np.median(np.abs(x - 0.25), axis=-1) / stats.MAD_NORMAL_SCALE, rtol=1e-12, atol=1e-12)
+
+    def test_lower_mad_is_torchs_median_twice(self, name):
+        x = torch.from_numpy(DATA[name])
+        deviations = (x - torch.median(x, dim=-1, keepdim=True).values).abs()
+        torch.testing.assert_close(stats.mad(x, lower=True), torch.median(deviations, dim=-1).values)
+        if x.shape[-1] % 2 == 0:  # even groups tell the two conventions apart
+            assert (stats.mad(x, lower=True) != stats.mad(x)).any()
+
     def test_iqr(self, name):
         x = DATA[name]
         for scale in (1.0, "normal"):
