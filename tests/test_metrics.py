@@ -249,6 +249,17 @@ class TestBreakdown:
         with pytest.raises(ValueError, match=match):
             M.breakdown_point("grpo", **kwargs)
 
+    def test_a_quorum_of_one_means_every_group(self):
+        """At quorum 1 a point counts only where every group agrees; closed forms for G = 8:
+        the mean follows one outlier; the median follows G/2 = 4; more than half tied (5 of 8)
+        makes the raw MAD 0, so mc_grpo's scale implodes to its 1e-3 and seed_mad falls back."""
+        df = M.breakdown_point(["grpo", "mc_grpo", "seed_mad"], group_sizes=8, n_groups=4, quorum=1.0)
+        df = df.set_index(["method", "quantity"])
+        assert df.loc[("grpo", "centre"), "breakdown_k"] == 1
+        assert df.loc[("mc_grpo", "centre"), "breakdown_k"] == 4
+        assert df.loc[("mc_grpo", "scale"), "implosion_k"] == 5
+        assert df.loc[("seed_mad", "scale"), "fallback_k"] == 5
+
 
 class TestBinaryBreakdown:
     @pytest.mark.parametrize("g", (4, 5, 8, 9, 16, 32))
@@ -285,6 +296,17 @@ class TestBinaryBreakdown:
 
 class TestAgreement:
     METHODS = ["grpo", "robust", "seed_mad", "rank", "huber_m", "winsor"]
+
+    def test_sign_changes_by_hand(self):
+        """Counted by hand: 5 samples with a clean signal (2 kept, 1 flipped, 2 silenced, one of them by
+        the tolerance), 3 silent on clean rewards of which 1 is woken; one sample left out of the comparison."""
+        clean = torch.tensor([[1.0, -1.0, 0.0, 2.0], [0.0, 0.5, -0.5, 0.0], [3.0, 0.0, 0.0, 0.0]])
+        contaminated = torch.tensor([[2.0, 1.0, 0.0, 1e-9], [1.0, 0.5, 0.0, 0.0], [-3.0, 0.0, 0.0, 0.0]])
+        compared = torch.tensor([[True] * 4, [True] * 4, [False, True, True, True]])
+        got = M.sign_changes(clean, contaminated, compared, zero_tol=1e-8)
+        assert got == dict(sign_agreement=2 / 5, flipped=1 / 5, silenced=2 / 5, silent_clean=6 / 11, woken=1 / 6)
+        none = M.sign_changes(clean, contaminated, torch.zeros(3, 4, dtype=torch.bool))
+        assert all(math.isnan(v) for v in none.values())
 
     def test_no_contamination_is_perfect(self):
         clean = Bernoulli(0.4).sample(2000, 8, seed=1, dtype=torch.float64)
