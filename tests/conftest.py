@@ -5,6 +5,16 @@ are shared (the tensors here are small), which made parts of the suite 10x
 slower under load; one thread per process keeps the run time predictable.
 """
 
+import os
+
 import torch
+from hypothesis import settings
 
 torch.set_num_threads(1)
+
+# Under mutation testing (mutmut sets MUTANT_UNDER_TEST; python3 tasks.py mutate) every mutant meets the
+# same property-test examples as the clean run, and a slower mutant cannot fail on a deadline
+# (a timing failure would count as a kill).
+if "MUTANT_UNDER_TEST" in os.environ:
+    settings.register_profile("mutation", derandomize=True, deadline=None, database=None)
+    settings.load_profile("mutation")
