@@ -16,9 +16,10 @@ this list (tests/test_project.py holds the same list and checks the imports):
 ``plots`` -> ``dashboards`` -> ``widgets`` -> ``report``
     figures, the pure data behind each dashboard, its ipywidgets, the report
     figures (table -> plot -> caption);
-``execute`` -> ``bench`` -> ``cli``, ``integrations``
+``execute`` -> ``bench`` -> ``cli``, ``integrations``, ``experiments``
     the notebook runner, the benchmarks, the command line; verl and TRL
-    (imported lazily).
+    (imported lazily); real GRPO runs with TRL on a tiny model under
+    contaminated judges, as sweep cells.
 
 >>> import robustgrpo
 >>> result = robustgrpo.compute_advantages([[0, 0, 0, 0, 0, 0, 1.0, 10.0]], reward_range=(0, 1))

@@ -4,13 +4,15 @@ Commands
 --------
 demo        seed 000's poisoned group through every estimator, next to the clean group
 estimators  the catalogue: names, formulas, parameters
-bench       time every estimator against idiomatic grpo and numpy + scipy
+bench       time every estimator against idiomatic grpo and numpy + scipy (--trainer: inside TRL's trainer)
 figures     rebuild every report figure (PNG, SVG, PDF) and an index into a folder
 notebooks   execute the notebook series into a folder, their figures beside them
 diagnose    a reward log of a real run: zero-std and MAD-zero groups, outliers, estimator disagreement, advice
 simulate    run the drift simulator from a JSON config: the record (Parquet) and its figure
 sweep       run a declared grid of simulations or metrics x seeds (in-process or on Ray) into a
             Parquet record; ``sweep status DIR`` says what is done, failed and missing
+experiment  real trainer runs: ``experiment trl CONFIG --out DIR`` runs a sweep of TRL's trainer on a
+            tiny model under contaminated judges, then prints where each arm ends
 
 A user error (a malformed reward log, a bad setting, a mistyped option)
 prints one line on stderr and exits with status 2, without a traceback.
@@ -81,6 +83,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from .bench import format_sweep_table, run_sweep_benchmark
 
         print(format_sweep_table(run_sweep_benchmark(progress=not args.no_progress)))
+        return 0
+    if args.trainer:
+        from .bench import format_trainer_table, run_trainer_benchmark
+
+        print(format_trainer_table(run_trainer_benchmark(progress=not args.no_progress)))
         return 0
     if args.simulate:
         from .bench import format_simulate_table, run_simulate_benchmark
@@ -219,6 +226,23 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_experiment(args: argparse.Namespace) -> int:
+    from .sweep import load_record, load_sweep
+
+    name = load_sweep(args.config).name
+    if name != args.trainer:
+        raise ValueError(f"{args.config} is a sweep of the {name!r} runnable; experiment {args.trainer} runs a config whose "
+                         f'"runnable" is "{args.trainer}" (run other sweeps with: sweep CONFIG --out DIR)')
+    args.target = [args.config]
+    status = _cmd_sweep(args)
+    if status in (0, 1) and len(table := load_record(args.out)):  # every run finished, or some failed
+        from .report.trainer import final_table, format_final_table
+
+        print()
+        print(format_final_table(final_table(table)))
+    return status
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m robustgrpo``."""
     parser = _OneLineParser(prog=PROG, description=__doc__.split("\n")[0])
@@ -235,6 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="time the drift simulator (256 prompts x G=16 x 500 steps x 8 seeds) and the notebook 05 dashboard's rerun")
     bench.add_argument("--sweep", action="store_true",
                        help="time the sweep engines: per-cell overhead and cells per second, local and Ray")
+    bench.add_argument("--trainer", action="store_true",
+                       help="time real TRL trainer steps per estimator and the estimator's share of a step (needs trl)")
     bench.set_defaults(func=_cmd_bench)
     figures = sub.add_parser("figures", help="rebuild every report figure into a folder")
     figures.add_argument("--out", required=True, help="folder to write the figures and index.md into")
@@ -280,6 +306,19 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--retries", type=_non_negative, default=3, help="ray engine: reruns of a cell whose worker died")
     sweep.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     sweep.set_defaults(func=_cmd_sweep)
+    experiment = sub.add_parser("experiment", help="real trainer runs as a sweep: experiment trl CONFIG --out DIR",
+                                usage=f"{PROG} experiment trl CONFIG --out DIR [--engine {{local,ray}}] [--address ADDRESS] ...")
+    experiment.add_argument("trainer", choices=["trl"], help="the trainer: trl (TRL's GRPOTrainer through robustgrpo.integrations.trl)")
+    experiment.add_argument("config", help='a sweep config whose "runnable" is "trl" (e.g. data/sweeps/trl_contamination.json)')
+    experiment.add_argument("--out", required=True, metavar="DIR", help="the record folder; a rerun into it skips finished runs")
+    experiment.add_argument("--engine", choices=["local", "ray"], default="local",
+                            help="local: in this process (default); ray: one Ray task per run")
+    experiment.add_argument("--address", help="Ray cluster: auto, ray://HOST:PORT or HOST:PORT (default: start a local instance)")
+    experiment.add_argument("--num-cpus", type=_positive, help="CPUs of the local Ray instance (default: this machine's)")
+    experiment.add_argument("--cpus-per-cell", type=_positive, help="CPUs (torch threads) per run (default: the config's, else 1)")
+    experiment.add_argument("--retries", type=_non_negative, default=3, help="ray engine: reruns of a run whose worker died")
+    experiment.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    experiment.set_defaults(func=_cmd_experiment, batch_size=1)
     return parser
 
 

@@ -150,6 +150,11 @@ USER_ERRORS = [
     (["sweep", "{tmp}/none.json", "--out", "{tmp}", "--cpus-per-cell", "0"], "argument --cpus-per-cell: must be >= 1, got 0"),
     (["sweep", "{tmp}/none.json", "--out", "{tmp}", "--batch-size", "0"], "argument --batch-size: must be >= 1, got 0"),
     (["sweep", "{sweep}", "--out", "{tmp}", "--no-progress=1"], "argument --no-progress: ignored explicit argument '1'"),
+    (["experiment", "verl", "{tmp}/none.json", "--out", "{tmp}"], "argument trainer: invalid choice: 'verl'"),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}"], "no sweep config at"),
+    (["experiment", "trl", "{file}", "--out", "{tmp}"], "invalid JSON at line 1"),
+    (["experiment", "trl", "{tmp}/none.json"], "the following arguments are required: --out"),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}", "--retries", "-1"], "argument --retries: must be >= 0, got -1"),
 ]
 
 

@@ -167,20 +167,11 @@ def test_verl_plugin_registers_the_names_in_a_fresh_process_that_only_imports_ve
 
 
 def _tiny_model_and_tokenizer():
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    """The experiments' recipe (robustgrpo.experiments.model): a character tokenizer and a random tiny Llama."""
+    from robustgrpo.experiments.model import char_tokenizer, tiny_model
 
-    specials = ["<pad>", "<s>", "</s>", "<unk>"]
-    vocab = {t: i for i, t in enumerate(specials + list("abcdefghijklmnopqrstuvwxyz "))}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
-                                        unk_token="<unk>")
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
-                         pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    return LlamaForCausalLM(config), tokenizer
+    tokenizer = char_tokenizer(list("abcdefghijklmnopqrstuvwxyz "))
+    return tiny_model(len(tokenizer), hidden_size=16, layers=1, heads=2, max_positions=64, seed=0), tokenizer
 
 
 #: Reward of each completion by its position in the generation batch (two groups of four): a glitch of 10,
@@ -239,6 +230,7 @@ def test_trl_trainer_trains_on_our_advantages(tmp_path):
         for name, value in advantage_metrics(result, trl_default.view(-1, 4), ~torch.isnan(grouped)).items():
             assert logged[f"robustgrpo/{name}"] == pytest.approx(value)
         assert logged["robustgrpo/clipped_fraction"] == pytest.approx(1 / 7)  # the 10 among 7 scored completions
+        assert 0 < logged["robustgrpo/advantage_seconds"] < logged["step_time"]  # the adapter's block, inside the step
     # the policy moved, and the logged advantages are the ones used
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
     assert sorted(trainer._logs["advantages"]) == sorted(expected.tolist())

@@ -93,7 +93,7 @@ def test_every_module_declares_its_public_names(name):
 
 
 LAYERS = ["checks", "inputs", "stats", "advantages", "contamination", "scenarios", "rewardlogs", "metrics", "diagnose",
-          "simulate", "sweep", "plots", "dashboards", "widgets", "report", "execute", "bench", "cli", "integrations"]
+          "simulate", "sweep", "plots", "dashboards", "widgets", "report", "execute", "bench", "cli", "integrations", "experiments"]
 
 
 def _layer_sources(layer: str) -> list[Path]:

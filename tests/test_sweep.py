@@ -172,7 +172,7 @@ BAD_CONFIGS = [
     ({"runnable": "agreement", "seeds": 0}, r"seeds: seeds must be an integer >= 1, got 0"),
     ({"runnable": "agreement", "seeds": [1, 1]}, r"seeds: must not repeat a seed"),
     ({"runnable": "agreement", "gird": {}}, r"gird: unknown key of a sweep config; did you mean 'grid'\?"),
-    ({"runnable": "agreemnt"}, r"runnable: must be one of \['agreement', 'simulate'\], got 'agreemnt'"),
+    ({"runnable": "agreemnt"}, r"runnable: must be one of \['agreement', 'simulate', 'trl'\], got 'agreemnt'"),
     ({"runnable": "agreement", "random": {"draws": 2, "params": {"c": {"normal": [0, 1]}}}},
      r"random\.params\.c: must be one distribution"),
     ({"runnable": "agreement", "random": {"draws": 2, "params": {"c": {"uniform": [3.0, 1.0]}}}},

@@ -35,7 +35,10 @@ logged.
   ``robustgrpo/out_of_range_fraction``
   (:func:`~robustgrpo.integrations.advantage_metrics`; signs against the
   catalogue's ``grpo`` with TRL's ``eps = 1e-4``, which is TRL's default
-  group normalisation), so they reach whatever the trainer reports to.
+  group normalisation), so they reach whatever the trainer reports to, and
+  ``robustgrpo/advantage_seconds``: the wall-clock seconds of this block
+  (the estimator, the ``grpo`` reference and the diagnostics), the time the
+  adapter adds to a step.
   TRL's ``reward``, ``reward_std`` and ``frac_reward_zero_std`` describe
   rewards and stay as they are.
 * ``scale_rewards`` must stay at TRL's default ``"group"``: the estimator
@@ -50,6 +53,7 @@ module is imported.
 from __future__ import annotations
 
 import math
+import time
 from functools import lru_cache
 from typing import Any
 
@@ -118,6 +122,7 @@ def _trainer_class() -> type:
 
         def _generate_and_score_completions(self, inputs):
             output = super()._generate_and_score_completions(inputs)
+            start = time.perf_counter()
             mode = "train" if self.model.training else "eval"
             group = self.num_generations if mode == "train" else self.num_generations_eval
             per_func = self._gathered_rewards
@@ -136,6 +141,7 @@ def _trainer_class() -> type:
             logged.extend(advantages.tolist())
             for name, value in advantage_metrics(result, reference, ~torch.isnan(grouped)).items():
                 self._metrics[mode][METRIC_PREFIX + name].append(value)
+            self._metrics[mode][METRIC_PREFIX + "advantage_seconds"].append(time.perf_counter() - start)
             return output
 
     RobustGRPOTrainer.__module__ = __name__

@@ -9,6 +9,7 @@ statistic. Submodules, one per topic:
 * :mod:`~robustgrpo.plots.primer`: breakdown, influence, efficiency, Samuelson bound, MAD-zero maps;
 * :mod:`~robustgrpo.plots.sweeps`: heat maps over (G, c), clip schedules;
 * :mod:`~robustgrpo.plots.distributions`: advantage distributions per estimator and scenario;
+* :mod:`~robustgrpo.plots.trainer`: curves of real trainer runs, beside the simulator's;
 * :mod:`~robustgrpo.plots.interactive`: plotly views updated in place by the dashboards.
 """
 

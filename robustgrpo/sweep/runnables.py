@@ -19,18 +19,26 @@ say) means adding one entry to :data:`RUNNABLES`.
   (:func:`robustgrpo.plots.sweeps.plot_heatmaps`). ``c`` is dropped (None) for estimators
   without a clip and ``size`` for ``judge_flips``, so grid points that differ only there are
   one cell.
+* ``trl``: one real GRPO run (:func:`robustgrpo.experiments.trl.run_trl`): TRL's trainer on a
+  tiny language model with random weights, a toy task and a contaminated judge; the config is
+  the dict form of :class:`~robustgrpo.experiments.config.TrlConfig`, the seed the run's seed.
+  Rows: one per recorded training step. The experiments package is a later layer than this
+  one, so it is imported by name when a ``trl`` cell is resolved or run, never when this
+  module is imported; running a cell needs the ``integrations`` extra (trl, transformers).
 
 >>> sorted(RUNNABLES)
-['agreement', 'simulate']
+['agreement', 'simulate', 'trl']
 >>> RUNNABLES["agreement"].resolve({"method": "grpo", "c": 3.0})["c"] is None
 True
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any, Callable, Mapping
 
 import pandas as pd
@@ -226,6 +234,26 @@ def _agreement_run(config: dict[str, Any], seed: int) -> pd.DataFrame:
     )
 
 
+# ---------------------------------------------------------------------------------- trl
+
+
+def _experiments(module: str) -> ModuleType:
+    """``robustgrpo.experiments.<module>``, imported at call time: the experiments sit above the sweep layer."""
+    return importlib.import_module(f"..experiments.{module}", __package__)
+
+
+def _trl_resolve(config: Mapping[str, Any]) -> dict[str, Any]:
+    return _experiments("config").TrlConfig.from_dict(config).to_dict()
+
+
+def _trl_run(config: dict[str, Any], seed: int) -> pd.DataFrame:
+    return _experiments("trl").run_trl(config, seed)
+
+
+def _trl_columns(config: dict[str, Any]) -> dict[str, Any]:
+    return _experiments("config").TrlConfig.from_dict(config).columns()
+
+
 #: name -> :class:`Runnable`: everything a sweep can run.
 RUNNABLES: dict[str, Runnable] = {
     "simulate": Runnable(
@@ -235,5 +263,9 @@ RUNNABLES: dict[str, Runnable] = {
     "agreement": Runnable(
         "agreement", "update-level agreement of one estimator at one (G, c, rate, size) (robustgrpo.metrics.sweep)",
         resolve=_agreement_resolve, run=_agreement_run, columns=flat_columns,
+    ),
+    "trl": Runnable(
+        "trl", "one real GRPO run: TRL's trainer, a tiny language model, a contaminated judge (robustgrpo.experiments)",
+        resolve=_trl_resolve, run=_trl_run, columns=_trl_columns,
     ),
 }
