@@ -72,7 +72,8 @@ def test_bench_prints_a_table_with_ratios():
 # Every command's user errors, in process (fast): one line on stderr naming the problem, status 2, no traceback.
 # Every option of every command has its bad values here (a test checks that none is missing).
 # {file} is an existing non-directory path, {tmp} a fresh folder, {log} the example reward log, {sim} a valid
-# simulator config, {sweep} a valid sweep config, {list} a JSON file holding a list.
+# simulator config, {sweep} a valid sweep config, {trl} the shipped config of the trl experiment, {list} a JSON file
+# holding a list.
 USER_ERRORS = [
     ([], "the following arguments are required: command"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
@@ -91,6 +92,7 @@ USER_ERRORS = [
     (["bench", "--dashboard", "x"], "unrecognized arguments: x"),
     (["bench", "--simulate=yes"], "argument --simulate: ignored explicit argument 'yes'"),
     (["bench", "--sweep=1"], "argument --sweep: ignored explicit argument '1'"),
+    (["bench", "--trainer=1"], "argument --trainer: ignored explicit argument '1'"),
     (["figures"], "the following arguments are required: --out"),
     (["figures", "--out"], "argument --out: expected one argument"),
     (["figures", "--out", "{tmp}", "--only", "no_such_figure"], "unknown report figure(s) ['no_such_figure']; known: 01_"),
@@ -155,6 +157,15 @@ USER_ERRORS = [
     (["experiment", "trl", "{file}", "--out", "{tmp}"], "invalid JSON at line 1"),
     (["experiment", "trl", "{tmp}/none.json"], "the following arguments are required: --out"),
     (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}", "--retries", "-1"], "argument --retries: must be >= 0, got -1"),
+    (["experiment", "trl", "{sweep}", "--out", "{tmp}"],
+     "is a sweep of the 'agreement' runnable; experiment trl runs a config whose \"runnable\" is \"trl\""),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}", "--engine", "dask"], "argument --engine: invalid choice: 'dask'"),
+    (["experiment", "trl", "{trl}", "--out", "{tmp}", "--address", "auto"], "--address applies to the ray engine; add --engine ray"),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}", "--num-cpus", "0"], "argument --num-cpus: must be >= 1, got 0"),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}", "--cpus-per-cell", "x"],
+     "argument --cpus-per-cell: must be an integer, got 'x'"),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}", "--batch-size", "4"], "unrecognized arguments: --batch-size 4"),
+    (["experiment", "trl", "{trl}", "--out", "{tmp}", "--no-progress=1"], "argument --no-progress: ignored explicit argument '1'"),
 ]
 
 
@@ -181,7 +192,8 @@ def fill(tmp_path):
     (tmp_path / "sweep.json").write_text(json.dumps({"runnable": "agreement", "fixed": {"n_groups": 100}, "grid": {"G": [4]}}))
     return {"tmp": str(tmp_path), "file": str(file), "log": str(ROOT / "data" / "reward_logs" / "binary_judge_glitch.csv"),
             "sim": str(SimConfig(n_prompts=6, G=4, steps=2, estimators=("grpo",)).to_file(tmp_path / "sim.json")),
-            "sweep": str(tmp_path / "sweep.json"), "list": str(tmp_path / "list.json")}
+            "sweep": str(tmp_path / "sweep.json"), "list": str(tmp_path / "list.json"),
+            "trl": str(ROOT / "data" / "sweeps" / "trl_contamination.json")}
 
 
 @pytest.mark.parametrize("argv, message", USER_ERRORS, ids=[" ".join(a) or "(nothing)" for a, _ in USER_ERRORS])
