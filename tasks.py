@@ -137,6 +137,8 @@ def bench() -> None:
 MUTATION_TARGETS = {"stats": 0.9, "advantages": 0.9, "metrics": 0.8, "simulate": 0.8, "sweep": 0.8}
 #: Mutants that no test can kill because they do not change behaviour, one a line: ``name: reason``.
 EQUIVALENT_MUTANTS = ROOT / "tests" / "equivalent_mutants.txt"
+#: mutmut's verdicts that count as a kill (a timeout is a mutant that made the tests hang).
+KILLED = ("killed", "timeout", "caught by type check")
 
 
 def equivalent_mutants() -> dict[str, str]:
@@ -171,11 +173,11 @@ def mutation_table(modules: list[str]) -> str:
     survivors = []
     for module in modules:
         verdicts = mutation_results(module)
-        killed = sum(v in ("killed", "timeout", "caught by type check") for v in verdicts.values())
+        killed = sum(v in KILLED for v in verdicts.values())
         unchecked = sum(v in ("not checked", "skipped") for v in verdicts.values())
-        equal = [name for name, v in verdicts.items() if name in equivalent and v not in ("killed", "timeout")]
+        equal = [name for name, v in verdicts.items() if name in equivalent and v not in KILLED]
         alive = [name for name, v in verdicts.items()
-                 if v not in ("killed", "timeout", "caught by type check", "not checked", "skipped") and name not in equivalent]
+                 if v not in (*KILLED, "not checked", "skipped") and name not in equivalent]
         survivors += [f"  {name} ({verdicts[name]})" for name in sorted(alive)]
         decided = killed + len(alive)
         score = f"{killed / decided:.1%}" if decided else "-"
@@ -212,8 +214,10 @@ def mutate() -> None:
 
     Each module is its own ``mutmut run`` over the mutants of that module, nice'd, with at most two
     workers; mutmut runs for each mutant only the tests that call the mutated function, fastest
-    first, and stops at the first failure. Results are kept in ``mutants/`` so an interrupted run
-    (``--minutes`` bounds each module's run) resumes where it stopped.
+    first, and stops at the first failure. Results are kept in ``mutants/``: a later run tries again
+    only the mutants not yet killed (those not reached by an interrupted run, ``--minutes`` bounding
+    each module's run, and the survivors, which new tests may kill), and a module whose mutants are
+    all killed is not run again.
     """
     args = sys.argv[2:]
     minutes = None
@@ -232,8 +236,14 @@ def mutate() -> None:
     refresh_unmutated_copies()
     workers = str(min(2, os.cpu_count() or 1))
     for module in modules:
-        command = ["nice", "-n", "10", str(VENV / "bin" / "mutmut"), "run", "--max-children", workers, f"robustgrpo.{module}.*"]
-        print("+", " ".join(command), flush=True)
+        # mutmut reruns every mutant it is given by name: give it those not yet killed (unchecked ones, and
+        # survivors that new tests may kill now), or the whole module on its first run
+        undecided = [name for name, v in mutation_results(module).items() if v not in KILLED]
+        if not undecided and mutation_results(module):
+            continue
+        command = ["nice", "-n", "10", str(VENV / "bin" / "mutmut"), "run", "--max-children", workers,
+                   *(undecided or [f"robustgrpo.{module}.*"])]
+        print("+", " ".join(command[:7]), f"... ({len(undecided)} mutants)" if undecided else "", flush=True)
         process = subprocess.Popen(command, cwd=ROOT, start_new_session=True)  # its workers share its group
         try:
             process.wait(timeout=None if minutes is None else 60 * minutes)
