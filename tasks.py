@@ -10,7 +10,9 @@ bench  build the environment in .venv, then print the speed benchmark
 setup  only build the environment (and install the notebook filter, below)
 mutate mutation testing of the core modules (long; not part of CI): installs the
        ``mutation`` extra, runs mutmut module by module and prints each
-       module's score (``python3 tasks.py mutate [--minutes M] [module ...]``)
+       module's score (``python3 tasks.py mutate [--minutes M] [--sample N] [module ...]``;
+       ``--sample N`` tests a fixed random sample of N mutants per module and estimates
+       the score from it)
 strip-notebook  read a notebook on stdin, write it as the repository keeps it
 
 Notebooks are committed clean: no outputs, no execution counts, and only the
@@ -29,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -166,13 +169,27 @@ def mutation_results(module: str) -> dict[str, str]:
     return verdicts
 
 
-def mutation_table(modules: list[str]) -> str:
-    """Per module: mutants, killed (timeouts count), survived (untested ones count), equivalent, score."""
+def mutation_sample(module: str, size: int | None) -> list[str] | None:
+    """A fixed random sample of ``size`` of the module's mutants (the same on every run), or None for all of them."""
+    names = sorted(mutation_results(module))
+    if size is None or size >= len(names):
+        return None
+    return sorted(random.Random(f"mutate {module}").sample(names, size))
+
+
+def mutation_table(modules: list[str], sample: int | None = None) -> str:
+    """Per module: mutants, killed (timeouts count), survived (untested ones count), equivalent, score.
+
+    With ``sample``, each module's row counts only its sample of that many mutants, and the score
+    is given with its binomial standard error as an estimate of the whole module's.
+    """
     equivalent = equivalent_mutants()
-    rows = [f"{'module':<12}{'mutants':>8}{'killed':>8}{'survived':>10}{'equivalent':>12}{'unchecked':>11}{'score':>8}{'target':>8}"]
+    rows = [f"{'module':<12}{'mutants':>8}{'killed':>8}{'survived':>10}{'equivalent':>12}{'unchecked':>11}{'score':>16}{'target':>8}"]
     survivors = []
     for module in modules:
         verdicts = mutation_results(module)
+        if (chosen := mutation_sample(module, sample)) is not None:
+            verdicts = {name: verdicts[name] for name in chosen}
         killed = sum(v in KILLED for v in verdicts.values())
         unchecked = sum(v in ("not checked", "skipped") for v in verdicts.values())
         equal = [name for name, v in verdicts.items() if name in equivalent and v not in KILLED]
@@ -181,7 +198,9 @@ def mutation_table(modules: list[str]) -> str:
         survivors += [f"  {name} ({verdicts[name]})" for name in sorted(alive)]
         decided = killed + len(alive)
         score = f"{killed / decided:.1%}" if decided else "-"
-        rows.append(f"{module:<12}{len(verdicts):>8}{killed:>8}{len(alive):>10}{len(equal):>12}{unchecked:>11}{score:>8}"
+        if decided and sample is not None:
+            score += f" +- {(killed * len(alive) / decided ** 3) ** 0.5:.1%}"
+        rows.append(f"{module:<12}{len(verdicts):>8}{killed:>8}{len(alive):>10}{len(equal):>12}{unchecked:>11}{score:>16}"
                     f"{MUTATION_TARGETS[module]:>8.0%}")
     stale = sorted(name for name in equivalent if name.split(".")[1] in modules
                    and name not in {n for m in modules for n in mutation_results(m)})
@@ -220,10 +239,14 @@ def mutate() -> None:
     all killed is not run again.
     """
     args = sys.argv[2:]
-    minutes = None
+    minutes = sample = None
     if "--minutes" in args:
         i = args.index("--minutes")
         minutes = float(args[i + 1])
+        del args[i:i + 2]
+    if "--sample" in args:
+        i = args.index("--sample")
+        sample = int(args[i + 1])
         del args[i:i + 2]
     existing = [m for m in MUTATION_TARGETS if (ROOT / "robustgrpo" / f"{m}.py").is_file() or (ROOT / "robustgrpo" / m).is_dir()]
     unknown = sorted(set(args) - set(existing))
@@ -238,8 +261,10 @@ def mutate() -> None:
     for module in modules:
         # mutmut reruns every mutant it is given by name: give it those not yet killed (unchecked ones, and
         # survivors that new tests may kill now), or the whole module on its first run
-        undecided = [name for name, v in mutation_results(module).items() if v not in KILLED]
-        if not undecided and mutation_results(module):
+        verdicts = mutation_results(module)
+        chosen = mutation_sample(module, sample) or verdicts
+        undecided = [name for name in chosen if verdicts[name] not in KILLED]
+        if not undecided and verdicts:
             continue
         command = ["nice", "-n", "10", str(VENV / "bin" / "mutmut"), "run", "--max-children", workers,
                    *(undecided or [f"robustgrpo.{module}.*"])]
@@ -251,7 +276,7 @@ def mutate() -> None:
             os.killpg(process.pid, signal.SIGTERM)
             process.wait()
             print(f"{module}: stopped after {minutes:g} minutes; run again to go on", flush=True)
-    print(mutation_table(modules))
+    print(mutation_table(modules, sample))
 
 
 TASKS = {"main": main_job, "test": test, "bench": bench, "setup": setup, "strip-notebook": strip_notebook, "mutate": mutate}

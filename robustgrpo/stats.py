@@ -919,6 +919,8 @@ def iqr(
 
 def _qn_kernel(x, mask, n, *, c):
     size = x.shape[-1]
+    if size < 2:  # no pair at all: fewer than two values give 0
+        return torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
     i, j = torch.triu_indices(size, size, offset=1, device=x.device)
     diffs = (x[..., i] - x[..., j]).abs()
     s = sort_valid(diffs, mask[..., i] & mask[..., j])

@@ -168,6 +168,8 @@ REDUCTIONS = {
     "qn": stats.qn_scale,
     "sn": stats.sn_scale,
     "mean_abs_dev": stats.mean_absolute_deviation,
+    "mean_abs_dev_median": lambda x, **kw: stats.mean_absolute_deviation(x, center="median", **kw),
+    "lower_mad": lambda x, **kw: stats.mad(x, lower=True, **kw),
     "huber_loc": lambda x, **kw: stats.huber(x, **kw)[0],
     "huber_scale": lambda x, **kw: stats.huber(x, **kw)[1],
     "biweight_loc": stats.biweight_location,
@@ -292,6 +294,28 @@ def test_constants():
     assert stats.MAD_TO_SIGMA == pytest.approx(1 / scipy.stats.norm.ppf(0.75), rel=1e-15)
     assert stats.IQR_NORMAL_SCALE == pytest.approx(scipy.stats.norm.ppf(0.75) - scipy.stats.norm.ppf(0.25), rel=1e-15)
     assert stats.QN_CONSTANT == pytest.approx(1 / (math.sqrt(2) * scipy.stats.norm.ppf(5 / 8)), rel=1e-15)
+
+
+@pytest.mark.parametrize("q", [0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0])
+def test_quantile_of_sorted_is_numpys_linear_quantile_of_the_valid_values(q):
+    """Every count of valid values from 0 to the row length, the extreme quantiles included (0 with none)."""
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(9, 8))
+    n = np.arange(9)  # row i holds i valid values, first in sorted order as sort_valid leaves them
+    mask = np.arange(8) < n[:, None]
+    s = stats.sort_valid(torch.from_numpy(x), torch.from_numpy(mask))
+    got = stats.quantile_of_sorted(s, torch.from_numpy(n), q)
+    expected = [np.quantile(x[i, :i], q) if i else 0.0 for i in n]
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-13, atol=1e-13)
+
+
+def test_qn_and_sn_of_two_values_and_of_one():
+    """Qn of two values is c |a - b| (h = 2, k = 1: the one distance); Sn of two is c_S |a - b| (the only
+    non-zero distance is each value's upper median); one value has no spread."""
+    assert float(stats.qn_scale([1.0, 4.0])) == pytest.approx(3 * stats.QN_CONSTANT, rel=1e-15)
+    assert float(stats.qn_scale([4.0, 1.0, 9.0], mask=[True, True, False])) == pytest.approx(3 * stats.QN_CONSTANT, rel=1e-15)
+    assert float(stats.sn_scale([1.0, 4.0])) == pytest.approx(3 * stats.SN_CONSTANT, rel=1e-15)
+    assert float(stats.qn_scale([5.0])) == 0.0 == float(stats.sn_scale([5.0]))
 
 
 def test_numpy_sort_path_equals_torch_sort():
