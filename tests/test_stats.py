@@ -68,6 +68,16 @@ class TestChemData:
         assert abs(scale - float(ref_scale)) > 1e-9  # (so the first comparison tests the better answer)
         assert (round(loc, 4), round(scale, 4)) == (3.2055, 0.6737)
 
+    def test_huber_from_a_given_initial_scale(self):
+        """``initscale`` changes only where the iteration starts: the same fixed point as statsmodels from there."""
+        ref_loc, ref_scale = Huber(tol=1e-15, maxiter=100_000)(CHEM, initscale=np.array([0.2]))
+        for start in (0.2, torch.tensor(0.2, dtype=torch.float64)):
+            loc, scale = stats.huber(CHEM, initscale=start)
+            assert loc == pytest.approx(float(ref_loc), rel=1e-13)
+            assert scale == pytest.approx(float(ref_scale), rel=1e-13)
+        loc, scale = stats.huber(np.stack([CHEM, 2 * CHEM]), initscale=0.2)  # one start for every row
+        np.testing.assert_allclose(loc, [float(ref_loc), 2 * float(ref_loc)], rtol=1e-13)
+
     def test_qn_matches_statsmodels(self):
         assert stats.qn_scale(CHEM) == pytest.approx(sm_qn_scale(CHEM), rel=1e-12)
 
@@ -236,7 +246,7 @@ class TestNanPolicy:
 
 class TestBadInput:
     def test_scalar(self):
-        with pytest.raises(ValueError, match="at least one dimension"):
+        with pytest.raises(ValueError, match="^x must have at least one dimension; wrap a scalar in a list$"):
             stats.median(torch.tensor(1.0))
 
     def test_empty(self):
