@@ -138,14 +138,15 @@ def bench() -> None:
 #: The modules under mutation testing (those that exist), with the share of their non-equivalent
 #: mutants the tests must kill. pyproject's [tool.mutmut] names the files and the test selection.
 MUTATION_TARGETS = {"stats": 0.9, "advantages": 0.9, "metrics": 0.8, "simulate": 0.8, "sweep": 0.8}
-#: Mutants that no test can kill because they do not change behaviour, one a line: ``name: reason``.
+#: Mutants that no test can kill, one a line: ``name: reason`` (equivalent ones, and those in code that runs
+#: only at import, before mutmut switches a mutant on).
 EQUIVALENT_MUTANTS = ROOT / "tests" / "equivalent_mutants.txt"
 #: mutmut's verdicts that count as a kill (a timeout is a mutant that made the tests hang).
 KILLED = ("killed", "timeout", "caught by type check")
 
 
 def equivalent_mutants() -> dict[str, str]:
-    """The listed equivalent mutants: name -> the reason no test can tell them from the original."""
+    """The listed unkillable mutants: name -> the reason no test can tell them from the original."""
     listed = {}
     for line in EQUIVALENT_MUTANTS.read_text(encoding="utf-8").splitlines():
         if line.strip() and not line.startswith("#"):
