@@ -108,6 +108,10 @@ class TestSensitivityCurve:
         with pytest.raises(ValueError, match=match):
             M.sensitivity_curve(**kwargs)
 
+    def test_bad_rewards_are_named(self):
+        with pytest.raises(ValueError, match=r"^rewards needs at least 2 value\(s\), got 1$"):
+            M.sensitivity_curve([1.0], 0, [0.0])
+
 
 class TestStatisticSensitivity:
     def test_mean_and_median_exact(self):
@@ -118,6 +122,8 @@ class TestStatisticSensitivity:
         np.testing.assert_allclose(mean, x - base.mean(), atol=1e-12)  # SC of the mean: x - mean
         med = df[df.statistic == "median"]["estimate"].to_numpy()
         np.testing.assert_allclose(med, [0.2, 0.2, 0.35, 0.5])
+        assert list(df.columns) == ["statistic", "kind", "value", "estimate", "sensitivity"]
+        assert set(zip(df.statistic, df.kind)) == {("mean", "location"), ("median", "location")}
 
     def test_bounded_versus_unbounded(self):
         base = np.random.default_rng(0).normal(size=19)
@@ -481,6 +487,9 @@ class TestEfficiency:
     def test_reference_loader(self):
         ref = M.reference_efficiencies().set_index("estimator")
         assert ref.loc["qn", "efficiency"] == 0.8227 and "Rousseeuw" in ref.loc["qn", "source"]
+        assert list(ref.columns) == ["kind", "efficiency", "formula", "source"]
+        for name, v in EFF["values"].items():  # every field as the JSON file states it
+            assert (ref.loc[name, "kind"], ref.loc[name, "formula"]) == (v["kind"], v.get("formula", "")), name
 
     def test_references_are_exactly_one_and_deterministic(self):
         a = M.efficiency(("mean", "std", "mad"), n=20, n_samples=500, seed=1)
@@ -586,9 +595,20 @@ class TestMadZeroFraction:
             se = np.sqrt(p * (1 - p) / 20_000)
             assert (np.abs(mc[col].to_numpy() - p) <= Z * se + 1e-12).all(), col
 
+    def test_monte_carlo_columns_and_quiet_by_default(self, capsys):
+        mc = M.mad_zero_fraction_mc([3, 4], 0.5, n_groups=1, seed=2)
+        assert list(mc.columns) == ["G", "p", "method", "n_groups", "mad_zero", "degenerate", "fallback", "se"]
+        assert mc["n_groups"].tolist() == [1, 1] and mc["method"].tolist() == ["robust", "robust"]
+        assert mc.loc[0, "mad_zero"] == 1.0  # G = 3 of 0/1 rewards: the MAD is always 0
+        assert capsys.readouterr().err == ""  # no progress bar unless asked
+
     def test_bad_input(self):
         with pytest.raises(ValueError, match="success_rates"):
             M.mad_zero_fraction(8, 1.5)
+        with pytest.raises(ValueError, match="success_rates"):
+            M.mad_zero_fraction_mc(8, -0.1)
+        with pytest.raises(ValueError, match="success_rates"):
+            M.mad_zero_fraction(8, -0.1)
         with pytest.raises(ValueError, match="group_sizes"):
             M.mad_zero_fraction(1, 0.5)
         with pytest.raises(ValueError, match="method"):
@@ -667,6 +687,7 @@ class TestAdvantageSamples:
     def test_seed_example_rows(self):
         df = M.advantage_samples("seed_example", ["grpo", "robust"])
         assert len(df) == 16
+        pd.testing.assert_index_equal(df.index, pd.RangeIndex(16))  # one table, numbered afresh
         grpo = df[df.method == "grpo"].set_index("sample")
         assert grpo.loc[6, "advantage"] == pytest.approx(-0.1070648, rel=1e-6)
         assert grpo.loc[6, "clean_advantage"] == pytest.approx(2.4748667, rel=1e-6)
