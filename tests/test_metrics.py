@@ -688,6 +688,8 @@ class TestAdvantageSamples:
         df = M.advantage_samples("seed_example", ["grpo", "robust"])
         assert len(df) == 16
         pd.testing.assert_index_equal(df.index, pd.RangeIndex(16))  # one table, numbered afresh
+        # a loaded scenario is the same as its name
+        pd.testing.assert_frame_equal(M.advantage_samples(_load_scenario("seed_example"), ["grpo", "robust"]), df)
         grpo = df[df.method == "grpo"].set_index("sample")
         assert grpo.loc[6, "advantage"] == pytest.approx(-0.1070648, rel=1e-6)
         assert grpo.loc[6, "clean_advantage"] == pytest.approx(2.4748667, rel=1e-6)
