@@ -271,6 +271,8 @@ class TestBinaryBreakdown:
     @pytest.mark.parametrize("g", (4, 5, 8, 9, 16, 32))
     def test_the_registry_states_the_measured_binary_breakdown(self, g):
         df = M.binary_breakdown(None, g)
+        assert sorted(set(df.k)) == list(range(1, (g + 1) // 2))  # by default every minority of correct answers
+        np.testing.assert_array_equal(df.breakdown, df.glitches / g)
         for row in df.itertuples():
             formula = ESTIMATORS[row.method].breakdown.binary
             if formula is not None:
@@ -302,6 +304,14 @@ class TestBinaryBreakdown:
 
 class TestAgreement:
     METHODS = ["grpo", "robust", "seed_mad", "rank", "huber_m", "winsor"]
+
+    def test_update_error_and_cosine_by_hand_on_the_valid_samples(self):
+        """a = (3, -4), b = (3, 0) once the invalid third sample is left out: |b - a| / |a| = 4/5, cos = 9/15."""
+        ref, other = torch.tensor([[3.0, -4.0, 100.0]]), torch.tensor([[3.0, 0.0, -50.0]])
+        valid = torch.tensor([[True, True, False]])
+        assert M.relative_update_error(ref, other, valid) == pytest.approx(0.8, rel=1e-15)
+        assert M.update_cosine(ref, other, valid) == pytest.approx(0.6, rel=1e-15)
+        assert M.update_cosine(ref, -ref) == -1.0
 
     def test_sign_changes_by_hand(self):
         """Counted by hand: 5 samples with a clean signal (2 kept, 1 flipped, 2 silenced, one of them by
