@@ -8,6 +8,11 @@ test   build the environment in .venv (and, as root, install Chromium for the
        browser tests), then run the whole test suite
 bench  build the environment in .venv, then print the speed benchmark
 setup  only build the environment (and install the notebook filter and Lab's save hook, below)
+mutate mutation testing of the core modules (long; not part of CI): installs the
+       ``mutation`` extra, runs mutmut module by module and prints each
+       module's score (``python3 tasks.py mutate [--minutes M] [--sample N] [module ...]``;
+       ``--sample N`` tests a fixed random sample of N mutants per module and estimates
+       the score from it)
 strip-notebook  read a notebook on stdin, write it as the repository keeps it
 
 Notebooks are committed clean: no outputs, no execution counts, and only the
@@ -31,7 +36,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import shutil
+import signal
 import subprocess
 import sys
 import venv
@@ -188,11 +195,156 @@ def bench() -> None:
     run(PYTHON, "-m", "robustgrpo", "bench")
 
 
-TASKS = {"main": main_job, "test": test, "bench": bench, "setup": setup, "strip-notebook": strip_notebook}
+#: The modules under mutation testing (those that exist), with the share of their non-equivalent
+#: mutants the tests must kill. pyproject's [tool.mutmut] names the files and the test selection.
+MUTATION_TARGETS = {"stats": 0.9, "advantages": 0.9, "metrics": 0.8, "simulate": 0.8, "sweep": 0.8}
+#: Mutants that no test can kill, one a line: ``name: reason`` (equivalent ones, and those in code that runs
+#: only at import, before mutmut switches a mutant on).
+EQUIVALENT_MUTANTS = ROOT / "tests" / "equivalent_mutants.txt"
+#: mutmut's verdicts that count as a kill (a timeout is a mutant that made the tests hang).
+KILLED = ("killed", "timeout", "caught by type check")
+
+
+def equivalent_mutants() -> dict[str, str]:
+    """The listed unkillable mutants: name -> the reason no test can tell them from the original."""
+    listed = {}
+    for line in EQUIVALENT_MUTANTS.read_text(encoding="utf-8").splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, reason = line.partition(":")
+            listed[name.strip()] = reason.strip()
+    return listed
+
+
+def mutation_results(module: str) -> dict[str, str]:
+    """mutmut's verdict on every mutant of ``module`` so far: name -> killed, survived, timeout, no tests, ..."""
+    sys.path.insert(0, str(next((VENV / "lib").glob("python3*/site-packages"))))
+    from mutmut.stats import status_by_exit_code
+
+    package = ROOT / "mutants" / "robustgrpo"
+    metas = [package / f"{module}.py.meta"] + sorted((package / module).glob("*.py.meta"))
+    verdicts = {}
+    for meta in metas:
+        if meta.is_file():
+            codes = json.loads(meta.read_text())["exit_code_by_key"]
+            verdicts.update({name: status_by_exit_code[code] for name, code in codes.items()})
+    return verdicts
+
+
+def mutation_sample(module: str, size: int | None) -> list[str] | None:
+    """A fixed random sample of ``size`` of the module's mutants (the same on every run), or None for all of them."""
+    names = sorted(mutation_results(module))
+    if size is None or size >= len(names):
+        return None
+    return sorted(random.Random(f"mutate {module}").sample(names, size))
+
+
+def mutation_table(modules: list[str], sample: int | None = None) -> str:
+    """Per module: mutants, killed (timeouts count), survived (untested ones count), equivalent, score.
+
+    With ``sample``, each module's row counts only its sample of that many mutants, and the score
+    is given with its binomial standard error as an estimate of the whole module's.
+    """
+    equivalent = equivalent_mutants()
+    rows = [f"{'module':<12}{'mutants':>8}{'killed':>8}{'survived':>10}{'equivalent':>12}{'unchecked':>11}{'score':>16}{'target':>8}"]
+    survivors = []
+    for module in modules:
+        verdicts = mutation_results(module)
+        if (chosen := mutation_sample(module, sample)) is not None:
+            verdicts = {name: verdicts[name] for name in chosen}
+        killed = sum(v in KILLED for v in verdicts.values())
+        unchecked = sum(v in ("not checked", "skipped") for v in verdicts.values())
+        equal = [name for name, v in verdicts.items() if name in equivalent and v not in KILLED]
+        alive = [name for name, v in verdicts.items()
+                 if v not in (*KILLED, "not checked", "skipped") and name not in equivalent]
+        survivors += [f"  {name} ({verdicts[name]})" for name in sorted(alive)]
+        decided = killed + len(alive)
+        score = f"{killed / decided:.1%}" if decided else "-"
+        if decided and sample is not None:
+            score += f" +- {(killed * len(alive) / decided ** 3) ** 0.5:.1%}"
+        rows.append(f"{module:<12}{len(verdicts):>8}{killed:>8}{len(alive):>10}{len(equal):>12}{unchecked:>11}{score:>16}"
+                    f"{MUTATION_TARGETS[module]:>8.0%}")
+    stale = sorted(name for name in equivalent if name.split(".")[1] in modules
+                   and name not in {n for m in modules for n in mutation_results(m)})
+    text = "\n".join(rows)
+    if survivors:
+        text += "\nsurvivors (see one with: .venv/bin/mutmut show NAME):\n" + "\n".join(survivors)
+    if stale:
+        text += "\nlisted as equivalent but no longer generated (update tests/equivalent_mutants.txt):\n  " + "\n  ".join(stale)
+    return text
+
+
+def refresh_unmutated_copies() -> None:
+    """Bring mutmut's copies of the modules it does not mutate up to date.
+
+    mutmut regenerates the mutated modules when their source changes, but copies every other
+    file of the package into ``mutants/`` only once: without this, a later change to such a module
+    would leave the tests importing its old copy.
+    """
+    package = ROOT / "mutants" / "robustgrpo"
+    mutated = {f"{m}.py" for m in MUTATION_TARGETS} | set(MUTATION_TARGETS)
+    for source in (ROOT / "robustgrpo").rglob("*.py"):
+        relative = source.relative_to(ROOT / "robustgrpo")
+        copy = package / relative
+        if relative.parts[0] not in mutated and copy.exists() and copy.read_bytes() != source.read_bytes():
+            shutil.copy2(source, copy)
+
+
+def mutate() -> None:
+    """Mutation-test the core modules with mutmut (configured in pyproject's [tool.mutmut]), then print the scores.
+
+    Each module is its own ``mutmut run`` over the mutants of that module, nice'd, with at most two
+    workers; mutmut runs for each mutant only the tests that call the mutated function, fastest
+    first, and stops at the first failure. Results are kept in ``mutants/``: a later run tries again
+    only the mutants not yet killed (those not reached by an interrupted run, ``--minutes`` bounding
+    each module's run, and the survivors, which new tests may kill), and a module whose mutants are
+    all killed is not run again.
+    """
+    args = sys.argv[2:]
+    minutes = sample = None
+    if "--minutes" in args:
+        i = args.index("--minutes")
+        minutes = float(args[i + 1])
+        del args[i:i + 2]
+    if "--sample" in args:
+        i = args.index("--sample")
+        sample = int(args[i + 1])
+        del args[i:i + 2]
+    existing = [m for m in MUTATION_TARGETS if (ROOT / "robustgrpo" / f"{m}.py").is_file() or (ROOT / "robustgrpo" / m).is_dir()]
+    unknown = sorted(set(args) - set(existing))
+    if unknown:
+        sys.exit(f"tasks.py mutate: unknown module(s) {', '.join(unknown)}; choose from {', '.join(existing)}")
+    modules = args or existing
+    setup()
+    if subprocess.run([str(PYTHON), "-c", "import mutmut"], capture_output=True).returncode:
+        run(PYTHON, "-m", "pip", "install", "--disable-pip-version-check", "-c", "constraints.txt", "-e", ".[mutation]")
+    refresh_unmutated_copies()
+    workers = str(min(2, os.cpu_count() or 1))
+    for module in modules:
+        # mutmut reruns every mutant it is given by name: give it those not yet killed (unchecked ones, and
+        # survivors that new tests may kill now), or the whole module on its first run
+        verdicts = mutation_results(module)
+        chosen = mutation_sample(module, sample) or verdicts
+        undecided = [name for name in chosen if verdicts[name] not in KILLED]
+        if not undecided and verdicts:
+            continue
+        command = ["nice", "-n", "10", str(VENV / "bin" / "mutmut"), "run", "--max-children", workers,
+                   *(undecided or [f"robustgrpo.{module}.*"])]
+        print("+", " ".join(command[:7]), f"... ({len(undecided)} mutants)" if undecided else "", flush=True)
+        process = subprocess.Popen(command, cwd=ROOT, start_new_session=True)  # its workers share its group
+        try:
+            process.wait(timeout=None if minutes is None else 60 * minutes)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait()
+            print(f"{module}: stopped after {minutes:g} minutes; run again to go on", flush=True)
+    print(mutation_table(modules, sample))
+
+
+TASKS = {"main": main_job, "test": test, "bench": bench, "setup": setup, "strip-notebook": strip_notebook, "mutate": mutate}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in TASKS:
-        sys.exit(f"usage: python3 tasks.py {{{'|'.join(TASKS)}}} [pytest args for test]")
+        sys.exit(f"usage: python3 tasks.py {{{'|'.join(TASKS)}}} [pytest args for test; modules for mutate]")
     try:
         TASKS[sys.argv[1]]()
     except subprocess.CalledProcessError as err:

@@ -64,6 +64,7 @@ __all__ = [
     "grpo_idiomatic",
     "BenchRow",
     "run_benchmark",
+    "MAX_BENCH_REWARDS",
     "format_table",
     "DEFAULT_SHAPES",
     "ESTIMATOR_TARGETS",
@@ -157,6 +158,10 @@ ESTIMATOR_TARGETS: dict[tuple[str, int], float] = {
 }
 
 
+#: The most rewards in one timed shape: 2**27 float32 values are 512 MiB, and an estimator holds several copies.
+MAX_BENCH_REWARDS = 2**27
+
+
 def run_benchmark(
     shapes: Sequence[tuple[int, int]] = DEFAULT_SHAPES,
     repeats: int = 7,
@@ -181,6 +186,9 @@ def run_benchmark(
         check_int_list("shape", list(shape), minimum=1)
         if len(shape) != 2:
             raise ValueError(f"a shape is (groups, G), got {shape!r}")
+        if shape[0] * shape[1] > MAX_BENCH_REWARDS:
+            raise ValueError(f"shape {shape[0]}x{shape[1]} holds {shape[0] * shape[1]:,} rewards; the bench times at most "
+                             f"{MAX_BENCH_REWARDS:,} per shape (each estimator makes several copies); pass a smaller shape")
     gen = torch.Generator().manual_seed(seed)
     labels = ("grpo (idiomatic)", *ESTIMATORS, "robust (numpy+scipy)")
     rows: list[BenchRow] = []

@@ -14,7 +14,9 @@ The rules
 * seeds: integers in ``[0, 2**63)`` (what ``numpy.random.SeedSequence``,
   ``torch.Generator.manual_seed`` and Parquet's int64 columns all accept);
 * probabilities: reals in ``[0, 1]``;
-* choices: one of a fixed list of strings.
+* choices: one of a fixed list of strings;
+* output folders: made (with their parents) before any work starts, or refused
+  with the reason (:func:`make_folder`).
 
 >>> check_int("G", 8, minimum=2)
 8
@@ -31,7 +33,9 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+import os
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,6 +57,7 @@ __all__ = [
     "check_real_list",
     "check_fields",
     "require_columns",
+    "make_folder",
 ]
 
 #: Seeds are integers in [0, SEED_LIMIT).
@@ -237,3 +242,18 @@ def require_columns(frame: object, columns: Iterable[str], name: str, *, produce
     if frame.empty:
         raise ValueError(f"{name} is empty: nothing to compute or draw; pass at least one row")
     return frame
+
+
+def make_folder(path: str | os.PathLike[str]) -> Path:
+    """Make the folder ``path`` (and its parents) if missing and return it.
+
+    Raises ``ValueError`` naming the folder and why it cannot be made (a file
+    of that name, a file among its parents, no permission), so a command can
+    refuse a bad output folder in one line before it starts its work.
+    """
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"cannot make the folder {str(folder)!r} ({err.strerror}); pass a folder you can write to") from None
+    return folder

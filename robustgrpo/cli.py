@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 from .advantages import describe_estimators
+from .checks import make_folder
 
 __all__ = ["main", "build_parser"]
 
@@ -154,8 +155,7 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     seeds = list(range(args.seeds[0])) if len(args.seeds) == 1 else args.seeds
     if len(seeds) != len(set(seeds)):
         raise ValueError(f"--seeds must be distinct, got {args.seeds}")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = make_folder(args.out)
     frame = simulate(config, seeds, progress=not args.no_progress)
     record = out / "record.parquet"
     frame.to_parquet(record, index=False)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from .checks import check_int
+from .checks import check_int, make_folder
 
 __all__ = ["NOTEBOOK_DIR", "NotebookRun", "list_notebooks", "resolve_notebook", "run_notebook", "run_all"]
 
@@ -104,14 +104,17 @@ def run_all(
 ) -> list[NotebookRun]:
     """Execute every notebook into ``out/notebooks``, their figures into ``out/figures``.
 
-    ``notebooks`` names a subset (see `resolve_notebook`); every name and the
-    ``timeout`` (seconds per cell, >= 1) are checked before the first kernel starts.
+    ``notebooks`` names a subset (see `resolve_notebook`); every name, the
+    ``timeout`` (seconds per cell, >= 1) and the output folders are checked
+    before the first kernel starts.
     """
     from tqdm.auto import tqdm
 
     out = Path(out)
     check_int("timeout", timeout, minimum=1, hint="seconds allowed per cell")
     paths = [resolve_notebook(p) for p in notebooks] if notebooks else list_notebooks()
+    for folder in (out / "figures", out / "notebooks"):
+        make_folder(folder)
     return [
         run_notebook(p, figures=out / "figures", out=out / "notebooks", timeout=timeout)
         for p in tqdm(paths, desc="notebooks", disable=not progress)

@@ -851,16 +851,16 @@ def median(
     return _reduce(_median_kernel, x, dim, keepdim, mask, nan_policy, lower=lower)
 
 
-def _absolute_deviations(x, mask, n, center):
+def _absolute_deviations(x, mask, n, center, lower=False):
     if center is None:
-        center = median_of_sorted(sort_valid(x, mask), n)
+        center = median_of_sorted(sort_valid(x, mask), n, lower=lower)
     else:
         center = torch.as_tensor(center, dtype=x.dtype, device=x.device).expand(x.shape[:-1])
     return (x - center.unsqueeze(-1)).abs()
 
 
 def _mad_kernel(x, mask, n, *, divisor, center, lower):
-    d = _absolute_deviations(x, mask, n, center)
+    d = _absolute_deviations(x, mask, n, center, lower)
     return median_of_sorted(sort_valid(d, mask), n, lower=lower) / divisor
 
 
@@ -892,7 +892,8 @@ def mad(
     center : float or tensor, optional
         Centre to measure deviations from; the median by default.
     lower : bool
-        Use lower medians throughout (torch's convention).
+        Use lower medians throughout, for the centre and for the deviations
+        (torch's convention: ``(x - x.median()).abs().median()``).
 
     Notes
     -----
@@ -941,6 +942,8 @@ def iqr(
 
 def _qn_kernel(x, mask, n, *, c):
     size = x.shape[-1]
+    if size < 2:  # no pair at all: fewer than two values give 0
+        return torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
     i, j = torch.triu_indices(size, size, offset=1, device=x.device)
     diffs = (x[..., i] - x[..., j]).abs()
     s = sort_valid(diffs, mask[..., i] & mask[..., j])

@@ -554,6 +554,19 @@ def test_reclip_equals_computing_at_that_clip(name, batch):
     assert robustgrpo.advantages.reclip(compute_advantages(r, "grpo"), 1.0).advantages is not None
     with pytest.raises(ValueError, match="needs a result computed with c=UNCLIPPED"):
         robustgrpo.advantages.reclip(compute_advantages(r, name), 1.0)
+    flat = compute_advantages(r.reshape(-1), name, index=np.repeat(np.arange(len(r)), r.shape[1]), c=robustgrpo.advantages.UNCLIPPED)
+    with pytest.raises(ValueError, match=r"^reclip takes \[B, G\] results; compute flat rewards with index= at the clip you want$"):
+        robustgrpo.advantages.reclip(flat, 1.0)
+
+
+def test_describe_estimators_lists_every_estimator_with_its_parameters():
+    lines = robustgrpo.advantages.describe_estimators().splitlines()
+    assert len(lines) == 2 * len(ESTIMATORS)
+    for (name, est), (head, params) in zip(ESTIMATORS.items(), zip(lines[::2], lines[1::2])):
+        assert head.split(maxsplit=1) == [name, est.summary]
+        listed = ", ".join(f"{p.name}={p.default!r}" for p in est.parameters) or "-"
+        assert params.strip() == f"parameters: {listed}; source: {est.source}"
+    assert any(line.strip().startswith("parameters: -;") for line in lines)  # an estimator without parameters
 
 
 @pytest.mark.parametrize("kind", ["binary", "near_ties", "partial_credit", "cauchy"])
@@ -570,3 +583,16 @@ def test_huber_m_reaches_its_fixed_point_in_six_steps(kind):
     converged = compute_advantages(r, "huber_m", maxiter=1000, tol=1e-14)
     torch.testing.assert_close(six.advantages, converged.advantages, rtol=0, atol=1e-9)
     torch.testing.assert_close(six.diagnostics.scale, converged.diagnostics.scale, rtol=1e-10, atol=0)
+
+
+def test_resolve_methods_names_the_argument_in_its_errors():
+    resolve = robustgrpo.advantages.resolve_methods
+    assert resolve(None) == list(ESTIMATORS) and resolve("rank") == ["rank"]
+    with pytest.raises(ValueError, match=r"^methods is empty; pass names from \['grpo'"):
+        resolve([])
+    with pytest.raises(ValueError, match=r"^methods lists \['rank'\] more than once; pass each method once$"):
+        resolve(["rank", "grpo", "rank"])
+    with pytest.raises(ValueError, match=r"^unknown method 'magic'; known methods: grpo, "):
+        resolve(["magic"])
+    with pytest.raises(ValueError, match=r"^methods must be an estimator name, a sequence of names or None, got 3$"):
+        resolve(3)

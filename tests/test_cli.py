@@ -70,54 +70,134 @@ def test_bench_prints_a_table_with_ratios():
 
 
 # Every command's user errors, in process (fast): one line on stderr naming the problem, status 2, no traceback.
-# {file} is an existing non-directory path, {tmp} a fresh folder, {log} the example reward log.
+# Every option of every command has its bad values here (a test checks that none is missing).
+# {file} is an existing non-directory path, {tmp} a fresh folder, {log} the example reward log, {sim} a valid
+# simulator config, {sweep} a valid sweep config, {trl} the shipped config of the trl experiment, {list} a JSON file
+# holding a list.
 USER_ERRORS = [
     ([], "the following arguments are required: command"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["demo", "extra"], "unrecognized arguments: extra"),
     (["estimators", "--verbose"], "unrecognized arguments: --verbose"),
     (["bench", "--shapes", "16by8"], "shape must look like 65536x16, got '16by8'"),
+    (["bench", "--shapes", "8x"], "shape must look like 65536x16, got '8x'"),
     (["bench", "--shapes", "0x8"], "shape sizes must be positive, got '0x8'"),
+    (["bench", "--shapes"], "argument --shapes: expected at least one argument"),
+    (["bench", "--shapes", "100000x100000", "--no-progress"],
+     "shape 100000x100000 holds 10,000,000,000 rewards; the bench times at most 134,217,728 per shape"),
     (["bench", "--repeats", "0"], "argument --repeats: must be >= 1, got 0"),
     (["bench", "--repeats", "x"], "argument --repeats: must be an integer, got 'x'"),
+    (["bench", "--repeats", "1.5"], "argument --repeats: must be an integer, got '1.5'"),
+    (["bench", "--no-progress=1"], "argument --no-progress: ignored explicit argument '1'"),
+    (["bench", "--dashboard", "x"], "unrecognized arguments: x"),
+    (["bench", "--simulate=yes"], "argument --simulate: ignored explicit argument 'yes'"),
+    (["bench", "--sweep=1"], "argument --sweep: ignored explicit argument '1'"),
+    (["bench", "--trainer=1"], "argument --trainer: ignored explicit argument '1'"),
     (["figures"], "the following arguments are required: --out"),
+    (["figures", "--out"], "argument --out: expected one argument"),
     (["figures", "--out", "{tmp}", "--only", "no_such_figure"], "unknown report figure(s) ['no_such_figure']; known: 01_"),
+    (["figures", "--out", "{tmp}", "--only"], "argument --only: expected at least one argument"),
     (["figures", "--out", "{tmp}", "--formats", "gif"], "argument --formats: invalid choice: 'gif'"),
+    (["figures", "--out", "{tmp}", "--formats"], "argument --formats: expected at least one argument"),
     (["figures", "--out", "{file}", "--only", "02_breakdown", "--no-progress"],
      "cannot make the folder '{file}' (File exists); pass a folder you can write to"),
     (["figures", "--out", "{file}/sub", "--only", "02_breakdown", "--no-progress"],
      "cannot make the folder '{file}/sub' (Not a directory)"),
+    (["figures", "--out", "{tmp}", "--no-progress=1"], "argument --no-progress: ignored explicit argument '1'"),
+    (["notebooks"], "the following arguments are required: --out"),
     (["notebooks", "--out", "{tmp}", "--only", "nope"], "no notebook 'nope'; pass an .ipynb file or one of the series: 01_"),
+    (["notebooks", "--out", "{tmp}", "--only", "x.ipynb"], "no notebook 'x.ipynb'"),
+    (["notebooks", "--out", "{tmp}", "--only"], "argument --only: expected at least one argument"),
+    (["notebooks", "--out", "{file}", "--only", "01_outlier_poisoning"], "cannot make the folder '{file}/figures' (Not a directory)"),
     (["notebooks", "--out", "{tmp}", "--timeout", "0"], "argument --timeout: must be >= 1, got 0"),
+    (["notebooks", "--out", "{tmp}", "--timeout", "x"], "argument --timeout: must be an integer, got 'x'"),
+    (["notebooks", "--out", "{tmp}", "--no-progress=1"], "argument --no-progress: ignored explicit argument '1'"),
+    (["diagnose"], "the following arguments are required: file"),
     (["diagnose", "{tmp}/none.csv"], "none.csv: no such file; pass the path of a reward log"),
+    (["diagnose", "{file}"], "unknown file type '.txt'; reward logs are read from .csv"),
     (["diagnose", "{log}", "--reward-range", "1", "0"], "reward_range"),
+    (["diagnose", "{log}", "--reward-range", "0"], "argument --reward-range: expected 2 arguments"),
+    (["diagnose", "{log}", "--reward-range", "a", "b"], "argument --reward-range: invalid float value: 'a'"),
+    (["diagnose", "{log}", "--reward-range", "nan", "1"], "reward_range lo must be a finite number, got nan"),
+    (["diagnose", "{log}", "--reward-range", "0", "inf"], "reward_range hi must be a finite number, got inf"),
     (["diagnose", "{log}", "--column", "bad"], "--column must look like group=prompt_id, got 'bad'"),
+    (["diagnose", "{log}", "--column", "colour=x"], "unknown field(s) ['colour']; the fields are ['step', 'group'"),
+    (["diagnose", "{log}", "--column", "group=nope"], "no column 'nope' (given for group)"),
     (["diagnose", "{log}", "--reward-fn", "nope"], "nope"),
+    (["diagnose", "{log}", "--skip-bad=yes"], "argument --skip-bad: ignored explicit argument 'yes'"),
+    (["diagnose", "{log}", "--html", "{tmp}"], "'{tmp}' is a folder; pass the HTML file to write"),
+    (["diagnose", "{log}", "--html", "{file}/sub/report.html"], "cannot make the folder '{file}/sub' (Not a directory)"),
+    (["simulate"], "the following arguments are required: config, --out"),
     (["simulate", "{tmp}/none.json", "--out", "{tmp}"], "no config file at"),
     (["simulate", "{file}", "--out", "{tmp}"], "invalid JSON at line 1"),
+    (["simulate", "{list}", "--out", "{tmp}"], "a simulator config must be a JSON object (a dict), got list"),
+    (["simulate", "{sim}"], "the following arguments are required: --out"),
+    (["simulate", "{sim}", "--out", "{file}"], "cannot make the folder '{file}' (File exists)"),
     (["simulate", "{tmp}/none.json", "--out", "{tmp}", "--seeds", "-1"], "argument --seeds: seeds must be >= 0, got -1"),
+    (["simulate", "{tmp}/none.json", "--out", "{tmp}", "--seeds", "x"], "argument --seeds: seeds must be integers, got 'x'"),
+    (["simulate", "{sim}", "--out", "{tmp}", "--seeds", "1", "1"], "--seeds must be distinct, got [1, 1]"),
+    (["simulate", "{sim}", "--out", "{tmp}", "--no-progress=1"], "argument --no-progress: ignored explicit argument '1'"),
+    (["sweep"], "the following arguments are required: CONFIG | status DIR"),
     (["sweep", "status"], "usage: sweep status DIR"),
+    (["sweep", "status", "{tmp}"], "holds no sweep record (no manifest.json); pass the --out folder of a sweep"),
+    (["sweep", "{sweep}", "{sweep}", "--out", "{tmp}"], "sweep takes one CONFIG file"),
+    (["sweep", "{sweep}"], "sweep CONFIG needs --out DIR"),
     (["sweep", "{tmp}/none.json", "--out", "{tmp}"], "no sweep config at"),
+    (["sweep", "{list}", "--out", "{tmp}"], "a sweep config must be a JSON object, got list"),
+    (["sweep", "{sweep}", "--out", "{file}", "--no-progress"], "cannot make the folder '{file}/cells' (Not a directory)"),
     (["sweep", "{tmp}/none.json", "--out", "{tmp}", "--retries", "-1"], "argument --retries: must be >= 0, got -1"),
     (["sweep", "{tmp}/none.json", "--out", "{tmp}", "--engine", "dask"], "argument --engine: invalid choice: 'dask'"),
+    (["sweep", "{sweep}", "--out", "{tmp}", "--address", "auto"], "--address applies to the ray engine; add --engine ray"),
+    (["sweep", "{tmp}/none.json", "--out", "{tmp}", "--num-cpus", "0"], "argument --num-cpus: must be >= 1, got 0"),
+    (["sweep", "{tmp}/none.json", "--out", "{tmp}", "--cpus-per-cell", "0"], "argument --cpus-per-cell: must be >= 1, got 0"),
+    (["sweep", "{tmp}/none.json", "--out", "{tmp}", "--batch-size", "0"], "argument --batch-size: must be >= 1, got 0"),
+    (["sweep", "{sweep}", "--out", "{tmp}", "--no-progress=1"], "argument --no-progress: ignored explicit argument '1'"),
     (["experiment", "verl", "{tmp}/none.json", "--out", "{tmp}"], "argument trainer: invalid choice: 'verl'"),
     (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}"], "no sweep config at"),
     (["experiment", "trl", "{file}", "--out", "{tmp}"], "invalid JSON at line 1"),
     (["experiment", "trl", "{tmp}/none.json"], "the following arguments are required: --out"),
     (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}", "--retries", "-1"], "argument --retries: must be >= 0, got -1"),
+    (["experiment", "trl", "{sweep}", "--out", "{tmp}"],
+     "is a sweep of the 'agreement' runnable; experiment trl runs a config whose \"runnable\" is \"trl\""),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}", "--engine", "dask"], "argument --engine: invalid choice: 'dask'"),
+    (["experiment", "trl", "{trl}", "--out", "{tmp}", "--address", "auto"], "--address applies to the ray engine; add --engine ray"),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}", "--num-cpus", "0"], "argument --num-cpus: must be >= 1, got 0"),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}", "--cpus-per-cell", "x"],
+     "argument --cpus-per-cell: must be an integer, got 'x'"),
+    (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}", "--batch-size", "4"], "unrecognized arguments: --batch-size 4"),
+    (["experiment", "trl", "{trl}", "--out", "{tmp}", "--no-progress=1"], "argument --no-progress: ignored explicit argument '1'"),
 ]
 
 
-def test_every_command_has_its_user_errors_tested():
-    commands = {argv[0] for argv, _ in USER_ERRORS if argv and not argv[0].startswith("-")}
-    assert commands - {"frobnicate"} == set(build_parser()._subparsers._group_actions[0].choices)
+def _commands():
+    return build_parser()._subparsers._group_actions[0].choices
+
+
+def test_every_command_and_every_option_has_its_user_errors_tested():
+    assert {argv[0] for argv, _ in USER_ERRORS if argv} - {"frobnicate"} == set(_commands())
+    for name, command in _commands().items():
+        tried = {a.split("=")[0] for argv, _ in USER_ERRORS if argv[:1] == [name] for a in argv[1:]}
+        for action in command._actions:
+            if action.option_strings and action.dest != "help":
+                assert tried & set(action.option_strings), f"{name} {action.option_strings[0]}: no bad value tested"
+
+
+@pytest.fixture
+def fill(tmp_path):
+    from robustgrpo.simulate import SimConfig
+
+    file = tmp_path / "not_a_folder.txt"
+    file.write_text("plain text\n")
+    (tmp_path / "list.json").write_text("[1, 2]\n")
+    (tmp_path / "sweep.json").write_text(json.dumps({"runnable": "agreement", "fixed": {"n_groups": 100}, "grid": {"G": [4]}}))
+    return {"tmp": str(tmp_path), "file": str(file), "log": str(ROOT / "data" / "reward_logs" / "binary_judge_glitch.csv"),
+            "sim": str(SimConfig(n_prompts=6, G=4, steps=2, estimators=("grpo",)).to_file(tmp_path / "sim.json")),
+            "sweep": str(tmp_path / "sweep.json"), "list": str(tmp_path / "list.json"),
+            "trl": str(ROOT / "data" / "sweeps" / "trl_contamination.json")}
 
 
 @pytest.mark.parametrize("argv, message", USER_ERRORS, ids=[" ".join(a) or "(nothing)" for a, _ in USER_ERRORS])
-def test_user_errors_are_one_line_on_stderr_and_status_2(tmp_path, capsys, argv, message):
-    file = tmp_path / "not_a_folder.txt"
-    file.write_text("plain text\n")
-    fill = {"tmp": str(tmp_path), "file": str(file), "log": str(ROOT / "data" / "reward_logs" / "binary_judge_glitch.csv")}
+def test_user_errors_are_one_line_on_stderr_and_status_2(fill, capsys, argv, message):
     try:
         status = main([a.format(**fill) for a in argv])
     except SystemExit as stop:  # argparse's usage errors leave through SystemExit

@@ -25,16 +25,17 @@ def _split(spec: str) -> tuple[str, str]:
 
 
 def test_environment_yml_matches_pyproject():
-    """Every package of pyproject (runtime, dev, integrations, sweep) is in environment.yml, with the same spec.
+    """Every package of pyproject (runtime, dev, integrations, sweep, mutation) is in environment.yml, with the same spec.
 
-    The integrations extra (verl, trl and what verl's trainer imports) and the sweep extra (Ray) go
-    under environment.yml's ``pip:`` section, beside the editable install of the package itself.
+    The integrations extra (verl, trl and what verl's trainer imports), the sweep extra (Ray) and the
+    mutation extra (mutmut) go under environment.yml's ``pip:`` section, beside the editable install
+    of the package itself.
     """
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    assert set(extras) == {"dev", "integrations", "sweep"}
+    assert set(extras) == {"dev", "integrations", "sweep", "mutation"}
     conda_expected = dict(_split(s) for s in project["dependencies"] + extras["dev"])
-    pip_expected = dict(_split(s) for s in extras["integrations"] + extras["sweep"])
+    pip_expected = dict(_split(s) for s in extras["integrations"] + extras["sweep"] + extras["mutation"])
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert env["name"] == "robustgrpo" and env["channels"] == ["conda-forge"]
     conda_specs, pip_specs = {}, {}

@@ -68,6 +68,16 @@ class TestChemData:
         assert abs(scale - float(ref_scale)) > 1e-9  # (so the first comparison tests the better answer)
         assert (round(loc, 4), round(scale, 4)) == (3.2055, 0.6737)
 
+    def test_huber_from_a_given_initial_scale(self):
+        """``initscale`` changes only where the iteration starts: the same fixed point as statsmodels from there."""
+        ref_loc, ref_scale = Huber(tol=1e-15, maxiter=100_000)(CHEM, initscale=np.array([0.2]))
+        for start in (0.2, torch.tensor(0.2, dtype=torch.float64)):
+            loc, scale = stats.huber(CHEM, initscale=start)
+            assert loc == pytest.approx(float(ref_loc), rel=1e-13)
+            assert scale == pytest.approx(float(ref_scale), rel=1e-13)
+        loc, scale = stats.huber(np.stack([CHEM, 2 * CHEM]), initscale=0.2)  # one start for every row
+        np.testing.assert_allclose(loc, [float(ref_loc), 2 * float(ref_loc)], rtol=1e-13)
+
     def test_qn_matches_statsmodels(self):
         assert stats.qn_scale(CHEM) == pytest.approx(sm_qn_scale(CHEM), rel=1e-12)
 
@@ -97,6 +107,20 @@ class TestAgainstReferenceLibraries:
             ref = scipy.stats.median_abs_deviation(x, axis=-1, scale=scale)
             np.testing.assert_allclose(stats.mad(x, scale=scale), ref, rtol=1e-12, atol=1e-12)
         np.testing.assert_allclose(stats.mad(x, scale="normal"), sm_mad(x, axis=-1), rtol=1e-12, atol=1e-12)
+
+    def test_mad_about_a_given_centre(self, name):
+        x = DATA[name]
+        np.testing.assert_allclose(stats.mad(x, center=np.mean(x, axis=-1)),
+                                   scipy.stats.median_abs_deviation(x, axis=-1, center=np.mean), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(stats.mad(x, center=0.25, scale="normal"),
+                                   np.median(np.abs(x - 0.25), axis=-1) / stats.MAD_NORMAL_SCALE, rtol=1e-12, atol=1e-12)
+
+    def test_lower_mad_is_torchs_median_twice(self, name):
+        x = torch.from_numpy(DATA[name])
+        deviations = (x - torch.median(x, dim=-1, keepdim=True).values).abs()
+        torch.testing.assert_close(stats.mad(x, lower=True), torch.median(deviations, dim=-1).values)
+        if x.shape[-1] % 2 == 0:  # even groups tell the two conventions apart
+            assert (stats.mad(x, lower=True) != stats.mad(x)).any()
 
     def test_iqr(self, name):
         x = DATA[name]
@@ -154,6 +178,8 @@ REDUCTIONS = {
     "qn": stats.qn_scale,
     "sn": stats.sn_scale,
     "mean_abs_dev": stats.mean_absolute_deviation,
+    "mean_abs_dev_median": lambda x, **kw: stats.mean_absolute_deviation(x, center="median", **kw),
+    "lower_mad": lambda x, **kw: stats.mad(x, lower=True, **kw),
     "huber_loc": lambda x, **kw: stats.huber(x, **kw)[0],
     "huber_scale": lambda x, **kw: stats.huber(x, **kw)[1],
     "biweight_loc": stats.biweight_location,
@@ -220,7 +246,7 @@ class TestNanPolicy:
 
 class TestBadInput:
     def test_scalar(self):
-        with pytest.raises(ValueError, match="at least one dimension"):
+        with pytest.raises(ValueError, match="^x must have at least one dimension; wrap a scalar in a list$"):
             stats.median(torch.tensor(1.0))
 
     def test_empty(self):
@@ -278,6 +304,28 @@ def test_constants():
     assert stats.MAD_TO_SIGMA == pytest.approx(1 / scipy.stats.norm.ppf(0.75), rel=1e-15)
     assert stats.IQR_NORMAL_SCALE == pytest.approx(scipy.stats.norm.ppf(0.75) - scipy.stats.norm.ppf(0.25), rel=1e-15)
     assert stats.QN_CONSTANT == pytest.approx(1 / (math.sqrt(2) * scipy.stats.norm.ppf(5 / 8)), rel=1e-15)
+
+
+@pytest.mark.parametrize("q", [0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0])
+def test_quantile_of_sorted_is_numpys_linear_quantile_of_the_valid_values(q):
+    """Every count of valid values from 0 to the row length, the extreme quantiles included (0 with none)."""
+    rng = np.random.default_rng(11)
+    x = rng.normal(size=(9, 8))
+    n = np.arange(9)  # row i holds i valid values, first in sorted order as sort_valid leaves them
+    mask = np.arange(8) < n[:, None]
+    s = stats.sort_valid(torch.from_numpy(x), torch.from_numpy(mask))
+    got = stats.quantile_of_sorted(s, torch.from_numpy(n), q)
+    expected = [np.quantile(x[i, :i], q) if i else 0.0 for i in n]
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-13, atol=1e-13)
+
+
+def test_qn_and_sn_of_two_values_and_of_one():
+    """Qn of two values is c |a - b| (h = 2, k = 1: the one distance); Sn of two is c_S |a - b| (the only
+    non-zero distance is each value's upper median); one value has no spread."""
+    assert float(stats.qn_scale([1.0, 4.0])) == pytest.approx(3 * stats.QN_CONSTANT, rel=1e-15)
+    assert float(stats.qn_scale([4.0, 1.0, 9.0], mask=[True, True, False])) == pytest.approx(3 * stats.QN_CONSTANT, rel=1e-15)
+    assert float(stats.sn_scale([1.0, 4.0])) == pytest.approx(3 * stats.SN_CONSTANT, rel=1e-15)
+    assert float(stats.qn_scale([5.0])) == 0.0 == float(stats.sn_scale([5.0]))
 
 
 def test_numpy_sort_path_equals_torch_sort():

@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from matplotlib.figure import Figure
 
+from ..checks import make_folder
 from ..plots import save_figure
 
 __all__ = [
@@ -150,11 +151,7 @@ def build_all(
     unknown = [n for n in chosen if n not in specs]
     if unknown:
         raise ValueError(f"unknown report figure(s) {unknown}; known: {', '.join(specs)}")
-    out = Path(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ValueError(f"cannot make the folder {str(out)!r} ({err.strerror}); pass a folder you can write to") from None
+    out = make_folder(out)
     built = []
     for name in tqdm(chosen, desc="figures", disable=not progress):
         spec = specs[name]

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from ..checks import make_folder
 from ..diagnose import Diagnosis
 from ..plots.diagnose import reward_distribution, step_health, update_agreement
 from ..plots.style import house_style
@@ -96,8 +97,13 @@ def diagnosis_html(diagnosis: Diagnosis, max_outliers: int = 50) -> str:
 
 
 def write_diagnosis_html(diagnosis: Diagnosis, path: str | os.PathLike[str]) -> Path:
-    """Write :func:`diagnosis_html` to ``path`` (folders created); return the path."""
+    """Write :func:`diagnosis_html` to ``path`` (folders created); return the path.
+
+    ``ValueError`` if ``path`` is a folder or its folder cannot be made.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise ValueError(f"{str(path)!r} is a folder; pass the HTML file to write, e.g. {str(path / 'diagnosis.html')!r}")
+    make_folder(path.parent)
     path.write_text(diagnosis_html(diagnosis), encoding="utf-8")
     return path

@@ -33,6 +33,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..checks import make_folder
 from .runnables import RUNNABLES, Runnable, flat_columns
 from .spec import Cell, Sweep, cell_label
 
@@ -97,8 +98,8 @@ class Record:
     def open(self, sweep: Sweep) -> int:
         """Create the folders, merge the sweep's cells into the manifest and remove the temporary
         files of interrupted writes (one sweep writes a folder at a time); returns how many."""
-        self.cells_dir.mkdir(parents=True, exist_ok=True)
-        self.failures_dir.mkdir(parents=True, exist_ok=True)
+        for folder in (self.cells_dir, self.failures_dir):
+            make_folder(folder)
         if self.manifest_path.is_file():
             manifest = self.manifest()
             if manifest.get("runnable") != sweep.name:

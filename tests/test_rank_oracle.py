@@ -1,0 +1,158 @@
+"""An independent oracle for the recommended estimator, ``rank``, run through ``compute_advantages``.
+
+The oracle below was written from the documentation only, before its author read
+any implementation: the docstrings of ``advantages._rank`` (Blom scores of the
+mid-ranks, centred), ``stats.soft_midranks`` (the tie function H, summed over
+all pairs) and ``stats.tie_tolerance`` (``t = resolution * range``, or
+``resolution * width`` of a declared reward range), plus the entry point's
+documented rules (degenerate, singleton, empty groups and invalid entries get 0;
+rewards outside a declared range are masked). It is plain numpy and scipy, one
+group at a time, all pairs, no sorting and no clusters, so it shares nothing with
+the implementation but the definition.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.stats
+import torch
+
+import robustgrpo
+from robustgrpo import compute_advantages
+
+
+def tie_function(delta: np.ndarray, t: float) -> np.ndarray:
+    """H(delta) of ``soft_midranks``' docstring, case by case (t = 0 leaves only 0, 1/2 and 1)."""
+    h = np.empty_like(delta)
+    for k, d in np.ndenumerate(delta):
+        if d < -2 * t:
+            h[k] = 0.0
+        elif d < -t:
+            h[k] = 0.5 - (abs(d) - t) / (2 * t)
+        elif abs(d) <= t:
+            h[k] = 0.5
+        elif d <= 2 * t:
+            h[k] = 0.5 + (d - t) / (2 * t)
+        else:
+            h[k] = 1.0
+    return h
+
+
+def rank_oracle(rewards, mask=None, *, resolution=1e-3, tol=0.0, reward_range=None) -> np.ndarray:
+    """``compute_advantages(rewards, "rank", ...)`` from its documented definition, group by group."""
+    r = np.asarray(rewards, dtype=np.float64)
+    valid = np.ones(r.shape, bool) if mask is None else np.asarray(mask, bool).copy()
+    span = None
+    if reward_range is not None:
+        lo, hi = reward_range
+        valid &= (r >= lo) & (r <= hi)  # out_of_range="mask": dropped from the group
+        span = hi - lo
+    out = np.zeros_like(r)
+    for b in range(r.shape[0]):
+        x = r[b, valid[b]]
+        n = x.size
+        if n <= 1 or x.max() - x.min() <= tol:  # empty, singleton or degenerate group: 0
+            continue
+        t = resolution * (x.max() - x.min()) if span is None else resolution * span
+        ranks = 0.5 + tie_function(x[:, None] - x[None, :], t).sum(axis=1)
+        z = scipy.stats.norm.ppf((ranks - 3 / 8) / (n + 1 / 4))
+        out[b, valid[b]] = z - z.mean()
+    return out
+
+
+def _groups(kind: str, rng: np.random.Generator, B: int = 40, G: int = 8) -> np.ndarray:
+    if kind == "binary":
+        return rng.integers(0, 2, (B, G)).astype(float)
+    if kind == "binary_with_glitches":
+        r = rng.integers(0, 2, (B, G)).astype(float)
+        r[rng.random((B, G)) < 0.1] = 10.0
+        return r
+    if kind == "near_ties":  # 0/1 rewards with float jitter and small length penalties
+        r = rng.integers(0, 2, (B, G)) + rng.normal(0, 1e-5, (B, G)) - rng.uniform(0, 2e-3, (B, G))
+        r[:, 0] = 0.0
+        r[:, 1] = 1.0  # range about 1, so t is about 1e-3: the penalties fall in all three zones of H
+        return r
+    if kind == "partial_credit":
+        return rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], (B, G)) + rng.choice([0.0, 0.0015, 0.004], (B, G))
+    if kind == "heavy_tailed":
+        return rng.standard_cauchy((B, G)) * 10.0 ** rng.integers(-3, 4, (B, 1))
+    raise AssertionError(kind)
+
+
+KINDS = ["binary", "binary_with_glitches", "near_ties", "partial_credit", "heavy_tailed"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_rank_matches_its_documented_definition(kind):
+    rng = np.random.default_rng(KINDS.index(kind))
+    r = _groups(kind, rng)
+    got = compute_advantages(torch.tensor(r), "rank").advantages.numpy()
+    np.testing.assert_allclose(got, rank_oracle(r), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_rank_with_masks_matches_the_definition(kind):
+    """Ragged groups: every count of valid samples from 0 to G, padding filled with large junk."""
+    rng = np.random.default_rng(100 + KINDS.index(kind))
+    r = _groups(kind, rng, B=45)
+    G = r.shape[1]
+    counts = np.arange(r.shape[0]) % (G + 1)
+    mask = np.zeros(r.shape, bool)
+    for b, c in enumerate(counts):
+        mask[b, rng.permutation(G)[:c]] = True
+    padded = np.where(mask, r, 1e6)
+    got = compute_advantages(torch.tensor(padded), "rank", mask=torch.tensor(mask)).advantages.numpy()
+    np.testing.assert_allclose(got, rank_oracle(r, mask), rtol=1e-9, atol=1e-12)
+    assert (got[~mask] == 0).all()
+
+
+@pytest.mark.parametrize("resolution", [0.0, 0.05, 0.2])
+@pytest.mark.parametrize("kind", ["near_ties", "partial_credit", "heavy_tailed"])
+def test_rank_at_other_resolutions(kind, resolution):
+    """Resolution 0 is ordinary mid-ranks; 0.05 and 0.2 put many pairs in H's linear zones."""
+    r = _groups(kind, np.random.default_rng(7), B=30, G=12)
+    got = compute_advantages(torch.tensor(r), "rank", resolution=resolution).advantages.numpy()
+    np.testing.assert_allclose(got, rank_oracle(r, resolution=resolution), rtol=1e-9, atol=1e-12)
+
+
+def test_rank_every_pair_in_the_linear_zone():
+    """Hand-built groups whose gaps lie strictly between t and 2 t, at t = 0.1 (range 1, resolution 0.1)."""
+    r = np.array([[0.0, 0.5, 0.65, 0.8, 1.0, 1.0], [0.0, 0.12, 0.27, 0.42, 0.57, 1.0]])
+    got = compute_advantages(torch.tensor(r), "rank", resolution=0.1).advantages.numpy()
+    np.testing.assert_allclose(got, rank_oracle(r, resolution=0.1), rtol=1e-12, atol=1e-14)
+    # the first row by hand: 0.5 and 0.65 are 1.5 t apart, so H = 3/4 and 1/4 between them
+    ranks = np.array([1.0, 2.0 + 0.25 + 0.0, 3.0 - 0.25 + 0.25, 4.0 - 0.25, 5.5, 5.5])
+    z = scipy.stats.norm.ppf((ranks - 3 / 8) / (6 + 1 / 4))
+    np.testing.assert_allclose(got[0], z - z.mean(), rtol=1e-12)
+
+
+def test_rank_with_a_declared_range():
+    """A declared range masks glitches outside it and makes the tolerance absolute (resolution x width)."""
+    rng = np.random.default_rng(11)
+    r = _groups("binary_with_glitches", rng, B=40) + rng.uniform(0, 3e-3, (40, 8))
+    r[:5] = rng.uniform(0, 1e-3, (5, 8))  # all wrong, jittered within t = 1.01e-3: ties under an absolute tolerance
+    got = compute_advantages(torch.tensor(r), "rank", reward_range=(0.0, 1.01)).advantages.numpy()
+    expected = rank_oracle(r, reward_range=(0.0, 1.01))
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+    assert np.abs(expected[:5]).max() < 1e-12 and np.abs(got[:5]).max() < 1e-12  # ties, not ranked noise
+
+
+def test_rank_degenerate_groups_and_tol():
+    r = np.array([[0.3] * 6, [0.0, 0.0, 0.0, 1e-9, 0.0, 0.0], [0.0, 1.0, 0.0, 1.0, 0.5, 0.25]])
+    got = compute_advantages(torch.tensor(r), "rank", tol=1e-6).advantages.numpy()
+    np.testing.assert_allclose(got, rank_oracle(r, tol=1e-6), rtol=1e-12, atol=1e-14)
+    assert (got[:2] == 0).all() and np.abs(got[2]).min() > 0.1
+
+
+def test_rank_in_float32():
+    r = _groups("heavy_tailed", np.random.default_rng(5)).astype(np.float32)
+    got = compute_advantages(torch.tensor(r), "rank").advantages
+    assert got.dtype == torch.float32
+    np.testing.assert_allclose(got.numpy(), rank_oracle(r.astype(np.float64)), rtol=1e-5, atol=1e-5)
+
+
+def test_rank_is_the_recommended_default():
+    r = _groups("partial_credit", np.random.default_rng(3))
+    assert robustgrpo.RECOMMENDED == "rank"
+    np.testing.assert_allclose(compute_advantages(torch.tensor(r)).advantages.numpy(), rank_oracle(r), rtol=1e-9, atol=1e-12)
