@@ -93,6 +93,7 @@ USER_ERRORS = [
     (["bench", "--simulate=yes"], "argument --simulate: ignored explicit argument 'yes'"),
     (["bench", "--sweep=1"], "argument --sweep: ignored explicit argument '1'"),
     (["bench", "--trainer=1"], "argument --trainer: ignored explicit argument '1'"),
+    (["bench", "--lessons=1"], "argument --lessons: ignored explicit argument '1'"),
     (["figures"], "the following arguments are required: --out"),
     (["figures", "--out"], "argument --out: expected one argument"),
     (["figures", "--out", "{tmp}", "--only", "no_such_figure"], "unknown report figure(s) ['no_such_figure']; known: 01_"),
