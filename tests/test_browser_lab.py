@@ -25,6 +25,7 @@ import shutil
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from browser_util import (
     TIMEOUT,
     KernelWatch,
@@ -41,7 +42,7 @@ from robustgrpo.execute import NOTEBOOK_DIR, list_notebooks
 pytestmark = pytest.mark.slow
 
 #: The notebooks run through the UI: 01-04, and notebook 05's dashboard as its own page. Each
-#: Lab run costs as much as the headless run of test_notebooks.py again (05: 100 s on two cores),
+#: Lab run costs as much as the headless run of test_notebooks.py again (05 took 100 s in Lab here),
 #: so 05-08, whose figures are plain matplotlib as in 01-04, run only headless there (where their
 #: figure cells are checked for images too).
 LAB_NOTEBOOKS = [*(p for p in list_notebooks() if p.name[:2] in ("01", "02", "03", "04")),
@@ -99,7 +100,7 @@ def _run_all(page, n_code: int) -> None:
         try:
             page.wait_for_function(f"() => ({PROMPTS})().some(p => p !== '[ ]:' && p !== '')", timeout=10_000)
             break
-        except Exception:  # Playwright's TimeoutError: nothing started
+        except PlaywrightTimeout:  # nothing started
             continue
     for _ in range(RUN_ALL_TIMEOUT // 500):
         page.wait_for_timeout(500)
@@ -154,9 +155,12 @@ def test_run_all_in_lab_shows_every_figure_as_an_image_and_logs_no_error(chromiu
         if page.locator(".rg-dashboard").count():
             page.locator(".rg-dashboard").first.scroll_into_view_if_needed()
             check_layout(settled_layout(page), on_screen=False)
+            group_size = page.locator(".rg-dashboard span[data-key='G']").first
+            before = group_size.inner_text()
             for label in ("group size G", "clip c"):
                 press(page, label, "ArrowRight", times=2)
-            page.wait_for_timeout(1000)
+            page.wait_for_function(f"() => document.querySelector(\".rg-dashboard span[data-key='G']\").textContent"
+                                   f" !== '{before}'", timeout=TIMEOUT)  # the moves arrived
             page.wait_for_selector(".rg-status[data-state='ready']", timeout=TIMEOUT)
             page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=TIMEOUT)
         page.screenshot(path=artifacts / f"lab_{path.stem}.png")
