@@ -702,12 +702,11 @@ def _blom_scores(ranks: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
     z = table.index_select(0, (index + (n * (2 * G + 1)).unsqueeze(-1)).view(-1)).view(ranks.shape)
     if bool(on_table.all()):
         return z
-    rows = ~on_table.all(-1)  # rows with a rank between table entries: the quantile function there
-    if 4 * int(rows.sum()) > rows.numel():  # most rows: cheaper on all of them than on a copied subset
-        p = (ranks - 0.375) / (n.to(ranks.dtype).unsqueeze(-1) + 0.25)
-        return torch.where(on_table, z, torch.special.ndtri(p.clamp_(1e-12, 1 - 1e-12)))
-    p = (ranks[rows] - 0.375) / (n[rows].to(ranks.dtype).unsqueeze(-1) + 0.25)
-    z[rows] = torch.where(on_table[rows], z[rows], torch.special.ndtri(p.clamp_(1e-12, 1 - 1e-12)))
+    # the quantile function only on the ranks between table entries (gathered, computed, scattered back)
+    off = torch.nonzero(~on_table.view(-1)).squeeze(-1)
+    size = n.to(ranks.dtype).unsqueeze(-1).expand(ranks.shape).reshape(-1).index_select(0, off)
+    p = (ranks.reshape(-1).index_select(0, off) - 0.375) / (size + 0.25)
+    z.view(-1).index_copy_(0, off, torch.special.ndtri(p.clamp_(1e-12, 1 - 1e-12)))
     return z
 
 

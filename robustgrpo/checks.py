@@ -28,9 +28,10 @@ robustgrpo.checks.ParamError: seed must be an integer in [0, 2**63), got -1; pas
 
 from __future__ import annotations
 
+import difflib
 import math
 import numbers
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,7 @@ __all__ = [
     "check_choice",
     "check_int_list",
     "check_real_list",
+    "check_fields",
     "require_columns",
 ]
 
@@ -196,6 +198,28 @@ def check_real_list(
     items = _items(name, values, "a number")
     return [check_real(f"each of {name}", v, minimum=minimum, maximum=maximum, open_min=open_min, open_max=open_max)
             for v in items]
+
+
+def check_fields(what: str, data: Any, fields: Sequence[str]) -> dict[str, Any]:
+    """``data`` as a dict whose keys are all among ``fields`` (a config's JSON form, say).
+
+    Raises ``ValueError`` for something that is not a mapping, and for unknown
+    keys, naming them, the closest known field when one is close, and every
+    known field.
+
+    >>> check_fields("config", {"step": 3}, ["steps", "seed"])
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown config field(s) ['step']; did you mean 'steps'? known fields: steps, seed
+    """
+    if not isinstance(data, Mapping):
+        raise ValueError(f"a {what} must be a JSON object (a dict), got {type(data).__name__}")
+    unknown = sorted(set(data) - set(fields), key=str)
+    if unknown:
+        close = difflib.get_close_matches(str(unknown[0]), list(fields), n=1)
+        raise ValueError(f"unknown {what} field(s) {unknown}; " + (f"did you mean {close[0]!r}? " if close else "")
+                         + f"known fields: {', '.join(fields)}")
+    return dict(data)
 
 
 def require_columns(frame: object, columns: Iterable[str], name: str, *, produced_by: str | None = None) -> pd.DataFrame:

@@ -78,6 +78,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         result = run_dashboard_benchmark(repeats=args.repeats, progress=not args.no_progress)
         print(format_dashboard_table(result))
         return 0
+    if args.lessons:
+        from .bench import format_lessons_table, run_lessons_benchmark
+
+        print(format_lessons_table(run_lessons_benchmark(repeats=args.repeats, progress=not args.no_progress)))
+        return 0
     if args.sweep:
         from .bench import format_sweep_table, run_sweep_benchmark
 
@@ -255,6 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     bench.add_argument("--dashboard", action="store_true",
                        help="time the dashboard's slider moves at G=256 with 10^4 groups and notebook 03's heat-map sweep")
+    bench.add_argument("--lessons", action="store_true",
+                       help="time every control of the live lessons of notebooks 01, 02 and 04 at their largest sizes")
     bench.add_argument("--simulate", action="store_true",
                        help="time the drift simulator (256 prompts x G=16 x 500 steps x 8 seeds) and the notebook 05 dashboard's rerun")
     bench.add_argument("--sweep", action="store_true",

@@ -473,12 +473,7 @@ def diagnose(
     names = resolve_methods(methods)
     if "grpo" not in names:
         names = ["grpo", *names]
-    per_method = {m: {k: v for k, v in params.items() if k in ESTIMATORS[m].defaults} for m in names}
-    unused = sorted(set(params) - {k for kw in per_method.values() for k in kw})
-    if unused:
-        raise ValueError(f"setting(s) {unused} are accepted by none of the estimators {names}; see describe_estimators()")
-    for m in names:
-        ESTIMATORS[m].bind(per_method[m])
+    per_method = _settings_per_estimator(names, params)
     frame, fn_name = _select_reward_fn(log, reward_fn)
 
     # groups: (step, group) pairs, padded to [B, G] without a loop over groups
@@ -537,22 +532,7 @@ def diagnose(
 
     # per-step policy updates of every estimator against grpo's
     advantages = {m: grpo if m == "grpo" else compute_advantages(r, m, mask=mask, **per_method[m]).advantages for m in names}
-    rows = []
-    for s_index, step in enumerate(steps["step"]):  # one update per step: a loop over steps, not over groups
-        in_step = step_rows == s_index
-        ref = advantages["grpo"][in_step]
-        for m in names:
-            other = advantages[m][in_step]
-            rows.append({"step": step, "method": m, "cosine_to_grpo": update_cosine(ref, other),
-                         "relative_error_to_grpo": relative_update_error(ref, other)})
-    agreement = pd.DataFrame(rows)
-    by_method = agreement.groupby("method", sort=False)
-    agreement_summary = pd.DataFrame({
-        "mean_cosine": by_method["cosine_to_grpo"].mean(),
-        "min_cosine": by_method["cosine_to_grpo"].min(),
-        "mean_relative_error": by_method["relative_error_to_grpo"].mean(),
-    }).reset_index()
-
+    agreement, agreement_summary = _update_agreement(advantages, steps["step"], step_rows)
     spread = ~groups["zero_std"]
     facts = LogFacts(
         n_groups=len(groups),
@@ -579,3 +559,39 @@ def diagnose(
         recommendation=recommend(facts),
         params=dict(params),
     )
+
+
+def _settings_per_estimator(names: list[str], params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each estimator's share of the settings (those it accepts), checked by its registry entry.
+
+    Raises ``ValueError`` for a setting that none of the estimators accepts.
+    """
+    per_method = {m: {k: v for k, v in params.items() if k in ESTIMATORS[m].defaults} for m in names}
+    unused = sorted(set(params) - {k for kw in per_method.values() for k in kw})
+    if unused:
+        raise ValueError(f"setting(s) {unused} are accepted by none of the estimators {names}; see describe_estimators()")
+    for m in names:
+        ESTIMATORS[m].bind(per_method[m])
+    return per_method
+
+
+def _update_agreement(advantages: dict[str, torch.Tensor], steps: pd.Series,
+                      step_rows: torch.Tensor) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every estimator's policy update of each step against grpo's (cosine and relative error),
+    and their mean (and the least cosine) over the steps."""
+    rows = []
+    for s_index, step in enumerate(steps):  # one update per step: a loop over steps, not over groups
+        in_step = step_rows == s_index
+        ref = advantages["grpo"][in_step]
+        for m, adv in advantages.items():
+            other = adv[in_step]
+            rows.append({"step": step, "method": m, "cosine_to_grpo": update_cosine(ref, other),
+                         "relative_error_to_grpo": relative_update_error(ref, other)})
+    agreement = pd.DataFrame(rows)
+    by_method = agreement.groupby("method", sort=False)
+    summary = pd.DataFrame({
+        "mean_cosine": by_method["cosine_to_grpo"].mean(),
+        "min_cosine": by_method["cosine_to_grpo"].min(),
+        "mean_relative_error": by_method["relative_error_to_grpo"].mean(),
+    }).reset_index()
+    return agreement, summary

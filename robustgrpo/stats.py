@@ -70,6 +70,7 @@ __all__ = [
     "qn_scale",
     "sn_scale",
     "mean_absolute_deviation",
+    "trimmed_mean",
     "huber",
     "biweight_location",
     "biweight_scale",
@@ -296,79 +297,37 @@ def huber_proposal2(
     floor = floor_all[rows]
     loc, scl = out_loc[rows], out_scale[rows]
 
-    def valid_only(t: torch.Tensor) -> torch.Tensor:
-        return t if valid is None else t & valid
-
-    def objective(u: torch.Tensor, valid: torch.Tensor | None, nf: torch.Tensor, loc: torch.Tensor,
-                  scl: torch.Tensor) -> torch.Tensor:
-        # Huber (1981, section 7.7): the fixed point minimises this jointly convex function
-        # rho_c(z) = m (2 |z| - m) / 2 with m = min(|z|, c)
-        z = (u - loc.unsqueeze(-1)).div_(scl.unsqueeze(-1)).abs_()
-        m = z.clamp_max(c)
-        rho = z.mul_(2).sub_(m).mul_(m)
-        total = (rho if valid is None else rho.masked_fill_(~valid, 0)).sum(-1)
-        return scl * (0.5 * total + 0.5 * (nf - 1) * gamma)
-
-    def subset(which: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
-        return u[which], None if valid is None else valid[which], nf[which]
-
-    now = objective(u, valid, nf, loc, scl)  # F at the current point, carried from step to step
+    now = _huber_objective(u, valid, nf, loc, scl, c, gamma)  # F at the current point, carried between steps
     stuck = torch.zeros_like(rows)  # consecutive steps without an exact step, per row
     for _ in range(maxiter):
         if rows.numel() == 0:
             break
-        mu, cs = loc.unsqueeze(-1), c * scl.unsqueeze(-1)
-        dev = u - mu
-        inside = valid_only(dev.abs() <= cs)
-        outside = valid_only(~inside) if valid is not None else ~inside
+        cs = c * scl.unsqueeze(-1)
+        dev = u - loc.unsqueeze(-1)
+        inside = dev.abs() <= cs
+        outside = ~inside
+        if valid is not None:
+            inside, outside = inside & valid, outside & valid
         above_minus_below = torch.where(outside, torch.sign(dev), zero).sum(-1)
         # the exact step for this split, taken where it exists and does not raise the objective
         new_loc, new_scale, solvable = _huber_split_solution(u, inside, above_minus_below, nf, floor, c, gamma)
-        new_f = objective(u, valid, nf, new_loc, torch.where(solvable, new_scale, one))
+        new_f = _huber_objective(u, valid, nf, new_loc, torch.where(solvable, new_scale, one), c, gamma)
         jump = solvable & (new_f <= now + slack * now.abs())
         grown = torch.zeros_like(jump)
         if not bool(solvable.all()):
-            # a split with no solution: the scale must grow. Try the split with the nearest outside
-            # value(s) taken inside, where that lowers the objective (strictly: its point is not a
-            # fixed point unless the next step's own split confirms it)
             grow = ~solvable
-            ug, vg, ng = subset(grow)
-            og, dg = outside[grow], dev[grow]
-            excess = torch.where(og, dg.abs() - cs[grow], math.inf)
-            nearest = og & (excess <= excess.min(-1, keepdim=True).values)
-            amb = above_minus_below[grow] - torch.where(nearest, torch.sign(dg), zero).sum(-1)
-            lg, sg, ok = _huber_split_solution(ug, inside[grow] | nearest, amb, ng, floor[grow], c, gamma)
-            fg = objective(ug, vg, ng, lg, torch.where(ok, sg, one))
-            ok = ok & (fg < now[grow] - slack * now[grow].abs())
-            new_loc[grow], new_scale[grow], new_f[grow], grown[grow] = lg, sg, fg, ok
+            lg, sg, fg, grown[grow] = _huber_grown_step(
+                u[grow], None if valid is None else valid[grow], nf[grow], floor[grow], dev[grow], cs[grow],
+                inside[grow], outside[grow], above_minus_below[grow], now[grow], c, gamma, slack)
+            new_loc[grow], new_scale[grow], new_f[grow] = lg, sg, fg
         jump = jump | grown
         stuck = torch.where(jump, 0, stuck + 1)
         if not bool(jump.all()):
-            # elsewhere the plain step (location, then scale); a row stuck for a second step takes a
-            # coordinate step instead (the scale that minimises F at this location, exactly, then the
-            # location step at that scale): the plain step alone can creep along a valley of F for
-            # hundreds of steps
             other = ~jump
-            uo, vo, no = subset(other)
-            mo, so, co = loc[other], scl[other], cs[other]
-            clipped = torch.clamp(uo, mo.unsqueeze(-1) - co, mo.unsqueeze(-1) + co)
-            lo_ = (clipped if vo is None else torch.where(vo, clipped, zero)).sum(-1) / no
-            io = inside[other]
-            inside_sq = torch.where(io, (uo - lo_.unsqueeze(-1)).square(), zero).sum(-1)
-            so_new = torch.maximum(torch.sqrt((inside_sq + (so * c).square() * (no - io.sum(-1))) / ((no - 1) * gamma)),
-                                   floor[other])
-            coordinate = stuck[other] >= 2
-            if bool(coordinate.any()):
-                vc = torch.ones_like(uo[coordinate], dtype=torch.bool) if vo is None else vo[coordinate]
-                uc, mc = uo[coordinate], mo[coordinate]
-                sc = torch.maximum(_huber_scale_at(uc, vc, mc, c, gamma), floor[other][coordinate])
-                lc = torch.where(vc, torch.clamp(uc, (mc - c * sc).unsqueeze(-1), (mc + c * sc).unsqueeze(-1)), zero)
-                lc = lc.sum(-1) / no[coordinate]
-                positive = sc > 0  # (a scale of 0: values tie at the location, no min_scale; keep the plain step)
-                lo_[coordinate] = torch.where(positive, lc, lo_[coordinate])
-                so_new[coordinate] = torch.where(positive, sc, so_new[coordinate])
-            new_loc[other], new_scale[other] = lo_, so_new
-            new_f[other] = objective(uo, vo, no, lo_, so_new)
+            vo = None if valid is None else valid[other]
+            lo_, so_, fo = _huber_plain_step(u[other], vo, nf[other], floor[other], loc[other], scl[other],
+                                             inside[other], stuck[other] >= 2, c, gamma)
+            new_loc[other], new_scale[other], new_f[other] = lo_, so_, fo
         conv = ((scl - new_scale).abs() <= new_scale * tol) & ((loc - new_loc).abs() <= new_scale * tol) & ~grown
         loc, scl, now = new_loc, new_scale, new_f
         if bool(conv.any()):
@@ -384,6 +343,70 @@ def huber_proposal2(
     location = shift + unit * out_loc
     scale = torch.where(fixed, out_scale, unit * out_scale)
     return location.reshape(batch), scale.reshape(batch), done.reshape(batch)
+
+
+def _huber_objective(u: torch.Tensor, valid: torch.Tensor | None, nf: torch.Tensor, loc: torch.Tensor,
+                     scl: torch.Tensor, c: float, gamma: float) -> torch.Tensor:
+    r"""Huber's jointly convex objective :math:`F(\mu, s)` of :func:`huber_proposal2`, per row.
+
+    :math:`\rho_c(z) = m (2|z| - m) / 2` with :math:`m = \min(|z|, c)` (Huber 1981, section 7.7).
+    """
+    z = (u - loc.unsqueeze(-1)).div_(scl.unsqueeze(-1)).abs_()
+    m = z.clamp_max(c)
+    rho = z.mul_(2).sub_(m).mul_(m)
+    total = (rho if valid is None else rho.masked_fill_(~valid, 0)).sum(-1)
+    return scl * (0.5 * total + 0.5 * (nf - 1) * gamma)
+
+
+def _huber_grown_step(
+    u: torch.Tensor, valid: torch.Tensor | None, nf: torch.Tensor, floor: torch.Tensor, dev: torch.Tensor,
+    cs: torch.Tensor, inside: torch.Tensor, outside: torch.Tensor, above_minus_below: torch.Tensor,
+    now: torch.Tensor, c: float, gamma: float, slack: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """For rows whose split has no exact solution (the scale must grow): the exact step of the split
+    with the nearest outside value(s) taken inside.
+
+    Returns the location, scale and objective of that step and where it is taken: only where it
+    lowers the objective strictly (its point is not a fixed point unless the next step's own split
+    confirms it).
+    """
+    zero, one = torch.zeros((), dtype=u.dtype, device=u.device), torch.ones((), dtype=u.dtype, device=u.device)
+    excess = torch.where(outside, dev.abs() - cs, math.inf)
+    nearest = outside & (excess <= excess.min(-1, keepdim=True).values)
+    amb = above_minus_below - torch.where(nearest, torch.sign(dev), zero).sum(-1)
+    loc, scl, ok = _huber_split_solution(u, inside | nearest, amb, nf, floor, c, gamma)
+    f = _huber_objective(u, valid, nf, loc, torch.where(ok, scl, one), c, gamma)
+    return loc, scl, f, ok & (f < now - slack * now.abs())
+
+
+def _huber_plain_step(
+    u: torch.Tensor, valid: torch.Tensor | None, nf: torch.Tensor, floor: torch.Tensor, loc: torch.Tensor,
+    scl: torch.Tensor, inside: torch.Tensor, coordinate: torch.Tensor, c: float, gamma: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """For rows with no acceptable exact step: the plain step (location, then scale), or, where
+    ``coordinate`` (a row stuck for a second step), the coordinate step: the scale that minimises
+    the objective at this location, exactly, then the location step at that scale. The plain step
+    alone can creep along a valley of the objective for hundreds of steps.
+
+    Returns the new location, scale and objective.
+    """
+    zero = torch.zeros((), dtype=u.dtype, device=u.device)
+    cs = c * scl.unsqueeze(-1)
+    clipped = torch.clamp(u, loc.unsqueeze(-1) - cs, loc.unsqueeze(-1) + cs)
+    new_loc = (clipped if valid is None else torch.where(valid, clipped, zero)).sum(-1) / nf
+    inside_sq = torch.where(inside, (u - new_loc.unsqueeze(-1)).square(), zero).sum(-1)
+    outside_sq = (scl * c).square() * (nf - inside.sum(-1))
+    new_scale = torch.maximum(torch.sqrt((inside_sq + outside_sq) / ((nf - 1) * gamma)), floor)
+    if bool(coordinate.any()):
+        vc = torch.ones_like(u[coordinate], dtype=torch.bool) if valid is None else valid[coordinate]
+        uc, mc = u[coordinate], loc[coordinate]
+        sc = torch.maximum(_huber_scale_at(uc, vc, mc, c, gamma), floor[coordinate])
+        lc = torch.where(vc, torch.clamp(uc, (mc - c * sc).unsqueeze(-1), (mc + c * sc).unsqueeze(-1)), zero)
+        lc = lc.sum(-1) / nf[coordinate]
+        positive = sc > 0  # (a scale of 0: values tie at the location, no min_scale; keep the plain step)
+        new_loc[coordinate] = torch.where(positive, lc, new_loc[coordinate])
+        new_scale[coordinate] = torch.where(positive, sc, new_scale[coordinate])
+    return new_loc, new_scale, _huber_objective(u, valid, nf, new_loc, new_scale, c, gamma)
 
 
 def _huber_split_solution(
@@ -1021,6 +1044,41 @@ def mean_absolute_deviation(
     if center not in ("mean", "median"):
         raise ValueError(f"center must be 'mean' or 'median', got {center!r}")
     return _reduce(_mean_abs_dev_kernel, x, dim, keepdim, mask, nan_policy, center=center)
+
+
+def _trimmed_mean_kernel(x, mask, n, *, proportion):
+    s = sort_valid(x, mask)
+    cut = torch.floor(proportion * n.to(x.dtype)).unsqueeze(-1)
+    i = torch.arange(x.shape[-1], device=x.device, dtype=x.dtype)
+    keep = (i >= cut) & (i < n.unsqueeze(-1).to(x.dtype) - cut)
+    return torch.where(keep, s, 0.0).sum(-1) / keep.sum(-1).clamp(min=1)
+
+
+def trimmed_mean(
+    x: ArrayLike,
+    *,
+    dim: int = -1,
+    keepdim: bool = False,
+    mask: ArrayLike | None = None,
+    nan_policy: str = "propagate",
+    proportion: float = 0.2,
+):
+    r"""Trimmed mean, as ``scipy.stats.trim_mean``: the mean of the values left after cutting
+    :math:`g = \lfloor \text{proportion} \cdot n \rfloor` from each end of the sorted sample.
+
+    .. math:: \bar x_{\alpha} = \frac{1}{n - 2g} \sum_{i=g+1}^{n-g} x_{(i)}
+
+    Its replacement breakdown point is :math:`(g + 1)/n`: g outliers on one side are cut, one
+    more is not. ``proportion = 0`` is the mean; it must stay below 1/2 so that a value is left.
+
+    Examples
+    --------
+    >>> trimmed_mean([0.0, 1.0, 2.0, 3.0, 100.0], proportion=0.2)
+    2.0
+    """
+    if isinstance(proportion, bool) or not isinstance(proportion, (int, float)) or not 0 <= proportion < 0.5:
+        raise ValueError(f"proportion must be a number in [0, 0.5), got {proportion!r}; pass e.g. 0.2 (20 % cut from each end)")
+    return _reduce(_trimmed_mean_kernel, x, dim, keepdim, mask, nan_policy, proportion=float(proportion))
 
 
 def _huber_kernel(x, mask, n, *, c, tol, maxiter, initscale):

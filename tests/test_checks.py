@@ -9,6 +9,7 @@ from robustgrpo.checks import (
     ParamError,
     check_bool,
     check_choice,
+    check_fields,
     check_int,
     check_int_list,
     check_positive,
@@ -76,3 +77,13 @@ def test_param_error_keeps_its_parts_for_loaders():
     err = ParamError("rate", "must be a number in [0, 1]", 2, "pass a probability")
     assert (err.param, err.requirement, err.value, err.hint) == ("rate", "must be a number in [0, 1]", 2, "pass a probability")
     assert isinstance(err, ValueError)
+
+
+def test_fields_of_a_config_are_all_known_and_the_closest_one_is_named():
+    assert check_fields("config", {"steps": 3}, ["steps", "seed"]) == {"steps": 3}
+    with pytest.raises(ValueError, match=r"^a config must be a JSON object \(a dict\), got list$"):
+        check_fields("config", [1], ["steps"])
+    with pytest.raises(ValueError, match=r"^unknown config field\(s\) \['zzz'\]; known fields: steps, seed$"):
+        check_fields("config", {"zzz": 1, "seed": 0}, ["steps", "seed"])
+    with pytest.raises(ValueError, match=r"field\(s\) \['sed', 'step'\]; did you mean 'seed'\? known fields"):
+        check_fields("config", {"step": 1, "sed": 0}, ["steps", "seed"])

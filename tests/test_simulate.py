@@ -108,7 +108,7 @@ def test_bad_configs_get_clear_errors(changes, message):
 
 
 def test_from_dict_and_from_file_name_the_problem(tmp_path):
-    with pytest.raises(ValueError, match=r"unknown config field\(s\) \['group_size'\]; known fields: n_prompts"):
+    with pytest.raises(ValueError, match=r"unknown simulator config field\(s\) \['group_size'\]; (did you mean '\w+'\? )?known fields: n_prompts"):
         SimConfig.from_dict({"group_size": 8})
     bad = tmp_path / "bad.json"
     bad.write_text('{"G": 8,}')

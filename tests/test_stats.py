@@ -323,3 +323,24 @@ def test_huber_converges_where_statsmodels_plain_iteration_stops_short():
             assert loc[i] == pytest.approx(float(ref_loc), rel=1e-10, abs=1e-12)
             assert scale[i] == pytest.approx(float(ref_scale), rel=1e-10)
     assert stopped_short / len(x) > 0.5  # documented: 60 % of Cauchy samples of 16
+
+
+@pytest.mark.parametrize("proportion", [0.0, 0.1, 0.2, 0.25, 0.45])
+def test_trimmed_mean_is_scipys_with_masks_and_refuses_half(proportion):
+    rng = np.random.default_rng(7)
+    for n in range(1, 30):
+        x = rng.standard_cauchy((4, n))
+        expected = scipy.stats.trim_mean(x, proportion, axis=-1)
+        np.testing.assert_allclose(stats.trimmed_mean(torch.as_tensor(x), proportion=proportion).numpy(), expected,
+                                   rtol=1e-13)
+    x = rng.standard_normal((3, 12))
+    mask = np.ones_like(x, dtype=bool)
+    mask[:, 9:] = False  # the last three ignored: the trimmed mean of the first nine
+    np.testing.assert_allclose(stats.trimmed_mean(x, mask=mask, proportion=proportion),
+                               scipy.stats.trim_mean(x[:, :9], proportion, axis=-1), rtol=1e-13)
+
+
+def test_trimmed_mean_refuses_a_proportion_that_cuts_everything():
+    for bad in (0.5, -0.1, True, "0.2"):
+        with pytest.raises(ValueError, match=r"proportion must be a number in \[0, 0.5\)"):
+            stats.trimmed_mean([1.0, 2.0, 3.0], proportion=bad)

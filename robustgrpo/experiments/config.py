@@ -21,15 +21,15 @@ robustgrpo.checks.ParamError: G must be an integer >= 2, got 1; a group needs at
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..checks import ParamError, check_choice, check_int, check_positive, check_real
+from ..checks import ParamError, check_choice, check_fields, check_int, check_positive, check_real
 from ..advantages import ESTIMATORS
 from ..contamination import NoContamination
 from ..integrations import estimator_settings
+from ..simulate.config import plain_fields
 from .judge import Judge, judge_from_dict, judge_label, judge_to_dict
 from .model import check_architecture
 from .task import FirstLetterTask
@@ -214,17 +214,7 @@ class TrlConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types: the judge model as its dict, pairs and ``report_to`` as lists, params as a dict."""
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name == "contamination":
-                value = judge_to_dict(value)
-            elif f.name == "params":
-                value = dict(value)
-            elif isinstance(value, tuple):
-                value = list(value)
-            out[f.name] = value
-        return out
+        return plain_fields(self, judge_to_dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TrlConfig:
@@ -232,14 +222,7 @@ class TrlConfig:
 
         Raises ``ValueError`` for an unknown field (with the closest known one) or a bad value.
         """
-        if not isinstance(data, Mapping):
-            raise ValueError(f"a trl config must be a JSON object (a dict), got {type(data).__name__}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(data) - set(names))
-        if unknown:
-            close = difflib.get_close_matches(str(unknown[0]), names, n=1)
-            raise ValueError(f"unknown trl config field(s) {unknown}; " + (f"did you mean {close[0]!r}? " if close else "")
-                             + f"known fields: {', '.join(names)}")
+        data = check_fields("trl config", data, [f.name for f in dataclasses.fields(cls)])
         return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
     def columns(self) -> dict[str, Any]:

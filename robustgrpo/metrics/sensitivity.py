@@ -41,6 +41,7 @@ STATISTICS: Mapping[str, tuple[str, Callable[[torch.Tensor], torch.Tensor], bool
     "median": ("location", lambda x: S.median(x), False),
     "huber_location": ("location", lambda x: _huber_pair(x)[0], False),
     "biweight_location": ("location", lambda x: S.biweight_location(x), False),
+    "trimmed_mean": ("location", lambda x: S.trimmed_mean(x, proportion=0.2), False),
     "std": ("scale", lambda x: x.std(-1), False),
     "mad": ("scale", lambda x: S.mad(x, scale="normal"), False),
     "iqr": ("scale", lambda x: S.iqr(x, scale="normal"), False),
@@ -55,7 +56,7 @@ STATISTICS: Mapping[str, tuple[str, Callable[[torch.Tensor], torch.Tensor], bool
 correction; ``mad`` and ``iqr`` are normal-consistent; ``huber_*`` is Huber's
 proposal 2 with c = 1.345 (:data:`HUBER_EFFICIENT_C`); ``biweight_*`` as
 astropy (c = 6 and 9); Qn and Sn as Rousseeuw and Croux (1993), without
-small-sample factors; ``pairwise`` marks the O(n^2)-memory ones."""
+small-sample factors; ``trimmed_mean`` cuts 20 % from each end; ``pairwise`` marks the O(n^2)-memory ones."""
 
 
 def _statistic_names(statistics: str | Sequence[str]) -> list[str]:

@@ -53,6 +53,7 @@ STATISTIC_COLORS: dict[str, str] = {
     "biweight_location": ESTIMATOR_COLORS["batch_std"],
     "biweight_scale": ESTIMATOR_COLORS["batch_std"],
     "mean_absolute_deviation": ESTIMATOR_COLORS["dr_grpo"],
+    "trimmed_mean": ESTIMATOR_COLORS["winsor"],
 }
 
 _G_MARKERS = ("o", "s", "D", "^", "v", "P")

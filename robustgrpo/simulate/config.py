@@ -25,12 +25,13 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..advantages import ESTIMATORS
 from ..checks import (
     ParamError,
     check_choice,
+    check_fields,
     check_int,
     check_positive,
     check_probability,
@@ -56,6 +57,7 @@ __all__ = [
     "LENGTH_NORMS",
     "OPTIMIZERS",
     "SimConfig",
+    "plain_fields",
 ]
 
 #: The learned-critic baseline (PPO's value per prompt), offered beside the catalogue estimators.
@@ -386,30 +388,15 @@ class SimConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types: tuples as lists, the contamination model and params as dicts."""
-        out: dict[str, Any] = {}
-        for f in dataclasses.fields(self):
-            value = getattr(self, f.name)
-            if f.name == "contamination":
-                value = contamination_to_dict(value)
-            elif f.name == "params":
-                value = dict(value)
-            elif isinstance(value, tuple):
-                value = list(value)
-            out[f.name] = value
-        return out
+        return plain_fields(self, contamination_to_dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SimConfig:
         """Build a config from :meth:`to_dict`'s form; missing fields take their defaults.
 
-        Raises ``ValueError`` for an unknown field (listing the known ones) or a bad value.
+        Raises ``ValueError`` for an unknown field (with the closest known one) or a bad value.
         """
-        if not isinstance(data, Mapping):
-            raise ValueError(f"a simulator config must be a JSON object (a dict), got {type(data).__name__}")
-        names = [f.name for f in dataclasses.fields(cls)]
-        unknown = sorted(set(data) - set(names))
-        if unknown:
-            raise ValueError(f"unknown config field(s) {unknown}; known fields: {', '.join(names)}")
+        data = check_fields("simulator config", data, [f.name for f in dataclasses.fields(cls)])
         kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
         return cls(**kwargs)
 
@@ -454,3 +441,19 @@ class SimConfig:
             else:
                 out[key] = math.nan if value is None else value
         return out
+
+
+def plain_fields(config: Any, model_to_dict: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+    """A config dataclass's fields in plain JSON types: its ``contamination`` model through
+    ``model_to_dict``, ``params`` as a dict, tuples as lists, the rest as they are."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.name == "contamination":
+            value = model_to_dict(value)
+        elif f.name == "params":
+            value = dict(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        out[f.name] = value
+    return out

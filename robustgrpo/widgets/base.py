@@ -203,12 +203,12 @@ class DashboardWidget:
 
     @contextmanager
     def _hold(self) -> Iterator[None]:
-        """Set several controls without an update per control."""
-        self._holding = True
+        """Set several controls without an update per control (nested holds end with the outermost)."""
+        previous, self._holding = self._holding, True
         try:
             yield
         finally:
-            self._holding = False
+            self._holding = previous
 
     def _set_controls(self, values: Mapping[str, Any]) -> None:
         with self._hold():

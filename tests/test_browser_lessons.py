@@ -1,0 +1,189 @@
+"""The live lessons as a class sees them: Voilà serves each committed page, Chromium moves a control by keyboard.
+
+One test per lesson page of ``notebooks/dashboards/`` (each page opened once, at 1280 x 720, a
+projector's screen): the page opens on the lesson, the figure fills the column beside the
+controls and no title, axis title or legend meets another (screenshots go to
+``$ROBUSTGRPO_ARTIFACTS``); a slider's handle is focused and moved with the arrow keys, and the
+readout numbers and the figure's traces read from the page are what the lesson's pure data
+function computes for the new setting; the kernel sent no error.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from browser_util import ROOT, TIMEOUT, check_layout, open_dashboard, press, readout_span, settled_layout, voila, widget_errors
+
+from robustgrpo.dashboards.distributions import distributions_data
+from robustgrpo.dashboards.playground import playground_data
+from robustgrpo.dashboards.trap import trap_data
+
+pytestmark = pytest.mark.slow
+
+PAGES = ROOT / "notebooks" / "dashboards"
+PROJECTOR = (1280, 720)
+
+TRACES = """() => { const gd = document.querySelector('.rg-dashboard .js-plotly-plot');
+  return gd && gd.data ? gd.data.map(t => ({meta: t.meta, visible: t.visible, x: t.x ? Array.from(t.x) : null,
+                                            y: t.y ? Array.from(t.y) : null})) : null; }"""
+
+
+def _open(chromium, url: str):
+    return open_dashboard(chromium, url, PROJECTOR)
+
+
+def _span(page, key: str) -> str:
+    return readout_span(page, ".rg-readout", key)
+
+
+def _wait_span(page, key: str, text: str) -> None:
+    page.wait_for_function(
+        "([k, t]) => { const e = document.querySelector(`.rg-readout span[data-key='${k}']`); return e && e.textContent.trim() === t; }",
+        arg=[key, text], timeout=TIMEOUT)
+    page.wait_for_selector(".rg-status[data-state='ready']", timeout=TIMEOUT)
+
+
+def _traces(page) -> dict[str, dict]:
+    return {t["meta"]: t for t in page.evaluate(TRACES)}
+
+
+def _check_page(page, watch, artifacts, name: str) -> None:
+    layout = settled_layout(page)
+    assert layout["dashboard"][1] < 200, "a screen of prose before the lesson"
+    check_layout(layout, on_screen=False)
+    page.screenshot(path=artifacts / f"voila_lesson_{name}_{PROJECTOR[0]}x{PROJECTOR[1]}.png")
+    assert widget_errors(page) == 0 and watch.errors == [], f"the kernel sent errors: {watch.errors}"
+
+
+@pytest.fixture(scope="module")
+def trap_url(tmp_path_factory):
+    with voila(PAGES / "01_trap.ipynb", tmp_path_factory.mktemp("voila-trap")) as address:
+        yield address
+
+
+def _assert_trap_shows(page, M: float, k: int, G: int) -> None:
+    data = trap_data(M=M, k=k, G=G)
+    assert _span(page, "M") == f"{M:.1f}" and _span(page, "G") == str(G) and _span(page, "k") == str(k)
+    for key in ("mean", "median", "std", "mad"):
+        assert _span(page, key) == f"{getattr(data, key):.4f}", key
+    assert _span(page, "crossing") == f"{data.crossing:g}"
+    traces = _traces(page)
+    for m in data.methods:
+        np.testing.assert_array_equal(traces[f"adv:{m}"]["y"], data.advantages[m])
+        np.testing.assert_array_equal(traces[f"curve:{m}"]["y"], data.correct_curve[m])
+        cell = page.locator(f".rg-readout td[data-method='{m}'][data-key='correct']").inner_text().strip()
+        assert cell == f"{data.advantages[m][data.correct]:.4f}", m
+    assert traces["crossing"]["x"] == [data.crossing] and traces["curve:now"]["x"] == [M, M]
+    assert traces["line:mean"]["y"] == [data.mean, data.mean]
+
+
+def test_lesson_01_moving_m_and_g_by_keyboard_moves_the_numbers_to_trap_data(chromium, trap_url, artifacts):
+    page, watch = _open(chromium, trap_url)
+    try:
+        _assert_trap_shows(page, 10.0, 1, 8)
+        press(page, "outlier M", "ArrowLeft", times=6)  # 10.0 -> 7.0: the crossing itself
+        _wait_span(page, "M", "7.0")
+        _assert_trap_shows(page, 7.0, 1, 8)
+        press(page, "group size G", "ArrowLeft", times=2)  # G 8 -> 6: M* = 5, below the glitch
+        _wait_span(page, "G", "6")
+        _assert_trap_shows(page, 7.0, 1, 6)
+        assert "pushed down" in page.locator(".rg-readout").inner_text()
+        _check_page(page, watch, artifacts, "01_trap")
+    finally:
+        page.close()
+
+
+@pytest.fixture(scope="module")
+def playground_url(tmp_path_factory):
+    with voila(PAGES / "02_playground.ipynb", tmp_path_factory.mktemp("voila-playground")) as address:
+        yield address
+
+
+#: JavaScript: the page coordinates of point ``index`` of the trace with ``meta`` (to click it).
+POINT_XY = """([meta, index]) => { const gd = document.querySelector('.rg-dashboard .js-plotly-plot');
+  const t = gd._fullData.find(d => d.meta === meta); const xa = t._xaxis || gd._fullLayout[t.xaxis === 'x' ? 'xaxis' : 'xaxis' + t.xaxis.slice(1)];
+  const ya = gd._fullLayout[t.yaxis === 'y' ? 'yaxis' : 'yaxis' + t.yaxis.slice(1)];
+  const box = gd.getBoundingClientRect();
+  return [box.left + xa._offset + xa.l2p(t.x[index]), box.top + ya._offset + ya.l2p(t.y[index])]; }"""
+
+
+def _cell(page, stat: str, key: str) -> str:
+    return page.locator(f".rg-readout td[data-stat='{stat}'][data-key='{key}']").inner_text().strip()
+
+
+def _assert_playground_shows(page, **state) -> None:
+    from robustgrpo.dashboards.playground import CONTROLS as PG
+
+    data = playground_data(**state)
+    assert _span(page, "x") == PG["x"].format(data.x) and _span(page, "m") == str(data.m)
+    for s in data.statistics:
+        assert _cell(page, s, "estimate") == f"{data.estimate[s]:.4f}", s
+        assert _cell(page, s, "shift") == f"{data.shift[s][data.m]:.4f}", s
+    traces = _traces(page)
+    assert traces["sample:moved"]["x"] == [data.x]
+    for s in data.statistics:
+        np.testing.assert_array_equal(traces[f"sc:{s}"]["y"], data.sensitivity[s])
+    assert traces["loc:median"]["x"] == [data.estimate["median"]] * 2 and traces["bd:now"]["x"] == [data.m, data.m]
+
+
+def test_lesson_02_moving_x_and_m_by_keyboard_and_clicking_a_curve(chromium, playground_url, artifacts):
+    page, watch = _open(chromium, playground_url)
+    try:
+        _assert_playground_shows(page)
+        press(page, "point x", "ArrowRight", times=5)  # 3.0 -> 3.5
+        _wait_span(page, "x", "3.5")
+        _assert_playground_shows(page, x=3.5)
+        press(page, "replaced m", "ArrowRight", times=3)
+        _wait_span(page, "m", "3")
+        _assert_playground_shows(page, x=3.5, m=3)
+        index = 2  # the median's curve at x = -9.0: a click moves the point there
+        xy = page.evaluate(POINT_XY, ["sc:median", index])
+        page.mouse.move(*xy)
+        page.mouse.click(*xy)
+        _wait_span(page, "x", "−9.0")  # d3 writes the minus sign U+2212
+        _assert_playground_shows(page, x=-9.0, m=3)
+        _check_page(page, watch, artifacts, "02_playground")
+    finally:
+        page.close()
+
+
+@pytest.fixture(scope="module")
+def distributions_url(tmp_path_factory):
+    with voila(PAGES / "04_distributions.ipynb", tmp_path_factory.mktemp("voila-distributions")) as address:
+        yield address
+
+
+def _assert_distributions_show(page, **state) -> None:
+    data = distributions_data(**state)
+    assert _span(page, "G") == str(data.G) and _span(page, "scenario") == data.scenario
+    assert _span(page, "hit_group_fraction") == f"{100 * data.hit_group_fraction:.1f}"
+    frame = data.readout_frame().set_index("method")
+    for m in data.methods:
+        for key in ("update_cosine", "sign_agreement", "landing_median"):
+            cell = page.locator(f".rg-readout td[data-method='{m}'][data-key='{key}']").inner_text().strip()
+            assert cell == f"{frame.loc[m, key]:.4f}", (m, key)
+    traces = {t["meta"]: t for t in page.evaluate(TRACES_CUSTOM)}
+    for m in data.methods:
+        np.testing.assert_array_equal(traces[f"ecdf:{m}"]["customdata"], data.ecdf[m])
+        np.testing.assert_array_equal(traces[f"ecdf_clean:{m}"]["customdata"], data.ecdf_clean[m])
+        q = data.landed(m)[["q05", "q25", "median", "q75", "q95"]].to_numpy(dtype=float)
+        np.testing.assert_array_equal(traces[f"land:{m}:contaminated"]["customdata"], q)
+
+
+TRACES_CUSTOM = """() => { const gd = document.querySelector('.rg-dashboard .js-plotly-plot');
+  return gd.data.map(t => ({meta: t.meta, customdata: t.customdata ? Array.from(t.customdata) : null})); }"""
+
+
+def test_lesson_04_moving_g_by_keyboard_and_the_scenario_redraws_both_views(chromium, distributions_url, artifacts):
+    page, watch = _open(chromium, distributions_url)
+    try:
+        _assert_distributions_show(page)
+        press(page, "group size G", "ArrowRight")  # G 8 -> 16
+        _wait_span(page, "G", "16")
+        _assert_distributions_show(page, G=16)
+        page.locator(".rg-dashboard .widget-dropdown select").select_option("reward_hacking")
+        _wait_span(page, "scenario", "reward_hacking")
+        _assert_distributions_show(page, G=16, scenario="reward_hacking")
+        _check_page(page, watch, artifacts, "04_distributions")
+    finally:
+        page.close()
