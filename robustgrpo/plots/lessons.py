@@ -139,7 +139,7 @@ def update_trap_views(fig: Any, data: Any) -> None:
 # ------------------------------------------------------------------ 02: the playground
 
 _PLAYGROUND_TITLES = ("the sample and its locations", "sensitivity SC(x), location", "sensitivity SC(x), scale",
-                      "breakdown: |T_m − T_0| with m values replaced")
+                      "breakdown: m values replaced")
 
 
 def playground_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
@@ -197,7 +197,7 @@ def playground_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
     fig.update_layout(template="plotly_white", hovermode="closest", clickmode="event",
                       legend=dict(orientation="h", yanchor="bottom", y=1.1, x=0, font=dict(size=12)))
     autosized(fig, height=height, margin=dict(l=60, r=15, t=80, b=45))
-    fig.update_annotations(font_size=14)
+    fig.update_annotations(font_size=13)  # four panel titles in a narrow column
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, range=[-1.2, 1.2], row=1, col=1)
     fig.update_xaxes(title_text="value", row=1, col=1)
     fig.update_xaxes(title_text="the moved point x", row=1, col=2)
@@ -250,7 +250,8 @@ def update_playground_views(fig: Any, data: Any) -> None:
         top = max(float(np.max(v)) for v in data.shift.values())
         t = traces["bd:now"]
         t.x, t.y = [data.m, data.m], [BREAKDOWN_FLOOR, max(top, 1.0) * 2]
-        fig.layout.annotations[3].text = f"breakdown: |T_m − T_0| with m = {data.m} set to {data.size:.4g}"
+        # |T_m − T_0| is the axis title: the longer title was clipped in a narrow column (JupyterLab's)
+        fig.layout.annotations[3].text = f"breakdown: m = {data.m} set to {data.size:.4g}"
         fig.layout.xaxis.range = [min(-4.0, float(np.min(data.sample[data.m:])) - 0.5),
                                   max(4.0, float(np.max(data.sample[data.m:])) + 0.5)]
 
