@@ -60,7 +60,7 @@ def trap_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
 
     base = make_subplots(rows=2, cols=2, specs=[[{}, {}], [{"colspan": 2}, None]], vertical_spacing=0.2,
                          horizontal_spacing=0.12, row_heights=[0.5, 0.5],
-                         subplot_titles=("the rewards", "their advantages", "a correct answer's advantage as M moves"))
+                         subplot_titles=("the rewards, by answer", "their advantages", "a correct answer's advantage as M moves"))
     fig = go.Figure(base)
     for role, (color, symbol, name) in _ROLES.items():
         fig.add_trace(go.Scatter(meta=f"reward:{role}", name=name, mode="markers", legendgroup="rewards",
@@ -89,9 +89,9 @@ def trap_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
                       legend=dict(orientation="h", yanchor="bottom", y=1.1, x=0, font=dict(size=12)))
     autosized(fig, height=height, margin=dict(l=60, r=15, t=80, b=45))
     fig.update_annotations(font_size=14)
-    fig.update_xaxes(title_text="answer", row=1, col=1)
+    # the top panels' axis is named in their title: an x title there met the bottom panel's title once the
+    # legend took three lines in a narrow column (JupyterLab's, beside the controls)
     fig.update_yaxes(title_text="reward", row=1, col=1)
-    fig.update_xaxes(title_text="answer", row=1, col=2)
     fig.update_yaxes(title_text="advantage A", row=1, col=2)
     fig.update_xaxes(title_text="the glitch's reward M", row=2, col=1)
     fig.update_yaxes(title_text="A of a correct answer", zeroline=True, zerolinecolor="#888888", row=2, col=1)
@@ -139,7 +139,7 @@ def update_trap_views(fig: Any, data: Any) -> None:
 # ------------------------------------------------------------------ 02: the playground
 
 _PLAYGROUND_TITLES = ("the sample and its locations", "sensitivity SC(x), location", "sensitivity SC(x), scale",
-                      "breakdown: |T_m − T_0| with m values replaced")
+                      "breakdown: m values replaced")
 
 
 def playground_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
@@ -197,7 +197,7 @@ def playground_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
     fig.update_layout(template="plotly_white", hovermode="closest", clickmode="event",
                       legend=dict(orientation="h", yanchor="bottom", y=1.1, x=0, font=dict(size=12)))
     autosized(fig, height=height, margin=dict(l=60, r=15, t=80, b=45))
-    fig.update_annotations(font_size=14)
+    fig.update_annotations(font_size=13)  # four panel titles in a narrow column
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, range=[-1.2, 1.2], row=1, col=1)
     fig.update_xaxes(title_text="value", row=1, col=1)
     fig.update_xaxes(title_text="the moved point x", row=1, col=2)
@@ -250,7 +250,8 @@ def update_playground_views(fig: Any, data: Any) -> None:
         top = max(float(np.max(v)) for v in data.shift.values())
         t = traces["bd:now"]
         t.x, t.y = [data.m, data.m], [BREAKDOWN_FLOOR, max(top, 1.0) * 2]
-        fig.layout.annotations[3].text = f"breakdown: |T_m − T_0| with m = {data.m} set to {data.size:.4g}"
+        # |T_m − T_0| is the axis title: the longer title was clipped in a narrow column (JupyterLab's)
+        fig.layout.annotations[3].text = f"breakdown: m = {data.m} set to {data.size:.4g}"
         fig.layout.xaxis.range = [min(-4.0, float(np.min(data.sample[data.m:])) - 0.5),
                                   max(4.0, float(np.max(data.sample[data.m:])) + 0.5)]
 
@@ -288,7 +289,7 @@ def distributions_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
     from plotly.subplots import make_subplots
 
     base = make_subplots(rows=1, cols=2, horizontal_spacing=0.14, column_widths=[0.55, 0.45],
-                         subplot_titles=("the other samples of the hit groups", "where the contaminated samples land"))
+                         subplot_titles=("the other samples<br>of the hit groups", "where the contaminated<br>samples land"))
     fig = go.Figure(base)
     for m in ESTIMATORS:
         color = estimator_color(m)
@@ -306,8 +307,8 @@ def distributions_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
                                      hovertemplate=f"{m}, from {rewards} rewards: %{{customdata:.4g}}<extra></extra>"),
                           row=1, col=2)
     ticks = dict(tickvals=asinh_axis(ASINH_TICKS), ticktext=[f"{t:g}" for t in ASINH_TICKS])
-    fig.update_layout(template="plotly_white", hovermode="closest",
-                      legend=dict(orientation="h", yanchor="bottom", y=1.1, x=0, font=dict(size=12)))
+    fig.update_layout(template="plotly_white", hovermode="closest",  # the legend above the two-line titles
+                      legend=dict(orientation="h", yanchor="bottom", y=1.22, x=0, font=dict(size=12)))
     autosized(fig, height=height, margin=dict(l=70, r=15, t=80, b=75))
     fig.update_annotations(font_size=14)
     fig.update_xaxes(title_text="advantage A (solid: contaminated rewards, dashed: clean)", row=1, col=1, **ticks)
@@ -338,5 +339,6 @@ def update_distributions_views(fig: Any, data: Any) -> None:
                 t.x, t.y, t.customdata = asinh_axis(q), [row + offset] * len(q), plotly_values(q)
         fig.layout.yaxis2.update(tickvals=list(range(len(chosen))), ticktext=chosen[::-1],
                                  range=[-0.6, len(chosen) - 0.4])
-        fig.layout.annotations[0].text = (f"the other samples of the {100 * data.hit_group_fraction:.1f} % of groups "
+        # two lines: one ran into the next panel's title in a narrow column (JupyterLab's, beside the controls)
+        fig.layout.annotations[0].text = (f"the other samples of the<br>{100 * data.hit_group_fraction:.1f} % of groups "
                                           f"hit (G = {data.G})")
