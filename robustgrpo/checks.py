@@ -31,6 +31,7 @@ robustgrpo.checks.ParamError: seed must be an integer in [0, 2**63), got -1; pas
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import numbers
 import os
@@ -58,6 +59,7 @@ __all__ = [
     "check_fields",
     "require_columns",
     "make_folder",
+    "read_json",
 ]
 
 #: Seeds are integers in [0, SEED_LIMIT).
@@ -257,3 +259,15 @@ def make_folder(path: str | os.PathLike[str]) -> Path:
     except OSError as err:
         raise ValueError(f"cannot make the folder {str(folder)!r} ({err.strerror}); pass a folder you can write to") from None
     return folder
+
+
+def read_json(path: Path, hint: str = "") -> Any:
+    """The JSON content of the file ``path`` (which the caller has checked exists).
+
+    Raises ``ValueError`` naming the file and where its syntax breaks
+    (``PATH: invalid JSON at line L, column C: what``), then ``hint``.
+    """
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{path}: invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}{hint}") from None

@@ -248,6 +248,18 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     return status
 
 
+def _add_engine_options(parser: argparse.ArgumentParser, unit: str) -> None:
+    """The options of a command that runs a sweep's cells (each a ``unit``) on the local or the Ray engine."""
+    parser.add_argument("--engine", choices=["local", "ray"], default="local",
+                        help=f"local: in this process (default); ray: one Ray task per {unit}")
+    parser.add_argument("--address", help="Ray cluster: auto, ray://HOST:PORT or HOST:PORT (default: start a local instance)")
+    parser.add_argument("--num-cpus", type=_positive, help="CPUs of the local Ray instance (default: this machine's)")
+    parser.add_argument("--cpus-per-cell", type=_positive,
+                        help=f"CPUs (torch threads) per {unit} (default: the config's, else 1)")
+    parser.add_argument("--retries", type=_non_negative, default=3, help=f"ray engine: reruns of a {unit} whose worker died")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m robustgrpo``."""
     parser = _OneLineParser(prog=PROG, description=__doc__.split("\n")[0])
@@ -304,27 +316,15 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("target", nargs="+", metavar="CONFIG | status DIR",
                        help="a sweep's JSON config (README: Sweeps), or 'status' and a record folder")
     sweep.add_argument("--out", metavar="DIR", help="the record folder; a rerun into it skips finished cells")
-    sweep.add_argument("--engine", choices=["local", "ray"], default="local",
-                       help="local: in this process (default); ray: one Ray task per cell")
-    sweep.add_argument("--address", help="Ray cluster: auto, ray://HOST:PORT or HOST:PORT (default: start a local instance)")
-    sweep.add_argument("--num-cpus", type=_positive, help="CPUs of the local Ray instance (default: this machine's)")
-    sweep.add_argument("--cpus-per-cell", type=_positive, help="CPUs (torch threads) per cell (default: the config's, else 1)")
+    _add_engine_options(sweep, "cell")
     sweep.add_argument("--batch-size", type=_positive, default=16, help="local engine: most seeds per vectorized call")
-    sweep.add_argument("--retries", type=_non_negative, default=3, help="ray engine: reruns of a cell whose worker died")
-    sweep.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     sweep.set_defaults(func=_cmd_sweep)
     experiment = sub.add_parser("experiment", help="real trainer runs as a sweep: experiment trl CONFIG --out DIR",
                                 usage=f"{PROG} experiment trl CONFIG --out DIR [--engine {{local,ray}}] [--address ADDRESS] ...")
     experiment.add_argument("trainer", choices=["trl"], help="the trainer: trl (TRL's GRPOTrainer through robustgrpo.integrations.trl)")
     experiment.add_argument("config", help='a sweep config whose "runnable" is "trl" (e.g. data/sweeps/trl_contamination.json)')
     experiment.add_argument("--out", required=True, metavar="DIR", help="the record folder; a rerun into it skips finished runs")
-    experiment.add_argument("--engine", choices=["local", "ray"], default="local",
-                            help="local: in this process (default); ray: one Ray task per run")
-    experiment.add_argument("--address", help="Ray cluster: auto, ray://HOST:PORT or HOST:PORT (default: start a local instance)")
-    experiment.add_argument("--num-cpus", type=_positive, help="CPUs of the local Ray instance (default: this machine's)")
-    experiment.add_argument("--cpus-per-cell", type=_positive, help="CPUs (torch threads) per run (default: the config's, else 1)")
-    experiment.add_argument("--retries", type=_non_negative, default=3, help="ray engine: reruns of a run whose worker died")
-    experiment.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    _add_engine_options(experiment, "run")
     experiment.set_defaults(func=_cmd_experiment, batch_size=1)
     return parser
 

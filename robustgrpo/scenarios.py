@@ -7,7 +7,6 @@ from a path), checks every field and says which file and field is wrong;
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Mapping
@@ -17,7 +16,7 @@ from typing import Any
 
 import torch
 
-from .checks import ParamError, check_int, check_seed, is_real
+from .checks import ParamError, check_int, check_seed, is_real, read_json
 from .contamination import (
     CLEAN_MODELS,
     CONTAMINATION_MODELS,
@@ -317,11 +316,4 @@ def load_scenario(name_or_path: str | os.PathLike[str]) -> Scenario:
                 "or pass a path to a .json file"
             )
     origin = str(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(
-            f"{origin}: invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}; "
-            "fix the syntax"
-        ) from None
-    return _scenario_from_dict(data, origin, path)
+    return _scenario_from_dict(read_json(path, "; fix the syntax"), origin, path)

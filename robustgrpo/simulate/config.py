@@ -37,6 +37,7 @@ from ..checks import (
     check_probability,
     check_real,
     check_seed,
+    read_json,
 )
 from ..contamination import (
     ContaminationModel,
@@ -412,10 +413,7 @@ class SimConfig:
         path = Path(path)
         if not path.is_file():
             raise ValueError(f"no config file at {path}; pass the path of a JSON file (see SimConfig.to_file)")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
-            raise ValueError(f"{path}: invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
+        data = read_json(path)
         try:
             return cls.from_dict(data)
         except ValueError as err:

@@ -62,7 +62,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..checks import ParamError, check_int, check_real, check_seed
+from ..checks import ParamError, check_int, check_real, check_seed, read_json
 from .runnables import RUNNABLES, Runnable
 
 __all__ = ["SWEEP_KEYS", "DISTRIBUTIONS", "Cell", "Sweep", "load_sweep", "canonical_json", "cell_id", "cell_label", "set_path"]
@@ -169,10 +169,7 @@ def _read(spec: str | os.PathLike[str] | Mapping[str, Any]) -> tuple[dict[str, A
     path = Path(spec)
     if not path.is_file():
         raise ValueError(f"no sweep config at {path}; pass the path of a JSON file (see the README's section on sweeps)")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}") from None
+    data = read_json(path)
     if not isinstance(data, dict):
         raise ValueError(f"{path}: a sweep config must be a JSON object, got {type(data).__name__}")
     return data, str(path)
