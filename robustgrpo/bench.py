@@ -39,9 +39,10 @@ and the move through the widget (target: median under 150 ms), printed by
 :func:`format_lessons_table` with the torch thread count.
 
 ``python -m robustgrpo bench --dashboard`` runs :func:`run_dashboard_benchmark`
-instead: the latency of each dashboard control at G = 256 with 10^4 groups
-(target: median under 150 ms) and notebook 03's heat-map sweep (target:
-under 10 s), printed by :func:`format_dashboard_table`.
+instead: the latency of each dashboard control at G = 256 with 10^4 groups, to the first view
+drawn (target: median under 150 ms; a preview on the first groups when the setting is new) and
+to the full data drawn, and notebook 03's heat-map sweep (target: under 10 s), printed by
+:func:`format_dashboard_table`.
 """
 
 from __future__ import annotations

@@ -317,11 +317,12 @@ class DashboardWidget:
             self.show_export()
         elapsed = time.perf_counter() - start
         self.timing.setdefault("first_view_s", elapsed)
+        if preview is None:
+            self.timing["complete_s"] = elapsed
         if self._refusal_shown:  # a move refused since the preview: its message stays until the next valid move
             return
         self.message.value = ""
         if preview is None:
-            self.timing["complete_s"] = elapsed
             self.status.value = _status_html("ready", f"ready (computed in {elapsed:.2f} s)")
         else:
             self.status.value = _status_html("busy", f"{preview} shown; computing the rest …")
