@@ -209,3 +209,26 @@ def test_every_move_keeps_the_readout_and_the_plots_on_the_setting_the_controls_
         assert watch.frames > 50, "the kernel messages were not seen"
     finally:
         page.close()
+
+
+def test_a_large_new_setting_shows_a_preview_at_once_then_the_full_data(chromium, url, artifacts):
+    """G -> 256 (2.56 million rewards): the page first shows the setting on its first groups, marked as a
+    preview in the readout, the histogram titles and the status line, then the full data with no mark."""
+    page, watch = open_dashboard(chromium, url, (1280, 800))
+    try:
+        press(page, "group size G", "End")
+        page.wait_for_selector(".rg-readout .rg-preview", timeout=TIMEOUT)
+        assert "preview" in page.locator(".rg-status").inner_text()
+        titles = page.locator(".rg-dashboard .annotation-text").all_text_contents()
+        assert any(t.endswith("groups (preview)") for t in titles), titles
+        page.screenshot(path=artifacts / "voila_sweep_preview_1280x800.png")
+        _settle(page)
+        assert page.locator(".rg-readout .rg-preview").count() == 0
+        titles = page.locator(".rg-dashboard .annotation-text").all_text_contents()
+        assert "uncontaminated samples, all groups" in titles
+        data, _ = _exported(page)
+        assert data.G == 256 and not data.is_preview
+        _assert_shows(page, data)
+        assert widget_errors(page) == 0 and watch.errors == []
+    finally:
+        page.close()

@@ -123,9 +123,20 @@ def _log_console(page) -> list[str]:
 
 
 def _shut_down_kernels(page, url: str) -> None:
-    """End every session (and its kernel): the next notebook starts alone, and Lab asks nothing."""
+    """End every session, and wait until their kernels are gone: the next notebook starts alone, and Lab asks
+    nothing (on a loaded machine a kernel can take seconds to go, and Lab then offers the running ones)."""
+    # the server refuses a DELETE without the XSRF token Lab's page holds in its cookie (403)
+    xsrf = {c["name"]: c["value"] for c in page.context.cookies(url)}.get("_xsrf", "")
+    ended = set()
     for session in page.request.get(f"{url}api/sessions").json():
-        page.request.delete(f"{url}api/sessions/{session['id']}")
+        reply = page.request.delete(f"{url}api/sessions/{session['id']}", headers={"X-XSRFToken": xsrf})
+        assert reply.ok, f"the server did not end session {session['id']}: {reply.status} {reply.text()[:200]}"
+        ended.add(session["kernel"]["id"])
+    for _ in range(120):
+        if not ended & {k["id"] for k in page.request.get(f"{url}api/kernels").json()}:
+            return
+        page.wait_for_timeout(250)
+    raise AssertionError(f"kernels still running after their sessions ended: {page.request.get(f'{url}api/kernels').json()}")
 
 
 def _open_and_run_all(page, url: str, where: str, nb) -> None:

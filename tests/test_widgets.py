@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,7 @@ from robustgrpo.cli import build_parser
 from robustgrpo.contamination import Bernoulli, Gaussian
 from robustgrpo.dashboards.sweep import (
     CLEAN_MODEL_CHOICES,
+    PREVIEW_REWARDS,
     CLIP_RANGE,
     CONTROLS,
     DEFAULT_METHODS,
@@ -46,6 +48,7 @@ from robustgrpo.plots.interactive import (
 )
 from robustgrpo.plots.sweeps import plot_clip_schedule, plot_heatmaps
 from robustgrpo.widgets import dashboard, readout_html
+from robustgrpo.widgets.base import COMPLETE_AFTER_S
 
 N_GROUPS = 300
 CLIPPED = [m for m in ESTIMATORS if ESTIMATORS[m].clip]
@@ -170,6 +173,226 @@ def _assert_same_data(a: DashboardData, b: DashboardData) -> None:
                     assert x[k] == y[k] or (math.isnan(x[k]) and math.isnan(y[k])), (name, k)
         else:
             assert x == y, name
+
+
+# ------------------------------------------------------------------ preview
+
+
+@pytest.mark.parametrize("clean_model", ["bernoulli", "gaussian"])
+def test_a_preview_is_the_data_of_the_first_groups_with_the_full_setting(clean_model):
+    full = DashboardEngine(120, seed=4)
+    # the same seeds: a model drawn in one stream of 16-value blocks gives it the first 20 groups of the full draw
+    # (a model with two draws, such as SkewNormal, does not: the next test checks the preview's rows directly)
+    alone = DashboardEngine(20, seed=4)
+    setting = dict(G=16, c=2.2, rate=0.1, size=30.0, clean_model=clean_model, methods=("grpo", "robust", "rank", "huber_m"))
+    preview = full.preview_data(20, **setting, group=5)
+    expected = replace(alone.data(**setting, group=5), n_groups=120, computed_groups=20)
+    _assert_same_data(preview, expected)
+    assert preview.is_preview and not full.data(**setting).is_preview and preview.counts_contaminated["grpo"].sum() \
+        + preview.counts_uncontaminated["grpo"].sum() == 20 * 16
+    assert preview.state() == full.data(**setting, group=5).state()  # its call recomputes the full setting
+    assert "computed_groups" in preview.readout_frame() and preview.readout_frame()["computed_groups"][0] == 20
+    _assert_same_data(full.preview_data(120, **setting, group=5), full.data(**setting, group=5))
+
+
+def test_a_preview_shows_a_group_beyond_its_groups_exactly_as_the_full_data_does():
+    full = DashboardEngine(120, seed=4)
+    setting = dict(G=8, c=2.5, rate=0.2, size=10.0, clean_model="skew_normal", methods=("grpo", "seed_mad", "rank"))
+    preview, data = full.preview_data(10, **setting, group=97), full.data(**setting, group=97)
+    assert preview.group == 97 and preview.computed_groups == 10
+    for name in ("group_rewards", "group_clean_rewards", "group_contaminated"):
+        np.testing.assert_array_equal(getattr(preview, name), getattr(data, name))
+    for m in setting["methods"]:
+        np.testing.assert_array_equal(preview.group_advantages[m], data.group_advantages[m])
+        np.testing.assert_array_equal(preview.group_clean_advantages[m], data.group_clean_advantages[m])
+    # its groups: the first nine and group 97, counted once each
+    rows = torch.tensor([*range(9), 97])
+    clean, rewards, hit = full.rewards(8, 0.2, 10.0, "skew_normal")
+    a = compute_advantages(rewards[rows], "grpo").advantages
+    assert preview.contaminated_fraction == int(hit[rows].sum()) / 80
+    assert preview.update_cosine["grpo"] == pytest.approx(
+        float(update_cosine(compute_advantages(clean[rows], "grpo").advantages, a)), rel=1e-6)
+    with pytest.raises(ValueError, match="groups must be"):
+        full.preview_data(0, **setting)
+
+
+def test_cached_says_when_the_full_data_needs_no_computation():
+    e = DashboardEngine(50, seed=1)
+    setting = dict(G=8, rate=0.1, size=10.0, clean_model="bernoulli")
+    assert not e.cached(c=2.5, methods=("grpo", "robust"), **setting)
+    e.data(c=2.5, methods=("grpo", "robust"), **setting)
+    assert e.cached(c=2.5, methods=("grpo", "robust"), **setting)
+    assert e.cached(c=3.0, methods=("grpo",), **setting)  # grpo has no clip: every c is the same data
+    assert not e.cached(c=3.0, methods=("robust",), **setting)  # robust at a new c: new histogram and clip stats
+    assert not e.cached(c=2.5, methods=("rank",), **setting) and not e.cached(c=2.5, methods=("grpo",), **{**setting, "rate": 0.2})
+    e.clear()
+    assert not e.cached(c=2.5, methods=("grpo",), **setting)
+
+
+def _previewing_dashboard(monkeypatch):
+    """A dashboard of 400 groups whose new settings are first drawn from 32 groups (G = 16), and its draws."""
+    dash = dashboard(n_groups=400, G=16, seed=3, preview_rewards=512)
+    drawn: list[DashboardData] = []
+    monkeypatch.setattr(dash, "_draw", lambda data, _f=dash._draw: drawn.append(data) or _f(data))
+    return dash, drawn
+
+
+def test_outside_an_event_loop_a_move_draws_the_preview_then_the_full_data(monkeypatch):
+    dash, drawn = _previewing_dashboard(monkeypatch)
+    dash.controls["rate"].value = 0.2
+    assert [d.computed_groups for d in drawn] == [32, 400]
+    assert drawn[0].is_preview and drawn[0].state() == drawn[1].state()
+    _assert_same_data(dash.data, dashboard_data(**dash.data.state()))
+    _assert_figure_shows(dash.figure, dash.data)
+    assert "rg-preview" not in dash.readout.value and "data-state='ready'" in dash.status.value
+    assert 0 < dash.timing["first_view_s"] <= dash.timing["complete_s"]
+    drawn.clear()
+    dash.controls["rate"].value = 0.05  # back to a setting computed before: no preview
+    assert [d.computed_groups for d in drawn] == [400]
+    assert dash.timing["first_view_s"] == dash.timing["complete_s"]
+    drawn.clear()
+    small = dashboard(n_groups=60, G=16, preview_rewards=512)  # 60 groups <= twice the preview's 32: never one
+    monkeypatch.setattr(small, "_draw", lambda data, _f=small._draw: drawn.append(data) or _f(data))
+    small.controls["rate"].value = 0.3
+    assert [d.computed_groups for d in drawn] == [60]
+    with pytest.raises(ValueError, match="preview_rewards must be"):
+        dashboard(n_groups=60, preview_rewards=0)
+
+
+async def _until_ready(dash, timeout: float = 60.0) -> None:
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while "data-state='ready'" not in dash.status.value and "data-state='invalid'" not in dash.status.value:
+        assert loop.time() < end, "the full data never came"
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(COMPLETE_AFTER_S + 0.1)  # anything still pending has run by now
+
+
+def test_in_the_kernel_loop_the_preview_shows_at_once_and_the_full_data_follows(monkeypatch):
+    import asyncio
+
+    dash, drawn = _previewing_dashboard(monkeypatch)
+
+    async def session():
+        dash.controls["rate"].value = 0.2  # the callback returns with the preview on display
+        assert [d.computed_groups for d in drawn] == [32] and dash.data.is_preview
+        assert "data-state='busy'" in dash.status.value and "a preview on 32 of 400 groups" in dash.status.value
+        assert "class='rg-preview' data-groups='32'" in dash.readout.value
+        assert "complete_s" not in dash.timing
+        _assert_figure_shows(dash.figure, dash.data)
+        await _until_ready(dash)
+        assert [d.computed_groups for d in drawn] == [32, 400]
+        _assert_same_data(dash.data, dashboard_data(**dash.data.state()))
+        assert dash.readout.value == readout_html(dash.data)
+
+    asyncio.run(session())
+
+
+def test_in_the_kernel_loop_a_burst_of_moves_computes_the_full_data_once(monkeypatch):
+    import asyncio
+
+    dash, drawn = _previewing_dashboard(monkeypatch)
+    full_calls = []
+    monkeypatch.setattr(dash.engine, "data", lambda *a, _f=dash.engine.data, **k: full_calls.append(k) or _f(*a, **k))
+
+    async def session():
+        dash.controls["rate"].value = 0.2
+        dash.controls["size"].value = 100.0
+        dash.controls["G"].value = 24
+        await _until_ready(dash)
+
+    asyncio.run(session())
+    assert [d.computed_groups for d in drawn] == [32, 32, 21, 400]  # three previews (512 // 24 = 21 groups), one full
+    assert len(full_calls) == 1 and (dash.data.G, dash.data.rate, dash.data.size) == (24, 0.2, 100.0)
+    _assert_same_data(dash.data, dashboard_data(**dash.data.state()))
+
+
+def test_in_the_kernel_loop_a_refused_move_keeps_its_message_while_the_full_data_arrives(monkeypatch):
+    import asyncio
+
+    dash, drawn = _previewing_dashboard(monkeypatch)
+
+    async def session():
+        dash.controls["rate"].value = 0.2
+        dash.controls["methods"].value = ()  # refused: the pending full data of rate 0.2 still comes
+        await _until_ready(dash)
+
+    asyncio.run(session())
+    assert [d.computed_groups for d in drawn] == [32, 400] and dash.data.rate == 0.2
+    assert "choose at least one" in dash.message.value and "data-state='invalid'" in dash.status.value
+    dash.controls["methods"].value = ("grpo",)
+    assert dash.message.value == "" and "data-state='ready'" in dash.status.value
+
+
+def test_in_the_kernel_loop_idle_time_draws_the_other_clean_models_until_a_move_comes(monkeypatch):
+    import asyncio
+
+    dash, _drawn = _previewing_dashboard(monkeypatch)
+    others = [key for key in CLEAN_MODEL_CHOICES if key != "bernoulli"]
+
+    async def session():
+        dash.controls["rate"].value = 0.2
+        await _until_ready(dash)
+        await asyncio.sleep(len(others) * (COMPLETE_AFTER_S + 0.1))
+        assert all(dash.engine._clean.peek((16, key)) is not None for key in others)
+        dash.engine.clear()
+        dash.controls["G"].value = 8  # replaced at once: neither its full data nor its idle work runs
+        dash.controls["G"].value = 24
+        await _until_ready(dash)
+        await asyncio.sleep(len(others) * (COMPLETE_AFTER_S + 0.1))
+
+    asyncio.run(session())
+    assert all(dash.engine._clean.peek((24, key)) is not None for key in others)
+    assert all(dash.engine._clean.peek((8, key)) is None for key in others)
+    # the draws are the ones a visit makes: the data after a prefetch equals the data without one
+    e = DashboardEngine(40, seed=3)
+    e.prefetch(8, "gaussian")
+    _assert_same_data(e.data(G=8, clean_model="gaussian"), dashboard_data(G=8, clean_model="gaussian", n_groups=40, seed=3))
+    with pytest.raises(ValueError, match="clean_model must be one of"):
+        e.prefetch(8, "nope")
+
+
+@pytest.mark.slow
+def test_in_a_real_kernel_a_move_returns_on_the_preview_and_the_full_data_and_idle_work_follow():
+    """ipykernel runs widget callbacks and cells inside its event loop: the deferred path is the one taken there."""
+    import time
+
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3")
+
+    def run(code: str) -> str:
+        reply = kc.execute_interactive(code, timeout=120, output_hook=lambda m: out.append(m["content"].get("text", "")))
+        assert reply["content"]["status"] == "ok", reply["content"]
+        return "".join(out)
+
+    try:
+        out: list[str] = []
+        first = run("from robustgrpo.widgets import dashboard\n"
+                    "d = dashboard(n_groups=10_000, G=16)\n"
+                    "d.controls['rate'].value = 0.2\n"
+                    "print(d.data.is_preview, d.data.computed_groups, 'complete_s' in d.timing)")
+        assert first.split() == ["True", "2048", "False"], first
+        for _ in range(600):
+            out = []
+            later = run("print(d.data.is_preview, d.data.rate, \"data-state='ready'\" in d.status.value, "
+                        "sum(d.engine._clean.peek((16, k)) is not None for k in "
+                        "('bernoulli', 'gaussian', 'skew_normal', 'format_correctness')))")
+            if later.split() == ["False", "0.2", "True", "4"]:
+                break
+            time.sleep(0.1)
+        assert later.split() == ["False", "0.2", "True", "4"], later
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_the_default_preview_fits_every_group_size_of_the_slider():
+    """At the largest G the preview still holds whole groups, and at the smallest no dashboard of 10^4 groups makes one."""
+    assert PREVIEW_REWARDS // GROUP_SIZES[-1] >= 64
+    assert 10_000 * GROUP_SIZES[0] <= 2 * PREVIEW_REWARDS
 
 
 SETTINGS = st.fixed_dictionaries(
@@ -629,7 +852,12 @@ def test_dashboard_benchmark_runs_small_and_prints_a_table():
     assert controls == {"c", "rate", "size", "group", "estimators", "G", "clean_model"}
     assert all(r.n >= 1 and r.ms >= 0 and r.max_ms >= r.ms for r in result.rows)
     table = format_dashboard_table(result)
-    assert "median ms" in table and "< 150 ms" in table and "G = 8" in table
+    assert "first view ms" in table and "full data ms" in table and "< 150 ms" in table and "G = 8" in table
+    assert all(r.first_ms <= r.ms and r.first_max_ms <= r.max_ms for r in result.rows)
+    # with a preview of 8 groups of the 60, a first visit draws the preview first: sooner than the full data
+    previewed = run_dashboard_benchmark(G=8, n_groups=60, repeats=2, sweep=False, progress=False, preview_rewards=64)
+    first_visit = [r for r in previewed.rows if r.control == "G" and "first visit" in r.case][0]
+    assert first_visit.first_ms < first_visit.ms
     with pytest.raises(ValueError, match="G must be one of"):
         run_dashboard_benchmark(G=7, n_groups=10, sweep=False, progress=False)
 

@@ -52,6 +52,16 @@ A slider move must not recompute 10^4 x 256 advantages from scratch:
 * the per-c work reuses preallocated buffers: on this kind of machine a fresh
   10 MB tensor costs more in page faults than the arithmetic done on it.
 
+A first view within a slider move
+------------------------------------
+What a move into a setting not seen yet costs grows with ``n_groups * G``: at G = 256 the 10^4
+groups hold 2.56 million rewards, each estimator runs on the clean and on the contaminated ones,
+and no cache helps the first visit. :meth:`DashboardEngine.preview_data` computes the same
+setting on the first groups only (the same rewards: a slice of the full draw, so the group shown
+and every per-group number are the full data's), :data:`PREVIEW_REWARDS` rewards in all; the
+widget draws it at once and the full data as soon as it is computed, marked as a preview in
+between (``DashboardData.computed_groups``).
+
 Computation is in float32 (as trainers run it; float64 doubles the memory
 traffic): :func:`dashboard_data` matches ``compute_advantages`` on the same
 float32 rewards exactly, and :func:`robustgrpo.metrics.sweep` (float64) to
@@ -62,7 +72,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Hashable, Mapping, Sequence, Union
 
 import numpy as np
@@ -101,6 +111,7 @@ __all__ = [
     "DEFAULT_METHODS",
     "DEFAULT_STATE",
     "REFERENCE",
+    "PREVIEW_REWARDS",
     "CONTROLS",
     "CleanChoice",
     "CLEAN_MODEL_CHOICES",
@@ -131,6 +142,8 @@ DEFAULT_STATE: Mapping[str, Any] = {
     "methods": DEFAULT_METHODS,
     "group": 0,
 }
+#: Rewards a preview (:meth:`DashboardEngine.preview_data`) computes on: ``PREVIEW_REWARDS // G`` groups.
+PREVIEW_REWARDS = 2**15
 #: The reference update of ``reference_cosine``: the unbiased leave-one-out policy gradient, on clean rewards.
 REFERENCE = "rloo"
 #: The dashboard's controls in screen order: label, one-line help and, for the sliders, the grid and
@@ -285,6 +298,10 @@ class DashboardData:
         Fraction of samples hit.
     hit_group_fraction : float
         Fraction of groups with at least one hit.
+    computed_groups : int
+        Groups every number above is computed over: ``n_groups``, or fewer
+        in a preview (:meth:`DashboardEngine.preview_data`), whose counts,
+        fractions and agreement numbers are those of its groups only.
     """
 
     G: int
@@ -315,6 +332,12 @@ class DashboardData:
     contaminated_mean_advantage: Mapping[str, float]
     contaminated_fraction: float
     hit_group_fraction: float
+    computed_groups: int
+
+    @property
+    def is_preview(self) -> bool:
+        """True when the numbers cover only some of the ``n_groups`` groups (``computed_groups`` of them)."""
+        return self.computed_groups < self.n_groups
 
     @property
     def n_samples(self) -> int:
@@ -348,7 +371,8 @@ class DashboardData:
         setting = {"G": self.G, "c": self.c, "rate": self.rate, "size": self.size,
                    "clean_model": self.clean_model if isinstance(self.clean_model, str) else repr(self.clean_model),
                    "group": self.group, "n_groups": self.n_groups, "seed": self.seed,
-                   "contaminated_fraction": self.contaminated_fraction, "hit_group_fraction": self.hit_group_fraction}
+                   "computed_groups": self.computed_groups, "contaminated_fraction": self.contaminated_fraction,
+                   "hit_group_fraction": self.hit_group_fraction}
         summary = self.summary()
         return pd.concat([pd.DataFrame({k: [v] * len(summary) for k, v in setting.items()}), summary], axis=1)
 
@@ -374,7 +398,7 @@ class DashboardData:
 
 
 class _LRU(OrderedDict):
-    """A small least-recently-used cache: ``get(key, factory)``."""
+    """A small least-recently-used cache: ``get(key, factory)``; ``peek(key)`` reads without computing."""
 
     def __init__(self, size: int) -> None:
         super().__init__()
@@ -389,6 +413,10 @@ class _LRU(OrderedDict):
         while len(self) > self.size:
             self.popitem(last=False)
         return value
+
+    def peek(self, key: Hashable) -> Any:
+        """The cached value of ``key``, or None (nothing is computed, the order is kept)."""
+        return super().get(key)
 
 
 @dataclass
@@ -489,6 +517,7 @@ class DashboardEngine:
         self._clean: _LRU = _LRU(size)
         self._uniform: _LRU = _LRU(size)
         self._contaminated: _LRU = _LRU(size)
+        self._previews: _LRU = _LRU(2)  # preview engines by (groups, shown group)
         # reused work buffers of the per-c path: fresh multi-megabyte tensors page-fault on every
         # allocation, which costs more than the arithmetic (3-4x on the histogram)
         self._scratch: dict[tuple[str, tuple[int, ...], torch.dtype], torch.Tensor] = {}
@@ -504,6 +533,7 @@ class DashboardEngine:
         self._uniform.clear()
         self._contaminated.clear()
         self._scratch.clear()
+        self._previews.clear()
 
     def _buffer(self, name: str, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
         """A reused work tensor (one per name, shape and dtype); its content is garbage on return."""
@@ -523,18 +553,20 @@ class DashboardEngine:
             return float(x.sum())
         return float(np.sum(x.numpy(), dtype=np.float64))
 
-    def _clean_state(self, G: int, clean_model: CleanKey) -> _CleanState:
-        def make() -> _CleanState:
-            # float64 draws as metrics.sweep makes them, then cast: the same rewards in either dtype
-            seed = derived_seed(self.seed, 1, G)
-            r = _clean_model_of(clean_model).sample(self.n_groups, G, seed=seed, dtype=torch.float64)
-            return _CleanState(r.to(self.dtype))
+    def _draw_clean(self, G: int, clean_model: CleanKey) -> torch.Tensor:
+        """The clean rewards of metrics.sweep's seed for G: float64 draws as it makes them, then cast."""
+        seed = derived_seed(self.seed, 1, G)
+        return _clean_model_of(clean_model).sample(self.n_groups, G, seed=seed, dtype=torch.float64).to(self.dtype)
 
-        return self._clean.get((G, clean_model), make)
+    def _draw_uniforms(self, G: int) -> torch.Tensor:
+        """The hit uniforms of metrics.sweep's contamination seed for G (every rate compares against them)."""
+        return hit_uniforms((self.n_groups, G), derived_seed(self.seed, 2, G))
+
+    def _clean_state(self, G: int, clean_model: CleanKey) -> _CleanState:
+        return self._clean.get((G, clean_model), lambda: _CleanState(self._draw_clean(G, clean_model)))
 
     def _uniforms(self, G: int) -> torch.Tensor:
-        """The hit uniforms of metrics.sweep's contamination seed for G (every rate compares against them)."""
-        return self._uniform.get(G, lambda: hit_uniforms((self.n_groups, G), derived_seed(self.seed, 2, G)))
+        return self._uniform.get(G, lambda: self._draw_uniforms(G))
 
     def _contaminated_state(self, G: int, clean_model: CleanKey, rate: float, size: float) -> _ContaminatedState:
         def make() -> _ContaminatedState:
@@ -776,7 +808,68 @@ class DashboardEngine:
             contaminated_mean_advantage=hit_mean,
             contaminated_fraction=st.n_hit / n,
             hit_group_fraction=st.n_hit_groups / self.n_groups,
+            computed_groups=self.n_groups,
         )
+
+    def cached(
+        self, G: int, c: float, rate: float, size: float, clean_model: CleanKey, methods: Sequence[str]
+    ) -> bool:
+        """True when :meth:`data` at this setting needs no estimator run, histogram or update metric (any group).
+
+        What a move to a setting seen before costs (a look-up, a re-slice of the group shown);
+        the widget then draws the full data at once instead of a preview first.
+        """
+        G, c, rate, size, clean_model = self._validate(G, c, rate, size, clean_model)
+        cl = self._clean.peek((G, clean_model))
+        st = self._contaminated.peek((G, clean_model, rate, size))
+        if cl is None or st is None or cl.reference is None:
+            return False
+        return all(
+            m in cl.methods and m in st.methods and m in st.sign and _clip_key(m, c) in st.hist
+            and _clip_key(m, c) in st.clip_stats
+            for m in _check_methods(methods)
+        )
+
+    def prefetch(self, G: int, clean_model: CleanKey) -> None:
+        """Draw the clean rewards of ``(G, clean_model)`` and the hit uniforms of G now (cached for later visits).
+
+        The draw of 2.56 million rewards in float64 takes 60 to 190 ms at one thread; done in
+        idle time, it leaves a first visit only the estimators to run.
+        """
+        G, _, _, _, clean_model = self._validate(G, 1.0, 0.0, 1.0, clean_model)
+        self._clean_state(G, clean_model)
+        self._uniforms(G)
+
+    def preview_data(
+        self,
+        groups: int,
+        G: int = DEFAULT_STATE["G"],
+        c: float = DEFAULT_STATE["c"],
+        rate: float = DEFAULT_STATE["rate"],
+        size: float = DEFAULT_STATE["size"],
+        clean_model: CleanKey = DEFAULT_STATE["clean_model"],
+        methods: Sequence[str] = DEFAULT_METHODS,
+        *,
+        group: int = 0,
+    ) -> DashboardData:
+        """:meth:`data` computed on ``groups`` of the ``n_groups`` groups only: a quick first view.
+
+        The groups are the first ``groups`` ones, the last of them replaced by the group shown
+        when that one lies further on. Their rewards are the full draw's (a slice of it), so the
+        group views are exactly those of :meth:`data` (except ``batch_std``, whose scale is the
+        batch's); counts, fractions and agreement numbers are over these groups
+        (``computed_groups``). ``n_groups`` and :meth:`DashboardData.call` stay the full
+        setting's. With ``groups >= n_groups`` this is :meth:`data`.
+        """
+        groups = check_int("groups", groups, minimum=1, hint="pass how many groups the preview computes, e.g. 256")
+        group = check_int("group", group, minimum=0, maximum=self.n_groups - 1, hint=f"pick a group index below n_groups={self.n_groups}")
+        if groups >= self.n_groups:
+            return self.data(G, c, rate, size, clean_model, methods, group=group)
+        shown = None if group < groups else group
+        engine = self._previews.get((groups, shown), lambda: _Preview(self, groups, shown))
+        local = group if shown is None else groups - 1
+        d = engine.data(G, c, rate, size, clean_model, methods, group=local)
+        return replace(d, group=group, n_groups=self.n_groups, computed_groups=groups)
 
     def find_group(
         self,
@@ -814,6 +907,25 @@ class DashboardEngine:
             return None
         later = rows[rows > after]
         return int(later[0] if later.numel() else rows[0])
+
+
+class _Preview(DashboardEngine):
+    """A parent engine's first ``groups`` groups (the last one replaced by group ``shown``), with caches of its own."""
+
+    def __init__(self, parent: DashboardEngine, groups: int, shown: int | None) -> None:
+        super().__init__(groups, parent.seed, dtype=parent.dtype, n_bins=parent.n_bins, hist_range=parent.hist_range,
+                         zero_tol=parent.zero_tol, cache_size=2)
+        self._parent = parent
+        rows = torch.arange(groups)
+        if shown is not None:
+            rows[-1] = shown
+        self._rows = rows
+
+    def _draw_clean(self, G: int, clean_model: CleanKey) -> torch.Tensor:
+        return self._parent._clean_state(G, clean_model).rewards.index_select(0, self._rows)
+
+    def _draw_uniforms(self, G: int) -> torch.Tensor:
+        return self._parent._uniforms(G).index_select(0, self._rows)
 
 
 _ENGINES: _LRU = _LRU(2)

@@ -9,8 +9,9 @@
    estimator in its house colour (:data:`~robustgrpo.plots.style.ESTIMATOR_COLORS`),
    hollow markers for the advantages the clean rewards would have given,
    dashed lines at ±c;
-3. *the advantages of the uncontaminated samples of every group*, one step
-   line per estimator (a histogram on a log count axis);
+3. *the advantages of the uncontaminated samples of every group* (of the
+   groups computed so far, in a preview: the title says so), one step line
+   per estimator (a histogram on a log count axis);
 4. *the advantages of the contaminated samples*, the same way: where the
    outliers end up (a note in the panel when no sample is contaminated).
    Panels 3 and 4 share their advantage axis.
@@ -94,6 +95,7 @@ class LinkedViewData(Protocol):
     counts_uncontaminated: Mapping[str, np.ndarray]
     counts_contaminated: Mapping[str, np.ndarray]
     contaminated_fraction: float
+    computed_groups: int
 
 
 def trace_by_meta(fig: Any) -> dict[str, Any]:
@@ -256,14 +258,41 @@ def plot_linked_views(
     return figure_widget(fig)
 
 
+def _restyle_changed(fig: Any, traces: Mapping[str, Any], values: Mapping[str, Mapping[str, Any]]) -> None:
+    """Send the trace values that differ from what the traces hold, as one ``plotly_restyle``.
+
+    ``values``: trace meta -> property -> new value (plain lists, booleans). Unchanged values are
+    sent as plotly's ``Undefined`` (left as they are, in Python and in the browser). Restyle data
+    is not validated element by element as an assignment like ``trace.y = ...`` is, which took
+    most of an update's time: the values must already be what plotly stores (lists of floats,
+    ints or None; see :func:`plotly_values`).
+    """
+    from plotly.basedatatypes import Undefined
+
+    index = {t.meta: i for i, t in enumerate(fig.data)}
+    changed: dict[int, dict[str, Any]] = {}
+    for meta, props in values.items():
+        trace = traces[meta]
+        for name, value in props.items():
+            held = trace[name]
+            same = held == value if not isinstance(held, (list, tuple)) else (isinstance(value, list) and list(held) == value)
+            if not same:
+                changed.setdefault(index[meta], {})[name] = value
+    if not changed:
+        return
+    ids = sorted(changed)
+    names = sorted({name for props in changed.values() for name in props})
+    fig.plotly_restyle({name: [changed[i].get(name, Undefined) for i in ids] for name in names}, ids)
+
+
 def update_linked_views(fig: Any, data: LinkedViewData) -> None:
     """Move a :func:`plot_linked_views` figure to ``data``, in place.
 
-    Assigns the traces' ``x``, ``y``, ``customdata`` and ``visible`` (as
-    lists, :func:`plotly_values`), the ±c lines, the count axes' ranges, the
-    first panel's title and the no-contamination note inside one
-    ``fig.batch_update()``; no trace is added or removed, so the figure and
-    its trace objects stay the same.
+    Sends the traces' ``x``, ``y``, ``customdata`` and ``visible`` that
+    changed (as lists, :func:`plotly_values`) in one restyle, then the ±c
+    lines, the count axes' ranges, the first panel's title and the
+    no-contamination note inside one ``fig.batch_update()``; no trace is
+    added or removed, so the figure and its trace objects stay the same.
 
     Raises
     ------
@@ -285,26 +314,28 @@ def update_linked_views(fig: Any, data: LinkedViewData) -> None:
     c = float(data.c)
     sources = {"uncontaminated": data.counts_uncontaminated, "contaminated": data.counts_contaminated}
     top = {part: max([1] + [int(np.max(counts[m])) for m in data.methods]) for part, counts in sources.items()}
+    order_ids = _indices(order)
+    x_all = plotly_values(x)
+    values: dict[str, dict[str, Any]] = {
+        "group:clean": dict(x=plotly_values(x[~hit]), y=plotly_values(rewards[~hit]), customdata=_indices(order[~hit])),
+        "group:contaminated": dict(x=plotly_values(x[hit]), y=plotly_values(rewards[hit]), customdata=_indices(order[hit])),
+        "group:before": dict(x=plotly_values(x[hit]), y=plotly_values(clean_rewards[hit]), customdata=_indices(order[hit])),
+    }
+    for key in traces:
+        kind, _, rest = key.partition(":")
+        method, _, part = rest.partition(":")
+        if kind in ("adv", "adv_clean") and method != "clip":
+            values[key] = dict(visible=method in chosen)
+            if method in chosen:
+                source = data.group_advantages if kind == "adv" else data.group_clean_advantages
+                values[key].update(x=x_all, y=plotly_values(np.asarray(source[method])[order]), customdata=order_ids)
+        elif kind == "hist":
+            values[key] = dict(visible=method in chosen)
+            if method in chosen:
+                counts = np.asarray(sources[part][method])
+                values[key].update(x=centres, y=_heights(counts), customdata=_indices(counts))
+    _restyle_changed(fig, traces, values)
     with fig.batch_update():
-        t = traces["group:clean"]
-        t.x, t.y, t.customdata = plotly_values(x[~hit]), plotly_values(rewards[~hit]), _indices(order[~hit])
-        for key, values in (("group:contaminated", rewards), ("group:before", clean_rewards)):
-            t = traces[key]
-            t.x, t.y, t.customdata = plotly_values(x[hit]), plotly_values(values[hit]), _indices(order[hit])
-        for key, t in traces.items():
-            kind, _, rest = key.partition(":")
-            method, _, part = rest.partition(":")
-            if kind in ("adv", "adv_clean") and method != "clip":
-                t.visible = method in chosen
-                if method in chosen:
-                    source = data.group_advantages if kind == "adv" else data.group_clean_advantages
-                    t.x, t.y = plotly_values(x), plotly_values(np.asarray(source[method])[order])
-                    t.customdata = _indices(order)
-            elif kind == "hist":
-                t.visible = method in chosen
-                if method in chosen:
-                    counts = np.asarray(sources[part][method])
-                    t.x, t.y, t.customdata = centres, _heights(counts), _indices(counts)
         t = traces["adv:clip"]
         t.visible = has_clip
         t.x = [0.5, data.G + 0.5, None, 0.5, data.G + 0.5]
@@ -315,7 +346,11 @@ def update_linked_views(fig: Any, data: LinkedViewData) -> None:
         for part, (_row, axis) in _PARTS.items():
             fig.layout[f"yaxis{axis}"].range = [math.log10(0.8), math.log10(2.0 * top[part])]
         fig.layout.annotations[0].text = f"rewards of group {data.group}"
+        groups = ("all groups" if data.computed_groups == data.n_groups
+                  else f"{data.computed_groups:,} of {data.n_groups:,} groups (preview)")
+        for title, part in zip(fig.layout.annotations[2:4], _PARTS):
+            title.text = f"{part} samples, {groups}"
         note = next(a for a in fig.layout.annotations if a.name == _NO_HITS)
         note.visible = data.contaminated_fraction == 0
         note.text = ("no contaminated samples at rate 0" if data.rate == 0
-                     else f"no sample of the {data.n_groups:,} groups is hit at rate {data.rate:g}")
+                     else f"no sample of the {data.computed_groups:,} groups is hit at rate {data.rate:g}")

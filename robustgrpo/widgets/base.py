@@ -13,6 +13,17 @@ refuses (no estimator chosen, say) leaves both on the last valid setting and say
 callbacks run one at a time in the kernel, so moves made while one is computed are applied in
 order after it, each from the controls' values at that time; the last one wins.
 
+A dashboard may offer a quick first view of a setting (:meth:`DashboardWidget._preview`: the
+notebook 03 dashboard computes a setting not seen before on its first groups only). Then a move
+draws that view at once, with the status line still busy and saying what is shown, and computes
+the full data after the callback has returned, once the kernel has handled the moves already
+waiting (:data:`COMPLETE_AFTER_S`): a move made before then replaces it, so a burst of moves costs
+one full computation. Outside a running event loop (a script, a test) the full data follows the
+preview within the same call. ``timing`` holds when the first view and the full data were drawn.
+Once the full data is drawn, the kernel's idle time goes to :meth:`DashboardWidget._idle_steps`
+(work that makes likely next moves cheaper), one step per :data:`COMPLETE_AFTER_S`, until a move
+comes.
+
 The figures follow their container: plotly.js resizes them on a window resize
 (:func:`~robustgrpo.plots.interactive.figure_widget`), and a small watcher widget in the main
 column turns every change of the column's width (Lab's side panel opening, say) into one.
@@ -24,6 +35,7 @@ readout as a CSV file to download; it follows every later update while it is sho
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import functools
 import html
@@ -34,12 +46,14 @@ from typing import Any, Iterator, Mapping
 from ..dashboards.controls import Control, Slider
 from ..plots.interactive import MIN_WIDTH
 
-__all__ = ["SIDEBAR_WIDTH", "DESCRIPTION_WIDTH", "slider", "with_help", "export_html", "DashboardWidget"]
+__all__ = ["SIDEBAR_WIDTH", "DESCRIPTION_WIDTH", "COMPLETE_AFTER_S", "slider", "with_help", "export_html", "DashboardWidget"]
 
 #: Width of the controls' column (px).
 SIDEBAR_WIDTH = 300
 #: Width of a control's label (px).
 DESCRIPTION_WIDTH = "92px"
+#: After a preview, how long the kernel handles waiting moves before it computes the full data (s).
+COMPLETE_AFTER_S = 0.1
 _HELP_STYLE = f"font-size:11px;line-height:1.25;color:#616161;margin:-2px 0 6px {DESCRIPTION_WIDTH}"
 
 
@@ -128,7 +142,7 @@ class DashboardWidget:
     :meth:`_assemble`, and implements :meth:`_compute` (a setting -> the data, ``ValueError``
     for a setting it refuses), :meth:`_draw` (move the figure and the readout to the data) and
     :meth:`_export` (the data -> call text, CSV text, file name), and may implement
-    :meth:`_refused`.
+    :meth:`_refused` and :meth:`_preview` (a quick first view, and what it shows).
 
     Attributes
     ----------
@@ -143,6 +157,10 @@ class DashboardWidget:
     reset_button, export_button : ipywidgets.Button
     widget : ipywidgets.Box
         The whole layout; displaying the dashboard displays it.
+    timing : dict
+        Seconds from the start of the last update to the first view drawn (``first_view_s``)
+        and to the full data drawn (``complete_s``; absent while it is being computed). Without
+        a preview both are the same.
     """
 
     controls: dict[str, Any]
@@ -162,6 +180,17 @@ class DashboardWidget:
     def _refused(self) -> None:
         """Called after :meth:`_compute` refused the controls' setting (e.g. to put a control back)."""
 
+    def _idle_steps(self) -> list[Any]:
+        """Callables to run while the kernel is idle after an update (each quick; none by default)."""
+        return []
+
+    def _preview(self, state: Mapping[str, Any]) -> tuple[Any, str] | None:
+        """A quick first view of ``state`` and the words that say what it shows, or None (compute at once).
+
+        Refuses the settings :meth:`_compute` refuses, with the same ``ValueError``.
+        """
+        return None
+
     # ------------------------------------------------------------------ building
 
     def _assemble(self, sidebar: list[Any], main: list[Any], initial: Mapping[str, Any]) -> None:
@@ -170,6 +199,9 @@ class DashboardWidget:
 
         self._initial = dict(initial)
         self._holding = False
+        self._generation = 0  # counts updates: a full computation deferred by a preview runs only if still the last
+        self._refusal_shown = False
+        self.timing: dict[str, float] = {}
         self.status = W.HTML(_status_html("ready", "ready"))
         self.message = W.HTML("")
         self.export = W.HTML("")
@@ -189,6 +221,10 @@ class DashboardWidget:
         self.widget.add_class("rg-dashboard")
         for w in self.controls.values():
             w.observe(self._on_change, names="value")
+        try:  # built in a notebook cell: the idle work starts when the cell is done
+            self._when_idle(asyncio.get_running_loop(), self._generation)
+        except RuntimeError:
+            pass
 
     # ------------------------------------------------------------------ state
 
@@ -220,29 +256,104 @@ class DashboardWidget:
     def update(self) -> Any:
         """Recompute for the current controls, then move the figure and the readout together.
 
-        Returns the new data, or None when the setting is refused: the message
-        line says why, and the figure and the readout keep the last valid setting.
+        Returns the data shown when it returns (a preview while the full data waits for the
+        kernel, see the module notes), or None when the setting is refused: the message line
+        says why, and the figure and the readout keep the last valid setting.
         """
         self.status.value = _status_html("busy", "computing …")
         start = time.perf_counter()
+        state = self.state()
         try:
-            data = self._compute(self.state())
-        except ValueError as err:
-            self.message.value = (f"<span class='rg-error' style='color:#B00020'>{html.escape(str(err))}</span> "
-                                  "The plots and the readout still show the last valid setting.")
-            self.status.value = _status_html("invalid", "showing the last valid setting")
-            self._refused()
+            preview = self._preview(state)
+            data = self._compute(state) if preview is None else None
+        except ValueError as err:  # a full computation still pending for the setting shown goes on
+            self._refuse(err)
             return None
         except BaseException:
             self.status.value = _status_html("invalid", "failed: see the error below the cell")
             raise
+        self._generation += 1
+        generation = self._generation
+        self.timing = {}
+        self._refusal_shown = False
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (a script, a test): the full data now, no idle work
+            loop = None
+        if data is not None:
+            self._show(data, start)
+            self._when_idle(loop, generation)
+            return data
+        view, what = preview
+        self._show(view, start, preview=what)
+        complete = functools.partial(self._complete, generation, state, start)
+        if loop is None:
+            complete()
+        else:
+            loop.call_later(COMPLETE_AFTER_S, self._complete_in_loop, complete, loop, generation)
+        return self.data
+
+    def _when_idle(self, loop: asyncio.AbstractEventLoop | None, generation: int) -> None:
+        """Run :meth:`_idle_steps` from ``loop``, one a tick, while update ``generation`` is the last one."""
+        if loop is None:
+            return
+        steps = iter(self._idle_steps())
+
+        def step() -> None:
+            if generation != self._generation:
+                return
+            work = next(steps, None)
+            if work is not None:
+                work()
+                loop.call_later(COMPLETE_AFTER_S, step)
+
+        loop.call_later(COMPLETE_AFTER_S, step)
+
+    def _show(self, data: Any, start: float, preview: str | None = None) -> None:
+        """Draw ``data``; the status says ready, or busy with what the preview shows."""
         self.data = data
         self._draw(data)
-        self.message.value = ""
         if self.export.value:
             self.show_export()
-        self.status.value = _status_html("ready", f"ready (computed in {time.perf_counter() - start:.2f} s)")
-        return data
+        elapsed = time.perf_counter() - start
+        self.timing.setdefault("first_view_s", elapsed)
+        if preview is None:
+            self.timing["complete_s"] = elapsed
+        if self._refusal_shown:  # a move refused since the preview: its message stays until the next valid move
+            return
+        self.message.value = ""
+        if preview is None:
+            self.status.value = _status_html("ready", f"ready (computed in {elapsed:.2f} s)")
+        else:
+            self.status.value = _status_html("busy", f"{preview} shown; computing the rest …")
+
+    def _refuse(self, err: ValueError) -> None:
+        self._refusal_shown = True
+        self.message.value = (f"<span class='rg-error' style='color:#B00020'>{html.escape(str(err))}</span> "
+                              "The plots and the readout still show the last valid setting.")
+        self.status.value = _status_html("invalid", "showing the last valid setting")
+        self._refused()
+
+    def _complete(self, generation: int, state: Mapping[str, Any], start: float) -> None:
+        """The full data after a preview, unless a later update has replaced this one."""
+        if generation != self._generation:
+            return
+        try:
+            data = self._compute(state)
+        except ValueError as err:  # the preview accepted this setting, so this is not expected
+            self._refuse(err)
+            return
+        self._show(data, start)
+
+    def _complete_in_loop(self, complete: Any, loop: asyncio.AbstractEventLoop, generation: int) -> None:
+        """Run ``complete`` from the event loop (an error goes to the message line: no cell would show it), then idle work."""
+        try:
+            complete()
+        except Exception as err:  # noqa: BLE001 - shown to the user, then logged by the loop
+            self.message.value = f"<span class='rg-error' style='color:#B00020'>{html.escape(repr(err))}</span>"
+            self.status.value = _status_html("invalid", "failed: see the message below")
+            raise
+        self._when_idle(loop, generation)
 
     def _on_change(self, _change: Mapping[str, Any]) -> None:
         if not self._holding:

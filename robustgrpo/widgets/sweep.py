@@ -6,6 +6,7 @@ this module only builds widgets on it and wires them together.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Mapping
 
@@ -16,6 +17,7 @@ from ..dashboards.sweep import (
     CONTROLS,
     DEFAULT_STATE,
     GROUP_SIZES,
+    PREVIEW_REWARDS,
     DashboardData,
     DashboardEngine,
     _check_methods,
@@ -53,7 +55,8 @@ def readout_html(data: DashboardData) -> str:
     (keys ``update_cosine``, ``relative_error``, ``reference_cosine``, ``sign_agreement``, ``silenced``,
     ``fallback_rate``, ``clipped_fraction``, ``contaminated_mean_advantage``), formatted with 4
     decimals, so a browser test can read it; the setting itself is in ``<span data-key="c">`` etc.,
-    written as its slider writes it (:data:`~robustgrpo.dashboards.sweep.CONTROLS`).
+    written as its slider writes it (:data:`~robustgrpo.dashboards.sweep.CONTROLS`). A preview
+    (:attr:`DashboardData.is_preview`) says so in ``<b class='rg-preview' data-groups=...>``.
     """
     clean = clean_model_label(data.clean_model)
     c, rate, size = (CONTROLS[k].format(getattr(data, k)) for k in ("c", "rate", "size"))
@@ -62,6 +65,10 @@ def readout_html(data: DashboardData) -> str:
         f'rate = <span data-key="rate">{rate}</span>, '
         f'outlier M = <span data-key="size">{size}</span>, group <span data-key="group">{data.group}</span>; '
         f"clean rewards: {clean}; {data.n_groups:,} groups, seed {data.seed}. "
+        + (f"<b class='rg-preview' data-groups='{data.computed_groups}'>Preview: the numbers and the histograms below "
+           f"cover {data.computed_groups:,} of the {data.n_groups:,} groups; all are being computed.</b> "
+           if data.is_preview else "")
+        + 
         f'Contaminated: <span data-key="contaminated_fraction">{100 * data.contaminated_fraction:.1f}</span> % of samples, '
         f'<span data-key="hit_group_fraction">{100 * data.hit_group_fraction:.1f}</span> % of groups.'
     )
@@ -96,18 +103,26 @@ class Dashboard(DashboardWidget):
 
     Every control calls :meth:`update` through an ``observe`` callback: the
     data function, then :func:`~robustgrpo.plots.interactive.update_linked_views`
-    (trace data changed in place) and the readout. A click on a histogram
+    (trace data changed in place) and the readout. In the kernel's idle
+    time the clean rewards of the other clean models are drawn at the G
+    shown (:meth:`DashboardEngine.prefetch`). A setting not computed
+    before, when ``n_groups`` is more than twice what ``preview_rewards``
+    rewards hold, is first drawn from ``preview_rewards // G`` groups
+    (:meth:`~robustgrpo.dashboards.sweep.DashboardEngine.preview_data`), then
+    from all of them (see :mod:`robustgrpo.widgets.base`). A click on a histogram
     line shows the first group with a sample in that bin. A group index
     outside ``0 .. n_groups - 1`` typed into the box is refused: the box goes
     back to the group shown and the message line says why.
     """
 
-    def __init__(self, engine: DashboardEngine, state: Mapping[str, Any]) -> None:
+    def __init__(self, engine: DashboardEngine, state: Mapping[str, Any], preview_rewards: int = PREVIEW_REWARDS) -> None:
         import ipywidgets as W
 
         from ..plots.interactive import plot_linked_views
 
         self.engine = engine
+        self.preview_rewards = check_int("preview_rewards", preview_rewards, minimum=1,
+                                         hint=f"pass how many rewards a first view computes, e.g. {PREVIEW_REWARDS}")
         self.specs = CONTROLS
         unknown = sorted(set(state) - set(DEFAULT_STATE))
         if unknown:
@@ -156,19 +171,34 @@ class Dashboard(DashboardWidget):
 
     # ------------------------------------------------------------ the frame's hooks
 
-    def _compute(self, state: Mapping[str, Any]) -> DashboardData:
+    def _check(self, state: Mapping[str, Any]) -> None:
         if not state["methods"]:
             raise ValueError("no estimator is chosen; choose at least one in the estimators list")
         group = state["group"]
         if not 0 <= group < self.engine.n_groups:
             raise ValueError(f"group shown must be a group index from 0 to {self.engine.n_groups - 1:,}, got {group}")
+
+    def _compute(self, state: Mapping[str, Any]) -> DashboardData:
+        self._check(state)
         return self.engine.data(**state)
+
+    def _preview(self, state: Mapping[str, Any]) -> tuple[DashboardData, str] | None:
+        self._check(state)
+        groups = max(1, self.preview_rewards // state["G"])
+        if self.engine.n_groups <= 2 * groups or self.engine.cached(**{k: v for k, v in state.items() if k != "group"}):
+            return None
+        return self.engine.preview_data(groups, **state), f"a preview on {groups:,} of {self.engine.n_groups:,} groups"
 
     def _draw(self, data: DashboardData) -> None:
         from ..plots.interactive import update_linked_views
 
         update_linked_views(self.figure, data)
         self.readout.value = readout_html(data)
+
+    def _idle_steps(self) -> list[Any]:
+        """Draw the clean rewards of the other clean models at the G shown, one model a step."""
+        G, shown = self.data.G, self.data.clean_model
+        return [functools.partial(self.engine.prefetch, G, key) for key in CLEAN_MODEL_CHOICES if key != shown]
 
     def _refused(self) -> None:
         if self.controls["group"].value != self.data.group:  # an index out of range: show the group on display
@@ -212,6 +242,7 @@ def dashboard(
     seed: int = 0,
     *,
     engine: DashboardEngine | None = None,
+    preview_rewards: int = PREVIEW_REWARDS,
     **state: Any,
 ) -> Dashboard:
     """Build the dashboard: controls, linked views and readout, ready to display.
@@ -223,6 +254,10 @@ def dashboard(
         is given).
     engine : DashboardEngine, optional
         Share a cached engine (e.g. with :func:`dashboard_data` calls).
+    preview_rewards : int
+        Rewards a first view of a new setting computes on
+        (:data:`~robustgrpo.dashboards.sweep.PREVIEW_REWARDS`); none is made
+        when the full data holds at most twice as many.
     **state
         Initial control values (defaults :data:`DEFAULT_STATE`): ``G`` (one
         of :data:`GROUP_SIZES`), ``c``, ``rate`` and ``size`` (on their
@@ -234,4 +269,4 @@ def dashboard(
     Dashboard
         Display it (last expression of a cell) to show the widgets.
     """
-    return Dashboard(engine if engine is not None else DashboardEngine(n_groups, seed), state)
+    return Dashboard(engine if engine is not None else DashboardEngine(n_groups, seed), state, preview_rewards)
