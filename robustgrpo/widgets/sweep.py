@@ -60,15 +60,14 @@ def readout_html(data: DashboardData) -> str:
     """
     clean = clean_model_label(data.clean_model)
     c, rate, size = (CONTROLS[k].format(getattr(data, k)) for k in ("c", "rate", "size"))
+    preview = (f"<b class='rg-preview' data-groups='{data.computed_groups}'>Preview: the numbers and the histograms below "
+               f"cover {data.computed_groups:,} of the {data.n_groups:,} groups; all are being computed.</b> "
+               if data.is_preview else "")
     setting = (
         f'G = <span data-key="G">{data.G}</span>, c = <span data-key="c">{c}</span>, '
         f'rate = <span data-key="rate">{rate}</span>, '
         f'outlier M = <span data-key="size">{size}</span>, group <span data-key="group">{data.group}</span>; '
-        f"clean rewards: {clean}; {data.n_groups:,} groups, seed {data.seed}. "
-        + (f"<b class='rg-preview' data-groups='{data.computed_groups}'>Preview: the numbers and the histograms below "
-           f"cover {data.computed_groups:,} of the {data.n_groups:,} groups; all are being computed.</b> "
-           if data.is_preview else "")
-        + 
+        f"clean rewards: {clean}; {data.n_groups:,} groups, seed {data.seed}. {preview}"
         f'Contaminated: <span data-key="contaminated_fraction">{100 * data.contaminated_fraction:.1f}</span> % of samples, '
         f'<span data-key="hit_group_fraction">{100 * data.hit_group_fraction:.1f}</span> % of groups.'
     )
