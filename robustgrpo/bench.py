@@ -299,6 +299,85 @@ def _timed_moves(
     return times
 
 
+_Timed = list[tuple[str, str, list[tuple[float, float]]]]  # (control, case, first-view and full-data ms per move)
+
+
+def _slider_moves(dash, repeats: int) -> _Timed:
+    """c, rate and outlier size to values not shown before, and other groups shown."""
+    ctl = dash.controls
+    base_c = float(ctl["c"].value)
+    c_values = [round(1.0 + (base_c - 1.0 + 0.3 * (i + 1)) % 4.0, 1) for i in range(repeats)]
+    rate0 = float(ctl["rate"].value)
+    rates = [round(0.01 + (rate0 + 0.01 * i) % 0.49, 2) for i in range(1, repeats + 1)]  # stay on the slider
+    size0 = math.log10(float(ctl["size"].value))
+    sizes = [10 ** round((size0 + 0.1 * i) % 4.0, 1) for i in range(1, repeats + 1)]
+    groups = [(i + 1) % dash.engine.n_groups for i in range(repeats)]
+    return [
+        ("c", "new c values (re-clip cached advantages)", _timed_moves(dash, ctl["c"], c_values)),
+        ("rate", "new rates (every estimator reruns)", _timed_moves(dash, ctl["rate"], rates)),
+        ("size", "new outlier sizes (every estimator reruns)", _timed_moves(dash, ctl["size"], sizes)),
+        ("group", "another group shown", _timed_moves(dash, ctl["group"], groups)),
+    ]
+
+
+def _estimator_moves(dash, chosen: tuple[str, ...], repeats: int, notes: list[str]) -> _Timed:
+    """Adding an estimator not shown before (up to ``repeats`` of them), and removing it again; a note per estimator."""
+    added = [m for m in ESTIMATORS if m not in chosen][:repeats]
+    if not added:
+        return []
+    add_times, remove_times = [], []
+    for m in added:
+        add_times.append(_timed_moves(dash, dash.controls["methods"], [chosen + (m,)])[0])
+        remove_times.append(_timed_moves(dash, dash.controls["methods"], [chosen])[0])
+    notes.append("estimator adds (first view / full data): "
+                 + ", ".join(f"{m} {first:.0f} / {full:.0f} ms" for m, (first, full) in zip(added, add_times)))
+    return [("estimators", f"add one not shown before ({len(added)} estimators)", add_times),
+            ("estimators", "remove one", remove_times)]
+
+
+def _group_size_moves(dash, G: int, repeats: int) -> _Timed:
+    """From the next smaller G to ``G``: with the caches cleared before each move, and back to a pair seen before."""
+    from .dashboards.sweep import GROUP_SIZES
+
+    ctl = dash.controls["G"]
+    other = GROUP_SIZES[GROUP_SIZES.index(G) - 1] if GROUP_SIZES.index(G) else GROUP_SIZES[1]
+
+    def fresh_start(_value: object) -> None:
+        ctl.value = other
+        dash.engine.clear()
+
+    return [("G", f"{other} -> {G}, first visit (caches cleared)", _timed_moves(dash, ctl, [G] * repeats, fresh_start)),
+            ("G", f"{other} -> {G}, revisit", _timed_moves(dash, ctl, [G] * repeats, lambda _v: setattr(ctl, "value", other)))]
+
+
+def _clean_model_moves(dash, G: int, repeats: int) -> _Timed:
+    """From the starting clean model to each other one in turn: caches cleared, after idle time, and revisits."""
+    ctl, engine = dash.controls["clean_model"], dash.engine
+    start = ctl.value
+    models = [key for _label, key in ctl.options if key != start]
+
+    def moves(before: Callable[[], None]) -> list[tuple[float, float]]:
+        times = []
+        for i in range(repeats):
+            ctl.value = start
+            before()
+            times += _timed_moves(dash, ctl, [models[i % len(models)]])
+        return times
+
+    def idle_time() -> None:  # what the kernel's idle time does after the previous move: the draws, no estimator
+        engine.clear()
+        for key in models:
+            engine.prefetch(G, key)
+
+    cold = moves(engine.clear)
+    after_idle = moves(idle_time)
+    for target in models:  # every model once, untimed: the revisits below all hit the cache
+        ctl.value = target
+    return [("clean_model", "another model, first visit (caches cleared)", cold),
+            ("clean_model", "another model, first visit after idle time", after_idle),
+            ("clean_model", "another model, revisit", moves(lambda: None))]
+
+
 def run_dashboard_benchmark(
     G: int = 256,
     n_groups: int = 10_000,
@@ -339,84 +418,25 @@ def run_dashboard_benchmark(
         raise ValueError(f"G must be one of the dashboard's group sizes {GROUP_SIZES}, got {G!r}")
     check_int("repeats", repeats, minimum=1)
     chosen = tuple(DEFAULT_METHODS if methods is None else methods)
-    other_g = GROUP_SIZES[GROUP_SIZES.index(G) - 1] if GROUP_SIZES.index(G) else GROUP_SIZES[1]
     t0 = time.perf_counter()
     dash = dashboard(n_groups=n_groups, G=G, methods=chosen,
                      preview_rewards=PREVIEW_REWARDS if preview_rewards is None else preview_rewards)
     build_s = time.perf_counter() - t0
-    ctl, engine = dash.controls, dash.engine
-    extra = [m for m in ESTIMATORS if m not in chosen]
     rows: list[DashboardBenchRow] = []
-    steps = ["c", "rate", "size", "group", "methods", "G", "clean_model"]
-    bar = tqdm(total=len(steps) + int(sweep), desc="dashboard bench", disable=not progress, leave=False)
-
-    def add(control: str, case: str, times: list[tuple[float, float]]) -> None:
-        first, full = np.array(times).T
-        rows.append(DashboardBenchRow(control, case, float(np.median(full)), float(np.max(full)), len(times),
-                                      float(np.median(first)), float(np.max(first))))
-
-    base_c = float(ctl["c"].value)
-    c_values = [round(1.0 + (base_c - 1.0 + 0.3 * (i + 1)) % 4.0, 1) for i in range(repeats)]
-    add("c", "new c values (re-clip cached advantages)", _timed_moves(dash, ctl["c"], c_values))
-    bar.update()
-    rate0 = float(ctl["rate"].value)
-    rates = [round(0.01 + (rate0 + 0.01 * i) % 0.49, 2) for i in range(1, repeats + 1)]  # stay on the slider
-    add("rate", "new rates (every estimator reruns)", _timed_moves(dash, ctl["rate"], rates))
-    bar.update()
-    size0 = math.log10(float(ctl["size"].value))
-    add("size", "new outlier sizes (every estimator reruns)",
-        _timed_moves(dash, ctl["size"], [10 ** round((size0 + 0.1 * i) % 4.0, 1) for i in range(1, repeats + 1)]))
-    bar.update()
-    add("group", "another group shown", _timed_moves(dash, ctl["group"], [(i + 1) % n_groups for i in range(repeats)]))
-    bar.update()
     notes: list[str] = []
-    added = extra[:repeats]
-    if added:
-        add_times, remove_times = [], []
-        for m in added:
-            add_times.append(_timed_moves(dash, ctl["methods"], [chosen + (m,)])[0])
-            remove_times.append(_timed_moves(dash, ctl["methods"], [chosen])[0])
-        add("estimators", f"add one not shown before ({len(added)} estimators)", add_times)
-        add("estimators", "remove one", remove_times)
-        notes.append("estimator adds (first view / full data): "
-                     + ", ".join(f"{m} {first:.0f} / {full:.0f} ms" for m, (first, full) in zip(added, add_times)))
-    bar.update()
-
-    def fresh_start(_value: object) -> None:
-        ctl["G"].value = other_g
-        engine.clear()
-
-    add("G", f"{other_g} -> {G}, first visit (caches cleared)", _timed_moves(dash, ctl["G"], [G] * repeats, fresh_start))
-    add("G", f"{other_g} -> {G}, revisit", _timed_moves(dash, ctl["G"], [G] * repeats, lambda _v: setattr(ctl["G"], "value", other_g)))
-    bar.update()
-    start_model = ctl["clean_model"].value
-    models = [key for _label, key in ctl["clean_model"].options if key != start_model]
-    cold = []
-    for i in range(repeats):
-        target = models[i % len(models)]
-        ctl["clean_model"].value = start_model
-        engine.clear()
-        cold += _timed_moves(dash, ctl["clean_model"], [target])
-    add("clean_model", "another model, first visit (caches cleared)", cold)
-    idle = []
-    for i in range(repeats):  # what the kernel's idle time does after the previous move: the draws, no estimator
-        target = models[i % len(models)]
-        ctl["clean_model"].value = start_model
-        engine.clear()
-        for key in models:
-            engine.prefetch(G, key)
-        idle += _timed_moves(dash, ctl["clean_model"], [target])
-    add("clean_model", "another model, first visit after idle time", idle)
-    for target in models:  # every model once, untimed: the revisits below all hit the cache
-        ctl["clean_model"].value = target
-    warm = []
-    for i in range(repeats):
-        target = models[i % len(models)]
-        ctl["clean_model"].value = start_model
-        warm += _timed_moves(dash, ctl["clean_model"], [target])
-    add("clean_model", "another model, revisit", warm)
-    bar.update()
-
+    timings = (
+        lambda: _slider_moves(dash, repeats),
+        lambda: _estimator_moves(dash, chosen, repeats, notes),
+        lambda: _group_size_moves(dash, G, repeats),
+        lambda: _clean_model_moves(dash, G, repeats),
+    )
+    bar = tqdm(total=len(timings) + int(sweep), desc="dashboard bench", disable=not progress, leave=False)
+    for timing in timings:
+        for control, case, times in timing():
+            first, full = np.array(times).T
+            rows.append(DashboardBenchRow(control, case, float(np.median(full)), float(np.max(full)), len(times),
+                                          float(np.median(first)), float(np.max(first))))
+        bar.update()
     sweep_s, cells = None, 0
     if sweep:
         from .report.sweeps import heatmap_sweep
