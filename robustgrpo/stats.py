@@ -497,7 +497,11 @@ def value_range(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 
 
 def tie_tolerance(
-    x: torch.Tensor, mask: torch.Tensor | None, resolution: float, span: torch.Tensor | None = None
+    x: torch.Tensor,
+    mask: torch.Tensor | None,
+    resolution: float,
+    span: torch.Tensor | None = None,
+    spread: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""The tie tolerance of each row: :math:`t = \rho\,(\max_i x_i - \min_i x_i)`, or :math:`\rho\,w`.
 
@@ -513,10 +517,12 @@ def tie_tolerance(
     absolute reward resolution. Then a group whose rewards all lie within
     ``t`` of each other (all wrong answers, jittered) is a tie too, which no
     tolerance relative to the group's own range can say.
+
+    ``spread``, when given, is :func:`value_range` of ``x`` already computed.
     """
     if span is not None:
         return (resolution * span).to(x.dtype).expand(x.shape[:-1])
-    return resolution * value_range(x, mask)
+    return resolution * (value_range(x, mask) if spread is None else spread)
 
 
 def shrink(d: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -575,9 +581,22 @@ def _argsort_last(x: torch.Tensor) -> torch.Tensor:
     return torch.argsort(x, dim=-1)
 
 
-#: Offsets to either side at which :func:`soft_midranks` compares sorted values directly: clusters
-#: of up to ``_RAMP_BAND + 1`` values need nothing else.
+#: Offsets to either side at which :func:`soft_midranks` compares sorted values directly: a value
+#: whose neighbours within ``2 t`` all lie within ``_RAMP_BAND`` positions needs nothing else.
 _RAMP_BAND = 3
+
+
+def _beyond_band(s: torch.Tensor, tt: torch.Tensor) -> torch.Tensor:
+    r"""Where the band of :func:`_band_ranks` misses a pair: :math:`s_{k+D+1} - s_k \le 2t`, per k.
+
+    ``[..., G - D - 1]`` booleans (empty when ``G <= D + 1``). Where none is
+    True, every value's neighbours within ``2 t`` (the only ones with
+    :math:`\varphi \ne 0`; exact ties when ``t = 0``) lie within D positions,
+    so the band sum is the whole sum. Invalid entries (``+inf`` at the end)
+    never count: the difference to them is ``inf`` and between them NaN.
+    """
+    D = _RAMP_BAND + 1
+    return s[..., D:] - s[..., :-D] <= 2 * tt
 
 
 def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None) -> torch.Tensor:
@@ -585,9 +604,9 @@ def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None) -> to
 
     :math:`R_k = k + 1 + \sum_{0 < d \le D} \varphi(s_{k+d} - s_k) - \varphi(s_k - s_{k-d})`
     with :math:`\varphi(\Delta) = \min(\max(1 - \Delta / 2t, 0), 1/2)` (1/2 for
-    ties when t = 0): exact for every value whose cluster (run of neighbours
-    at most 2t apart) has at most D + 1 values. ``n`` (valid values per row,
-    first in sorted order) is None when all are valid.
+    ties when t = 0): exact for every value whose neighbours within 2t lie
+    within D positions (see :func:`_beyond_band`). ``n`` (valid values per
+    row, first in sorted order) is None when all are valid.
     """
     G = s.shape[-1]
     pos = torch.arange(G, device=s.device)
@@ -609,35 +628,47 @@ def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None) -> to
 
 def _cluster_ranks(
     x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor, s: torch.Tensor, order: torch.Tensor,
-    n: torch.Tensor | None,
+    n: torch.Tensor | None, beyond: torch.Tensor, slow: torch.Tensor,
 ) -> torch.Tensor:
-    """Soft mid-ranks of sorted rows that hold a cluster longer than the band (see `soft_midranks`)."""
+    r"""Soft mid-ranks of sorted rows, for rows where the band misses pairs (see :func:`soft_midranks`).
+
+    In the rows flagged ``slow`` (``[..., 1]``: :func:`_beyond_band` of the
+    row, ``beyond``, holds a True) a cluster (a run of sorted neighbours at
+    most ``2 t`` apart) no wider than ``t`` is a tie: its values, in sorted
+    positions ``first .. last``, share the rank
+    :math:`(\mathrm{first} + \mathrm{last})/2 + 1`. The positions come from
+    running extrema: ``first`` is the last cluster start at or before k,
+    ``last`` the first cluster end at or after k. A value of a wider cluster,
+    and every value of the other rows, takes the band sum of
+    :func:`_band_ranks`; a row where that misses a pair of a wide cluster is
+    ranked by :func:`_soft_midranks_by_search`.
+    """
     G = s.shape[-1]
     tt = t.unsqueeze(-1)
-    pos = torch.arange(G, device=s.device)
-    valid = True if n is None else pos < n
-    link = (s[..., 1:] - s[..., :-1] <= 2 * tt) & (True if n is None else pos[1:] < n)
-    start = torch.nn.functional.pad(~link, (1, 0), value=True)  # every row starts a cluster
-    # the first and last sorted position of each value's cluster, on the flattened rows: the
-    # cluster starts listed once (their count varies by row), looked up by a running cluster number
-    flat_start = start.reshape(-1)
-    number = flat_start.cumsum(0) - 1
-    starts = flat_start.nonzero().squeeze(1)
-    ends = torch.cat([starts[1:], starts.new_full((1,), flat_start.numel())]) - 1
-    first_flat, last_flat = starts.index_select(0, number), ends.index_select(0, number)
-    row_base = torch.arange(0, flat_start.numel(), G, device=s.device).unsqueeze(-1)
-    first = (first_flat.view(-1, G) - row_base).view(s.shape)
-    last = (last_flat.view(-1, G) - row_base).view(s.shape)
-    ranks = 0.5 * (first + last).to(s.dtype) + 1  # a cluster no wider than t is a tie
-    flat_s = s.reshape(-1)
-    width = (flat_s.index_select(0, last_flat) - flat_s.index_select(0, first_flat)).view(s.shape)
-    wide = (width > tt) & valid
-    if bool(wide.any()):
-        ranks = torch.where(wide, _band_ranks(s, tt, n), ranks)
-        long_run = (wide & (last - first > _RAMP_BAND)).any(-1)
-        if bool(long_run.any()):
-            searched = _soft_midranks_by_search(x[long_run], None if mask is None else mask[long_run], t[long_run])
-            ranks[long_run] = searched.gather(-1, order[long_run])
+    pos = torch.arange(G, dtype=torch.int16 if G < 2**15 else torch.int64, device=s.device)  # (cummax is fast on int16)
+    apart = ~(s[..., 1:] - s[..., :-1] <= 2 * tt)  # a cluster ends between k and k + 1 (also at and after invalid entries)
+    start = torch.nn.functional.pad(apart, (1, 0), value=True)
+    end = torch.nn.functional.pad(apart, (0, 1), value=True)
+    # (products, not torch.where: a broadcast where is several times slower on the CPU)
+    first = (start * pos).cummax(-1).values
+    last = (G - 1) - (end * (G - 1 - pos)).flip(-1).cummax(-1).values.flip(-1)
+    ranks = (first + last + 2).to(s.dtype) * 0.5
+    wide = s.gather(-1, last.long()) - s.gather(-1, first.long()) > tt  # (invalid entries: inf - inf is NaN, never wide)
+    banded = wide | ~slow
+    rows = banded.any(-1)
+    few = int(rows.sum())
+    if few:
+        D = _RAMP_BAND + 1
+        missed = torch.nn.functional.pad(beyond, (0, D)) | torch.nn.functional.pad(beyond, (D, 0))
+        if 8 * few > rows.numel():
+            ranks = torch.where(banded, _band_ranks(s, tt, n), ranks)
+        else:  # the band sum on those rows only (the same per-row result)
+            band = _band_ranks(s[rows], tt[rows], None if n is None else n[rows])
+            ranks[rows] = torch.where(banded[rows], band, ranks[rows])
+        search = (wide & missed).any(-1)
+        if bool(search.any()):
+            searched = _soft_midranks_by_search(x[search], None if mask is None else mask[search], t[search])
+            ranks[search] = searched.gather(-1, order[search])
     return ranks
 
 
@@ -690,43 +721,37 @@ def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -
     ``2 t`` apart are ranked as usual. Ranks of invalid entries are
     meaningless.
 
-    Computed on the sorted row, split into clusters (runs whose neighbours
-    are at most ``2 t`` apart; values in different clusters are ranked as
-    usual). In sorted position k,
+    Computed on the sorted row. In sorted position k,
     :math:`R_k = k + 1 + \sum_{j > k} \varphi(x_{(j)} - x_{(k)}) - \sum_{j < k} \varphi(x_{(k)} - x_{(j)})`
-    with :math:`\varphi(\Delta) = \min(\max(1 - \Delta / 2t, 0), 1/2)`, and
-    the sums run over the value's cluster. Rows whose clusters have at most
-    four values sum over the neighbours up to three positions away. In the
-    other rows a cluster no wider than ``t`` is a tie (its values share the
-    mean of its positions), a wider one of up to four values is summed as
-    before, and a row with a wider one of more values uses binary search and
-    prefix sums over the whole row.
+    with :math:`\varphi(\Delta) = \min(\max(1 - \Delta / 2t, 0), 1/2)`, which is 0
+    for :math:`\Delta \ge 2t`. A row where every value's neighbours within
+    ``2 t`` lie within three positions (:math:`x_{(k+4)} - x_{(k)} > 2t` for
+    every k) sums over those three neighbours to either side. In the other
+    rows (ties, near-ties) the values are split into clusters (runs whose
+    neighbours are at most ``2 t`` apart; values in different clusters are
+    ranked as usual): a cluster no wider than ``t`` is a tie (its values
+    share the mean of its positions), a value of a wider one is summed as
+    before where its neighbours within ``2 t`` lie within three positions,
+    and a row with any other value uses binary search and prefix sums over
+    the whole row.
     """
-    G = x.shape[-1]
     filled = fill_invalid(x, mask, math.inf)
     order = _argsort_last(filled)
     s = filled.gather(-1, order)
     n = None if mask is None else mask.sum(-1, keepdim=True)  # valid values come first in sorted order
     tt = t.unsqueeze(-1)
-    pos = torch.arange(G, device=x.device)
-    link = (s[..., 1:] - s[..., :-1] <= 2 * tt) & (True if n is None else pos[1:] < n)
-    long = torch.zeros(s.shape[:-1], dtype=torch.bool, device=x.device)  # a cluster of more than D + 1 values
-    if G > _RAMP_BAND + 1:
-        run = link[..., : G - 1 - _RAMP_BAND].clone()
-        for d in range(1, _RAMP_BAND + 1):
-            run &= link[..., d : G - 1 - _RAMP_BAND + d]
-        long = run.any(-1)
-    if not bool(long.any()):
+    beyond = _beyond_band(s, tt)
+    slow = beyond.any(-1, keepdim=True)  # rows where the band misses a pair
+    few = int(slow.sum())
+    if few == 0:
         ranks = _band_ranks(s, tt, n)
-    elif bool(long.all()):
-        ranks = _cluster_ranks(x, mask, t, s, order, n)
-    else:
-        short = ~long
-        ranks = torch.empty_like(s)
-        ranks[short] = _band_ranks(s[short], tt[short], None if n is None else n[short])
-        ranks[long] = _cluster_ranks(
-            x[long], None if mask is None else mask[long], t[long], s[long], order[long], None if n is None else n[long]
-        )
+    elif 8 * few > slow.numel():  # many: every row through the cluster path (band rows stay band rows)
+        ranks = _cluster_ranks(x, mask, t, s, order, n, beyond, slow)
+    else:  # a few: only those rows (the same per-row result, without the cluster work on the others)
+        rows = slow.squeeze(-1)
+        ranks = _band_ranks(s, tt, n)
+        ranks[rows] = _cluster_ranks(x[rows], None if mask is None else mask[rows], t[rows], s[rows], order[rows],
+                                     None if n is None else n[rows], beyond[rows], slow[rows])
     return torch.empty_like(ranks).scatter_(-1, order, ranks)
 
 
