@@ -445,10 +445,17 @@ def _robust_parts(g: Groups, resolution: float) -> RobustParts:
     u = (d.abs() - t.unsqueeze(-1)).clamp_min_(0)
     sorted_u = sort_valid(u, mask)  # invalid entries last, as +inf
     sigma = MAD_TO_SIGMA * median_of_sorted(sorted_u, n)
-    finite = torch.isfinite(sorted_u)
-    weights = torch.where(finite, resolved_weight(sorted_u, t), torch.zeros((), dtype=r.dtype, device=r.device))
+    weights = resolved_weight(sorted_u, t)
+    # with every entry valid and a finite range every deviation is finite (|r - m| <= max - min, and
+    # rounding is monotone); otherwise the invalid entries (+inf) and overflowed deviations weigh 0
+    finite = None if mask is None and g.spread is not None and bool(torch.isfinite(g.spread).all()) else torch.isfinite(sorted_u)
+    zero = torch.zeros((), dtype=r.dtype, device=r.device)
+    if finite is not None:
+        weights = torch.where(finite, weights, zero)
     b = continuous_lower_median(sorted_u, weights).unsqueeze(-1)
-    capped = torch.where(finite, torch.minimum(sorted_u, b), torch.zeros((), dtype=r.dtype, device=r.device))
+    capped = torch.minimum(sorted_u, b)
+    if finite is not None:
+        capped = torch.where(finite, capped, zero)
     # the sum of squares of values <= b, computed on capped / b so that huge rewards cannot overflow
     unit = torch.where(b > 0, b, torch.ones((), dtype=r.dtype, device=r.device))
     s_fb = unit.squeeze(-1) * torch.sqrt(capped.div_(unit).square_().sum(-1) / (n - 1).clamp_min(1).to(r.dtype))

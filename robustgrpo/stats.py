@@ -290,12 +290,10 @@ def huber_proposal2(
     out_scale = torch.where(fixed, scale, one)
     done = fixed.clone()
     rows = torch.nonzero(~done).squeeze(-1)  # the rows still moving, compacted
-    u = (x[rows] - shift[rows].unsqueeze(-1)) / unit[rows].unsqueeze(-1)
-    valid = None if mask is None else mask[rows]
+    u, valid, shift_r, unit_r, nf, floor, loc, scl = _take(rows, x, mask, shift, unit, n, floor_all, out_loc, out_scale)
+    u = (u - shift_r.unsqueeze(-1)) / unit_r.unsqueeze(-1)
     u = u if valid is None else torch.where(valid, u, zero)
-    nf = n[rows].to(x.dtype)
-    floor = floor_all[rows]
-    loc, scl = out_loc[rows], out_scale[rows]
+    nf = nf.to(x.dtype)
 
     now = _huber_objective(u, valid, nf, loc, scl, c, gamma)  # F at the current point, carried between steps
     stuck = torch.zeros_like(rows)  # consecutive steps without an exact step, per row
@@ -308,41 +306,45 @@ def huber_proposal2(
         outside = ~inside
         if valid is not None:
             inside, outside = inside & valid, outside & valid
-        above_minus_below = torch.where(outside, torch.sign(dev), zero).sum(-1)
+        above_minus_below = (torch.sign(dev) * outside).sum(-1)  # (products, not torch.where: see _huber_split_solution)
         # the exact step for this split, taken where it exists and does not raise the objective
         new_loc, new_scale, solvable = _huber_split_solution(u, inside, above_minus_below, nf, floor, c, gamma)
         new_f = _huber_objective(u, valid, nf, new_loc, torch.where(solvable, new_scale, one), c, gamma)
         jump = solvable & (new_f <= now + slack * now.abs())
         grown = torch.zeros_like(jump)
         if not bool(solvable.all()):
-            grow = ~solvable
-            lg, sg, fg, grown[grow] = _huber_grown_step(
-                u[grow], None if valid is None else valid[grow], nf[grow], floor[grow], dev[grow], cs[grow],
-                inside[grow], outside[grow], above_minus_below[grow], now[grow], c, gamma, slack)
-            new_loc[grow], new_scale[grow], new_f[grow] = lg, sg, fg
+            grow = torch.nonzero(~solvable).squeeze(-1)
+            lg, sg, fg, ok = _huber_grown_step(
+                *_take(grow, u, valid, nf, floor, dev, cs, inside, outside, above_minus_below, now), c, gamma, slack)
+            for v, w in ((new_loc, lg), (new_scale, sg), (new_f, fg), (grown, ok)):
+                v.index_copy_(0, grow, w)
         jump = jump | grown
         stuck = torch.where(jump, 0, stuck + 1)
         if not bool(jump.all()):
-            other = ~jump
-            vo = None if valid is None else valid[other]
-            lo_, so_, fo = _huber_plain_step(u[other], vo, nf[other], floor[other], loc[other], scl[other],
-                                             inside[other], stuck[other] >= 2, c, gamma)
-            new_loc[other], new_scale[other], new_f[other] = lo_, so_, fo
+            other = torch.nonzero(~jump).squeeze(-1)
+            uo, vo, nfo, flo, loco, sclo, ino, sto = _take(other, u, valid, nf, floor, loc, scl, inside, stuck)
+            lo_, so_, fo = _huber_plain_step(uo, vo, nfo, flo, loco, sclo, ino, sto >= 2, c, gamma)
+            for v, w in ((new_loc, lo_), (new_scale, so_), (new_f, fo)):
+                v.index_copy_(0, other, w)
         conv = ((scl - new_scale).abs() <= new_scale * tol) & ((loc - new_loc).abs() <= new_scale * tol) & ~grown
         loc, scl, now = new_loc, new_scale, new_f
         if bool(conv.any()):
-            finished = rows[conv]
-            out_loc[finished], out_scale[finished] = loc[conv], scl[conv]
-            done[finished] = True
-            keep = ~conv
-            rows, u, nf, floor, loc, scl, now, stuck = (
-                v[keep] for v in (rows, u, nf, floor, loc, scl, now, stuck)
-            )
-            valid = None if valid is None else valid[keep]
+            finished = torch.nonzero(conv).squeeze(-1)
+            at = rows.index_select(0, finished)
+            out_loc.index_copy_(0, at, loc.index_select(0, finished))
+            out_scale.index_copy_(0, at, scl.index_select(0, finished))
+            done[at] = True
+            rows, u, valid, nf, floor, loc, scl, now, stuck = _take(
+                torch.nonzero(~conv).squeeze(-1), rows, u, valid, nf, floor, loc, scl, now, stuck)
     out_loc[rows], out_scale[rows] = loc, scl  # rows that ran out of steps keep their last iterate
     location = shift + unit * out_loc
     scale = torch.where(fixed, out_scale, unit * out_scale)
     return location.reshape(batch), scale.reshape(batch), done.reshape(batch)
+
+
+def _take(index: torch.Tensor, *tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+    """The rows ``index`` of each tensor (None stays None): one row index for many tensors."""
+    return tuple(None if v is None else v.index_select(0, index) for v in tensors)
 
 
 def _huber_objective(u: torch.Tensor, valid: torch.Tensor | None, nf: torch.Tensor, loc: torch.Tensor,
@@ -370,10 +372,10 @@ def _huber_grown_step(
     lowers the objective strictly (its point is not a fixed point unless the next step's own split
     confirms it).
     """
-    zero, one = torch.zeros((), dtype=u.dtype, device=u.device), torch.ones((), dtype=u.dtype, device=u.device)
+    one = torch.ones((), dtype=u.dtype, device=u.device)
     excess = torch.where(outside, dev.abs() - cs, math.inf)
     nearest = outside & (excess <= excess.min(-1, keepdim=True).values)
-    amb = above_minus_below - torch.where(nearest, torch.sign(dev), zero).sum(-1)
+    amb = above_minus_below - (torch.sign(dev) * nearest).sum(-1)
     loc, scl, ok = _huber_split_solution(u, inside | nearest, amb, nf, floor, c, gamma)
     f = _huber_objective(u, valid, nf, loc, torch.where(ok, scl, one), c, gamma)
     return loc, scl, f, ok & (f < now - slack * now.abs())
@@ -394,7 +396,7 @@ def _huber_plain_step(
     cs = c * scl.unsqueeze(-1)
     clipped = torch.clamp(u, loc.unsqueeze(-1) - cs, loc.unsqueeze(-1) + cs)
     new_loc = (clipped if valid is None else torch.where(valid, clipped, zero)).sum(-1) / nf
-    inside_sq = torch.where(inside, (u - new_loc.unsqueeze(-1)).square(), zero).sum(-1)
+    inside_sq = ((u - new_loc.unsqueeze(-1)).square() * inside).sum(-1)
     outside_sq = (scl * c).square() * (nf - inside.sum(-1))
     new_scale = torch.maximum(torch.sqrt((inside_sq + outside_sq) / ((nf - 1) * gamma)), floor)
     if bool(coordinate.any()):
@@ -423,11 +425,17 @@ def _huber_split_solution(
     ``inside`` flags the values of I; ``above_minus_below`` is :math:`|U| - |L|`
     per row. Returns the location :math:`\bar u_I + b s`, the scale
     :math:`\max(s, s_{min})` and whether the split has a positive solution.
+
+    The sums over I multiply by the flags (as 0 and 1 in ``u``'s dtype)
+    instead of selecting with ``torch.where`` (several times slower on the
+    CPU with a mask that changes from value to value): for finite ``u`` the
+    terms outside I are then :math:`\pm 0`, and the sums are the same to the
+    bit.
     """
-    zero = torch.zeros((), dtype=u.dtype, device=u.device)
-    n_in = inside.sum(-1).to(u.dtype)
-    mean_in = torch.where(inside, u, zero).sum(-1) / n_in.clamp_min(1)
-    ss_in = torch.where(inside, (u - mean_in.unsqueeze(-1)).square(), zero).sum(-1)
+    weight = inside.to(u.dtype)
+    n_in = weight.sum(-1)
+    mean_in = (u * weight).sum(-1) / n_in.clamp_min(1)
+    ss_in = ((u - mean_in.unsqueeze(-1)).square_() * weight).sum(-1)
     b = c * above_minus_below.to(u.dtype) / n_in.clamp_min(1)
     denom = (nf - 1) * gamma - n_in * b.square() - (nf - n_in) * c * c
     scale = torch.maximum(torch.sqrt(ss_in / torch.where(denom > 0, denom, 1.0)), floor)
@@ -543,6 +551,8 @@ def resolved_weight(u: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     :math:`[u > 0]`.
     """
     t = t.unsqueeze(-1)
+    if bool((t > 0).all()):
+        return (u / t).clamp(0, 1)
     return torch.where(t > 0, (u / torch.where(t > 0, t, torch.ones_like(t))).clamp(0, 1), (u > 0).to(u.dtype))
 
 
