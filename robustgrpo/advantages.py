@@ -442,7 +442,7 @@ def _robust_parts(g: Groups, resolution: float) -> RobustParts:
     centre = median_of_sorted(sort_valid(r, mask), n)
     t = tie_tolerance(r, mask, resolution, g.span, g.spread)
     d = r - centre.unsqueeze(-1)
-    u = (d.abs() - t.unsqueeze(-1)).clamp_min_(0)
+    u = d.abs().sub_(t.unsqueeze(-1)).clamp_min_(0)
     sorted_u = sort_valid(u, mask)  # invalid entries last, as +inf
     sigma = MAD_TO_SIGMA * median_of_sorted(sorted_u, n)
     weights = resolved_weight(sorted_u, t)

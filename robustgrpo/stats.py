@@ -50,6 +50,7 @@ __all__ = [
     "order_statistic",
     "median_of_sorted",
     "quantile_of_sorted",
+    "as_weights",
     "masked_sum",
     "masked_mean",
     "masked_std",
@@ -120,6 +121,17 @@ def sort_valid(x: torch.Tensor, mask: torch.Tensor | None, *, inplace: bool = Fa
     """
     filled = fill_invalid(x, mask, math.inf)
     return sort_last(filled, inplace=inplace or filled is not x)
+
+
+def as_weights(flags: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Boolean ``flags`` as 0.0 and 1.0 in ``dtype``.
+
+    Converted through ``uint8``: torch converts booleans to floats several
+    times slower than bytes on the CPU. Multiplying finite values by these
+    weights gives the values or :math:`\pm 0`, so a sum of the products is a
+    masked sum to the bit, without ``torch.where``'s per-value branch.
+    """
+    return flags.view(torch.uint8).to(dtype)
 
 
 def order_statistic(sorted_x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -290,8 +302,11 @@ def huber_proposal2(
     out_scale = torch.where(fixed, scale, one)
     done = fixed.clone()
     rows = torch.nonzero(~done).squeeze(-1)  # the rows still moving, compacted
-    u, valid, shift_r, unit_r, nf, floor, loc, scl = _take(rows, x, mask, shift, unit, n, floor_all, out_loc, out_scale)
-    u = (u - shift_r.unsqueeze(-1)) / unit_r.unsqueeze(-1)
+    if rows.numel() == len(done):  # every row moves: no copy
+        u, valid, shift_r, unit_r, nf, floor, loc, scl = x, mask, shift, unit, n, floor_all, out_loc.clone(), out_scale
+    else:
+        u, valid, shift_r, unit_r, nf, floor, loc, scl = _take(rows, x, mask, shift, unit, n, floor_all, out_loc, out_scale)
+    u = (u - shift_r.unsqueeze(-1)).div_(unit_r.unsqueeze(-1))
     u = u if valid is None else torch.where(valid, u, zero)
     nf = nf.to(x.dtype)
 
@@ -306,7 +321,7 @@ def huber_proposal2(
         outside = ~inside
         if valid is not None:
             inside, outside = inside & valid, outside & valid
-        above_minus_below = (torch.sign(dev) * outside).sum(-1)  # (products, not torch.where: see _huber_split_solution)
+        above_minus_below = torch.sign(dev).mul_(as_weights(outside, u.dtype)).sum(-1)
         # the exact step for this split, taken where it exists and does not raise the objective
         new_loc, new_scale, solvable = _huber_split_solution(u, inside, above_minus_below, nf, floor, c, gamma)
         new_f = _huber_objective(u, valid, nf, new_loc, torch.where(solvable, new_scale, one), c, gamma)
@@ -375,7 +390,7 @@ def _huber_grown_step(
     one = torch.ones((), dtype=u.dtype, device=u.device)
     excess = torch.where(outside, dev.abs() - cs, math.inf)
     nearest = outside & (excess <= excess.min(-1, keepdim=True).values)
-    amb = above_minus_below - (torch.sign(dev) * nearest).sum(-1)
+    amb = above_minus_below - torch.sign(dev).mul_(as_weights(nearest, u.dtype)).sum(-1)
     loc, scl, ok = _huber_split_solution(u, inside | nearest, amb, nf, floor, c, gamma)
     f = _huber_objective(u, valid, nf, loc, torch.where(ok, scl, one), c, gamma)
     return loc, scl, f, ok & (f < now - slack * now.abs())
@@ -396,7 +411,7 @@ def _huber_plain_step(
     cs = c * scl.unsqueeze(-1)
     clipped = torch.clamp(u, loc.unsqueeze(-1) - cs, loc.unsqueeze(-1) + cs)
     new_loc = (clipped if valid is None else torch.where(valid, clipped, zero)).sum(-1) / nf
-    inside_sq = ((u - new_loc.unsqueeze(-1)).square() * inside).sum(-1)
+    inside_sq = (u - new_loc.unsqueeze(-1)).square_().mul_(as_weights(inside, u.dtype)).sum(-1)
     outside_sq = (scl * c).square() * (nf - inside.sum(-1))
     new_scale = torch.maximum(torch.sqrt((inside_sq + outside_sq) / ((nf - 1) * gamma)), floor)
     if bool(coordinate.any()):
@@ -426,16 +441,14 @@ def _huber_split_solution(
     per row. Returns the location :math:`\bar u_I + b s`, the scale
     :math:`\max(s, s_{min})` and whether the split has a positive solution.
 
-    The sums over I multiply by the flags (as 0 and 1 in ``u``'s dtype)
-    instead of selecting with ``torch.where`` (several times slower on the
-    CPU with a mask that changes from value to value): for finite ``u`` the
-    terms outside I are then :math:`\pm 0`, and the sums are the same to the
-    bit.
+    The sums over I multiply by the flags (:func:`as_weights`) instead of
+    selecting with ``torch.where``, several times slower on the CPU where the
+    flags change from value to value.
     """
-    weight = inside.to(u.dtype)
+    weight = as_weights(inside, u.dtype)
     n_in = weight.sum(-1)
     mean_in = (u * weight).sum(-1) / n_in.clamp_min(1)
-    ss_in = ((u - mean_in.unsqueeze(-1)).square_() * weight).sum(-1)
+    ss_in = (u - mean_in.unsqueeze(-1)).square_().mul_(weight).sum(-1)
     b = c * above_minus_below.to(u.dtype) / n_in.clamp_min(1)
     denom = (nf - 1) * gamma - n_in * b.square() - (nf - n_in) * c * c
     scale = torch.maximum(torch.sqrt(ss_in / torch.where(denom > 0, denom, 1.0)), floor)
@@ -551,9 +564,10 @@ def resolved_weight(u: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     :math:`[u > 0]`.
     """
     t = t.unsqueeze(-1)
-    if bool((t > 0).all()):
-        return (u / t).clamp(0, 1)
-    return torch.where(t > 0, (u / torch.where(t > 0, t, torch.ones_like(t))).clamp(0, 1), (u > 0).to(u.dtype))
+    tied = ~(t > 0)
+    if not bool(tied.any()):
+        return (u / t).clamp_(0, 1)
+    return torch.where(tied, as_weights(u > 0, u.dtype), (u / torch.where(tied, torch.ones_like(t), t)).clamp_(0, 1))
 
 
 def continuous_lower_median(sorted_x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
