@@ -942,6 +942,8 @@ def _count(flags: torch.Tensor | None, keep: torch.Tensor | None, n: torch.Tenso
     """Per-group count of the ``flags`` (None: none) among the entries ``keep`` (None: all), shaped like ``n``."""
     if flags is None:
         return torch.zeros_like(n)
+    if keep is not None and keep.shape[-1] == 1:  # whole groups kept or not: count, then drop (no [B, G] mask)
+        return torch.count_nonzero(flags, dim=-1) * keep.squeeze(-1)
     return torch.count_nonzero(flags if keep is None else flags & keep, dim=-1)
 
 

@@ -567,7 +567,10 @@ def resolved_weight(u: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     tied = ~(t > 0)
     if not bool(tied.any()):
         return (u / t).clamp_(0, 1)
-    return torch.where(tied, as_weights(u > 0, u.dtype), (u / torch.where(tied, torch.ones_like(t), t)).clamp_(0, 1))
+    w = (u / torch.where(tied, torch.ones_like(t), t)).clamp_(0, 1)
+    rows = torch.nonzero(tied.reshape(-1)).squeeze(-1)  # (few: groups of one value, or resolution 0)
+    step = as_weights(u.reshape(-1, u.shape[-1]).index_select(0, rows) > 0, u.dtype)
+    return w.view(-1, w.shape[-1]).index_copy_(0, rows, step).view(w.shape)
 
 
 def continuous_lower_median(sorted_x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
