@@ -708,17 +708,17 @@ def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None
     G = ranks.shape[-1]
     twice = 2 * ranks
     index = twice.to(torch.int32).clamp_(0, 2 * G)  # (ranks are >= 1/2; invalid entries' ranks are unused)
-    on_table = twice == index.to(ranks.dtype)
+    back = index.to(ranks.dtype)
     sizes = torch.arange(G + 1, dtype=torch.float64, device=ranks.device) if mask is not None else torch.full((1,), float(G), dtype=torch.float64, device=ranks.device)
     j = torch.arange(2 * G + 1, dtype=torch.float64, device=ranks.device)
     table = torch.special.ndtri(((j / 2 - 0.375) / (sizes.unsqueeze(-1) + 0.25)).clamp(1e-12, 1 - 1e-12)).to(ranks.dtype)
     if mask is not None:
         index += (n.to(torch.int32) * (2 * G + 1)).unsqueeze(-1)
     z = table.view(-1).index_select(0, index.view(-1)).view(ranks.shape)
-    if bool(on_table.all()):
+    if torch.equal(twice, back):  # every rank on the table
         return z
     # the quantile function only on the ranks between table entries (gathered, computed, scattered back)
-    off = torch.nonzero(~on_table.view(-1)).squeeze(-1)
+    off = torch.nonzero((twice != back).view(-1)).squeeze(-1)
     if mask is None:
         size = float(G)
     else:
@@ -1109,8 +1109,11 @@ def compute_advantages(
     degenerate = (n >= 2) & (spread <= tol)
     defined = ~(empty | single | degenerate)
     keep = _valid(defined.unsqueeze(-1), valid)
-    all_kept = valid is None and bool(defined.all())
-    adv = out.advantages if all_kept else torch.where(keep, out.advantages, zero)
+    if valid is None:  # whole groups dropped: fill their rows (no [B, G] selection)
+        dropped = torch.nonzero(~defined).squeeze(-1)
+        adv = out.advantages if dropped.numel() == 0 else out.advantages.index_fill(0, dropped, 0)
+    else:
+        adv = torch.where(keep, out.advantages, zero)
     if singleton == "reward":
         adv = torch.where(_valid(single.unsqueeze(-1), valid), values, adv)
     if not bool(torch.isfinite(adv.sum())) and not bool(torch.isfinite(adv).all()):
