@@ -124,7 +124,7 @@ def sort_valid(x: torch.Tensor, mask: torch.Tensor | None, *, inplace: bool = Fa
 
 
 def as_weights(flags: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Boolean ``flags`` as 0.0 and 1.0 in ``dtype``.
+    r"""Boolean ``flags`` as 0.0 and 1.0 in ``dtype``.
 
     Converted through ``uint8``: torch converts booleans to floats several
     times slower than bytes on the CPU. Multiplying finite values by these
@@ -673,14 +673,25 @@ def _cluster_ranks(
     G = s.shape[-1]
     tt = t.unsqueeze(-1)
     pos = torch.arange(G, dtype=torch.int16 if G < 2**15 else torch.int64, device=s.device)  # (cummax is fast on int16)
-    apart = ~(s[..., 1:] - s[..., :-1] <= 2 * tt)  # a cluster ends between k and k + 1 (also at and after invalid entries)
+    gap = s[..., 1:] - s[..., :-1]
+    apart = ~(gap <= 2 * tt)  # a cluster ends between k and k + 1 (also at and after invalid entries)
     start = torch.nn.functional.pad(apart, (1, 0), value=True)
     end = torch.nn.functional.pad(apart, (0, 1), value=True)
     # (products, not torch.where: a broadcast where is several times slower on the CPU)
     first = (start * pos).cummax(-1).values
     last = (G - 1) - (end * (G - 1 - pos)).flip(-1).cummax(-1).values.flip(-1)
     ranks = (first + last + 2).to(s.dtype) * 0.5
-    wide = s.gather(-1, last.long()) - s.gather(-1, first.long()) > tt  # (invalid entries: inf - inf is NaN, never wide)
+    wide = torch.zeros_like(s, dtype=torch.bool)
+    check = torch.ones_like(t, dtype=torch.bool)
+    if mask is None:
+        # a cluster is as wide as its gaps add up to; a row whose gaps within clusters add up to less than t,
+        # with a margin for rounding, holds no wide one (ties, jittered ties) and needs no look-up
+        linked = torch.minimum(gap, 2 * tt).sum(-1) - 2 * t * apart.sum(-1)
+        check = ~(linked <= t * (1 - 4 * G * G * torch.finfo(s.dtype).eps))
+    rows = torch.nonzero(check).squeeze(-1)
+    if rows.numel():  # the width s[last] - s[first] of each value's cluster (invalid entries: NaN, never wide)
+        sr, fr, lr = (v.index_select(0, rows) for v in (s, first, last))
+        wide.index_copy_(0, rows, sr.gather(-1, lr.long()) - sr.gather(-1, fr.long()) > tt.index_select(0, rows))
     banded = wide | ~slow
     rows = banded.any(-1)
     few = int(rows.sum())

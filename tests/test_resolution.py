@@ -344,6 +344,10 @@ def test_each_path_of_soft_midranks_runs_and_agrees_with_the_search(monkeypatch)
         got = stats.soft_midranks(xt, None, t)
         assert {name for name, _ in calls} >= expected, (kind, why, calls)
         torch.testing.assert_close(got, stats._soft_midranks_by_search(xt, None, t), rtol=0, atol=1e-9)
+    # two tie clusters each 0.6 t wide: their gaps add up to more than t, so the widths are looked up, and both are ties
+    t = torch.tensor([1e-3], dtype=torch.float64)
+    x2 = torch.tensor([[0.0, 0.0002, 0.0004, 0.0006, 0.0006, 0.5, 0.5002, 0.5004, 0.5006, 0.5006]], dtype=torch.float64)
+    assert stats.soft_midranks(x2, None, t).tolist() == [[3.0] * 5 + [8.0] * 5]
     # a few cluster rows hold clusters wider than t: the band sum on those rows alone, not on the whole batch
     calls.clear()
     xt = torch.tensor(np.where(np.arange(400)[:, None] < 380, x["0/1"], wide_ties))
