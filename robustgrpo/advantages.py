@@ -84,6 +84,7 @@ from .stats import (
     soft_midranks,
     sort_valid,
     tie_tolerance,
+    value_range,
     winsor_bounds,
 )
 
@@ -171,12 +172,16 @@ class Groups(NamedTuple):
     width of the declared reward range (``hi - lo`` of ``reward_range``), a
     0-d tensor, or None when no range was declared: the resolution of the
     order-based estimators is then relative to each group's own range.
+    ``spread`` is that range, ``[B]`` (:func:`~robustgrpo.stats.value_range`),
+    which the entry point computes once for its degenerate-group rule; None
+    where a caller has not computed it.
     """
 
     rewards: torch.Tensor
     mask: torch.Tensor | None
     n: torch.Tensor
     span: torch.Tensor | None = None
+    spread: torch.Tensor | None = None
 
 
 class Computed(NamedTuple):
@@ -184,14 +189,15 @@ class Computed(NamedTuple):
 
     ``advantages`` is ``[B, G]``; ``centre`` and ``scale`` are ``[B]``;
     ``fallback`` is ``[B]`` bool (the estimator's fallback path ran);
-    ``clipped`` is ``[B, G]`` bool (the sample hit a clip bound).
+    ``clipped`` is ``[B, G]`` bool (the sample hit a clip bound), or None
+    for an estimator that clips nothing.
     """
 
     advantages: torch.Tensor
     centre: torch.Tensor
     scale: torch.Tensor
     fallback: torch.Tensor
-    clipped: torch.Tensor
+    clipped: torch.Tensor | None
 
 
 Scaling = Literal["invariant", "equivariant", "none"]
@@ -434,15 +440,22 @@ def _robust_parts(g: Groups, resolution: float) -> RobustParts:
     """
     r, mask, n = g.rewards, g.mask, g.n
     centre = median_of_sorted(sort_valid(r, mask), n)
-    t = tie_tolerance(r, mask, resolution, g.span)
+    t = tie_tolerance(r, mask, resolution, g.span, g.spread)
     d = r - centre.unsqueeze(-1)
-    u = (d.abs() - t.unsqueeze(-1)).clamp_min_(0)
+    u = d.abs().sub_(t.unsqueeze(-1)).clamp_min_(0)
     sorted_u = sort_valid(u, mask)  # invalid entries last, as +inf
     sigma = MAD_TO_SIGMA * median_of_sorted(sorted_u, n)
-    finite = torch.isfinite(sorted_u)
-    weights = torch.where(finite, resolved_weight(sorted_u, t), torch.zeros((), dtype=r.dtype, device=r.device))
+    weights = resolved_weight(sorted_u, t)
+    # with every entry valid and a finite range every deviation is finite (|r - m| <= max - min, and
+    # rounding is monotone); otherwise the invalid entries (+inf) and overflowed deviations weigh 0
+    finite = None if mask is None and g.spread is not None and bool(torch.isfinite(g.spread).all()) else torch.isfinite(sorted_u)
+    zero = torch.zeros((), dtype=r.dtype, device=r.device)
+    if finite is not None:
+        weights = torch.where(finite, weights, zero)
     b = continuous_lower_median(sorted_u, weights).unsqueeze(-1)
-    capped = torch.where(finite, torch.minimum(sorted_u, b), torch.zeros((), dtype=r.dtype, device=r.device))
+    capped = torch.minimum(sorted_u, b)
+    if finite is not None:
+        capped = torch.where(finite, capped, zero)
     # the sum of squares of values <= b, computed on capped / b so that huge rewards cannot overflow
     unit = torch.where(b > 0, b, torch.ones((), dtype=r.dtype, device=r.device))
     s_fb = unit.squeeze(-1) * torch.sqrt(capped.div_(unit).square_().sum(-1) / (n - 1).clamp_min(1).to(r.dtype))
@@ -475,7 +488,7 @@ def _grpo(g: Groups, *, eps: float, ddof: int) -> Computed:
     """
     centre, scale = _mean_std(g, ddof)
     adv = (g.rewards - centre.unsqueeze(-1)) / (scale.unsqueeze(-1) + eps)
-    return Computed(adv, centre, scale, _none(centre), _none(adv))
+    return Computed(adv, centre, scale, _none(centre), None)
 
 
 @register(
@@ -490,7 +503,7 @@ def _dr_grpo(g: Groups) -> Computed:
     advantage scales with the rewards and an outlier still moves the mean."""
     centre = masked_mean(g.rewards, g.mask, g.n)
     adv = g.rewards - centre.unsqueeze(-1)
-    return Computed(adv, centre, torch.ones_like(centre), _none(centre), _none(adv))
+    return Computed(adv, centre, torch.ones_like(centre), _none(centre), None)
 
 
 @register(
@@ -512,7 +525,7 @@ def _batch_std(g: Groups, *, eps: float, ddof: int) -> Computed:
     batch_scale = masked_std(flat, flat_mask, total, masked_mean(flat, flat_mask, total), ddof)
     scale = batch_scale.expand_as(centre)
     adv = (g.rewards - centre.unsqueeze(-1)) / (batch_scale + eps)
-    return Computed(adv, centre, scale, _none(centre), _none(adv))
+    return Computed(adv, centre, scale, _none(centre), None)
 
 
 @register(
@@ -531,7 +544,7 @@ def _rloo(g: Groups) -> Computed:
     n = g.n.to(g.rewards.dtype)
     factor = n / (n - 1).clamp_min(1)
     adv = factor.unsqueeze(-1) * (g.rewards - centre.unsqueeze(-1))
-    return Computed(adv, centre, torch.ones_like(centre), _none(centre), _none(adv))
+    return Computed(adv, centre, torch.ones_like(centre), _none(centre), None)
 
 
 SEED_MAD_CONSTANT = 1.4826
@@ -609,7 +622,7 @@ def _mc_grpo(g: Groups, *, eps: float, compensate_zeros: bool) -> Computed:
         nonzero = _valid(adv.abs() > 1e-6, mask)
         factor = n.to(r.dtype) / nonzero.sum(-1).clamp_min(1).to(r.dtype)
         adv = torch.where(nonzero, adv * factor.unsqueeze(-1), adv)
-    return Computed(adv, centre, scale, _none(centre), _none(adv))
+    return Computed(adv, centre, scale, _none(centre), None)
 
 
 @register(
@@ -684,27 +697,32 @@ def _robust(g: Groups, *, c: float, resolution: float) -> Computed:
     return Computed(adv, parts.centre, parts.scale, parts.fallback, clipped)
 
 
-def _blom_scores(ranks: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     r"""Blom's normal scores :math:`\Phi^{-1}((R - 3/8) / (n + 1/4))` of mid-ranks R in groups of n.
 
     Ranks that are whole or half numbers (all of them unless rewards ramp into
     each other within the tie tolerance) are looked up in a table computed in
-    float64 for every (n, 2R) of the batch, so the quantile function runs only
-    on the others.
+    float64 for every (n, 2R) of the batch (only its row n = G when ``mask``
+    is None), so the quantile function runs only on the others.
     """
     G = ranks.shape[-1]
     twice = 2 * ranks
-    index = twice.long().clamp_(0, 2 * G)  # (ranks are >= 1/2; invalid entries' ranks are unused)
-    on_table = twice == index.to(ranks.dtype)
-    m = torch.arange(G + 1, dtype=torch.float64, device=ranks.device).unsqueeze(-1)
+    index = twice.to(torch.int32).clamp_(0, 2 * G)  # (ranks are >= 1/2; invalid entries' ranks are unused)
+    back = index.to(ranks.dtype)
+    sizes = torch.arange(G + 1, dtype=torch.float64, device=ranks.device) if mask is not None else torch.full((1,), float(G), dtype=torch.float64, device=ranks.device)
     j = torch.arange(2 * G + 1, dtype=torch.float64, device=ranks.device)
-    table = torch.special.ndtri(((j / 2 - 0.375) / (m + 0.25)).clamp(1e-12, 1 - 1e-12)).to(ranks.dtype).flatten()
-    z = table.index_select(0, (index + (n * (2 * G + 1)).unsqueeze(-1)).view(-1)).view(ranks.shape)
-    if bool(on_table.all()):
+    table = torch.special.ndtri(((j / 2 - 0.375) / (sizes.unsqueeze(-1) + 0.25)).clamp(1e-12, 1 - 1e-12)).to(ranks.dtype)
+    if mask is not None:
+        index += (n.to(torch.int32) * (2 * G + 1)).unsqueeze(-1)
+    z = table.view(-1).index_select(0, index.view(-1)).view(ranks.shape)
+    if torch.equal(twice, back):  # every rank on the table
         return z
     # the quantile function only on the ranks between table entries (gathered, computed, scattered back)
-    off = torch.nonzero(~on_table.view(-1)).squeeze(-1)
-    size = n.to(ranks.dtype).unsqueeze(-1).expand(ranks.shape).reshape(-1).index_select(0, off)
+    off = torch.nonzero((twice != back).view(-1)).squeeze(-1)
+    if mask is None:
+        size = float(G)
+    else:
+        size = n.to(ranks.dtype).unsqueeze(-1).expand(ranks.shape).reshape(-1).index_select(0, off)
     p = (ranks.reshape(-1).index_select(0, off) - 0.375) / (size + 0.25)
     z.view(-1).index_copy_(0, off, torch.special.ndtri(p.clamp_(1e-12, 1 - 1e-12)))
     return z
@@ -744,11 +762,11 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
     outranks the correct answers shares the top ranks with them.
     """
     r, mask, n = g.rewards, g.mask, g.n
-    ranks = soft_midranks(r, mask, tie_tolerance(r, mask, resolution, g.span))
-    z = _blom_scores(ranks, n)
+    ranks = soft_midranks(r, mask, tie_tolerance(r, mask, resolution, g.span, g.spread))
+    z = _blom_scores(ranks, n, mask)
     centre = masked_mean(z, mask, n)
     adv = z - centre.unsqueeze(-1)
-    return Computed(adv, centre, torch.ones_like(centre), _none(centre), _none(adv))
+    return Computed(adv, centre, torch.ones_like(centre), _none(centre), None)
 
 
 @register(
@@ -852,7 +870,7 @@ def _winsor(g: Groups, *, limits: float, eps: float, ddof: int, resolution: floa
     """
     r, mask, n = g.rewards, g.mask, g.n
     centre0 = median_of_sorted(sort_valid(r, mask), n)
-    t = tie_tolerance(r, mask, resolution, g.span)
+    t = tie_tolerance(r, mask, resolution, g.span, g.spread)
     resolved = resolve_towards(r, centre0, t)
     low, high = winsor_bounds(sort_valid(resolved, mask), n, limits, limits)
     w = torch.minimum(torch.maximum(resolved, low.unsqueeze(-1)), high.unsqueeze(-1))
@@ -920,6 +938,15 @@ class AdvantageResult:
     groups: np.ndarray | None = None
 
 
+def _count(flags: torch.Tensor | None, keep: torch.Tensor | None, n: torch.Tensor) -> torch.Tensor:
+    """Per-group count of the ``flags`` (None: none) among the entries ``keep`` (None: all), shaped like ``n``."""
+    if flags is None:
+        return torch.zeros_like(n)
+    if keep is not None and keep.shape[-1] == 1:  # whole groups kept or not: count, then drop (no [B, G] mask)
+        return torch.count_nonzero(flags, dim=-1) * keep.squeeze(-1)
+    return torch.count_nonzero(flags if keep is None else flags & keep, dim=-1)
+
+
 def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None):
     t, kind = as_tensor(rewards, "rewards")
     if index is None:
@@ -945,12 +972,16 @@ def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None
 
 def _apply_reward_range(
     values: torch.Tensor, valid: torch.Tensor | None, reward_range: Any, policy: str
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
-    """Count, then clip, mask or refuse the valid rewards outside ``reward_range``; also return its width."""
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """Count, then clip, mask or refuse the valid rewards outside ``reward_range``; also return its width.
+
+    Returns the values, the validity mask, the flags of the rewards outside (None without a
+    range) and the range's width (None without a range).
+    """
     if policy not in ("clip", "mask", "raise"):
         raise ValueError(f"out_of_range must be 'clip', 'mask' or 'raise', got {policy!r}")
     if reward_range is None:
-        return values, valid, torch.zeros(values.shape, dtype=torch.bool, device=values.device), None
+        return values, valid, None, None
     try:
         lo, hi = (float(v) for v in reward_range)
     except (TypeError, ValueError):
@@ -1068,18 +1099,21 @@ def compute_advantages(
     values, valid, poisoned = apply_nan_policy(values, valid, nan_policy)
     values, valid, outside, span = _apply_reward_range(values, valid, reward_range, out_of_range)
     n = count_valid(values, valid)
-    out = est.compute(Groups(values, valid, n, span), **bound)
+    spread = value_range(values, valid)
+    out = est.compute(Groups(values, valid, n, span, spread), **bound)
 
     dtype, device = values.dtype, values.device
     zero = torch.zeros((), dtype=dtype, device=device)
-    spread = fill_invalid(values, valid, -math.inf).amax(-1) - fill_invalid(values, valid, math.inf).amin(-1)
     empty = n == 0
     single = n == 1
     degenerate = (n >= 2) & (spread <= tol)
     defined = ~(empty | single | degenerate)
     keep = _valid(defined.unsqueeze(-1), valid)
-    all_kept = valid is None and bool(defined.all())
-    adv = out.advantages if all_kept else torch.where(keep, out.advantages, zero)
+    if valid is None:  # whole groups dropped: fill their rows (no [B, G] selection)
+        dropped = torch.nonzero(~defined).squeeze(-1)
+        adv = out.advantages if dropped.numel() == 0 else out.advantages.index_fill(0, dropped, 0)
+    else:
+        adv = torch.where(keep, out.advantages, zero)
     if singleton == "reward":
         adv = torch.where(_valid(single.unsqueeze(-1), valid), values, adv)
     if not bool(torch.isfinite(adv.sum())) and not bool(torch.isfinite(adv).all()):
@@ -1105,8 +1139,8 @@ def compute_advantages(
         singleton=to_kind(single, kind),
         empty=to_kind(empty, kind),
         fallback=to_kind(out.fallback & defined, kind),
-        n_clipped=to_kind(torch.count_nonzero(out.clipped & keep, dim=-1), kind),
-        n_out_of_range=to_kind(torch.count_nonzero(outside, dim=-1), kind),
+        n_clipped=to_kind(_count(out.clipped, keep, n), kind),
+        n_out_of_range=to_kind(_count(outside, None, n), kind),
     )
     return AdvantageResult(
         advantages=to_kind(adv, kind),

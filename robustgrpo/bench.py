@@ -2,7 +2,9 @@
 
 ``python -m robustgrpo bench`` times every estimator through
 :func:`robustgrpo.compute_advantages` on float32 CPU tensors of shape
-``[65536, 16]`` and ``[4096, 256]``, side by side in one run with:
+``[65536, 16]`` and ``[4096, 256]``, on three kinds of rewards
+(:data:`BENCH_REWARDS`: uniform with an outlier, 0/1, 0/1 with jitter), at one
+torch thread and at the default thread count, side by side in one run with:
 
 * ``grpo (idiomatic)``: the two lines every trainer writes,
   ``std, mean = torch.std_mean(r, dim=-1, keepdim=True); (r - mean) / (std + eps)``;
@@ -11,10 +13,11 @@
   check it equals the estimator).
 
 Ratios are measured in the same process, interleaved (each repeat runs every
-case once, in turn), so machine noise hits all rows alike; a row's ratio is
-the median of its per-repeat ratios. The targets (:data:`ESTIMATOR_TARGETS`):
-``robust`` within 2x grpo at G = 16 and 5x at G = 256, ``rank`` within 3x
-and ``huber_m`` within 5x at G = 16, and ``robust`` at least 3x faster than
+case once, in turn, at each thread count), so machine noise hits all rows
+alike; a row's ratio is the median of its per-repeat ratios. The targets
+(:data:`ESTIMATOR_TARGETS`), on every kind of rewards and at every thread
+count: ``robust`` within 2x grpo at G = 16 and 5x at G = 256, ``rank`` within
+3x and ``huber_m`` within 5x at G = 16, and ``robust`` at least 3x faster than
 numpy + scipy.
 
 ``python -m robustgrpo bench --simulate`` runs :func:`run_simulate_benchmark`: the drift
@@ -57,13 +60,15 @@ import pandas as pd
 import scipy.stats
 import torch
 
-from .checks import check_int, check_int_list
+from .checks import check_choice, check_int, check_int_list
 from .advantages import ESTIMATORS, compute_advantages
 
 __all__ = [
     "robust_numpy_scipy",
     "grpo_idiomatic",
     "BenchRow",
+    "BENCH_REWARDS",
+    "bench_rewards",
     "run_benchmark",
     "MAX_BENCH_REWARDS",
     "format_table",
@@ -142,21 +147,47 @@ def robust_numpy_scipy(rewards: np.ndarray, c: float = 2.5, resolution: float = 
 
 @dataclass(frozen=True)
 class BenchRow:
-    """One timed case: label, shape, median milliseconds, ratio to idiomatic grpo."""
+    """One timed case: label, shape, kind of rewards, torch threads, median milliseconds, ratio to idiomatic grpo."""
 
     label: str
     shape: tuple[int, int]
+    rewards: str
+    threads: int
     ms: float
     ratio: float
 
 
-#: Speed targets of the estimators: (estimator, G) -> the most times idiomatic grpo it may take.
+#: Speed targets of the estimators: (estimator, G) -> the most times idiomatic grpo it may take,
+#: on every kind of rewards in :data:`BENCH_REWARDS` and at every thread count timed.
 ESTIMATOR_TARGETS: dict[tuple[str, int], float] = {
     ("robust", 16): 2.0,
     ("robust", 256): 5.0,
     ("rank", 16): 3.0,
     ("huber_m", 16): 5.0,
 }
+
+#: The kinds of rewards the estimators are timed on (real runs produce all three); see :func:`bench_rewards`.
+BENCH_REWARDS: tuple[str, ...] = ("uniform+outlier", "0/1", "0/1+jitter")
+
+
+def bench_rewards(kind: str, shape: tuple[int, int], generator: torch.Generator) -> torch.Tensor:
+    """Float32 rewards of one of :data:`BENCH_REWARDS`.
+
+    ``"uniform+outlier"``: uniform on [0, 1) with an outlier of 10 in every
+    group (continuous, so the order-based estimators meet near-ties in their
+    linear zones); ``"0/1"``: 1 with probability 0.3, else 0 (every group a
+    run of exact ties); ``"0/1+jitter"``: the same plus normal jitter of
+    standard deviation 1e-4 (near-ties within the tie tolerance).
+    """
+    check_choice("rewards", kind, BENCH_REWARDS)
+    if kind == "uniform+outlier":
+        r = torch.rand(shape, generator=generator, dtype=torch.float32)
+        r[:, 0] = 10.0
+        return r
+    r = (torch.rand(shape, generator=generator, dtype=torch.float32) < 0.3).to(torch.float32)
+    if kind == "0/1+jitter":
+        r += 1e-4 * torch.randn(shape, generator=generator, dtype=torch.float32)
+    return r
 
 
 #: The most rewards in one timed shape: 2**27 float32 values are 512 MiB, and an estimator holds several copies.
@@ -168,15 +199,18 @@ def run_benchmark(
     repeats: int = 7,
     seed: int = 0,
     progress: bool = True,
+    rewards: Sequence[str] = BENCH_REWARDS,
+    threads: Sequence[int] | None = None,
 ) -> list[BenchRow]:
     """Time every estimator, the idiomatic grpo and the numpy+scipy robust.
 
-    Rewards are uniform on [0, 1) (continuous, so the robust path, not the
-    fallback, dominates) with one outlier of size 10 in every group. Each
-    repeat runs every case once, in turn (after one warm-up call each); a
-    row's time is the median over repeats and its ratio the median of the
-    per-repeat ratios to ``grpo (idiomatic)`` in the same round, so a spell
-    of load on a shared machine slows a whole round, not one row.
+    For every shape and kind of rewards (:func:`bench_rewards`), each repeat
+    runs every case once, in turn, at each torch thread count of ``threads``
+    (default: 1 and the current count), after one warm-up round. A row's
+    time is the median over repeats and its ratio the median of the
+    per-repeat ratios to ``grpo (idiomatic)`` at the same thread count in the
+    same round, so a spell of load on a shared machine slows a whole round,
+    not one row. The thread count is restored afterwards.
     """
     from tqdm.auto import tqdm
 
@@ -190,54 +224,82 @@ def run_benchmark(
         if shape[0] * shape[1] > MAX_BENCH_REWARDS:
             raise ValueError(f"shape {shape[0]}x{shape[1]} holds {shape[0] * shape[1]:,} rewards; the bench times at most "
                              f"{MAX_BENCH_REWARDS:,} per shape (each estimator makes several copies); pass a smaller shape")
+    kinds = [check_choice("rewards", kind, BENCH_REWARDS) for kind in rewards]
+    if not kinds:
+        raise ValueError(f"rewards is empty; pass one or more of {list(BENCH_REWARDS)}")
+    initial = torch.get_num_threads()
+    counts = list(dict.fromkeys(check_int_list("threads", list(threads), minimum=1) if threads is not None else [1, initial]))
     gen = torch.Generator().manual_seed(seed)
     labels = ("grpo (idiomatic)", *ESTIMATORS, "robust (numpy+scipy)")
     rows: list[BenchRow] = []
-    bar = tqdm(total=len(shapes) * (repeats + 1), desc="bench", disable=not progress, leave=False)
-    for shape in shapes:
-        r = torch.rand(shape, generator=gen, dtype=torch.float32)
-        r[:, 0] = 10.0
-        r_np = r.numpy().copy()
-        calls: dict[str, Callable[[], object]] = {
-            "grpo (idiomatic)": lambda: grpo_idiomatic(r),
-            "robust (numpy+scipy)": lambda: robust_numpy_scipy(r_np),
-            **{label: (lambda label=label: compute_advantages(r, label)) for label in ESTIMATORS},
-        }
-        times: dict[str, list[float]] = {label: [] for label in labels}
-        for round_ in range(repeats + 1):  # round 0 warms up
-            for label in labels:
-                t0 = time.perf_counter()
-                calls[label]()
-                if round_:
-                    times[label].append(time.perf_counter() - t0)
-            bar.update()
-        base = np.asarray(times["grpo (idiomatic)"])
-        for label in labels:
-            t = np.asarray(times[label])
-            rows.append(BenchRow(label, tuple(shape), 1e3 * float(np.median(t)), float(np.median(t / base))))
-    bar.close()
+    bar = tqdm(total=len(shapes) * len(kinds) * (repeats + 1), desc="bench", disable=not progress, leave=False)
+    try:
+        for shape in shapes:
+            for kind in kinds:
+                r = bench_rewards(kind, tuple(shape), gen)
+                r_np = r.numpy().copy()
+                calls: dict[str, Callable[[], object]] = {
+                    "grpo (idiomatic)": lambda: grpo_idiomatic(r),
+                    "robust (numpy+scipy)": lambda: robust_numpy_scipy(r_np),
+                    **{label: (lambda label=label: compute_advantages(r, label)) for label in ESTIMATORS},
+                }
+                times = {(label, k): [] for label in labels for k in counts}
+                for round_ in range(repeats + 1):  # round 0 warms up
+                    for k in counts:
+                        torch.set_num_threads(k)
+                        for label in labels:
+                            t0 = time.perf_counter()
+                            calls[label]()
+                            if round_:
+                                times[(label, k)].append(time.perf_counter() - t0)
+                    bar.update()
+                for k in counts:
+                    base = np.asarray(times[("grpo (idiomatic)", k)])
+                    for label in labels:
+                        t = np.asarray(times[(label, k)])
+                        rows.append(BenchRow(label, tuple(shape), kind, k, 1e3 * float(np.median(t)),
+                                             float(np.median(t / base))))
+    finally:
+        torch.set_num_threads(initial)
+        bar.close()
     return rows
 
 
+def _load_average() -> str:
+    """The machine's load averages over 1, 5 and 15 minutes, as text ("n/a" where unknown)."""
+    try:
+        import os
+
+        return ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    except (AttributeError, OSError):  # pragma: no cover - not on every platform
+        return "n/a"
+
+
 def format_table(rows: Sequence[BenchRow]) -> str:
-    """Render the rows as a table, plus the targets and whether they are met."""
-    lines = [f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), float32 CPU", ""]
-    lines.append(f"{'estimator':<22}{'shape':>14}{'ms':>10}{'x grpo':>9}")
-    for r in rows:
-        lines.append(f"{r.label:<22}{f'{r.shape[0]}x{r.shape[1]}':>14}{r.ms:>10.2f}{r.ratio:>9.2f}")
+    """Render the rows as a table (one column pair per thread count), plus the targets and whether they are met."""
+    counts = list(dict.fromkeys(r.threads for r in rows))
+    by = {(r.label, r.shape, r.rewards, r.threads): r for r in rows}
+    lines = [f"torch {torch.__version__}, float32 CPU, torch threads {' and '.join(map(str, counts))} side by side; "
+             f"load average {_load_average()}", ""]
+    lines.append(f"{'estimator':<22}{'shape':>12}  {'rewards':<16}"
+                 + "".join(f"{f'ms @{k}':>10}{f'x @{k}':>8}" for k in counts))
+    for label, shape, kind in dict.fromkeys((r.label, r.shape, r.rewards) for r in rows):
+        cells = "".join(f"{by[(label, shape, kind, k)].ms:>10.2f}{by[(label, shape, kind, k)].ratio:>8.2f}"
+                        for k in counts if (label, shape, kind, k) in by)
+        lines.append(f"{label:<22}{f'{shape[0]}x{shape[1]}':>12}  {kind:<16}{cells}")
     lines.append("")
     for r in rows:
         limit = ESTIMATOR_TARGETS.get((r.label, r.shape[1]))
         if limit is not None:
             verdict = "met" if r.ratio <= limit else "NOT met"
-            lines.append(f"target {r.label} <= {limit:g}x grpo at G={r.shape[1]} ({r.shape[0]}x{r.shape[1]}): "
-                         f"{r.ratio:.2f}x, {verdict}")
-    by = {(r.label, r.shape): r for r in rows}
-    for shape in dict.fromkeys(r.shape for r in rows):
-        if ("robust", shape) in by and ("robust (numpy+scipy)", shape) in by:
-            speedup = by[("robust (numpy+scipy)", shape)].ms / by[("robust", shape)].ms
+            lines.append(f"target {r.label} <= {limit:g}x grpo at G={r.shape[1]} ({r.shape[0]}x{r.shape[1]}, {r.rewards}, "
+                         f"{r.threads} thread{'s' if r.threads > 1 else ''}): {r.ratio:.2f}x, {verdict}")
+    for r in rows:
+        if r.label == "robust" and ("robust (numpy+scipy)", r.shape, r.rewards, r.threads) in by:
+            speedup = by[("robust (numpy+scipy)", r.shape, r.rewards, r.threads)].ms / r.ms
             verdict = "met" if speedup >= 3 else "NOT met"
-            lines.append(f"target robust >= 3x faster than numpy+scipy at {shape[0]}x{shape[1]}: {speedup:.1f}x, {verdict}")
+            lines.append(f"target robust >= 3x faster than numpy+scipy at {r.shape[0]}x{r.shape[1]} ({r.rewards}, "
+                         f"{r.threads} thread{'s' if r.threads > 1 else ''}): {speedup:.1f}x, {verdict}")
     return "\n".join(lines)
 
 

@@ -50,6 +50,7 @@ __all__ = [
     "order_statistic",
     "median_of_sorted",
     "quantile_of_sorted",
+    "as_weights",
     "masked_sum",
     "masked_mean",
     "masked_std",
@@ -120,6 +121,17 @@ def sort_valid(x: torch.Tensor, mask: torch.Tensor | None, *, inplace: bool = Fa
     """
     filled = fill_invalid(x, mask, math.inf)
     return sort_last(filled, inplace=inplace or filled is not x)
+
+
+def as_weights(flags: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    r"""Boolean ``flags`` as 0.0 and 1.0 in ``dtype``.
+
+    Converted through ``uint8``: torch converts booleans to floats several
+    times slower than bytes on the CPU. Multiplying finite values by these
+    weights gives the values or :math:`\pm 0`, so a sum of the products is a
+    masked sum to the bit, without ``torch.where``'s per-value branch.
+    """
+    return flags.view(torch.uint8).to(dtype)
 
 
 def order_statistic(sorted_x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -290,12 +302,13 @@ def huber_proposal2(
     out_scale = torch.where(fixed, scale, one)
     done = fixed.clone()
     rows = torch.nonzero(~done).squeeze(-1)  # the rows still moving, compacted
-    u = (x[rows] - shift[rows].unsqueeze(-1)) / unit[rows].unsqueeze(-1)
-    valid = None if mask is None else mask[rows]
+    if rows.numel() == len(done):  # every row moves: no copy
+        u, valid, shift_r, unit_r, nf, floor, loc, scl = x, mask, shift, unit, n, floor_all, out_loc.clone(), out_scale
+    else:
+        u, valid, shift_r, unit_r, nf, floor, loc, scl = _take(rows, x, mask, shift, unit, n, floor_all, out_loc, out_scale)
+    u = (u - shift_r.unsqueeze(-1)).div_(unit_r.unsqueeze(-1))
     u = u if valid is None else torch.where(valid, u, zero)
-    nf = n[rows].to(x.dtype)
-    floor = floor_all[rows]
-    loc, scl = out_loc[rows], out_scale[rows]
+    nf = nf.to(x.dtype)
 
     now = _huber_objective(u, valid, nf, loc, scl, c, gamma)  # F at the current point, carried between steps
     stuck = torch.zeros_like(rows)  # consecutive steps without an exact step, per row
@@ -308,41 +321,45 @@ def huber_proposal2(
         outside = ~inside
         if valid is not None:
             inside, outside = inside & valid, outside & valid
-        above_minus_below = torch.where(outside, torch.sign(dev), zero).sum(-1)
+        above_minus_below = torch.sign(dev).mul_(as_weights(outside, u.dtype)).sum(-1)
         # the exact step for this split, taken where it exists and does not raise the objective
         new_loc, new_scale, solvable = _huber_split_solution(u, inside, above_minus_below, nf, floor, c, gamma)
         new_f = _huber_objective(u, valid, nf, new_loc, torch.where(solvable, new_scale, one), c, gamma)
         jump = solvable & (new_f <= now + slack * now.abs())
         grown = torch.zeros_like(jump)
         if not bool(solvable.all()):
-            grow = ~solvable
-            lg, sg, fg, grown[grow] = _huber_grown_step(
-                u[grow], None if valid is None else valid[grow], nf[grow], floor[grow], dev[grow], cs[grow],
-                inside[grow], outside[grow], above_minus_below[grow], now[grow], c, gamma, slack)
-            new_loc[grow], new_scale[grow], new_f[grow] = lg, sg, fg
+            grow = torch.nonzero(~solvable).squeeze(-1)
+            lg, sg, fg, ok = _huber_grown_step(
+                *_take(grow, u, valid, nf, floor, dev, cs, inside, outside, above_minus_below, now), c, gamma, slack)
+            for v, w in ((new_loc, lg), (new_scale, sg), (new_f, fg), (grown, ok)):
+                v.index_copy_(0, grow, w)
         jump = jump | grown
         stuck = torch.where(jump, 0, stuck + 1)
         if not bool(jump.all()):
-            other = ~jump
-            vo = None if valid is None else valid[other]
-            lo_, so_, fo = _huber_plain_step(u[other], vo, nf[other], floor[other], loc[other], scl[other],
-                                             inside[other], stuck[other] >= 2, c, gamma)
-            new_loc[other], new_scale[other], new_f[other] = lo_, so_, fo
+            other = torch.nonzero(~jump).squeeze(-1)
+            uo, vo, nfo, flo, loco, sclo, ino, sto = _take(other, u, valid, nf, floor, loc, scl, inside, stuck)
+            lo_, so_, fo = _huber_plain_step(uo, vo, nfo, flo, loco, sclo, ino, sto >= 2, c, gamma)
+            for v, w in ((new_loc, lo_), (new_scale, so_), (new_f, fo)):
+                v.index_copy_(0, other, w)
         conv = ((scl - new_scale).abs() <= new_scale * tol) & ((loc - new_loc).abs() <= new_scale * tol) & ~grown
         loc, scl, now = new_loc, new_scale, new_f
         if bool(conv.any()):
-            finished = rows[conv]
-            out_loc[finished], out_scale[finished] = loc[conv], scl[conv]
-            done[finished] = True
-            keep = ~conv
-            rows, u, nf, floor, loc, scl, now, stuck = (
-                v[keep] for v in (rows, u, nf, floor, loc, scl, now, stuck)
-            )
-            valid = None if valid is None else valid[keep]
+            finished = torch.nonzero(conv).squeeze(-1)
+            at = rows.index_select(0, finished)
+            out_loc.index_copy_(0, at, loc.index_select(0, finished))
+            out_scale.index_copy_(0, at, scl.index_select(0, finished))
+            done[at] = True
+            rows, u, valid, nf, floor, loc, scl, now, stuck = _take(
+                torch.nonzero(~conv).squeeze(-1), rows, u, valid, nf, floor, loc, scl, now, stuck)
     out_loc[rows], out_scale[rows] = loc, scl  # rows that ran out of steps keep their last iterate
     location = shift + unit * out_loc
     scale = torch.where(fixed, out_scale, unit * out_scale)
     return location.reshape(batch), scale.reshape(batch), done.reshape(batch)
+
+
+def _take(index: torch.Tensor, *tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
+    """The rows ``index`` of each tensor (None stays None): one row index for many tensors."""
+    return tuple(None if v is None else v.index_select(0, index) for v in tensors)
 
 
 def _huber_objective(u: torch.Tensor, valid: torch.Tensor | None, nf: torch.Tensor, loc: torch.Tensor,
@@ -370,10 +387,10 @@ def _huber_grown_step(
     lowers the objective strictly (its point is not a fixed point unless the next step's own split
     confirms it).
     """
-    zero, one = torch.zeros((), dtype=u.dtype, device=u.device), torch.ones((), dtype=u.dtype, device=u.device)
+    one = torch.ones((), dtype=u.dtype, device=u.device)
     excess = torch.where(outside, dev.abs() - cs, math.inf)
     nearest = outside & (excess <= excess.min(-1, keepdim=True).values)
-    amb = above_minus_below - torch.where(nearest, torch.sign(dev), zero).sum(-1)
+    amb = above_minus_below - torch.sign(dev).mul_(as_weights(nearest, u.dtype)).sum(-1)
     loc, scl, ok = _huber_split_solution(u, inside | nearest, amb, nf, floor, c, gamma)
     f = _huber_objective(u, valid, nf, loc, torch.where(ok, scl, one), c, gamma)
     return loc, scl, f, ok & (f < now - slack * now.abs())
@@ -394,7 +411,7 @@ def _huber_plain_step(
     cs = c * scl.unsqueeze(-1)
     clipped = torch.clamp(u, loc.unsqueeze(-1) - cs, loc.unsqueeze(-1) + cs)
     new_loc = (clipped if valid is None else torch.where(valid, clipped, zero)).sum(-1) / nf
-    inside_sq = torch.where(inside, (u - new_loc.unsqueeze(-1)).square(), zero).sum(-1)
+    inside_sq = (u - new_loc.unsqueeze(-1)).square_().mul_(as_weights(inside, u.dtype)).sum(-1)
     outside_sq = (scl * c).square() * (nf - inside.sum(-1))
     new_scale = torch.maximum(torch.sqrt((inside_sq + outside_sq) / ((nf - 1) * gamma)), floor)
     if bool(coordinate.any()):
@@ -423,11 +440,15 @@ def _huber_split_solution(
     ``inside`` flags the values of I; ``above_minus_below`` is :math:`|U| - |L|`
     per row. Returns the location :math:`\bar u_I + b s`, the scale
     :math:`\max(s, s_{min})` and whether the split has a positive solution.
+
+    The sums over I multiply by the flags (:func:`as_weights`) instead of
+    selecting with ``torch.where``, several times slower on the CPU where the
+    flags change from value to value.
     """
-    zero = torch.zeros((), dtype=u.dtype, device=u.device)
-    n_in = inside.sum(-1).to(u.dtype)
-    mean_in = torch.where(inside, u, zero).sum(-1) / n_in.clamp_min(1)
-    ss_in = torch.where(inside, (u - mean_in.unsqueeze(-1)).square(), zero).sum(-1)
+    weight = as_weights(inside, u.dtype)
+    n_in = weight.sum(-1)
+    mean_in = (u * weight).sum(-1) / n_in.clamp_min(1)
+    ss_in = (u - mean_in.unsqueeze(-1)).square_().mul_(weight).sum(-1)
     b = c * above_minus_below.to(u.dtype) / n_in.clamp_min(1)
     denom = (nf - 1) * gamma - n_in * b.square() - (nf - n_in) * c * c
     scale = torch.maximum(torch.sqrt(ss_in / torch.where(denom > 0, denom, 1.0)), floor)
@@ -497,7 +518,11 @@ def value_range(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
 
 
 def tie_tolerance(
-    x: torch.Tensor, mask: torch.Tensor | None, resolution: float, span: torch.Tensor | None = None
+    x: torch.Tensor,
+    mask: torch.Tensor | None,
+    resolution: float,
+    span: torch.Tensor | None = None,
+    spread: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""The tie tolerance of each row: :math:`t = \rho\,(\max_i x_i - \min_i x_i)`, or :math:`\rho\,w`.
 
@@ -513,10 +538,12 @@ def tie_tolerance(
     absolute reward resolution. Then a group whose rewards all lie within
     ``t`` of each other (all wrong answers, jittered) is a tie too, which no
     tolerance relative to the group's own range can say.
+
+    ``spread``, when given, is :func:`value_range` of ``x`` already computed.
     """
     if span is not None:
         return (resolution * span).to(x.dtype).expand(x.shape[:-1])
-    return resolution * value_range(x, mask)
+    return resolution * (value_range(x, mask) if spread is None else spread)
 
 
 def shrink(d: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -537,7 +564,13 @@ def resolved_weight(u: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     :math:`[u > 0]`.
     """
     t = t.unsqueeze(-1)
-    return torch.where(t > 0, (u / torch.where(t > 0, t, torch.ones_like(t))).clamp(0, 1), (u > 0).to(u.dtype))
+    tied = ~(t > 0)
+    if not bool(tied.any()):
+        return (u / t).clamp_(0, 1)
+    w = (u / torch.where(tied, torch.ones_like(t), t)).clamp_(0, 1)
+    rows = torch.nonzero(tied.reshape(-1)).squeeze(-1)  # (few: groups of one value, or resolution 0)
+    step = as_weights(u.reshape(-1, u.shape[-1]).index_select(0, rows) > 0, u.dtype)
+    return w.view(-1, w.shape[-1]).index_copy_(0, rows, step).view(w.shape)
 
 
 def continuous_lower_median(sorted_x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -575,9 +608,22 @@ def _argsort_last(x: torch.Tensor) -> torch.Tensor:
     return torch.argsort(x, dim=-1)
 
 
-#: Offsets to either side at which :func:`soft_midranks` compares sorted values directly: clusters
-#: of up to ``_RAMP_BAND + 1`` values need nothing else.
+#: Offsets to either side at which :func:`soft_midranks` compares sorted values directly: a value
+#: whose neighbours within ``2 t`` all lie within ``_RAMP_BAND`` positions needs nothing else.
 _RAMP_BAND = 3
+
+
+def _beyond_band(s: torch.Tensor, tt: torch.Tensor) -> torch.Tensor:
+    r"""Where the band of :func:`_band_ranks` misses a pair: :math:`s_{k+D+1} - s_k \le 2t`, per k.
+
+    ``[..., G - D - 1]`` booleans (empty when ``G <= D + 1``). Where none is
+    True, every value's neighbours within ``2 t`` (the only ones with
+    :math:`\varphi \ne 0`; exact ties when ``t = 0``) lie within D positions,
+    so the band sum is the whole sum. Invalid entries (``+inf`` at the end)
+    never count: the difference to them is ``inf`` and between them NaN.
+    """
+    D = _RAMP_BAND + 1
+    return s[..., D:] - s[..., :-D] <= 2 * tt
 
 
 def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None) -> torch.Tensor:
@@ -585,9 +631,9 @@ def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None) -> to
 
     :math:`R_k = k + 1 + \sum_{0 < d \le D} \varphi(s_{k+d} - s_k) - \varphi(s_k - s_{k-d})`
     with :math:`\varphi(\Delta) = \min(\max(1 - \Delta / 2t, 0), 1/2)` (1/2 for
-    ties when t = 0): exact for every value whose cluster (run of neighbours
-    at most 2t apart) has at most D + 1 values. ``n`` (valid values per row,
-    first in sorted order) is None when all are valid.
+    ties when t = 0): exact for every value whose neighbours within 2t lie
+    within D positions (see :func:`_beyond_band`). ``n`` (valid values per
+    row, first in sorted order) is None when all are valid.
     """
     G = s.shape[-1]
     pos = torch.arange(G, device=s.device)
@@ -609,35 +655,58 @@ def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None) -> to
 
 def _cluster_ranks(
     x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor, s: torch.Tensor, order: torch.Tensor,
-    n: torch.Tensor | None,
+    n: torch.Tensor | None, beyond: torch.Tensor, slow: torch.Tensor,
 ) -> torch.Tensor:
-    """Soft mid-ranks of sorted rows that hold a cluster longer than the band (see `soft_midranks`)."""
+    r"""Soft mid-ranks of sorted rows, for rows where the band misses pairs (see :func:`soft_midranks`).
+
+    In the rows flagged ``slow`` (``[..., 1]``: :func:`_beyond_band` of the
+    row, ``beyond``, holds a True) a cluster (a run of sorted neighbours at
+    most ``2 t`` apart) no wider than ``t`` is a tie: its values, in sorted
+    positions ``first .. last``, share the rank
+    :math:`(\mathrm{first} + \mathrm{last})/2 + 1`. The positions come from
+    running extrema: ``first`` is the last cluster start at or before k,
+    ``last`` the first cluster end at or after k. A value of a wider cluster,
+    and every value of the other rows, takes the band sum of
+    :func:`_band_ranks`; a row where that misses a pair of a wide cluster is
+    ranked by :func:`_soft_midranks_by_search`.
+    """
     G = s.shape[-1]
     tt = t.unsqueeze(-1)
-    pos = torch.arange(G, device=s.device)
-    valid = True if n is None else pos < n
-    link = (s[..., 1:] - s[..., :-1] <= 2 * tt) & (True if n is None else pos[1:] < n)
-    start = torch.nn.functional.pad(~link, (1, 0), value=True)  # every row starts a cluster
-    # the first and last sorted position of each value's cluster, on the flattened rows: the
-    # cluster starts listed once (their count varies by row), looked up by a running cluster number
-    flat_start = start.reshape(-1)
-    number = flat_start.cumsum(0) - 1
-    starts = flat_start.nonzero().squeeze(1)
-    ends = torch.cat([starts[1:], starts.new_full((1,), flat_start.numel())]) - 1
-    first_flat, last_flat = starts.index_select(0, number), ends.index_select(0, number)
-    row_base = torch.arange(0, flat_start.numel(), G, device=s.device).unsqueeze(-1)
-    first = (first_flat.view(-1, G) - row_base).view(s.shape)
-    last = (last_flat.view(-1, G) - row_base).view(s.shape)
-    ranks = 0.5 * (first + last).to(s.dtype) + 1  # a cluster no wider than t is a tie
-    flat_s = s.reshape(-1)
-    width = (flat_s.index_select(0, last_flat) - flat_s.index_select(0, first_flat)).view(s.shape)
-    wide = (width > tt) & valid
-    if bool(wide.any()):
-        ranks = torch.where(wide, _band_ranks(s, tt, n), ranks)
-        long_run = (wide & (last - first > _RAMP_BAND)).any(-1)
-        if bool(long_run.any()):
-            searched = _soft_midranks_by_search(x[long_run], None if mask is None else mask[long_run], t[long_run])
-            ranks[long_run] = searched.gather(-1, order[long_run])
+    pos = torch.arange(G, dtype=torch.int16 if G < 2**15 else torch.int64, device=s.device)  # (cummax is fast on int16)
+    gap = s[..., 1:] - s[..., :-1]
+    apart = ~(gap <= 2 * tt)  # a cluster ends between k and k + 1 (also at and after invalid entries)
+    start = torch.nn.functional.pad(apart, (1, 0), value=True)
+    end = torch.nn.functional.pad(apart, (0, 1), value=True)
+    # (products, not torch.where: a broadcast where is several times slower on the CPU)
+    first = (start * pos).cummax(-1).values
+    last = (G - 1) - (end * (G - 1 - pos)).flip(-1).cummax(-1).values.flip(-1)
+    ranks = (first + last + 2).to(s.dtype) * 0.5
+    wide = torch.zeros_like(s, dtype=torch.bool)
+    check = torch.ones_like(t, dtype=torch.bool)
+    if mask is None:
+        # a cluster is as wide as its gaps add up to; a row whose gaps within clusters add up to less than t,
+        # with a margin for rounding, holds no wide one (ties, jittered ties) and needs no look-up
+        linked = torch.minimum(gap, 2 * tt).sum(-1) - 2 * t * apart.sum(-1)
+        check = ~(linked <= t * (1 - 4 * G * G * torch.finfo(s.dtype).eps))
+    rows = torch.nonzero(check).squeeze(-1)
+    if rows.numel():  # the width s[last] - s[first] of each value's cluster (invalid entries: NaN, never wide)
+        sr, fr, lr = (v.index_select(0, rows) for v in (s, first, last))
+        wide.index_copy_(0, rows, sr.gather(-1, lr.long()) - sr.gather(-1, fr.long()) > tt.index_select(0, rows))
+    banded = wide | ~slow
+    rows = banded.any(-1)
+    few = int(rows.sum())
+    if few:
+        D = _RAMP_BAND + 1
+        missed = torch.nn.functional.pad(beyond, (0, D)) | torch.nn.functional.pad(beyond, (D, 0))
+        if 8 * few > rows.numel():
+            ranks = torch.where(banded, _band_ranks(s, tt, n), ranks)
+        else:  # the band sum on those rows only (the same per-row result)
+            band = _band_ranks(s[rows], tt[rows], None if n is None else n[rows])
+            ranks[rows] = torch.where(banded[rows], band, ranks[rows])
+        search = (wide & missed).any(-1)
+        if bool(search.any()):
+            searched = _soft_midranks_by_search(x[search], None if mask is None else mask[search], t[search])
+            ranks[search] = searched.gather(-1, order[search])
     return ranks
 
 
@@ -690,43 +759,37 @@ def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -
     ``2 t`` apart are ranked as usual. Ranks of invalid entries are
     meaningless.
 
-    Computed on the sorted row, split into clusters (runs whose neighbours
-    are at most ``2 t`` apart; values in different clusters are ranked as
-    usual). In sorted position k,
+    Computed on the sorted row. In sorted position k,
     :math:`R_k = k + 1 + \sum_{j > k} \varphi(x_{(j)} - x_{(k)}) - \sum_{j < k} \varphi(x_{(k)} - x_{(j)})`
-    with :math:`\varphi(\Delta) = \min(\max(1 - \Delta / 2t, 0), 1/2)`, and
-    the sums run over the value's cluster. Rows whose clusters have at most
-    four values sum over the neighbours up to three positions away. In the
-    other rows a cluster no wider than ``t`` is a tie (its values share the
-    mean of its positions), a wider one of up to four values is summed as
-    before, and a row with a wider one of more values uses binary search and
-    prefix sums over the whole row.
+    with :math:`\varphi(\Delta) = \min(\max(1 - \Delta / 2t, 0), 1/2)`, which is 0
+    for :math:`\Delta \ge 2t`. A row where every value's neighbours within
+    ``2 t`` lie within three positions (:math:`x_{(k+4)} - x_{(k)} > 2t` for
+    every k) sums over those three neighbours to either side. In the other
+    rows (ties, near-ties) the values are split into clusters (runs whose
+    neighbours are at most ``2 t`` apart; values in different clusters are
+    ranked as usual): a cluster no wider than ``t`` is a tie (its values
+    share the mean of its positions), a value of a wider one is summed as
+    before where its neighbours within ``2 t`` lie within three positions,
+    and a row with any other value uses binary search and prefix sums over
+    the whole row.
     """
-    G = x.shape[-1]
     filled = fill_invalid(x, mask, math.inf)
     order = _argsort_last(filled)
     s = filled.gather(-1, order)
     n = None if mask is None else mask.sum(-1, keepdim=True)  # valid values come first in sorted order
     tt = t.unsqueeze(-1)
-    pos = torch.arange(G, device=x.device)
-    link = (s[..., 1:] - s[..., :-1] <= 2 * tt) & (True if n is None else pos[1:] < n)
-    long = torch.zeros(s.shape[:-1], dtype=torch.bool, device=x.device)  # a cluster of more than D + 1 values
-    if G > _RAMP_BAND + 1:
-        run = link[..., : G - 1 - _RAMP_BAND].clone()
-        for d in range(1, _RAMP_BAND + 1):
-            run &= link[..., d : G - 1 - _RAMP_BAND + d]
-        long = run.any(-1)
-    if not bool(long.any()):
+    beyond = _beyond_band(s, tt)
+    slow = beyond.any(-1, keepdim=True)  # rows where the band misses a pair
+    few = int(slow.sum())
+    if few == 0:
         ranks = _band_ranks(s, tt, n)
-    elif bool(long.all()):
-        ranks = _cluster_ranks(x, mask, t, s, order, n)
-    else:
-        short = ~long
-        ranks = torch.empty_like(s)
-        ranks[short] = _band_ranks(s[short], tt[short], None if n is None else n[short])
-        ranks[long] = _cluster_ranks(
-            x[long], None if mask is None else mask[long], t[long], s[long], order[long], None if n is None else n[long]
-        )
+    elif 8 * few > slow.numel():  # many: every row through the cluster path (band rows stay band rows)
+        ranks = _cluster_ranks(x, mask, t, s, order, n, beyond, slow)
+    else:  # a few: only those rows (the same per-row result, without the cluster work on the others)
+        rows = slow.squeeze(-1)
+        ranks = _band_ranks(s, tt, n)
+        ranks[rows] = _cluster_ranks(x[rows], None if mask is None else mask[rows], t[rows], s[rows], order[rows],
+                                     None if n is None else n[rows], beyond[rows], slow[rows])
     return torch.empty_like(ranks).scatter_(-1, order, ranks)
 
 

@@ -596,3 +596,69 @@ def test_resolve_methods_names_the_argument_in_its_errors():
         resolve(["magic"])
     with pytest.raises(ValueError, match=r"^methods must be an estimator name, a sequence of names or None, got 3$"):
         resolve(3)
+
+
+# ------------------------------------------------------------ the bench's rewards and the fast paths they time
+
+
+def test_the_bench_rewards_are_what_their_names_say():
+    from robustgrpo.bench import BENCH_REWARDS, bench_rewards
+
+    gen = torch.Generator().manual_seed(0)
+    outlier, binary, jitter = (bench_rewards(kind, (4000, 16), gen) for kind in BENCH_REWARDS)
+    assert (outlier[:, 0] == 10).all() and 0 <= float(outlier[:, 1:].min()) and float(outlier[:, 1:].max()) < 1
+    assert set(binary.unique().tolist()) == {0.0, 1.0} and abs(float(binary.mean()) - 0.3) < 0.01
+    noise = jitter - jitter.round()
+    assert set(jitter.round().unique().tolist()) == {0.0, 1.0} and abs(float(noise.std()) - 1e-4) < 2e-6
+    assert all(r.dtype == torch.float32 for r in (outlier, binary, jitter))
+    with pytest.raises(ValueError, match=r"rewards must be one of \['uniform\+outlier', '0/1', '0/1\+jitter'\]"):
+        bench_rewards("normal", (4, 16), gen)
+
+
+def test_the_bench_times_each_kind_at_each_thread_count_and_restores_the_count():
+    from robustgrpo.bench import run_benchmark
+
+    before = torch.get_num_threads()
+    rows = run_benchmark([(64, 16)], repeats=1, progress=False, rewards=["0/1"], threads=[1])
+    assert {(r.rewards, r.threads, r.shape) for r in rows} == {("0/1", 1, (64, 16))}
+    assert {r.label for r in rows} == {"grpo (idiomatic)", *ESTIMATORS, "robust (numpy+scipy)"}
+    assert next(r.ratio for r in rows if r.label == "grpo (idiomatic)") == 1.0
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="each of threads must be an integer >= 1, got 0"):
+        run_benchmark([(64, 16)], repeats=1, progress=False, threads=[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rank_scores_are_the_same_with_and_without_an_all_true_mask(dtype):
+    """Without a mask the Blom table has one row (n = G); with one it has a row per n: the same numbers."""
+    from robustgrpo.bench import BENCH_REWARDS, bench_rewards
+
+    gen = torch.Generator().manual_seed(1)
+    for kind in BENCH_REWARDS:
+        r = bench_rewards(kind, (3000, 16), gen).to(dtype)
+        plain = compute_advantages(r, "rank").advantages
+        masked = compute_advantages(r, "rank", mask=torch.ones(r.shape, dtype=torch.bool)).advantages
+        assert torch.equal(plain, masked), kind
+
+
+def test_huber_split_sums_by_weights_are_the_selected_sums_to_the_bit():
+    """Proposal 2's sums over the inside values multiply by 0/1 weights; torch.where gives the same bits."""
+    from robustgrpo.stats import _huber_split_solution, huber_gamma
+
+    gen = torch.Generator().manual_seed(2)
+    for dtype in (torch.float32, torch.float64):
+        u = torch.randn(5000, 16, generator=gen, dtype=dtype) * torch.rand(5000, 1, generator=gen, dtype=dtype) * 3
+        inside = u.abs() <= 1.5
+        inside[:7] = False  # rows with nothing inside
+        amb = (torch.sign(u) * ~inside).sum(-1)
+        nf = torch.full((5000,), 16.0, dtype=dtype)
+        loc, scale, ok = _huber_split_solution(u, inside, amb, nf, torch.zeros_like(nf), 1.5, huber_gamma(1.5))
+        zero = torch.zeros((), dtype=dtype)
+        n_in = inside.sum(-1).to(dtype)
+        mean_in = torch.where(inside, u, zero).sum(-1) / n_in.clamp_min(1)
+        ss_in = torch.where(inside, (u - mean_in.unsqueeze(-1)).square(), zero).sum(-1)
+        b = 1.5 * amb / n_in.clamp_min(1)
+        denom = 15 * huber_gamma(1.5) - n_in * b.square() - (16 - n_in) * 1.5 * 1.5
+        expected = torch.sqrt(ss_in / torch.where(denom > 0, denom, 1.0)).clamp_min(0)
+        assert torch.equal(scale, expected) and torch.equal(loc, mean_in + b * expected)
+        assert torch.equal(ok, (n_in > 0) & (denom > 0) & (expected > 0)) and not bool(ok[:7].any())

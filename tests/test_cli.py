@@ -60,13 +60,18 @@ def test_bench_prints_a_table_with_ratios():
     out = _run("bench", "--shapes", "256x16", "64x64", "--repeats", "2", "--no-progress")
     for name in (*ESTIMATORS, "grpo (idiomatic)", "robust (numpy+scipy)"):
         assert name in out
-    rows = [line for line in out.splitlines() if re.match(r"^\S.*\s\d+x\d+\s+[\d.]+\s+[\d.]+$", line)]
-    assert len(rows) == 2 * (len(ESTIMATORS) + 2)
-    assert all(float(r.split()[-1]) > 0 for r in rows)
-    assert "faster than numpy+scipy at 256x16" in out
-    for target in ("target robust <= 2x grpo at G=16 (256x16)", "target rank <= 3x grpo at G=16 (256x16)",
-                   "target huber_m <= 5x grpo at G=16 (256x16)"):
-        assert re.search(re.escape(target) + r": \d+\.\d\dx, (met|NOT met)$", out, re.M), target
+    assert "torch threads 1 and " in out and "load average" in out
+    # one row per estimator, shape and kind of rewards: ms and x grpo at one thread and at the default count
+    rows = [line for line in out.splitlines()
+            if re.match(r"^\S.*\s\d+x\d+\s+(uniform\+outlier|0/1|0/1\+jitter)(\s+[\d.]+){4}$", line)]
+    assert len(rows) == 2 * 3 * (len(ESTIMATORS) + 2)
+    assert all(float(x) > 0 for r in rows for x in r.split()[-4:])
+    assert all(r.split()[-3] == r.split()[-1] == "1.00" for r in rows if r.startswith("grpo (idiomatic)"))
+    for kind in ("uniform+outlier", "0/1", "0/1+jitter"):
+        assert f"faster than numpy+scipy at 256x16 ({kind}, 1 thread)" in out
+        for target in ("robust <= 2x", "rank <= 3x", "huber_m <= 5x"):
+            line = f"target {target} grpo at G=16 (256x16, {kind}, 1 thread)"
+            assert re.search(re.escape(line) + r": \d+\.\d\dx, (met|NOT met)$", out, re.M), line
 
 
 # Every command's user errors, in process (fast): one line on stderr naming the problem, status 2, no traceback.

@@ -264,3 +264,93 @@ def test_soft_midranks_follow_their_definition(kind, dtype):
         tol = 1e-9 if dtype == torch.float64 else 2e-4
         for ranks in (soft_midranks(xt, mt, t), _soft_midranks_by_search(xt, mt, t)):
             np.testing.assert_allclose(ranks.double().numpy()[mask], expected[mask], rtol=0, atol=tol)
+
+
+# ------------------------------------------------------------ the fast paths of soft_midranks
+
+
+def _rank_kinds(rng: np.random.Generator, B: int, G: int) -> dict[str, np.ndarray]:
+    """Rows of every kind a run produces, and rows built to reach each path of soft_midranks."""
+    binary = rng.random((B, G)) < 0.3
+    return {
+        "uniform+outlier": np.c_[np.full((B, 1), 10.0), rng.random((B, G - 1))],
+        "0/1": binary.astype(float),
+        "0/1+jitter": binary + rng.normal(0, 1e-4, (B, G)),
+        "length_penalty": (rng.random((B, G)) < 0.5) - rng.uniform(0, 2e-3, (B, G)),
+        "partial_credit": rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], (B, G)) + rng.choice([0.0, 0.0015, 0.004], (B, G)),
+        "cauchy": rng.standard_cauchy((B, G)),
+        # ties, clusters a little wider than t and long chains of ramps in one row
+        "mixed_clusters": rng.integers(0, 3, (B, G)) + 0.01 * rng.random((B, G)) * (rng.random((B, 1)) < 0.5),
+        "long_chains": np.cumsum(rng.uniform(0.0005, 0.0025, (B, G)), -1) * (1 + 100 * (rng.random((B, G)) < 0.05)),
+        # one row in ten a 0/1 row, the others continuous: the tie rows go through the cluster path alone
+        "few_tie_rows": np.where(rng.random((B, 1)) < 0.1, binary, rng.random((B, G))),
+    }
+
+
+@pytest.mark.parametrize("G", [2, 3, 4, 5, 8, 16, 17, 33, 64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_soft_midranks_fast_paths_are_the_definition_and_the_search_to_rounding(G, dtype):
+    """Every path (band sum, tie clusters, band on wide clusters, search) against the pairwise definition.
+
+    The band sum replaced the search on rows with long chains of near-ties whose values all have their
+    neighbours within 2t nearby: the two differ by rounding only. Measured here over every kind of rows,
+    masked and not, at three resolutions: at most 4e-12 (float64) and 1.5e-4 (float32, ranks up to 64)
+    apart. In float32 both stay within max(3e-4, 1.3e-5 G) of the definition evaluated in float64 (values near 1
+    carry rounding of 6e-8, and a difference divided by 2t = 0.002 makes that 3e-5 per pair).
+    """
+    from robustgrpo.stats import _soft_midranks_by_search, tie_tolerance
+
+    rng = np.random.default_rng(G)
+    worst = 0.0
+    for kind, x in _rank_kinds(rng, 120, G).items():
+        for masked in (False, True):
+            mask = rng.random(x.shape) < 0.8 if masked else np.ones(x.shape, bool)
+            mask[:, 0] = True
+            xt = torch.tensor(x, dtype=dtype)
+            mt = torch.from_numpy(mask) if masked else None
+            for resolution in (0.0, 1e-3, 0.05):
+                t = tie_tolerance(xt, mt, resolution)
+                got = soft_midranks(xt, mt, t).double().numpy()
+                xs = xt.double().numpy()
+                expected = np.stack([_midranks_by_definition(xs[i], mask[i], float(t[i])) for i in range(len(x))])
+                searched = _soft_midranks_by_search(xt, mt, t).double().numpy()
+                tol = 1e-9 if dtype == torch.float64 else max(3e-4, 1.3e-5 * G)
+                np.testing.assert_allclose(got[mask], expected[mask], rtol=0, atol=tol, err_msg=f"{kind} {resolution}")
+                worst = max(worst, float(np.abs(got - searched)[mask].max()))
+    assert worst <= (4e-12 if dtype == torch.float64 else 1.5e-4), worst
+
+
+def test_each_path_of_soft_midranks_runs_and_agrees_with_the_search(monkeypatch):
+    """Batches that send rows through each branch: band only, a few cluster rows, all rows, band inside, search."""
+    import robustgrpo.stats as stats
+
+    calls: list[tuple[str, int]] = []
+    for name in ("_band_ranks", "_cluster_ranks", "_soft_midranks_by_search"):
+        inner = getattr(stats, name)
+        monkeypatch.setattr(stats, name, lambda *a, inner=inner, name=name: calls.append((name, len(a[0]))) or inner(*a))
+    rng = np.random.default_rng(3)
+    x = _rank_kinds(rng, 400, 16)
+    wide_ties = np.round(rng.random((400, 16)) * 4) / 4 + rng.choice([0.0, 0.004], (400, 16))  # clusters wider than t
+    cases = {
+        "uniform+outlier": ("every value's neighbours within 2t nearby", {"_band_ranks"}),
+        "0/1": ("ties only", {"_cluster_ranks"}),
+        "few_tie_rows": ("a few cluster rows", {"_band_ranks", "_cluster_ranks"}),
+        "long_chains": ("long wide clusters", {"_cluster_ranks", "_soft_midranks_by_search"}),
+    }
+    for kind, (why, expected) in cases.items():
+        calls.clear()
+        xt = torch.tensor(x[kind])
+        t = stats.tie_tolerance(xt, None, 1e-3 if kind != "long_chains" else 0.01)
+        got = stats.soft_midranks(xt, None, t)
+        assert {name for name, _ in calls} >= expected, (kind, why, calls)
+        torch.testing.assert_close(got, stats._soft_midranks_by_search(xt, None, t), rtol=0, atol=1e-9)
+    # two tie clusters each 0.6 t wide: their gaps add up to more than t, so the widths are looked up, and both are ties
+    t = torch.tensor([1e-3], dtype=torch.float64)
+    x2 = torch.tensor([[0.0, 0.0002, 0.0004, 0.0006, 0.0006, 0.5, 0.5002, 0.5004, 0.5006, 0.5006]], dtype=torch.float64)
+    assert stats.soft_midranks(x2, None, t).tolist() == [[3.0] * 5 + [8.0] * 5]
+    # a few cluster rows hold clusters wider than t: the band sum on those rows alone, not on the whole batch
+    calls.clear()
+    xt = torch.tensor(np.where(np.arange(400)[:, None] < 380, x["0/1"], wide_ties))
+    t = stats.tie_tolerance(xt, None, 1e-3)
+    torch.testing.assert_close(stats.soft_midranks(xt, None, t), stats._soft_midranks_by_search(xt, None, t), rtol=0, atol=1e-9)
+    assert ("_band_ranks", 400) not in calls and any(name == "_band_ranks" and rows < 400 for name, rows in calls)
