@@ -325,7 +325,7 @@ def test_each_path_of_soft_midranks_runs_and_agrees_with_the_search(monkeypatch)
     import robustgrpo.stats as stats
 
     calls: list[tuple[str, int]] = []
-    for name in ("_band_ranks", "_cluster_ranks", "_soft_midranks_by_search"):
+    for name in ("_band_ranks", "_cluster_ranks", "_ranks_by_search"):
         inner = getattr(stats, name)
         monkeypatch.setattr(stats, name, lambda *a, inner=inner, name=name: calls.append((name, len(a[0]))) or inner(*a))
     rng = np.random.default_rng(3)
@@ -335,7 +335,7 @@ def test_each_path_of_soft_midranks_runs_and_agrees_with_the_search(monkeypatch)
         "uniform+outlier": ("every value's neighbours within 2t nearby", {"_band_ranks"}),
         "0/1": ("ties only", {"_cluster_ranks"}),
         "few_tie_rows": ("a few cluster rows", {"_band_ranks", "_cluster_ranks"}),
-        "long_chains": ("long wide clusters", {"_cluster_ranks", "_soft_midranks_by_search"}),
+        "long_chains": ("long wide clusters", {"_cluster_ranks", "_ranks_by_search"}),
     }
     for kind, (why, expected) in cases.items():
         calls.clear()
@@ -354,3 +354,22 @@ def test_each_path_of_soft_midranks_runs_and_agrees_with_the_search(monkeypatch)
     t = stats.tie_tolerance(xt, None, 1e-3)
     torch.testing.assert_close(stats.soft_midranks(xt, None, t), stats._soft_midranks_by_search(xt, None, t), rtol=0, atol=1e-9)
     assert ("_band_ranks", 400) not in calls and any(name == "_band_ranks" and rows < 400 for name, rows in calls)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_search_on_the_sorted_row_gives_every_value_the_rank_of_the_search_in_its_own_order(dtype):
+    """Rows of 256 normal scores at resolution 1e-2 (one wide cluster around the centre of every row: every row is
+    searched) give bit for bit the ranks that searching each value where it stands gives, with and without a mask;
+    invalid entries stay finite."""
+    import robustgrpo.stats as stats
+
+    rng = np.random.default_rng(11)
+    xt = torch.tensor(rng.standard_normal((64, 256)), dtype=dtype)
+    mask = torch.tensor(rng.random((64, 256)) < 0.9)
+    for m in (None, mask):
+        t = stats.tie_tolerance(xt, m, 1e-2)
+        got = stats.soft_midranks(xt, m, t)
+        expected = stats._soft_midranks_by_search(xt, m, t)
+        valid = torch.ones_like(xt, dtype=torch.bool) if m is None else m
+        assert torch.equal(got[valid], expected[valid])
+        assert bool(torch.isfinite(got).all())
