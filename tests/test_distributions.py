@@ -23,6 +23,7 @@ from robustgrpo.plots import estimator_color
 from robustgrpo.report import distributions as D
 from robustgrpo.report import report_figures
 from robustgrpo.scenarios import load_scenario
+from scopes import shared
 
 ALL_METHODS = list(ESTIMATORS)
 MEDIAN_CENTRED = ("robust", "seed_mad", "mc_grpo")
@@ -47,7 +48,7 @@ def _plotted_axes(fig: Figure):
 # ------------------------------------------------------------------ one of eight
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared())
 def table():
     return T.one_of_eight_table(ALL_METHODS)
 
@@ -104,12 +105,12 @@ class TestOneOfEight:
 # -------------------------------------------------------------- zero fractions
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared())
 def seed_table():
     return T.zero_fractions_table(T.scenario_samples("seed_example", ALL_METHODS)).set_index("method")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared())
 def batch():
     names = ["clean_binary", "binary_judge_glitch"]
     return T.zero_fractions_table(T.scenario_samples(names, ["grpo", "robust", "huber_m"])), names
@@ -195,7 +196,7 @@ class TestZeroAdvantageTable:
 # ------------------------------------------------------------ hit groups, landing
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared())
 def landing():
     samples = T.scenario_samples(D.LANDING_SCENARIOS, D.DEFAULT_METHODS)
     return T.contaminated_landing_table(samples), samples
