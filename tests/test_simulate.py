@@ -275,6 +275,9 @@ def test_dynamic_clip_does_nothing_under_std_normalised_advantages_and_loosens_u
     # ... so the jump is 15x between a poisoned group (tight) and a low-spread group (loose), e.g. all but one tie
     low = dynamic_clip_curve([0, 0, 0, 0, 0, 0, 0, 0.1], 7, [0.1], ["dr_grpo"], tau_fraction=None)
     assert low.loc[0, "adv_std"] < 0.6 * clean_std
+    assert low.loc[0, "eps_dynamic"] == pytest.approx(0.1 * low.loc[0, "adv_std"] + 0.1, rel=1e-12)  # alpha = beta = 0.1 by default
+    with pytest.raises(ValueError, match="beta must be a finite number >= 0"):
+        dynamic_clip_curve([0, 1], 1, [2.0], ["grpo"], beta=-0.1)
     # under grpo every non-degenerate group has std ~ 1 > tau: the layered rule is tight everywhere, whatever the glitch
     np.testing.assert_allclose(grpo["eps_layered"], 0.1 * grpo["eps_dynamic"], rtol=1e-12)
 
@@ -737,3 +740,35 @@ def test_the_readme_example_runs(tmp_path, monkeypatch):
     table = scope["table"]
     assert set(table.estimator) == {"grpo", "robust", "ppo_critic"} and table.seed.nunique() == 10
     assert len(table) == 150 * 10 * 3 and SimConfig.from_file(tmp_path / "run.json") == scope["config"]
+
+
+def test_measured_update_weight_columns_and_bad_input():
+    df = measured_update_weight([0.5], 4, ["grpo"], n_groups=50, ddof=0)  # ddof: a parameter grpo takes
+    assert list(df.columns) == ["method", "G", "p", "w", "se", "n_groups"] and df["n_groups"].tolist() == [50]
+    for kwargs, message in [
+        (dict(n_groups=1), r"n_groups must be an integer >= 2, got 1"),
+        (dict(p=[0.0, 0.5]), r"p must lie strictly between 0 and 1 \(w\(p\) divides by p \(1 - p\)\), got \[0\.0, 0\.5\]; drop 0 and 1"),
+        (dict(p=[1.0]), r"p must lie strictly between 0 and 1"),
+        (dict(magic=1), r"params are accepted by none of the methods \['grpo'\], got \['magic'\]; check the spelling"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            measured_update_weight(**({"p": [0.5], "G": 4, "methods": ["grpo"], "n_groups": 50} | kwargs))
+
+
+def test_continuous_quality_marks_the_answer_of_each_states_interval():
+    """k*(x) = min(floor(K x), K - 1): with K = 4, x = 0, 0.49, 0.5, 0.99, 1 give answers 0, 1, 2, 3, 3."""
+    from robustgrpo.simulate.problem import continuous_quality
+
+    states = torch.tensor([0.0, 0.49, 0.5, 0.99, 1.0], dtype=torch.float64)
+    binary = continuous_quality(states, 4, graded=False)
+    assert binary.argmax(-1).tolist() == [0, 1, 2, 3, 3] and binary.sum(-1).tolist() == [1.0] * 5
+    graded = continuous_quality(states, 4, graded=True)
+    assert graded[3].tolist() == [0.0, 0.0, 0.5, 1.0]  # max(0, 1 - |k - k*|/2)
+
+
+def test_a_progress_bar_only_when_asked(capsys):
+    config = SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo",))
+    simulate(config, progress=True)
+    assert "simulate" in capsys.readouterr().err
+    simulate(config, progress=False)
+    assert capsys.readouterr().err == ""
