@@ -58,6 +58,7 @@ class TestOneOfEight:
         assert list(table.columns) == ["method", "role", "reward", "n", "advantage"]
         assert len(table) == 2 * len(ALL_METHODS)
         assert table.groupby("role")["n"].unique().map(list).to_dict() == {"correct": [1], "wrong": [7]}
+        assert table.groupby("role")["reward"].unique().map(list).to_dict() == {"correct": [1.0], "wrong": [0.0]}
 
     def test_values_equal_compute_advantages(self, table):
         rewards = torch.tensor([[1.0, 0, 0, 0, 0, 0, 0, 0]], dtype=torch.float64)
@@ -234,6 +235,10 @@ class TestHitGroupsAndLanding:
         assert row["median"] == pytest.approx(np.quantile(values, 0.5), abs=1e-12)
         assert row["q05"] == pytest.approx(np.quantile(values, 0.05), abs=1e-12)
         assert row["max_abs"] == pytest.approx(values.abs().max(), abs=0)
+        # the same samples' advantages on the clean rewards
+        clean = table.set_index(["scenario", "method", "rewards"]).loc[("reward_model_heavy_tails", "grpo", "clean")]
+        clean_values = samples.query("scenario == 'reward_model_heavy_tails' and method == 'grpo' and contaminated")["clean_advantage"]
+        assert clean["n"] == len(values) and clean["median"] == pytest.approx(np.quantile(clean_values, 0.5), abs=1e-12)
 
     def test_clipped_estimators_keep_contaminated_samples_within_c(self, landing):
         table, samples = landing

@@ -910,6 +910,15 @@ class TestAgreementDetails:
         assert row["reference_cosine"] == pytest.approx(M.update_cosine(ref, dirty), rel=1e-12)
         unmasked = M.agreement(record, ["grpo"]).iloc[0]
         assert unmasked["update_cosine"] < row["update_cosine"] - 0.05  # the range does matter here
+        # a range that masks clean rewards too (the tails of a reward model's scores) changes the reference
+        scores = M.scenario_record("reward_model_heavy_tails", 128, 3)
+        kw = {"reward_range": (-1.0, 1.0)}
+        row = M.agreement(scores, ["grpo"], **kw).iloc[0]
+        ref = compute_advantages(scores.clean.double(), "rloo", **kw).advantages
+        dirty = compute_advantages(scores.rewards.double(), "grpo", **kw).advantages
+        assert row["reference_cosine"] == pytest.approx(M.update_cosine(ref, dirty), rel=1e-12)
+        unmasked_ref = compute_advantages(scores.clean.double(), "rloo").advantages
+        assert abs(row["reference_cosine"] - M.update_cosine(unmasked_ref, dirty)) > 0.01
 
     def test_the_clipped_fraction_counts_clipped_samples_over_every_sample(self):
         record = M.scenario_record("reward_model_heavy_tails", 128, 0)
@@ -1002,7 +1011,7 @@ class TestUpdateWeightMonteCarlo:
         return mean, sd, skew, kurt
 
     def test_a_small_run_agrees_with_the_exact_weights_and_its_standard_errors_with_the_delta_method(self):
-        n, p, methods = 20_000, 0.3, ["grpo", "rloo", "rank"]
+        n, p, methods = 20_000, 0.3, ["grpo", "rloo", "rank", "robust"]  # robust's advantages need not sum to 0
         mc = M.update_weight_mc(p, [2, 4], methods, n_groups=n, seed=1)
         assert list(mc.columns) == ["method", "G", "p", "w", "mean_update", "sd_update", "snr", "w_se", "snr_se"]
         exact = M.update_weight(p, [2, 4], methods)
