@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -173,7 +174,8 @@ BAD_CONFIGS = [
     ({"runnable": "agreement", "fixed": {"seed": 3}}, r"fixed\.seed: seeds are set by the top-level 'seeds' key"),
     ({"runnable": "agreement", "fixed": {"G": 4}, "grid": {"G": [8]}}, r"grid\.G: is also set in fixed"),
     ({"runnable": "agreement", "seeds": []}, r"seeds: an empty list has no seeds"),
-    ({"runnable": "agreement", "seeds": 0}, r"seeds: seeds must be an integer >= 1, got 0"),
+    ({"runnable": "agreement", "seeds": 0}, r"seeds: seeds must be an integer >= 1, got 0; give a count n \(seeds 0 \.\. n-1\) or a list$"),
+    ({"runnable": "agreement", "seeds": [1, -1]}, r"seeds: each seed must be an integer in \[0, 2\*\*63\), got -1"),
     ({"runnable": "agreement", "seeds": [1, 1]}, r"seeds: must not repeat a seed"),
     ({"runnable": "agreement", "gird": {}}, r"gird: unknown key of a sweep config; did you mean 'grid'\?"),
     ({"runnable": "agreemnt"}, r"runnable: must be one of \['agreement', 'simulate', 'trl'\], got 'agreemnt'"),
@@ -181,7 +183,29 @@ BAD_CONFIGS = [
      r"random\.params\.c: must be one distribution"),
     ({"runnable": "agreement", "random": {"draws": 2, "params": {"c": {"uniform": [3.0, 1.0]}}}},
      r"random\.params\.c\.uniform: needs lo <= hi"),
-    ({"runnable": "agreement", "random": {"draws": 0, "params": {"c": {"uniform": [1.0, 3.0]}}}}, r"random\.draws: draws must be"),
+    ({"runnable": "agreement", "random": {"draws": 0, "params": {"c": {"uniform": [1.0, 3.0]}}}},
+     r"random\.draws: draws must be an integer >= 1, got 0; how many random points per grid point$"),
+    ({"runnable": "agreement", "random": 3}, r"random: must be an object with draws, seed and params, got 3$"),
+    ({"runnable": "agreement", "random": {"draws": 2, "sed": 1, "params": {"c": {"uniform": [1.0, 3.0]}}}},
+     r"random\.sed: unknown key; known: draws, seed, params$"),
+    ({"runnable": "agreement", "random": {"draws": 2, "seed": -1, "params": {"c": {"uniform": [1.0, 3.0]}}}},
+     r"random\.seed: seed must be an integer in \[0, 2\*\*63\), got -1"),
+    ({"runnable": "agreement", "random": {"draws": 2, "params": {}}},
+     r"random\.params: must name at least one parameter and its distribution, got \{\}$"),
+    ({"runnable": "agreement", "random": {"draws": 2, "params": {"Gs": {"choice": [4]}}}},
+     r"random\.params\.Gs: unknown parameter 'Gs' of runnable 'agreement'; did you mean 'G'\?"),
+    ({"runnable": "agreement", "fixed": {"G": 4}, "random": {"draws": 2, "params": {"G": {"choice": [4]}}}},
+     r"random\.params\.G: is also set in fixed; set each parameter in one place$"),
+    ({"runnable": "agreement", "grid": {"G": [4]}, "random": {"draws": 2, "params": {"G": {"choice": [4]}}}},
+     r"random\.params\.G: is also set in grid; set each parameter in one place$"),
+    ({"runnable": "agreement", "grid": {"": [1]}}, r"grid: parameter names must be non-empty strings, got ''$"),
+    ({"runnable": "agreement", "zzz": 1},
+     r"bad\.json: zzz: unknown key of a sweep config; known: runnable, fixed, grid, random, seeds, cpus_per_cell, description$"),
+    ({"runnable": "simulate", "fixed": {"contamination": {"model": "random_outliers", "rate": 3, "size": 1}}},
+     r"bad\.json: field 'contamination\.rate' must be a finite number in \[0, 1\], got 3; pass a probability$"),
+    ({"runnable": "simulate", "fixed": {"G.x": 1}}, r"fixed\.G\.x: G must be an integer >= 2, got \{'x': 1\}"),
+    ({"runnable": "simulate", "fixed": {"contamination": {"model": "random_outliers", "rate": 0.1, "size": 1}, "contamination.rate.x": 1}},
+     r"fixed\.contamination\.rate\.x: contamination\.rate is 0\.1, not an object, so 'contamination\.rate\.x' cannot be set inside it$"),
     ({"runnable": "agreement", "cpus_per_cell": 0}, r"cpus_per_cell: cpus_per_cell must be an integer >= 1"),
     ({"runnable": "agreement", "random": {"draws": 2, "params": {"G": {"int_uniform": [2.5, 4]}}}},
      r"random\.params\.G\.int_uniform: int_uniform\[0\] must be an integer"),
@@ -218,6 +242,25 @@ def test_bad_configs_get_an_error_naming_the_file_and_the_key(tmp_path, spec, me
         load_sweep(path)
     assert str(err.value).startswith(f"{path}: ")
     assert __import__("re").search(message, str(err.value)), str(err.value)
+
+
+def test_a_config_given_as_a_dict_is_named_so_in_its_errors():
+    with pytest.raises(ValueError, match=r"^<dict>: runnable: must be one of"):
+        load_sweep({"runnable": "agreemnt"})
+
+
+def test_a_dotted_key_sets_a_field_inside_the_object_another_key_sets():
+    """Whatever the order of the keys: the object first, then the fields inside it."""
+    spec = {"runnable": "simulate", "fixed": {"contamination.rate": 0.3},
+            "grid": {"contamination": [{"model": "random_outliers", "rate": 0.1, "size": 5.0}]}}
+    assert load_sweep(spec).cells[0].config["contamination"] == {"model": "random_outliers", "rate": 0.3, "size": 5.0,
+                                                                 "mode": "replace"}
+
+
+def test_flat_columns_name_a_nested_models_fields_after_it():
+    got = flat_columns({"G": 8, "clean": {"model": "bernoulli", "p": 0.3}, "c": None, "pair": [1, 2], "trio": [1, 2, 3]})
+    assert math.isnan(got.pop("c"))  # None becomes NaN
+    assert got == {"G": 8, "clean": "bernoulli", "clean.p": 0.3, "pair_lo": 1, "pair_hi": 2, "trio": "[1, 2, 3]"}
 
 
 def test_a_file_that_is_not_a_sweep_config_is_refused(tmp_path):
@@ -506,6 +549,8 @@ def test_a_record_without_cells_has_only_the_cell_id_column_and_loaded_rows_are_
     assert run_sweep(spec, out, progress=False, runnables=TOYS).ran == 0
     empty = load_record(out)
     assert list(empty.columns) == ["cell_id"] and len(empty) == 0
+    with pytest.raises(ValueError, match=r"holds no sweep record \(no manifest\.json\); pass the --out folder of a sweep$"):
+        load_record(tmp_path / "nowhere")
     run_sweep({"runnable": "toy", "grid": {"x": [1, 2]}}, tmp_path / "two", progress=False, runnables=TOYS)
     pd.testing.assert_index_equal(load_record(tmp_path / "two").index, pd.RangeIndex(4))
 
@@ -721,7 +766,7 @@ def test_ray_engine_needs_a_connection_and_enough_cpus(monkeypatch):
     with pytest.raises(ValueError, match=r"each cell asks for 2 CPUs \(cpus_per_cell\) and the Ray cluster has 1"):
         list(RayEngine().execute(sweep, sweep.cells))
     fake.is_initialized = lambda: False
-    with pytest.raises(RuntimeError, match=r"RayEngine\.execute runs inside `with engine\.connected\(\):`"):
+    with pytest.raises(RuntimeError, match=r"^RayEngine\.execute runs inside `with engine\.connected\(\):`$"):
         list(RayEngine().execute(sweep, sweep.cells))
 
 
