@@ -899,7 +899,8 @@ class TestAgreementDetails:
 
     def test_the_entry_options_reach_the_estimators_and_the_reference(self):
         """With reward_range (0, 1) the glitches of binary_judge_glitch are masked: every number equals the
-        same comparison made by hand with compute_advantages(..., reward_range=(0, 1))."""
+        same comparison made by hand with compute_advantages(..., reward_range=(0, 1)); the reference
+        (rloo on the clean rewards) gets the range too."""
         record = M.scenario_record("binary_judge_glitch", 256, 3)
         row = M.agreement(record, ["grpo"], reward_range=(0.0, 1.0)).iloc[0]
         kw = {"reward_range": (0.0, 1.0)}
@@ -964,7 +965,7 @@ class TestBreakdownTable:
 
 
 class TestJitterSweep:
-    def test_columns_and_a_jitter_below_every_gap_changes_nothing_for_grpo(self):
+    def test_columns_and_what_jitter_does_to_grpo_and_robust(self):
         df = M.jitter_sweep(["grpo", "robust"], [1e-6, 1e3], group_size=4, success_rate=0.5, n_groups=300, resolution=0.0)
         assert list(df.columns) == ["method", "jitter", "G", "p", "wrong_positive", "max_change", "update_cosine"]
         assert (df["G"] == 4).all() and (df["p"] == 0.5).all()
@@ -979,7 +980,7 @@ class TestJitterSweep:
         # 2 * 6/16 + 1 * 4/16 = 28/16, so 4/28 = 1/7 of them turn positive (+-3 standard errors)
         robust = df.set_index(["method", "jitter"]).loc[("robust", 1e-6)]
         assert abs(robust["wrong_positive"] - 1 / 7) < 3 * math.sqrt(1 / 7 * 6 / 7 / (300 * 28 / 16))
-        # a jitter of 1000 is all the signal: about half the wrong answers (+-3 standard errors) turn positive
+        # a jitter of 1000 is all the signal: about half the wrong answers turn positive (0.1 is 4.5 standard errors)
         for m in ("grpo", "robust"):
             noise = df.set_index(["method", "jitter"]).loc[(m, 1e3)]
             assert abs(noise["wrong_positive"] - 0.5) < 0.1 and abs(noise["update_cosine"]) < 0.15
