@@ -663,8 +663,9 @@ def test_ray_engine_options_are_checked_before_ray_is_needed(kwargs, message):
 
 class _InProcessRay(types.ModuleType):
     """The part of Ray's API that RayEngine.execute uses, run in this process: a task runs when it is
-    submitted, ``wait`` hands back the oldest pending one. It records the task options, the largest
-    number of tasks pending at once and the seeds whose worker should "die" (a RayError)."""
+    submitted, ``wait`` hands back the oldest pending one. It records the task options and the largest
+    number of tasks pending at once; the worker of a seed in ``die`` "dies" (a RayError), and a seed in
+    ``causeless`` fails with a RayTaskError that carries no cause."""
 
     class exceptions:  # noqa: N801 - Ray's own name
         class RayError(Exception):
@@ -675,9 +676,10 @@ class _InProcessRay(types.ModuleType):
                 super().__init__(f"ray task failed: {cause!r}")
                 self.cause = cause
 
-    def __init__(self, cpus=2, die=()):
+    def __init__(self, cpus=2, die=(), causeless=()):
         super().__init__("ray")
-        self.cpus, self.die, self.options, self.most_pending, self.results = cpus, set(die), [], 0, {}
+        self.cpus, self.die, self.causeless = cpus, set(die), set(causeless)
+        self.options, self.most_pending, self.results = [], 0, {}
 
     def is_initialized(self):
         return True
@@ -698,11 +700,15 @@ class _InProcessRay(types.ModuleType):
 
             def remote(self, run, config, seed, threads):
                 ref = object()
-                try:
-                    fake.results[ref] = (fake.exceptions.RayError("the worker died") if seed in fake.die
-                                         else fn(run, config, seed, threads))
-                except Exception as err:  # noqa: BLE001 - Ray wraps a task's own error
-                    fake.results[ref] = fake.exceptions.RayTaskError(err)
+                if seed in fake.die:
+                    fake.results[ref] = fake.exceptions.RayError("the worker died")
+                elif seed in fake.causeless:
+                    fake.results[ref] = fake.exceptions.RayTaskError(None)
+                else:
+                    try:
+                        fake.results[ref] = fn(run, config, seed, threads)
+                    except Exception as err:  # noqa: BLE001 - Ray wraps a task's own error
+                        fake.results[ref] = fake.exceptions.RayTaskError(err)
                 return ref
 
         return Task()
@@ -751,10 +757,8 @@ def test_ray_engine_submits_each_cell_with_its_cpus_and_retries_and_reports_each
 
 
 def test_ray_engine_reports_a_task_error_without_a_cause_as_itself(monkeypatch):
-    fake = _InProcessRay()
-    monkeypatch.setitem(sys.modules, "ray", fake)
+    monkeypatch.setitem(sys.modules, "ray", _InProcessRay(causeless={0}))
     sweep = load_sweep({"runnable": "toy"}, runnables=TOYS)
-    fake.get = lambda ref: (_ for _ in ()).throw(fake.exceptions.RayTaskError(None))
     (outcome,) = RayEngine().execute(sweep, sweep.cells)
     assert outcome.error.endswith("RayTaskError: ray task failed: None")
 
