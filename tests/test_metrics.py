@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -277,7 +278,7 @@ class TestBreakdown:
 
     def test_a_progress_bar_only_when_asked(self, capsys):
         M.breakdown_point("grpo", 4, n_groups=2, progress=True)
-        assert "breakdown" in capsys.readouterr().err
+        assert re.search(r"(^|\r)breakdown: ", capsys.readouterr().err)
         M.breakdown_point("grpo", 4, n_groups=2)
         assert capsys.readouterr().err == ""
 
@@ -533,7 +534,7 @@ class TestEfficiency:
 
     def test_a_progress_bar_only_when_asked(self, capsys):
         M.efficiency("mad", n=5, n_samples=100, progress=True)
-        assert "efficiency" in capsys.readouterr().err
+        assert re.search(r"(^|\r)efficiency: ", capsys.readouterr().err)
         M.efficiency("mad", n=5, n_samples=100)
         assert capsys.readouterr().err == ""
 
@@ -764,7 +765,7 @@ class TestSweep:
 
     def test_a_progress_bar_only_when_asked(self, capsys):
         M.sweep("grpo", n_groups=10, progress=True)
-        assert "sweep" in capsys.readouterr().err
+        assert re.search(r"(^|\r)sweep: ", capsys.readouterr().err)
         M.sweep("grpo", n_groups=10, progress=False)
         assert capsys.readouterr().err == ""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -289,6 +290,9 @@ def test_clip_epsilon_modes():
     tau = 0.6 * (0.5 + 1.0 + 2.0) / 3  # mean over the groups with spread
     expected = torch.where(std > tau, 0.1 * (0.1 * std + 0.1), 1.5 * (0.1 * std + 0.1))
     torch.testing.assert_close(clip_epsilon(std, "layered", 0.2, 0.1, 0.1, 0.6), expected)
+    # one group with spread: tau is 60 % of its own std, which is above tau (tight); 0.25 is below 0.6 * 0.5 (loose)
+    one = torch.tensor([0.0, 0.5], dtype=torch.float64)
+    torch.testing.assert_close(clip_epsilon(one, "layered", 0.2, 0.1, 0.1, 0.6), torch.tensor([1.5 * 0.1, 0.1 * 0.15], dtype=torch.float64))
 
 
 # --------------------------------------------------------------------------------- grouping
@@ -769,6 +773,34 @@ def test_continuous_quality_marks_the_answer_of_each_states_interval():
 def test_a_progress_bar_only_when_asked(capsys):
     config = SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo",))
     simulate(config, progress=True)
-    assert "simulate" in capsys.readouterr().err
+    assert re.search(r"(^|\r)simulate: ", capsys.readouterr().err)
     simulate(config, progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_one_seed_as_an_integer_is_the_list_of_it_and_a_config_must_be_one():
+    config = SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo",))
+    pd.testing.assert_frame_equal(simulate(config, 3, progress=False), simulate(config, [3], progress=False))
+    with pytest.raises(ValueError, match=r"^config must be a SimConfig or its dict form, got 'x'; build one with SimConfig\(\.\.\.\)$"):
+        simulate("x")
+
+
+def test_a_config_file_is_the_indented_json_of_its_dict(tmp_path):
+    config = SimConfig(G=4, estimators=("grpo", "robust"))
+    path = config.to_file(tmp_path / "sim.json")
+    assert path.read_text(encoding="utf-8") == json.dumps(config.to_dict(), indent=2) + "\n"
+    assert SimConfig.from_file(path) == config
+
+
+def test_a_problem_finds_the_first_answer_of_each_kind():
+    problem = build_problem(SimConfig(n_answers=5, hack_reward=1.5))
+    kinds = problem.kinds.tolist()
+    assert problem.index_of(CORRECT) == kinds.index(CORRECT) == 0
+    assert problem.index_of(HACK) == kinds.index(HACK) and problem.index_of(WRONG) == kinds.index(WRONG)
+    assert JACKPOT not in kinds and problem.index_of(JACKPOT) is None
+
+
+def test_first_step_checks_its_level():
+    frame = simulate(SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo",)), progress=False)
+    with pytest.raises(ValueError, match=r"^level must be a finite number, got 'low'"):
+        first_step_below(frame, "true_reward", "low")
