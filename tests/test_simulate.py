@@ -804,3 +804,19 @@ def test_first_step_checks_its_level():
     frame = simulate(SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo",)), progress=False)
     with pytest.raises(ValueError, match=r"^level must be a finite number, got 'low'"):
         first_step_below(frame, "true_reward", "low")
+
+
+def test_graded_quality_gives_the_wrong_answers_partial_credit():
+    binary = build_problem(SimConfig(n_prompts=6, n_answers=5))
+    graded = build_problem(SimConfig(n_prompts=6, n_answers=5, quality="graded"))
+    wrong = binary.kinds == WRONG
+    assert (binary.quality[:, wrong] == 0).all() and (graded.quality[:, ~wrong] == binary.quality[:, ~wrong]).all()
+    assert (graded.quality[:, wrong] > 0).all() and (graded.quality[:, wrong] < 0.6).all()  # 0.6 U(0, 1)
+
+
+def test_the_first_recorded_entropy_is_the_initial_policys():
+    """Step 0 is recorded before the first update: the tabular policy is softmax(base_logits)."""
+    config = SimConfig(n_prompts=5, G=4, steps=1, estimators=("grpo",))
+    p = torch.softmax(build_problem(config).base_logits, -1)
+    expected = float(-(p * p.log()).sum(-1).mean())
+    assert simulate(config, progress=False)["entropy"].item() == pytest.approx(expected, rel=1e-12)
