@@ -820,3 +820,46 @@ def test_the_first_recorded_entropy_is_the_initial_policys():
     p = torch.softmax(build_problem(config).base_logits, -1)
     expected = float(-(p * p.log()).sum(-1).mean())
     assert simulate(config, progress=False)["entropy"].item() == pytest.approx(expected, rel=1e-12)
+
+
+SIM_CONFIG_ERRORS = [
+    (dict(initial_correct=(0.5,)), r"initial_correct must be a pair \(low, high\), got \(0\.5,\); pass two numbers, e\.g\. \(0\.2, 0\.6\)$"),
+    (dict(initial_correct=(0.6, 0.2)), r"initial_correct must have low <= high, got \(0\.6, 0\.2\); swap the two values$"),
+    (dict(length_range=(0, 10)), r"length_range\[0\] must be an integer >= 1, got 0$"),
+    (dict(problem_seed=-1), r"problem_seed must be an integer in \[0, 2\*\*63\), got -1; pass e\.g\. problem_seed=0$"),
+    (dict(feature_dim=-1), r"feature_dim must be an integer >= 0, got -1$"),
+    (dict(clip_alpha=-1.0), r"clip_alpha must be a finite number >= 0, got -1\.0$"),
+    (dict(clip_tau=-1.0), r"clip_tau must be a finite number >= 0, got -1\.0$"),
+    (dict(critic_lr=1.5), r"critic_lr must be a finite number in \[0, 1\], got 1\.5$"),
+    (dict(n_state_groups=0), r"n_state_groups must be an integer >= 1, got 0$"),
+    (dict(min_group_size=0), r"min_group_size must be an integer >= 1, got 0$"),
+    (dict(record_every=0), r"record_every must be an integer >= 1, got 0$"),
+    (dict(estimators=("grpo", "ppo_critic"), states="continuous", policy="linear"),
+     r"estimators cannot hold 'ppo_critic' with continuous states \(its value is one per prompt\), got \('grpo', 'ppo_critic'\); "
+     r'use states="discrete" for the critic comparison$'),
+    (dict(initial_correct=(0.5, 0.99), hack_reward=1.0, hack_init_prob=0.05),
+     r"initial_correct plus hack_init_prob and jackpot_init_prob must leave mass for the wrong answers, got \(0\.5, 0\.99\); "
+     r"lower them so that their sum is below 1$"),
+    (dict(states="continuous"), r"policy must be 'linear' with continuous states \(a table cannot hold fresh states\), got 'tabular'; "
+     r'pass policy="linear"$'),
+    (dict(contamination="x"), r"^contamination must be a contamination model or its dict form, got 'x'; e\.g\. RandomOutliers"),
+    (dict(estimators=("robust",), c_schedule=(1.0, 2.0), params={"c": 2.0}),
+     r"params sets \['c'\], which c_schedule decides, got \{'c': 2\.0\}; drop it from params or drop c_schedule$"),
+    (dict(estimators=("grpo",), params={"magic": 1}),
+     r"params names a parameter that none of the estimators \['grpo'\] accepts, got 'magic'; see ESTIMATORS\[name\]\.parameters$"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", SIM_CONFIG_ERRORS, ids=[m.split(" ")[0].strip("^") for _, m in SIM_CONFIG_ERRORS])
+def test_each_bad_config_value_gets_its_own_message(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        SimConfig(**kwargs)
+
+
+def test_a_config_holds_plain_python_values():
+    """The checks return the normalized value, which the config keeps: floats, ints, tuples (its JSON form and
+    its equality with the config read back depend on it)."""
+    config = SimConfig(hack_reward=2, hack_init_prob=0, length_range=[100, 1000], regroup_every=np.int64(2),
+                       quality="graded")
+    assert (type(config.hack_reward), type(config.hack_init_prob), type(config.regroup_every)) == (float, float, int)
+    assert config.length_range == (100, 1000) and config.quality == "graded"
