@@ -850,7 +850,7 @@ SIM_CONFIG_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize("kwargs, message", SIM_CONFIG_ERRORS, ids=[m.split(" ")[0].strip("^") for _, m in SIM_CONFIG_ERRORS])
+@pytest.mark.parametrize("kwargs, message", SIM_CONFIG_ERRORS, ids=[next(iter(kwargs)) for kwargs, _ in SIM_CONFIG_ERRORS])
 def test_each_bad_config_value_gets_its_own_message(kwargs, message):
     with pytest.raises(ValueError, match=message):
         SimConfig(**kwargs)
