@@ -79,30 +79,51 @@ def test_config_round_trips_through_dict_and_json(tmp_path):
         == NoisyVerifier(0.9, 0.1)
 
 
-@pytest.mark.parametrize(
-    "changes, message",
-    [
-        ({"G": 1}, r"^G must be an integer >= 2, got 1; a group needs at least two answers"),
-        ({"exposed_fraction": 1.5}, r"^exposed_fraction must be a finite number in \[0, 1\], got 1.5"),
-        ({"hack_init_prob": -0.1}, r"^hack_init_prob must be a finite number in \[0, 1\]"),
-        ({"contamination": {"model": "random_outliers", "rate": 2.0, "size": 10.0}},
-         r"field 'contamination.rate' must be a finite number in \[0, 1\], got 2.0"),
-        ({"estimators": ("grpo", "median_of_means")}, r"^estimators must name known estimators .*got 'median_of_means'"),
-        ({"estimators": ("grpo", "grpo")}, r"^estimators must list each estimator once"),
-        ({"grouping": "clusters"}, r"^grouping must be one of \['prompt', 'bins', 'kmeans'\], got 'clusters'"),
-        ({"grouping": "bins"}, r"^grouping must be 'prompt' with discrete prompts"),
-        ({"states": "continuous"}, r"^policy must be 'linear' with continuous states"),
-        ({"params": {"c": 2.0}}, r"^params names a parameter that none of the estimators \['grpo'\] accepts, got 'c'"),
-        ({"estimators": ("robust",), "params": {"c": -1.0}}, r"robust: parameter c must be a finite number > 0, got -1.0"),
-        ({"c_schedule": (2.0, 3.5)}, r"^c_schedule applies to estimators with a clip parameter"),
-        ({"estimators": ("robust",), "c_schedule": (2.0, 3.5), "params": {"c": 2.0}}, r"^params sets \['c'\], which c_schedule decides"),
-        ({"quality": "graded", "contamination": JudgeFlips(0.1)}, r"^contamination JudgeFlips needs 0/1 judge scores"),
-        ({"hack_reward": 1.5, "n_answers": 2}, r"^n_answers must be at least 3"),
-        ({"initial_correct": (0.6, 0.2)}, r"^initial_correct must have low <= high"),
-        ({"min_group_size": 4}, r"^min_group_size applies to state groups"),
-        ({"lr": 0.0}, r"^lr must be a finite number > 0"),
-    ],
-)
+SIM_CONFIG_ERRORS = [
+    ({"G": 1}, r"^G must be an integer >= 2, got 1; a group needs at least two answers"),
+    ({"exposed_fraction": 1.5}, r"^exposed_fraction must be a finite number in \[0, 1\], got 1.5"),
+    ({"hack_init_prob": -0.1}, r"^hack_init_prob must be a finite number in \[0, 1\]"),
+    ({"contamination": {"model": "random_outliers", "rate": 2.0, "size": 10.0}},
+     r"field 'contamination.rate' must be a finite number in \[0, 1\], got 2.0"),
+    ({"estimators": ("grpo", "median_of_means")}, r"^estimators must name known estimators .*got 'median_of_means'"),
+    ({"estimators": ("grpo", "grpo")}, r"^estimators must list each estimator once"),
+    ({"grouping": "clusters"}, r"^grouping must be one of \['prompt', 'bins', 'kmeans'\], got 'clusters'"),
+    ({"grouping": "bins"}, r"^grouping must be 'prompt' with discrete prompts"),
+    ({"params": {"c": 2.0}}, r"^params names a parameter that none of the estimators \['grpo'\] accepts, got 'c'"),
+    ({"estimators": ("robust",), "params": {"c": -1.0}}, r"robust: parameter c must be a finite number > 0, got -1.0"),
+    ({"c_schedule": (2.0, 3.5)}, r"^c_schedule applies to estimators with a clip parameter"),
+    ({"quality": "graded", "contamination": JudgeFlips(0.1)}, r"^contamination JudgeFlips needs 0/1 judge scores"),
+    ({"hack_reward": 1.5, "n_answers": 2}, r"^n_answers must be at least 3"),
+    ({"min_group_size": 4}, r"^min_group_size applies to state groups"),
+    ({"lr": 0.0}, r"^lr must be a finite number > 0"),
+    (dict(initial_correct=(0.5,)), r"initial_correct must be a pair \(low, high\), got \(0\.5,\); pass two numbers, e\.g\. \(0\.2, 0\.6\)$"),
+    (dict(initial_correct=(0.6, 0.2)), r"initial_correct must have low <= high, got \(0\.6, 0\.2\); swap the two values$"),
+    (dict(length_range=(0, 10)), r"length_range\[0\] must be an integer >= 1, got 0$"),
+    (dict(problem_seed=-1), r"problem_seed must be an integer in \[0, 2\*\*63\), got -1; pass e\.g\. problem_seed=0$"),
+    (dict(feature_dim=-1), r"feature_dim must be an integer >= 0, got -1$"),
+    (dict(clip_alpha=-1.0), r"clip_alpha must be a finite number >= 0, got -1\.0$"),
+    (dict(clip_tau=-1.0), r"clip_tau must be a finite number >= 0, got -1\.0$"),
+    (dict(critic_lr=1.5), r"critic_lr must be a finite number in \[0, 1\], got 1\.5$"),
+    (dict(n_state_groups=0), r"n_state_groups must be an integer >= 1, got 0$"),
+    (dict(min_group_size=0), r"min_group_size must be an integer >= 1, got 0$"),
+    (dict(record_every=0), r"record_every must be an integer >= 1, got 0$"),
+    (dict(estimators=("grpo", "ppo_critic"), states="continuous", policy="linear"),
+     r"estimators cannot hold 'ppo_critic' with continuous states \(its value is one per prompt\), got \('grpo', 'ppo_critic'\); "
+     r'use states="discrete" for the critic comparison$'),
+    (dict(initial_correct=(0.5, 0.99), hack_reward=1.0, hack_init_prob=0.05),
+     r"initial_correct plus hack_init_prob and jackpot_init_prob must leave mass for the wrong answers, got \(0\.5, 0\.99\); "
+     r"lower them so that their sum is below 1$"),
+    (dict(states="continuous"), r"policy must be 'linear' with continuous states \(a table cannot hold fresh states\), got 'tabular'; "
+     r'pass policy="linear"$'),
+    (dict(contamination="x"), r"^contamination must be a contamination model or its dict form, got 'x'; e\.g\. RandomOutliers"),
+    (dict(estimators=("robust",), c_schedule=(1.0, 2.0), params={"c": 2.0}),
+     r"params sets \['c'\], which c_schedule decides, got \{'c': 2\.0\}; drop it from params or drop c_schedule$"),
+    (dict(estimators=("grpo",), params={"magic": 1}),
+     r"params names a parameter that none of the estimators \['grpo'\] accepts, got 'magic'; see ESTIMATORS\[name\]\.parameters$"),
+]
+
+
+@pytest.mark.parametrize("changes, message", SIM_CONFIG_ERRORS, ids=[next(iter(changes)) for changes, _ in SIM_CONFIG_ERRORS])
 def test_bad_configs_get_clear_errors(changes, message):
     with pytest.raises(ValueError, match=message):
         SimConfig(**changes)
@@ -821,39 +842,6 @@ def test_the_first_recorded_entropy_is_the_initial_policys():
     expected = float(-(p * p.log()).sum(-1).mean())
     assert simulate(config, progress=False)["entropy"].item() == pytest.approx(expected, rel=1e-12)
 
-
-SIM_CONFIG_ERRORS = [
-    (dict(initial_correct=(0.5,)), r"initial_correct must be a pair \(low, high\), got \(0\.5,\); pass two numbers, e\.g\. \(0\.2, 0\.6\)$"),
-    (dict(initial_correct=(0.6, 0.2)), r"initial_correct must have low <= high, got \(0\.6, 0\.2\); swap the two values$"),
-    (dict(length_range=(0, 10)), r"length_range\[0\] must be an integer >= 1, got 0$"),
-    (dict(problem_seed=-1), r"problem_seed must be an integer in \[0, 2\*\*63\), got -1; pass e\.g\. problem_seed=0$"),
-    (dict(feature_dim=-1), r"feature_dim must be an integer >= 0, got -1$"),
-    (dict(clip_alpha=-1.0), r"clip_alpha must be a finite number >= 0, got -1\.0$"),
-    (dict(clip_tau=-1.0), r"clip_tau must be a finite number >= 0, got -1\.0$"),
-    (dict(critic_lr=1.5), r"critic_lr must be a finite number in \[0, 1\], got 1\.5$"),
-    (dict(n_state_groups=0), r"n_state_groups must be an integer >= 1, got 0$"),
-    (dict(min_group_size=0), r"min_group_size must be an integer >= 1, got 0$"),
-    (dict(record_every=0), r"record_every must be an integer >= 1, got 0$"),
-    (dict(estimators=("grpo", "ppo_critic"), states="continuous", policy="linear"),
-     r"estimators cannot hold 'ppo_critic' with continuous states \(its value is one per prompt\), got \('grpo', 'ppo_critic'\); "
-     r'use states="discrete" for the critic comparison$'),
-    (dict(initial_correct=(0.5, 0.99), hack_reward=1.0, hack_init_prob=0.05),
-     r"initial_correct plus hack_init_prob and jackpot_init_prob must leave mass for the wrong answers, got \(0\.5, 0\.99\); "
-     r"lower them so that their sum is below 1$"),
-    (dict(states="continuous"), r"policy must be 'linear' with continuous states \(a table cannot hold fresh states\), got 'tabular'; "
-     r'pass policy="linear"$'),
-    (dict(contamination="x"), r"^contamination must be a contamination model or its dict form, got 'x'; e\.g\. RandomOutliers"),
-    (dict(estimators=("robust",), c_schedule=(1.0, 2.0), params={"c": 2.0}),
-     r"params sets \['c'\], which c_schedule decides, got \{'c': 2\.0\}; drop it from params or drop c_schedule$"),
-    (dict(estimators=("grpo",), params={"magic": 1}),
-     r"params names a parameter that none of the estimators \['grpo'\] accepts, got 'magic'; see ESTIMATORS\[name\]\.parameters$"),
-]
-
-
-@pytest.mark.parametrize("kwargs, message", SIM_CONFIG_ERRORS, ids=[next(iter(kwargs)) for kwargs, _ in SIM_CONFIG_ERRORS])
-def test_each_bad_config_value_gets_its_own_message(kwargs, message):
-    with pytest.raises(ValueError, match=message):
-        SimConfig(**kwargs)
 
 
 def test_a_config_holds_plain_python_values():
