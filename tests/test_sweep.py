@@ -205,6 +205,7 @@ BAD_CONFIGS = [
     ({"runnable": "simulate", "fixed": {"contamination": {"model": "random_outliers", "rate": 3, "size": 1}}},
      r"bad\.json: field 'contamination\.rate' must be a finite number in \[0, 1\], got 3; pass a probability$"),
     ({"runnable": "simulate", "fixed": {"G.x": 1}}, r"fixed\.G\.x: G must be an integer >= 2, got \{'x': 1\}"),
+    ({"runnable": "simulate", "fixed": {"G.x.y": 1}}, r"fixed\.G\.x\.y: G must be an integer >= 2, got \{'x': \{'y': 1\}\}"),
     ({"runnable": "simulate", "fixed": {"contamination": {"model": "random_outliers", "rate": 0.1, "size": 1}, "contamination.rate.x": 1}},
      r"fixed\.contamination\.rate\.x: contamination\.rate is 0\.1, not an object, so 'contamination\.rate\.x' cannot be set inside it$"),
     ({"runnable": "agreement", "cpus_per_cell": 0}, r"cpus_per_cell: cpus_per_cell must be an integer >= 1"),
