@@ -23,6 +23,7 @@ from robustgrpo.plots import estimator_color
 from robustgrpo.report import distributions as D
 from robustgrpo.report import report_figures
 from robustgrpo.scenarios import load_scenario
+from scopes import shared
 
 ALL_METHODS = list(ESTIMATORS)
 MEDIAN_CENTRED = ("robust", "seed_mad", "mc_grpo")
@@ -47,7 +48,7 @@ def _plotted_axes(fig: Figure):
 # ------------------------------------------------------------------ one of eight
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared())
 def table():
     return T.one_of_eight_table(ALL_METHODS)
 
@@ -57,6 +58,7 @@ class TestOneOfEight:
         assert list(table.columns) == ["method", "role", "reward", "n", "advantage"]
         assert len(table) == 2 * len(ALL_METHODS)
         assert table.groupby("role")["n"].unique().map(list).to_dict() == {"correct": [1], "wrong": [7]}
+        assert table.groupby("role")["reward"].unique().map(list).to_dict() == {"correct": [1.0], "wrong": [0.0]}
 
     def test_values_equal_compute_advantages(self, table):
         rewards = torch.tensor([[1.0, 0, 0, 0, 0, 0, 0, 0]], dtype=torch.float64)
@@ -104,12 +106,12 @@ class TestOneOfEight:
 # -------------------------------------------------------------- zero fractions
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared())
 def seed_table():
     return T.zero_fractions_table(T.scenario_samples("seed_example", ALL_METHODS)).set_index("method")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared())
 def batch():
     names = ["clean_binary", "binary_judge_glitch"]
     return T.zero_fractions_table(T.scenario_samples(names, ["grpo", "robust", "huber_m"])), names
@@ -195,7 +197,7 @@ class TestZeroAdvantageTable:
 # ------------------------------------------------------------ hit groups, landing
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared())
 def landing():
     samples = T.scenario_samples(D.LANDING_SCENARIOS, D.DEFAULT_METHODS)
     return T.contaminated_landing_table(samples), samples
@@ -233,6 +235,10 @@ class TestHitGroupsAndLanding:
         assert row["median"] == pytest.approx(np.quantile(values, 0.5), abs=1e-12)
         assert row["q05"] == pytest.approx(np.quantile(values, 0.05), abs=1e-12)
         assert row["max_abs"] == pytest.approx(values.abs().max(), abs=0)
+        # the same samples' advantages on the clean rewards
+        clean = table.set_index(["scenario", "method", "rewards"]).loc[("reward_model_heavy_tails", "grpo", "clean")]
+        clean_values = samples.query("scenario == 'reward_model_heavy_tails' and method == 'grpo' and contaminated")["clean_advantage"]
+        assert clean["n"] == len(values) and clean["median"] == pytest.approx(np.quantile(clean_values, 0.5), abs=1e-12)
 
     def test_clipped_estimators_keep_contaminated_samples_within_c(self, landing):
         table, samples = landing

@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ from robustgrpo.contamination import (
     RandomOutliers,
 )
 from robustgrpo.scenarios import load_scenario as _load_scenario
+from scopes import shared
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = json.loads((ROOT / "data" / "reference" / "seed_000.json").read_text())
@@ -44,7 +46,7 @@ Z = 4.5  # Monte Carlo tolerance in standard errors (two-sided p ~ 7e-6)
 # ------------------------------------------------------------------ sensitivity
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared())
 def curve():
     return M.sensitivity_curve(SEED_GROUP, OUTLIER, np.arange(21.0), ["grpo", "robust", "seed_mad"])
 
@@ -145,7 +147,7 @@ BREAKDOWN_METHODS = ["grpo", "dr_grpo", "seed_mad", "mc_grpo", "robust", "rank",
 BREAKDOWN_G = (8, 9, 16, 32)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared())
 def breakdown():
     """The classical values: exact order statistics (resolution 0) for the estimators that have one."""
     df = M.breakdown_point(BREAKDOWN_METHODS, BREAKDOWN_G, n_groups=32, seed=0, resolution=0.0)
@@ -249,11 +251,36 @@ class TestBreakdown:
             (dict(growth=2.0), "growth"),
             (dict(quorum=0.0), "quorum"),
             (dict(seed=-1), "seed"),
+            (dict(implode=0.0), r"implode must be a finite number in \(0, 1\)"),
+            (dict(implode=1.0), r"implode must be a finite number in \(0, 1\)"),
+            (dict(implode=1.5), r"implode must be a finite number in \(0, 1\)"),
         ],
     )
     def test_bad_input(self, kwargs, match):
         with pytest.raises(ValueError, match=match):
             M.breakdown_point("grpo", **kwargs)
+
+    def test_a_constant_added_to_the_scale_moves_no_breakdown_point(self):
+        """mc_grpo's scale is raw MAD + eps: eps = 100 shifts the scale of every group, clean or not,
+        by the same constant, so the change Delta_k and with it every breakdown point stay as they are."""
+        default = M.breakdown_point("mc_grpo", 8, n_groups=16, seed=1)
+        shifted = M.breakdown_point("mc_grpo", 8, n_groups=16, seed=1, eps=100.0)
+        cols = ["quantity", "breakdown_k"]
+        pd.testing.assert_frame_equal(shifted[cols], default[cols])
+        assert shifted.set_index("quantity").loc["scale", "breakdown_k"] == 4  # the MAD follows G/2 outliers
+
+    def test_a_change_of_one_counts_as_following_the_outlier(self):
+        """Sizes 1 and 12, G = 8: one outlier moves the mean of the standard normals by (12 - x_1)/8, in
+        [1, 2) for x_1 in (-4, 4], and that is at least growth * 12 = 6 times its change (1 - x_1)/8 at
+        size 1 for x_1 in [-1.2, 18/7] (about 88 % of the groups): the mean breaks at k = 1."""
+        df = M.breakdown_point("grpo", 8, sizes=(1.0, 12.0), n_groups=64, seed=0).set_index("quantity")
+        assert df.loc["centre", "breakdown_k"] == 1
+
+    def test_a_progress_bar_only_when_asked(self, capsys):
+        M.breakdown_point("grpo", 4, n_groups=2, progress=True)
+        assert re.search(r"(^|\r)breakdown: ", capsys.readouterr().err)
+        M.breakdown_point("grpo", 4, n_groups=2)
+        assert capsys.readouterr().err == ""
 
     def test_a_quorum_of_one_means_every_group(self):
         """At quorum 1 a point counts only where every group agrees; closed forms for G = 8:
@@ -264,6 +291,7 @@ class TestBreakdown:
         assert df.loc[("grpo", "centre"), "breakdown_k"] == 1
         assert df.loc[("mc_grpo", "centre"), "breakdown_k"] == 4
         assert df.loc[("mc_grpo", "scale"), "implosion_k"] == 5
+        assert df.loc[("mc_grpo", "scale"), "implosion"] == 5 / 8
         assert df.loc[("seed_mad", "scale"), "fallback_k"] == 5
 
 
@@ -477,6 +505,39 @@ class TestEfficiency:
         tol = Z * math.hypot(row["se"], published_se) + 5e-7
         assert abs(row["efficiency"] - published) <= tol, (row.name, n, row["efficiency"], published)
 
+    def test_standard_errors_agree_with_the_jackknife(self):
+        """The delta-method se against the jackknife over the same 2000 replicates (they agree to O(1/N)):
+        for a location statistic eff = var(mean)/var(T), for a scale one the ratio of relative variances."""
+        n, n_samples, seed = 20, 2000, 5
+        table = M.efficiency(("median", "mad", "qn"), n=n, n_samples=n_samples, seed=seed)
+        assert list(table.columns) == ["estimator", "kind", "reference", "n", "n_samples", "efficiency", "se"]
+        assert table["kind"].tolist() == ["location", "scale", "scale"]
+        assert table["reference"].tolist() == ["mean", "std", "std"]
+        assert (table["n"] == n).all() and (table["n_samples"] == n_samples).all()
+        x = torch.randn(n_samples, n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+
+        def leave_one_out(t: np.ndarray, relative: bool) -> np.ndarray:
+            """The (relative) population variance of t without replicate i, for every i."""
+            mean = (t.sum() - t) / (len(t) - 1)
+            var = ((t**2).sum() - t**2) / (len(t) - 1) - mean**2
+            return var / mean**2 if relative else var
+
+        for row in table.itertuples():
+            relative = row.kind == "scale"
+            t = M.STATISTICS[row.estimator][1](x).numpy()
+            ref = (x.std(-1) if relative else x.mean(-1)).numpy()
+            full = (ref.var() / ref.mean() ** 2) / (t.var() / t.mean() ** 2) if relative else ref.var() / t.var()
+            assert row.efficiency == pytest.approx(full, rel=1e-10)  # the same draws
+            eff = leave_one_out(ref, relative) / leave_one_out(t, relative)
+            jackknife = math.sqrt((n_samples - 1) / n_samples * ((eff - eff.mean()) ** 2).sum())
+            assert row.se == pytest.approx(jackknife, rel=0.006), row.estimator
+
+    def test_a_progress_bar_only_when_asked(self, capsys):
+        M.efficiency("mad", n=5, n_samples=100, progress=True)
+        assert re.search(r"(^|\r)efficiency: ", capsys.readouterr().err)
+        M.efficiency("mad", n=5, n_samples=100)
+        assert capsys.readouterr().err == ""
+
     def test_literature_closed_forms(self):
         phi, Phi = scipy.stats.norm.pdf, scipy.stats.norm.cdf
         q = scipy.stats.norm.ppf(0.75)
@@ -633,7 +694,7 @@ SWEEP_ARGS = dict(
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope=shared())
 def swept():
     return M.sweep(["grpo", "robust", "seed_mad", "rank"], **SWEEP_ARGS)
 
@@ -691,6 +752,22 @@ class TestSweep:
             M.sweep("grpo", contamination="meteor", progress=False)
         with pytest.raises(ValueError, match="clean"):
             M.sweep("grpo", clean="bernoulli", progress=False)
+        with pytest.raises(ValueError, match="group_sizes must"):
+            M.sweep("grpo", group_sizes=1, progress=False)
+        with pytest.raises(ValueError, match="clip must"):
+            M.sweep("robust", clip=0.0, progress=False)
+
+    def test_the_size_of_heavy_tailed_noise_is_its_scale(self):
+        """The same draws at scales 0.1 and 10: grpo's update error grows with the noise it is given."""
+        df = M.sweep("grpo", rates=(0.2,), sizes=(0.1, 10.0), contamination="heavy_tailed_noise", n_groups=500,
+                     progress=False).set_index("size")
+        assert df.loc[0.1, "relative_error"] < 0.5 < df.loc[10.0, "relative_error"]
+
+    def test_a_progress_bar_only_when_asked(self, capsys):
+        M.sweep("grpo", n_groups=10, progress=True)
+        assert re.search(r"(^|\r)sweep: ", capsys.readouterr().err)
+        M.sweep("grpo", n_groups=10, progress=False)
+        assert capsys.readouterr().err == ""
 
 
 class TestAdvantageSamples:
@@ -723,7 +800,7 @@ class TestAdvantageSamples:
 class TestUpdateWeight:
     P = [0.05, 0.1, 0.3, 0.5, 0.7, 0.9]
 
-    @pytest.fixture(scope="class")
+    @pytest.fixture(scope=shared("class"))
     @classmethod
     def exact(cls):
         return M.update_weight(cls.P, (6, 8)).set_index(["method", "G", "p"]).sort_index()
@@ -808,3 +885,193 @@ def test_evidence_ranking_weighs_cases_alike_and_counts_a_zero_update_as_zero():
     assert ranking.to_dict() == {"b": 0.6, "a": 0.5}
     with pytest.raises(ValueError, match="estimator_evidence"):
         M.evidence_ranking(table.drop(columns="reference_cosine"))
+
+
+# ------------------------------------------- the tables behind the notebooks' figures, checked directly
+
+
+class TestAgreementDetails:
+    def test_update_cosine_stays_in_its_range_where_rounding_steps_out(self):
+        """(a . -a) / (|a| |a|) rounds to -1.0000000000000002 for this vector; the cosine is clamped to -1."""
+        a = torch.tensor([[-0.020879472995974358, -0.7184800423600348, 0.5186367489510352, -1.3125219619835629,
+                           0.19199507185683629, 0.5427713494727768, -2.2187793699300005]], dtype=torch.float64)
+        assert float((a * -a).sum()) / float(a.norm()) ** 2 < -1.0
+        assert M.update_cosine(a, -a) == -1.0
+
+    def test_the_entry_options_reach_the_estimators_and_the_reference(self):
+        """With reward_range (0, 1) the glitches of binary_judge_glitch are masked: every number equals the
+        same comparison made by hand with compute_advantages(..., reward_range=(0, 1)); the reference
+        (rloo on the clean rewards) gets the range too."""
+        record = M.scenario_record("binary_judge_glitch", 256, 3)
+        row = M.agreement(record, ["grpo"], reward_range=(0.0, 1.0)).iloc[0]
+        kw = {"reward_range": (0.0, 1.0)}
+        clean = compute_advantages(record.clean.double(), "grpo", **kw).advantages
+        dirty = compute_advantages(record.rewards.double(), "grpo", **kw).advantages
+        ref = compute_advantages(record.clean.double(), "rloo", **kw).advantages
+        assert row["update_cosine"] == pytest.approx(M.update_cosine(clean, dirty), rel=1e-12)
+        assert row["reference_cosine"] == pytest.approx(M.update_cosine(ref, dirty), rel=1e-12)
+        unmasked = M.agreement(record, ["grpo"]).iloc[0]
+        assert unmasked["update_cosine"] < row["update_cosine"] - 0.05  # the range does matter here
+        # a range that masks clean rewards too (the tails of a reward model's scores) changes the reference
+        scores = M.scenario_record("reward_model_heavy_tails", 128, 3)
+        kw = {"reward_range": (-1.0, 1.0)}
+        row = M.agreement(scores, ["grpo"], **kw).iloc[0]
+        ref = compute_advantages(scores.clean.double(), "rloo", **kw).advantages
+        dirty = compute_advantages(scores.rewards.double(), "grpo", **kw).advantages
+        assert row["reference_cosine"] == pytest.approx(M.update_cosine(ref, dirty), rel=1e-12)
+        unmasked_ref = compute_advantages(scores.clean.double(), "rloo").advantages
+        assert abs(row["reference_cosine"] - M.update_cosine(unmasked_ref, dirty)) > 0.01
+
+    def test_the_clipped_fraction_counts_clipped_samples_over_every_sample(self):
+        record = M.scenario_record("reward_model_heavy_tails", 128, 0)
+        row = M.agreement(record, ["robust"], c=1.0).iloc[0]
+        res = compute_advantages(record.rewards.double(), "robust", c=1.0)
+        clipped = int(torch.as_tensor(res.diagnostics.n_clipped).sum())
+        assert clipped > 0
+        assert row["clipped_fraction"] == clipped / record.rewards.numel()
+        assert row["fallback_rate"] == float(torch.as_tensor(res.diagnostics.fallback).double().mean())
+
+    def test_counts_with_and_without_compared_samples(self):
+        a = torch.tensor([[1.0, -1.0, 0.0], [2.0, 0.0, -2.0]])
+        keep = torch.tensor([[True, True, False], [True, False, True]])
+        got = M.agreement_from_advantages(a, a, keep, torch.tensor([[1.0, 0.0, 0.5], [1.0, 0.5, 0.0]]))
+        assert got["n_compared"] == 4 and got["rank_undefined"] == 0 and got["rank_correlation"] == 1.0
+        none = M.agreement_from_advantages(a, a, torch.zeros(2, 3, dtype=torch.bool), a)
+        assert none["n_compared"] == 0 and none["rank_undefined"] == 2 and none["best_eligible"] == 0
+        assert math.isnan(none["rank_correlation"]) and none["update_cosine"] == pytest.approx(1.0)
+
+
+class TestBreakdownTable:
+    def test_the_registry_facts_against_closed_forms_and_the_measured_binary_breakdown(self):
+        t = M.breakdown_table(["grpo", "robust", "rank", "huber_m"], [8, 9], correct=2)
+        assert list(t.columns) == ["method", "G", "breakdown", "binary", "note"]
+        t = t.set_index(["method", "G"])
+        assert (t.loc[("grpo", 8), "breakdown"], t.loc[("grpo", 9), "breakdown"]) == (1 / 8, 1 / 9)  # the mean
+        assert t.loc[("robust", 9), "breakdown"] == 5 / 9  # the mid-median: ceil(G/2)/G
+        assert t.loc[("rank", 8), "breakdown"] == math.inf
+        assert math.isnan(t.loc[("huber_m", 8), "breakdown"]) and math.isnan(t.loc[("huber_m", 8), "binary"])
+        assert t.loc[("grpo", 8), "note"] == ESTIMATORS["grpo"].breakdown.note
+        measured = M.binary_breakdown(["grpo", "robust", "rank"], [8, 9], 2).set_index(["method", "G"])["glitches"]
+        for key, glitches in measured.items():
+            assert t.loc[key, "binary"] == glitches, key
+
+    def test_no_binary_value_without_a_minority_of_correct_answers(self):
+        t = M.breakdown_table("grpo", [4, 5], correct=2).set_index("G")["binary"]
+        assert math.isnan(t[4]) and t[5] == 1.0
+
+    @pytest.mark.parametrize("kwargs, match", [(dict(group_sizes=1), "group_sizes must"), (dict(correct=0), "correct must")])
+    def test_bad_input(self, kwargs, match):
+        with pytest.raises(ValueError, match=match):
+            M.breakdown_table("grpo", **kwargs)
+
+
+class TestJitterSweep:
+    def test_columns_and_what_jitter_does_to_grpo_and_robust(self):
+        df = M.jitter_sweep(["grpo", "robust"], [1e-6, 1e3], group_size=4, success_rate=0.5, n_groups=300, resolution=0.0)
+        assert list(df.columns) == ["method", "jitter", "G", "p", "wrong_positive", "max_change", "update_cosine"]
+        assert (df["G"] == 4).all() and (df["p"] == 0.5).all()
+        grpo = df.set_index(["method", "jitter"]).loc[("grpo", 1e-6)]
+        # the std of a mixed 0/1 group of 4 is at least 0.5: a jitter of 1e-6 moves A by a few 1e-6
+        assert grpo["wrong_positive"] == 0.0 and 0 < grpo["max_change"] < 1e-5
+        # but in the all-wrong and all-right groups the jitter is all the signal grpo sees, at full size
+        assert grpo["update_cosine"] < 0.999
+        # robust (resolution 0) sees the jitter: in a group with one correct answer (probability 4/16) the
+        # mid-median lies between the two middle wrong answers and the highest wrong one turns positive;
+        # with two or three correct answers no wrong one does. Wrong answers per mixed group: 3 * 4/16 +
+        # 2 * 6/16 + 1 * 4/16 = 28/16, so 4/28 = 1/7 of them turn positive (+-3 standard errors)
+        robust = df.set_index(["method", "jitter"]).loc[("robust", 1e-6)]
+        assert abs(robust["wrong_positive"] - 1 / 7) < 3 * math.sqrt(1 / 7 * 6 / 7 / (300 * 28 / 16))
+        # a jitter of 1000 is all the signal: about half the wrong answers turn positive (0.1 is 4.5 standard errors)
+        for m in ("grpo", "robust"):
+            noise = df.set_index(["method", "jitter"]).loc[(m, 1e3)]
+            assert abs(noise["wrong_positive"] - 0.5) < 0.1 and abs(noise["update_cosine"]) < 0.15
+
+    def test_no_mixed_group_gives_nan(self):
+        """p = 1e-3, one group of 2: both answers wrong, no wrong answer in a mixed group to count."""
+        df = M.jitter_sweep("grpo", 1e-3, group_size=2, success_rate=1e-3, n_groups=1)
+        assert math.isnan(df["wrong_positive"].iloc[0]) and math.isnan(df["max_change"].iloc[0])
+
+    @pytest.mark.parametrize("kwargs, match", [(dict(group_size=1), "group_size must"), (dict(n_groups=0), "n_groups must"),
+                                               (dict(jitter=0.0), "jitter must")])
+    def test_bad_input(self, kwargs, match):
+        with pytest.raises(ValueError, match=match):
+            M.jitter_sweep("grpo", **({"jitter": 1e-3} | kwargs))
+
+
+class TestUpdateWeightMonteCarlo:
+    @staticmethod
+    def _exact_update_moments(method: str, g: int, p: float) -> tuple[float, float, float, float]:
+        """Mean, sd, skewness and kurtosis of g = sum_i A_i (y_i - p) over the 2^G outcomes."""
+        outcomes = torch.tensor(list(itertools.product([0.0, 1.0], repeat=g)), dtype=torch.float64)
+        k = outcomes.sum(-1)
+        prob = (p**k * (1 - p) ** (g - k)).numpy()
+        upd = (compute_advantages(outcomes, method).advantages * (outcomes - p)).sum(-1).numpy()
+        mean = float((prob * upd).sum())
+        sd = math.sqrt(float((prob * (upd - mean) ** 2).sum()))
+        skew = float((prob * ((upd - mean) / sd) ** 3).sum())
+        kurt = float((prob * ((upd - mean) / sd) ** 4).sum())
+        return mean, sd, skew, kurt
+
+    def test_a_small_run_agrees_with_the_exact_weights_and_its_standard_errors_with_the_delta_method(self):
+        n, p, methods = 20_000, 0.3, ["grpo", "rloo", "rank", "robust"]  # robust's advantages need not sum to 0
+        mc = M.update_weight_mc(p, [2, 4], methods, n_groups=n, seed=1)
+        assert list(mc.columns) == ["method", "G", "p", "w", "mean_update", "sd_update", "snr", "w_se", "snr_se"]
+        exact = M.update_weight(p, [2, 4], methods)
+        pd.testing.assert_index_equal(exact.index, pd.RangeIndex(len(methods) * 2))  # one row per (method, G)
+        exact = exact.set_index(["method", "G", "p"])
+        assert list(exact.columns) == ["w", "mean_update", "sd_update", "snr"]
+        for row in mc.itertuples():
+            ref = exact.loc[(row.method, row.G, row.p)]
+            mean, sd, skew, kurt = self._exact_update_moments(row.method, row.G, p)
+            assert ref["mean_update"] == pytest.approx(mean, rel=1e-9) and ref["sd_update"] == pytest.approx(sd, rel=1e-9)
+            assert abs(row.w - ref["w"]) < Z * row.w_se, row
+            assert abs(row.snr - ref["snr"]) < Z * row.snr_se, row
+            assert row.w_se == pytest.approx(sd / math.sqrt(n) / (row.G * p * (1 - p)), rel=0.03)
+            snr = mean / sd
+            delta = math.sqrt((1 - skew * snr + (kurt - 1) * snr**2 / 4) / n)
+            assert row.snr_se == pytest.approx(delta, rel=0.05), row
+
+    @pytest.mark.parametrize("kwargs, match", [(dict(group_sizes=1), "group_sizes must"), (dict(success_rates=1.0), "success_rates must"),
+                                               (dict(n_groups=0), "n_groups must")])
+    def test_bad_input(self, kwargs, match):
+        with pytest.raises(ValueError, match=match):
+            M.update_weight_mc(**({"success_rates": 0.5, "methods": "grpo", "n_groups": 10} | kwargs))
+
+
+def test_seed_group_summary_has_the_reference_numbers_and_the_closed_forms():
+    from robustgrpo.metrics.seed import seed_group_summary
+
+    s = seed_group_summary()
+    r = np.asarray(SEED_GROUP)
+    assert (s["G"], s["outlier_reward"]) == (8.0, 10.0)
+    assert s["mean"] == REF["mean"] == r.mean()
+    assert s["std_bessel"] == pytest.approx(REF["std_bessel"], abs=1e-6)
+    assert s["std_population"] == pytest.approx(REF["std_population"], abs=1e-6)
+    assert (s["median"], s["lower_median"], s["mad"]) == (0.0, 0.0, 0.0)  # six of eight rewards are 0
+    assert s["grpo_correct"] == pytest.approx(REF["grpo_correct_bessel"], abs=1e-6)
+    assert s["grpo_correct_population"] == pytest.approx(REF["grpo_correct_population"], abs=1e-6)
+    assert s["clean_grpo_correct"] == pytest.approx(REF["clean_grpo_correct"], abs=1e-6)
+    # seed_mad: MAD 0, so its fallback divides by the Bessel std plus the seed's offset eps = 1e-6
+    assert s["seed_mad_correct"] == pytest.approx(REF["seed_mad_correct"], abs=1e-6)
+    assert s["seed_mad_fallback"] == 1 and s["seed_mad_scale"] == pytest.approx(r.std(ddof=1) + 1e-6, rel=1e-12)
+    assert s["robust_correct"] == pytest.approx(REF["robust_correct"], abs=1e-6)
+    # mc_grpo: (r - median 0) / (raw MAD 0 + eps 1e-3)
+    assert (s["mc_grpo_correct"], s["mc_grpo_outlier"]) == (pytest.approx(1e3), pytest.approx(1e4))
+    assert (s["split_lower_median"], s["split_median"]) == (0.0, 0.5)
+
+
+def test_the_evidence_table_is_the_agreement_of_each_scenario_as_it_comes_and_with_its_range_declared():
+    evidence = M.estimator_evidence(["binary_judge_glitch", "skewed_reward_model"], ["grpo", "rank"], n_groups=64, seed=2)
+    assert list(evidence.columns) == ["scenario", "declared", "method", "reference_cosine", "update_cosine",
+                                      "relative_error", "best_negative_rate"]
+    # a declared range doubles the rows of binary_judge_glitch; skewed_reward_model declares none
+    assert evidence.groupby(["scenario", "declared"]).size().to_dict() == {
+        ("binary_judge_glitch", False): 2, ("binary_judge_glitch", True): 2, ("skewed_reward_model", False): 2}
+    for (scenario, declared), rows in evidence.groupby(["scenario", "declared"]):
+        record = M.scenario_record(scenario, 64, 2)
+        kw = {"reward_range": _load_scenario(scenario).reward_range} if declared else {}
+        direct = M.agreement(record, ["grpo", "rank"], **kw).set_index("method")
+        for column in ("reference_cosine", "update_cosine", "relative_error", "best_negative_rate"):
+            np.testing.assert_array_equal(rows.set_index("method")[column], direct[column], err_msg=column)
+    with pytest.raises(ValueError, match="scenarios"):
+        M.estimator_evidence("no_such_scenario")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -78,30 +79,51 @@ def test_config_round_trips_through_dict_and_json(tmp_path):
         == NoisyVerifier(0.9, 0.1)
 
 
-@pytest.mark.parametrize(
-    "changes, message",
-    [
-        ({"G": 1}, r"^G must be an integer >= 2, got 1; a group needs at least two answers"),
-        ({"exposed_fraction": 1.5}, r"^exposed_fraction must be a finite number in \[0, 1\], got 1.5"),
-        ({"hack_init_prob": -0.1}, r"^hack_init_prob must be a finite number in \[0, 1\]"),
-        ({"contamination": {"model": "random_outliers", "rate": 2.0, "size": 10.0}},
-         r"field 'contamination.rate' must be a finite number in \[0, 1\], got 2.0"),
-        ({"estimators": ("grpo", "median_of_means")}, r"^estimators must name known estimators .*got 'median_of_means'"),
-        ({"estimators": ("grpo", "grpo")}, r"^estimators must list each estimator once"),
-        ({"grouping": "clusters"}, r"^grouping must be one of \['prompt', 'bins', 'kmeans'\], got 'clusters'"),
-        ({"grouping": "bins"}, r"^grouping must be 'prompt' with discrete prompts"),
-        ({"states": "continuous"}, r"^policy must be 'linear' with continuous states"),
-        ({"params": {"c": 2.0}}, r"^params names a parameter that none of the estimators \['grpo'\] accepts, got 'c'"),
-        ({"estimators": ("robust",), "params": {"c": -1.0}}, r"robust: parameter c must be a finite number > 0, got -1.0"),
-        ({"c_schedule": (2.0, 3.5)}, r"^c_schedule applies to estimators with a clip parameter"),
-        ({"estimators": ("robust",), "c_schedule": (2.0, 3.5), "params": {"c": 2.0}}, r"^params sets \['c'\], which c_schedule decides"),
-        ({"quality": "graded", "contamination": JudgeFlips(0.1)}, r"^contamination JudgeFlips needs 0/1 judge scores"),
-        ({"hack_reward": 1.5, "n_answers": 2}, r"^n_answers must be at least 3"),
-        ({"initial_correct": (0.6, 0.2)}, r"^initial_correct must have low <= high"),
-        ({"min_group_size": 4}, r"^min_group_size applies to state groups"),
-        ({"lr": 0.0}, r"^lr must be a finite number > 0"),
-    ],
-)
+SIM_CONFIG_ERRORS = [
+    ({"G": 1}, r"^G must be an integer >= 2, got 1; a group needs at least two answers"),
+    ({"exposed_fraction": 1.5}, r"^exposed_fraction must be a finite number in \[0, 1\], got 1.5"),
+    ({"hack_init_prob": -0.1}, r"^hack_init_prob must be a finite number in \[0, 1\]"),
+    ({"contamination": {"model": "random_outliers", "rate": 2.0, "size": 10.0}},
+     r"field 'contamination.rate' must be a finite number in \[0, 1\], got 2.0"),
+    ({"estimators": ("grpo", "median_of_means")}, r"^estimators must name known estimators .*got 'median_of_means'"),
+    ({"estimators": ("grpo", "grpo")}, r"^estimators must list each estimator once"),
+    ({"grouping": "clusters"}, r"^grouping must be one of \['prompt', 'bins', 'kmeans'\], got 'clusters'"),
+    ({"grouping": "bins"}, r"^grouping must be 'prompt' with discrete prompts"),
+    ({"params": {"c": 2.0}}, r"^params names a parameter that none of the estimators \['grpo'\] accepts, got 'c'"),
+    ({"estimators": ("robust",), "params": {"c": -1.0}}, r"robust: parameter c must be a finite number > 0, got -1.0"),
+    ({"c_schedule": (2.0, 3.5)}, r"^c_schedule applies to estimators with a clip parameter"),
+    ({"quality": "graded", "contamination": JudgeFlips(0.1)}, r"^contamination JudgeFlips needs 0/1 judge scores"),
+    ({"hack_reward": 1.5, "n_answers": 2}, r"^n_answers must be at least 3"),
+    ({"min_group_size": 4}, r"^min_group_size applies to state groups"),
+    ({"lr": 0.0}, r"^lr must be a finite number > 0"),
+    (dict(initial_correct=(0.5,)), r"initial_correct must be a pair \(low, high\), got \(0\.5,\); pass two numbers, e\.g\. \(0\.2, 0\.6\)$"),
+    (dict(initial_correct=(0.6, 0.2)), r"initial_correct must have low <= high, got \(0\.6, 0\.2\); swap the two values$"),
+    (dict(length_range=(0, 10)), r"length_range\[0\] must be an integer >= 1, got 0$"),
+    (dict(problem_seed=-1), r"problem_seed must be an integer in \[0, 2\*\*63\), got -1; pass e\.g\. problem_seed=0$"),
+    (dict(feature_dim=-1), r"feature_dim must be an integer >= 0, got -1$"),
+    (dict(clip_alpha=-1.0), r"clip_alpha must be a finite number >= 0, got -1\.0$"),
+    (dict(clip_tau=-1.0), r"clip_tau must be a finite number >= 0, got -1\.0$"),
+    (dict(critic_lr=1.5), r"critic_lr must be a finite number in \[0, 1\], got 1\.5$"),
+    (dict(n_state_groups=0), r"n_state_groups must be an integer >= 1, got 0$"),
+    (dict(min_group_size=0), r"min_group_size must be an integer >= 1, got 0$"),
+    (dict(record_every=0), r"record_every must be an integer >= 1, got 0$"),
+    (dict(estimators=("grpo", "ppo_critic"), states="continuous", policy="linear"),
+     r"estimators cannot hold 'ppo_critic' with continuous states \(its value is one per prompt\), got \('grpo', 'ppo_critic'\); "
+     r'use states="discrete" for the critic comparison$'),
+    (dict(initial_correct=(0.5, 0.99), hack_reward=1.0, hack_init_prob=0.05),
+     r"initial_correct plus hack_init_prob and jackpot_init_prob must leave mass for the wrong answers, got \(0\.5, 0\.99\); "
+     r"lower them so that their sum is below 1$"),
+    (dict(states="continuous"), r"policy must be 'linear' with continuous states \(a table cannot hold fresh states\), got 'tabular'; "
+     r'pass policy="linear"$'),
+    (dict(contamination="x"), r"^contamination must be a contamination model or its dict form, got 'x'; e\.g\. RandomOutliers"),
+    (dict(estimators=("robust",), c_schedule=(1.0, 2.0), params={"c": 2.0}),
+     r"params sets \['c'\], which c_schedule decides, got \{'c': 2\.0\}; drop it from params or drop c_schedule$"),
+    (dict(estimators=("grpo",), params={"magic": 1}),
+     r"params names a parameter that none of the estimators \['grpo'\] accepts, got 'magic'; see ESTIMATORS\[name\]\.parameters$"),
+]
+
+
+@pytest.mark.parametrize("changes, message", SIM_CONFIG_ERRORS, ids=[next(iter(changes)) for changes, _ in SIM_CONFIG_ERRORS])
 def test_bad_configs_get_clear_errors(changes, message):
     with pytest.raises(ValueError, match=message):
         SimConfig(**changes)
@@ -275,6 +297,9 @@ def test_dynamic_clip_does_nothing_under_std_normalised_advantages_and_loosens_u
     # ... so the jump is 15x between a poisoned group (tight) and a low-spread group (loose), e.g. all but one tie
     low = dynamic_clip_curve([0, 0, 0, 0, 0, 0, 0, 0.1], 7, [0.1], ["dr_grpo"], tau_fraction=None)
     assert low.loc[0, "adv_std"] < 0.6 * clean_std
+    assert low.loc[0, "eps_dynamic"] == pytest.approx(0.1 * low.loc[0, "adv_std"] + 0.1, rel=1e-12)  # alpha = beta = 0.1 by default
+    with pytest.raises(ValueError, match="beta must be a finite number >= 0"):
+        dynamic_clip_curve([0, 1], 1, [2.0], ["grpo"], beta=-0.1)
     # under grpo every non-degenerate group has std ~ 1 > tau: the layered rule is tight everywhere, whatever the glitch
     np.testing.assert_allclose(grpo["eps_layered"], 0.1 * grpo["eps_dynamic"], rtol=1e-12)
 
@@ -286,6 +311,9 @@ def test_clip_epsilon_modes():
     tau = 0.6 * (0.5 + 1.0 + 2.0) / 3  # mean over the groups with spread
     expected = torch.where(std > tau, 0.1 * (0.1 * std + 0.1), 1.5 * (0.1 * std + 0.1))
     torch.testing.assert_close(clip_epsilon(std, "layered", 0.2, 0.1, 0.1, 0.6), expected)
+    # one group with spread: tau is 60 % of its own std, which is above tau (tight); 0.25 is below 0.6 * 0.5 (loose)
+    one = torch.tensor([0.0, 0.5], dtype=torch.float64)
+    torch.testing.assert_close(clip_epsilon(one, "layered", 0.2, 0.1, 0.1, 0.6), torch.tensor([1.5 * 0.1, 0.1 * 0.15], dtype=torch.float64))
 
 
 # --------------------------------------------------------------------------------- grouping
@@ -737,3 +765,89 @@ def test_the_readme_example_runs(tmp_path, monkeypatch):
     table = scope["table"]
     assert set(table.estimator) == {"grpo", "robust", "ppo_critic"} and table.seed.nunique() == 10
     assert len(table) == 150 * 10 * 3 and SimConfig.from_file(tmp_path / "run.json") == scope["config"]
+
+
+def test_measured_update_weight_columns_and_bad_input():
+    df = measured_update_weight([0.5], 4, ["grpo"], n_groups=50, ddof=0)  # ddof: a parameter grpo takes
+    assert list(df.columns) == ["method", "G", "p", "w", "se", "n_groups"] and df["n_groups"].tolist() == [50]
+    for kwargs, message in [
+        (dict(n_groups=1), r"n_groups must be an integer >= 2, got 1"),
+        (dict(p=[0.0, 0.5]), r"p must lie strictly between 0 and 1 \(w\(p\) divides by p \(1 - p\)\), got \[0\.0, 0\.5\]; drop 0 and 1"),
+        (dict(p=[1.0]), r"p must lie strictly between 0 and 1"),
+        (dict(magic=1), r"params are accepted by none of the methods \['grpo'\], got \['magic'\]; check the spelling"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            measured_update_weight(**({"p": [0.5], "G": 4, "methods": ["grpo"], "n_groups": 50} | kwargs))
+
+
+def test_continuous_quality_marks_the_answer_of_each_states_interval():
+    """k*(x) = min(floor(K x), K - 1): with K = 4, x = 0, 0.49, 0.5, 0.99, 1 give answers 0, 1, 2, 3, 3."""
+    from robustgrpo.simulate.problem import continuous_quality
+
+    states = torch.tensor([0.0, 0.49, 0.5, 0.99, 1.0], dtype=torch.float64)
+    binary = continuous_quality(states, 4, graded=False)
+    assert binary.argmax(-1).tolist() == [0, 1, 2, 3, 3] and binary.sum(-1).tolist() == [1.0] * 5
+    graded = continuous_quality(states, 4, graded=True)
+    assert graded[3].tolist() == [0.0, 0.0, 0.5, 1.0]  # max(0, 1 - |k - k*|/2)
+
+
+def test_a_progress_bar_only_when_asked(capsys):
+    config = SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo",))
+    simulate(config, progress=True)
+    assert re.search(r"(^|\r)simulate: ", capsys.readouterr().err)
+    simulate(config, progress=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_one_seed_as_an_integer_is_the_list_of_it_and_a_config_must_be_one():
+    config = SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo",))
+    pd.testing.assert_frame_equal(simulate(config, 3, progress=False), simulate(config, [3], progress=False))
+    with pytest.raises(ValueError, match=r"^config must be a SimConfig or its dict form, got 'x'; build one with SimConfig\(\.\.\.\)$"):
+        simulate("x")
+
+
+def test_a_config_file_is_the_indented_json_of_its_dict(tmp_path):
+    config = SimConfig(G=4, estimators=("grpo", "robust"))
+    path = config.to_file(tmp_path / "sim.json")
+    assert path.read_text(encoding="utf-8") == json.dumps(config.to_dict(), indent=2) + "\n"
+    assert SimConfig.from_file(path) == config
+
+
+def test_a_problem_finds_the_first_answer_of_each_kind():
+    problem = build_problem(SimConfig(n_answers=5, hack_reward=1.5))
+    kinds = problem.kinds.tolist()
+    assert problem.index_of(CORRECT) == kinds.index(CORRECT) == 0
+    assert problem.index_of(HACK) == kinds.index(HACK) and problem.index_of(WRONG) == kinds.index(WRONG)
+    assert JACKPOT not in kinds and problem.index_of(JACKPOT) is None
+
+
+def test_first_step_checks_its_level():
+    frame = simulate(SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo",)), progress=False)
+    with pytest.raises(ValueError, match=r"^level must be a finite number, got 'low'"):
+        first_step_below(frame, "true_reward", "low")
+
+
+def test_graded_quality_gives_the_wrong_answers_partial_credit():
+    binary = build_problem(SimConfig(n_prompts=6, n_answers=5))
+    graded = build_problem(SimConfig(n_prompts=6, n_answers=5, quality="graded"))
+    wrong = binary.kinds == WRONG
+    assert (binary.quality[:, wrong] == 0).all() and (graded.quality[:, ~wrong] == binary.quality[:, ~wrong]).all()
+    assert (graded.quality[:, wrong] > 0).all() and (graded.quality[:, wrong] < 0.6).all()  # 0.6 U(0, 1)
+
+
+def test_the_first_recorded_entropy_is_the_initial_policys():
+    """Step 0 is recorded before the first update: the tabular policy is softmax(base_logits)."""
+    config = SimConfig(n_prompts=5, G=4, steps=1, estimators=("grpo",))
+    p = torch.softmax(build_problem(config).base_logits, -1)
+    expected = float(-(p * p.log()).sum(-1).mean())
+    assert simulate(config, progress=False)["entropy"].item() == pytest.approx(expected, rel=1e-12)
+
+
+
+def test_a_config_holds_plain_python_values():
+    """The checks return the normalized value, which the config keeps: floats, ints, tuples (its JSON form and
+    its equality with the config read back depend on it)."""
+    config = SimConfig(hack_reward=2, hack_init_prob=0, length_range=[100, 1000], regroup_every=np.int64(2),
+                       quality="graded")
+    assert (type(config.hack_reward), type(config.hack_init_prob), type(config.regroup_every)) == (float, float, int)
+    assert config.length_range == (100, 1000) and config.quality == "graded"

@@ -10,16 +10,20 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
+import re
 import os
 import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from robustgrpo.checks import check_int
 from robustgrpo.cli import main
@@ -37,6 +41,8 @@ from robustgrpo.sweep import (
     run_sweep,
     sweep_status,
 )
+from robustgrpo.sweep.engines import Outcome
+from robustgrpo.sweep.record import SweepStatus, format_status, swept_columns, tidy_frame
 from robustgrpo.sweep.runnables import flat_columns
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,7 +175,8 @@ BAD_CONFIGS = [
     ({"runnable": "agreement", "fixed": {"seed": 3}}, r"fixed\.seed: seeds are set by the top-level 'seeds' key"),
     ({"runnable": "agreement", "fixed": {"G": 4}, "grid": {"G": [8]}}, r"grid\.G: is also set in fixed"),
     ({"runnable": "agreement", "seeds": []}, r"seeds: an empty list has no seeds"),
-    ({"runnable": "agreement", "seeds": 0}, r"seeds: seeds must be an integer >= 1, got 0"),
+    ({"runnable": "agreement", "seeds": 0}, r"seeds: seeds must be an integer >= 1, got 0; give a count n \(seeds 0 \.\. n-1\) or a list$"),
+    ({"runnable": "agreement", "seeds": [1, -1]}, r"seeds: each seed must be an integer in \[0, 2\*\*63\), got -1"),
     ({"runnable": "agreement", "seeds": [1, 1]}, r"seeds: must not repeat a seed"),
     ({"runnable": "agreement", "gird": {}}, r"gird: unknown key of a sweep config; did you mean 'grid'\?"),
     ({"runnable": "agreemnt"}, r"runnable: must be one of \['agreement', 'simulate', 'trl'\], got 'agreemnt'"),
@@ -177,8 +184,55 @@ BAD_CONFIGS = [
      r"random\.params\.c: must be one distribution"),
     ({"runnable": "agreement", "random": {"draws": 2, "params": {"c": {"uniform": [3.0, 1.0]}}}},
      r"random\.params\.c\.uniform: needs lo <= hi"),
-    ({"runnable": "agreement", "random": {"draws": 0, "params": {"c": {"uniform": [1.0, 3.0]}}}}, r"random\.draws: draws must be"),
+    ({"runnable": "agreement", "random": {"draws": 0, "params": {"c": {"uniform": [1.0, 3.0]}}}},
+     r"random\.draws: draws must be an integer >= 1, got 0; how many random points per grid point$"),
+    ({"runnable": "agreement", "random": 3}, r"random: must be an object with draws, seed and params, got 3$"),
+    ({"runnable": "agreement", "random": {"draws": 2, "sed": 1, "params": {"c": {"uniform": [1.0, 3.0]}}}},
+     r"random\.sed: unknown key; known: draws, seed, params$"),
+    ({"runnable": "agreement", "random": {"draws": 2, "seed": -1, "params": {"c": {"uniform": [1.0, 3.0]}}}},
+     r"random\.seed: seed must be an integer in \[0, 2\*\*63\), got -1"),
+    ({"runnable": "agreement", "random": {"draws": 2, "params": {}}},
+     r"random\.params: must name at least one parameter and its distribution, got \{\}$"),
+    ({"runnable": "agreement", "random": {"draws": 2, "params": {"Gs": {"choice": [4]}}}},
+     r"random\.params\.Gs: unknown parameter 'Gs' of runnable 'agreement'; did you mean 'G'\?"),
+    ({"runnable": "agreement", "fixed": {"G": 4}, "random": {"draws": 2, "params": {"G": {"choice": [4]}}}},
+     r"random\.params\.G: is also set in fixed; set each parameter in one place$"),
+    ({"runnable": "agreement", "grid": {"G": [4]}, "random": {"draws": 2, "params": {"G": {"choice": [4]}}}},
+     r"random\.params\.G: is also set in grid; set each parameter in one place$"),
+    ({"runnable": "agreement", "grid": {"": [1]}}, r"grid: parameter names must be non-empty strings, got ''$"),
+    ({"runnable": "agreement", "zzz": 1},
+     r"bad\.json: zzz: unknown key of a sweep config; known: runnable, fixed, grid, random, seeds, cpus_per_cell, description$"),
+    ({"runnable": "simulate", "fixed": {"contamination": {"model": "random_outliers", "rate": 3, "size": 1}}},
+     r"bad\.json: field 'contamination\.rate' must be a finite number in \[0, 1\], got 3; pass a probability$"),
+    ({"runnable": "simulate", "fixed": {"G.x": 1}}, r"fixed\.G\.x: G must be an integer >= 2, got \{'x': 1\}"),
+    ({"runnable": "simulate", "fixed": {"G.x.y": 1}}, r"fixed\.G\.x\.y: G must be an integer >= 2, got \{'x': \{'y': 1\}\}"),
+    ({"runnable": "simulate", "fixed": {"contamination": {"model": "random_outliers", "rate": 0.1, "size": 1}, "contamination.rate.x": 1}},
+     r"fixed\.contamination\.rate\.x: contamination\.rate is 0\.1, not an object, so 'contamination\.rate\.x' cannot be set inside it$"),
     ({"runnable": "agreement", "cpus_per_cell": 0}, r"cpus_per_cell: cpus_per_cell must be an integer >= 1"),
+    ({"runnable": "agreement", "random": {"draws": 2, "params": {"G": {"int_uniform": [2.5, 4]}}}},
+     r"random\.params\.G\.int_uniform: int_uniform\[0\] must be an integer"),
+    ({"runnable": "agreement", "random": {"draws": 2, "params": {"c": {"log_uniform": [0.0, 1.0]}}}},
+     r"random\.params\.c\.log_uniform: log_uniform\[0\] must be a finite number > 0"),
+    ({"runnable": "agreement", "random": {"draws": 2, "params": {"c": {"choice": []}}}},
+     r"random\.params\.c\.choice: must be a non-empty list of values, got \[\]"),
+    ({"runnable": "agreement", "random": {"draws": 2, "params": {"c": {"uniform": [1.0]}}}},
+     r"random\.params\.c\.uniform: must be a pair \[lo, hi\], got \[1\.0\]"),
+    ({"runnable": "agreement", "fixed": {"method": "magic"}}, r"fixed\.method: method must be one of \['grpo', "),
+    ({"runnable": "agreement", "fixed": {"contamination": "meteor"}},
+     r"fixed\.contamination: contamination must be one of \['random_outliers', "),
+    ({"runnable": "agreement", "fixed": {"clean": "x"}},
+     r"fixed\.clean: clean must be a clean reward model's dict form, got 'x'; e\.g\. \{\"model\": \"bernoulli\", \"p\": 0\.3\}"),
+    ({"runnable": "agreement", "fixed": {"clean": {"model": "bernoulli", "p": 2}}},
+     r"bad\.json: field 'clean\.p' must be a finite number in \[0, 1\], got 2"),
+    ({"runnable": "agreement", "fixed": {"params": 3}}, r"fixed\.params: params must be a dict of estimator parameters, got 3"),
+    ({"runnable": "agreement", "fixed": {"reference": "magic"}}, r"fixed\.reference: reference must be one of \['grpo', "),
+    ({"runnable": "agreement", "fixed": {"size": "big"}}, r"fixed\.size: size must be a finite number, got 'big'"),
+    ({"runnable": "agreement", "fixed": {"contamination": "heavy_tailed_noise", "size": 0.0}},
+     r"fixed\.size: size must be a finite number > 0, got 0\.0; a noise scale is > 0"),
+    ({"runnable": "agreement", "fixed": {"rate": 1.5}}, r"fixed\.rate: rate must be a finite number in \[0, 1\], got 1\.5"),
+    ({"runnable": "agreement", "fixed": {"n_groups": 0}}, r"fixed\.n_groups: n_groups must be an integer >= 1, got 0"),
+    ({"runnable": "agreement", "fixed": {"subset": "some"}}, r"fixed\.subset: subset must be one of \['all', 'hit'\], got 'some'"),
+    ({"runnable": "agreement", "fixed": {"zero_tol": -1.0}}, r"fixed\.zero_tol: zero_tol must be a finite number >= 0, got -1\.0"),
 ]
 
 
@@ -189,7 +243,26 @@ def test_bad_configs_get_an_error_naming_the_file_and_the_key(tmp_path, spec, me
     with pytest.raises(ValueError) as err:
         load_sweep(path)
     assert str(err.value).startswith(f"{path}: ")
-    assert __import__("re").search(message, str(err.value)), str(err.value)
+    assert re.search(message, str(err.value)), str(err.value)
+
+
+def test_a_config_given_as_a_dict_is_named_so_in_its_errors():
+    with pytest.raises(ValueError, match=r"^<dict>: runnable: must be one of"):
+        load_sweep({"runnable": "agreemnt"})
+
+
+def test_a_dotted_key_sets_a_field_inside_the_object_another_key_sets():
+    """Whatever the order of the keys: the object first, then the fields inside it."""
+    spec = {"runnable": "simulate", "fixed": {"contamination.rate": 0.3},
+            "grid": {"contamination": [{"model": "random_outliers", "rate": 0.1, "size": 5.0}]}}
+    assert load_sweep(spec).cells[0].config["contamination"] == {"model": "random_outliers", "rate": 0.3, "size": 5.0,
+                                                                 "mode": "replace"}
+
+
+def test_flat_columns_name_a_nested_models_fields_after_it():
+    got = flat_columns({"G": 8, "clean": {"model": "bernoulli", "p": 0.3}, "c": None, "pair": [1, 2], "trio": [1, 2, 3]})
+    assert math.isnan(got.pop("c"))  # None becomes NaN
+    assert got == {"G": 8, "clean": "bernoulli", "clean.p": 0.3, "pair_lo": 1, "pair_hi": 2, "trio": "[1, 2, 3]"}
 
 
 def test_a_file_that_is_not_a_sweep_config_is_refused(tmp_path):
@@ -324,6 +397,8 @@ def test_training_curves_come_from_a_simulate_record(tmp_path):
                "seeds": 3}, tmp_path, progress=False)
     with pytest.raises(ValueError, match=r"the record varies contamination.rate \['0.0', '0.4'\] besides estimator"):
         record_curves(tmp_path)
+    # the estimators are a column of the simulation's rows, not a config column that tells cells apart
+    assert swept_columns(tmp_path) == ["contamination.rate"]
     rf = record_curves(tmp_path, "true_reward", panel="contamination.rate")
     assert len([ax for ax in rf.figure.axes if ax.get_visible()]) == 2
     rec = load_record(tmp_path)
@@ -345,7 +420,7 @@ def test_rerunning_skips_finished_cells_and_extending_the_seeds_runs_only_the_ne
     assert {k: v for k, v in _files(tmp_path).items() if k in before} == before
     assert len(json.loads((tmp_path / "manifest.json").read_text())["specs"]) == 2
     _assert_toy_record(tmp_path, [1, 2], [0, 1, 2])
-    with pytest.raises(ValueError, match="holds a sweep of 'toy', not 'agreement'"):
+    with pytest.raises(ValueError, match="holds a sweep of 'toy', not 'agreement'; pass another --out folder"):
         run_sweep({"runnable": "agreement"}, tmp_path, progress=False)
 
 
@@ -465,6 +540,240 @@ def test_sweep_bench_prints_overheads_for_the_local_engine():
     assert f"at most {empty.cells_per_s:.0f} cells/s" in table
     with pytest.raises(ValueError, match="engines must be among"):
         run_sweep_benchmark(engines=("dask",))
+
+
+# ------------------------------------------------------------------ record details and status text
+
+
+def test_a_record_without_cells_has_only_the_cell_id_column_and_loaded_rows_are_numbered_afresh(tmp_path):
+    spec = {"runnable": "toy", "fixed": {"fail": [1, 0], "marker": str(tmp_path)}, "grid": {"x": [1]}}
+    out = tmp_path / "record"
+    assert run_sweep(spec, out, progress=False, runnables=TOYS).ran == 0
+    empty = load_record(out)
+    assert list(empty.columns) == ["cell_id"] and len(empty) == 0
+    with pytest.raises(ValueError, match=r"holds no sweep record \(no manifest\.json\); pass the --out folder of a sweep$"):
+        load_record(tmp_path / "nowhere")
+    run_sweep({"runnable": "toy", "grid": {"x": [1, 2]}}, tmp_path / "two", progress=False, runnables=TOYS)
+    pd.testing.assert_index_equal(load_record(tmp_path / "two").index, pd.RangeIndex(4))
+
+
+def test_a_failure_file_holds_the_cell_its_error_and_traceback(tmp_path):
+    spec = {"runnable": "toy", "fixed": {"fail": [1, 0], "marker": str(tmp_path)}, "grid": {"x": [1]}}
+    (failure,) = run_sweep(spec, tmp_path / "record", progress=False, runnables=TOYS).failed
+    saved = json.loads((tmp_path / "record" / "failures" / f"{failure['id']}.json").read_text())
+    assert set(saved) == {"id", "seed", "values", "error", "traceback", "engine", "time"}
+    assert (saved["id"], saved["seed"], saved["values"]) == (failure["id"], 0, {"x": 1})
+
+
+def test_rows_that_parquet_cannot_store_fail_the_cell_with_the_writers_traceback(tmp_path):
+    mixed = Runnable("mixed", "", resolve=lambda c: dict(c), columns=flat_columns,
+                     run=lambda config, seed: pd.DataFrame({"value": [1.0, "one"]}))
+    result = run_sweep({"runnable": "mixed"}, tmp_path, progress=False, runnables={"mixed": mixed})
+    (failure,) = result.failed
+    assert failure["error"].startswith("cannot write the cell's rows: Arrow")
+    saved = json.loads((tmp_path / "failures" / f"{failure['id']}.json").read_text())
+    assert saved["error"] == failure["error"]
+    assert saved["traceback"].startswith("Traceback (most recent call last):\n  File ")
+    assert saved["traceback"].rstrip().splitlines()[-1].startswith("pyarrow.lib.Arrow")
+
+
+def test_the_rows_keep_a_seed_column_of_their_own():
+    cell = load_sweep({"runnable": "toy", "seeds": [3]}, runnables=TOYS).cells[0]
+    rows = tidy_frame(cell, pd.DataFrame({"seed": [7, 7], "value": [1.0, 2.0]}), TOY)
+    assert rows["seed"].tolist() == [7, 7] and list(rows.columns[:3]) == ["cell_id", "seed", "value"]
+    rows = tidy_frame(cell, pd.DataFrame({"value": [1.0]}), TOY)
+    assert rows["seed"].tolist() == [3]
+
+
+def test_status_text_lists_failed_and_missing_cells_up_to_the_limit():
+    failed = tuple({"id": f"f{i}", "label": f"x={i} seed=0", "error": "ValueError: no", "engine": "local"} for i in range(3))
+    missing = tuple({"id": f"m{i}", "label": f"x={i} seed=1"} for i in range(2))
+    status = SweepStatus(Path("rec"), "toy", 6, ("d0",), failed, missing, 0, 0)
+    assert format_status(status, limit=2) == "\n".join([
+        "sweep of 'toy' in rec: 6 cells", "  done          1", "  failed        3", "  missing       2",
+        "failed cells (first 2):", "  f0  x=0 seed=0\n      local: ValueError: no", "  f1  x=1 seed=0\n      local: ValueError: no",
+        "missing cells:", "  m0  x=0 seed=1", "  m1  x=1 seed=1",
+        "rerun the same sweep command to run the failed and missing cells"])
+
+
+def test_a_progress_bar_by_default_and_none_when_turned_off(tmp_path, capsys):
+    run_sweep({"runnable": "toy", "seeds": 2}, tmp_path / "a", runnables=TOYS)
+    assert re.search(r"(^|\r)sweep \(local\): ", capsys.readouterr().err)
+    run_sweep({"runnable": "toy", "seeds": 2}, tmp_path / "b", runnables=TOYS, progress=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_rerun_with_nothing_left_reports_its_engine_and_time(tmp_path):
+    run_sweep({"runnable": "toy"}, tmp_path, progress=False, runnables=TOYS)
+    again = run_sweep({"runnable": "toy"}, tmp_path, progress=False, runnables=TOYS)
+    assert (again.skipped, again.ran, again.engine) == (1, 0, "local") and 0 <= again.seconds < 5
+    assert again.summary().startswith("1 cells: 1 already done, 0 ran, 0 failed (local engine, ")
+
+
+# ------------------------------------------------------------------ runnables and engines, without Ray
+
+
+def test_the_agreement_runnable_names_its_parameters_and_passes_each_to_the_metrics_sweep():
+    with pytest.raises(ValueError, match=r"unknown agreement parameter\(s\) \['methd'\]; known: method, G, c, rate, size, clean,"):
+        RUNNABLES["agreement"].resolve({"methd": "grpo"})
+    config = RUNNABLES["agreement"].resolve({"method": "grpo", "n_groups": 200, "zero_tol": 0.5, "rate": 0.2})
+    got = RUNNABLES["agreement"].run(config, 4)
+    ref = metrics_sweep(["grpo"], rates=[0.2], n_groups=200, seed=4, zero_tol=0.5, progress=False)
+    pd.testing.assert_frame_equal(got, ref, check_exact=True)
+    assert got["silenced"].item() != metrics_sweep(["grpo"], rates=[0.2], n_groups=200, seed=4, progress=False)["silenced"].item()
+
+
+def test_the_runnables_print_no_progress_bar_of_their_own(capsys):
+    RUNNABLES["simulate"].run(RUNNABLES["simulate"].resolve(SIM), 0)
+    RUNNABLES["agreement"].run(RUNNABLES["agreement"].resolve({"n_groups": 50}), 0)
+    assert capsys.readouterr().err == ""
+
+
+def test_each_cell_runs_with_the_sweeps_torch_threads_alone_and_batched(tmp_path):
+    seen = []
+
+    def run(config, seed):
+        seen.append(("run", torch.get_num_threads()))
+        return pd.DataFrame({"value": [float(seed)]})
+
+    def run_seeds(config, seeds):
+        seen.append(("run_seeds", torch.get_num_threads()))
+        return pd.DataFrame({"seed": list(seeds), "value": [float(s) for s in seeds]})
+
+    threads = Runnable("threads", "", resolve=lambda c: {"batch": False, **c}, run=run, columns=flat_columns, run_seeds=run_seeds,
+                       batch_exact=lambda c: c["batch"])
+    before = torch.get_num_threads()
+    spec = {"runnable": "threads", "grid": {"batch": [True, False]}, "seeds": 2, "cpus_per_cell": 2}
+    run_sweep(spec, tmp_path, progress=False, runnables={"threads": threads})
+    assert seen == [("run_seeds", 2), ("run", 2), ("run", 2)] and torch.get_num_threads() == before
+    assert sorted(load_record(tmp_path)["value"]) == [0.0, 0.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(address="  "), r"address must be 'auto', 'ray://HOST:PORT' or 'HOST:PORT', got '  '"),
+    (dict(address=8265), r"address must be 'auto'"),
+    (dict(num_cpus=0), r"num_cpus must be an integer >= 1, got 0"),
+    (dict(retries=-1), r"retries must be an integer >= 0, got -1"),
+    (dict(max_in_flight=0), r"max_in_flight must be an integer >= 1, got 0"),
+])
+def test_ray_engine_options_are_checked_before_ray_is_needed(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        RayEngine(**kwargs)
+    engine = RayEngine("auto", num_cpus=2, retries=0, max_in_flight=1)
+    assert (engine.address, engine.num_cpus, engine.retries, engine.max_in_flight) == ("auto", 2, 0, 1)
+
+
+class _InProcessRay(types.ModuleType):
+    """The part of Ray's API that RayEngine.execute uses, run in this process: a task runs when it is
+    submitted, ``wait`` hands back the oldest pending one. It records the task options and the largest
+    number of tasks pending at once; the worker of a seed in ``die`` "dies" (a RayError), and a seed in
+    ``causeless`` fails with a RayTaskError that carries no cause."""
+
+    class exceptions:  # noqa: N801 - Ray's own name
+        class RayError(Exception):
+            pass
+
+        class RayTaskError(RayError):
+            def __init__(self, cause):
+                super().__init__(f"ray task failed: {cause!r}")
+                self.cause = cause
+
+    def __init__(self, cpus=2, die=(), causeless=()):
+        super().__init__("ray")
+        self.cpus, self.die, self.causeless = cpus, set(die), set(causeless)
+        self.options, self.most_pending, self.results = [], 0, {}
+
+    def is_initialized(self):
+        return True
+
+    def cluster_resources(self):
+        return {"CPU": float(self.cpus)}
+
+    def put(self, value):
+        return value
+
+    def remote(self, fn):
+        fake = self
+
+        class Task:
+            def options(self, **options):
+                fake.options.append(options)
+                return self
+
+            def remote(self, run, config, seed, threads):
+                ref = object()
+                if seed in fake.die:
+                    fake.results[ref] = fake.exceptions.RayError("the worker died")
+                elif seed in fake.causeless:
+                    fake.results[ref] = fake.exceptions.RayTaskError(None)
+                else:
+                    try:
+                        fake.results[ref] = fn(run, config, seed, threads)
+                    except Exception as err:  # noqa: BLE001 - Ray wraps a task's own error
+                        fake.results[ref] = fake.exceptions.RayTaskError(err)
+                return ref
+
+        return Task()
+
+    def wait(self, refs, num_returns):
+        self.most_pending = max(self.most_pending, len(refs))
+        return refs[:num_returns], refs[num_returns:]
+
+    def get(self, ref):
+        result = self.results.pop(ref)
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def cancel(self, ref, force):
+        self.results.pop(ref)
+
+
+def _seed_one_fails(config, seed):
+    if seed == 1:
+        raise ValueError(f"seed {seed} fails")
+    return pd.DataFrame({"value": [float(seed)]})
+
+
+SEED_ONE_FAILS = {"flaky": Runnable("flaky", "", resolve=lambda c: dict(c), run=_seed_one_fails, columns=flat_columns)}
+
+
+def test_ray_engine_submits_each_cell_with_its_cpus_and_retries_and_reports_each_kind_of_failure(monkeypatch):
+    fake = _InProcessRay(cpus=4, die={2})
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    sweep = load_sweep({"runnable": "flaky", "seeds": 4, "cpus_per_cell": 2}, runnables=SEED_ONE_FAILS)
+    outcomes = list(RayEngine(retries=5, max_in_flight=3).execute(sweep, sweep.cells))
+    assert fake.options == [{"num_cpus": 2, "max_retries": 5, "retry_exceptions": False}]
+    assert fake.most_pending == 3
+    assert [o.cell for o in outcomes] == list(sweep.cells)
+    for o in (outcomes[0], outcomes[3]):
+        pd.testing.assert_frame_equal(o.frame, _seed_one_fails({}, o.cell.seed))
+        assert o.error is None
+    task_error, died = outcomes[1], outcomes[2]
+    # the runnable's own error, and Ray's text of it as the traceback
+    assert (task_error.frame, task_error.error) == (None, "ValueError: seed 1 fails")
+    assert task_error.traceback == "ray task failed: ValueError('seed 1 fails')"
+    # a dead worker: Ray's error and its traceback
+    assert died.frame is None and died.error.endswith("RayError: the worker died")
+    assert died.traceback.startswith("Traceback (most recent call last):\n") and died.traceback.endswith("RayError: the worker died\n")
+
+
+def test_ray_engine_reports_a_task_error_without_a_cause_as_itself(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", _InProcessRay(causeless={0}))
+    sweep = load_sweep({"runnable": "toy"}, runnables=TOYS)
+    (outcome,) = RayEngine().execute(sweep, sweep.cells)
+    assert outcome.error.endswith("RayTaskError: ray task failed: None")
+
+
+def test_ray_engine_needs_a_connection_and_enough_cpus(monkeypatch):
+    fake = _InProcessRay(cpus=1)
+    monkeypatch.setitem(sys.modules, "ray", fake)
+    sweep = load_sweep({"runnable": "toy", "cpus_per_cell": 2}, runnables=TOYS)
+    with pytest.raises(ValueError, match=r"each cell asks for 2 CPUs \(cpus_per_cell\) and the Ray cluster has 1"):
+        list(RayEngine().execute(sweep, sweep.cells))
+    fake.is_initialized = lambda: False
+    with pytest.raises(RuntimeError, match=r"^RayEngine\.execute runs inside `with engine\.connected\(\):`$"):
+        list(RayEngine().execute(sweep, sweep.cells))
 
 
 # ------------------------------------------------------------------ an interrupted sweep (slow)

@@ -102,10 +102,11 @@ def run_sweep(
                    disable=not progress, dynamic_ncols=True)
         try:
             for outcome in engine.execute(sweep, pending):
-                if _write(record, sweep.runnable, outcome, engine.name):
+                error = _write(record, sweep.runnable, outcome, engine.name)
+                if error is None:
                     ran += 1
                 else:
-                    failed.append({"id": outcome.cell.id, "label": outcome.cell.label(), "error": outcome.error or ""})
+                    failed.append({"id": outcome.cell.id, "label": outcome.cell.label(), "error": error})
                     bar.set_postfix(failed=len(failed))
                 bar.update(1)
         finally:
@@ -114,14 +115,14 @@ def run_sweep(
                        time.perf_counter() - start)
 
 
-def _write(record: Record, runnable: Runnable, outcome: Outcome, engine: str) -> bool:
-    """Write a finished cell (True) or its failure (False); a frame that cannot be written is a failure too."""
+def _write(record: Record, runnable: Runnable, outcome: Outcome, engine: str) -> str | None:
+    """Write a finished cell (None) or its failure (its one-line error); a frame that cannot be written is a failure too."""
     if outcome.frame is not None:
         try:
             record.write_cell(outcome.cell, tidy_frame(outcome.cell, outcome.frame, runnable))
-            return True
+            return None
         except Exception as err:  # noqa: BLE001 - e.g. a column Parquet cannot store: the cell's error
             outcome = Outcome(outcome.cell, None, f"cannot write the cell's rows: {type(err).__name__}: {err}",
                               "".join(traceback.format_exception(err)))
     record.write_failure(outcome.cell, outcome.error or "", outcome.traceback or "", engine)
-    return False
+    return outcome.error or ""
