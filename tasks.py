@@ -289,6 +289,20 @@ def refresh_unmutated_copies() -> None:
             shutil.copy2(source, copy)
 
 
+def run_mutmut(module: str, names: list[str], minutes: float | None) -> None:
+    """``mutmut run`` on the mutants ``names`` (names or patterns), nice'd, two workers at most, stopped after ``minutes``."""
+    workers = str(min(2, os.cpu_count() or 1))
+    command = ["nice", "-n", "10", str(VENV / "bin" / "mutmut"), "run", "--max-children", workers, *names]
+    print("+", " ".join(command[:7]), f"... ({len(names)} mutants)" if len(names) > 1 else "", flush=True)
+    process = subprocess.Popen(command, cwd=ROOT, start_new_session=True)  # its workers share its group
+    try:
+        process.wait(timeout=None if minutes is None else 60 * minutes)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait()
+        print(f"{module}: stopped after {minutes:g} minutes; run again to go on", flush=True)
+
+
 def mutate() -> None:
     """Mutation-test the core modules with mutmut (configured in pyproject's [tool.mutmut]), then print the scores.
 
@@ -318,25 +332,20 @@ def mutate() -> None:
     if subprocess.run([str(PYTHON), "-c", "import mutmut"], capture_output=True).returncode:
         run(PYTHON, "-m", "pip", "install", "--disable-pip-version-check", "-c", "constraints.txt", "-e", ".[mutation]")
     refresh_unmutated_copies()
-    workers = str(min(2, os.cpu_count() or 1))
     for module in modules:
+        verdicts = mutation_results(module)
+        if sample is not None and not verdicts:
+            # a sample is drawn from the module's mutants, which exist only once mutmut has generated them:
+            # generate them with a run of each function's first mutant (those outside the sample are not scored)
+            run_mutmut(module, [f"robustgrpo.{module}.*__mutmut_1"], minutes)
+            verdicts = mutation_results(module)
         # mutmut reruns every mutant it is given by name: give it those not yet killed (unchecked ones, and
         # survivors that new tests may kill now), or the whole module on its first run
-        verdicts = mutation_results(module)
         chosen = mutation_sample(module, sample) or verdicts
         undecided = [name for name in chosen if verdicts[name] not in KILLED]
         if not undecided and verdicts:
             continue
-        command = ["nice", "-n", "10", str(VENV / "bin" / "mutmut"), "run", "--max-children", workers,
-                   *(undecided or [f"robustgrpo.{module}.*"])]
-        print("+", " ".join(command[:7]), f"... ({len(undecided)} mutants)" if undecided else "", flush=True)
-        process = subprocess.Popen(command, cwd=ROOT, start_new_session=True)  # its workers share its group
-        try:
-            process.wait(timeout=None if minutes is None else 60 * minutes)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait()
-            print(f"{module}: stopped after {minutes:g} minutes; run again to go on", flush=True)
+        run_mutmut(module, undecided or [f"robustgrpo.{module}.*"], minutes)
     print(mutation_table(modules, sample))
 
 
