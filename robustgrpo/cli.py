@@ -67,6 +67,8 @@ def _shape(text: str) -> tuple[int, int]:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
+    import torch
+
     from .bench import (
         DEFAULT_SHAPES,
         format_dashboard_table,
@@ -75,14 +77,21 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         run_dashboard_benchmark,
     )
 
-    if args.dashboard:
-        result = run_dashboard_benchmark(repeats=args.repeats, progress=not args.no_progress)
-        print(format_dashboard_table(result))
-        return 0
-    if args.lessons:
+    if args.threads is not None and not (args.dashboard or args.lessons):
+        raise ValueError("--threads applies to --dashboard and --lessons only (the estimator table times 1 thread "
+                         "and torch's default, --simulate 1 and 2)")
+    if args.dashboard or args.lessons:
         from .bench import format_lessons_table, run_lessons_benchmark
 
-        print(format_lessons_table(run_lessons_benchmark(repeats=args.repeats, progress=not args.no_progress)))
+        initial = torch.get_num_threads()
+        torch.set_num_threads(args.threads or initial)
+        try:
+            if args.dashboard:
+                print(format_dashboard_table(run_dashboard_benchmark(repeats=args.repeats, progress=not args.no_progress)))
+            else:
+                print(format_lessons_table(run_lessons_benchmark(repeats=args.repeats, progress=not args.no_progress)))
+        finally:
+            torch.set_num_threads(initial)
         return 0
     if args.sweep:
         from .bench import format_sweep_table, run_sweep_benchmark
@@ -272,6 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     bench.add_argument("--dashboard", action="store_true",
                        help="time the dashboard's slider moves at G=256 with 10^4 groups and notebook 03's heat-map sweep")
+    bench.add_argument("--threads", type=_positive,
+                       help="torch threads for --dashboard and --lessons (default: torch's own count; on cores that "
+                            "other work shares, 1 avoids the collapse of torch's thread pool)")
     bench.add_argument("--lessons", action="store_true",
                        help="time every control of the live lessons of notebooks 01, 02 and 04 at their largest sizes")
     bench.add_argument("--simulate", action="store_true",

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from robustgrpo import ESTIMATORS
 from robustgrpo.cli import build_parser, main
@@ -56,6 +57,22 @@ def test_estimators_lists_the_catalogue(capsys):
             assert f"{p.name}={p.default!r}" in out
 
 
+@pytest.mark.parametrize("mode", ["dashboard", "lessons"])
+def test_bench_threads_set_for_the_run_and_restored(monkeypatch, capsys, mode):
+    import robustgrpo.bench as bench
+    from robustgrpo.cli import main
+
+    seen = []
+    monkeypatch.setattr(bench, f"run_{mode}_benchmark", lambda **kw: seen.append(torch.get_num_threads()) or "result")
+    monkeypatch.setattr(bench, f"format_{mode}_table", lambda result: f"table of {result}")
+    before = torch.get_num_threads()
+    assert main(["bench", f"--{mode}", "--threads", "1", "--no-progress"]) == 0
+    assert seen == [1] and torch.get_num_threads() == before
+    assert capsys.readouterr().out == "table of result\n"
+    assert main(["bench", f"--{mode}", "--no-progress"]) == 0
+    assert seen == [1, before]
+
+
 def test_bench_prints_a_table_with_ratios():
     out = _run("bench", "--shapes", "256x16", "64x64", "--repeats", "2", "--no-progress")
     for name in (*ESTIMATORS, "grpo (idiomatic)", "robust (numpy+scipy)"):
@@ -99,6 +116,8 @@ USER_ERRORS = [
     (["bench", "--sweep=1"], "argument --sweep: ignored explicit argument '1'"),
     (["bench", "--trainer=1"], "argument --trainer: ignored explicit argument '1'"),
     (["bench", "--lessons=1"], "argument --lessons: ignored explicit argument '1'"),
+    (["bench", "--dashboard", "--threads", "0"], "argument --threads: must be >= 1, got 0"),
+    (["bench", "--threads", "1", "--shapes", "8x4"], "--threads applies to --dashboard and --lessons only"),
     (["figures"], "the following arguments are required: --out"),
     (["figures", "--out"], "argument --out: expected one argument"),
     (["figures", "--out", "{tmp}", "--only", "no_such_figure"], "unknown report figure(s) ['no_such_figure']; known: 01_"),
