@@ -184,6 +184,7 @@ REDUCTIONS = {
     "huber_scale": lambda x, **kw: stats.huber(x, **kw)[1],
     "biweight_loc": stats.biweight_location,
     "biweight_scale": stats.biweight_scale,
+    "trimmed_mean": lambda x, **kw: stats.trimmed_mean(x, proportion=0.2, **kw),
 }
 
 
@@ -206,6 +207,7 @@ def test_dim_and_keepdim(name):
     fn = REDUCTIONS[name]
     x = torch.from_numpy(np.random.default_rng(3).normal(size=(4, 7, 5)))
     last = fn(x.transpose(1, 2).contiguous())
+    torch.testing.assert_close(last, fn(x.transpose(1, 2).reshape(20, 7)).reshape(4, 5))  # 3-D = its rows as 2-D
     torch.testing.assert_close(fn(x, dim=1), last)
     kept = fn(x, dim=1, keepdim=True)
     assert kept.shape == (4, 1, 5)
@@ -392,3 +394,45 @@ def test_trimmed_mean_refuses_a_proportion_that_cuts_everything():
     for bad in (0.5, -0.1, True, "0.2"):
         with pytest.raises(ValueError, match=r"proportion must be a number in \[0, 0.5\)"):
             stats.trimmed_mean([1.0, 2.0, 3.0], proportion=bad)
+
+
+def test_documented_defaults_of_the_row_functions():
+    """The defaults the signatures promise, each against its reference (callers inside the package pass them all)."""
+    x = torch.tensor(DATA["normal"])
+    n = torch.full((x.shape[0],), x.shape[1])
+    # sort_last copies unless asked to sort in place
+    before = x.clone()
+    torch.testing.assert_close(stats.sort_last(x), torch.sort(before, dim=-1).values)
+    assert torch.equal(x, before)
+    # masked_std divides by n - 1, as torch.std does
+    torch.testing.assert_close(stats.masked_std(x, None, n, x.mean(-1)), x.std(-1), rtol=1e-12, atol=0)
+    # winsorize's limits of 0.1 at both ends, as scipy's winsorize(limits=0.1)
+    rows = DATA["outliers"]
+    ref = np.stack([np.asarray(mstats.winsorize(row, limits=0.1)) for row in rows])
+    np.testing.assert_array_equal(stats.winsorize(rows), ref)
+    # huber_proposal2's c = 1.5 is statsmodels' Huber default, from the same median and MAD start
+    normal = _huber_samples("normal", rows=50)
+    xt = torch.tensor(normal)
+    loc0 = xt.median(-1).values
+    scale0 = stats.MAD_TO_SIGMA * (xt - loc0.unsqueeze(-1)).abs().median(-1).values
+    loc, scale, done = stats.huber_proposal2(xt, None, torch.full((50,), 16), loc0, scale0)
+    assert bool(done.all())
+    ref_loc, ref_scale = zip(*(Huber(tol=1e-12, maxiter=1000)(row) for row in normal))
+    np.testing.assert_allclose(loc, np.array(ref_loc, dtype=float), rtol=0, atol=1e-7)
+    np.testing.assert_allclose(scale, np.array(ref_scale, dtype=float), rtol=1e-7)
+
+
+@pytest.mark.parametrize("kind", ["distinct", "ties", "near_ties"])
+def test_soft_midranks_of_a_3d_batch_are_those_of_its_rows(kind):
+    """Rows of a [4, 5, 16] batch ranked at once equal the same rows ranked as a [20, 16] batch (every path)."""
+    rng = np.random.default_rng(11)
+    x = {"distinct": rng.normal(size=(4, 5, 16)),
+         "ties": rng.integers(0, 2, size=(4, 5, 16)).astype(float),
+         "near_ties": rng.integers(0, 2, size=(4, 5, 16)) + rng.normal(0, 1e-4, size=(4, 5, 16))}[kind]
+    xt = torch.tensor(x)
+    t = stats.tie_tolerance(xt, None, 1e-9 if kind == "distinct" else 1e-2)  # distinct: no pair within 2t
+    flat = stats.soft_midranks(xt.reshape(20, 16), None, t.reshape(20))
+    torch.testing.assert_close(stats.soft_midranks(xt, None, t), flat.reshape(4, 5, 16), rtol=0, atol=0)
+    # and against the ranks by definition (scipy's mid-ranks where no pair lies between t and 2t)
+    if kind != "near_ties":
+        np.testing.assert_array_equal(flat.reshape(4, 5, 16).numpy(), scipy.stats.rankdata(x, axis=-1))
