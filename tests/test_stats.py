@@ -436,3 +436,13 @@ def test_soft_midranks_of_a_3d_batch_are_those_of_its_rows(kind):
     # and against the ranks by definition (scipy's mid-ranks where no pair lies between t and 2t)
     if kind != "near_ties":
         np.testing.assert_array_equal(flat.reshape(4, 5, 16).numpy(), scipy.stats.rankdata(x, axis=-1))
+
+
+def test_order_statistic_clamps_k_and_sort_valid_reuses_memory_when_asked():
+    s = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    assert stats.order_statistic(s, torch.tensor([5, -2])).tolist() == [3.0, 4.0]  # k clamped to 0 .. G - 1
+    x = torch.tensor([[3.0, 1.0, 2.0]])
+    out = stats.sort_valid(x, None, inplace=True)
+    assert out.data_ptr() == x.data_ptr() and x.tolist() == [[1.0, 2.0, 3.0]]
+    y = torch.tensor([[3.0, 1.0, 2.0]])
+    assert stats.sort_valid(y, None).tolist() == [[1.0, 2.0, 3.0]] and y.tolist() == [[3.0, 1.0, 2.0]]
