@@ -135,7 +135,7 @@ def as_weights(flags: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def order_statistic(sorted_x: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """Pick the ``k``-th (0-based, per row) value of each sorted row."""
+    """Pick the ``k``-th (0-based, per row) value of each sorted row, ``k`` clamped to ``0 .. G - 1``."""
     k = k.clamp(0, sorted_x.shape[-1] - 1)
     return sorted_x.gather(-1, k.unsqueeze(-1)).squeeze(-1)
 
@@ -654,8 +654,8 @@ def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None) -> to
 
 
 def _cluster_ranks(
-    x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor, s: torch.Tensor, order: torch.Tensor,
-    n: torch.Tensor | None, beyond: torch.Tensor, slow: torch.Tensor,
+    s: torch.Tensor, t: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor | None, beyond: torch.Tensor,
+    slow: torch.Tensor,
 ) -> torch.Tensor:
     r"""Soft mid-ranks of sorted rows, for rows where the band misses pairs (see :func:`soft_midranks`).
 
@@ -668,7 +668,7 @@ def _cluster_ranks(
     ``last`` the first cluster end at or after k. A value of a wider cluster,
     and every value of the other rows, takes the band sum of
     :func:`_band_ranks`; a row where that misses a pair of a wide cluster is
-    ranked by :func:`_soft_midranks_by_search`.
+    ranked by :func:`_ranks_by_search` (binary search over the sorted row).
     """
     G = s.shape[-1]
     tt = t.unsqueeze(-1)
@@ -795,11 +795,11 @@ def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -
     if few == 0:
         ranks = _band_ranks(s, tt, n)
     elif 8 * few > slow.numel():  # many: every row through the cluster path (band rows stay band rows)
-        ranks = _cluster_ranks(x, mask, t, s, order, n, beyond, slow)
+        ranks = _cluster_ranks(s, t, mask, n, beyond, slow)
     else:  # a few: only those rows (the same per-row result, without the cluster work on the others)
         rows = slow.squeeze(-1)
         ranks = _band_ranks(s, tt, n)
-        ranks[rows] = _cluster_ranks(x[rows], None if mask is None else mask[rows], t[rows], s[rows], order[rows],
+        ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
                                      None if n is None else n[rows], beyond[rows], slow[rows])
     return torch.empty_like(ranks).scatter_(-1, order, ranks)
 
