@@ -394,13 +394,13 @@ def _valid(flags: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return flags if mask is None else flags & mask
 
 
-def _clip(z: torch.Tensor, c: float, *, inplace: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+def _clip(z: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Huber's psi: clamp to [-c, c], and flag the samples that were clamped.
 
-    ``inplace=True`` clamps ``z`` itself (for a temporary the caller owns).
+    Clamps ``z`` itself: callers pass a temporary of their own.
     """
     clipped = z.abs() > c
-    return (z.clamp_(-c, c) if inplace else z.clamp(-c, c)), clipped
+    return z.clamp_(-c, c), clipped
 
 
 def _mean_std(g: Groups, ddof: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -585,7 +585,7 @@ def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
     mean = masked_mean(r, mask, n)
     fallback = ~(sigma > eps)
     scale = torch.where(fallback, masked_std(r, mask, n, mean, 1) + eps, sigma)
-    adv, clipped = _clip((r - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c, inplace=True)
+    adv, clipped = _clip((r - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c)
     return Computed(adv, centre, scale, fallback, clipped)
 
 
@@ -693,7 +693,7 @@ def _robust(g: Groups, *, c: float, resolution: float) -> Computed:
     Exactly constant groups are degenerate and get 0.
     """
     parts = _robust_parts(g, resolution)
-    adv, clipped = _clip(parts.shrunk.div_(parts.scale.unsqueeze(-1)), c, inplace=True)  # a fresh temporary
+    adv, clipped = _clip(parts.shrunk.div_(parts.scale.unsqueeze(-1)), c)  # a fresh temporary
     return Computed(adv, parts.centre, parts.scale, parts.fallback, clipped)
 
 
@@ -818,7 +818,7 @@ def _huber_m(
         resolved, g.mask, g.n, parts.centre, parts.scale, c=huber_c, tol=tol, maxiter=maxiter,
         min_scale=min_scale * parts.scale,
     )
-    adv, clipped = _clip((resolved - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c, inplace=True)
+    adv, clipped = _clip((resolved - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c)
     return Computed(adv, centre, scale, parts.fallback, clipped)
 
 
