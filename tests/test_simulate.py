@@ -794,7 +794,9 @@ def test_continuous_quality_marks_the_answer_of_each_states_interval():
 def test_a_progress_bar_only_when_asked(capsys):
     config = SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo",))
     simulate(config, progress=True)
-    assert re.search(r"(^|\r)simulate: ", capsys.readouterr().err)
+    err = capsys.readouterr().err
+    assert re.search(r"(^|\r)simulate: ", err)
+    assert err.endswith("\r") and not err.endswith("\n")  # the finished bar is erased, not left on screen
     simulate(config, progress=False)
     assert capsys.readouterr().err == ""
 
@@ -851,3 +853,44 @@ def test_a_config_holds_plain_python_values():
                        quality="graded")
     assert (type(config.hack_reward), type(config.hack_init_prob), type(config.regroup_every)) == (float, float, int)
     assert config.length_range == (100, 1000) and config.quality == "graded"
+
+
+def test_bin_edges_per_seed_are_numpys_linspace_of_that_seeds_states():
+    states = torch.tensor(np.random.default_rng(5).normal(size=(3, 40)))
+    edges = bin_edges(states, 4)
+    ref = np.stack([np.linspace(row.min(), row.max(), 5) for row in states.numpy()])
+    np.testing.assert_allclose(edges.numpy(), ref, rtol=0, atol=1e-12)
+
+
+def test_state_groups_are_recomputed_every_regroup_every_steps_only():
+    from robustgrpo.simulate.runner import _Grouper
+
+    grouper = _Grouper(SimConfig(states="continuous", policy="linear", grouping="bins", n_state_groups=2, regroup_every=2))
+    first = torch.tensor([[0.0, 1.0, 2.0, 3.0]], dtype=torch.float64)
+    moved = first + 10.0
+    assert grouper.labels(first, 0)[0].tolist() == [[0, 0, 1, 1]]
+    # step 1: the edges of step 0 stay, so every moved state is beyond them (the top bin)
+    assert grouper.labels(moved, 1)[0].tolist() == [[1, 1, 1, 1]]
+    # step 2: new edges from the moved states
+    assert grouper.labels(moved, 2)[0].tolist() == [[0, 0, 1, 1]]
+
+
+def test_group_advantages_pass_the_estimators_parameters_and_count_the_clipped_answers():
+    r = torch.tensor(np.random.default_rng(2).normal(size=(2, 6, 4)))
+    r[0, 1, 2] = 50.0
+    labels = torch.tensor([[0, 0, 1, 1, 1, 2], [2, 2, 2, 2, 0, 0]])
+    key = (torch.arange(2).unsqueeze(-1) * 3 + labels).unsqueeze(-1).expand(2, 6, 4).reshape(-1)
+    for lab, n_lab in ((None, 0), (labels, 3)):
+        adv, diag = group_advantages(r, "robust", {"c": 0.5}, lab, n_lab)
+        ref = (compute_advantages(r.reshape(12, 4), "robust", c=0.5) if lab is None
+               else compute_advantages(r.reshape(-1), "robust", index=key, c=0.5))
+        torch.testing.assert_close(adv.reshape(-1), torch.as_tensor(ref.advantages).reshape(-1), rtol=0, atol=1e-12)
+        assert float(adv.abs().max()) == 0.5
+        clipped = (adv.abs() == 0.5).double().mean((-2, -1))  # each seed's share of its 6 x 4 answers
+        torch.testing.assert_close(diag["clipped_fraction"], clipped, rtol=0, atol=1e-12)
+
+
+def test_a_layered_clip_with_one_spread_group_takes_that_groups_std_as_the_mean():
+    # tau = tau_fraction * 2 / 1 = 2 at tau_fraction 1: the group with std 2 is not above it, so every clip is loose
+    eps = clip_epsilon(torch.tensor([0.0, 0.0, 2.0], dtype=torch.float64), "layered", 0.2, 0.1, 0.1, 1.0)
+    torch.testing.assert_close(eps, 1.5 * torch.tensor([0.1, 0.1, 0.3], dtype=torch.float64))

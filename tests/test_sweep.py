@@ -895,3 +895,24 @@ def test_sweep_bench_times_the_ray_engine_too(ray_cluster):
     assert [r.how for r in result.rows][-2:] == ["ray engine (2 CPUs)", "ray engine (2 CPUs, 1 per cell)"]
     assert result.ray_version and result.ray_start_s is not None and result.ray_warmup_s > 0
     assert "Ray: local instance started in" in format_sweep_table(result)
+
+
+def test_canonical_json_refuses_nan_and_set_path_leaves_the_defaults_alone():
+    from robustgrpo.sweep.spec import canonical_json, set_path
+
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        canonical_json({"rate": math.nan})  # NaN is no JSON: a cell id must come from valid JSON
+    defaults = {"clean": {"model": "bernoulli", "shape": {"p": 0.3}}}
+    config: dict = {}
+    set_path(config, "clean.shape.p", 0.5, defaults)
+    assert config == {"clean": {"model": "bernoulli", "shape": {"p": 0.5}}}
+    assert defaults == {"clean": {"model": "bernoulli", "shape": {"p": 0.3}}}  # copied, not shared
+
+
+def test_the_trl_runnable_runs_the_experiment_module(monkeypatch):
+    import robustgrpo.experiments.trl as trl_experiment
+
+    seen = []
+    monkeypatch.setattr(trl_experiment, "run_trl", lambda config, seed: seen.append((config, seed)) or pd.DataFrame({"x": [1]}))
+    frame = RUNNABLES["trl"].run({"steps": 3}, 7)
+    assert seen == [({"steps": 3}, 7)] and frame["x"].tolist() == [1]
