@@ -639,11 +639,13 @@ def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None) -> to
     pos = torch.arange(G, device=s.device)
     zero = torch.zeros((), dtype=s.dtype, device=s.device)
     exact_ties = bool((tt <= 0).any())
-    inv = 1 / (2 * torch.where(tt > 0, tt, torch.ones((), dtype=s.dtype, device=s.device)))
+    two_t = 2 * torch.where(tt > 0, tt, torch.ones((), dtype=s.dtype, device=s.device))
+    # gap / 2t as a product with 1 / 2t, unless that overflows (a subnormal t: rewards near the smallest normal number)
+    inv = None if bool((two_t < 1 / torch.finfo(s.dtype).max).any()) else 1 / two_t
     ranks = (pos + 1).to(s.dtype).expand_as(s).clone()
     for d in range(1, min(_RAMP_BAND, G - 1) + 1):  # offsets, not samples: three vectorised steps
         gap = s[..., d:] - s[..., :-d]
-        phi = (1 - gap * inv).clamp_(0, 0.5)
+        phi = (1 - (gap / two_t if inv is None else gap * inv)).clamp_(0, 0.5)
         if exact_ties:
             phi = torch.where(tt > 0, phi, torch.where(gap == 0, 0.5, zero))
         if n is not None:

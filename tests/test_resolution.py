@@ -373,3 +373,16 @@ def test_the_search_on_the_sorted_row_gives_every_value_the_rank_of_the_search_i
         valid = torch.ones_like(xt, dtype=torch.bool) if m is None else m
         assert torch.equal(got[valid], expected[valid])
         assert bool(torch.isfinite(got).all())
+
+
+def test_rewards_near_the_smallest_normal_float32_give_finite_ranks():
+    """Found by hypothesis: with rewards [0, 0, 1.1755e-38] the tie tolerance is subnormal in float32, and
+    1 / 2t overflowed to inf (0 * inf = NaN in the band sum); the band sum now divides there."""
+    tiny = torch.finfo(torch.float32).tiny
+    for row in ([0.0, 0.0, tiny], [0.0, 1e-45, tiny, 2 * tiny], [-tiny, 0.0, 0.0, tiny, 3 * tiny]):
+        r = torch.tensor([row], dtype=torch.float32)
+        got = compute_advantages(r, "rank").advantages
+        assert torch.isfinite(got).all()
+        torch.testing.assert_close(got.double(), compute_advantages(r.double(), "rank").advantages, rtol=1e-6, atol=1e-6)
+    for name in ESTIMATORS:
+        assert torch.isfinite(torch.as_tensor(compute_advantages(torch.tensor([[0.0, 0.0, tiny]]), name).advantages)).all(), name
