@@ -662,3 +662,17 @@ def test_huber_split_sums_by_weights_are_the_selected_sums_to_the_bit():
         expected = torch.sqrt(ss_in / torch.where(denom > 0, denom, 1.0)).clamp_min(0)
         assert torch.equal(scale, expected) and torch.equal(loc, mean_in + b * expected)
         assert torch.equal(ok, (n_in > 0) & (denom > 0) & (expected > 0)) and not bool(ok[:7].any())
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: compute_advantages("abc"),
+     "rewards must hold numbers, got dtype dtype('<U3'); convert the values to float first"),
+    (lambda: compute_advantages([[0.0, 2.0]], "grpo", reward_range=(0, 1), out_of_range="raise"),
+     "1 reward(s) lie outside reward_range=(0, 1), e.g. 2; fix the reward function, or pass out_of_range='clip' or 'mask'"),
+    (lambda: robustgrpo.advantages.clip_schedule(0.5, 1.0, -1.0), "clip_schedule end must be a finite number > 0, got -1.0"),
+    (lambda: robustgrpo.advantages.clip_schedule(0.5, 0.0, 1.0), "clip_schedule start must be a finite number > 0, got 0.0"),
+])
+def test_whole_error_messages_name_the_argument_and_the_fix(call, message):
+    with pytest.raises(ValueError) as err:
+        call()
+    assert str(err.value) == message
