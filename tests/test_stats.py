@@ -410,6 +410,11 @@ def test_documented_defaults_of_the_row_functions():
     rows = DATA["outliers"]
     ref = np.stack([np.asarray(mstats.winsorize(row, limits=0.1)) for row in rows])
     np.testing.assert_array_equal(stats.winsorize(rows), ref)
+    # trimmed_mean cuts 20 % at each end, as scipy's trim_mean(x, 0.2)
+    np.testing.assert_allclose(stats.trimmed_mean(rows), scipy.stats.trim_mean(rows, 0.2, axis=-1), rtol=1e-12)
+    # huber refuses c = 0 (psi would be 0 everywhere)
+    with pytest.raises(ValueError, match="^c must be positive, got 0$"):
+        stats.huber(rows[0], c=0)
     # huber_proposal2's c = 1.5 is statsmodels' Huber default, from the same median and MAD start
     normal = _huber_samples("normal", rows=50)
     xt = torch.tensor(normal)
