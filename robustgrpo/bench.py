@@ -265,14 +265,19 @@ def run_benchmark(
     return rows
 
 
-def _load_average() -> str:
-    """The machine's load averages over 1, 5 and 15 minutes, as text ("n/a" where unknown)."""
+def _load_average() -> tuple[float, ...] | None:
+    """The machine's load averages over 1, 5 and 15 minutes (None where unknown)."""
     try:
         import os
 
-        return ", ".join(f"{v:.2f}" for v in os.getloadavg())
+        return os.getloadavg()
     except (AttributeError, OSError):  # pragma: no cover - not on every platform
-        return "n/a"
+        return None
+
+
+def _load_text(load: tuple[float, ...] | None) -> str:
+    """Load averages as the tables print them ("n/a" where unknown)."""
+    return "n/a" if load is None else ", ".join(f"{v:.2f}" for v in load)
 
 
 def format_table(rows: Sequence[BenchRow]) -> str:
@@ -280,7 +285,7 @@ def format_table(rows: Sequence[BenchRow]) -> str:
     counts = list(dict.fromkeys(r.threads for r in rows))
     by = {(r.label, r.shape, r.rewards, r.threads): r for r in rows}
     lines = [f"torch {torch.__version__}, float32 CPU, torch threads {' and '.join(map(str, counts))} side by side; "
-             f"load average {_load_average()}", ""]
+             f"load average {_load_text(_load_average())}", ""]
     lines.append(f"{'estimator':<22}{'shape':>12}  {'rewards':<16}"
                  + "".join(f"{f'ms @{k}':>10}{f'x @{k}':>8}" for k in counts))
     for label, shape, kind in dict.fromkeys((r.label, r.shape, r.rewards) for r in rows):
@@ -509,12 +514,7 @@ def run_dashboard_benchmark(
         cells = len(table)
         bar.update()
     bar.close()
-    try:
-        import os
-
-        load = os.getloadavg()
-    except (AttributeError, OSError):  # pragma: no cover - not on every platform
-        load = None
+    load = _load_average()
     return DashboardBench(tuple(rows), G, n_groups, chosen, build_s, sweep_s, cells, torch.get_num_threads(), load,
                           tuple(notes))
 
@@ -523,7 +523,7 @@ def format_dashboard_table(result: DashboardBench) -> str:
     """Render :func:`run_dashboard_benchmark`'s result as a table with the targets and verdicts."""
     from .dashboards.sweep import PREVIEW_REWARDS
 
-    load = "n/a" if result.load is None else ", ".join(f"{v:.2f}" for v in result.load)
+    load = _load_text(result.load)
     lines = [
         f"dashboard: G = {result.G}, {result.n_groups:,} groups ({result.G * result.n_groups:,} rewards), "
         f"estimators {', '.join(result.methods)}",
@@ -684,18 +684,13 @@ def run_lessons_benchmark(repeats: int = 7, *, progress: bool = True) -> LessonB
         lambda: setattr(ctl["methods"], "value", chosen)))
     bar.update()
     bar.close()
-    try:
-        import os
-
-        load = os.getloadavg()
-    except (AttributeError, OSError):  # pragma: no cover - not on every platform
-        load = None
+    load = _load_average()
     return LessonBench(tuple(rows), torch.get_num_threads(), load)
 
 
 def format_lessons_table(result: LessonBench) -> str:
     """Render :func:`run_lessons_benchmark`'s result with the target and verdicts."""
-    load = "n/a" if result.load is None else ", ".join(f"{v:.2f}" for v in result.load)
+    load = _load_text(result.load)
     lines = [
         f"live lessons (notebooks 01, 02, 04) at their largest sizes; torch {torch.__version__}, "
         f"{result.threads} thread(s); load average {load}",
@@ -784,12 +779,7 @@ def run_simulate_benchmark(
 
 def format_simulate_table(rows: Sequence[SimulateBenchRow]) -> str:
     """Render :func:`run_simulate_benchmark`'s rows with their targets and verdicts."""
-    try:
-        import os
-
-        load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    except (AttributeError, OSError):  # pragma: no cover - not on every platform
-        load = "n/a"
+    load = _load_text(_load_average())
     lines = [f"torch {torch.__version__}; load average {load}", "",
              f"{'case':<58}{'threads':>8}{'seconds':>10}   target"]
     for r in rows:
@@ -960,12 +950,7 @@ def run_sweep_benchmark(
 def format_sweep_table(result: SweepBench) -> str:
     """Render :func:`run_sweep_benchmark`'s result: ms and cells per second per row, the overhead
     of each engine over the direct calls, and what bounds the Ray engine on this machine."""
-    try:
-        import os
-
-        load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
-    except (AttributeError, OSError):  # pragma: no cover - not on every platform
-        load = "n/a"
+    load = _load_text(_load_average())
     direct = {r.how: r for r in result.rows if r.baseline is None}
     lines = [f"torch {torch.__version__}, {result.threads} thread(s) in this process, {result.cpus} CPU(s); "
              f"load average {load}; Ray {result.ray_version or 'not run'}",

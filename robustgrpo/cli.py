@@ -67,8 +67,6 @@ def _shape(text: str) -> tuple[int, int]:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    import torch
-
     from .bench import (
         DEFAULT_SHAPES,
         format_dashboard_table,
@@ -82,16 +80,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                          "and torch's default, --simulate 1 and 2)")
     if args.dashboard or args.lessons:
         from .bench import format_lessons_table, run_lessons_benchmark
+        from .simulate.runner import torch_threads
 
-        initial = torch.get_num_threads()
-        torch.set_num_threads(args.threads or initial)
-        try:
+        with torch_threads(args.threads):  # (None: torch's own count)
             if args.dashboard:
                 print(format_dashboard_table(run_dashboard_benchmark(repeats=args.repeats, progress=not args.no_progress)))
             else:
                 print(format_lessons_table(run_lessons_benchmark(repeats=args.repeats, progress=not args.no_progress)))
-        finally:
-            torch.set_num_threads(initial)
         return 0
     if args.sweep:
         from .bench import format_sweep_table, run_sweep_benchmark
