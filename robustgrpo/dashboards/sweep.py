@@ -833,8 +833,9 @@ class DashboardEngine:
     def prefetch(self, G: int, clean_model: CleanKey) -> None:
         """Draw the clean rewards of ``(G, clean_model)`` and the hit uniforms of G now (cached for later visits).
 
-        The draw of 2.56 million rewards in float64 takes 60 to 190 ms at one thread; done in
-        idle time, it leaves a first visit only the estimators to run.
+        The float64 draw (2.56 million rewards at G = 256 with 10^4 groups) is most of a first
+        visit's preview; done in idle time, it leaves that visit only the estimators to run
+        (``bench --dashboard`` times a first visit with and without it).
         """
         G, _, _, _, clean_model = self._validate(G, 1.0, 0.0, 1.0, clean_model)
         self._clean_state(G, clean_model)
