@@ -50,8 +50,10 @@ what the evidence recommends.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Literal, Mapping, NamedTuple, Sequence
 
@@ -67,6 +69,7 @@ from .inputs import (
     distinct_names,
     group_by_index,
     scatter_to_flat,
+    source_dtype,
     to_kind,
     validate_mask,
 )
@@ -85,11 +88,19 @@ from .stats import (
     sort_valid,
     tie_tolerance,
     value_range,
+    residue_tolerance,
+    batch_tie_reference,
+    huber_location,
+    typical_deviation,
     winsor_bounds,
 )
 
 __all__ = [
     "RECOMMENDED",
+    "RECOMMENDATIONS",
+    "RECOMMENDATION_EVIDENCE",
+    "REWARD_KINDS",
+    "recommended_method",
     "Parameter",
     "Breakdown",
     "Estimator",
@@ -174,7 +185,12 @@ class Groups(NamedTuple):
     order-based estimators is then relative to each group's own range.
     ``spread`` is that range, ``[B]`` (:func:`~robustgrpo.stats.value_range`),
     which the entry point computes once for its degenerate-group rule; None
-    where a caller has not computed it.
+    where a caller has not computed it. ``reference`` ``[B]`` is the range
+    the resolution is relative to when no range is declared (the group's
+    range capped by the batch, :func:`~robustgrpo.stats.batch_tie_reference`;
+    None: the group's own range), and ``floor`` ``[B]`` the rewards' float
+    residue (:func:`~robustgrpo.stats.residue_tolerance`; None: no floor),
+    below which no difference counts.
     """
 
     rewards: torch.Tensor
@@ -182,6 +198,8 @@ class Groups(NamedTuple):
     n: torch.Tensor
     span: torch.Tensor | None = None
     spread: torch.Tensor | None = None
+    reference: torch.Tensor | None = None
+    floor: torch.Tensor | None = None
 
 
 class Computed(NamedTuple):
@@ -261,6 +279,15 @@ class Estimator:
     bounded : bool
         Whether ``|A|`` has a bound that no reward can exceed (a clip, or
         rank scores).
+    simplicity : int
+        Its place in the order from the simplest estimator (1: one mean per
+        group) to the most involved (iterated M-estimates): the evidence
+        rule's tie-break (:func:`robustgrpo.metrics.recommend`) prefers the
+        simpler of two estimators whose evidence is within a standard error.
+    batch_level : bool
+        Whether one group's advantages depend on the other groups of the
+        call (a scale taken over the batch): such an estimator must be called
+        on one training batch at a time.
     """
 
     name: str
@@ -272,11 +299,26 @@ class Estimator:
     source: str
     breakdown: Breakdown
     bounded: bool
+    simplicity: int
+    batch_level: bool = False
 
     @property
     def defaults(self) -> dict[str, Any]:
         """Parameter defaults by name."""
         return {p.name: p.default for p in self.parameters}
+
+    @property
+    def depends_on_batch(self) -> bool:
+        """Whether one group's advantages can depend on the call's other groups.
+
+        True for a ``batch_level`` estimator (its scale is the batch's) and for
+        every estimator with a ``resolution`` (without a declared reward range
+        its tie tolerance is relative to the batch's typical reward gap,
+        :func:`~robustgrpo.stats.batch_tie_reference`). Call such an estimator
+        on one training batch at a time where batches must stay apart (seeds
+        of a simulation, steps of a log).
+        """
+        return self.batch_level or "resolution" in self.defaults
 
     def bind(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """Fill in defaults and validate ``params``; raise ``ValueError`` on a bad one."""
@@ -307,7 +349,9 @@ def register(
     clip: str | None = None,
     source: str,
     breakdown: Breakdown,
+    simplicity: int,
     bounded: bool = False,
+    batch_level: bool = False,
 ) -> Callable[[Callable[..., Computed]], Callable[..., Computed]]:
     """Decorator that adds an estimator function to :data:`ESTIMATORS`.
 
@@ -326,9 +370,13 @@ def register(
         raise ValueError(f"an estimator named {name!r} is already registered")
     if clip is not None and clip not in {p.name for p in parameters}:
         raise ValueError(f"clip parameter {clip!r} of {name!r} is not among its parameters")
+    taken = {e.simplicity: e.name for e in _REGISTRY.values()}
+    if simplicity in taken:
+        raise ValueError(f"simplicity {simplicity} of {name!r} is {taken[simplicity]!r}'s; give each estimator its own place")
 
     def decorate(fn: Callable[..., Computed]) -> Callable[..., Computed]:
-        _REGISTRY[name] = Estimator(name, summary, fn, parameters, scaling, clip, source, breakdown, bounded or clip is not None)
+        _REGISTRY[name] = Estimator(name, summary, fn, parameters, scaling, clip, source, breakdown,
+                                    bounded or clip is not None, simplicity, batch_level)
         return fn
 
     return decorate
@@ -367,11 +415,6 @@ def describe_estimators() -> str:
 
 # ------------------------------------------------------------ shared pieces
 
-#: The estimator the evidence recommends, and the default of :func:`compute_advantages`:
-#: the best mean cosine with the unbiased clean update over every reward scenario of the suite
-#: (:func:`robustgrpo.metrics.estimator_evidence`; a test keeps this name and the evidence in step).
-RECOMMENDED = "rank"
-
 #: The mean (and the std) give way to one outlier, and a glitch on a wrong answer turns the
 #: correct answer's advantage negative (the seed example) or shrinks it by 1/M.
 MEAN_BREAKDOWN = Breakdown(lambda n: 1 / n, lambda n, k: 1, "one outlier moves the mean (and the std) without bound")
@@ -401,6 +444,11 @@ def _clip(z: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
     """
     clipped = z.abs() > c
     return z.clamp_(-c, c), clipped
+
+
+def _tolerance(g: Groups, resolution: float) -> torch.Tensor:
+    """The tie tolerance of each group (:func:`~robustgrpo.stats.tie_tolerance` with the entry point's reference and floor)."""
+    return tie_tolerance(g.rewards, g.mask, resolution, g.span, g.spread if g.reference is None else g.reference, g.floor)
 
 
 def _mean_std(g: Groups, ddof: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -440,7 +488,7 @@ def _robust_parts(g: Groups, resolution: float) -> RobustParts:
     """
     r, mask, n = g.rewards, g.mask, g.n
     centre = median_of_sorted(sort_valid(r, mask), n)
-    t = tie_tolerance(r, mask, resolution, g.span, g.spread)
+    t = _tolerance(g, resolution)
     d = r - centre.unsqueeze(-1)
     u = d.abs().sub_(t.unsqueeze(-1)).clamp_min_(0)
     sorted_u = sort_valid(u, mask)  # invalid entries last, as +inf
@@ -479,6 +527,7 @@ DDOF = Parameter("ddof", 1, "delta degrees of freedom of the std: 1 = Bessel (to
     scaling="invariant",
     source="DeepSeekMath (Shao et al. 2024); TRL, verl",
     breakdown=MEAN_BREAKDOWN,
+    simplicity=3,
 )
 def _grpo(g: Groups, *, eps: float, ddof: int) -> Computed:
     r""":math:`A_i = (r_i - \bar r) / (s + \epsilon)`, s the std with ``ddof``.
@@ -497,6 +546,7 @@ def _grpo(g: Groups, *, eps: float, ddof: int) -> Computed:
     scaling="equivariant",
     source="Dr. GRPO (Liu et al. 2025); seed 003's relative advantage",
     breakdown=MEAN_BREAKDOWN,
+    simplicity=1,
 )
 def _dr_grpo(g: Groups) -> Computed:
     r""":math:`A_i = r_i - \bar r`. No division, so no std blow-up, but the
@@ -513,6 +563,8 @@ def _dr_grpo(g: Groups) -> Computed:
     scaling="invariant",
     source="LitePPO (Liu et al. 2025); TRL scale_rewards='batch'",
     breakdown=MEAN_BREAKDOWN,
+    simplicity=4,
+    batch_level=True,
 )
 def _batch_std(g: Groups, *, eps: float, ddof: int) -> Computed:
     r""":math:`A_{bi} = (r_{bi} - \bar r_b) / (s_{batch} + \epsilon)`, with
@@ -534,6 +586,7 @@ def _batch_std(g: Groups, *, eps: float, ddof: int) -> Computed:
     scaling="equivariant",
     source="RLOO (Ahmadian et al. 2024); verl, NeMo-RL",
     breakdown=MEAN_BREAKDOWN,
+    simplicity=2,
 )
 def _rloo(g: Groups) -> Computed:
     r""":math:`A_i = r_i - \frac{1}{n-1}\sum_{j \ne i} r_j = \frac{n}{n-1}(r_i - \bar r)`.
@@ -562,6 +615,7 @@ SEED_MAD_CONSTANT = 1.4826
         lambda n, k: 1,
         "torch's lower median needs one more outlier; the std fallback gives way to the first glitch",
     ),
+    simplicity=6,
 )
 def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
     r"""Seed 000's estimator exactly as its code runs:
@@ -603,6 +657,7 @@ def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
         lambda n, k: 1,
         "median and MAD hold; on ties the glitch gets 1000 M against the correct answer's 1000",
     ),
+    simplicity=5,
 )
 def _mc_grpo(g: Groups, *, eps: float, compensate_zeros: bool) -> Computed:
     r""":math:`A_i = (r_i - \operatorname{med}(r)) / (\operatorname{MAD}_{raw}(r) + \epsilon)`.
@@ -637,6 +692,7 @@ def _mc_grpo(g: Groups, *, eps: float, compensate_zeros: bool) -> Computed:
         lambda n, k: min(k + 1, math.floor(n / 2 - k) + 1),
         "k + 1 glitches take over the fallback scale, or fewer once the median leaves the wrong answers",
     ),
+    simplicity=9,
 )
 def _robust(g: Groups, *, c: float, resolution: float) -> Computed:
     r"""The project's median-centred estimator.
@@ -740,6 +796,7 @@ def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None
         lambda n, k: math.ceil((n - k) / 2),
         "no size breaks ranks; glitches outranking the correct answers push them below the middle rank",
     ),
+    simplicity=8,
 )
 def _rank(g: Groups, *, resolution: float) -> Computed:
     r"""Gaussianised ranks: with :math:`R_i` the mid-rank of :math:`r_i` under
@@ -762,7 +819,7 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
     outranks the correct answers shares the top ranks with them.
     """
     r, mask, n = g.rewards, g.mask, g.n
-    ranks = soft_midranks(r, mask, tie_tolerance(r, mask, resolution, g.span, g.spread))
+    ranks = soft_midranks(r, mask, _tolerance(g, resolution))
     z = _blom_scores(ranks, n, mask)
     centre = masked_mean(z, mask, n)
     adv = z - centre.unsqueeze(-1)
@@ -788,6 +845,7 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
         None,
         "no closed form for proposal 2: measured about a quarter of the group (2/8, 4/16, 9/32, 17/64)",
     ),
+    simplicity=11,
 )
 def _huber_m(
     g: Groups, *, c: float, huber_c: float, resolution: float, min_scale: float, maxiter: int, tol: float
@@ -823,6 +881,68 @@ def _huber_m(
 
 
 @register(
+    "batch_huber",
+    "clip((r - mu_g) / D, c): Huber location per group at the batch's typical reward gap D, then clip",
+    parameters=(
+        Parameter("c", 1.5, "clip: |A| <= c, in units of the batch's typical reward gap D", positive),
+        Parameter("huber_c", 1.5, "tuning constant of Huber's psi in the location estimate, in units of D", positive),
+    ),
+    scaling="invariant",
+    clip="c",
+    source="this project (the evidence battery: per-group scaling costs on composite and model-scored rewards)",
+    breakdown=Breakdown(
+        lambda n: 1 / n,
+        lambda n, k: 1,
+        "in a batch of one group D is that group's own, which one outlier sets; over many groups glitches in "
+        "fewer than a fifth of the resolved deviations leave D alone",
+    ),
+    simplicity=10,
+    batch_level=True,
+)
+def _batch_huber(g: Groups, *, c: float, huber_c: float) -> Computed:
+    r"""A Huber location per group at one scale for the whole batch, then a clip.
+
+    .. math::
+
+        \sum_i \psi_{c_H}\Big(\frac{r_{bi} - \mu_b}{D}\Big) = 0, \qquad
+        A_{bi} = \operatorname{clip}\Big(\frac{r_{bi} - \mu_b}{D}, -c, c\Big)
+
+    with D the batch's typical reward gap (:func:`~robustgrpo.stats.typical_deviation`:
+    the weighted 80th percentile of the resolved deviations from the group
+    medians) and :func:`~robustgrpo.stats.huber_location` for
+    :math:`\mu_b` (``huber_c`` :math:`= c_H`).
+
+    Why: every per-group normalisation (``grpo``'s std, ``rank``'s scores,
+    ``robust``'s MAD) gives a group whose rewards differ only by a length
+    penalty or a format bonus the same total advantage as a group that
+    differs in correctness, and a reward model's close call the same as its
+    clear one; on composite and model-scored rewards the evidence battery
+    measures that as the largest cost of those estimators. One batch-wide
+    scale keeps the groups' reward gaps in proportion (as ``dr_grpo`` does),
+    the Huber location keeps a glitch from dragging its group's centre (its
+    pull is at most :math:`c_H D / |I|`), and the clip bounds the glitch's
+    own advantage at ``c`` gaps. Small terms stay small, float residue stays
+    residue, and no tie tolerance is needed.
+
+    The scale is a statistic of the batch (``batch_level``): call it on one
+    training batch at a time. In a batch of one group D comes from that
+    group alone, so a glitch sets it (seed 000's group: D = 10, and the
+    correct answer gets -0.04, as with ``grpo``); with many groups D is the
+    clean groups' gap as long as glitches make up less than a fifth of the
+    resolved deviations. On 0/1 rewards with several glitches per group the
+    glitches still get the clip's full advantage, so the battery recommends
+    ``rank`` there. With every group tied, D is 1 and every advantage 0.
+    """
+    r, mask, n = g.rewards, g.mask, g.n
+    typical = typical_deviation(r, mask, n, value_range(r, mask) if g.spread is None else g.spread, g.floor)
+    one = torch.ones((), dtype=r.dtype, device=r.device)
+    scale = (one if typical is None else torch.where(typical > 0, typical, one)).expand(n.shape)
+    centre = huber_location(r, mask, n, median_of_sorted(sort_valid(r, mask), n), scale, c=huber_c)
+    adv, clipped = _clip((r - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c)
+    return Computed(adv, centre, scale.clone(), _none(centre), clipped)
+
+
+@register(
     "winsor",
     "grpo on winsorized, resolved rewards: clamp each tail's floor(limits * n) extremes, then (w - mean) / (std + eps + t)",
     parameters=(
@@ -838,6 +958,7 @@ def _huber_m(
         lambda n, k: 0 if k <= math.floor(0.2 * n) else math.floor(0.2 * n) + 1,
         "at the default limits 0.2: one outlier more than each tail trims; up to floor(0.2 n) successes are trimmed away",
     ),
+    simplicity=7,
 )
 def _winsor(g: Groups, *, limits: float, eps: float, ddof: int, resolution: float) -> Computed:
     r"""Winsorized GRPO on resolved rewards:
@@ -870,7 +991,7 @@ def _winsor(g: Groups, *, limits: float, eps: float, ddof: int, resolution: floa
     """
     r, mask, n = g.rewards, g.mask, g.n
     centre0 = median_of_sorted(sort_valid(r, mask), n)
-    t = tie_tolerance(r, mask, resolution, g.span, g.spread)
+    t = _tolerance(g, resolution)
     resolved = resolve_towards(r, centre0, t)
     low, high = winsor_bounds(sort_valid(resolved, mask), n, limits, limits)
     w = torch.minimum(torch.maximum(resolved, low.unsqueeze(-1)), high.unsqueeze(-1))
@@ -949,6 +1070,7 @@ def _count(flags: torch.Tensor | None, keep: torch.Tensor | None, n: torch.Tenso
 
 def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None):
     t, kind = as_tensor(rewards, "rewards")
+    arrived = source_dtype(rewards, t)
     if index is None:
         if t.ndim != 2:
             raise ValueError(
@@ -957,7 +1079,7 @@ def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None
             )
         if t.numel() == 0:
             raise ValueError(f"rewards are empty (shape {tuple(t.shape)}); pass at least one group with one sample")
-        return t, validate_mask(mask, t.shape, t.device), kind, None
+        return t, validate_mask(mask, t.shape, t.device), kind, None, arrived
     if t.ndim != 1:
         raise ValueError(f"with index=, rewards must be flat (one dimension), got shape {tuple(t.shape)}")
     grouping = group_by_index(index, t.shape[0])
@@ -967,16 +1089,19 @@ def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None
         valid &= grouping.pad(flat_mask)[0]
     if bool(valid.all()):
         valid = None
-    return padded, valid, kind, grouping
+    return padded, valid, kind, grouping, arrived
 
 
 def _apply_reward_range(
-    values: torch.Tensor, valid: torch.Tensor | None, reward_range: Any, policy: str
+    values: torch.Tensor, valid: torch.Tensor | None, reward_range: Any, policy: str, residue: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """Count, then clip, mask or refuse the valid rewards outside ``reward_range``; also return its width.
 
-    Returns the values, the validity mask, the flags of the rewards outside (None without a
-    range) and the range's width (None without a range).
+    A reward counts as outside when it lies beyond a bound by more than its
+    group's float ``residue`` (``0.1 + 0.2 + 0.4`` summed in float32 can land
+    one ulp above 0.7: that is the range's top, not a glitch). Returns the
+    values, the validity mask, the flags of the rewards outside (None without
+    a range) and the range's width (None without a range).
     """
     if policy not in ("clip", "mask", "raise"):
         raise ValueError(f"out_of_range must be 'clip', 'mask' or 'raise', got {policy!r}")
@@ -988,7 +1113,8 @@ def _apply_reward_range(
         raise ValueError(f"reward_range must be a pair (lo, hi) of numbers, got {reward_range!r}") from None
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"reward_range must be finite with lo < hi, got {reward_range!r}")
-    outside = _valid((values < lo) | (values > hi), valid)
+    slack = residue.unsqueeze(-1)
+    outside = _valid((values < lo - slack) | (values > hi + slack), valid)
     span = torch.tensor(hi - lo, dtype=values.dtype, device=values.device)
     if not bool(outside.any()):
         return values, valid, outside, span
@@ -999,25 +1125,25 @@ def _apply_reward_range(
             "fix the reward function, or pass out_of_range='clip' or 'mask'"
         )
     if policy == "clip":
-        return values.clamp(lo, hi), valid, outside, span
+        return torch.where(outside, values.clamp(lo, hi), values), valid, outside, span
     keep = ~outside if valid is None else valid & ~outside
     return values, keep, outside, span
 
 
 def compute_advantages(
     rewards: ArrayLike,
-    method: str = RECOMMENDED,
+    method: str | None = None,
     *,
     mask: ArrayLike | None = None,
     index: ArrayLike | None = None,
     nan_policy: str = "raise",
-    tol: float = 0.0,
+    tol: float | None = None,
     singleton: Literal["zero", "reward"] = "zero",
     reward_range: tuple[float, float] | None = None,
     out_of_range: Literal["mask", "clip", "raise"] = "mask",
     **params: Any,
 ) -> AdvantageResult:
-    """Compute group-relative advantages with any catalogue estimator.
+    r"""Compute group-relative advantages with any catalogue estimator.
 
     Parameters
     ----------
@@ -1025,9 +1151,12 @@ def compute_advantages(
         ``[B, G]`` rewards (B groups of G samples), or flat ``[N]`` rewards
         with ``index``. Integer and boolean rewards are converted to float;
         float16/bfloat16 are upcast to float32 (see :mod:`robustgrpo.inputs`).
-    method : str
-        A name in :data:`ESTIMATORS`; the default is :data:`RECOMMENDED`
-        (``"rank"``), the estimator the suite's evidence recommends.
+    method : str, optional
+        A name in :data:`ESTIMATORS`. The default (None) is the estimator
+        the evidence battery recommends for what the call says about the
+        rewards: :func:`recommended_method` with ``reward_range_declared``
+        set by whether ``reward_range`` is given (:data:`RECOMMENDED` without
+        a range). ``result.method`` names the one used.
     mask : bool tensor or ndarray, optional
         Validity mask, same shape as ``rewards`` (ragged groups padded to G).
     index : sequence of int or str, optional
@@ -1036,9 +1165,18 @@ def compute_advantages(
     nan_policy : {"raise", "omit", "propagate"}
         Non-finite valid rewards raise (default), are masked out (``"omit"``,
         their advantage is 0), or make their whole group NaN (``"propagate"``).
-    tol : float
+    tol : float, optional
         A group whose valid rewards satisfy ``max - min <= tol`` is degenerate
-        and gets advantage 0.
+        and gets advantage 0. The default (None) is each group's float
+        residue, :math:`4\,\epsilon \operatorname{med}_i |r_i|` with :math:`\epsilon` the
+        machine epsilon of the dtype the rewards came in
+        (:func:`~robustgrpo.stats.residue_tolerance`): a group that is
+        constant but for rounding (``0.1 + 0.2`` against ``0.2 + 0.1``) gets
+        0 from every estimator, the order-based estimators' tie tolerance
+        never drops below that residue, and a declared ``reward_range`` lets
+        rewards beyond a bound by no more than it count as inside. A number
+        (0 for exactly constant groups only) replaces the residue everywhere:
+        ``tol=0.0`` reproduces the trainers' and the papers' code as written.
     singleton : {"zero", "reward"}
         Advantage of a group with one valid sample: 0 (NeMo-RL) or its raw
         reward (verl).
@@ -1089,24 +1227,35 @@ def compute_advantages(
     >>> [round(a, 3) for a in compute_advantages(r, "robust").advantages[0][6:]]
     [1.871, 2.5]
     """
+    if method is None:
+        method = recommended_method(reward_range_declared=reward_range is not None)
     est = get_estimator(method)
     bound = est.bind(params)
-    if nonnegative(tol):
-        raise ValueError(f"tol {nonnegative(tol)}: the spread at or below which a group counts as degenerate")
+    if tol is not None and nonnegative(tol):
+        raise ValueError(f"tol {nonnegative(tol)}: the spread at or below which a group counts as degenerate "
+                         "(or None for the rewards' float residue)")
     if singleton not in ("zero", "reward"):
         raise ValueError(f"singleton must be 'zero' or 'reward', got {singleton!r}")
-    values, valid, kind, grouping = _prepare(rewards, mask, index)
+    values, valid, kind, grouping, arrived = _prepare(rewards, mask, index)
     values, valid, poisoned = apply_nan_policy(values, valid, nan_policy)
-    values, valid, outside, span = _apply_reward_range(values, valid, reward_range, out_of_range)
+    if tol is None:
+        residue = torch.nan_to_num(residue_tolerance(values, valid, arrived), nan=0.0, posinf=0.0)
+    else:
+        residue = torch.full(values.shape[:-1], float(tol), dtype=values.dtype, device=values.device)
+    values, valid, outside, span = _apply_reward_range(values, valid, reward_range, out_of_range, residue)
     n = count_valid(values, valid)
     spread = value_range(values, valid)
-    out = est.compute(Groups(values, valid, n, span, spread), **bound)
+    reference = None
+    if span is None and "resolution" in est.defaults:
+        reference = batch_tie_reference(spread, typical_deviation(values, valid, n, spread, residue))
+    floor = residue if tol is None else None
+    out = est.compute(Groups(values, valid, n, span, spread, reference, floor), **bound)
 
     dtype, device = values.dtype, values.device
     zero = torch.zeros((), dtype=dtype, device=device)
     empty = n == 0
     single = n == 1
-    degenerate = (n >= 2) & (spread <= tol)
+    degenerate = (n >= 2) & (spread <= residue)
     defined = ~(empty | single | degenerate)
     keep = _valid(defined.unsqueeze(-1), valid)
     if valid is None:  # whole groups dropped: fill their rows (no [B, G] selection)
@@ -1220,3 +1369,59 @@ def clip_schedule(progress: ArrayLike, start: float = 2.0, end: float = 3.5, kin
     else:
         raise ValueError(f"kind must be 'linear' or 'cosine', got {kind!r}")
     return start + (end - start) * w
+
+
+# ------------------------------------------------------------ the recommendation
+
+#: Where the evidence battery's rule writes its recommendation per situation
+#: (``python -m robustgrpo battery --write``; a test keeps it equal to the rule on the shipped battery).
+RECOMMENDATION_FILE = Path(__file__).with_name("recommendation.json")
+#: The reward kinds a user can name, plus "any" (kind not said).
+REWARD_KINDS: tuple[str, ...] = ("binary", "composite", "continuous", "any")
+
+
+def _load_recommendations(path: Path = RECOMMENDATION_FILE) -> Mapping[tuple[str, bool], Mapping[str, Any]]:
+    """Each situation's row of ``path`` by (kind, reward_range_declared), checked against the registry."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    table: dict[tuple[str, bool], Mapping[str, Any]] = {}
+    for row in data["situations"]:
+        key = (row["kind"], bool(row["reward_range_declared"]))
+        if row["kind"] not in REWARD_KINDS or row["method"] not in _REGISTRY or key in table:
+            raise ValueError(f"{path.name}: bad situation {row!r}; rebuild it with python -m robustgrpo battery --write")
+        table[key] = MappingProxyType(dict(row))
+    missing = [(k, d) for k in REWARD_KINDS for d in (False, True) if (k, d) not in table]
+    if missing:
+        raise ValueError(f"{path.name} lacks situations {missing}; rebuild it with python -m robustgrpo battery --write")
+    return MappingProxyType(table)
+
+
+#: The evidence battery's row per (reward kind, reward range declared): the recommended ``method``,
+#: its ``worst_regret`` (and standard error), the ``worst_cell``, the estimators ``tied`` with it and its
+#: ``held_out_regret`` (``robustgrpo/recommendation.json``).
+RECOMMENDATION_EVIDENCE: Mapping[tuple[str, bool], Mapping[str, Any]] = _load_recommendations()
+#: The estimator the evidence battery's rule recommends per (reward kind, reward range declared).
+RECOMMENDATIONS: Mapping[tuple[str, bool], str] = MappingProxyType(
+    {key: row["method"] for key, row in RECOMMENDATION_EVIDENCE.items()})
+
+
+def recommended_method(kind: str = "any", reward_range_declared: bool = False) -> str:
+    """The estimator the evidence recommends for rewards of ``kind``, with or without a declared range.
+
+    ``kind`` is one of :data:`REWARD_KINDS`: ``"binary"`` (a verifier's 0/1),
+    ``"composite"`` (a weighted sum of reward functions: correctness, format,
+    length), ``"continuous"`` (a reward model's or a judge's score), or
+    ``"any"`` (not said: the estimator whose worst case over every kind is
+    best). The table comes from the evidence battery by one stated rule
+    (:func:`robustgrpo.metrics.recommend`); :data:`RECOMMENDATIONS` holds it.
+
+    >>> recommended_method() == RECOMMENDED
+    True
+    """
+    if kind not in REWARD_KINDS:
+        raise ValueError(f"kind must be one of {list(REWARD_KINDS)}, got {kind!r}")
+    return RECOMMENDATIONS[kind, check_bool("reward_range_declared", reward_range_declared)]
+
+
+#: The estimator the evidence recommends when nothing is said about the rewards (no range, any kind):
+#: the default of :func:`compute_advantages` without ``reward_range``.
+RECOMMENDED: str = recommended_method()

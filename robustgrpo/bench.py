@@ -116,15 +116,30 @@ def robust_numpy_scipy(rewards: np.ndarray, c: float = 2.5, resolution: float = 
     """The ``robust`` estimator written with numpy and scipy.stats only.
 
     Same formulas as :func:`robustgrpo.advantages._robust` (median centre,
-    tie tolerance ``resolution * range``, resolved deviations, normal MAD and
-    the bounded fallback scale with its continuous weighted lower median,
+    tie tolerance ``resolution`` times the range clamped to the batch's
+    typical gap, at least the float residue; resolved deviations, normal MAD
+    and the bounded fallback scale with its continuous weighted lower median,
     clip at ``c``; degenerate groups get 0), for full ``[B, G]`` float arrays.
     """
     r = np.asarray(rewards)
     n = r.shape[-1]
     med = np.median(r, axis=-1, keepdims=True)
-    t = resolution * (r.max(axis=-1, keepdims=True) - r.min(axis=-1, keepdims=True))
     d = r - med
+    residue = 4 * np.finfo(r.dtype).eps * np.median(np.abs(r), axis=-1, keepdims=True)
+    spread = r.max(axis=-1, keepdims=True) - r.min(axis=-1, keepdims=True)
+    own = np.maximum(1e-6 * spread, residue)
+    resolved = np.maximum(np.abs(d) - own, 0.0).ravel()
+    weight = np.where(own > 0, np.minimum(np.maximum(np.abs(d) - own, 0.0) / np.where(own > 0, own, 1.0), 1.0),
+                      (np.abs(d) > 0).astype(r.dtype)).ravel()
+    if (weight > 0).any():  # the batch's typical gap: the weighted 80th percentile of the resolved deviations
+        order = np.argsort(resolved, kind="stable")
+        x, w = resolved[order], weight[order]
+        cum = np.cumsum(w)
+        i = min(int(np.searchsorted(cum, 0.8 * cum[-1])), len(x) - 1)
+        prev = x[max(i - 1, 0)]
+        typical = prev + (x[i] - prev) * (min(1.0, max(0.0, 2 * (0.8 * cum[-1] - cum[i] + w[i]) / w[i])) if w[i] > 0 else 1.0)
+        spread = np.clip(spread, typical, 4 * typical)
+    t = np.maximum(resolution * spread, residue)
     u = np.maximum(np.abs(d) - t, 0.0)
     sigma = np.median(u, axis=-1) / scipy.stats.norm.ppf(0.75)
     x = np.sort(u, axis=-1)
@@ -141,7 +156,7 @@ def robust_numpy_scipy(rewards: np.ndarray, c: float = 2.5, resolution: float = 
     s_fb = np.sqrt((np.minimum(u, b) ** 2).sum(axis=-1) / max(n - 1, 1))
     scale = np.maximum(np.maximum(sigma, s_fb), t[:, 0] / math.sqrt(max(n - 1, 1)))
     adv = np.clip(np.sign(d) * u / np.where(scale > 0, scale, 1.0)[:, None], -c, c)
-    degenerate = (r.max(axis=-1) - r.min(axis=-1)) <= 0
+    degenerate = (r.max(axis=-1) - r.min(axis=-1)) <= residue[:, 0]
     return np.where(degenerate[:, None], 0.0, adv).astype(r.dtype)
 
 

@@ -7,6 +7,8 @@ estimators  the catalogue: names, formulas, parameters
 bench       time every estimator against idiomatic grpo and numpy + scipy (--trainer: inside TRL's trainer)
 figures     rebuild every report figure (PNG, SVG, PDF) and an index into a folder
 notebooks   execute the notebook series into a folder, their figures beside them
+battery     the evidence battery: every estimator's update against the exact gradient, and the
+            recommendation per situation that a stated rule derives from it
 diagnose    a reward log of a real run: zero-std and MAD-zero groups, outliers, estimator disagreement, advice
 simulate    run the drift simulator from a JSON config: the record (Parquet) and its figure
 sweep       run a declared grid of simulations or metrics x seeds (in-process or on Ray) into a
@@ -129,6 +131,36 @@ def _cmd_notebooks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_battery(args: argparse.Namespace) -> int:
+    import json
+
+    from .advantages import RECOMMENDATION_FILE
+    from .metrics.battery import FULL, QUICK, battery_file, format_recommendations, recommend, recommendation_record, run_battery
+
+    settings = QUICK if args.quick else FULL
+    if args.write and args.quick:
+        raise ValueError("--write ships the full battery; drop --quick")
+    out = make_folder(args.out) if args.out else None
+    import time
+
+    start = time.perf_counter()
+    table = run_battery(**settings, progress=not args.no_progress)
+    seconds = time.perf_counter() - start
+    recommendations = recommend(table)
+    print(format_recommendations(recommendations))
+    print(f"\n{len(table)} rows ({table.groupby(['family', 'G']).ngroups} cells x estimators, declared or not) in {seconds:.0f} s")
+    if out is not None:
+        table.to_parquet(out / "battery.parquet", index=False)
+        recommendations.to_csv(out / "recommendations.csv", index=False)
+        print(f"written: {out / 'battery.parquet'}, {out / 'recommendations.csv'}")
+    if args.write:
+        make_folder(battery_file().parent)
+        table.to_parquet(battery_file(), index=False)
+        RECOMMENDATION_FILE.write_text(json.dumps(recommendation_record(recommendations), indent=1) + "\n", encoding="utf-8")
+        print(f"shipped: {battery_file()}, {RECOMMENDATION_FILE}")
+    return 0
+
+
 def _column(text: str) -> tuple[str, str]:
     field, sep, column = text.partition("=")
     if not sep or not field or not column:
@@ -141,7 +173,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     from .rewardlogs import load_reward_log
 
     log = load_reward_log(args.file, columns=dict(args.column or []), skip_bad=args.skip_bad)
-    diagnosis = diagnose(log, reward_range=args.reward_range, reward_fn=args.reward_fn)
+    diagnosis = diagnose(log, reward_range=args.reward_range, reward_fn=args.reward_fn, reward_kind=args.reward_kind)
     print(diagnosis.text())
     if args.html:
         from .report.diagnose import write_diagnosis_html
@@ -301,10 +333,19 @@ def build_parser() -> argparse.ArgumentParser:
     notebooks.add_argument("--timeout", type=_positive, default=600, help="seconds allowed per cell")
     notebooks.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     notebooks.set_defaults(func=_cmd_notebooks)
+    battery = sub.add_parser("battery", help="run the evidence battery and print the recommendation per situation")
+    battery.add_argument("--quick", action="store_true", help="G = 8, 16 and 16 seeds instead of G = 4..32 and 64 seeds")
+    battery.add_argument("--out", metavar="DIR", help="also write battery.parquet and recommendations.csv into DIR")
+    battery.add_argument("--write", action="store_true",
+                         help="ship the result: data/evidence/battery.parquet and robustgrpo/recommendation.json")
+    battery.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    battery.set_defaults(func=_cmd_battery)
     diag = sub.add_parser("diagnose", help="diagnose a reward log (CSV, JSON Lines, Parquet) and recommend an estimator")
     diag.add_argument("file", help="reward log: one row per sample with step, group (prompt id), reward")
     diag.add_argument("--reward-range", type=float, nargs=2, metavar=("LO", "HI"), help="flag rewards outside [LO, HI]")
     diag.add_argument("--reward-fn", metavar="NAME", help="the reward function to diagnose when the log holds several")
+    diag.add_argument("--reward-kind", choices=["binary", "composite", "continuous", "any"],
+                      help="what the rewards are, for the recommendation (default: binary if they take two values, else any)")
     diag.add_argument("--column", type=_column, action="append", metavar="FIELD=NAME",
                       help="the file's column for a field (step, group, reward, reward_fn, length), e.g. group=question_id")
     diag.add_argument("--skip-bad", action="store_true", help="skip malformed rows and say how many and why, instead of stopping")

@@ -47,6 +47,7 @@ Estimator settings pass through :func:`~robustgrpo.advantages.compute_advantages
 (``params``, broadcast to the estimators that accept them).
 
 >>> import pandas as pd
+>>> import robustgrpo
 >>> from robustgrpo.rewardlogs import RewardLog
 >>> from pathlib import Path
 >>> frame = pd.DataFrame({"step": [0] * 8, "group": ["a"] * 8,
@@ -56,8 +57,8 @@ Estimator settings pass through :func:`~robustgrpo.advantages.compute_advantages
 [[10.0, True, True]]
 >>> float(d.overall["best_negative_rate"].iloc[0])
 1.0
->>> d.recommendation.method
-'rank'
+>>> d.recommendation.method == robustgrpo.recommended_method("binary", reward_range_declared=True)
+True
 """
 
 from __future__ import annotations
@@ -72,7 +73,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .advantages import ESTIMATORS, compute_advantages, resolve_methods
+from .advantages import (
+    ESTIMATORS,
+    RECOMMENDATION_EVIDENCE,
+    REWARD_KINDS,
+    compute_advantages,
+    recommended_method,
+    resolve_methods,
+)
 from .checks import ParamError, check_positive, check_real
 from .inputs import group_by_index
 from .metrics import relative_update_error, update_cosine
@@ -132,6 +140,10 @@ class LogFacts:
         negative ``grpo`` advantage (NaN when no group is eligible).
     reward_range : tuple of float or None
         The declared range.
+    reward_kind : {"binary", "composite", "continuous", "any"}
+        What the rewards are (:data:`~robustgrpo.advantages.REWARD_KINDS`): said by
+        the caller, or inferred as ``"binary"`` when the plausible rewards take two
+        values, else ``"any"``.
     """
 
     n_groups: int
@@ -141,6 +153,7 @@ class LogFacts:
     out_of_range_fraction: float
     best_negative_rate: float
     reward_range: tuple[float, float] | None = None
+    reward_kind: str = "any"
 
 
 @dataclass(frozen=True)
@@ -174,11 +187,15 @@ class Recommendation:
 
 @dataclass(frozen=True)
 class Rule:
-    """One branch of :func:`recommend`: when it applies, what it recommends, and why."""
+    """One branch of :func:`recommend`: when it applies, what it recommends, and why.
+
+    ``method`` maps the facts to an estimator: the evidence battery's
+    recommendation for the log's situation (:func:`~robustgrpo.advantages.recommended_method`).
+    """
 
     name: str
     applies: Callable[[LogFacts], bool]
-    method: str
+    method: Callable[[LogFacts], str]
     params: Mapping[str, Any]
     reason: Callable[[LogFacts], str]
     options: Callable[[LogFacts], Mapping[str, Any]] = lambda f: {}
@@ -204,54 +221,72 @@ def _range_text(f: LogFacts) -> str:
     return "" if f.reward_range is None else f"[{f.reward_range[0]:g}, {f.reward_range[1]:g}]"
 
 
-#: The recommendation rule, first match wins. Edit this table to change the advice;
-#: tests/test_diagnose.py checks every branch.
+def _situation_method(f: LogFacts) -> str:
+    return recommended_method(f.reward_kind, f.reward_range is not None)
+
+
+def _evidence(kind: str, declared: bool) -> str:
+    """The battery's words on a situation: its recommendation's worst regret there."""
+    row = RECOMMENDATION_EVIDENCE[kind, declared]
+    regret = row.get("worst_regret")
+    where = f" (worst case {row['worst_cell']})" if row.get("worst_cell") else ""
+    said = {"any": "rewards of any kind", "binary": "0/1 rewards", "composite": "summed reward functions",
+            "continuous": "model scores"}[kind]
+    tail = "with the range declared" if declared else "without a declared range"
+    text = f"on the evidence battery's {said} {tail} its update is within {regret:.3f} of the best estimator's{where}" \
+        if regret is not None else "the evidence battery's recommendation"
+    return text
+
+
+def _kind_hint(f: LogFacts) -> str:
+    return "" if f.reward_kind != "any" else (
+        "; the rewards take more than two values, so the kind was not inferred: pass reward_kind='composite' "
+        "(a sum of reward functions) or 'continuous' (a reward model's or a judge's score) for a sharper choice")
+
+
+#: The recommendation rule, first match wins. Every estimator comes from the evidence battery's
+#: recommendation for the log's situation (reward kind, range declared or not); tests/test_diagnose.py
+#: checks every branch and that the advice equals :func:`~robustgrpo.advantages.recommended_method`.
 RULES: tuple[Rule, ...] = (
     Rule(
         "no_signal",
         lambda f: f.frac_zero_std >= 1.0,
-        "grpo",
+        _situation_method,
         {},
         lambda f: "every group's rewards tie (frac_reward_zero_std = 100 %), so every estimator gives advantage 0: "
         "fix the reward or sample more varied answers before choosing an estimator",
     ),
     Rule(
-        "out_of_range",
-        lambda f: f.out_of_range_fraction > 0,
-        "rank",
+        "declared",
+        lambda f: f.reward_range is not None,
+        _situation_method,
         {},
-        lambda f: f"{f.out_of_range_fraction:.2%} of the rewards lie outside the declared range {_range_text(f)}, a scorer "
-        "fault: declare reward_range so they are masked out of their groups (in the suite's evidence, notebook 04, "
-        "that lifts every estimator's update close to the clean one), score what stays with rank, and fix the scorer",
+        lambda f: (f"{f.out_of_range_fraction:.2%} of the rewards lie outside the declared range {_range_text(f)} (a scorer "
+                   "fault: they are masked out of their groups; fix the scorer) and " if f.out_of_range_fraction > 0 else
+                   f"the range {_range_text(f)} is declared and ")
+        + f"{_situation_method(f)} is the recommendation: {_evidence(f.reward_kind, True)}{_kind_hint(f)}",
         lambda f: {"reward_range": f.reward_range, "out_of_range": "mask"},
     ),
     Rule(
-        "outliers_with_ties",
-        lambda f: _contaminated(f) and f.frac_mad_zero_with_spread >= TIES_DOMINATE,
-        "rank",
+        "undeclared_outliers",
+        _contaminated,
+        _situation_method,
         {},
         lambda f: f"{f.outlier_group_fraction:.1%} of the groups hold an outlier candidate (the best plausible answer "
-        f"gets a negative grpo advantage in {_rate(f.best_negative_rate)} of the groups with a best answer) and the MAD is 0 in "
-        f"{f.frac_mad_zero_with_spread:.0%} of the groups with spread: rank ignores how large an outlier is and, unlike a "
-        "median centre, still signals every answer; it has the best update cosine on tied, glitched rewards (notebook 04)",
+        f"gets a negative grpo advantage in {_rate(f.best_negative_rate)} of the groups with a best answer) and no range is "
+        f"declared: {_situation_method(f)} is the recommendation ({_evidence(f.reward_kind, False)}); if the rewards have a "
+        f"known range, declare it (reward_range): then {recommended_method(f.reward_kind, True)} is "
+        f"({_evidence(f.reward_kind, True)}){_kind_hint(f)}",
     ),
     Rule(
-        "outliers",
-        _contaminated,
-        "huber_m",
-        {"c": 2.5},
-        lambda f: f"{f.outlier_group_fraction:.1%} of the groups hold an outlier candidate (the best plausible answer "
-        f"gets a negative grpo advantage in {_rate(f.best_negative_rate)} of the groups with a best answer) and the rewards rarely tie: huber_m's "
-        "M-estimates of location and scale resist them, keep the scores' magnitudes and give every sample a signal; "
-        "it has the best update cosine on continuous reward-model scores (notebook 04)",
-    ),
-    Rule(
-        "clean",
+        "undeclared",
         lambda f: True,
-        "grpo",
+        _situation_method,
         {},
         lambda f: f"outlier candidates in only {f.outlier_group_fraction:.1%} of the groups and best answers pushed "
-        f"negative in {_rate(f.best_negative_rate)}: grpo's mean and std are the efficient choice on clean rewards",
+        f"negative in {_rate(f.best_negative_rate)}, no range declared: {_situation_method(f)} is the recommendation "
+        f"({_evidence(f.reward_kind, False)}); declaring a known range makes it {recommended_method(f.reward_kind, True)}"
+        f"{_kind_hint(f)}",
     ),
 )
 
@@ -259,20 +294,24 @@ RULES: tuple[Rule, ...] = (
 def recommend(facts: LogFacts, rules: Sequence[Rule] = RULES) -> Recommendation:
     """The estimator to use for a log with these facts: the first rule of ``rules`` that applies.
 
-    The rules (:data:`RULES`, in order): ``no_signal`` (every group ties:
-    nothing to choose), ``out_of_range`` (rewards outside the declared
-    range: ``rank`` with the range declared), ``outliers_with_ties`` (more
-    than 2 % of groups with an outlier candidate, or of best answers pushed
-    negative, on tie-dominated rewards: ``rank``), ``outliers`` (the same
-    on rewards that rarely tie: ``huber_m``), ``clean`` (``grpo``). The
-    choices follow :func:`robustgrpo.metrics.estimator_evidence`.
+    Every rule recommends the evidence battery's estimator for the log's
+    situation: :func:`~robustgrpo.advantages.recommended_method` of its
+    reward kind (``facts.reward_kind``: said by the caller, or ``"binary"``
+    when the plausible rewards take two values, else ``"any"``) and of
+    whether a range is declared. The rules (:data:`RULES`) differ in what
+    they say: ``no_signal`` (every group ties: nothing to choose),
+    ``declared`` (a range is declared; rewards outside it are masked),
+    ``undeclared_outliers`` (outlier candidates in more than 2 % of the
+    groups, or best answers pushed negative as often, without a range: also
+    what declaring one would change), ``undeclared``.
 
-    >>> recommend(LogFacts(100, 0.2, 0.9, 0.0, 0.0, 0.0)).method
-    'grpo'
+    >>> from robustgrpo.advantages import recommended_method
+    >>> recommend(LogFacts(100, 0.2, 0.9, 0.0, 0.0, 0.0)).method == recommended_method("any", False)
+    True
     """
     for rule in rules:
         if rule.applies(facts):
-            return Recommendation(rule.method, dict(rule.params), rule.reason(facts), rule.name, dict(rule.options(facts)))
+            return Recommendation(rule.method(facts), dict(rule.params), rule.reason(facts), rule.name, dict(rule.options(facts)))
     raise ValueError("no rule applies; the last rule of a rule table must apply to every log")
 
 
@@ -425,6 +464,7 @@ def diagnose(
     *,
     reward_range: tuple[float, float] | None = None,
     reward_fn: str | None = None,
+    reward_kind: str | None = None,
     methods: str | Sequence[str] | None = None,
     outlier_k: float = OUTLIER_K,
     tie_tol: float = TIE_TOL,
@@ -440,6 +480,11 @@ def diagnose(
         The range the rewards should lie in; rewards outside are flagged.
     reward_fn : str, optional
         The reward function to diagnose when the log holds several.
+    reward_kind : {"binary", "composite", "continuous", "any"}, optional
+        What the rewards are, for the recommendation
+        (:func:`~robustgrpo.advantages.recommended_method`). Default: ``"binary"``
+        when the plausible rewards (neither outlier candidates nor out of range)
+        take at most two values, else ``"any"``.
     methods : str or sequence of str, optional
         Estimators compared with ``grpo`` on the gradient (default: the whole catalogue).
     outlier_k : float
@@ -468,6 +513,8 @@ def diagnose(
     if not isinstance(log, RewardLog):
         log = load_reward_log(log)
     reward_range = _reward_range(reward_range)
+    if reward_kind is not None and reward_kind not in REWARD_KINDS:
+        raise ValueError(f"reward_kind must be one of {list(REWARD_KINDS)}, got {reward_kind!r}")
     outlier_k = check_positive("outlier_k", outlier_k)
     tie_tol = check_real("tie_tol", tie_tol, minimum=0.0)
     names = resolve_methods(methods)
@@ -497,6 +544,9 @@ def diagnose(
     range_flag = torch.zeros_like(mask) if reward_range is None else mask & ((r < reward_range[0]) | (r > reward_range[1]))
     plausible = mask & ~robust_flag & ~range_flag
     grpo = compute_advantages(r, "grpo", mask=mask, **per_method["grpo"]).advantages
+    if reward_kind is None:
+        levels = torch.unique(r[plausible]).numel()
+        reward_kind = "binary" if levels <= 2 else "any"
     best_reward = fill_invalid(r, plausible, -math.inf).amax(-1)
     worst_reward = fill_invalid(r, plausible, math.inf).amin(-1)
     best_eligible = plausible.any(-1) & (best_reward > worst_reward)
@@ -531,7 +581,7 @@ def diagnose(
     outliers = samples[samples["robust_rule"] | samples["out_of_range"]].reset_index(drop=True)
 
     # per-step policy updates of every estimator against grpo's
-    advantages = {m: grpo if m == "grpo" else compute_advantages(r, m, mask=mask, **per_method[m]).advantages for m in names}
+    advantages = {m: grpo if m == "grpo" else _step_advantages(r, mask, m, per_method[m], step_rows) for m in names}
     agreement, agreement_summary = _update_agreement(advantages, steps["step"], step_rows)
     spread = ~groups["zero_std"]
     facts = LogFacts(
@@ -542,6 +592,7 @@ def diagnose(
         out_of_range_fraction=float(groups["n_out_of_range"].sum() / groups["n"].sum()),
         best_negative_rate=float(overall["best_negative_rate"].iloc[0]),
         reward_range=reward_range,
+        reward_kind=reward_kind,
     )
     return Diagnosis(
         source=log.path.name,
@@ -559,6 +610,18 @@ def diagnose(
         recommendation=recommend(facts),
         params=dict(params),
     )
+
+
+def _step_advantages(r: torch.Tensor, mask: torch.Tensor, method: str, params: Mapping[str, Any],
+                     step_rows: torch.Tensor) -> torch.Tensor:
+    """``method``'s advantages of every group; a batch-level estimator's one step (one training batch) at a time."""
+    if not ESTIMATORS[method].batch_level:
+        return compute_advantages(r, method, mask=mask, **params).advantages
+    out = torch.zeros_like(r)
+    for s_index in torch.unique(step_rows).tolist():  # over steps (training batches), not groups
+        rows = step_rows == s_index
+        out[rows] = compute_advantages(r[rows], method, mask=mask[rows], **params).advantages
+    return out
 
 
 def _settings_per_estimator(names: list[str], params: dict[str, Any]) -> dict[str, dict[str, Any]]:

@@ -34,6 +34,7 @@ __all__ = [
     "NAN_POLICIES",
     "as_tensor",
     "to_kind",
+    "source_dtype",
     "validate_mask",
     "apply_nan_policy",
     "count_valid",
@@ -107,6 +108,19 @@ def as_tensor(x: ArrayLike, name: str = "rewards") -> tuple[torch.Tensor, InputK
     elif arr.dtype.kind != "f":
         arr = arr.astype(np.float64)
     return torch.from_numpy(np.ascontiguousarray(arr)), kind
+
+
+def source_dtype(x: ArrayLike, converted: torch.Tensor) -> torch.dtype:
+    """The float dtype ``x`` arrived in: its own for float16/bfloat16 input (which :func:`as_tensor` upcasts), else ``converted``'s.
+
+    Float residue is a property of the arithmetic that made the rewards, so it
+    is measured in this dtype (:func:`robustgrpo.stats.residue_tolerance`).
+    """
+    if isinstance(x, torch.Tensor) and x.dtype in _HALF_DTYPES:
+        return x.dtype
+    if isinstance(x, np.ndarray) and x.dtype == np.float16:
+        return torch.float16
+    return converted.dtype
 
 
 def to_kind(t: torch.Tensor, kind: InputKind) -> Any:

@@ -56,13 +56,19 @@ __all__ = [
     "masked_std",
     "huber_gamma",
     "huber_proposal2",
+    "huber_location",
     "winsor_bounds",
     "DEFAULT_RESOLUTION",
     "value_range",
     "tie_tolerance",
+    "RESIDUE_ULPS",
+    "residue_tolerance",
+    "typical_deviation",
+    "batch_tie_reference",
     "shrink",
     "resolved_weight",
     "continuous_lower_median",
+    "continuous_quantile",
     "soft_midranks",
     "resolve_towards",
     "median",
@@ -210,6 +216,49 @@ def huber_gamma(c: float) -> float:
     pdf = math.exp(-0.5 * c * c) / math.sqrt(2.0 * math.pi)
     tmp = 2.0 * cdf - 1.0
     return tmp + c * c * (1.0 - tmp) - 2.0 * c * pdf
+
+
+def huber_location(
+    x: torch.Tensor,
+    mask: torch.Tensor | None,
+    n: torch.Tensor,
+    start: torch.Tensor,
+    scale: torch.Tensor,
+    *,
+    c: float = 1.5,
+    maxiter: int = 50,
+) -> torch.Tensor:
+    r"""Huber's M-estimate of location at a known scale, row by row.
+
+    The root :math:`\mu` of
+
+    .. math:: \sum_i \psi_c\Big(\frac{x_i - \mu}{s}\Big) = 0, \qquad \psi_c(z) = \operatorname{clip}(z, -c, c),
+
+    with ``scale`` :math:`s > 0` per row (or one for the batch). The sum is
+    piecewise linear and decreasing in :math:`\mu`, so Newton's step on the
+    current split of the values into those below :math:`\mu - c s` (L),
+    inside (I) and above (U), :math:`\mu = \bar x_I + c s (|U| - |L|) / |I|`,
+    reaches the root exactly once the split stops changing (a few steps),
+    starting from ``start`` (the median). A row whose split holds nothing
+    inside keeps its start, which is then a root (every value clipped, as many
+    above as below, up to the median). The influence of any one value on
+    :math:`\mu` is at most :math:`c s / |I|`, however far it lies.
+    """
+    valid = torch.ones_like(x, dtype=torch.bool) if mask is None else mask
+    s = scale.unsqueeze(-1) if scale.ndim == start.ndim else scale
+    mu = start
+    for _ in range(maxiter):  # Newton steps on the split (converges in a few), over all rows at once
+        d = x - mu.unsqueeze(-1)
+        below, above = valid & (d < -c * s), valid & (d > c * s)
+        inside = valid & ~below & ~above
+        k = inside.sum(-1)
+        mean_in = fill_invalid(x, inside, 0.0).sum(-1) / k.clamp_min(1).to(x.dtype)
+        step = mean_in + c * s.squeeze(-1) * (above.sum(-1) - below.sum(-1)).to(x.dtype) / k.clamp_min(1).to(x.dtype)
+        new = torch.where(k > 0, step, mu)
+        if torch.equal(new, mu):
+            break
+        mu = new
+    return mu
 
 
 def huber_proposal2(
@@ -517,20 +566,121 @@ def value_range(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     return torch.where(hi >= lo, hi - lo, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
+#: Float residue of a sum of a few reward terms: differences up to this many units in the last place of
+#: the rewards' typical magnitude (in the dtype the rewards came in) are rounding, not signal.
+RESIDUE_ULPS = 4
+#: :func:`typical_deviation` counts a deviation from the median as resolved over this fraction of its group's range.
+TYPICAL_WEIGHT_RESOLUTION = 1e-6
+#: :func:`batch_tie_reference` caps each group's range at this multiple of the batch's typical deviation.
+TIE_REFERENCE_CAP = 4.0
+#: The quantile of the batch's resolved deviations from the group medians taken as its typical deviation
+#: (:func:`typical_deviation`).
+TIE_REFERENCE_QUANTILE = 0.8
+
+
+def residue_tolerance(x: torch.Tensor, mask: torch.Tensor | None, dtype: torch.dtype | None = None) -> torch.Tensor:
+    r"""The float residue of each row: :math:`\tau = 4\,\epsilon_{dtype} \operatorname{med}_i |x_i|`.
+
+    Rewards that are equal on paper come out of a sum of reward functions
+    (or a judge's arithmetic) differing by a unit or two in the last place
+    (``0.1 + 0.2 + 0.4`` and ``0.4 + 0.2 + 0.1`` in float32 differ by one
+    ulp). Differences up to :data:`RESIDUE_ULPS` ulps of the row's typical
+    magnitude (the median of its absolute values, which a glitch does not
+    move) are that residue. ``dtype`` is the dtype the rewards arrived in
+    (float16 and bfloat16 are upcast before any arithmetic, but their
+    residue is theirs: ``eps`` is 9.8e-4 for float16, 7.8e-3 for bfloat16,
+    1.2e-7 for float32, 2.2e-16 for float64); default ``x.dtype``. A row
+    with no valid value gets 0.
+
+    What it cannot see: a sum that cancels to about 0 (``0.1 + 0.2 - 0.3``)
+    carries the residue of its terms, not of its value; a row of such sums
+    next to exact zeros has a typical magnitude near 0. A declared reward
+    range sets an absolute tolerance that covers it.
+    """
+    eps = torch.finfo(x.dtype if dtype is None else dtype).eps
+    n = torch.full(x.shape[:-1], x.shape[-1], device=x.device) if mask is None else mask.sum(-1)
+    magnitude = median_of_sorted(sort_valid(x.abs(), mask), n)
+    return (RESIDUE_ULPS * eps) * magnitude
+
+
+def typical_deviation(
+    x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, spread: torch.Tensor, residue: torch.Tensor | None = None
+) -> torch.Tensor | None:
+    r"""The batch's typical genuine reward gap: a quantile of its resolved deviations from the group medians.
+
+    With each row's median :math:`m_b`, a tolerance
+    :math:`t_b = \max(10^{-6}\,(\max_i x_{bi} - \min_i x_{bi}),\ \tau_b)`
+    (:data:`TYPICAL_WEIGHT_RESOLUTION` of its range, at least its float
+    ``residue`` :math:`\tau_b`: fine enough that a glitch a million times
+    the gap leaves the gap resolved, and positive, so that D moves
+    continuously as a reward leaves a tie) and the resolved deviations
+    :math:`u_{bi} = \max(|x_{bi} - m_b| - t_b, 0)` weighted by how resolved
+    they are, :math:`w_{bi} = \min(u_{bi} / t_b, 1)` (:func:`resolved_weight`),
+
+    .. math:: D = Q^{w}_{0.8}\{u_{bi}\}
+
+    over every valid entry of every row: the weighted 80th percentile
+    (:func:`continuous_quantile`, so D is continuous in every reward), a 0-d
+    tensor; None when no deviation is resolved (every group ties). Deviations
+    tied with their median (the majority of a 0/1 group) say nothing about a
+    gap's size and weigh 0. The quantile (:data:`TIE_REFERENCE_QUANTILE`)
+    sits where, on the battery's 0/1 rewards, both distortions leave it on
+    the genuine gaps: a jitter far below the gap on every reward (the genuine
+    gaps are then the top fifth or more of the deviations while the minority
+    answers make up at least a fifth of them) and glitches far above it
+    (while they make up less than a fifth of the resolved deviations).
+    """
+    centre = median_of_sorted(sort_valid(x, mask), n)
+    t = TYPICAL_WEIGHT_RESOLUTION * spread
+    if residue is not None:
+        t = torch.maximum(t, residue)
+    u = ((x - centre.unsqueeze(-1)).abs() - t.unsqueeze(-1)).clamp_min(0)
+    w = resolved_weight(u, t)
+    if mask is not None:
+        w = torch.where(mask, w, torch.zeros((), dtype=w.dtype, device=w.device))
+        u = torch.where(mask, u, torch.zeros((), dtype=u.dtype, device=u.device))
+    if not bool((w > 0).any()):
+        return None
+    order = torch.argsort(u.reshape(-1))
+    return continuous_quantile(u.reshape(1, -1)[:, order], w.reshape(1, -1)[:, order], TIE_REFERENCE_QUANTILE)[0]
+
+
+def batch_tie_reference(spread: torch.Tensor, typical: torch.Tensor | None) -> torch.Tensor:
+    r"""The range each row's tie tolerance is relative to when no reward range is declared.
+
+    .. math:: R_b = \min\big(\max(\operatorname{range}_b,\ D),\ 4 D\big)
+
+    with D the batch's :func:`typical_deviation` (``typical``; None: every
+    row keeps its own range). A group's own range alone is set by its largest
+    glitch: a glitch of 1000 on 0/1 rewards makes a tolerance of 0.1 % of
+    the range as wide as the gap itself, and a group of wrong answers
+    jittered by 1e-4 gets a tolerance far below the jitter. Clamping the
+    range to :math:`[D, 4D]` (:data:`TIE_REFERENCE_CAP`) ties the tolerance
+    to what the batch says a reward gap is: glitches cannot inflate it and
+    jitter cannot shrink it below the jitter. A group whose range is within
+    ``[D, 4 D]`` keeps it: every clean 0/1 group, and a batch of one group
+    with one glitch (whose deviations are its own, so D is the glitch's).
+    """
+    if typical is None:
+        return spread
+    return torch.minimum(torch.maximum(spread, typical), TIE_REFERENCE_CAP * typical)
+
+
 def tie_tolerance(
     x: torch.Tensor,
     mask: torch.Tensor | None,
     resolution: float,
     span: torch.Tensor | None = None,
     spread: torch.Tensor | None = None,
+    floor: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    r"""The tie tolerance of each row: :math:`t = \rho\,(\max_i x_i - \min_i x_i)`, or :math:`\rho\,w`.
+    r"""The tie tolerance of each row: :math:`t = \max(\rho\,R, \tau)`, with R the row's range or :math:`w`.
 
     With ``resolution`` :math:`\rho`, two values closer than ``t`` are tied
     for every order-based statistic that uses this module's resolution
     kernels, values more than ``2 t`` apart are fully resolved, and in between
     the verdict moves linearly (so nothing jumps). The tolerance is relative
-    to the group's range, so it is scale equivariant: ``a x + b`` has
+    to the group's range R, so it is scale equivariant: ``a x + b`` has
     tolerance ``|a| t``.
 
     With ``span`` (the width :math:`w` of a declared reward range, e.g. 1 for
@@ -539,11 +689,16 @@ def tie_tolerance(
     ``t`` of each other (all wrong answers, jittered) is a tie too, which no
     tolerance relative to the group's own range can say.
 
-    ``spread``, when given, is :func:`value_range` of ``x`` already computed.
+    ``spread``, when given, is the range R to use (:func:`value_range` of
+    ``x``, or the capped :func:`batch_tie_reference`). ``floor`` (per row,
+    :func:`residue_tolerance`) bounds ``t`` from below: float residue is
+    always a tie, also with ``resolution=0``.
     """
     if span is not None:
-        return (resolution * span).to(x.dtype).expand(x.shape[:-1])
-    return resolution * (value_range(x, mask) if spread is None else spread)
+        t = (resolution * span).to(x.dtype).expand(x.shape[:-1])
+    else:
+        t = resolution * (value_range(x, mask) if spread is None else spread)
+    return t if floor is None else torch.maximum(t, floor)
 
 
 def shrink(d: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -588,10 +743,21 @@ def continuous_lower_median(sorted_x: torch.Tensor, weights: torch.Tensor) -> to
     (the :math:`\lceil m/2 \rceil`-th of m). As a weight fades to 0 its value
     hands over continuously to its neighbours, provided the value fades with
     its weight (as :func:`resolved_weight` makes it). Invalid entries must
-    carry weight 0.
+    carry weight 0. :func:`continuous_quantile` at ``q = 1/2``.
+    """
+    return continuous_quantile(sorted_x, weights, 0.5)
+
+
+def continuous_quantile(sorted_x: torch.Tensor, weights: torch.Tensor, q: float) -> torch.Tensor:
+    r"""The lower ``q``-quantile of each ascending row with weights, continuous in values and weights.
+
+    As :func:`continuous_lower_median`, at :math:`p = q\,S_n`: with weights 0
+    or 1, the :math:`\lceil q m \rceil`-th of the m values of weight 1 where
+    :math:`q m - \lfloor q m \rfloor \ge 1/2` or :math:`qm` is whole, and
+    between it and the one before otherwise.
     """
     s = weights.cumsum(-1)
-    p = 0.5 * s[..., -1:]
+    p = q * s[..., -1:]
     i = torch.searchsorted(s.contiguous(), p.contiguous(), right=False).clamp_max(sorted_x.shape[-1] - 1)
     w_i = weights.gather(-1, i)
     x_i = sorted_x.gather(-1, i)

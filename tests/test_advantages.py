@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import scipy.optimize
 import scipy.stats
 import torch
 from scipy.stats import mstats
@@ -26,7 +27,8 @@ CORRECT, OUTLIER = SEED["correct_index"], SEED["outlier_index"]
 EXAMPLE = load_scenario(SEED["scenario"]).sample(dtype=torch.float64)
 POISONED, CLEAN = EXAMPLE.rewards, EXAMPLE.clean
 
-EXPECTED_NAMES = {"grpo", "dr_grpo", "batch_std", "rloo", "seed_mad", "mc_grpo", "robust", "rank", "huber_m", "winsor"}
+EXPECTED_NAMES = {"grpo", "dr_grpo", "batch_std", "rloo", "seed_mad", "mc_grpo", "robust", "rank", "huber_m", "batch_huber",
+                  "winsor"}
 
 
 def _batches() -> dict[str, np.ndarray]:
@@ -137,7 +139,9 @@ def test_registry_lists_the_catalogue():
         assert est.summary and est.source
         assert est.scaling in ("invariant", "equivariant", "none")
         assert est.clip is None or est.clip in est.defaults
-    assert {n for n, e in ESTIMATORS.items() if e.clip} == {"seed_mad", "robust", "huber_m"}
+    assert {n for n, e in ESTIMATORS.items() if e.clip} == {"seed_mad", "robust", "huber_m", "batch_huber"}
+    assert {n for n, e in ESTIMATORS.items() if e.batch_level} == {"batch_std", "batch_huber"}
+    assert sorted(e.simplicity for e in ESTIMATORS.values()) == list(range(1, len(ESTIMATORS) + 1))
     text = robustgrpo.describe_estimators()
     assert all(name in text for name in EXPECTED_NAMES)
 
@@ -150,7 +154,10 @@ def test_registry_is_read_only():
 def test_register_rejects_duplicates():
     with pytest.raises(ValueError, match="already registered"):
         robustgrpo.register("grpo", "again", scaling="invariant", source="test",
-                            breakdown=ESTIMATORS["grpo"].breakdown)(lambda g: None)
+                            breakdown=ESTIMATORS["grpo"].breakdown, simplicity=99)(lambda g: None)
+    with pytest.raises(ValueError, match="simplicity 1 of 'new' is 'dr_grpo'"):
+        robustgrpo.register("new", "again", scaling="invariant", source="test",
+                            breakdown=ESTIMATORS["grpo"].breakdown, simplicity=1)(lambda g: None)
 
 
 # ------------------------------------------------------------ oracles
@@ -160,8 +167,44 @@ def _numpy_grpo(r: np.ndarray, ddof=1, eps=1e-6) -> np.ndarray:
     return (r - r.mean(-1, keepdims=True)) / (r.std(-1, ddof=ddof, keepdims=True) + eps)
 
 
+RHO_DEFAULT = 1e-3  # the default resolution, as documented
+
+
+def _residue(r: np.ndarray) -> np.ndarray:
+    """The documented float residue of each row: 4 machine epsilons of its median magnitude."""
+    return 4 * np.finfo(r.dtype).eps * np.median(np.abs(r), -1)
+
+
 def _zero_degenerate(r: np.ndarray, adv: np.ndarray) -> np.ndarray:
-    return np.where((r.max(-1) == r.min(-1))[:, None], 0.0, adv)
+    return np.where((r.max(-1) - r.min(-1) <= _residue(r))[:, None], 0.0, adv)
+
+
+def _weighted_quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
+    """The documented continuous quantile: x_i holds (S_{i-1}, S_i]; rises from x_{i-1} over its lower half."""
+    order = np.argsort(x, kind="stable")
+    x, w = x[order], w[order]
+    s = np.cumsum(w)
+    p = q * s[-1]
+    i = min(int(np.searchsorted(s, p, side="left")), len(x) - 1)
+    prev = x[i - 1] if i > 0 else x[0]
+    frac = min(1.0, max(0.0, (p - (s[i] - w[i])) / (w[i] / 2))) if w[i] > 0 else 1.0
+    return float(prev + (x[i] - prev) * frac)
+
+
+def _typical_deviation(r: np.ndarray) -> float | None:
+    """The batch's typical gap as documented: the weighted 80th percentile of the resolved deviations."""
+    t = np.maximum(1e-6 * (r.max(-1) - r.min(-1)), _residue(r))[:, None]
+    u = np.maximum(np.abs(r - np.median(r, -1, keepdims=True)) - t, 0.0)
+    w = np.where(t > 0, np.minimum(u / np.where(t > 0, t, 1.0), 1.0), (u > 0).astype(float))
+    return None if not (w > 0).any() else _weighted_quantile(u.ravel(), w.ravel(), 0.8)
+
+
+def _tolerances(r: np.ndarray, rho: float = RHO_DEFAULT) -> np.ndarray:
+    """Each row's tie tolerance: rho times its range clamped to [D, 4 D], at least the residue."""
+    spread = r.max(-1) - r.min(-1)
+    D = _typical_deviation(r)
+    reference = spread if D is None else np.clip(spread, D, 4 * D)
+    return np.maximum(rho * reference, _residue(r))
 
 
 def oracle(name: str, r: np.ndarray) -> np.ndarray:
@@ -179,24 +222,32 @@ def oracle(name: str, r: np.ndarray) -> np.ndarray:
         med = np.median(r, -1, keepdims=True)
         return (r - med) / (np.median(np.abs(r - med), -1, keepdims=True) + 1e-3)
     if name == "robust":
-        return np.stack([_robust_row(row) for row in r])
+        return np.stack([_robust_row(row, t) for row, t in zip(r, _tolerances(r))])
     if name == "rank":
-        return np.stack([_rank_row(row) for row in r])
+        return np.stack([_rank_row(row, t) for row, t in zip(r, _tolerances(r))])
     if name == "winsor":
-        return np.stack([_winsor_row(row) for row in r])
+        return np.stack([_winsor_row(row, t) for row, t in zip(r, _tolerances(r))])
+    if name == "batch_huber":
+        return _batch_huber(r)
     raise KeyError(name)
 
 
-RHO = 1e-3  # the default resolution, as documented
+
+def _batch_huber(r: np.ndarray, c: float = 1.5, huber_c: float = 1.5) -> np.ndarray:
+    """``batch_huber`` from its docstring: the Huber location of each row at the batch's typical gap D, by a root finder."""
+    D = _typical_deviation(r) or 1.0
+    out = []
+    for row in r:
+        f = lambda mu: np.clip((row - mu) / D, -huber_c, huber_c).sum()  # noqa: E731 (decreasing in mu)
+        lo, hi = row.min() - 1.0, row.max() + 1.0
+        mu = scipy.optimize.brentq(f, lo, hi, xtol=1e-14, rtol=1e-15) if f(lo) * f(hi) < 0 else np.median(row)
+        out.append(np.clip((row - mu) / D, -c, c))
+    return np.stack(out)
 
 
-def _tolerance(row: np.ndarray, rho: float = RHO) -> float:
-    return rho * (row.max() - row.min())
-
-
-def _robust_row(row: np.ndarray, c: float = 2.5, rho: float = RHO) -> np.ndarray:
-    """``robust`` written from its docstring, one group at a time."""
-    n, m, t = len(row), float(np.median(row)), _tolerance(row, rho)
+def _robust_row(row: np.ndarray, t: float, c: float = 2.5) -> np.ndarray:
+    """``robust`` written from its docstring, one group at a time, at tie tolerance t."""
+    n, m = len(row), float(np.median(row))
     d = row - m
     u = np.maximum(np.abs(d) - t, 0.0)
     sigma = 1.482602218505602 * np.median(u)
@@ -212,9 +263,8 @@ def _robust_row(row: np.ndarray, c: float = 2.5, rho: float = RHO) -> np.ndarray
     return np.clip(np.sign(d) * u / max(sigma, s_fb, t / math.sqrt(n - 1)), -c, c)
 
 
-def _rank_row(row: np.ndarray, rho: float = RHO) -> np.ndarray:
-    """``rank`` from its docstring: mid-ranks with the piecewise-linear tie function H, by all pairs."""
-    t = _tolerance(row, rho)
+def _rank_row(row: np.ndarray, t: float) -> np.ndarray:
+    """``rank`` from its docstring: mid-ranks with the piecewise-linear tie function H, by all pairs, at tolerance t."""
     delta = row[:, None] - row[None, :]
     a = np.abs(delta)
     if t > 0:
@@ -228,8 +278,7 @@ def _rank_row(row: np.ndarray, rho: float = RHO) -> np.ndarray:
     return z - z.mean()
 
 
-def _winsor_row(row: np.ndarray, rho: float = RHO) -> np.ndarray:
-    t = _tolerance(row, rho)
+def _winsor_row(row: np.ndarray, t: float) -> np.ndarray:
     m = np.median(row)
     resolved = m + np.sign(row - m) * np.maximum(np.abs(row - m) - t, 0.0)
     w = np.asarray(mstats.winsorize(resolved, limits=(0.2, 0.2)))
@@ -319,18 +368,41 @@ def test_winsor_erases_a_lone_success():
 # ------------------------------------------------------------ masks and groups
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED_NAMES - {"batch_std"}))
-def test_mask_equals_per_group_computation(name):
+@pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
+def test_mask_equals_the_same_groups_without_padding(name):
     rng = np.random.default_rng(5)
     r = np.where(rng.random((40, 10)) < 0.3, 1.0, 0.0) + rng.normal(0, 0.1, (40, 10)) * (rng.random((40, 10)) < 0.5)
     mask = rng.random((40, 10)) < 0.75
     mask[:, :2] = True
     padded = np.where(mask, r, 123.0)
     got = compute_advantages(padded, name, mask=mask).advantages
+    rows = np.nonzero(mask)[0]
+    flat = compute_advantages(r[mask], name, index=rows).advantages  # the same batch, ragged
+    np.testing.assert_allclose(got[mask], flat, rtol=1e-9, atol=1e-9)
+    assert (got[~mask] == 0).all()
+    # group by group: every estimator whose groups do not depend on the batch, and with a declared range
+    # (an absolute tie tolerance) every estimator whose scale is not the batch's
+    if ESTIMATORS[name].batch_level:
+        return
+    kw = {} if not ESTIMATORS[name].depends_on_batch else {"reward_range": (-1.0, 2.0)}
+    declared = compute_advantages(padded, name, mask=mask, **kw).advantages
     for i in range(40):
-        expected = compute_advantages(r[i][mask[i]][None, :], name).advantages[0]
-        np.testing.assert_allclose(got[i][mask[i]], expected, rtol=1e-9, atol=1e-9)
-        assert (got[i][~mask[i]] == 0).all()
+        expected = compute_advantages(r[i][mask[i]][None, :], name, **kw).advantages[0]
+        np.testing.assert_allclose(declared[i][mask[i]], expected, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in EXPECTED_NAMES if ESTIMATORS[n].depends_on_batch))
+def test_batch_dependence_is_the_registry_fact(name):
+    """A group's advantages move with the batch around it exactly for the estimators that say so."""
+    group = np.array([[0.0, 0, 0, 0, 0, 1, 1000, 0]])
+    others = np.tile([[0.0, 0, 1, 0, 1, 0, 0, 0]], (20, 1))
+    alone = compute_advantages(group, name).advantages[0]
+    together = compute_advantages(np.vstack([group, others]), name).advantages[0]
+    assert not np.allclose(alone, together)
+    for other in sorted(EXPECTED_NAMES - {name}):
+        if not ESTIMATORS[other].depends_on_batch:
+            np.testing.assert_array_equal(compute_advantages(group, other).advantages[0],
+                                          compute_advantages(np.vstack([group, others]), other).advantages[0])
 
 
 def test_batch_std_uses_every_valid_reward():

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure
 from scipy.stats import median_abs_deviation
 
 from robustgrpo import compute_advantages
+from robustgrpo.advantages import RECOMMENDATION_EVIDENCE, recommended_method
 from robustgrpo.diagnose import (
     RULES,
     LogFacts,
@@ -62,7 +63,9 @@ def test_seed_example_flags_exactly_the_glitch_and_its_damage():
     row = d.overall.iloc[0]
     assert row["best_eligible"] == 1 and row["best_negative_rate"] == 1.0  # grpo gives the 1.0 -0.107
     assert row["frac_mad_zero"] == 1.0 and row["frac_reward_zero_std"] == 0.0
-    assert d.recommendation.rule == "outliers_with_ties" and d.recommendation.method == "rank"
+    assert d.facts.reward_kind == "binary"  # the plausible rewards take two values: 0 and 1
+    assert d.recommendation.rule == "undeclared_outliers"
+    assert d.recommendation.method == recommended_method("binary", reward_range_declared=False)
 
 
 def test_no_zero_one_reward_is_ever_an_outlier_candidate():
@@ -76,18 +79,20 @@ def test_no_zero_one_reward_is_ever_an_outlier_candidate():
 
 
 @pytest.mark.parametrize("size", [4, 8, 16])
-def test_clean_gaussian_rewards_flag_under_one_percent_of_groups_and_get_grpo(size):
+def test_clean_gaussian_rewards_flag_under_one_percent_of_groups(size):
     g = torch.Generator().manual_seed(size)
     rewards = torch.randn(3200, size, generator=g, dtype=torch.float64).numpy()
     d = diagnose(_log(rewards, [i // 32 for i in range(3200)]), methods=["grpo"])
     assert d.facts.outlier_group_fraction < 0.01
-    assert d.recommendation.rule == "clean"
+    assert d.recommendation.rule == "undeclared" and d.facts.reward_kind == "any"
+    assert diagnose(_log(rewards, [i // 32 for i in range(3200)]), methods=["grpo"], reward_kind="continuous"
+                    ).recommendation.method == recommended_method("continuous", reward_range_declared=False)
     # the same log with 2 % of rewards replaced by a glitch 10 sigma out: most glitches flagged, advice changes
     hit = torch.rand(3200, size, generator=g) < 0.02
     glitched = np.where(hit.numpy(), 10.0, rewards)
     d = diagnose(_log(glitched, [i // 32 for i in range(3200)]), methods=["grpo"])
     assert d.outliers["robust_rule"].sum() >= 0.8 * int(hit.sum())
-    assert d.recommendation.rule == "outliers"
+    assert d.recommendation.rule == "undeclared_outliers"
 
 
 def test_zero_std_fraction_is_trls_and_mad_zero_fraction_is_scipys():
@@ -116,7 +121,8 @@ def test_ragged_groups_reward_range_and_lengths():
     assert s.loc[0, "frac_reward_zero_std"] == 0.5  # group b ties
     assert s.loc[0, "mean_length"] == 30 and s.loc[1, "mean_length"] == 70
     assert sorted(d.outliers["reward"]) == [-1.0, 3.0] and not d.outliers["robust_rule"].any()
-    assert d.recommendation.rule == "out_of_range"
+    assert d.recommendation.rule == "declared" and d.facts.reward_kind == "any"
+    assert d.recommendation.method == recommended_method("any", reward_range_declared=True)
     assert d.recommendation.settings == {"reward_range": (0.0, 1.0), "out_of_range": "mask"}
 
 
@@ -155,30 +161,38 @@ FACTS = dict(n_groups=100, frac_zero_std=0.2, frac_mad_zero_with_spread=0.9, out
 
 
 @pytest.mark.parametrize(
-    "change, rule, method",
+    "change, rule",
     [
-        (dict(frac_zero_std=1.0, out_of_range_fraction=0.5), "no_signal", "grpo"),
-        (dict(out_of_range_fraction=0.01, reward_range=(0.0, 1.0), outlier_group_fraction=0.5), "out_of_range", "rank"),
-        (dict(outlier_group_fraction=0.05), "outliers_with_ties", "rank"),
-        (dict(best_negative_rate=0.05), "outliers_with_ties", "rank"),
-        (dict(best_negative_rate=0.02), "clean", "grpo"),
-        (dict(outlier_group_fraction=0.05, frac_mad_zero_with_spread=0.1), "outliers", "huber_m"),
-        (dict(outlier_group_fraction=0.05, frac_mad_zero_with_spread=math.nan, best_negative_rate=math.nan), "outliers", "huber_m"),
-        (dict(outlier_group_fraction=0.02), "clean", "grpo"),  # at the threshold: not contaminated
-        ({}, "clean", "grpo"),
+        (dict(frac_zero_std=1.0, out_of_range_fraction=0.5), "no_signal"),
+        (dict(out_of_range_fraction=0.01, reward_range=(0.0, 1.0), outlier_group_fraction=0.5), "declared"),
+        (dict(reward_range=(0.0, 1.0)), "declared"),
+        (dict(outlier_group_fraction=0.05), "undeclared_outliers"),
+        (dict(best_negative_rate=0.05), "undeclared_outliers"),
+        (dict(best_negative_rate=0.02), "undeclared"),
+        (dict(outlier_group_fraction=0.05, frac_mad_zero_with_spread=math.nan, best_negative_rate=math.nan),
+         "undeclared_outliers"),
+        (dict(outlier_group_fraction=0.02), "undeclared"),  # at the threshold: not contaminated
+        ({}, "undeclared"),
     ],
 )
-def test_every_branch_of_the_recommendation_rule(change, rule, method):
-    rec = recommend(LogFacts(**{**FACTS, **change}))
-    assert (rec.rule, rec.method) == (rule, method)
+@pytest.mark.parametrize("kind", ["binary", "composite", "continuous", "any"])
+def test_every_branch_of_the_recommendation_rule_reads_the_battery(change, rule, kind):
+    facts = LogFacts(**{**FACTS, **change, "reward_kind": kind})
+    rec = recommend(facts)
+    assert rec.rule == rule
+    assert rec.method == recommended_method(kind, reward_range_declared=facts.reward_range is not None)
     assert rec.reason and "\n" not in rec.reason and "nan" not in rec.reason
-    assert [r.name for r in RULES] == ["no_signal", "out_of_range", "outliers_with_ties", "outliers", "clean"]
+    if rule != "no_signal":  # the battery's own number for the situation is the reason
+        regret = RECOMMENDATION_EVIDENCE[kind, facts.reward_range is not None]["worst_regret"]
+        assert f"within {regret:.3f} of the best" in rec.reason
+    assert ("reward_kind='composite'" in rec.reason) == (kind == "any" and rule != "no_signal")
+    assert [r.name for r in RULES] == ["no_signal", "declared", "undeclared_outliers", "undeclared"]
 
 
 def test_recommendations_are_checked_and_the_rule_table_must_end_with_a_catch_all():
     with pytest.raises(ValueError, match="has no parameter"):
         Recommendation("grpo", {"c": 2.5}, "why", "test")
-    never = Rule("never", lambda f: False, "grpo", {}, lambda f: "")
+    never = Rule("never", lambda f: False, lambda f: "grpo", {}, lambda f: "")
     with pytest.raises(ValueError, match="no rule applies"):
         recommend(LogFacts(**FACTS), rules=[never])
 
@@ -212,8 +226,10 @@ def test_the_example_log_diagnosis():
     assert over["out_of_range"] == int((samples["reward"] == 10).sum())
     assert over["outlier_candidates"] <= over["out_of_range"]  # every robust candidate here is a glitch
     assert set(d.outliers.loc[d.outliers["robust_rule"], "reward"]) == {10.0}
-    assert d.recommendation.rule == "out_of_range"
-    assert diagnose(EXAMPLE).recommendation.rule == "outliers_with_ties"
+    assert d.recommendation.rule == "declared" and d.facts.reward_kind == "binary"
+    assert d.recommendation.method == recommended_method("binary", reward_range_declared=True)
+    undeclared = diagnose(EXAMPLE).recommendation
+    assert undeclared.rule == "undeclared_outliers" and undeclared.method == recommended_method("binary", False)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -228,7 +244,10 @@ def test_cli_diagnose_prints_the_tables_and_writes_html(tmp_path):
     assert "frac_reward_zero_std" in text and "frac_mad_zero" in text
     assert f"Outlier candidates: {len(d.outliers)}" in text
     assert f"Reason: {d.recommendation.reason}." in text
-    assert "Recommendation: rank with reward_range=(0.0, 1.0), out_of_range='mask'" in text
+    method = recommended_method("binary", reward_range_declared=True)
+    assert f"Recommendation: {method} with reward_range=(0.0, 1.0), out_of_range='mask'" in text
+    kind = _cli(str(EXAMPLE), "--reward-kind", "composite")
+    assert f"Recommendation: {recommended_method('composite', False)}" in kind.stdout, kind.stderr
     assert (tmp_path / "r.html").read_text().count("data:image/png;base64,") == 3
 
 

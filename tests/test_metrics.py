@@ -851,7 +851,7 @@ class TestUpdateWeight:
         assert snr["mc_grpo"] < 0.2 * snr["grpo"]
 
     def test_batch_std_has_no_per_prompt_weight(self):
-        with pytest.raises(ValueError, match="batch_std's scale is a statistic of the whole batch"):
+        with pytest.raises(ValueError, match="batch_std: the scale is a statistic of the whole batch"):
             M.update_weight(0.5, 8, "batch_std")
         assert "batch_std" not in set(M.update_weight(0.5, 8)["method"])
         with pytest.raises(ValueError, match="success_rates"):

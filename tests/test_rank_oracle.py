@@ -3,10 +3,12 @@
 The oracle below was written from the documentation only, before its author read
 any implementation: the docstrings of ``advantages._rank`` (Blom scores of the
 mid-ranks, centred), ``stats.soft_midranks`` (the tie function H, summed over
-all pairs) and ``stats.tie_tolerance`` (``t = resolution * range``, or
-``resolution * width`` of a declared reward range), plus the entry point's
-documented rules (degenerate, singleton, empty groups and invalid entries get 0;
-rewards outside a declared range are masked). It is plain numpy and scipy, one
+all pairs) and ``stats.tie_tolerance`` (``t = resolution * R``, R the group's range
+clamped to the batch's typical gap D and 4 D (``stats.batch_tie_reference``,
+``stats.typical_deviation``), or ``resolution * width`` of a declared reward
+range; never below the float residue, ``stats.residue_tolerance``), plus the
+entry point's documented rules (degenerate, singleton, empty groups and invalid
+entries get 0; rewards outside a declared range are masked). It is plain numpy and scipy, one
 group at a time, all pairs, no sorting and no clusters, so it shares nothing with
 the implementation but the definition.
 """
@@ -18,7 +20,6 @@ import pytest
 import scipy.stats
 import torch
 
-import robustgrpo
 from robustgrpo import compute_advantages
 
 
@@ -39,22 +40,55 @@ def tie_function(delta: np.ndarray, t: float) -> np.ndarray:
     return h
 
 
-def rank_oracle(rewards, mask=None, *, resolution=1e-3, tol=0.0, reward_range=None) -> np.ndarray:
+def _quantile(x: np.ndarray, w: np.ndarray, q: float) -> float:
+    """``stats.continuous_quantile``'s docstring: x_i holds (S_{i-1}, S_i] and rises from x_{i-1} over its lower half."""
+    order = np.argsort(x, kind="stable")
+    x, w = x[order], w[order]
+    s = np.cumsum(w)
+    i = min(int(np.searchsorted(s, q * s[-1], side="left")), len(x) - 1)
+    prev = x[i - 1] if i > 0 else x[0]
+    return float(prev + (x[i] - prev) * (min(1.0, max(0.0, (q * s[-1] - s[i] + w[i]) / (w[i] / 2))) if w[i] > 0 else 1.0))
+
+
+def rank_oracle(rewards, mask=None, *, resolution=1e-3, tol=None, reward_range=None, dtype=np.float64) -> np.ndarray:
     """``compute_advantages(rewards, "rank", ...)`` from its documented definition, group by group."""
     r = np.asarray(rewards, dtype=np.float64)
     valid = np.ones(r.shape, bool) if mask is None else np.asarray(mask, bool).copy()
+    groups = [r[b, valid[b]] for b in range(r.shape[0])]
+    # the float residue: 4 ulps of the dtype the rewards came in, at each group's median |r| (or tol)
+    residue = [0.0 if x.size == 0 else (4 * np.finfo(dtype).eps * float(np.median(np.abs(x))) if tol is None else tol)
+               for x in groups]
     span = None
     if reward_range is not None:
         lo, hi = reward_range
-        valid &= (r >= lo) & (r <= hi)  # out_of_range="mask": dropped from the group
+        for b, x in enumerate(groups):  # out_of_range="mask": beyond a bound by more than the residue, dropped
+            inside = (r[b] >= lo - residue[b]) & (r[b] <= hi + residue[b])
+            valid[b] &= inside
+        groups = [r[b, valid[b]] for b in range(r.shape[0])]
         span = hi - lo
+    D = None
+    if span is None:  # the batch's typical gap: weighted 80th percentile of the resolved deviations
+        us, ws = [], []
+        for x, res in zip(groups, residue):
+            if x.size:
+                own = max(1e-6 * (x.max() - x.min()), res)
+                u = np.maximum(np.abs(x - np.median(x)) - own, 0.0)
+                us.append(u)
+                ws.append(np.minimum(u / own, 1.0) if own > 0 else (u > 0).astype(float))
+        u, w = np.concatenate(us), np.concatenate(ws)
+        D = _quantile(u, w, 0.8) if (w > 0).any() else None
     out = np.zeros_like(r)
-    for b in range(r.shape[0]):
-        x = r[b, valid[b]]
+    for b, x in enumerate(groups):
         n = x.size
-        if n <= 1 or x.max() - x.min() <= tol:  # empty, singleton or degenerate group: 0
+        if n <= 1 or x.max() - x.min() <= residue[b]:  # empty, singleton or degenerate group: 0
             continue
-        t = resolution * (x.max() - x.min()) if span is None else resolution * span
+        if span is not None:
+            t = resolution * span
+        else:
+            R = x.max() - x.min()
+            t = resolution * (R if D is None else min(max(R, D), 4 * D))
+        if tol is None:
+            t = max(t, residue[b])
         ranks = 0.5 + tie_function(x[:, None] - x[None, :], t).sum(axis=1)
         z = scipy.stats.norm.ppf((ranks - 3 / 8) / (n + 1 / 4))
         out[b, valid[b]] = z - z.mean()
@@ -149,10 +183,10 @@ def test_rank_in_float32():
     r = _groups("heavy_tailed", np.random.default_rng(5)).astype(np.float32)
     got = compute_advantages(torch.tensor(r), "rank").advantages
     assert got.dtype == torch.float32
-    np.testing.assert_allclose(got.numpy(), rank_oracle(r.astype(np.float64)), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got.numpy(), rank_oracle(r.astype(np.float64), dtype=np.float32), rtol=1e-5, atol=1e-5)
 
 
-def test_rank_is_the_recommended_default():
+def test_rank_with_its_defaults_on_partial_credit():
     r = _groups("partial_credit", np.random.default_rng(3))
-    assert robustgrpo.RECOMMENDED == "rank"
-    np.testing.assert_allclose(compute_advantages(torch.tensor(r)).advantages.numpy(), rank_oracle(r), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(compute_advantages(torch.tensor(r), "rank").advantages.numpy(), rank_oracle(r),
+                               rtol=1e-9, atol=1e-12)

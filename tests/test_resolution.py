@@ -15,7 +15,23 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from robustgrpo import ESTIMATORS, compute_advantages
-from robustgrpo.stats import DEFAULT_RESOLUTION, continuous_lower_median, soft_midranks
+from robustgrpo.stats import (
+    DEFAULT_RESOLUTION,
+    batch_tie_reference,
+    continuous_lower_median,
+    residue_tolerance,
+    soft_midranks,
+    typical_deviation,
+    value_range,
+)
+
+
+def _tolerance(r: torch.Tensor) -> float:
+    """The default tie tolerance of a batch of one group: the resolution times its range clamped to [D, 4 D]."""
+    n, spread = torch.tensor([r.shape[-1]]), value_range(r, None)
+    residue = residue_tolerance(r, None)
+    return max(float(DEFAULT_RESOLUTION * batch_tie_reference(spread, typical_deviation(r, None, n, spread, residue))[0]),
+               float(residue[0]))
 
 ORDER_BASED = ("robust", "rank", "huber_m", "winsor")
 #: seed 000's function and MC-GRPO's code, reproduced as published: they keep their flaws
@@ -89,7 +105,7 @@ def test_a_perturbation_below_the_resolution_moves_advantages_by_a_small_multipl
     """
     rng = np.random.default_rng(seed)
     g = len(r)
-    eta = fraction * DEFAULT_RESOLUTION * (r.max() - r.min())
+    eta = fraction * _tolerance(torch.tensor(r)[None])
     direction = {
         "uniform": rng.uniform(-1, 1, g),
         "all_up": np.ones(g),
@@ -153,7 +169,7 @@ def groups_and_a_move(draw):
 @SETTINGS
 @given(case=groups_and_a_move())
 def test_continuous_in_every_reward(name, case):
-    """Moving one reward by 1e-10 of the group's range moves no advantage by more than 1e-5.
+    """Moving one reward by 1e-10 of the group's range moves no advantage by more than 1e-4.
 
     (Everywhere except at exactly constant groups, where every scale-invariant estimator must jump.)
     """
@@ -162,7 +178,7 @@ def test_continuous_in_every_reward(name, case):
     moved = base.clone()
     moved[0, i] += sign * 1e-10 * (r.max() - r.min())
     change = (compute_advantages(moved, name).advantages - compute_advantages(base, name).advantages).abs().max()
-    assert float(change) <= 1e-5
+    assert float(change) <= 1e-4  # a Lipschitz constant below 1e6 per unit of range (huber_m near its min_scale: 1.5e5)
 
 
 def test_continuous_lower_median_is_the_lower_median_for_unit_weights_and_hands_over_smoothly():

@@ -255,7 +255,7 @@ def test_group_advantages_by_state_label_pool_every_answer_of_the_group():
                 pooled = r[s][rows].reshape(1, -1)
                 torch.testing.assert_close(adv[s][rows].reshape(1, -1), compute_advantages(pooled, "grpo").advantages)
     assert diag["n_groups"].tolist() == [3.0, 2.0] and diag["smallest_group"].tolist() == [3.0, 6.0]
-    with pytest.raises(ValueError, match="batch_std takes one std over the batch"):
+    with pytest.raises(ValueError, match="batch_std takes its scale over the batch"):
         group_advantages(r, "batch_std", {}, labels, 3)
 
 
@@ -469,7 +469,7 @@ def test_measured_update_weight_matches_the_exact_enumeration():
     """Dr. GRPO's difficulty bias, measured with the simulator's sampling and autograd, against
     robustgrpo.metrics.update_weight's exact enumeration over k ~ Binomial(G, p)."""
     ps = [0.05, 0.2, 0.5, 0.8, 0.95]
-    methods = [m for m in ESTIMATORS if m != "batch_std"]
+    methods = [m for m in ESTIMATORS if not ESTIMATORS[m].batch_level]
     for G in (4, 8):
         measured = measured_update_weight(ps, G, methods, n_groups=40_000, seed=1).set_index(["method", "p"])
         exact = update_weight(ps, G, methods).set_index(["method", "p"])
@@ -882,9 +882,15 @@ def test_group_advantages_pass_the_estimators_parameters_and_count_the_clipped_a
     key = (torch.arange(2).unsqueeze(-1) * 3 + labels).unsqueeze(-1).expand(2, 6, 4).reshape(-1)
     for lab, n_lab in ((None, 0), (labels, 3)):
         adv, diag = group_advantages(r, "robust", {"c": 0.5}, lab, n_lab)
-        ref = (compute_advantages(r.reshape(12, 4), "robust", c=0.5) if lab is None
-               else compute_advantages(r.reshape(-1), "robust", index=key, c=0.5))
-        torch.testing.assert_close(adv.reshape(-1), torch.as_tensor(ref.advantages).reshape(-1), rtol=0, atol=1e-12)
+        # robust's tie tolerance follows its batch, so each seed is a batch of its own
+        ref = torch.cat([torch.as_tensor(compute_advantages(r[s], "robust", c=0.5).advantages).reshape(-1) if lab is None
+                         else torch.as_tensor(compute_advantages(r[s].reshape(-1), "robust", index=key[24 * s:24 * (s + 1)],
+                                                                 c=0.5).advantages)
+                         for s in range(2)])
+        torch.testing.assert_close(adv.reshape(-1), ref, rtol=0, atol=1e-12)
+        for s in range(2):  # a seed alone gets exactly what it gets beside the other
+            alone, _ = group_advantages(r[s:s + 1], "robust", {"c": 0.5}, None if lab is None else lab[s:s + 1], n_lab)
+            torch.testing.assert_close(alone[0], adv[s], rtol=0, atol=0)
         assert float(adv.abs().max()) == 0.5
         clipped = (adv.abs() == 0.5).double().mean((-2, -1))  # each seed's share of its 6 x 4 answers
         torch.testing.assert_close(diag["clipped_fraction"], clipped, rtol=0, atol=1e-12)

@@ -48,9 +48,9 @@ M_RANGE: tuple[float, float] = (0.0, 50.0)
 M_GRID: np.ndarray = np.linspace(*M_RANGE, 101)
 #: Range of the clip slider.
 CLIP_RANGE: tuple[float, float] = (1.0, 5.0)
-#: Estimators the lesson offers: the catalogue but batch_std, whose scale is that of a whole batch
-#: (one group has none of its own, and the curve over M would mix the groups of every M).
-ESTIMATOR_CHOICES: tuple[str, ...] = tuple(m for m in ESTIMATORS if m != "batch_std")
+#: Estimators the lesson offers: the catalogue but the batch-level ones, whose scale is that of a whole
+#: batch (one group has none of its own, and the curve over M would mix the groups of every M).
+ESTIMATOR_CHOICES: tuple[str, ...] = tuple(m for m in ESTIMATORS if not ESTIMATORS[m].batch_level)
 #: Control values when the lesson opens: seed 000's group.
 DEFAULT_STATE: Mapping[str, Any] = {"M": 10.0, "k": 1, "G": 8, "c": 2.5,
                                     "methods": ("grpo", "seed_mad", "robust", "huber_m", "rank")}
@@ -212,8 +212,8 @@ def trap_data(M: float = DEFAULT_STATE["M"], k: int = DEFAULT_STATE["k"], G: int
     c = check_real("c", c, minimum=0.0, open_min=True, hint="pass a clip, e.g. 2.5")
     methods = _check_methods(methods)
     if not set(methods) <= set(ESTIMATOR_CHOICES):
-        raise ValueError(f"methods must be among {list(ESTIMATOR_CHOICES)}, got {list(methods)}: batch_std's scale "
-                         "is a whole batch's, which one group does not have")
+        raise ValueError(f"methods must be among {list(ESTIMATOR_CHOICES)}, got {list(methods)}: a batch-level "
+                         "estimator's scale is a whole batch's, which one group does not have")
     group = torch.as_tensor(rewards).unsqueeze(0)
     params = {m: {ESTIMATORS[m].clip: c} if ESTIMATORS[m].clip else {} for m in methods}
     advantages = {m: compute_advantages(group, m, **params[m]).advantages[0].numpy() for m in methods}

@@ -154,13 +154,14 @@ def _binary_class_advantages(method: str, g: int, kw: Mapping[str, Any]) -> tupl
 
 
 def _per_prompt_methods(methods: Methods) -> list[str]:
-    """Estimators whose advantages depend on the group alone (every one but ``batch_std``)."""
+    """Estimators whose advantages depend on the group alone (every one that is not ``batch_level``)."""
     if methods is None:
-        return [m for m in ESTIMATORS if m != "batch_std"]
+        return [m for m in ESTIMATORS if not ESTIMATORS[m].batch_level]
     names = resolve_methods(methods)
-    if "batch_std" in names:
-        raise ValueError("batch_std's scale is a statistic of the whole batch, so it has no per-prompt w(p); "
-                         "leave it out (its w(p) is dr_grpo's divided by the batch's reward std)")
+    batch = [m for m in names if ESTIMATORS[m].batch_level]
+    if batch:
+        raise ValueError(f"{', '.join(batch)}: the scale is a statistic of the whole batch, so there is no per-prompt "
+                         "w(p); leave it out (batch_std's w(p) is dr_grpo's divided by the batch's reward std)")
     return names
 
 

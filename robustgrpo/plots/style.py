@@ -51,6 +51,7 @@ ESTIMATOR_COLORS: dict[str, str] = {
     "robust": "#0072B2",  # blue: the project's recommendation
     "rank": "#56B4E9",  # sky blue
     "huber_m": "#009E73",  # bluish green
+    "batch_huber": "#332288",  # indigo
     "winsor": "#000000",  # black
 }
 

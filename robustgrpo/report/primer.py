@@ -225,7 +225,7 @@ def resolution_figure(methods: Sequence[str] = RESOLUTION_METHODS) -> ReportFigu
 @report_figure("02_update_weight", notebook=NOTEBOOK)
 def update_weight_figure(group_size: int = 8, methods: Sequence[str] | None = None) -> ReportFigure:
     """Exact per-prompt weight w(p) and update SNR per estimator on 0/1 rewards (:func:`~robustgrpo.metrics.update_weight`)."""
-    names = [m for m in ESTIMATORS if m not in ("batch_std", "mc_grpo", "dr_grpo")] if methods is None else list(methods)
+    names = [m for m in ESTIMATORS if not ESTIMATORS[m].batch_level and m not in ("mc_grpo", "dr_grpo")] if methods is None else list(methods)
     p = np.round(np.linspace(0.02, 0.98, 49), 4)
     table = update_weight(p, group_size, names)
     fig = plot_update_weight(table)
@@ -246,7 +246,7 @@ def update_weight_figure(group_size: int = 8, methods: Sequence[str] | None = No
         f"{ratio('rank'):.2f}. (b) SNR of one group's update at p = {mid:g}: {best} {snr[best]:.2f}, {worst} "
         f"{snr[worst]:.2f} ({snr[best] / snr[worst]:.1f}x); robust {snr['robust']:.2f}, rank {snr['rank']:.2f}. "
         f"(mc_grpo is left out: its weight is about 1000 times the others', a global rescale Adam absorbs; "
-        f"batch_std has no per-prompt weight.)"
+        f"the batch-level estimators have no per-prompt weight.)"
     )
     return ReportFigure("02_update_weight", fig, caption, table)
 

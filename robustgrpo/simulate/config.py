@@ -56,6 +56,7 @@ __all__ = [
     "GROUPINGS",
     "CLIP_MODES",
     "LENGTH_NORMS",
+    "KL_ESTIMATORS",
     "OPTIMIZERS",
     "SimConfig",
     "plain_fields",
@@ -69,6 +70,9 @@ STATES = ("discrete", "continuous")
 GROUPINGS = ("prompt", "bins", "kmeans")
 CLIP_MODES = ("fixed", "dynamic", "layered")
 LENGTH_NORMS = ("none", "sequence")
+#: The KL terms of the loss, each named by the divergence whose gradient it follows in expectation:
+#: ``k3`` (TRL, verl) follows KL(pi_ref || pi), ``k2`` and ``exact`` KL(pi || pi_ref), ``k1`` nothing.
+KL_ESTIMATORS = ("k3", "k2", "k1", "exact")
 OPTIMIZERS = ("adam", "sgd")
 
 _BINARY_ONLY = (JudgeFlips, NoisyVerifier)
@@ -85,7 +89,7 @@ def _pair(name: str, value: Any, check) -> tuple[Any, Any]:
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Everything one simulator run needs besides the seeds.
+    r"""Everything one simulator run needs besides the seeds.
 
     Problem
     -------
@@ -172,7 +176,25 @@ class SimConfig:
         Layered clip threshold as a fraction of the step's mean ``std(A_g)`` over its
         non-degenerate groups (seed 003: 50 to 70 %).
     kl_coef : float
-        Weight of DeepSeekMath's k3 estimate of KL(pi || pi_ref) in the loss.
+        :math:`\beta`, the weight of the KL term in the loss.
+    kl_estimator : {"k3", "k2", "k1", "exact"}
+        The KL term, with :math:`\rho = \pi_{ref}(a) / \pi_\theta(a)` at the sampled answers and the
+        term differentiated through them (as a trainer does):
+
+        * ``"k3"``: DeepSeekMath's :math:`\rho - \log \rho - 1`, what TRL and verl put in the loss. Its
+          gradient is :math:`(1 - \rho) \nabla \log \pi_\theta(a)`, whose expectation under
+          :math:`\pi_\theta` is :math:`\nabla \mathrm{KL}(\pi_{ref} \,\|\, \pi_\theta)`: the *forward*
+          KL, although k3 estimates the value of the reverse one.
+        * ``"k2"``: :math:`\tfrac12 (\log \rho)^2`, with expected gradient
+          :math:`\nabla \mathrm{KL}(\pi_\theta \,\|\, \pi_{ref})`, the reverse KL.
+        * ``"k1"``: :math:`-\log \rho`; its expected gradient :math:`E[\nabla \log \pi_\theta] = 0`:
+          in the loss it penalises nothing on average, it only adds noise.
+        * ``"exact"``: :math:`\mathrm{KL}(\pi_\theta \,\|\, \pi_{ref})` summed over every answer of the
+          prompt (the tabular and linear policies have a finite answer set).
+
+        The fixed points differ: with rewards q and RLOO advantages (an unbiased policy gradient),
+        the reverse KL's is :math:`\pi \propto \pi_{ref} e^{q/\beta}`; the forward KL's solves
+        :math:`q_k - \bar q + \beta (\pi_{ref,k}/\pi_k - 1) = 0` for every answer k.
     length_norm : {"none", "sequence"}
         Weight each answer's term by 1 (Dr. GRPO) or by mean length / its length (GRPO's 1/|o|).
     critic_lr : float
@@ -221,6 +243,7 @@ class SimConfig:
     clip_beta: float = 0.1
     clip_tau: float = 0.6
     kl_coef: float = 0.0
+    kl_estimator: str = "k3"
     length_norm: str = "none"
     critic_lr: float = 0.1
     grouping: str = "prompt"
@@ -265,6 +288,7 @@ class SimConfig:
         set_("clip_beta", check_real("clip_beta", self.clip_beta, minimum=0.0))
         set_("clip_tau", check_real("clip_tau", self.clip_tau, minimum=0.0))
         set_("kl_coef", check_real("kl_coef", self.kl_coef, minimum=0.0))
+        set_("kl_estimator", check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS))
         set_("length_norm", check_choice("length_norm", self.length_norm, LENGTH_NORMS))
         set_("critic_lr", check_real("critic_lr", self.critic_lr, minimum=0.0, maximum=1.0))
         set_("grouping", check_choice("grouping", self.grouping, GROUPINGS))

@@ -17,11 +17,13 @@ exactly as it would alone. Each step reads top to bottom:
    .. math::
 
        L = -\frac{1}{PG} \sum_{p, i} w_i \min\big(\rho_i A_i,\ \operatorname{clip}(\rho_i, 1 - \epsilon_g, 1 + \epsilon_g) A_i\big)
-           + \beta\, \frac{1}{PG} \sum_{p, i} \Big(\frac{\pi_{ref}}{\pi_\theta} - \log \frac{\pi_{ref}}{\pi_\theta} - 1\Big)_i
+           + \beta\, \frac{1}{PG} \sum_{p, i} k(\rho_i^{ref})
 
    with :math:`\rho_i = \pi_\theta(a_i) / \pi_{old}(a_i)`, :math:`w_i` = 1 or mean length /
    length (``length_norm``), :math:`\epsilon_g` the fixed, dynamic or layered clip
-   (:mod:`~robustgrpo.simulate.stabilisers`) and DeepSeekMath's k3 estimate of the KL.
+   (:mod:`~robustgrpo.simulate.stabilisers`) and the KL term k of ``kl_estimator``
+   (:func:`kl_term`; DeepSeekMath's k3 by default, as TRL and verl; its expected gradient is that of
+   :math:`\mathrm{KL}(\pi_{ref} \| \pi_\theta)`).
 
 The recorded *update* of a step is the policy gradient at the step's start,
 :math:`g = \nabla_\theta \frac{1}{PG} \sum w_i A_i \log \pi_\theta(a_i)` (the first epoch's
@@ -30,8 +32,9 @@ is the same with advantages computed from the true qualities of the same samples
 *exact gradient* is :math:`\nabla_\theta J`, :math:`J = \frac1P \sum_p \sum_k \pi_{pk} q_{pk}`.
 
 Seeds are independent: seed s gets the same numbers alone or in a batch (counter-based
-random numbers). The one exception is a batch-level estimator (``batch_std``: one std over
-the batch), which is called once per seed so that its batch is that seed's prompts.
+random numbers). Estimators whose groups depend on the batch (``depends_on_batch``: the batch-wide
+scale of ``batch_std`` and ``batch_huber``, the order-based estimators' tie tolerance) are called
+once per seed, so that their batch is that seed's prompts.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
+from ..advantages import ESTIMATORS, AdvantageResult, GroupDiagnostics, compute_advantages, resolve_methods
 from ..checks import ParamError, check_int, check_probability, check_seed
 from ..contamination import NoContamination
 from .config import CRITIC, SimConfig
@@ -73,7 +76,7 @@ from .problem import (
 from .rng import CounterStream, row_keys
 from .stabilisers import clip_epsilon, group_std
 
-__all__ = ["METRICS", "simulate", "torch_threads", "sample_answers", "group_advantages", "measured_update_weight"]
+__all__ = ["METRICS", "simulate", "torch_threads", "sample_answers", "group_advantages", "measured_update_weight", "kl_term"]
 
 DTYPE = torch.float64
 _SAMPLE, _JUDGE, _STATE = 1, 2, 3  # purposes of the random streams
@@ -125,13 +128,10 @@ def sample_answers(probs: Tensor, uniforms: Tensor) -> Tensor:
     return below.sum(-1).clamp(max=probs.shape[-1] - 1)
 
 
-@functools.lru_cache(maxsize=None)
-def _batch_level(method: str) -> bool:
-    """Whether ``method``'s advantages of one group depend on the other groups of the batch (``batch_std``)."""
-    probe = torch.tensor([[0.0, 1.0, 0.0, 1.0], [0.0, 10.0, 0.0, 10.0]], dtype=DTYPE)
-    alone = compute_advantages(probe[:1], method).advantages
-    together = compute_advantages(probe, method).advantages[:1]
-    return not torch.equal(alone, together)
+def _per_seed(method: str) -> bool:
+    """Whether ``method``'s advantages of one group can depend on the batch around it (``depends_on_batch``):
+    then each seed's prompts are one batch of their own, so that seeds stay independent."""
+    return ESTIMATORS[method].depends_on_batch
 
 
 def group_advantages(
@@ -141,14 +141,15 @@ def group_advantages(
 
     Groups are the G answers of a prompt, or (``labels`` ``[S, P]`` in ``[0, n_labels)``) every
     answer of the prompts with one label (a flat call with ``index=``). Seeds never share a
-    group; a batch-level estimator is called once per seed.
+    group; an estimator whose groups depend on the batch (a batch-level scale, or a tie tolerance
+    relative to the batch's typical gap) is called once per seed, on that seed's batch.
 
     Returns the advantages and ``fallback_rate``, ``degenerate_fraction``, ``clipped_fraction``,
     ``n_groups`` and ``smallest_group`` per seed.
     """
     S, P, G = rewards.shape
     if labels is None:
-        if _batch_level(method):
+        if _per_seed(method):
             results = [compute_advantages(rewards[s], method, **params) for s in range(S)]  # one batch per seed
             adv = torch.stack([r.advantages for r in results])
             diag = {k: torch.stack([torch.as_tensor(getattr(r.diagnostics, k)) for r in results])
@@ -161,10 +162,19 @@ def group_advantages(
         present = torch.ones(S, P, dtype=torch.bool)
     else:
         key = (torch.arange(S).unsqueeze(-1) * n_labels + labels).unsqueeze(-1).expand(S, P, G).reshape(-1)
-        if _batch_level(method):
-            raise ValueError(f"{method} takes one std over the batch; it cannot run on state groups, use grouping='prompt'")
-        res = compute_advantages(rewards.reshape(-1), method, index=key, **params)
-        adv = res.advantages.reshape(S, P, G)
+        if ESTIMATORS[method].batch_level:
+            raise ValueError(f"{method} takes its scale over the batch; it cannot run on state groups, use grouping='prompt'")
+        if _per_seed(method):  # one batch per seed; the seeds' groups keep their keys
+            parts = [compute_advantages(rewards[s].reshape(-1), method, index=key[s * P * G:(s + 1) * P * G], **params)
+                     for s in range(S)]
+            adv = torch.stack([part.advantages.reshape(P, G) for part in parts])
+            res = AdvantageResult(adv, GroupDiagnostics(**{f: np.concatenate([np.asarray(getattr(part.diagnostics, f))
+                                                                              for part in parts])
+                                                          for f in GroupDiagnostics.__dataclass_fields__}),
+                                  method, parts[0].params, np.concatenate([part.groups for part in parts]))
+        else:
+            res = compute_advantages(rewards.reshape(-1), method, index=key, **params)
+            adv = res.advantages.reshape(S, P, G)
         rows = torch.as_tensor(res.groups, dtype=torch.int64)
         seed_of, slot = rows // n_labels, rows % n_labels
         diag = {}
@@ -425,9 +435,12 @@ def _run(config: SimConfig, seed_list: list[int], progress: bool) -> pd.DataFram
             logp_a = torch.log_softmax(logits(theta, problem, step.features), -1).gather(-1, answers)
             ratio = torch.exp(logp_a - logp_old)
             surrogate = torch.minimum(ratio * adv, ratio.clamp(1.0 - eps, 1.0 + eps) * adv)
-            log_ref_ratio = logp_ref - logp_a
-            k3 = torch.exp(log_ref_ratio) - log_ref_ratio - 1.0
-            loss = -(weight * surrogate - config.kl_coef * k3).mean((-2, -1)).sum()
+            if config.kl_estimator == "exact":  # KL(pi || pi_ref) over every answer, per prompt, spread over its G terms
+                logp_now = torch.log_softmax(logits(theta, problem, step.features), -1)
+                kl = (logp_now.exp() * (logp_now - step.logp_ref)).sum(-1, keepdim=True).expand_as(logp_a)
+            else:
+                kl = kl_term(logp_ref - logp_a, config.kl_estimator)
+            loss = -(weight * surrogate - config.kl_coef * kl).mean((-2, -1)).sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -435,6 +448,22 @@ def _run(config: SimConfig, seed_list: list[int], progress: bool) -> pd.DataFram
             records["clip_fraction"].append(((ratio.detach() - 1.0).abs() > eps).to(DTYPE).mean((-2, -1)))
 
     return _frame(config, seed_list, steps, records)
+
+
+def kl_term(log_ratio: Tensor, estimator: str) -> Tensor:
+    r"""The per-sample KL term of the loss from :math:`\log \rho = \log \pi_{ref}(a) - \log \pi_\theta(a)`.
+
+    ``"k3"``: :math:`\rho - \log\rho - 1`; ``"k2"``: :math:`\tfrac12 (\log \rho)^2`; ``"k1"``:
+    :math:`-\log \rho` (Schulman's estimators of :math:`\mathrm{KL}(\pi_\theta \| \pi_{ref})`; see
+    :attr:`SimConfig.kl_estimator` for the divergence each one's gradient follows).
+    """
+    if estimator == "k3":
+        return torch.exp(log_ratio) - log_ratio - 1.0
+    if estimator == "k2":
+        return 0.5 * log_ratio.square()
+    if estimator == "k1":
+        return -log_ratio
+    raise ValueError(f"kl estimator must be 'k3', 'k2' or 'k1' here, got {estimator!r}")
 
 
 def _frame(config: SimConfig, seeds: list[int], steps: list[int], records: dict[str, list[Tensor]]) -> pd.DataFrame:
