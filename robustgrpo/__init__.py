@@ -23,14 +23,15 @@ this list (tests/test_project.py holds the same list and checks the imports):
 
 >>> import robustgrpo
 >>> result = robustgrpo.compute_advantages([[0, 0, 0, 0, 0, 0, 1.0, 10.0]], reward_range=(0, 1))
->>> robustgrpo.RECOMMENDED
-'rank'
+>>> robustgrpo.RECOMMENDED == robustgrpo.recommended_method(kind="any", reward_range_declared=False)
+True
 >>> sorted(robustgrpo.ESTIMATORS)[:3]
 ['batch_std', 'dr_grpo', 'grpo']
 """
 
 from .advantages import (
     ESTIMATORS,
+    RECOMMENDATIONS,
     RECOMMENDED,
     AdvantageResult,
     GroupDiagnostics,
@@ -38,11 +39,13 @@ from .advantages import (
     compute_advantages,
     describe_estimators,
     get_estimator,
+    recommended_method,
     register,
 )
 
 __all__ = [
     "ESTIMATORS",
+    "RECOMMENDATIONS",
     "RECOMMENDED",
     "AdvantageResult",
     "GroupDiagnostics",
@@ -50,6 +53,7 @@ __all__ = [
     "compute_advantages",
     "describe_estimators",
     "get_estimator",
+    "recommended_method",
     "register",
 ]
 __version__ = "0.1.0"

@@ -891,10 +891,11 @@ def _huber_m(
     clip="c",
     source="this project (the evidence battery: per-group scaling costs on composite and model-scored rewards)",
     breakdown=Breakdown(
-        lambda n: 1 / n,
-        lambda n, k: 1,
-        "in a batch of one group D is that group's own, which one outlier sets; over many groups glitches in "
-        "fewer than a fifth of the resolved deviations leave D alone",
+        lambda n: (n - math.ceil(0.8 * n) + 1) / n,
+        None,
+        "in a batch of one group D is the group's own 80th-percentile deviation, which about a fifth of outliers "
+        "take over (on 0/1 rewards: measured); over many groups glitches in fewer than a fifth of the batch's "
+        "resolved deviations leave it alone",
     ),
     simplicity=10,
     batch_level=True,
@@ -1141,6 +1142,7 @@ def compute_advantages(
     singleton: Literal["zero", "reward"] = "zero",
     reward_range: tuple[float, float] | None = None,
     out_of_range: Literal["mask", "clip", "raise"] = "mask",
+    tie_reference: Literal["batch", "group"] = "batch",
     **params: Any,
 ) -> AdvantageResult:
     r"""Compute group-relative advantages with any catalogue estimator.
@@ -1196,6 +1198,15 @@ def compute_advantages(
         order-based estimators also take their tie tolerance from its width
         (an absolute reward resolution; see
         :func:`~robustgrpo.stats.tie_tolerance`).
+    tie_reference : {"batch", "group"}
+        Without a declared range, what the order-based estimators' tie
+        tolerance is relative to: ``"batch"`` (default) each group's range
+        clamped to the batch's typical reward gap
+        (:func:`~robustgrpo.stats.batch_tie_reference`: glitches cannot
+        inflate it, jitter cannot shrink it), for a batch of two groups or
+        more; ``"group"`` each group's own range, as a batch of one group
+        gets it, for rows that are variants of one group rather than a
+        training batch (a sensitivity curve, a lesson's grid).
     **params
         Estimator parameters (see ``ESTIMATORS[method].parameters``).
 
@@ -1236,6 +1247,8 @@ def compute_advantages(
                          "(or None for the rewards' float residue)")
     if singleton not in ("zero", "reward"):
         raise ValueError(f"singleton must be 'zero' or 'reward', got {singleton!r}")
+    if tie_reference not in ("batch", "group"):
+        raise ValueError(f"tie_reference must be 'batch' or 'group', got {tie_reference!r}")
     values, valid, kind, grouping, arrived = _prepare(rewards, mask, index)
     values, valid, poisoned = apply_nan_policy(values, valid, nan_policy)
     if tol is None:
@@ -1246,7 +1259,8 @@ def compute_advantages(
     n = count_valid(values, valid)
     spread = value_range(values, valid)
     reference = None
-    if span is None and "resolution" in est.defaults:
+    if span is None and "resolution" in est.defaults and tie_reference == "batch" and values.shape[0] > 1:
+        # (a batch of one group has no other to ask)
         reference = batch_tie_reference(spread, typical_deviation(values, valid, n, spread, residue))
     floor = residue if tol is None else None
     out = est.compute(Groups(values, valid, n, span, spread, reference, floor), **bound)

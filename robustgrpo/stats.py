@@ -658,8 +658,15 @@ def batch_tie_reference(spread: torch.Tensor, typical: torch.Tensor | None) -> t
     range to :math:`[D, 4D]` (:data:`TIE_REFERENCE_CAP`) ties the tolerance
     to what the batch says a reward gap is: glitches cannot inflate it and
     jitter cannot shrink it below the jitter. A group whose range is within
-    ``[D, 4 D]`` keeps it: every clean 0/1 group, and a batch of one group
-    with one glitch (whose deviations are its own, so D is the glitch's).
+    ``[D, 4 D]`` keeps it: every clean 0/1 group.
+
+    Where it fails: a batch whose resolved deviations are mostly jitter (most
+    groups all wrong, every reward jittered, fewer than a fifth of the
+    deviations genuine) has a D of the jitter's size, and the cap then
+    brings the jitter back; a batch where glitches far above the gap make up
+    more than a fifth of the resolved deviations has the glitch's D. The
+    entry point uses it for batches of two groups or more only: a group alone
+    cannot tell a glitch from a lone correct answer, and keeps its range.
     """
     if typical is None:
         return spread

@@ -748,3 +748,52 @@ def test_whole_error_messages_name_the_argument_and_the_fix(call, message):
     with pytest.raises(ValueError) as err:
         call()
     assert str(err.value) == message
+
+
+# ------------------------------------------------------------ float residue: the safe default
+
+
+def _residue_group(dtype: torch.dtype) -> torch.Tensor:
+    """Eight answers that all earned 0.1 + 0.2 + 0.4, summed in ``dtype`` in different orders."""
+    terms = [torch.tensor(v, dtype=dtype) for v in (0.1, 0.2, 0.4)]
+    orders = [(0, 1, 2), (2, 1, 0), (1, 2, 0), (0, 2, 1), (2, 0, 1), (1, 0, 2), (0, 1, 2), (2, 1, 0)]
+    return torch.stack([terms[a] + terms[b] + terms[c] for a, b, c in orders])[None]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
+def test_no_estimator_turns_float_residue_into_an_advantage(name, dtype):
+    group = _residue_group(dtype)
+    if dtype != torch.float64:
+        assert len(torch.unique(group)) > 1  # the residue is there
+    res = compute_advantages(group, name)
+    assert float(torch.as_tensor(res.advantages).abs().max()) == 0.0 and bool(res.diagnostics.degenerate[0])
+    if name in ("seed_mad", "mc_grpo"):  # published code as written: no reward resolution beyond degenerate groups
+        return
+    # beside a real gap the residue stays a tie: one answer earns 1 more, the seven others differ by residue
+    binary = group.clone()
+    binary[0, 0] += 1
+    exact = torch.full_like(binary, float(group[0, 0]))
+    exact[0, 0] += 1
+    adv = torch.as_tensor(compute_advantages(binary, name).advantages, dtype=torch.float64)[0]
+    clean = torch.as_tensor(compute_advantages(exact, name).advantages, dtype=torch.float64)[0]
+    torch.testing.assert_close(adv, clean, rtol=0, atol=1e-2 if dtype in (torch.float16, torch.bfloat16) else 1e-5)
+
+
+def test_residue_against_the_old_exact_rule():
+    """With tol=0.0 (what trainers and papers do) the residue group gets full-size advantages from the order-based ones."""
+    group = _residue_group(torch.float32)
+    assert float(compute_advantages(group, "rank", tol=0.0).advantages.abs().max()) > 1.0
+    assert float(compute_advantages(group, "robust", tol=0.0).advantages.abs().max()) == pytest.approx(2.5, abs=1.0)
+    assert float(compute_advantages(group, "grpo", tol=0.0).advantages.abs().max()) < 0.1
+
+
+def test_a_declared_range_tolerates_its_own_bound_in_float_residue():
+    group = _residue_group(torch.float32)
+    group[0, 0] = 0.0
+    above = group[group > 0.7]
+    assert above.numel()  # one-ulp sums above the range's top
+    res = compute_advantages(group, "dr_grpo", reward_range=(0.0, 0.7))
+    assert int(res.diagnostics.n_out_of_range[0]) == 0
+    res = compute_advantages(group + 1e-3, "dr_grpo", reward_range=(0.0, 0.7))
+    assert int(res.diagnostics.n_out_of_range[0]) == 7  # a thousandth beyond is outside

@@ -21,6 +21,7 @@ from robustgrpo.metrics import distributions as T
 from robustgrpo.plots import distributions as P
 from robustgrpo.plots import estimator_color
 from robustgrpo.report import distributions as D
+from robustgrpo.stats import batch_tie_reference, residue_tolerance, typical_deviation, value_range
 from robustgrpo.report import report_figures
 from robustgrpo.scenarios import load_scenario
 from scopes import shared
@@ -170,10 +171,14 @@ class TestZeroAdvantageTable:
         table = T.zero_fractions_table(T.scenario_samples("reward_model_heavy_tails", ["robust", "seed_mad"]))
         table = table.set_index("method")
         assert table["majority_zero_fraction"].isna().all()
-        # robust's zeros are the scores within its tie tolerance (0.1 % of the group's range) of the median:
-        # the median itself in odd groups never, here G = 16, and a score or two that lie that close
+        # robust's zeros are the scores within its tie tolerance (0.1 % of the group's range, clamped to the
+        # batch's typical gap D and 4 D) of the median: never the median itself in even groups (G = 16), and a
+        # score or two that lie that close
         samples = T.scenario_samples("reward_model_heavy_tails", ["robust"])
-        samples["t"] = samples.groupby("group")["reward"].transform(lambda r: 1e-3 * (r.max() - r.min()))
+        r = torch.tensor(samples.pivot_table(index="group", columns=samples.groupby("group").cumcount(), values="reward").to_numpy())
+        n, spread = torch.full((r.shape[0],), r.shape[1]), value_range(r, None)
+        reference = batch_tie_reference(spread, typical_deviation(r, None, n, spread, residue_tolerance(r, None)))
+        samples["t"] = samples["group"].map(dict(zip(sorted(samples["group"].unique()), (1e-3 * reference).tolist())))
         samples["med"] = samples.groupby("group")["reward"].transform("median")
         near = ((samples["reward"] - samples["med"]).abs() <= samples["t"]).mean()
         assert table.loc["robust", "zero_fraction"] == pytest.approx(near, abs=1e-12) and near < 0.01
@@ -416,7 +421,7 @@ FIGURES = sorted(name for name in report_figures() if name.startswith("04_"))
 
 def test_registered_figures_belong_to_notebook_04():
     specs = report_figures()
-    expected = {"04_one_of_eight", "04_zero_fractions", "04_contaminated_landing", "04_evidence"} | {
+    expected = {"04_one_of_eight", "04_zero_fractions", "04_contaminated_landing", "04_battery"} | {
         f"04_ecdf_{s}" for s in D.ECDF_SCENARIOS
     }
     assert set(FIGURES) == expected

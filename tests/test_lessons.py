@@ -103,7 +103,7 @@ def test_trap_data_refuses_a_group_it_cannot_build():
         trap_data(methods=[])
     with pytest.raises(ValueError, match="c must be"):
         trap_data(c=0.0)
-    with pytest.raises(ValueError, match="batch_std's scale is a whole batch's"):
+    with pytest.raises(ValueError, match="a batch-level estimator's scale is a whole batch's"):
         trap_data(methods=["grpo", "batch_std"])
     with pytest.raises(ValueError, match="M must be"):
         trap_data(M=float("inf"))

@@ -900,3 +900,41 @@ def test_a_layered_clip_with_one_spread_group_takes_that_groups_std_as_the_mean(
     # tau = tau_fraction * 2 / 1 = 2 at tau_fraction 1: the group with std 2 is not above it, so every clip is loose
     eps = clip_epsilon(torch.tensor([0.0, 0.0, 2.0], dtype=torch.float64), "layered", 0.2, 0.1, 0.1, 1.0)
     torch.testing.assert_close(eps, 1.5 * torch.tensor([0.1, 0.1, 0.3], dtype=torch.float64))
+
+
+# ---------------------------------------------------------------- the KL term
+
+
+def _kl_fixed_point(estimator: str, beta: float, steps: int = 600) -> float:
+    """P(correct) where two-answer training with RLOO advantages (an unbiased policy gradient) settles."""
+    config = SimConfig(n_prompts=16, n_answers=2, initial_correct=(0.3, 0.3), G=64, steps=steps, estimators=("rloo",),
+                       optimizer="sgd", lr=0.5, epochs=1, kl_coef=beta, kl_estimator=estimator, record_every=steps)
+    frame = simulate(config, seeds=[0, 1], progress=False)
+    return float(frame[frame.step == frame.step.max()].correct_prob.mean())
+
+
+@pytest.mark.parametrize("beta", [1.0, 2.0])
+def test_each_kl_estimator_lands_on_the_fixed_point_of_the_divergence_it_follows(beta):
+    """Two answers, q = (1, 0), pi_ref(correct) = 0.3. The reverse KL's optimum is pi ~ pi_ref exp(q / beta);
+    the forward KL's solves p (1 - p) + beta (0.3 - p) = 0 (the logit gradient of E[q] - beta KL(pi_ref || pi))."""
+    reverse = 0.3 * math.exp(1 / beta) / (0.3 * math.exp(1 / beta) + 0.7)
+    forward = ((1 - beta) + math.sqrt((1 - beta) ** 2 + 4 * 0.3 * beta)) / 2
+    assert abs(reverse - forward) > 0.005  # the two divergences pull to different points
+    assert _kl_fixed_point("k3", beta) == pytest.approx(forward, abs=0.004)  # TRL's and verl's k3 in the loss
+    assert _kl_fixed_point("k2", beta) == pytest.approx(reverse, abs=0.004)
+    assert _kl_fixed_point("exact", beta) == pytest.approx(reverse, abs=0.004)
+    assert _kl_fixed_point("k1", beta) > max(forward, reverse) + 0.2  # k1 in the loss penalises nothing on average
+
+
+def test_kl_terms_are_schulmans_estimators():
+    from robustgrpo.simulate.runner import kl_term
+
+    log_ratio = torch.tensor([-0.5, 0.0, 0.7], dtype=torch.float64)
+    r = log_ratio.exp()
+    torch.testing.assert_close(kl_term(log_ratio, "k3"), r - log_ratio - 1)
+    torch.testing.assert_close(kl_term(log_ratio, "k2"), 0.5 * log_ratio**2)
+    torch.testing.assert_close(kl_term(log_ratio, "k1"), -log_ratio)
+    with pytest.raises(ValueError, match="kl estimator must be"):
+        kl_term(log_ratio, "exact")
+    with pytest.raises(ValueError, match="kl_estimator must be one of"):
+        SimConfig(kl_estimator="k4")

@@ -216,7 +216,7 @@ def trap_data(M: float = DEFAULT_STATE["M"], k: int = DEFAULT_STATE["k"], G: int
                          "estimator's scale is a whole batch's, which one group does not have")
     group = torch.as_tensor(rewards).unsqueeze(0)
     params = {m: {ESTIMATORS[m].clip: c} if ESTIMATORS[m].clip else {} for m in methods}
-    advantages = {m: compute_advantages(group, m, **params[m]).advantages[0].numpy() for m in methods}
+    advantages = {m: compute_advantages(group, m, **{"tie_reference": "group", **params[m]}).advantages[0].numpy() for m in methods}
     correct, outlier = G - k - 1, G - 1
     moved = group.expand(M_GRID.size, G).clone()  # the group with the glitch at each M of the grid
     moved[:, outlier] = torch.as_tensor(M_GRID)
@@ -224,5 +224,6 @@ def trap_data(M: float = DEFAULT_STATE["M"], k: int = DEFAULT_STATE["k"], G: int
         M=M, k=k, G=G, c=c, methods=methods, rewards=rewards, correct=correct, outlier=outlier,
         mean=float(group.mean()), median=float(median(group[0])), std=float(group.std(correction=1)),
         mad=float(mad(group[0])), crossing=grpo_crossing(k, G), advantages=advantages, m_grid=M_GRID,
-        correct_curve={m: compute_advantages(moved, m, **params[m]).advantages[:, correct].numpy() for m in methods},
+        correct_curve={m: compute_advantages(moved, m, **{"tie_reference": "group", **params[m]}).advantages[:, correct].numpy()
+                       for m in methods},  # the rows: one group at every M
     )

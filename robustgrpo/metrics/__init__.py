@@ -31,11 +31,12 @@ row per cell and estimator:
 * :func:`update_weight` (exact) and :func:`update_weight_mc`: the per-prompt
   weight w(p) and the update signal-to-noise ratio on 0/1 rewards;
   :func:`jitter_sweep`: what sub-resolution noise does to them.
-* :func:`estimator_evidence` and :func:`evidence_ranking`: every estimator on
-  every scenario, the evidence behind :data:`robustgrpo.RECOMMENDED`.
+* :mod:`robustgrpo.metrics.battery`: the evidence battery (every estimator's
+  update against the exact gradient on reward-shape families of real runs)
+  and the rule that turns it into :data:`robustgrpo.RECOMMENDATIONS`.
 
 One module per question, in this order: ``sensitivity``, ``breakdown``,
-``agreement``, ``sweep``, ``efficiency``, ``binary``, ``evidence``
+``agreement``, ``sweep``, ``efficiency``, ``binary``, ``battery``
 (``_common`` holds what they share). Everything public is importable from
 ``robustgrpo.metrics``.
 
@@ -75,7 +76,6 @@ from .binary import (
 )
 from .breakdown import binary_breakdown, breakdown_point, breakdown_table
 from .efficiency import efficiency, reference_efficiencies, samuelson_bound
-from .evidence import estimator_evidence, evidence_ranking
 from .sensitivity import (
     HUBER_EFFICIENT_C,
     STATISTICS,
@@ -111,6 +111,4 @@ __all__ = [
     "update_weight",
     "update_weight_mc",
     "jitter_sweep",
-    "estimator_evidence",
-    "evidence_ranking",
 ]

@@ -35,7 +35,7 @@ Methods = Union[str, Sequence[str], None]
 
 
 #: Keywords of :func:`compute_advantages` itself (not of an estimator): every method gets them.
-ENTRY_KEYWORDS = ("reward_range", "out_of_range", "tol", "singleton", "nan_policy")
+ENTRY_KEYWORDS = ("reward_range", "out_of_range", "tol", "singleton", "nan_policy", "tie_reference")
 
 
 def _params_for(methods: Sequence[str], params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

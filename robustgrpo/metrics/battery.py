@@ -110,6 +110,7 @@ __all__ = [
     "SITUATION_KINDS",
     "RULE",
     "recommend",
+    "regret_table",
     "recommendation_record",
     "FULL",
     "QUICK",
@@ -763,6 +764,47 @@ def _worst_regret(rows: pd.DataFrame, metric: str) -> pd.DataFrame:
         ["regret", "regret_se", "cell"]].sort_values("regret")
 
 
+def regret_table(battery: pd.DataFrame, *, metric: str = "cosine") -> pd.DataFrame:
+    """Every estimator's worst regret per situation and split (what :func:`recommend` and the figure read).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (``kind``, ``reward_range_declared``, ``split``, ``method``):
+        ``worst_regret``, ``worst_regret_se``, ``worst_cell``, in the order of
+        :data:`SITUATION_KINDS`, declared last, and the registry's simplicity.
+    """
+    _check_battery(battery, metric)
+    frames = []
+    for declared in (False, True):
+        for kind in SITUATION_KINDS:
+            for split in SPLITS:
+                rows = _situation_rows(battery, kind, declared, split)
+                if rows.empty:
+                    continue
+                worst = _worst_regret(rows, metric).rename(columns={"regret": "worst_regret", "regret_se": "worst_regret_se",
+                                                                   "cell": "worst_cell"})
+                frames.append(worst.reset_index().assign(kind=kind, reward_range_declared=declared, split=split))
+    table = pd.concat(frames, ignore_index=True)
+    table["order"] = table["method"].map(lambda m: ESTIMATORS[m].simplicity)
+    table = table.sort_values(["reward_range_declared", "kind", "split", "order"], key=lambda c: c.map(
+        {k: i for i, k in enumerate(SITUATION_KINDS)}) if c.name == "kind" else c, kind="stable")
+    return table.drop(columns="order")[["kind", "reward_range_declared", "split", "method", "worst_regret",
+                                        "worst_regret_se", "worst_cell"]].reset_index(drop=True)
+
+
+def _check_battery(battery: pd.DataFrame, metric: str) -> None:
+    need = ["family", "kind", "split", "G", "declared", "method", metric, f"{metric}_se"]
+    if not isinstance(battery, pd.DataFrame):
+        raise ValueError(f"the battery table must be a pandas DataFrame, got {type(battery).__name__}; pass run_battery's table")
+    missing = [c for c in need if c not in battery.columns]
+    if missing:
+        raise ValueError(f"the battery table lacks columns {missing}; pass the table from run_battery")
+    unknown = sorted(set(battery["method"]) - set(ESTIMATORS))
+    if unknown:
+        raise ValueError(f"the battery table holds estimators {unknown} that are not registered")
+
+
 def recommend(battery: pd.DataFrame, *, metric: str = "cosine") -> pd.DataFrame:
     """The estimator to use per situation, by the stated rule (:data:`RULE`) applied to :func:`run_battery`'s table.
 
@@ -787,13 +829,7 @@ def recommend(battery: pd.DataFrame, *, metric: str = "cosine") -> pd.DataFrame:
         (the recommendation's worst regret on the held-out cells, NaN
         without any), ``held_out_best`` and ``held_out_best_regret``.
     """
-    need = ["family", "kind", "split", "G", "declared", "method", metric, f"{metric}_se"]
-    missing = [c for c in need if c not in battery.columns]
-    if missing:
-        raise ValueError(f"the battery table lacks columns {missing}; pass the table from run_battery")
-    unknown = sorted(set(battery["method"]) - set(ESTIMATORS))
-    if unknown:
-        raise ValueError(f"the battery table holds estimators {unknown} that are not registered")
+    _check_battery(battery, metric)
     out = []
     for declared in (False, True):
         for kind in SITUATION_KINDS:

@@ -149,7 +149,7 @@ def _binary_class_advantages(method: str, g: int, kw: Mapping[str, Any]) -> tupl
     """Advantage of a correct and of a wrong answer in a 0/1 group with k correct, k = 0..G."""
     k = torch.arange(g + 1)
     groups = (torch.arange(g)[None, :] >= (g - k)[:, None]).to(DTYPE)  # the last k samples are correct
-    a = _np(compute_advantages(groups, method, **kw).advantages)
+    a = _np(compute_advantages(groups, method, **{"tie_reference": "group", **kw}).advantages)  # one group at every k
     return a[:, -1], a[:, 0]  # correct (meaningful for k >= 1), wrong (for k <= G - 1)
 
 

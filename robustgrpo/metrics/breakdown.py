@@ -145,7 +145,7 @@ def breakdown_point(
         clean = torch.randn(n_groups, g, generator=_generator(derived_seed(seed, 0, g)), dtype=DTYPE)
         cols = torch.arange(g)
         for m in names:
-            kw = per_method[m]
+            kw = {"tie_reference": "group", **per_method[m]}  # each group's own breakdown
             base = compute_advantages(clean, m, **kw).diagnostics
             t0 = {"centre": _np(base.centre), "scale": _np(base.scale)}
             change = {q: np.empty((g, 2, n_groups)) for q in t0}
@@ -254,7 +254,7 @@ def binary_breakdown(
             for m in names:
                 share = []
                 for size in (min(ms), max(ms)):
-                    a = compute_advantages(torch.where(hit, size, base), m, **per_method[m]).advantages
+                    a = compute_advantages(torch.where(hit, size, base), m, **{"tie_reference": "group", **per_method[m]}).advantages
                     top = a.abs().amax(-1)
                     ac = a[:, -1]
                     share.append((ac, torch.where(top > 0, ac / torch.where(top > 0, top, 1.0), 0.0)))

@@ -136,7 +136,7 @@ def sensitivity_curve(
     reward_col = _np(batch).reshape(-1)
     frames = []
     for m in names:
-        adv = compute_advantages(batch, m, **per_method[m]).advantages
+        adv = compute_advantages(batch, m, **{"tie_reference": "group", **per_method[m]}).advantages  # variants of one group
         frames.append(
             pd.DataFrame(
                 {

@@ -19,8 +19,8 @@ presentation of an empirical CDF (sorting the values to draw its steps).
 * :func:`plot_contaminated_landing`: where the contaminated samples' advantages
   land, per scenario and estimator (quantile bars), next to the advantages the
   same samples get from their clean rewards;
-* :func:`plot_evidence`: every estimator's update cosine on every scenario,
-  one annotated grid.
+* :func:`plot_battery`: every estimator's worst regret per situation in the
+  evidence battery, tuning and held-out shapes side by side.
 
 Estimators keep their house colour (:func:`~robustgrpo.plots.style.estimator_color`).
 Estimators such as ``mc_grpo`` (a zero MAD plus ``eps = 1e-3`` turns a reward
@@ -38,7 +38,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
+from matplotlib.patches import Patch, Rectangle
 
 from ..checks import check_int, check_positive
 from .style import estimator_color, house_style, new_figure, require_columns
@@ -48,7 +48,7 @@ __all__ = [
     "plot_zero_fractions",
     "plot_ecdfs",
     "plot_contaminated_landing",
-    "plot_evidence",
+    "plot_battery",
 ]
 
 #: Colour of the hatching and outlines that are not tied to an estimator.
@@ -475,16 +475,18 @@ def plot_contaminated_landing(
     return fig
 
 
-def plot_evidence(evidence: pd.DataFrame, *, title: str | None = None, width: str | float = "page") -> Figure:
-    """Cosine of each estimator's update with the unbiased clean update, per scenario: one annotated grid.
+def plot_battery(regrets: pd.DataFrame, recommended: Mapping[tuple[str, bool], str], *, title: str | None = None,
+                 width: str | float = "page") -> Figure:
+    """Every estimator's worst regret per situation, on the tuning shapes and the held-out ones: two annotated grids.
 
     Parameters
     ----------
-    evidence : pandas.DataFrame
-        ``scenario``, ``declared`` (bool), ``method``, ``reference_cosine``
-        (:func:`robustgrpo.metrics.estimator_evidence`). Columns are ordered
-        as the methods first appear, rows as the scenarios do; a last row
-        holds each method's mean (NaN counts as 0).
+    regrets : pandas.DataFrame
+        :func:`robustgrpo.metrics.battery.regret_table`: ``kind``,
+        ``reward_range_declared``, ``split``, ``method``, ``worst_regret``.
+        Columns follow the table's method order, rows its situations.
+    recommended : mapping
+        (kind, declared) -> the recommended estimator, outlined in both grids.
     title : str, optional
     width : "column", "page" or inches
 
@@ -492,30 +494,32 @@ def plot_evidence(evidence: pd.DataFrame, *, title: str | None = None, width: st
     -------
     matplotlib.figure.Figure
     """
-    require_columns(evidence, ("scenario", "declared", "method", "reference_cosine"), "evidence",
-                    produced_by="robustgrpo.metrics.estimator_evidence")
-    methods = list(dict.fromkeys(evidence["method"]))
-    labels = evidence["scenario"] + np.where(evidence["declared"], " + range", "")
-    cases = list(dict.fromkeys(labels))
-    grid = (evidence.assign(case=labels).pivot(index="case", columns="method", values="reference_cosine")
-            .loc[cases, methods])
-    values = np.vstack([grid.to_numpy(dtype=float), grid.fillna(0.0).mean().to_numpy()[None, :]])
-    rows = cases + ["mean"]
+    require_columns(regrets, ("kind", "reward_range_declared", "split", "method", "worst_regret"), "regrets",
+                    produced_by="robustgrpo.metrics.battery.regret_table")
+    methods = _in_order(regrets["method"])
+    labels = regrets["kind"] + np.where(regrets["reward_range_declared"], " + range", "")
+    situations = _in_order(labels)
+    keys = _in_order(pd.Series(list(zip(regrets["kind"], regrets["reward_range_declared"]))))
     with house_style():
-        fig, axes = new_figure(width, 0.9 + 0.19 * len(rows))
-        ax = axes[0, 0]
-        image = ax.imshow(values, cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-        for (i, j), v in np.ndenumerate(values):
-            text = "-" if np.isnan(v) else f"{v:.2f}"
-            ax.text(j, i, text, ha="center", va="center", fontsize=6,
-                    color="white" if not np.isnan(v) and v < 0.6 else "black",
-                    fontweight="bold" if i == len(rows) - 1 else "normal")
-        ax.axhline(len(rows) - 1.5, color="white", lw=1.5)
-        ax.set_xticks(range(len(methods)), methods, rotation=30, ha="right")
-        ax.set_yticks(range(len(rows)), rows)
-        ax.grid(False)
-        ax.set_xlabel("estimator")
-        ax.set_ylabel("scenario (+ range: reward_range declared)")
-        ax.set_title(title or "Cosine of the update with the unbiased update on clean rewards")
-        fig.colorbar(image, ax=ax, shrink=0.8, label="cosine")
+        fig, axes = new_figure(width, 1.2 + 0.22 * len(situations), ncols=2, sharey=True)
+        for ax, split in zip(axes[0], ("tuning", "held_out")):
+            part = regrets[regrets["split"] == split].assign(situation=labels[regrets["split"] == split])
+            grid = part.pivot(index="situation", columns="method", values="worst_regret").reindex(index=situations, columns=methods)
+            values = grid.to_numpy(dtype=float)
+            image = ax.imshow(values, cmap="magma_r", vmin=0.0, vmax=0.5, aspect="auto")
+            for (i, j), v in np.ndenumerate(values):
+                if not np.isnan(v):
+                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=5.5, color="white" if v > 0.3 else "black")
+            for i, key in enumerate(keys):
+                j = methods.index(recommended[key])
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="#00A0FF", linewidth=1.6))
+            ax.set_xticks(range(len(methods)), methods, rotation=40, ha="right")
+            ax.set_yticks(range(len(situations)), situations)
+            ax.grid(False)
+            ax.set_xlabel("estimator (simplest first)")
+            ax.set_title("tuning shapes" if split == "tuning" else "held-out shapes", fontsize=8)
+        axes[0, 0].set_ylabel("situation (kind, range declared)")
+        fig.colorbar(image, ax=axes[0, :].tolist(), shrink=0.8, label="worst regret of the update cosine")
+        fig.suptitle(title or "Worst regret against the best estimator, per situation (outlined: the recommendation)",
+                     fontsize=8.5)
     return fig

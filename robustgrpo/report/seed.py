@@ -268,7 +268,7 @@ def seed_scale_figure(
     batch[:, g.outlier] = torch.as_tensor(m_values)
     frames = []
     for m in names:
-        d = compute_advantages(batch, m).diagnostics
+        d = compute_advantages(batch, m, tie_reference="group").diagnostics  # the rows: the seed group at every M
         frames.append(pd.DataFrame({"method": m, "value": m_values, "scale": d.scale.numpy(),
                                     "fallback": d.fallback.numpy()}))
     data = pd.concat(frames, ignore_index=True)
@@ -326,7 +326,7 @@ def binary_groups_figure(
     rewards = (torch.arange(group_size) < k.unsqueeze(-1)).to(torch.float64)
     frames = []
     for m in names:
-        res = compute_advantages(rewards, m)
+        res = compute_advantages(rewards, m, tie_reference="group")  # the rows: one group at every k
         for role, column in (("correct", 0), ("wrong", group_size - 1)):
             frames.append(pd.DataFrame({"method": m, "k": k.numpy(), "role": role,
                                         "advantage": res.advantages[:, column].numpy(),
