@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,7 @@ from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.advantages import RECOMMENDATION_EVIDENCE, RECOMMENDATION_FILE, RECOMMENDATIONS, REWARD_KINDS, recommended_method
 from robustgrpo.metrics import battery as B
 
+ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = B.load_families()
 SHIPPED = B.load_battery()
 
@@ -279,3 +281,28 @@ def test_what_the_battery_says():
     assert cos["composite_length", 16, True, "dr_grpo"] - cos["composite_length", 16, True, "rank"] > 0.15
     # the range does more than any estimator against out-of-range glitches
     assert cos["binary_judge_glitch", 16, True, "grpo"] > cos["binary_judge_glitch", 16, False, "rank"]
+
+
+def test_the_readme_states_the_battery_s_numbers_and_table():
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    table = B.recommend(SHIPPED).set_index(["kind", "reward_range_declared"])
+    regrets = B.regret_table(SHIPPED).set_index(["kind", "reward_range_declared", "split", "method"])
+    rows = {"binary": "0/1 (a verifier)", "composite": "a sum of reward functions", "continuous": "a reward model's or judge's score"}
+    for kind, label in rows.items():
+        assert f"| {label} | `{table.loc[(kind, True), 'method']}` | `{table.loc[(kind, False), 'method']}` |" in readme
+    assert f"| not said | `{table.loc[('any', True), 'method']}` | `{table.loc[('any', False), 'method']}` (the default" in readme
+    assert f"within {table.xs(True, level=1)['worst_regret'].max():.3f} of the best estimator on every shape" in readme
+    assert f"`rank` is within {table.loc[('binary', False), 'worst_regret']:.3f} of the best" in readme
+    assert f"({table.loc[('binary', False), 'held_out_regret']:.2f} behind `dr_grpo`)" in readme
+    assert table.loc[("binary", False), "held_out_regret"] == pytest.approx(
+        regrets.loc[("binary", False, "held_out", "rank"), "worst_regret"])
+    worst_bh = max(table.loc[(k, False), r] for k in ("composite", "continuous") for r in ("worst_regret", "held_out_regret"))
+    assert f"is within {math.ceil(worst_bh * 1000) / 1000:.3f} of the best, held-out shapes included" in readme
+    grpo_tuning = regrets.loc[("any", True, "tuning", "grpo"), "worst_regret"]
+    grpo_held = regrets.loc[("any", True, "held_out", "grpo"), "worst_regret"]
+    assert f"costs up to {grpo_tuning:.2f} on the tuning shapes and {grpo_held:.2f} on a held-out one" in readme
+    any_row = table.loc[("any", False)]
+    assert f"the rule's `{any_row['method']}` is {any_row['worst_regret']:.2f} behind the best" in readme
+    cos = SHIPPED.set_index(["family", "G", "declared", "method"])["cosine"]
+    assert (f"it reaches an update cosine of {cos['composite_length', 16, True, 'rank']:.2f} where `dr_grpo` reaches "
+            f"{cos['composite_length', 16, True, 'dr_grpo']:.2f}") in readme

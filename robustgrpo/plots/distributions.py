@@ -517,8 +517,8 @@ def plot_battery(regrets: pd.DataFrame, recommended: Mapping[tuple[str, bool], s
             ax.set_yticks(range(len(situations)), situations)
             ax.grid(False)
             ax.set_xlabel("estimator (simplest first)")
+            ax.set_ylabel("situation (kind, range declared)" if split == "tuning" else "same situations")
             ax.set_title("tuning shapes" if split == "tuning" else "held-out shapes", fontsize=8)
-        axes[0, 0].set_ylabel("situation (kind, range declared)")
         fig.colorbar(image, ax=axes[0, :].tolist(), shrink=0.8, label="worst regret of the update cosine")
         fig.suptitle(title or "Worst regret against the best estimator, per situation (outlined: the recommendation)",
                      fontsize=8.5)
