@@ -11,7 +11,7 @@ import torch
 
 from ..checks import check_int
 from .. import stats as S
-from ..advantages import compute_advantages, resolve_methods
+from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
 from ..inputs import distinct_names
 from ._common import (
     HUBER_EFFICIENT_C,
@@ -81,6 +81,8 @@ def sensitivity_curve(
     position: int,
     values: Sequence[float] | np.ndarray | torch.Tensor,
     methods: Methods = None,
+    *,
+    context: Sequence[Sequence[float]] | np.ndarray | torch.Tensor | None = None,
     **params: Any,
 ) -> pd.DataFrame:
     r"""Advantages of every sample of one group as the reward at ``position`` moves.
@@ -88,8 +90,13 @@ def sensitivity_curve(
     For a group :math:`r = (r_1, \dots, r_G)` and each value :math:`v` in
     ``values``, the group :math:`r^{(v)}` is ``r`` with :math:`r_{position} = v`;
     the result holds :math:`A_i(r^{(v)})` for every sample i, method and v.
-    The ``[V, G]`` batch of moved groups goes through
-    :func:`~robustgrpo.advantages.compute_advantages` once per method.
+    Each moved group is scored as a batch of its own: without ``context``, a
+    batch of one group (the ``[V, G]`` rows go through
+    :func:`~robustgrpo.advantages.compute_advantages` once per method with
+    ``tie_reference="group"``, which is what a lone group gets; a batch-level
+    estimator is called row by row); with ``context``, the moved group
+    followed by the context's groups, as a trainer's batch would hold it
+    (one call per value).
 
     Parameters
     ----------
@@ -101,6 +108,8 @@ def sensitivity_curve(
         Values the moving reward takes.
     methods : str, sequence of str or None
         Estimators (None: all of ``ESTIMATORS``).
+    context : 2-D array ``[B, G]`` of finite floats, optional
+        The other groups of the batch the moving group sits in (same G).
     **params
         Estimator parameters, broadcast to the methods that accept them.
 
@@ -134,9 +143,22 @@ def sensitivity_curve(
     value_col = np.repeat(_np(v), g)
     sample_col = np.tile(np.arange(g), n_v)
     reward_col = _np(batch).reshape(-1)
+    others = None
+    if context is not None:
+        others = torch.as_tensor(np.asarray(context, dtype=np.float64))
+        if others.ndim != 2 or others.shape[1] != g or not bool(torch.isfinite(others).all()) or others.shape[0] < 1:
+            raise ValueError(f"context must be a 2-D array of finite rewards with G = {g} columns (the batch's other "
+                             f"groups), got shape {tuple(others.shape)}")
     frames = []
     for m in names:
-        adv = compute_advantages(batch, m, **{"tie_reference": "group", **per_method[m]}).advantages  # variants of one group
+        kw = per_method[m]
+        if others is not None:  # one batch per value: the moved group first, then the context (sweep points, not groups)
+            adv = torch.stack([torch.as_tensor(compute_advantages(torch.cat([row[None], others]), m, **kw).advantages)[0]
+                               for row in batch])
+        elif ESTIMATORS[m].batch_level:  # its scale is a batch's: each moved group is a batch of one
+            adv = torch.stack([torch.as_tensor(compute_advantages(row[None], m, **kw).advantages)[0] for row in batch])
+        else:
+            adv = compute_advantages(batch, m, **{"tie_reference": "group", **kw}).advantages  # each row a lone group
         frames.append(
             pd.DataFrame(
                 {

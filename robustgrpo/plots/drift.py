@@ -67,6 +67,7 @@ def plot_curves(
     panel_titles: Mapping[object, str] | None = None,
     hue_labels: Mapping[object, str] | None = None,
     reference: float | None = None,
+    guides: Mapping[str, float] | None = None,
     ylim: tuple[float, float] | None = None,
     ncols: int | None = None,
     sharey: bool = True,
@@ -87,6 +88,8 @@ def plot_curves(
         Text for each panel value and each curve (default: the value itself).
     reference : float, optional
         A dashed horizontal line (e.g. the initial value).
+    guides : mapping of label to value, optional
+        Labelled dotted horizontal lines (e.g. the fixed points a theory predicts), in the legend.
     ylim : (float, float), optional
     ncols : int, optional
         Panels per row.
@@ -121,6 +124,9 @@ def plot_curves(
                 ax.plot(c["step"], c["mean"], color=colors[name], label=label)
             if reference is not None:
                 ax.axhline(reference, color="#555555", linestyle="--", linewidth=0.8)
+            for k, (label, level) in enumerate((guides or {}).items()):
+                ax.axhline(level, color=("#222222", "#888888", "#555555")[k % 3], linestyle=(":", "-.", "--")[k % 3],
+                           linewidth=1.0, label=label)
             if value is not None:
                 ax.set_title((panel_titles or {}).get(value, str(value)))
             if ylim is not None:
