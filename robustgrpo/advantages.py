@@ -190,7 +190,9 @@ class Groups(NamedTuple):
     range capped by the batch, :func:`~robustgrpo.stats.batch_tie_reference`;
     None: the group's own range), and ``floor`` ``[B]`` the rewards' float
     residue (:func:`~robustgrpo.stats.residue_tolerance`; None: no floor),
-    below which no difference counts.
+    below which no difference counts. ``batch`` ``[B]`` long is the training
+    batch of each group (ids ``0 .. K-1``), or None when every group is of
+    one batch: a batch-level statistic is taken per batch.
     """
 
     rewards: torch.Tensor
@@ -200,6 +202,7 @@ class Groups(NamedTuple):
     spread: torch.Tensor | None = None
     reference: torch.Tensor | None = None
     floor: torch.Tensor | None = None
+    batch: torch.Tensor | None = None
 
 
 class Computed(NamedTuple):
@@ -571,13 +574,26 @@ def _batch_std(g: Groups, *, eps: float, ddof: int) -> Computed:
     :math:`s_{batch}` the std of every valid reward in the batch (TRL's
     ``rewards.std()``). One outlier inflates the scale of every group."""
     centre = masked_mean(g.rewards, g.mask, g.n)
-    flat_mask = None if g.mask is None else g.mask.reshape(1, -1)
-    flat = g.rewards.reshape(1, -1)
-    total = count_valid(flat, flat_mask)
-    batch_scale = masked_std(flat, flat_mask, total, masked_mean(flat, flat_mask, total), ddof)
-    scale = batch_scale.expand_as(centre)
-    adv = (g.rewards - centre.unsqueeze(-1)) / (batch_scale + eps)
+    if g.batch is None:
+        flat_mask = None if g.mask is None else g.mask.reshape(1, -1)
+        flat = g.rewards.reshape(1, -1)
+        total = count_valid(flat, flat_mask)
+        scale = masked_std(flat, flat_mask, total, masked_mean(flat, flat_mask, total), ddof).expand_as(centre)
+    else:
+        scale = _batch_std_per_batch(g, ddof)
+    adv = (g.rewards - centre.unsqueeze(-1)) / (scale.unsqueeze(-1) + eps)
     return Computed(adv, centre, scale, _none(centre), None)
+
+
+def _batch_std_per_batch(g: Groups, ddof: int) -> torch.Tensor:
+    """The std (``ddof``) of every valid reward of each group's batch, per group ``[B]`` (two passes per batch)."""
+    r = fill_invalid(g.rewards, g.mask, 0.0)
+    k = int(g.batch.max()) + 1
+    count = torch.zeros(k, dtype=r.dtype, device=r.device).index_add_(0, g.batch, g.n.to(r.dtype))
+    mean = torch.zeros(k, dtype=r.dtype, device=r.device).index_add_(0, g.batch, r.sum(-1)) / count.clamp_min(1)
+    dev = fill_invalid(r - mean[g.batch].unsqueeze(-1), g.mask, 0.0)
+    ss = torch.zeros(k, dtype=r.dtype, device=r.device).index_add_(0, g.batch, dev.square().sum(-1))
+    return (ss / (count - ddof).clamp_min(1)).sqrt()[g.batch]
 
 
 @register(
@@ -935,9 +951,9 @@ def _batch_huber(g: Groups, *, c: float, huber_c: float) -> Computed:
     ``rank`` there. With every group tied, D is 1 and every advantage 0.
     """
     r, mask, n = g.rewards, g.mask, g.n
-    typical = typical_deviation(r, mask, n, value_range(r, mask) if g.spread is None else g.spread, g.floor)
+    typical = typical_deviation(r, mask, n, value_range(r, mask) if g.spread is None else g.spread, g.floor, g.batch)
     one = torch.ones((), dtype=r.dtype, device=r.device)
-    scale = (one if typical is None else torch.where(typical > 0, typical, one)).expand(n.shape)
+    scale = (one if typical is None else torch.where(typical > 0, typical, one)).expand(n.shape)  # (NaN > 0 is False)
     centre = huber_location(r, mask, n, median_of_sorted(sort_valid(r, mask), n), scale, c=huber_c)
     adv, clipped = _clip((r - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c)
     return Computed(adv, centre, scale.clone(), _none(centre), clipped)
@@ -1131,6 +1147,44 @@ def _apply_reward_range(
     return values, keep, outside, span
 
 
+def _batch_ids(batch: ArrayLike | None, n_rows: int, grouping: Any, device: torch.device) -> torch.Tensor | None:
+    """The batch of each row as ids ``0 .. K-1`` (None: one batch); checked: integers, one per row (or flat reward)."""
+    if batch is None:
+        return None
+    ids = np.asarray(batch.detach().cpu().numpy() if isinstance(batch, torch.Tensor) else batch)
+    if ids.ndim != 1 or ids.dtype.kind not in "iu":
+        raise ValueError(f"batch must be a 1-D sequence of integers (a batch id per group), got dtype {ids.dtype} "
+                         f"and shape {ids.shape}")
+    if grouping is None:
+        if len(ids) != n_rows:
+            raise ValueError(f"batch has {len(ids)} ids but there are {n_rows} groups; pass one batch id per row")
+        rows = ids
+    else:
+        if len(ids) != len(grouping.group):
+            raise ValueError(f"with index=, batch needs one id per reward ({len(grouping.group)}), got {len(ids)}")
+        group = grouping.group.numpy()
+        rows = np.empty(n_rows, dtype=ids.dtype)
+        rows[group] = ids
+        if not np.array_equal(rows[group], ids):
+            raise ValueError("batch ids differ within a group; every reward of a group must carry its group's batch")
+    return torch.from_numpy(np.unique(rows, return_inverse=True)[1].reshape(-1).astype(np.int64)).to(device)
+
+
+def _tie_reference(values: torch.Tensor, valid: torch.Tensor | None, n: torch.Tensor, spread: torch.Tensor,
+                   residue: torch.Tensor, batch: torch.Tensor | None) -> torch.Tensor | None:
+    """The range each group's tie tolerance is relative to: its range capped by its batch's typical gap.
+
+    A batch of one group has no other group to ask and keeps its own range.
+    """
+    if batch is None:
+        if values.shape[0] < 2:
+            return None
+        return batch_tie_reference(spread, typical_deviation(values, valid, n, spread, residue))
+    typical = typical_deviation(values, valid, n, spread, residue, batch)
+    alone = torch.bincount(batch)[batch] < 2
+    return batch_tie_reference(spread, torch.where(alone, torch.full_like(typical, math.nan), typical))
+
+
 def compute_advantages(
     rewards: ArrayLike,
     method: str | None = None,
@@ -1143,6 +1197,7 @@ def compute_advantages(
     reward_range: tuple[float, float] | None = None,
     out_of_range: Literal["mask", "clip", "raise"] = "mask",
     tie_reference: Literal["batch", "group"] = "batch",
+    batch: ArrayLike | None = None,
     **params: Any,
 ) -> AdvantageResult:
     r"""Compute group-relative advantages with any catalogue estimator.
@@ -1207,6 +1262,13 @@ def compute_advantages(
         more; ``"group"`` each group's own range, as a batch of one group
         gets it, for rows that are variants of one group rather than a
         training batch (a sensitivity curve, a lesson's grid).
+    batch : sequence of int, optional
+        The training batch each group belongs to (``[B]``; with ``index=``,
+        one per flat reward, the same within a group), when one call scores
+        several batches (seeds of a simulation, steps of a log): a statistic
+        of the batch (``batch_std``'s and ``batch_huber``'s scale, the tie
+        reference's typical gap) is then taken within each batch, so the
+        result equals one call per batch. Default: one batch.
     **params
         Estimator parameters (see ``ESTIMATORS[method].parameters``).
 
@@ -1250,6 +1312,7 @@ def compute_advantages(
     if tie_reference not in ("batch", "group"):
         raise ValueError(f"tie_reference must be 'batch' or 'group', got {tie_reference!r}")
     values, valid, kind, grouping, arrived = _prepare(rewards, mask, index)
+    batch_ids = _batch_ids(batch, values.shape[0], grouping, values.device)
     values, valid, poisoned = apply_nan_policy(values, valid, nan_policy)
     if tol is None:
         residue = torch.nan_to_num(residue_tolerance(values, valid, arrived), nan=0.0, posinf=0.0)
@@ -1259,11 +1322,10 @@ def compute_advantages(
     n = count_valid(values, valid)
     spread = value_range(values, valid)
     reference = None
-    if span is None and "resolution" in est.defaults and tie_reference == "batch" and values.shape[0] > 1:
-        # (a batch of one group has no other to ask)
-        reference = batch_tie_reference(spread, typical_deviation(values, valid, n, spread, residue))
+    if span is None and "resolution" in est.defaults and tie_reference == "batch":
+        reference = _tie_reference(values, valid, n, spread, residue, batch_ids)
     floor = residue if tol is None else None
-    out = est.compute(Groups(values, valid, n, span, spread, reference, floor), **bound)
+    out = est.compute(Groups(values, valid, n, span, spread, reference, floor, batch_ids), **bound)
 
     dtype, device = values.dtype, values.device
     zero = torch.zeros((), dtype=dtype, device=device)

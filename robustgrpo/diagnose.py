@@ -614,14 +614,9 @@ def diagnose(
 
 def _step_advantages(r: torch.Tensor, mask: torch.Tensor, method: str, params: Mapping[str, Any],
                      step_rows: torch.Tensor) -> torch.Tensor:
-    """``method``'s advantages of every group; a batch-level estimator's one step (one training batch) at a time."""
-    if not ESTIMATORS[method].batch_level:
-        return compute_advantages(r, method, mask=mask, **params).advantages
-    out = torch.zeros_like(r)
-    for s_index in torch.unique(step_rows).tolist():  # over steps (training batches), not groups
-        rows = step_rows == s_index
-        out[rows] = compute_advantages(r[rows], method, mask=mask[rows], **params).advantages
-    return out
+    """``method``'s advantages of every group, each step a training batch of its own where that matters."""
+    batch = step_rows if ESTIMATORS[method].depends_on_batch else None
+    return compute_advantages(r, method, mask=mask, batch=batch, **params).advantages
 
 
 def _settings_per_estimator(names: list[str], params: dict[str, Any]) -> dict[str, dict[str, Any]]:

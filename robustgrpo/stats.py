@@ -64,6 +64,7 @@ __all__ = [
     "RESIDUE_ULPS",
     "residue_tolerance",
     "typical_deviation",
+    "segment_quantile",
     "batch_tie_reference",
     "shrink",
     "resolved_weight",
@@ -604,7 +605,12 @@ def residue_tolerance(x: torch.Tensor, mask: torch.Tensor | None, dtype: torch.d
 
 
 def typical_deviation(
-    x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, spread: torch.Tensor, residue: torch.Tensor | None = None
+    x: torch.Tensor,
+    mask: torch.Tensor | None,
+    n: torch.Tensor,
+    spread: torch.Tensor,
+    residue: torch.Tensor | None = None,
+    batch: torch.Tensor | None = None,
 ) -> torch.Tensor | None:
     r"""The batch's typical genuine reward gap: a quantile of its resolved deviations from the group medians.
 
@@ -619,16 +625,22 @@ def typical_deviation(
 
     .. math:: D = Q^{w}_{0.8}\{u_{bi}\}
 
-    over every valid entry of every row: the weighted 80th percentile
-    (:func:`continuous_quantile`, so D is continuous in every reward), a 0-d
-    tensor; None when no deviation is resolved (every group ties). Deviations
-    tied with their median (the majority of a 0/1 group) say nothing about a
-    gap's size and weigh 0. The quantile (:data:`TIE_REFERENCE_QUANTILE`)
-    sits where, on the battery's 0/1 rewards, both distortions leave it on
-    the genuine gaps: a jitter far below the gap on every reward (the genuine
-    gaps are then the top fifth or more of the deviations while the minority
-    answers make up at least a fifth of them) and glitches far above it
-    (while they make up less than a fifth of the resolved deviations).
+    over every valid entry of every row of a batch: the weighted 80th
+    percentile (:func:`continuous_quantile`, so D is continuous in every
+    reward). Deviations tied with their median (the majority of a 0/1 group)
+    say nothing about a gap's size and weigh 0. The quantile
+    (:data:`TIE_REFERENCE_QUANTILE`) sits where, on the battery's 0/1
+    rewards, both distortions leave it on the genuine gaps: a jitter far below
+    the gap on every reward (the genuine gaps are then the top fifth or more
+    of the deviations while the minority answers make up at least a fifth of
+    them) and glitches far above it (while they make up less than a fifth of
+    the resolved deviations).
+
+    Without ``batch`` the rows are one batch: D is a 0-d tensor, or None when
+    no deviation is resolved (every group ties). With ``batch`` (``[B]``
+    integers in ``[0, K)``, the training batch of each row) each batch gets
+    its own D in one pass (:func:`segment_quantile`), returned per row
+    (``[B]``, NaN where the row's batch has no resolved deviation).
     """
     centre = median_of_sorted(sort_valid(x, mask), n)
     t = TYPICAL_WEIGHT_RESOLUTION * spread
@@ -639,10 +651,45 @@ def typical_deviation(
     if mask is not None:
         w = torch.where(mask, w, torch.zeros((), dtype=w.dtype, device=w.device))
         u = torch.where(mask, u, torch.zeros((), dtype=u.dtype, device=u.device))
+    if batch is not None:
+        segments = batch.unsqueeze(-1).expand(u.shape).reshape(-1)
+        n_batches = int(batch.max()) + 1 if batch.numel() else 0
+        return segment_quantile(u.reshape(-1), w.reshape(-1), segments, n_batches, TIE_REFERENCE_QUANTILE)[batch]
     if not bool((w > 0).any()):
         return None
     order = torch.argsort(u.reshape(-1))
     return continuous_quantile(u.reshape(1, -1)[:, order], w.reshape(1, -1)[:, order], TIE_REFERENCE_QUANTILE)[0]
+
+
+def segment_quantile(values: torch.Tensor, weights: torch.Tensor, segments: torch.Tensor, n_segments: int,
+                     q: float) -> torch.Tensor:
+    r""":func:`continuous_quantile` of each segment of flat ``values``, all segments in one pass.
+
+    ``segments`` (the same length as ``values``, integers in ``[0, n_segments)``)
+    says which segment each value belongs to. The values are sorted by
+    segment, then by value; the cumulative weights of the whole sorted array
+    locate each segment's :math:`p = q\,S_k` by one search. Returns
+    ``[n_segments]``, NaN for a segment whose weights sum to 0.
+    """
+    by_value = torch.argsort(values, stable=True)
+    order = by_value[torch.argsort(segments[by_value], stable=True)]
+    x, w, seg = values[order], weights[order], segments[order]
+    counts = torch.bincount(seg, minlength=n_segments)
+    ends = counts.cumsum(0)
+    starts = ends - counts
+    cum = w.cumsum(0)
+    base = torch.where(starts > 0, cum[(starts - 1).clamp_min(0)], torch.zeros((), dtype=cum.dtype, device=cum.device))
+    total = torch.zeros(n_segments, dtype=w.dtype, device=w.device).index_add_(0, seg, w)
+    target = base + q * total
+    top = max(x.numel() - 1, 0)
+    starts_in = starts.clamp_max(top)  # (empty segments sit past the end; their total is 0 and their result NaN)
+    i = torch.searchsorted(cum, target).clamp(min=starts_in, max=(ends - 1).clamp(0, top))
+    w_i, x_i = w[i], x[i]
+    x_prev = x[torch.maximum(i - 1, starts_in)]
+    offset = target - (cum[i] - w_i)
+    frac = torch.where(w_i > 0, (2 * offset / torch.where(w_i > 0, w_i, torch.ones_like(w_i))).clamp(0, 1), torch.ones_like(w_i))
+    out = x_prev + (x_i - x_prev) * frac
+    return torch.where(total > 0, out, torch.full_like(out, math.nan))
 
 
 def batch_tie_reference(spread: torch.Tensor, typical: torch.Tensor | None) -> torch.Tensor:
@@ -650,8 +697,9 @@ def batch_tie_reference(spread: torch.Tensor, typical: torch.Tensor | None) -> t
 
     .. math:: R_b = \min\big(\max(\operatorname{range}_b,\ D),\ 4 D\big)
 
-    with D the batch's :func:`typical_deviation` (``typical``; None: every
-    row keeps its own range). A group's own range alone is set by its largest
+    with D the batch's :func:`typical_deviation` (``typical``: one for every
+    row, or one per row, NaN where the row keeps its range; None: every row
+    keeps its own range). A group's own range alone is set by its largest
     glitch: a glitch of 1000 on 0/1 rewards makes a tolerance of 0.1 % of
     the range as wide as the gap itself, and a group of wrong answers
     jittered by 1e-4 gets a tolerance far below the jitter. Clamping the
@@ -670,7 +718,8 @@ def batch_tie_reference(spread: torch.Tensor, typical: torch.Tensor | None) -> t
     """
     if typical is None:
         return spread
-    return torch.minimum(torch.maximum(spread, typical), TIE_REFERENCE_CAP * typical)
+    capped = torch.minimum(torch.maximum(spread, typical), TIE_REFERENCE_CAP * typical)
+    return torch.where(torch.isnan(capped), spread, capped) if typical.ndim else capped
 
 
 def tie_tolerance(

@@ -797,3 +797,24 @@ def test_a_declared_range_tolerates_its_own_bound_in_float_residue():
     assert int(res.diagnostics.n_out_of_range[0]) == 0
     res = compute_advantages(group + 1e-3, "dr_grpo", reward_range=(0.0, 0.7))
     assert int(res.diagnostics.n_out_of_range[0]) == 7  # a thousandth beyond is outside
+
+
+@pytest.mark.parametrize("name", sorted(n for n in EXPECTED_NAMES if ESTIMATORS[n].depends_on_batch))
+def test_one_call_with_batch_ids_is_one_call_per_batch(name):
+    g = torch.Generator().manual_seed(0)
+    r = (torch.rand(3, 20, 8, generator=g) < 0.3).double()
+    r[0, :5, 0] = 1000.0  # glitches in one batch only
+    r[1] += 1e-4 * torch.randn(20, 8, generator=g, dtype=torch.float64)
+    ids = torch.tensor([7, 3, 5]).repeat_interleave(20)  # any integers
+    alone = torch.cat([compute_advantages(r[s], name).advantages for s in range(3)])
+    once = compute_advantages(r.reshape(60, 8), name, batch=ids)
+    torch.testing.assert_close(once.advantages, alone, rtol=0, atol=1e-12)
+    flat = compute_advantages(r.reshape(-1), name, index=torch.arange(60).repeat_interleave(8),
+                              batch=ids.repeat_interleave(8)).advantages
+    torch.testing.assert_close(flat, alone.reshape(-1), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="batch has 3 ids but there are 60 groups"):
+        compute_advantages(r.reshape(60, 8), name, batch=[0, 1, 2])
+    with pytest.raises(ValueError, match="batch ids differ within a group"):
+        compute_advantages(r.reshape(-1), name, index=torch.arange(60).repeat_interleave(8), batch=torch.arange(480))
+    with pytest.raises(ValueError, match="batch must be a 1-D sequence of integers"):
+        compute_advantages(r.reshape(60, 8), name, batch=np.zeros(60))

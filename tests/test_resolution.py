@@ -402,3 +402,25 @@ def test_rewards_near_the_smallest_normal_float32_give_finite_ranks():
         torch.testing.assert_close(got.double(), compute_advantages(r.double(), "rank").advantages, rtol=1e-6, atol=1e-6)
     for name in ESTIMATORS:
         assert torch.isfinite(torch.as_tensor(compute_advantages(torch.tensor([[0.0, 0.0, tiny]]), name).advantages)).all(), name
+
+
+def test_segment_quantile_is_the_continuous_quantile_of_each_segment():
+    """As typical_deviation uses it: ties with the median are zeros of weight 0, every other value weighs > 0."""
+    from robustgrpo.stats import continuous_quantile, segment_quantile
+
+    g = torch.Generator().manual_seed(0)
+    for _ in range(300):
+        n, k = int(torch.randint(1, 60, (1,), generator=g)), int(torch.randint(1, 6, (1,), generator=g))
+        tied = torch.rand(n, generator=g) < 0.3
+        v = torch.where(tied, 0.0, torch.rand(n, generator=g, dtype=torch.float64))
+        w = torch.where(tied, 0.0, torch.rand(n, generator=g, dtype=torch.float64).clamp_min(1e-3))
+        seg = torch.randint(0, k, (n,), generator=g)
+        got = segment_quantile(v, w, seg, k, 0.8)
+        for s in range(k):
+            inside = seg == s
+            if not bool(inside.any()) or float(w[inside].sum()) == 0:
+                assert torch.isnan(got[s])
+                continue
+            order = torch.argsort(v[inside], stable=True)
+            expected = continuous_quantile(v[inside][order][None], w[inside][order][None], 0.8)[0]
+            torch.testing.assert_close(got[s], expected, rtol=0, atol=1e-12)

@@ -689,11 +689,10 @@ def run_battery(
 
     Notes
     -----
-    An estimator whose groups depend on the batch (``depends_on_batch``: the
-    scale of ``batch_std`` and ``batch_huber``, the order-based estimators'
-    tie tolerance) takes that from one batch, i.e. one seed's prompts, so it
-    is called once per seed (the only loop over seeds); every other estimator
-    is called once per cell on all seeds' groups at once.
+    Every estimator is called once per cell on all seeds' groups at once; one
+    whose groups depend on the batch (``depends_on_batch``: the scale of
+    ``batch_std`` and ``batch_huber``, the order-based estimators' tie
+    tolerance) gets each seed's prompts as a batch of their own (``batch=``).
     """
     table = load_families(path)
     chosen = _chosen_families(table, families, split)
@@ -727,10 +726,9 @@ def run_battery(
 
 
 def _advantages(rewards: torch.Tensor, method: str, keywords: Mapping[str, Any], P: int, n_seeds: int) -> torch.Tensor:
-    """``method``'s advantages of every seed's groups (one whose groups depend on the batch, one seed's batch at a time)."""
-    if not ESTIMATORS[method].depends_on_batch:
-        return compute_advantages(rewards, method, **keywords).advantages
-    return torch.cat([compute_advantages(rewards[s * P:(s + 1) * P], method, **keywords).advantages for s in range(n_seeds)])
+    """``method``'s advantages of every seed's groups (each seed's prompts a batch of their own where that matters)."""
+    batch = torch.arange(n_seeds).repeat_interleave(P) if ESTIMATORS[method].depends_on_batch else None
+    return compute_advantages(rewards, method, batch=batch, **keywords).advantages
 
 
 # --------------------------------------------------------------------------- the rule

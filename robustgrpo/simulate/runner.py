@@ -33,8 +33,8 @@ is the same with advantages computed from the true qualities of the same samples
 
 Seeds are independent: seed s gets the same numbers alone or in a batch (counter-based
 random numbers). Estimators whose groups depend on the batch (``depends_on_batch``: the batch-wide
-scale of ``batch_std`` and ``batch_huber``, the order-based estimators' tie tolerance) are called
-once per seed, so that their batch is that seed's prompts.
+scale of ``batch_std`` and ``batch_huber``, the order-based estimators' tie tolerance) take each
+seed's prompts as a batch of their own (``batch=``).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..advantages import ESTIMATORS, AdvantageResult, GroupDiagnostics, compute_advantages, resolve_methods
+from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
 from ..checks import ParamError, check_int, check_probability, check_seed
 from ..contamination import NoContamination
 from .config import CRITIC, SimConfig
@@ -141,40 +141,28 @@ def group_advantages(
 
     Groups are the G answers of a prompt, or (``labels`` ``[S, P]`` in ``[0, n_labels)``) every
     answer of the prompts with one label (a flat call with ``index=``). Seeds never share a
-    group; an estimator whose groups depend on the batch (a batch-level scale, or a tie tolerance
-    relative to the batch's typical gap) is called once per seed, on that seed's batch.
+    group; for an estimator whose groups depend on the batch (a batch-level scale, or a tie
+    tolerance relative to the batch's typical gap) each seed's prompts are a batch of their own
+    (``batch=`` of :func:`~robustgrpo.advantages.compute_advantages`), in one call.
 
     Returns the advantages and ``fallback_rate``, ``degenerate_fraction``, ``clipped_fraction``,
     ``n_groups`` and ``smallest_group`` per seed.
     """
     S, P, G = rewards.shape
     if labels is None:
-        if _per_seed(method):
-            results = [compute_advantages(rewards[s], method, **params) for s in range(S)]  # one batch per seed
-            adv = torch.stack([r.advantages for r in results])
-            diag = {k: torch.stack([torch.as_tensor(getattr(r.diagnostics, k)) for r in results])
-                    for k in ("fallback", "degenerate", "n_clipped", "n_valid")}
-        else:
-            res = compute_advantages(rewards.reshape(S * P, G), method, **params)
-            adv = res.advantages.reshape(S, P, G)
-            diag = {k: torch.as_tensor(getattr(res.diagnostics, k)).reshape(S, P)
-                    for k in ("fallback", "degenerate", "n_clipped", "n_valid")}
+        batch = torch.arange(S).repeat_interleave(P) if _per_seed(method) else None  # one batch per seed
+        res = compute_advantages(rewards.reshape(S * P, G), method, batch=batch, **params)
+        adv = res.advantages.reshape(S, P, G)
+        diag = {k: torch.as_tensor(getattr(res.diagnostics, k)).reshape(S, P)
+                for k in ("fallback", "degenerate", "n_clipped", "n_valid")}
         present = torch.ones(S, P, dtype=torch.bool)
     else:
         key = (torch.arange(S).unsqueeze(-1) * n_labels + labels).unsqueeze(-1).expand(S, P, G).reshape(-1)
         if ESTIMATORS[method].batch_level:
             raise ValueError(f"{method} takes its scale over the batch; it cannot run on state groups, use grouping='prompt'")
-        if _per_seed(method):  # one batch per seed; the seeds' groups keep their keys
-            parts = [compute_advantages(rewards[s].reshape(-1), method, index=key[s * P * G:(s + 1) * P * G], **params)
-                     for s in range(S)]
-            adv = torch.stack([part.advantages.reshape(P, G) for part in parts])
-            res = AdvantageResult(adv, GroupDiagnostics(**{f: np.concatenate([np.asarray(getattr(part.diagnostics, f))
-                                                                              for part in parts])
-                                                          for f in GroupDiagnostics.__dataclass_fields__}),
-                                  method, parts[0].params, np.concatenate([part.groups for part in parts]))
-        else:
-            res = compute_advantages(rewards.reshape(-1), method, index=key, **params)
-            adv = res.advantages.reshape(S, P, G)
+        batch = torch.arange(S).repeat_interleave(P * G) if _per_seed(method) else None  # one batch per seed
+        res = compute_advantages(rewards.reshape(-1), method, index=key, batch=batch, **params)
+        adv = res.advantages.reshape(S, P, G)
         rows = torch.as_tensor(res.groups, dtype=torch.int64)
         seed_of, slot = rows // n_labels, rows % n_labels
         diag = {}
