@@ -20,31 +20,41 @@ re-implements it):
   (or clipped) before any estimator sees them;
 * per-group diagnostics: centre, scale, flags, count of clipped samples.
 
+Float residue: a group whose rewards differ by no more than their float
+residue (a few ulps of their magnitude, in the dtype they came in) is
+degenerate, for every estimator (``tol=None``, the default).
+
 Near-ties: the order-based estimators (``robust``, ``rank``, ``huber_m``,
-``winsor``) tie rewards closer than ``resolution`` times the group's range (or
-the declared range's width), so float jitter or a tiny length penalty cannot
-become a full-size advantage, and no advantage jumps as a reward moves
-(:func:`robustgrpo.stats.tie_tolerance`). ``seed_mad`` and ``mc_grpo``
+``winsor``) tie rewards closer than ``resolution`` times a reference range
+(the declared range's width, or the group's range clamped to the batch's
+typical reward gap), so float jitter or a tiny length penalty cannot become a
+full-size advantage, a glitch cannot inflate its group's tolerance, and no
+advantage jumps as a reward moves (:func:`robustgrpo.stats.tie_tolerance`,
+:func:`robustgrpo.stats.batch_tie_reference`). ``seed_mad`` and ``mc_grpo``
 reproduce published code as it is and keep its behaviour.
 
 The catalogue
 -------------
-========== ====================================================================
-grpo       (r - mean) / (std + eps), Bessel std by default (DeepSeekMath)
-dr_grpo    r - mean, no scaling (Dr. GRPO)
-batch_std  (r - group mean) / (batch std + eps) (LitePPO; TRL scale_rewards="batch")
-rloo       leave-one-out mean baseline, n/(n-1) (r - mean) (RLOO)
-seed_mad   seed 000's function to the letter (lower median, std fallback)
-mc_grpo    (r - median) / (raw MAD + 1e-3) (MC-GRPO)
-robust     median, normal MAD or bounded fallback scale, Huber clip (this project)
-rank       centred normal scores of mid-ranks (this project)
-huber_m    Huber proposal-2 location and scale, then clip (Huber 1964)
-winsor     winsorize, then grpo (classical)
 
-Which one to use is a question of evidence, not of this table: notebooks 02
-to 04 measure each at the level of the policy update, and the README says
-what the evidence recommends.
-========== ====================================================================
+=========== ====================================================================
+grpo        (r - mean) / (std + eps), Bessel std by default (DeepSeekMath)
+dr_grpo     r - mean, no scaling (Dr. GRPO)
+batch_std   (r - group mean) / (batch std + eps) (LitePPO; TRL scale_rewards="batch")
+rloo        leave-one-out mean baseline, n/(n-1) (r - mean) (RLOO)
+seed_mad    seed 000's function to the letter (lower median, std fallback)
+mc_grpo     (r - median) / (raw MAD + 1e-3) (MC-GRPO)
+robust      median, normal MAD or bounded fallback scale, Huber clip (this project)
+rank        centred normal scores of mid-ranks (this project)
+huber_m     Huber proposal-2 location and scale, then clip (Huber 1964)
+batch_huber Huber location per group at the batch's typical gap, then clip (this project)
+winsor      winsorize, then grpo (classical)
+=========== ====================================================================
+
+Which one to use is a question of evidence, not of this table: the evidence
+battery (:mod:`robustgrpo.metrics.battery`) measures each one's policy update
+against the exact gradient, and a stated rule turns it into
+:data:`RECOMMENDATIONS` (:func:`recommended_method`), which the default of
+:func:`compute_advantages` reads.
 """
 
 from __future__ import annotations
