@@ -26,6 +26,10 @@ simulator at 256 prompts x G = 16 x 500 steps x 8 seeds with a tabular policy (t
 dashboard's rerun after a slider move (target: under 2 s), printed by
 :func:`format_simulate_table`.
 
+``python -m robustgrpo bench --battery`` runs :func:`run_battery_benchmark`: the evidence battery
+at its quick settings (target: under a minute) and its full ones (target: under five minutes), at
+one torch thread, printed by :func:`format_simulate_table` with the load average.
+
 ``python -m robustgrpo bench --sweep`` runs :func:`run_sweep_benchmark`: the per-cell overhead
 of each sweep engine (a cell that computes nothing) and the cells per second of a small
 simulation cell run directly, on the local engine (batched and one by one) and on Ray, printed
@@ -89,6 +93,8 @@ __all__ = [
     "RERUN_TARGET_S",
     "SimulateBenchRow",
     "run_simulate_benchmark",
+    "BATTERY_TARGETS_S",
+    "run_battery_benchmark",
     "format_simulate_table",
     "SWEEP_BENCH_SIM",
     "SweepBenchRow",
@@ -801,6 +807,33 @@ def format_simulate_table(rows: Sequence[SimulateBenchRow]) -> str:
         verdict = "met" if r.seconds < r.target_s else "NOT met"
         lines.append(f"{r.case:<58}{r.threads:>8}{r.seconds:>10.2f}   < {r.target_s:g} s: {verdict}")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ the evidence battery
+
+#: Targets of ``bench --battery``: the full battery in a few minutes, the notebook-sized one in under a minute.
+BATTERY_TARGETS_S = {"full": 300.0, "quick": 60.0}
+
+
+def run_battery_benchmark(*, full: bool = True, threads: int = 1, progress: bool = True) -> list[SimulateBenchRow]:
+    """Time :func:`robustgrpo.metrics.battery.run_battery` at its quick and (``full``) its full settings.
+
+    One row per setting, at ``threads`` torch threads, with cells (family x G) per second in the
+    case's name; printed by :func:`format_simulate_table` with the load average.
+    """
+    from .metrics.battery import FULL, QUICK, run_battery
+    from .simulate.runner import torch_threads
+
+    rows = []
+    with torch_threads(threads):
+        for name, settings in (("quick", QUICK), ("full", FULL)) if full else (("quick", QUICK),):
+            t0 = time.perf_counter()
+            table = run_battery(**settings, progress=progress)
+            seconds = time.perf_counter() - t0
+            cells = table.groupby(["family", "G"]).ngroups
+            rows.append(SimulateBenchRow(f"battery {name}: {cells} cells x {settings['n_seeds']} seeds "
+                                         f"({cells / seconds:.2f} cells/s)", threads, seconds, BATTERY_TARGETS_S[name]))
+    return rows
 
 
 # ------------------------------------------------------------------ sweeps

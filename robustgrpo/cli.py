@@ -100,6 +100,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
         print(format_trainer_table(run_trainer_benchmark(progress=not args.no_progress)))
         return 0
+    if args.battery:
+        from .bench import format_simulate_table, run_battery_benchmark
+
+        print(format_simulate_table(run_battery_benchmark(progress=not args.no_progress)))
+        return 0
     if args.simulate:
         from .bench import format_simulate_table, run_simulate_benchmark
 
@@ -315,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="time every control of the live lessons of notebooks 01, 02 and 04 at their largest sizes")
     bench.add_argument("--simulate", action="store_true",
                        help="time the drift simulator (256 prompts x G=16 x 500 steps x 8 seeds) and the notebook 05 dashboard's rerun")
+    bench.add_argument("--battery", action="store_true",
+                       help="time the evidence battery at its quick and its full settings, at one torch thread")
     bench.add_argument("--sweep", action="store_true",
                        help="time the sweep engines: per-cell overhead and cells per second, local and Ray")
     bench.add_argument("--trainer", action="store_true",

@@ -306,3 +306,13 @@ def test_the_readme_states_the_battery_s_numbers_and_table():
     cos = SHIPPED.set_index(["family", "G", "declared", "method"])["cosine"]
     assert (f"it reaches an update cosine of {cos['composite_length', 16, True, 'rank']:.2f} where `dr_grpo` reaches "
             f"{cos['composite_length', 16, True, 'dr_grpo']:.2f}") in readme
+
+
+@pytest.mark.slow
+def test_the_bench_times_the_quick_battery():
+    from robustgrpo.bench import BATTERY_TARGETS_S, format_simulate_table, run_battery_benchmark
+
+    rows = run_battery_benchmark(full=False, progress=False)
+    assert [r.case.split(":")[0] for r in rows] == ["battery quick"] and rows[0].threads == 1
+    assert rows[0].seconds > 0 and rows[0].target_s == BATTERY_TARGETS_S["quick"]
+    assert "cells/s" in rows[0].case and "load average" in format_simulate_table(rows)

@@ -138,6 +138,7 @@ USER_ERRORS = [
     (["notebooks", "--out", "{tmp}", "--timeout", "x"], "argument --timeout: must be an integer, got 'x'"),
     (["notebooks", "--out", "{tmp}", "--no-progress=1"], "argument --no-progress: ignored explicit argument '1'"),
     (["battery", "--quick", "--write"], "--write ships the full battery; drop --quick"),
+    (["bench", "--battery=yes"], "argument --battery: ignored explicit argument 'yes'"),
     (["battery", "--out", "{file}/sub", "--quick"], "cannot make the folder"),
     (["battery", "--no-progress=yes"], "argument --no-progress: ignored explicit argument 'yes'"),
     (["diagnose", "{log}", "--reward-kind", "judge"], "argument --reward-kind: invalid choice: 'judge'"),

@@ -79,7 +79,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..advantages import ESTIMATORS, RECOMMENDED, UNCLIPPED, compute_advantages, resolve_methods
+from ..advantages import ESTIMATORS, UNCLIPPED, compute_advantages, recommended_method, resolve_methods
 from ..checks import (
     check_int,
     check_positive,
@@ -130,8 +130,8 @@ RATE_RANGE: tuple[float, float] = (0.0, 0.5)
 #: Range of the outlier-size slider, as exponents of 10 (M from 1 to 10^4).
 SIZE_LOG10_RANGE: tuple[float, float] = (0.0, 4.0)
 #: Estimators shown when the dashboard opens: the baseline, the seed's, the median-centred one and the
-#: project's recommendation (:data:`robustgrpo.advantages.RECOMMENDED`, rank).
-DEFAULT_METHODS: tuple[str, ...] = ("grpo", "seed_mad", "robust", RECOMMENDED)
+#: evidence battery's recommendation for 0/1 rewards without a declared range (the dashboard's glitches are outside it).
+DEFAULT_METHODS: tuple[str, ...] = ("grpo", "seed_mad", "robust", recommended_method("binary", reward_range_declared=False))
 #: Control values when the dashboard opens.
 DEFAULT_STATE: Mapping[str, Any] = {
     "G": 16,

@@ -48,7 +48,7 @@ ESTIMATOR_COLORS: dict[str, str] = {
     "rloo": "#CC79A7",  # reddish purple
     "seed_mad": "#999999",  # grey: the seed's function
     "mc_grpo": "#B8860B",  # dark goldenrod
-    "robust": "#0072B2",  # blue: the project's recommendation
+    "robust": "#0072B2",  # blue: the project's median/MAD estimator
     "rank": "#56B4E9",  # sky blue
     "huber_m": "#009E73",  # bluish green
     "batch_huber": "#332288",  # indigo

@@ -33,7 +33,7 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from ..advantages import ESTIMATORS, RECOMMENDED, resolve_methods
+from ..advantages import ESTIMATORS, resolve_methods
 from ..metrics import (
     advantage_samples,
     agreement,

@@ -30,7 +30,7 @@ import pandas as pd
 import torch
 
 from ..checks import check_int
-from ..advantages import ESTIMATORS, RECOMMENDED, compute_advantages, resolve_methods
+from ..advantages import ESTIMATORS, compute_advantages, recommended_method, resolve_methods
 from ..metrics import advantage_samples, sensitivity_curve
 from ..metrics.seed import SCENARIO, SeedGroup, seed_group, seed_group_summary
 from ..plots.seed import (
@@ -390,8 +390,10 @@ def demo_text() -> str:
     g, s = seed_group(), seed_group_summary()
     scenario = load_scenario(SCENARIO)
     correct, outlier, m = g.correct, g.outlier, g.outlier_reward
-    recommended = compute_advantages(g.rewards, RECOMMENDED).advantages[0]
-    declared = compute_advantages(g.rewards, RECOMMENDED, reward_range=scenario.reward_range).advantages[0]
+    undeclared_method = recommended_method("binary", reward_range_declared=False)
+    declared_method = recommended_method("binary", reward_range_declared=True)
+    recommended = compute_advantages(g.rewards, undeclared_method).advantages[0]
+    declared = compute_advantages(g.rewards, declared_method, reward_range=scenario.reward_range).advantages[0]
     lines = [
         scenario.title,
         f"G = {g.group_size}: sample {correct + 1} is the correct answer (1.0), "
@@ -413,9 +415,10 @@ def demo_text() -> str:
         "its MAD is 0, so it takes the std fallback, which the outlier inflates.",
         f"robust gives it {s['robust_correct']:.3f} (scale {s['robust_scale']:.3f}, bounded fallback), clips the "
         "outlier at c and gives the wrong answers 0.",
-        f"{RECOMMENDED} (the recommendation, notebook 04) gives it {float(recommended[correct]):.3f} and pushes every "
-        f"wrong answer down ({float(recommended[0]):.3f}); with reward_range={scenario.reward_range} declared the glitch "
-        f"is masked (advantage {float(declared[outlier]):g}) and the correct answer gets {float(declared[correct]):.3f}.",
+        f"{undeclared_method} (the evidence battery's recommendation for 0/1 rewards without a range, notebook 04) gives "
+        f"it {float(recommended[correct]):.3f} and the wrong answers {float(recommended[0]):.3f}; with "
+        f"reward_range={scenario.reward_range} declared the recommendation is {declared_method}: the glitch is masked "
+        f"(advantage {float(declared[outlier]):g}) and the correct answer gets {float(declared[correct]):.3f}.",
         "",
         "Estimators: python -m robustgrpo estimators",
     ]
