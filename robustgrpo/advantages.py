@@ -702,18 +702,26 @@ def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None
 
     Ranks that are whole or half numbers (all of them unless rewards ramp into
     each other within the tie tolerance) are looked up in a table computed in
-    float64 for every (n, 2R) of the batch (only its row n = G when ``mask``
-    is None), so the quantile function runs only on the others.
+    float64 for every (n, 2R) of the group sizes n present in the batch (only
+    n = G when ``mask`` is None), so the quantile function runs only on the
+    others. The table has one row per distinct size, so it is never larger than
+    about twice the batch (a row per possible size, 0 .. G, would be quadratic
+    in G: 4 GB for one group of 16,384).
     """
     G = ranks.shape[-1]
     twice = 2 * ranks
-    index = twice.to(torch.int32).clamp_(0, 2 * G)  # (ranks are >= 1/2; invalid entries' ranks are unused)
+    wide = torch.int32 if (G + 1) * (2 * G + 1) < 2**31 else torch.int64
+    index = twice.to(wide).clamp_(0, 2 * G)  # (ranks are >= 1/2; invalid entries' ranks are unused)
     back = index.to(ranks.dtype)
-    sizes = torch.arange(G + 1, dtype=torch.float64, device=ranks.device) if mask is not None else torch.full((1,), float(G), dtype=torch.float64, device=ranks.device)
+    if mask is not None:
+        present, row = torch.unique(n, return_inverse=True)
+        sizes = present.to(torch.float64)
+    else:
+        sizes = torch.full((1,), float(G), dtype=torch.float64, device=ranks.device)
     j = torch.arange(2 * G + 1, dtype=torch.float64, device=ranks.device)
     table = torch.special.ndtri(((j / 2 - 0.375) / (sizes.unsqueeze(-1) + 0.25)).clamp(1e-12, 1 - 1e-12)).to(ranks.dtype)
     if mask is not None:
-        index += (n.to(torch.int32) * (2 * G + 1)).unsqueeze(-1)
+        index += (row.to(wide) * (2 * G + 1)).unsqueeze(-1)
     z = table.view(-1).index_select(0, index.view(-1)).view(ranks.shape)
     if torch.equal(twice, back):  # every rank on the table
         return z
