@@ -73,7 +73,7 @@ import pandas as pd
 import torch
 
 from .advantages import ESTIMATORS, compute_advantages, resolve_methods
-from .checks import ParamError, check_positive, check_real
+from .checks import ParamError, check_positive, check_real, plain_text
 from .inputs import group_by_index, scatter_to_flat
 from .metrics import relative_update_error, update_cosine
 from .rewardlogs import RewardLog, load_reward_log
@@ -335,12 +335,16 @@ class Diagnosis:
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def text(self, max_outliers: int = 10) -> str:
-        """The plain-text report that ``python -m robustgrpo diagnose`` prints."""
+        """The plain-text report that ``python -m robustgrpo diagnose`` prints.
+
+        Text from the log (file name, reward function, group ids) is shown with its control
+        characters escaped (:func:`~robustgrpo.checks.plain_text`): a log cannot drive the terminal.
+        """
         table = pd.concat([self.steps, self.overall], ignore_index=True)
         shown = table.rename(columns={"group_size_min": "G_min", "group_size_median": "G_median", "group_size_max": "G_max"})
-        lines = [f"reward log: {self.load_summary}"]
+        lines = [f"reward log: {plain_text(self.load_summary)}"]
         if self.reward_fn is not None:
-            lines.append(f"reward function: {self.reward_fn}")
+            lines.append(f"reward function: {plain_text(self.reward_fn)}")
         if self.reward_range is not None:
             lines.append(f"declared reward range: [{self.reward_range[0]:g}, {self.reward_range[1]:g}]")
         lines += ["", "Per step (last row: the whole log)", shown.to_string(index=False, float_format=lambda v: f"{v:.3f}")]
@@ -348,6 +352,7 @@ class Diagnosis:
         lines += ["", f"Outlier candidates: {n_out}" + (f" (the {min(n_out, max_outliers)} largest |z| below)" if n_out else "")]
         if n_out:
             top = self.outliers.reindex(self.outliers["z"].abs().sort_values(ascending=False).index).head(max_outliers)
+            top = top.assign(group=top["group"].map(plain_text))  # a group id is the log's text: shown inert
             lines.append(top.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
         lines += ["", "Estimator disagreement on the gradient, against grpo (per-step policy updates)",
                   self.agreement_summary.to_string(index=False, float_format=lambda v: f"{v:.3f}")]
