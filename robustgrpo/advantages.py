@@ -1127,7 +1127,10 @@ def compute_advantages(
     if not bool(torch.isfinite(adv.sum())) and not bool(torch.isfinite(adv).all()):
         raise ValueError(
             f"{method} advantages overflow {dtype} (non-finite results) for these rewards (largest |reward| "
-            f"{float(fill_invalid(values, valid, 0.0).abs().max()):.3g}); pass float64 rewards or rescale them"
+            f"{float(fill_invalid(values, valid, 0.0).abs().max()):.3g}); "
+            + ("rescale them (divide by a constant: the advantages of the scale-invariant estimators stay the same), "
+               "or declare reward_range= with out_of_range='mask' to drop the huge ones" if dtype == torch.float64
+               else "pass float64 rewards or rescale them")
         )
     centre = torch.where(empty, zero, out.centre)
     scale = torch.where(empty, zero, out.scale)
