@@ -216,15 +216,10 @@ class Record:
 
         Reads the whole file on this thread (no thread pool).
         """
-        path = self.cell_path(cell_id)
         try:
-            handle = pq.ParquetFile(path, page_checksum_verification=True)
-            handle.read(use_threads=False)
-            stored = (handle.schema_arrow.metadata or {}).get(CELL_ID_KEY)
-        except (OSError, pa.ArrowException) as err:
+            _read_table(self.cell_path(cell_id), cell_id)
+        except (OSError, pa.ArrowException, _WrongCell) as err:
             return " ".join(str(err).split()) or type(err).__name__
-        if stored is not None and stored.decode("ascii", "replace") != cell_id:
-            return f"the file holds cell {stored.decode('ascii', 'replace')!r}, not {cell_id!r}"
         return None
 
     def scan(self) -> tuple[set[str], dict[str, str]]:
@@ -280,10 +275,24 @@ class Record:
         return out
 
 
-def _read_cell(path: Path) -> pd.DataFrame:
-    """One cell file as a DataFrame, read and converted on this thread, page checksums verified."""
-    table = pq.ParquetFile(path, page_checksum_verification=True).read(use_threads=False)
-    return table.to_pandas(use_threads=False)
+class _WrongCell(Exception):
+    """A cell file whose metadata names another cell."""
+
+
+def _read_table(path: Path, cell_id: str) -> pa.Table:
+    """One cell file, read on this thread with its page checksums verified and its cell id checked (files written
+    before ids were stored have none, and pass)."""
+    handle = pq.ParquetFile(path, page_checksum_verification=True)
+    table = handle.read(use_threads=False)
+    stored = (handle.schema_arrow.metadata or {}).get(CELL_ID_KEY)
+    if stored is not None and stored.decode("ascii", "replace") != cell_id:
+        raise _WrongCell(f"the file holds cell {stored.decode('ascii', 'replace')!r}, not {cell_id!r}")
+    return table
+
+
+def _read_cell(path: Path, cell_id: str) -> pd.DataFrame:
+    """One cell file as a DataFrame (:func:`_read_table`), converted on this thread."""
+    return _read_table(path, cell_id).to_pandas(use_threads=False)
 
 
 def load_record(directory: str | os.PathLike[str], *, partial: bool = False) -> pd.DataFrame:
@@ -326,8 +335,8 @@ def load_record(directory: str | os.PathLike[str], *, partial: bool = False) -> 
         if cid not in present:
             continue
         try:
-            frames.append(_read_cell(record.cell_path(cid)))
-        except (OSError, pa.ArrowException) as err:
+            frames.append(_read_cell(record.cell_path(cid), cid))
+        except (OSError, pa.ArrowException, _WrongCell) as err:
             if not partial:
                 raise ValueError(f"{record.cell_path(cid)}: a corrupt cell file ({' '.join(str(err).split())}); "
                                  "rerun the sweep: it runs the corrupt cells again") from None
