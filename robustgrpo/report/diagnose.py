@@ -65,7 +65,8 @@ def _png_base64(fig: Figure) -> str:
 
 def _table(frame: pd.DataFrame, digits: int = 3) -> str:
     """An HTML table (pandas escapes the cells); text columns with their control characters escaped too."""
-    shown = frame.assign(**{c: frame[c].map(plain_text) for c in frame.columns if frame[c].dtype == object})
+    text = [c for c in frame.columns if frame[c].dtype == object or pd.api.types.is_string_dtype(frame[c].dtype)]
+    shown = frame.assign(**{c: frame[c].map(plain_text) for c in text})
     return shown.to_html(index=False, border=0, escape=True, float_format=lambda v: f"{v:.{digits}f}", na_rep="-")
 
 
