@@ -24,8 +24,8 @@ Nothing is coerced silently and nothing is dropped silently:
   JSON/Parquet, a timestamp) or not finite (NaN, inf, or beyond float64, like a
   JSON integer of 400 digits);
 * a step that is empty, not an integer or negative (``3.0`` is the integer 3), or
-  not exact: an integer beyond int64 (``2**63``), or a decimal or float beyond
-  2**53, where float64 cannot tell neighbouring integers apart (``1e19``,
+  not exact: an integer beyond int64 (``2**63``), or a decimal or float of
+  2**53 or more, where float64 cannot tell neighbouring integers apart (``1e19``,
   ``9007199254740993.0``); steps written as integers are read exactly, so
   ``2**53`` and ``2**53 + 1`` stay two steps;
 * an empty group id, reward-function name or length, or a length that is
@@ -320,7 +320,7 @@ def _numbers(values: pd.Series, text: bool) -> tuple[np.ndarray, np.ndarray, np.
     return out, empty, bad
 
 
-#: Integers are exact in float64 up to this; a step written as a decimal or float beyond it is refused.
+#: Integers are exact in float64 below this (2**53 + 1 rounds to it); a step written as a decimal or float from it up is refused.
 _EXACT_FLOAT = 2**53
 _INT64_MAX = 2**63 - 1
 
@@ -329,7 +329,7 @@ def _steps(values: pd.Series, text: bool) -> tuple[np.ndarray, np.ndarray, np.nd
     """Exact int64 steps (-1 where bad), and flags: empty, not a number, not an integer >= 0, not exact.
 
     Integers written as integers (text digits, JSON integers, integer columns) are read
-    exactly, up to 2**63 - 1; decimals and floats are steps only up to 2**53, where
+    exactly, up to 2**63 - 1; decimals and floats are steps only below 2**53, where
     float64 still tells neighbouring integers apart.
     """
     n = len(values)
@@ -369,7 +369,7 @@ def _steps(values: pd.Series, text: bool) -> tuple[np.ndarray, np.ndarray, np.nd
         inexact[at[above]] = True
     else:
         written = np.zeros(n, dtype=bool)
-    # 2. everything else as a float: integral, >= 0 and at most 2**53
+    # 2. everything else as a float: integral, >= 0 and below 2**53
     rest = ~empty & ~written
     floats, _, bad = _numbers(values.where(~written, 0), text)
     bad &= rest
@@ -377,8 +377,8 @@ def _steps(values: pd.Series, text: bool) -> tuple[np.ndarray, np.ndarray, np.nd
     safe = np.where(finite, floats, 0.0)
     integral = finite & (safe == np.round(safe))
     negative |= finite & ((safe < 0) | ~integral)
-    inexact |= integral & (safe > _EXACT_FLOAT)
-    use = integral & (safe >= 0) & (safe <= _EXACT_FLOAT)
+    inexact |= integral & (safe >= _EXACT_FLOAT)  # (2**53 + 1 written as a float reads as 2**53: refused too)
+    use = integral & (safe >= 0) & (safe < _EXACT_FLOAT)
     steps[use] = safe[use].astype(np.int64)
     not_number = rest & (bad | ~np.isfinite(np.where(bad, 0.0, floats)))
     return steps, empty, not_number, negative, inexact
