@@ -235,8 +235,10 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
 
 
 def _read_parquet(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    try:
-        raw = pd.read_parquet(path)
+    import pyarrow.parquet as pq
+
+    try:  # on this thread: no thread pool (a loaded machine may have no thread to give; see sweep.record)
+        raw = pq.ParquetFile(path).read(use_threads=False).to_pandas(use_threads=False)
     except Exception as err:  # pyarrow raises its own types for corrupt files
         raise RewardLogError(f"{path.name}: not a readable Parquet file ({' '.join(str(err).split())})") from None
     return raw.reset_index(drop=True), np.arange(len(raw), dtype=np.int64) + 1
