@@ -275,8 +275,9 @@ def test_diagnose_by_blocks_gives_the_padded_layouts_numbers():
     for method in ("grpo", "batch_std", "rank", "robust"):
         for step in range(4):
             rows = (frame["step"] == step).to_numpy()
-            ref = compute_advantages(frame["reward"].to_numpy(), "grpo", index=keys.to_numpy()).advantages[rows]
-            other = compute_advantages(frame["reward"].to_numpy(), method, index=keys.to_numpy()).advantages[rows]
+            rewards = frame["reward"].to_numpy(copy=True)  # (a writable array: pandas 3 hands out read-only ones)
+            ref = compute_advantages(rewards, "grpo", index=keys.to_numpy()).advantages[rows]
+            other = compute_advantages(rewards, method, index=keys.to_numpy()).advantages[rows]
             cos = float(ref @ other / (np.linalg.norm(ref) * np.linalg.norm(other)))
             got = d.agreement.set_index(["step", "method"]).loc[(step, method), "cosine_to_grpo"]
             assert got == pytest.approx(cos, rel=1e-12, abs=1e-12), (method, step)
