@@ -202,7 +202,9 @@ class Groups(NamedTuple):
     residue (:func:`~robustgrpo.stats.residue_tolerance`; None: no floor),
     below which no difference counts. ``batch`` ``[B]`` long is the training
     batch of each group (ids ``0 .. K-1``), or None when every group is of
-    one batch: a batch-level statistic is taken per batch.
+    one batch: a batch-level statistic is taken per batch. ``batch_scale``
+    ``[B]``, when given, is that statistic per group, computed by the caller
+    over a batch larger than the call (a log scored block by block).
     """
 
     rewards: torch.Tensor
@@ -213,6 +215,7 @@ class Groups(NamedTuple):
     reference: torch.Tensor | None = None
     floor: torch.Tensor | None = None
     batch: torch.Tensor | None = None
+    batch_scale: torch.Tensor | None = None
 
 
 class Computed(NamedTuple):
@@ -584,7 +587,9 @@ def _batch_std(g: Groups, *, eps: float, ddof: int) -> Computed:
     :math:`s_{batch}` the std of every valid reward in the batch (TRL's
     ``rewards.std()``). One outlier inflates the scale of every group."""
     centre = masked_mean(g.rewards, g.mask, g.n)
-    if g.batch is None:
+    if g.batch_scale is not None:
+        scale = g.batch_scale
+    elif g.batch is None:
         flat_mask = None if g.mask is None else g.mask.reshape(1, -1)
         flat = g.rewards.reshape(1, -1)
         total = count_valid(flat, flat_mask)
@@ -784,18 +789,26 @@ def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None
 
     Ranks that are whole or half numbers (all of them unless rewards ramp into
     each other within the tie tolerance) are looked up in a table computed in
-    float64 for every (n, 2R) of the batch (only its row n = G when ``mask``
-    is None), so the quantile function runs only on the others.
+    float64 for every (n, 2R) of the group sizes n present in the batch (only
+    n = G when ``mask`` is None), so the quantile function runs only on the
+    others. The table has one row per distinct size, so it is never larger than
+    about twice the batch (a row per possible size, 0 .. G, would be quadratic
+    in G: 4 GB for one group of 16,384).
     """
     G = ranks.shape[-1]
     twice = 2 * ranks
-    index = twice.to(torch.int32).clamp_(0, 2 * G)  # (ranks are >= 1/2; invalid entries' ranks are unused)
+    wide = torch.int32 if (G + 1) * (2 * G + 1) < 2**31 else torch.int64
+    index = twice.to(wide).clamp_(0, 2 * G)  # (ranks are >= 1/2; invalid entries' ranks are unused)
     back = index.to(ranks.dtype)
-    sizes = torch.arange(G + 1, dtype=torch.float64, device=ranks.device) if mask is not None else torch.full((1,), float(G), dtype=torch.float64, device=ranks.device)
+    if mask is not None:
+        present, row = torch.unique(n, return_inverse=True)
+        sizes = present.to(torch.float64)
+    else:
+        sizes = torch.full((1,), float(G), dtype=torch.float64, device=ranks.device)
     j = torch.arange(2 * G + 1, dtype=torch.float64, device=ranks.device)
     table = torch.special.ndtri(((j / 2 - 0.375) / (sizes.unsqueeze(-1) + 0.25)).clamp(1e-12, 1 - 1e-12)).to(ranks.dtype)
     if mask is not None:
-        index += (n.to(torch.int32) * (2 * G + 1)).unsqueeze(-1)
+        index += (row.to(wide) * (2 * G + 1)).unsqueeze(-1)
     z = table.view(-1).index_select(0, index.view(-1)).view(ranks.shape)
     if torch.equal(twice, back):  # every rank on the table
         return z
@@ -961,7 +974,8 @@ def _batch_huber(g: Groups, *, c: float, huber_c: float) -> Computed:
     ``rank`` there. With every group tied, D is 1 and every advantage 0.
     """
     r, mask, n = g.rewards, g.mask, g.n
-    typical = typical_deviation(r, mask, n, value_range(r, mask) if g.spread is None else g.spread, g.floor, g.batch)
+    typical = g.batch_scale if g.batch_scale is not None else typical_deviation(
+        r, mask, n, value_range(r, mask) if g.spread is None else g.spread, g.floor, g.batch)
     one = torch.ones((), dtype=r.dtype, device=r.device)
     scale = (one if typical is None else torch.where(typical > 0, typical, one)).expand(n.shape)  # (NaN > 0 is False)
     centre = huber_location(r, mask, n, median_of_sorted(sort_valid(r, mask), n), scale, c=huber_c)
@@ -1206,8 +1220,9 @@ def compute_advantages(
     singleton: Literal["zero", "reward"] = "zero",
     reward_range: tuple[float, float] | None = None,
     out_of_range: Literal["mask", "clip", "raise"] = "mask",
-    tie_reference: Literal["batch", "group"] = "batch",
+    tie_reference: Literal["batch", "group"] | ArrayLike = "batch",
     batch: ArrayLike | None = None,
+    batch_scale: ArrayLike | None = None,
     **params: Any,
 ) -> AdvantageResult:
     r"""Compute group-relative advantages with any catalogue estimator.
@@ -1271,7 +1286,10 @@ def compute_advantages(
         inflate it, jitter cannot shrink it), for a batch of two groups or
         more; ``"group"`` each group's own range, as a batch of one group
         gets it, for rows that are variants of one group rather than a
-        training batch (a sensitivity curve, a lesson's grid).
+        training batch (a sensitivity curve, a lesson's grid); or a ``[B]``
+        array, each group's reference range itself (what
+        :func:`~robustgrpo.stats.batch_tie_reference` gives over a larger
+        batch than this call holds: a log scored block by block).
     batch : sequence of int, optional
         The training batch each group belongs to (``[B]``; with ``index=``,
         one per flat reward, the same within a group), when one call scores
@@ -1279,6 +1297,11 @@ def compute_advantages(
         of the batch (``batch_std``'s and ``batch_huber``'s scale, the tie
         reference's typical gap) is then taken within each batch, so the
         result equals one call per batch. Default: one batch.
+    batch_scale : sequence of float, optional
+        For a batch-level estimator, its batch statistic per group (``[B]``:
+        ``batch_std``'s batch std, ``batch_huber``'s typical gap D) computed
+        by the caller over a batch larger than this call holds, as
+        ``tie_reference`` does for the tie tolerance.
     **params
         Estimator parameters (see ``ESTIMATORS[method].parameters``).
 
@@ -1319,8 +1342,14 @@ def compute_advantages(
                          "(or None for the rewards' float residue)")
     if singleton not in ("zero", "reward"):
         raise ValueError(f"singleton must be 'zero' or 'reward', got {singleton!r}")
-    if tie_reference not in ("batch", "group"):
-        raise ValueError(f"tie_reference must be 'batch' or 'group', got {tie_reference!r}")
+    given_reference = None
+    if isinstance(tie_reference, str):
+        if tie_reference not in ("batch", "group"):
+            raise ValueError(f"tie_reference must be 'batch', 'group' or an array of reference ranges, got {tie_reference!r}")
+    else:
+        given_reference = torch.as_tensor(np.asarray(tie_reference, dtype=np.float64))
+        if given_reference.ndim != 1 or not bool(torch.isfinite(given_reference).all()) or bool((given_reference < 0).any()):
+            raise ValueError("tie_reference as an array must be 1-D, finite and >= 0 (one reference range per group)")
     values, valid, kind, grouping, arrived = _prepare(rewards, mask, index)
     batch_ids = _batch_ids(batch, values.shape[0], grouping, values.device)
     values, valid, poisoned = apply_nan_policy(values, valid, nan_policy)
@@ -1332,10 +1361,23 @@ def compute_advantages(
     n = count_valid(values, valid)
     spread = value_range(values, valid)
     reference = None
-    if span is None and "resolution" in est.defaults and tie_reference == "batch":
+    if given_reference is not None:
+        if given_reference.numel() != values.shape[0]:
+            raise ValueError(f"tie_reference has {given_reference.numel()} ranges but there are {values.shape[0]} groups")
+        reference = given_reference.to(dtype=values.dtype, device=values.device)
+    elif span is None and "resolution" in est.defaults and tie_reference == "batch":
         reference = _tie_reference(values, valid, n, spread, residue, batch_ids)
     floor = residue if tol is None else None
-    out = est.compute(Groups(values, valid, n, span, spread, reference, floor, batch_ids), **bound)
+    scale_given = None
+    if batch_scale is not None:
+        if not est.batch_level:
+            raise ValueError(f"batch_scale applies to the batch-level estimators "
+                             f"({', '.join(m for m, e in _REGISTRY.items() if e.batch_level)}), not {method!r}")
+        scale_given = torch.as_tensor(np.asarray(batch_scale, dtype=np.float64)).to(dtype=values.dtype, device=values.device)
+        if scale_given.shape != (values.shape[0],) or not bool(torch.isfinite(scale_given).all()) or bool((scale_given < 0).any()):
+            raise ValueError(f"batch_scale must hold one finite scale >= 0 per group ({values.shape[0]}), got shape "
+                             f"{tuple(scale_given.shape)}")
+    out = est.compute(Groups(values, valid, n, span, spread, reference, floor, batch_ids, scale_given), **bound)
 
     dtype, device = values.dtype, values.device
     zero = torch.zeros((), dtype=dtype, device=device)
@@ -1354,7 +1396,10 @@ def compute_advantages(
     if not bool(torch.isfinite(adv.sum())) and not bool(torch.isfinite(adv).all()):
         raise ValueError(
             f"{method} advantages overflow {dtype} (non-finite results) for these rewards (largest |reward| "
-            f"{float(fill_invalid(values, valid, 0.0).abs().max()):.3g}); pass float64 rewards or rescale them"
+            f"{float(fill_invalid(values, valid, 0.0).abs().max()):.3g}); "
+            + ("rescale them (divide by a constant: the advantages of the scale-invariant estimators stay the same), "
+               "or declare reward_range= with out_of_range='mask' to drop the huge ones" if dtype == torch.float64
+               else "pass float64 rewards or rescale them")
         )
     centre = torch.where(empty, zero, out.centre)
     scale = torch.where(empty, zero, out.scale)

@@ -11,12 +11,24 @@ The rules
 ---------
 * integers: ``int`` or numpy integers, never ``bool``;
 * reals: ``int``, ``float`` or numpy scalars, never ``bool``, always finite;
+* integers fit in 64 bits (``|value| < 2**63``), whatever the other bounds: a count
+  or size beyond that would overflow torch's and numpy's int64 before anything ran;
 * seeds: integers in ``[0, 2**63)`` (what ``numpy.random.SeedSequence``,
   ``torch.Generator.manual_seed`` and Parquet's int64 columns all accept);
 * probabilities: reals in ``[0, 1]``;
 * choices: one of a fixed list of strings;
 * output folders: made (with their parents) before any work starts, or refused
-  with the reason (:func:`make_folder`).
+  with the reason (:func:`make_folder`); an output file is written only where it
+  replaces no input, follows no symbolic link and overwrites nothing unless asked
+  (:func:`check_output_file`, :func:`write_new_file`);
+* threads: at most the machine's CPUs (:func:`check_threads`); a run whose estimate
+  is far beyond the machine's memory or a day of work is refused before it allocates
+  anything, unless the caller says yes (:class:`Estimate`, :func:`check_estimate`);
+* text from a file (group ids, names, messages) is shown with every control
+  character escaped (:func:`plain_text`, :func:`terminal_text`), so a log cannot
+  drive the terminal (clear it, set its title) through what is printed;
+* JSON files: read as UTF-8, their errors naming the file, line and column
+  (:func:`read_json`, :func:`decode_utf8`), nesting at most :data:`JSON_MAX_DEPTH` deep.
 
 >>> check_int("G", 8, minimum=2)
 8
@@ -35,9 +47,12 @@ import json
 import math
 import numbers
 import os
+import re
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, IO
 
 import numpy as np
 import pandas as pd
@@ -60,10 +75,25 @@ __all__ = [
     "require_columns",
     "make_folder",
     "read_json",
+    "decode_utf8",
+    "JSON_MAX_DEPTH",
+    "json_depth_error",
+    "plain_text",
+    "terminal_text",
+    "cpu_limit",
+    "check_threads",
+    "memory_limit",
+    "Estimate",
+    "LONG_RUN_SECONDS",
+    "check_estimate",
+    "check_output_file",
+    "write_new_file",
 ]
 
 #: Seeds are integers in [0, SEED_LIMIT).
 SEED_LIMIT = 2**63
+#: Every integer argument fits in int64: |value| < INT_LIMIT.
+INT_LIMIT = 2**63
 
 
 class ParamError(ValueError):
@@ -117,6 +147,9 @@ def check_int(name: str, value: Any, *, minimum: int | None = None, maximum: int
     ok = is_int(value) and (minimum is None or value >= minimum) and (maximum is None or value <= maximum)
     if not ok:
         raise ParamError(name, f"must be an integer{_range_text(minimum, maximum)}", value, hint)
+    if not -INT_LIMIT < value < INT_LIMIT:
+        raise ParamError(name, f"must be an integer{_range_text(minimum, maximum)} that fits in 64 bits (|value| < 2**63)",
+                         value, hint)
     return int(value)
 
 
@@ -261,13 +294,265 @@ def make_folder(path: str | os.PathLike[str]) -> Path:
     return folder
 
 
+def decode_utf8(data: bytes, name: str) -> str:
+    """``data`` decoded as UTF-8 (a byte-order mark dropped).
+
+    Raises ``ValueError`` naming ``name`` and where the first byte that is not
+    UTF-8 sits: its line, column and offset, so the user can find it.
+
+    >>> decode_utf8(b"step,reward\\n0,\\xff\\n", "log.csv")
+    Traceback (most recent call last):
+    ...
+    ValueError: log.csv: not UTF-8 text: byte 0xff at line 2, column 3 (byte offset 14); save the file as UTF-8
+    """
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
+        raise ValueError(f"{name}: not UTF-8 text: byte 0x{data[err.start]:02x} at line {line}, column {column} "
+                         f"(byte offset {err.start}); save the file as UTF-8") from None
+
+
+#: JSON files (configs, manifests, JSON Lines records) nest at most this deep.
+JSON_MAX_DEPTH = 64
+
+
+def _depth(value: Any) -> int:
+    """How deep ``value`` nests lists and dicts (a scalar: 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        deepest = max(deepest, level)
+        if deepest > JSON_MAX_DEPTH:
+            break
+        stack.extend((child, level + 1) for child in children)
+    return deepest
+
+
+def json_depth_error(name: str) -> ValueError:
+    """The error for a JSON value that nests deeper than :data:`JSON_MAX_DEPTH`."""
+    return ValueError(f"{name}: JSON nested more than {JSON_MAX_DEPTH} levels deep; no config or record of this "
+                      "package nests that deep: check the file")
+
+
+def loads_json(text: str, name: str, hint: str = "") -> Any:
+    """Parse JSON text; ``ValueError`` naming ``name`` and the place for a syntax error or too deep a nesting."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"{name}: invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}{hint}") from None
+    except RecursionError:
+        raise json_depth_error(name) from None
+    if _depth(value) > JSON_MAX_DEPTH:
+        raise json_depth_error(name)
+    return value
+
+
 def read_json(path: Path, hint: str = "") -> Any:
     """The JSON content of the file ``path`` (which the caller has checked exists).
 
     Raises ``ValueError`` naming the file and where its syntax breaks
-    (``PATH: invalid JSON at line L, column C: what``), then ``hint``.
+    (``PATH: invalid JSON at line L, column C: what``), then ``hint``; also for
+    a file that is not UTF-8 (:func:`decode_utf8`) or nests deeper than
+    :data:`JSON_MAX_DEPTH`.
     """
+    return loads_json(decode_utf8(path.read_bytes(), str(path)), str(path), hint)
+
+
+# ------------------------------------------------------------------ text from files
+
+# C0 controls but tab and newline, DEL, C1 controls (CSI, OSC... as single bytes), and the
+# bidirectional overrides and isolates that reorder what a terminal or page shows.
+_CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+_TERMINAL_UNSAFE = re.compile(f"[{_CONTROL}]")
+_FIELD_UNSAFE = re.compile(f"[{_CONTROL}\t\n]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def plain_text(text: Any) -> str:
+    r"""``str(text)`` with every control character escaped (tab and newline too): one inert line.
+
+    For one field from a file (a group id, a name) shown in a table, a message or a page.
+
+    >>> plain_text("a\x1b]0;owned\x07b\n")
+    'a\\x1b]0;owned\\x07b\\x0a'
+    """
+    return _FIELD_UNSAFE.sub(_escape, str(text))
+
+
+def terminal_text(text: str) -> str:
+    r"""``text`` with every control character but tab and newline escaped: safe to print.
+
+    An escape sequence (ESC ``[2J`` clears the screen, ESC ``]0;...`` BEL sets the
+    title), a C1 control or a bidirectional override becomes visible text.
+
+    >>> terminal_text("line 1\n\x1b[2Jline 2")
+    'line 1\n\\x1b[2Jline 2'
+    """
+    return _TERMINAL_UNSAFE.sub(_escape, text)
+
+
+# ------------------------------------------------------------------ the machine's bounds
+
+
+def cpu_limit() -> int:
+    """The CPUs of this machine (``os.cpu_count()``; 1 if unknown): the most threads a setting may ask for."""
+    return os.cpu_count() or 1
+
+
+def check_threads(name: str, value: Any, hint: str = "") -> int:
+    """A thread (CPU) count in ``[1, os.cpu_count()]``.
+
+    More threads than CPUs gains nothing, and a huge count makes torch's thread
+    pool crash the process; the message names the bound.
+    """
+    bound = cpu_limit()
+    return check_int(name, value, minimum=1, maximum=bound,
+                     hint=hint or f"this machine has {bound} CPUs (os.cpu_count()); ask for at most that many")
+
+
+def memory_limit() -> int:
+    """Bytes of memory this process may use: the machine's RAM, or the container's limit when lower."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}{hint}") from None
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not a POSIX system
+        total = 2**62
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            text = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return int(total)
+
+
+#: A run estimated to take longer than this on this machine is refused unless the caller says yes.
+LONG_RUN_SECONDS = 24 * 3600.0
+
+
+def _bytes_text(n: float) -> str:
+    for unit, size in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n / 1e3:.3g} kB"
+
+
+def _seconds_text(s: float) -> str:
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("hours", 3600), ("minutes", 60)):
+        if s >= size:
+            return f"{s / size:.3g} {unit}"
+    return f"{s:.3g} s"
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What a run will need, at least: memory (bytes) and time (seconds on one CPU of this machine).
+
+    ``what`` says what was counted (``"10**12 steps x 64 prompts x G = 8"``). The
+    estimates are lower bounds from the sizes alone, made before anything is
+    allocated, so that a run far beyond the machine is refused at once.
+    """
+
+    what: str
+    bytes: float
+    seconds: float
+
+    def text(self) -> str:
+        """``at least 3.2 TB of memory and 4.1 years`` and what was counted."""
+        return f"at least {_bytes_text(self.bytes)} of memory and {_seconds_text(self.seconds)} ({self.what})"
+
+
+def check_estimate(estimate: Estimate, *, yes: bool = False, flag: str = "yes=True (--yes)") -> Estimate:
+    """Refuse a run whose estimate exceeds this machine's memory (:func:`memory_limit`) or
+    :data:`LONG_RUN_SECONDS`, unless ``yes``; the message gives the estimate and the bound."""
+    if yes:
+        return estimate
+    memory = memory_limit()
+    if estimate.bytes > memory:
+        raise ValueError(f"this run needs {estimate.text()}, more than this machine's {_bytes_text(memory)}; "
+                         f"make it smaller, or pass {flag} to start it anyway")
+    if estimate.seconds > LONG_RUN_SECONDS:
+        raise ValueError(f"this run needs {estimate.text()}, more than {_seconds_text(LONG_RUN_SECONDS)} on this machine; "
+                         f"make it smaller, or pass {flag} to start it anyway")
+    return estimate
+
+
+# ------------------------------------------------------------------ output files
+
+
+def check_output_file(path: str | os.PathLike[str], *, inputs: Iterable[str | os.PathLike[str]] = (),
+                      force: bool = False) -> Path:
+    """Check that a file may be written at ``path``; return it.
+
+    Refused, with ``ValueError`` naming the path and what to do: a folder; a
+    symbolic link (it would write where the link points); one of ``inputs`` (the
+    same file, by any name); a missing folder (it is not made: a misspelt folder
+    should not appear silently); an existing file, unless ``force``.
+    """
+    path = Path(path)
+    if path.is_symlink():
+        raise ValueError(f"{str(path)!r} is a symbolic link; outputs never follow one: remove it or pass another path")
+    if path.is_dir():
+        raise ValueError(f"{str(path)!r} is a folder; pass the file to write inside it")
+    for source in inputs:
+        source = Path(source)
+        same = path.exists() and source.exists() and os.path.samefile(path, source)
+        if same or path.resolve() == source.resolve():
+            raise ValueError(f"{str(path)!r} is an input of this command ({str(source)!r}); writing it would replace "
+                             "the input: pass another path")
+    if not path.parent.is_dir():
+        raise ValueError(f"the folder {str(path.parent)!r} does not exist; make it first or pass a path in an existing folder")
+    if path.exists() and not force:
+        raise ValueError(f"{str(path)!r} exists; pass another path, or --force (force=True) to replace it")
+    return path
+
+
+def write_new_file(path: Path, write: Callable[[IO[bytes]], None], *, force: bool = False) -> Path:
+    """Write a file atomically through a temporary file in its folder.
+
+    Without ``force`` the file must not exist when the write ends (a hard link
+    puts it in place, which fails on any existing name, a symbolic link
+    included); with ``force`` it is replaced (``os.replace`` replaces a link
+    itself, never its target). Call :func:`check_output_file` first for the
+    messages.
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        if force:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                raise ValueError(f"{str(path)!r} exists; pass another path, or --force (force=True) to replace it") from None
+            except OSError:  # a file system without hard links: check, then rename
+                if os.path.lexists(path):
+                    raise ValueError(f"{str(path)!r} exists; pass another path, or --force (force=True) to replace it") from None
+                os.replace(tmp, path)
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

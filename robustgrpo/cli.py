@@ -18,17 +18,24 @@ experiment  real trainer runs: ``experiment trl CONFIG --out DIR`` runs a sweep 
 
 A user error (a malformed reward log, a bad setting, a mistyped option)
 prints one line on stderr and exits with status 2, without a traceback.
+Everything printed passes :func:`~robustgrpo.checks.terminal_text`: text from
+a file (group ids, names, error messages quoting it) cannot clear the screen or
+set the terminal's title. Negative numbers are values, not options
+(``--reward-range -1e3 1``).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 from .advantages import describe_estimators
-from .checks import make_folder
+from .checks import check_seed, check_threads, make_folder, terminal_text
+from .sweep.engines import CONNECT_TIMEOUT
+from .sweep.spec import MAX_CELLS
 
 __all__ = ["main", "build_parser"]
 
@@ -42,19 +49,32 @@ class _OneLineParser(argparse.ArgumentParser):
     usage is one ``--help`` away, named in the line.
     """
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # argparse takes '-1e3' and '-inf' for options; numbers in any float notation are values here
+        self._negative_number_matcher = _NEGATIVE_NUMBER
+
     def error(self, message: str) -> "NoReturn":  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+        self.exit(2, terminal_text(f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n"))
+
+
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
+
+
+def _say(text: str = "", *, file=None) -> None:
+    """Print ``text`` with every control character but tab and newline escaped (see the module docstring)."""
+    print(terminal_text(str(text)), file=file or sys.stdout, flush=True)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .report.seed import demo_text
 
-    print(demo_text())
+    _say(demo_text())
     return 0
 
 
 def _cmd_estimators(args: argparse.Namespace) -> int:
-    print(describe_estimators())
+    _say(describe_estimators())
     return 0
 
 
@@ -86,33 +106,33 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
         with torch_threads(args.threads):  # (None: torch's own count)
             if args.dashboard:
-                print(format_dashboard_table(run_dashboard_benchmark(repeats=args.repeats, progress=not args.no_progress)))
+                _say(format_dashboard_table(run_dashboard_benchmark(repeats=args.repeats, progress=not args.no_progress)))
             else:
-                print(format_lessons_table(run_lessons_benchmark(repeats=args.repeats, progress=not args.no_progress)))
+                _say(format_lessons_table(run_lessons_benchmark(repeats=args.repeats, progress=not args.no_progress)))
         return 0
     if args.sweep:
         from .bench import format_sweep_table, run_sweep_benchmark
 
-        print(format_sweep_table(run_sweep_benchmark(progress=not args.no_progress)))
+        _say(format_sweep_table(run_sweep_benchmark(progress=not args.no_progress)))
         return 0
     if args.trainer:
         from .bench import format_trainer_table, run_trainer_benchmark
 
-        print(format_trainer_table(run_trainer_benchmark(progress=not args.no_progress)))
+        _say(format_trainer_table(run_trainer_benchmark(progress=not args.no_progress)))
         return 0
     if args.battery:
         from .bench import format_simulate_table, run_battery_benchmark
 
-        print(format_simulate_table(run_battery_benchmark(progress=not args.no_progress)))
+        _say(format_simulate_table(run_battery_benchmark(progress=not args.no_progress)))
         return 0
     if args.simulate:
         from .bench import format_simulate_table, run_simulate_benchmark
 
-        print(format_simulate_table(run_simulate_benchmark(progress=not args.no_progress)))
+        _say(format_simulate_table(run_simulate_benchmark(progress=not args.no_progress)))
         return 0
     shapes = args.shapes or list(DEFAULT_SHAPES)
     rows = run_benchmark(shapes=shapes, repeats=args.repeats, progress=not args.no_progress)
-    print(format_table(rows))
+    _say(format_table(rows))
     return 0
 
 
@@ -121,8 +141,8 @@ def _cmd_figures(args: argparse.Namespace) -> int:
 
     built = build_all(args.out, formats=args.formats, names=args.only, progress=not args.no_progress)
     for rf, spec, paths in built:
-        print(f"{rf.name:<36} {spec.notebook:<36} {' '.join(p.suffix[1:] for p in paths)}")
-    print(f"{len(built)} figures and index.md written to {Path(args.out).resolve()}")
+        _say(f"{rf.name:<36} {spec.notebook:<36} {' '.join(p.suffix[1:] for p in paths)}")
+    _say(f"{len(built)} figures and index.md written to {Path(args.out).resolve()}")
     return 0
 
 
@@ -131,8 +151,8 @@ def _cmd_notebooks(args: argparse.Namespace) -> int:
 
     runs = run_all(args.out, notebooks=args.only, timeout=args.timeout, progress=not args.no_progress)
     for run in runs:
-        print(f"{run.source.name:<40} {run.seconds:6.1f} s  -> {run.executed}")
-    print(f"{len(runs)} notebooks executed; figures in {(Path(args.out) / 'figures').resolve()}")
+        _say(f"{run.source.name:<40} {run.seconds:6.1f} s  -> {run.executed}")
+    _say(f"{len(runs)} notebooks executed; figures in {(Path(args.out) / 'figures').resolve()}")
     return 0
 
 
@@ -152,17 +172,17 @@ def _cmd_battery(args: argparse.Namespace) -> int:
     table = run_battery(**settings, progress=not args.no_progress)
     seconds = time.perf_counter() - start
     recommendations = recommend(table)
-    print(format_recommendations(recommendations))
-    print(f"\n{len(table)} rows ({table.groupby(['family', 'G']).ngroups} cells x estimators, declared or not) in {seconds:.0f} s")
+    _say(format_recommendations(recommendations))
+    _say(f"\n{len(table)} rows ({table.groupby(['family', 'G']).ngroups} cells x estimators, declared or not) in {seconds:.0f} s")
     if out is not None:
         table.to_parquet(out / "battery.parquet", index=False)
         recommendations.to_csv(out / "recommendations.csv", index=False)
-        print(f"written: {out / 'battery.parquet'}, {out / 'recommendations.csv'}")
+        _say(f"written: {out / 'battery.parquet'}, {out / 'recommendations.csv'}")
     if args.write:
         make_folder(battery_file().parent)
         table.to_parquet(battery_file(), index=False)
         RECOMMENDATION_FILE.write_text(json.dumps(recommendation_record(recommendations), indent=1) + "\n", encoding="utf-8")
-        print(f"shipped: {battery_file()}, {RECOMMENDATION_FILE}")
+        _say(f"shipped: {battery_file()}, {RECOMMENDATION_FILE}")
     return 0
 
 
@@ -177,13 +197,20 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     from .diagnose import diagnose
     from .rewardlogs import load_reward_log
 
+    if args.html:  # refused before the work: a folder, a link, the log itself, a missing folder, an existing file
+        from .checks import check_output_file
+
+        check_output_file(args.html, inputs=[args.file], force=args.force)
+    elif args.force:
+        raise ValueError("--force applies to --html (replace an existing page); add --html OUT")
     log = load_reward_log(args.file, columns=dict(args.column or []), skip_bad=args.skip_bad)
     diagnosis = diagnose(log, reward_range=args.reward_range, reward_fn=args.reward_fn, reward_kind=args.reward_kind)
-    print(diagnosis.text())
+    _say(diagnosis.text())
     if args.html:
         from .report.diagnose import write_diagnosis_html
 
-        print(f"\nHTML report: {write_diagnosis_html(diagnosis, args.html).resolve()}")
+        page = write_diagnosis_html(diagnosis, args.html, force=args.force, inputs=[args.file])
+        _say(f"\nHTML report: {page.resolve()}")
     return 0
 
 
@@ -192,20 +219,31 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from .report.drift import simulation_figure
     from .simulate import SimConfig, simulate
 
+    from .checks import check_estimate, check_output_file
+
     config = SimConfig.from_file(args.config)  # a bad config is a ValueError: main() prints it on one line
-    seeds = list(range(args.seeds[0])) if len(args.seeds) == 1 else args.seeds
+    if len(args.seeds) == 1:
+        check_estimate(config.estimate(max(args.seeds[0], 1)), yes=args.yes, flag="--yes")  # before a list of 10**12 seeds
+        seeds = list(range(args.seeds[0]))
+    else:
+        seeds = args.seeds
     if len(seeds) != len(set(seeds)):
         raise ValueError(f"--seeds must be distinct, got {args.seeds}")
+    if not seeds:
+        raise ValueError("--seeds 0 runs nothing; pass a count >= 1 or the seeds to run")
+    check_estimate(config.estimate(len(seeds)), yes=args.yes, flag="--yes")
     out = make_folder(args.out)
+    for name in ("record.parquet", "config.json"):  # the command's own outputs, rewritten by a rerun; never its input
+        check_output_file(out / name, inputs=[args.config], force=True)
     frame = simulate(config, seeds, progress=not args.no_progress)
     record = out / "record.parquet"
     frame.to_parquet(record, index=False)
     config.to_file(out / "config.json")
     rf = simulation_figure(frame, config)
     paths = save_figure(rf.figure, out, rf.name, ("png", "svg"))
-    print(f"{len(frame)} rows ({config.steps} steps x {len(seeds)} seeds x {len(config.estimators)} estimators) -> {record}")
-    print(f"figure: {', '.join(str(p) for p in paths)}")
-    print(rf.caption)
+    _say(f"{len(frame)} rows ({config.steps} steps x {len(seeds)} seeds x {len(config.estimators)} estimators) -> {record}")
+    _say(f"figure: {', '.join(str(p) for p in paths)}")
+    _say(rf.caption)
     return 0
 
 
@@ -213,10 +251,13 @@ def _seed_spec(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"seeds must be integers, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"seeds must be integers, got {text[:40]!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"seeds must be >= 0, got {value}")
-    return value
+    try:
+        return check_seed(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds must be integers in [0, 2**63), got {value}") from None
 
 
 def _integer_at_least(minimum: int) -> Callable[[str], int]:
@@ -224,9 +265,11 @@ def _integer_at_least(minimum: int) -> Callable[[str], int]:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"must be an integer, got {text!r}") from None
+            raise argparse.ArgumentTypeError(f"must be an integer, got {text[:40]!r}") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"must be >= {minimum}, got {value}")
+        if value >= 2**63:
+            raise argparse.ArgumentTypeError(f"must be below 2**63, got {value}")
         return value
 
     return parse
@@ -234,6 +277,25 @@ def _integer_at_least(minimum: int) -> Callable[[str], int]:
 
 _positive = _integer_at_least(1)
 _non_negative = _integer_at_least(0)
+
+
+def _threads(text: str) -> int:
+    """A thread or CPU count of this machine: 1 .. os.cpu_count() (more crashes torch's thread pool)."""
+    value = _positive(text)
+    try:
+        return check_threads("the count", value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("the count ")) from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, got {text[:40]!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds > 0, got {text[:40]!r}")
+    return value
 
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
@@ -244,30 +306,33 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.target[0] == "status":
         if len(args.target) != 2:
             raise ValueError("usage: sweep status DIR (the --out folder of a sweep)")
-        print(format_status(sweep_status(args.target[1])))
+        _say(format_status(sweep_status(args.target[1])))
         return 0
     if len(args.target) != 1:
         raise ValueError(f"sweep takes one CONFIG file, got {args.target} (or: sweep status DIR)")
     if args.out is None:
         raise ValueError("sweep CONFIG needs --out DIR, the folder of its record")
     engine = make_engine(args.engine, address=args.address, batch_size=args.batch_size, retries=args.retries,
-                         num_cpus=args.num_cpus)
-    sweep = load_sweep(args.target[0])
+                         num_cpus=args.num_cpus, connect_timeout=args.connect_timeout)
+    sweep = load_sweep(args.target[0], max_cells=None if args.yes else MAX_CELLS)
     if args.cpus_per_cell is not None:
         sweep = dataclasses.replace(sweep, cpus_per_cell=args.cpus_per_cell)
-    print(f"{sweep.name}: {len(sweep.cells)} cells (of {sweep.n_points} declared points: grid x draws x seeds), "
-          f"{sweep.cpus_per_cell} CPU(s) per cell, {engine.name} engine -> {Path(args.out).resolve()}", flush=True)
+    options = {"allow_remote_reporting": True} if args.allow_remote_reporting else {}
+    if options and "allow_remote_reporting" not in sweep.runnable.run_options:
+        raise ValueError(f"--allow-remote-reporting applies to trainer runs (the trl runnable), not to {sweep.name!r}")
+    _say(f"{sweep.name}: {len(sweep.cells)} cells (of {sweep.n_points} declared points: grid x draws x seeds), "
+         f"{sweep.cpus_per_cell} CPU(s) per cell, {engine.name} engine -> {Path(args.out).resolve()}")
     try:
-        result = run_sweep(sweep, args.out, engine, progress=not args.no_progress)
+        result = run_sweep(sweep, args.out, engine, progress=not args.no_progress, yes=args.yes, options=options)
     except KeyboardInterrupt:
-        print(f"interrupted: every finished cell is kept in {args.out}; rerun the same command to continue",
+        _say(f"interrupted: every finished cell is kept in {args.out}; rerun the same command to continue",
               file=sys.stderr)
         return 130
-    print(result.summary())
+    _say(result.summary())
     if result.failed:
-        print("failed cells (their errors are in failures/; rerun the same command to retry them):")
+        _say("failed cells (their errors are in failures/; rerun the same command to retry them):")
         for f in result.failed:
-            print(f"  {f['id']}  {f['label']}: {f['error']}")
+            _say(f"  {f['id']}  {f['label']}: {f['error']}")
         return 1
     return 0
 
@@ -275,17 +340,19 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 def _cmd_experiment(args: argparse.Namespace) -> int:
     from .sweep import load_record, load_sweep
 
-    name = load_sweep(args.config).name
+    name = load_sweep(args.config, max_cells=None).name  # (the size is checked by the sweep below)
     if name != args.trainer:
         raise ValueError(f"{args.config} is a sweep of the {name!r} runnable; experiment {args.trainer} runs a config whose "
                          f'"runnable" is "{args.trainer}" (run other sweeps with: sweep CONFIG --out DIR)')
     args.target = [args.config]
     status = _cmd_sweep(args)
-    if status in (0, 1) and len(table := load_record(args.out)):  # every run finished, or some failed
+    if status in (0, 1) and len(table := load_record(args.out, partial=True)):  # every run finished, or some failed
         from .report.trainer import final_table, format_final_table
 
-        print()
-        print(format_final_table(final_table(table)))
+        _say()
+        if table.attrs.get("unfinished"):
+            _say(f"(the table leaves out {table.attrs['unfinished']} run(s) that have not finished)")
+        _say(format_final_table(final_table(table)))
     return status
 
 
@@ -294,10 +361,19 @@ def _add_engine_options(parser: argparse.ArgumentParser, unit: str) -> None:
     parser.add_argument("--engine", choices=["local", "ray"], default="local",
                         help=f"local: in this process (default); ray: one Ray task per {unit}")
     parser.add_argument("--address", help="Ray cluster: auto, ray://HOST:PORT or HOST:PORT (default: start a local instance)")
-    parser.add_argument("--num-cpus", type=_positive, help="CPUs of the local Ray instance (default: this machine's)")
+    parser.add_argument("--num-cpus", type=_threads, help="CPUs of the local Ray instance (default and most: this machine's)")
     parser.add_argument("--cpus-per-cell", type=_positive,
-                        help=f"CPUs (torch threads) per {unit} (default: the config's, else 1)")
+                        help=f"CPUs (torch threads) per {unit} (default: the config's, else 1; at most this machine's, "
+                             "or a Ray node's)")
     parser.add_argument("--retries", type=_non_negative, default=3, help=f"ray engine: reruns of a {unit} whose worker died")
+    parser.add_argument("--connect-timeout", type=_seconds, default=CONNECT_TIMEOUT, metavar="SECONDS",
+                        help=f"ray engine with --address: seconds the cluster has to answer (default {CONNECT_TIMEOUT:g})")
+    parser.add_argument("--yes", action="store_true",
+                        help=f"run even a sweep of more than {MAX_CELLS:,} cells, or with a {unit} estimated beyond this "
+                             "machine (more memory than it has, or more than a day)")
+    parser.add_argument("--allow-remote-reporting", action="store_true",
+                        help="trainer runs: allow report_to reporters other than tensorboard (wandb, mlflow...), which "
+                             "may send the runs' data over the network")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
@@ -313,7 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     bench.add_argument("--dashboard", action="store_true",
                        help="time the dashboard's slider moves at G=256 with 10^4 groups and notebook 03's heat-map sweep")
-    bench.add_argument("--threads", type=_positive,
+    bench.add_argument("--threads", type=_threads,
                        help="torch threads for --dashboard and --lessons (default: torch's own count; on cores that "
                             "other work shares, 1 avoids the collapse of torch's thread pool)")
     bench.add_argument("--lessons", action="store_true",
@@ -356,13 +432,19 @@ def build_parser() -> argparse.ArgumentParser:
     diag.add_argument("--column", type=_column, action="append", metavar="FIELD=NAME",
                       help="the file's column for a field (step, group, reward, reward_fn, length), e.g. group=question_id")
     diag.add_argument("--skip-bad", action="store_true", help="skip malformed rows and say how many and why, instead of stopping")
-    diag.add_argument("--html", metavar="OUT", help="also write a self-contained HTML report with figures")
+    diag.add_argument("--html", metavar="OUT",
+                      help="also write a self-contained HTML report with figures, a new file in an existing folder "
+                           "(never the log itself, never through a symbolic link)")
+    diag.add_argument("--force", action="store_true", help="with --html: replace an existing file")
     diag.set_defaults(func=_cmd_diagnose)
     simulate = sub.add_parser("simulate", help="run the drift simulator from a JSON config")
     simulate.add_argument("config", help="JSON config file (robustgrpo.simulate.SimConfig.to_file writes one)")
     simulate.add_argument("--out", required=True, help="folder for record.parquet, config.json and the figure")
     simulate.add_argument("--seeds", type=_seed_spec, nargs="+", default=[10], metavar="N",
                           help="one number: that many seeds (0 .. N-1); several: those seeds (default 10)")
+    simulate.add_argument("--yes", action="store_true",
+                          help="run even when the run is estimated beyond this machine (more memory than it has, or "
+                               "more than a day)")
     simulate.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     simulate.set_defaults(func=_cmd_simulate)
     sweep = sub.add_parser("sweep", help="run a sweep config into a Parquet record (or: sweep status DIR)",
@@ -390,7 +472,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.func(args)
     except (ValueError, OSError) as err:  # user errors: one line, no traceback
-        print(f"{PROG} {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
+        _say(f"{PROG} {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 2
+    except MemoryError:  # the estimates refuse what is far too large; this is what they did not foresee
+        _say(f"{PROG} {args.command}: error: out of memory; make the run smaller", file=sys.stderr)
         return 2
 
 

@@ -81,17 +81,23 @@ from .advantages import (
     recommended_method,
     resolve_methods,
 )
-from .checks import ParamError, check_positive, check_real
-from .inputs import group_by_index
+from .checks import ParamError, check_positive, check_real, plain_text
+from .inputs import group_by_index, scatter_to_flat
 from .metrics import relative_update_error, update_cosine
 from .rewardlogs import RewardLog, load_reward_log
 from .stats import (
     MAD_TO_SIGMA,
+    TIE_REFERENCE_QUANTILE,
+    batch_tie_reference,
     fill_invalid,
     masked_mean,
     masked_std,
     median_of_sorted,
+    residue_tolerance,
+    resolved_deviations,
+    segment_quantile,
     sort_valid,
+    value_range,
 )
 
 __all__ = [
@@ -369,12 +375,16 @@ class Diagnosis:
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def text(self, max_outliers: int = 10) -> str:
-        """The plain-text report that ``python -m robustgrpo diagnose`` prints."""
+        """The plain-text report that ``python -m robustgrpo diagnose`` prints.
+
+        Text from the log (file name, reward function, group ids) is shown with its control
+        characters escaped (:func:`~robustgrpo.checks.plain_text`): a log cannot drive the terminal.
+        """
         table = pd.concat([self.steps, self.overall], ignore_index=True)
         shown = table.rename(columns={"group_size_min": "G_min", "group_size_median": "G_median", "group_size_max": "G_max"})
-        lines = [f"reward log: {self.load_summary}"]
+        lines = [f"reward log: {plain_text(self.load_summary)}"]
         if self.reward_fn is not None:
-            lines.append(f"reward function: {self.reward_fn}")
+            lines.append(f"reward function: {plain_text(self.reward_fn)}")
         if self.reward_range is not None:
             lines.append(f"declared reward range: [{self.reward_range[0]:g}, {self.reward_range[1]:g}]")
         lines += ["", "Per step (last row: the whole log)", shown.to_string(index=False, float_format=lambda v: f"{v:.3f}")]
@@ -382,6 +392,7 @@ class Diagnosis:
         lines += ["", f"Outlier candidates: {n_out}" + (f" (the {min(n_out, max_outliers)} largest |z| below)" if n_out else "")]
         if n_out:
             top = self.outliers.reindex(self.outliers["z"].abs().sort_values(ascending=False).index).head(max_outliers)
+            top = top.assign(group=top["group"].map(plain_text))  # a group id is the log's text: shown inert
             lines.append(top.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
         lines += ["", "Estimator disagreement on the gradient, against grpo (per-step policy updates)",
                   self.agreement_summary.to_string(index=False, float_format=lambda v: f"{v:.3f}")]
@@ -418,21 +429,21 @@ def _select_reward_fn(log: RewardLog, reward_fn: str | None) -> tuple[pd.DataFra
     return log.frame[log.frame["reward_fn"] == reward_fn], reward_fn
 
 
-def _outlier_z(r: torch.Tensor, mask: torch.Tensor, n: torch.Tensor, tie_tol: float, step_rows: torch.Tensor) -> torch.Tensor:
-    r"""``d / (1.4826 b_s)`` per sample, ``b_s`` pooled over each step (0 where ``d <= tie_tol``); see the module docstring."""
-    centre = median_of_sorted(sort_valid(r, mask), n)
-    d = (r - centre.unsqueeze(-1)).abs()
-    untied = mask & (d > tie_tol)
-    z = torch.zeros_like(r)
-    step_of = step_rows.unsqueeze(-1).expand_as(d)[untied]
-    if step_of.numel() == 0:
-        return z
-    pooled = group_by_index(step_of, step_of.numel())  # the untied deviations of each step, side by side
-    padded, valid = pooled.pad(d[untied])
-    b = torch.zeros(int(step_rows.max()) + 1, dtype=r.dtype)
-    b[torch.as_tensor(pooled.keys, dtype=torch.long)] = median_of_sorted(sort_valid(padded, valid), valid.sum(-1), lower=True)
-    scale = (MAD_TO_SIGMA * b)[step_rows].unsqueeze(-1)
-    return torch.where(untied, d / scale.clamp_min(torch.finfo(r.dtype).tiny), z)
+def _step_scale(d: torch.Tensor, untied: torch.Tensor, sample_step: torch.Tensor, n_steps: int) -> torch.Tensor:
+    r"""``b_s`` per step: the lower median of the step's untied deviations (0 without any); see the module docstring.
+
+    Computed on the flat samples (sorted by step, then deviation), so a step's pool costs its
+    own size whatever the sizes of the other steps.
+    """
+    ds, ss = d[untied], sample_step[untied]
+    order = torch.sort(ds, stable=True).indices
+    order = order[torch.sort(ss[order], stable=True).indices]  # by step, by deviation within a step
+    counts = torch.bincount(ss, minlength=n_steps)
+    starts = torch.cumsum(counts, 0) - counts
+    b = torch.zeros(n_steps, dtype=d.dtype)
+    has = counts > 0
+    b[has] = ds[order][(starts + (counts - 1) // 2)[has]]
+    return b
 
 
 def _per_step(groups: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
@@ -523,44 +534,78 @@ def diagnose(
     per_method = _settings_per_estimator(names, params)
     frame, fn_name = _select_reward_fn(log, reward_fn)
 
-    # groups: (step, group) pairs, padded to [B, G] without a loop over groups
+    # groups: (step, group) pairs, laid out in blocks of similar width (Grouping.buckets), so that
+    # memory stays proportional to the log however ragged its groups (no [B, G_max] padding)
     keys = frame["step"].astype(str).str.cat(frame["group"], sep="\x1f").to_numpy()
     grouping = group_by_index(keys, len(frame))
+    buckets = grouping.buckets()
     flat = torch.tensor(frame["reward"].to_numpy(), dtype=_DTYPE)
-    r, mask = grouping.pad(flat)
-    n = mask.sum(-1)
+    n_rows, n_groups = len(flat), grouping.n_groups
     first = np.unique(grouping.group.numpy(), return_index=True)[1]
     group_step = frame["step"].to_numpy()[first]
-
-    # per group: zero std (as TRL), MAD zero, outliers, out of range, best plausible sample under grpo
-    mean = masked_mean(r, mask, n)
-    std = masked_std(r, mask, n, mean, ddof=1)
-    zero_std = (n >= 2) & (std <= ZERO_STD_ATOL)
-    centre = median_of_sorted(sort_valid(r, mask), n)
-    mad = median_of_sorted(sort_valid((r - centre.unsqueeze(-1)).abs(), mask), n)
     step_rows = torch.as_tensor(pd.factorize(group_step, sort=True)[0])
-    z = _outlier_z(r, mask, n, tie_tol, step_rows)
-    robust_flag = mask & (z > outlier_k)
-    range_flag = torch.zeros_like(mask) if reward_range is None else mask & ((r < reward_range[0]) | (r > reward_range[1]))
-    plausible = mask & ~robust_flag & ~range_flag
-    grpo = compute_advantages(r, "grpo", mask=mask, **per_method["grpo"]).advantages
-    if reward_kind is None:
-        levels = torch.unique(r[plausible]).numel()
-        reward_kind = "binary" if levels <= 2 else "any"
-    best_reward = fill_invalid(r, plausible, -math.inf).amax(-1)
-    worst_reward = fill_invalid(r, plausible, math.inf).amin(-1)
-    best_eligible = plausible.any(-1) & (best_reward > worst_reward)
-    best_idx = fill_invalid(r, plausible, -math.inf).argmax(-1, keepdim=True)
-    best_negative = best_eligible & (grpo.gather(-1, best_idx).squeeze(-1) < -1e-8)
+    sample_step = step_rows[grouping.group]
+
+    # per group: zero std (as TRL), MAD zero, and each sample's deviation from its group median
+    n = grouping.sizes
+    zero_std = torch.zeros(n_groups, dtype=torch.bool)
+    mad_zero = torch.zeros(n_groups, dtype=torch.bool)
+    d = torch.zeros(n_rows, dtype=_DTYPE)
+    for bucket in buckets:  # a handful of blocks (log2 of the largest group), not the groups
+        r, mask = bucket.pad(flat)
+        nb = n[bucket.rows]
+        std = masked_std(r, mask, nb, masked_mean(r, mask, nb), ddof=1)
+        zero_std[bucket.rows] = (nb >= 2) & (std <= ZERO_STD_ATOL)
+        centre = median_of_sorted(sort_valid(r, mask), nb)
+        dev = (r - centre.unsqueeze(-1)).abs()
+        mad_zero[bucket.rows] = median_of_sorted(sort_valid(dev, mask), nb) == 0
+        d[bucket.samples] = bucket.flat(dev)
+
+    # the outlier rule on the flat samples: b_s pooled over each step
+    untied = d > tie_tol
+    b = _step_scale(d, untied, sample_step, int(step_rows.max()) + 1)
+    scale = (MAD_TO_SIGMA * b)[sample_step]
+    z = torch.where(untied, d / scale.clamp_min(torch.finfo(_DTYPE).tiny), torch.zeros((), dtype=_DTYPE))
+    robust_flag = z > outlier_k
+    range_flag = (torch.zeros(n_rows, dtype=torch.bool) if reward_range is None
+                  else (flat < reward_range[0]) | (flat > reward_range[1]))
+
+    if reward_kind is None:  # binary when the plausible rewards take two values
+        reward_kind = "binary" if torch.unique(flat[~robust_flag & ~range_flag]).numel() <= 2 else "any"
+
+    # per group: the best plausible sample under grpo; every estimator's advantages, flat. Each step is a
+    # training batch: batch-level scales per step (on the padded log), tie references per step (pooled over blocks)
+    best_eligible = torch.zeros(n_groups, dtype=torch.bool)
+    best_negative = torch.zeros(n_groups, dtype=torch.bool)
+    advantages = {m: torch.zeros(n_rows, dtype=_DTYPE) for m in names}
+    stats = _step_statistics(flat, buckets, n_groups, step_rows, sample_step, per_method)
+    for bucket in buckets:
+        r, mask = bucket.pad(flat)
+        plausible = bucket.pad(~robust_flag & ~range_flag)[0] & mask
+        for m in names:
+            kw = {}
+            if "resolution" in ESTIMATORS[m].defaults:
+                kw["tie_reference"] = stats["reference"][bucket.rows]
+            if ESTIMATORS[m].batch_level:
+                kw["batch_scale"] = stats[m][bucket.rows]
+            adv = compute_advantages(r, m, mask=mask, **kw, **per_method[m])
+            advantages[m][bucket.samples] = bucket.flat(adv.advantages)
+        grpo = bucket.pad(advantages["grpo"])[0]
+        best_reward = fill_invalid(r, plausible, -math.inf).amax(-1)
+        worst_reward = fill_invalid(r, plausible, math.inf).amin(-1)
+        eligible = plausible.any(-1) & (best_reward > worst_reward)
+        best_idx = fill_invalid(r, plausible, -math.inf).argmax(-1, keepdim=True)
+        best_eligible[bucket.rows] = eligible
+        best_negative[bucket.rows] = eligible & (grpo.gather(-1, best_idx).squeeze(-1) < -1e-8)
 
     groups = pd.DataFrame({
         "step": group_step,
         "group": frame["group"].to_numpy()[first],
         "n": n.numpy(),
         "zero_std": zero_std.numpy(),
-        "mad_zero": (mad == 0).numpy() & (n >= 1).numpy(),
-        "n_outliers": robust_flag.sum(-1).numpy(),
-        "n_out_of_range": range_flag.sum(-1).numpy(),
+        "mad_zero": mad_zero.numpy() & (n >= 1).numpy(),
+        "n_outliers": torch.bincount(grouping.group[robust_flag], minlength=n_groups).numpy(),
+        "n_out_of_range": torch.bincount(grouping.group[range_flag], minlength=n_groups).numpy(),
         "best_eligible": best_eligible.numpy(),
         "best_negative": best_negative.numpy(),
     })
@@ -568,21 +613,19 @@ def diagnose(
     steps = _per_step(groups, per_sample)
     overall = _per_step(groups.assign(step=0), per_sample.assign(step=0)).assign(step="all")
 
-    at = (grouping.group, grouping.slot)  # padded [B, G] -> the log's row order
     samples = pd.DataFrame({
         "step": frame["step"].to_numpy(),
         "group": frame["group"].to_numpy(),
         "line": frame["line"].to_numpy() if "line" in frame else np.arange(1, len(frame) + 1),
         "reward": frame["reward"].to_numpy(),
-        "z": z[at].numpy(),
-        "robust_rule": robust_flag[at].numpy(),
-        "out_of_range": range_flag[at].numpy(),
+        "z": z.numpy(),
+        "robust_rule": robust_flag.numpy(),
+        "out_of_range": range_flag.numpy(),
     })
     outliers = samples[samples["robust_rule"] | samples["out_of_range"]].reset_index(drop=True)
 
     # per-step policy updates of every estimator against grpo's
-    advantages = {m: grpo if m == "grpo" else _step_advantages(r, mask, m, per_method[m], step_rows) for m in names}
-    agreement, agreement_summary = _update_agreement(advantages, steps["step"], step_rows)
+    agreement, agreement_summary = _update_agreement(advantages, steps["step"], sample_step)
     spread = ~groups["zero_std"]
     facts = LogFacts(
         n_groups=len(groups),
@@ -612,11 +655,35 @@ def diagnose(
     )
 
 
-def _step_advantages(r: torch.Tensor, mask: torch.Tensor, method: str, params: Mapping[str, Any],
-                     step_rows: torch.Tensor) -> torch.Tensor:
-    """``method``'s advantages of every group, each step a training batch of its own where that matters."""
-    batch = step_rows if ESTIMATORS[method].depends_on_batch else None
-    return compute_advantages(r, method, mask=mask, batch=batch, **params).advantages
+def _step_statistics(flat: torch.Tensor, buckets: Sequence[Any], n_groups: int, step_rows: torch.Tensor,
+                     sample_step: torch.Tensor, per_method: Mapping[str, Mapping[str, Any]]) -> dict[str, torch.Tensor]:
+    """The batch statistics of every group with its step as the batch, pooled over the log's blocks.
+
+    What :func:`~robustgrpo.advantages.compute_advantages` computes for one step's groups at once, per
+    group: ``reference``, the tie reference range (:func:`~robustgrpo.stats.batch_tie_reference` of the
+    step's :func:`~robustgrpo.stats.typical_deviation`; a step of one group keeps its range),
+    ``batch_huber``, the step's typical gap, and ``batch_std``, the std of the step's rewards (with its
+    ``ddof``), from the blocks of similar width the log is held in.
+    """
+    spread = torch.zeros(n_groups, dtype=_DTYPE)
+    u_flat, w_flat = torch.zeros_like(flat), torch.zeros_like(flat)
+    for bucket in buckets:
+        r, mask = bucket.pad(flat)
+        sp = value_range(r, mask)
+        u, w = resolved_deviations(r, mask, mask.sum(-1), sp, residue_tolerance(r, mask))
+        spread[bucket.rows] = sp
+        u_flat[bucket.samples], w_flat[bucket.samples] = bucket.flat(u), bucket.flat(w)
+    n_steps = int(step_rows.max()) + 1
+    typical = segment_quantile(u_flat, w_flat, sample_step, n_steps, TIE_REFERENCE_QUANTILE)[step_rows]
+    alone = torch.bincount(step_rows, minlength=n_steps)[step_rows] < 2
+    out = {"reference": batch_tie_reference(spread, torch.where(alone, torch.full_like(typical, math.nan), typical)),
+           "batch_huber": torch.where(torch.isnan(typical) | (typical <= 0), torch.ones_like(typical), typical)}
+    ddof = ESTIMATORS["batch_std"].bind(per_method.get("batch_std", {}))["ddof"]
+    count = torch.bincount(sample_step, minlength=n_steps).to(_DTYPE)
+    mean = torch.zeros(n_steps, dtype=_DTYPE).index_add_(0, sample_step, flat) / count.clamp_min(1)
+    ss = torch.zeros(n_steps, dtype=_DTYPE).index_add_(0, sample_step, (flat - mean[sample_step]).square())
+    out["batch_std"] = (ss / (count - ddof).clamp_min(1)).sqrt()[step_rows]
+    return out
 
 
 def _settings_per_estimator(names: list[str], params: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -634,17 +701,22 @@ def _settings_per_estimator(names: list[str], params: dict[str, Any]) -> dict[st
 
 
 def _update_agreement(advantages: dict[str, torch.Tensor], steps: pd.Series,
-                      step_rows: torch.Tensor) -> tuple[pd.DataFrame, pd.DataFrame]:
+                      sample_step: torch.Tensor) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Every estimator's policy update of each step against grpo's (cosine and relative error),
-    and their mean (and the least cosine) over the steps."""
+    and their mean (and the least cosine) over the steps. ``advantages`` are flat (one per sample),
+    ``sample_step`` each sample's step row."""
+    order = torch.sort(sample_step, stable=True).indices
+    ends = torch.cumsum(torch.bincount(sample_step, minlength=len(steps)), 0).tolist()
+    by_step = {m: adv[order] for m, adv in advantages.items()}
     rows = []
-    for s_index, step in enumerate(steps):  # one update per step: a loop over steps, not over groups
-        in_step = step_rows == s_index
-        ref = advantages["grpo"][in_step]
-        for m, adv in advantages.items():
-            other = adv[in_step]
+    start = 0
+    for step, end in zip(steps, ends):  # one update per step: a loop over steps, not over groups
+        ref = by_step["grpo"][start:end]
+        for m, adv in by_step.items():
+            other = adv[start:end]
             rows.append({"step": step, "method": m, "cosine_to_grpo": update_cosine(ref, other),
                          "relative_error_to_grpo": relative_update_error(ref, other)})
+        start = end
     agreement = pd.DataFrame(rows)
     by_method = agreement.groupby("method", sort=False)
     summary = pd.DataFrame({

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from .checks import check_int, make_folder
+from .checks import check_int, decode_utf8, make_folder
 
-__all__ = ["NOTEBOOK_DIR", "NotebookRun", "list_notebooks", "resolve_notebook", "run_notebook", "run_all"]
+__all__ = ["NOTEBOOK_DIR", "NotebookRun", "list_notebooks", "resolve_notebook", "read_notebook", "run_notebook", "run_all"]
 
 #: The committed notebooks (without outputs).
 NOTEBOOK_DIR = Path(__file__).resolve().parent.parent / "notebooks"
@@ -57,6 +57,24 @@ def resolve_notebook(name: str | Path) -> Path:
     return found
 
 
+def read_notebook(path: str | Path):
+    """The notebook at ``path`` (nbformat 4); ``ValueError`` naming the file for one that is not a notebook
+    (not UTF-8, not JSON, or not valid against the notebook schema)."""
+    import nbformat
+
+    path = Path(path)
+    try:
+        text = decode_utf8(path.read_bytes(), str(path))
+        return nbformat.reads(text, as_version=4)
+    except ValueError as err:
+        if str(err).startswith(str(path)):
+            raise
+        raise ValueError(f"{path}: not a Jupyter notebook ({' '.join(str(err).split())[:200]}); pass an .ipynb file") from None
+    except Exception as err:  # noqa: BLE001 - nbformat raises jsonschema's ValidationError and others
+        raise ValueError(f"{path}: not a valid Jupyter notebook ({type(err).__name__}: "
+                         f"{' '.join(str(err).split())[:200]}); pass an .ipynb file") from None
+
+
 def run_notebook(
     path: str | Path, *, figures: str | Path, out: str | Path | None = None, timeout: int = 600
 ) -> NotebookRun:
@@ -71,7 +89,7 @@ def run_notebook(
     from .report import FIGURES_ENV
 
     path = Path(path)
-    nb = nbformat.read(path, as_version=4)
+    nb = read_notebook(path)
     kernel_env = {FIGURES_ENV: str(Path(figures).resolve()), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     previous = {key: os.environ.get(key) for key in kernel_env}
     os.environ.update(kernel_env)  # the kernel inherits the environment when it starts
@@ -113,6 +131,8 @@ def run_all(
     out = Path(out)
     check_int("timeout", timeout, minimum=1, hint="seconds allowed per cell")
     paths = [resolve_notebook(p) for p in notebooks] if notebooks else list_notebooks()
+    for path in paths:  # every one a notebook, before the first kernel starts
+        read_notebook(path)
     for folder in (out / "figures", out / "notebooks"):
         make_folder(folder)
     return [

@@ -7,7 +7,11 @@ module is the one place that decides how:
 * ``as_tensor`` turns the input into a floating tensor and remembers its kind;
 * ``validate_mask`` and ``apply_nan_policy`` build the boolean validity mask;
 * ``group_by_index`` turns flat rewards plus a group index (verl's ``uid``)
-  into a padded ``[B, G]`` tensor and mask without a Python loop over groups;
+  into a padded ``[B, G]`` tensor and mask without a Python loop over groups
+  (keys of one kind: strings, or numbers; ``None``, NaN and a mix of strings and
+  numbers raise, so that ``1`` and ``"1"`` never silently become one group);
+  :meth:`Grouping.buckets` lays ragged groups out in a few blocks of similar
+  width instead, so that one huge group does not pad every other to its size;
 * ``to_kind`` converts results back.
 
 Conversion rules (nothing is coerced silently; every rule is listed here):
@@ -39,6 +43,7 @@ __all__ = [
     "apply_nan_policy",
     "count_valid",
     "Grouping",
+    "Bucket",
     "group_by_index",
     "scatter_to_flat",
     "distinct_names",
@@ -235,6 +240,34 @@ class Grouping:
     def n_groups(self) -> int:
         return len(self.keys)
 
+    @property
+    def sizes(self) -> torch.Tensor:
+        """``[B]`` long, the number of samples of each group."""
+        return torch.bincount(self.group, minlength=self.n_groups)
+
+    def buckets(self) -> list[Bucket]:
+        r"""The groups in blocks of similar size, each padded only to its own width.
+
+        A group of n samples goes to the block of width :math:`2^{\lceil \log_2 n \rceil}`,
+        so a block is at most half padding and there are at most
+        :math:`\lceil \log_2 G \rceil + 1` blocks: the padded blocks together hold
+        fewer than twice the N samples, where :meth:`pad` holds :math:`B \cdot G`
+        (one group of 10,000 samples beside 10,000 of one sample: 20,001 slots,
+        not 100 million). Blocks come in increasing width; rows keep their order.
+        """
+        sizes = self.sizes
+        width = torch.ones_like(sizes)
+        big = sizes > 1
+        width[big] = torch.pow(2, torch.ceil(torch.log2(sizes[big].double())).long())
+        out = []
+        for w in torch.unique(width).tolist():  # one block per width: at most log2(G) + 1 of them
+            rows = torch.nonzero(width == w).squeeze(-1)
+            position = torch.full((self.n_groups,), -1, dtype=torch.long)
+            position[rows] = torch.arange(len(rows))
+            samples = torch.nonzero(position[self.group] >= 0).squeeze(-1)
+            out.append(Bucket(rows, samples, position[self.group[samples]], self.slot[samples], int(w)))
+        return out
+
     def pad(self, flat: torch.Tensor, fill: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
         """Scatter ``[N]`` values into a ``[B, G]`` tensor and its validity mask."""
         shape = (self.n_groups, self.group_size)
@@ -246,14 +279,91 @@ class Grouping:
         return padded, mask
 
 
+@dataclass(frozen=True)
+class Bucket:
+    """One block of :meth:`Grouping.buckets`: some groups padded to a common width.
+
+    Attributes
+    ----------
+    rows : torch.Tensor
+        ``[B_k]`` long, the groups (rows of the :class:`Grouping`) in this block.
+    samples : torch.Tensor
+        ``[N_k]`` long, the flat samples of those groups, in flat order.
+    row : torch.Tensor
+        ``[N_k]`` long, the block row of each of those samples.
+    slot : torch.Tensor
+        ``[N_k]`` long, its column within the block row.
+    width : int
+        The block's width (a power of two).
+    """
+
+    rows: torch.Tensor
+    samples: torch.Tensor
+    row: torch.Tensor
+    slot: torch.Tensor
+    width: int
+
+    def pad(self, flat: torch.Tensor, fill: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """The block's ``[B_k, width]`` values from the ``[N]`` flat values, and its validity mask."""
+        shape = (len(self.rows), self.width)
+        padded = torch.full(shape, fill, dtype=flat.dtype, device=flat.device)
+        padded[self.row, self.slot] = flat[self.samples]
+        mask = torch.zeros(shape, dtype=torch.bool, device=flat.device)
+        mask[self.row, self.slot] = True
+        return padded, mask
+
+    def flat(self, padded: torch.Tensor) -> torch.Tensor:
+        """The block's ``[B_k, width]`` values back as its ``[N_k]`` samples (in :attr:`samples` order)."""
+        return padded[self.row, self.slot]
+
+
+def _key_kind(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, (str, bytes, np.str_, np.bytes_)):
+        return "string"
+    if isinstance(value, (bool, np.bool_, int, float, np.integer, np.floating)):
+        return "number"
+    return type(value).__name__
+
+
+def _index_array(index: ArrayLike) -> np.ndarray:
+    """The group keys as a numpy array, refusing None, NaN and a mix of strings and numbers."""
+    if isinstance(index, torch.Tensor):
+        idx = index.detach().cpu().numpy()
+    elif isinstance(index, np.ndarray) and index.dtype != object:
+        idx = index
+    else:
+        items = index.tolist() if isinstance(index, np.ndarray) else index
+        if isinstance(items, (str, bytes)) or not hasattr(items, "__len__"):
+            raise ValueError(f"index must be a sequence of group keys (one per reward), got {type(index).__name__}")
+        flat = list(items)
+        kinds = set(map(_key_kind, flat))
+        if "None" in kinds:
+            where = next(i for i, v in enumerate(flat) if v is None)
+            raise ValueError(f"index holds None at position {where}; give every reward a group key (a string or an integer)")
+        if len(kinds) > 1:
+            shown = {k: next(v for v in flat if _key_kind(v) == k) for k in sorted(kinds)}
+            raise ValueError(f"index mixes kinds of keys ({', '.join(f'{k} {v!r}' for k, v in shown.items())}): 1 and '1' "
+                             "would be read as one group; pass keys of one kind (all strings or all integers)")
+        idx = np.asarray(flat) if flat else np.asarray(flat, dtype=np.int64)
+        if idx.dtype == object:
+            raise ValueError(f"index keys must be strings or numbers, got {', '.join(sorted(kinds))} keys")
+    if idx.dtype.kind == "f" and idx.ndim == 1 and bool(np.isnan(idx).any()):
+        raise ValueError(f"index holds NaN at position {int(np.argmax(np.isnan(idx)))}; give every reward a group key")
+    if idx.dtype.kind not in "biufUS" and idx.ndim == 1:
+        raise ValueError(f"index keys must be strings or numbers, got dtype {idx.dtype}")
+    return idx
+
+
 def group_by_index(index: ArrayLike, n: int) -> Grouping:
     """Group ``n`` flat samples by ``index`` without a Python loop over groups.
 
     Parameters
     ----------
     index : sequence of int or str, numpy array or torch tensor
-        One group key per sample (verl's ``uid``). Any hashable numpy dtype
-        works: integers, strings, or objects numpy can sort.
+        One group key per sample (verl's ``uid``): integers (or other numbers)
+        or strings, all of one kind.
     n : int
         Number of samples (length of the flat rewards).
 
@@ -266,12 +376,11 @@ def group_by_index(index: ArrayLike, n: int) -> Grouping:
     Raises
     ------
     ValueError
-        If ``index`` is not one-dimensional or its length is not ``n``.
+        If ``index`` is not one-dimensional, its length is not ``n``, it holds
+        None or NaN, or it mixes strings and numbers (``[1, "1"]`` would
+        otherwise be one group).
     """
-    if isinstance(index, torch.Tensor):
-        idx = index.detach().cpu().numpy()
-    else:
-        idx = np.asarray(index)
+    idx = _index_array(index)
     if idx.ndim != 1:
         raise ValueError(f"index must be one-dimensional (one group key per reward), got shape {idx.shape}")
     if len(idx) != n:

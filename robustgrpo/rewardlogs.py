@@ -21,15 +21,22 @@ Nothing is coerced silently and nothing is dropped silently:
 
 * a required column (``step``, ``group``, ``reward``) that is missing;
 * a reward that is empty, not a number (text in CSV, a string or boolean in
-  JSON/Parquet) or not finite (NaN, inf);
-* a step that is empty, not an integer or negative (``3.0`` is the integer 3);
+  JSON/Parquet, a timestamp) or not finite (NaN, inf, or beyond float64, like a
+  JSON integer of 400 digits);
+* a step that is empty, not an integer or negative (``3.0`` is the integer 3), or
+  not exact: an integer beyond int64 (``2**63``), or a decimal or float of
+  2**53 or more, where float64 cannot tell neighbouring integers apart (``1e19``,
+  ``9007199254740993.0``); steps written as integers are read exactly, so
+  ``2**53`` and ``2**53 + 1`` stay two steps;
 * an empty group id, reward-function name or length, or a length that is
   not a finite number >= 0;
 * a step with no groups (every row of it lacks a group id).
 
 By default the first problem raises :class:`RewardLogError` (a
 ``ValueError``) naming the file, the line (or row) and the column, and how
-many rows have problems. With ``skip_bad=True`` (``--skip-bad`` on the
+many rows have problems. A file that is not UTF-8 text (CSV, JSON Lines) raises
+naming the line and byte of the first bad byte; a JSON Lines record nested more
+than :data:`~robustgrpo.checks.JSON_MAX_DEPTH` levels deep raises naming its line. With ``skip_bad=True`` (``--skip-bad`` on the
 command line) the bad rows are skipped instead and listed in
 :attr:`RewardLog.skipped`; :meth:`RewardLog.summary` says how many rows were
 skipped and why, and which steps lost every row.
@@ -54,7 +61,9 @@ rewards.csv: 2 rows, 1 step, 1 group; skipped 1 of 3 rows: 1 reward not a number
 
 from __future__ import annotations
 
+import io
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -64,7 +73,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .checks import check_int, check_seed
+from .checks import JSON_MAX_DEPTH, check_int, check_seed, decode_utf8, json_depth_error, loads_json
 from .scenarios import load_scenario
 
 __all__ = [
@@ -171,9 +180,17 @@ def _format_of(path: Path) -> str:
     raise RewardLogError(f"{path.name}: unknown file type {suffix or '(no suffix)'!r}; reward logs are read from {known}")
 
 
-def _read_csv(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+def _read_text(path: Path) -> str:
     try:
-        raw = pd.read_csv(path, dtype=str, keep_default_na=False, skip_blank_lines=False)
+        return decode_utf8(path.read_bytes(), path.name)
+    except ValueError as err:
+        raise RewardLogError(str(err)) from None
+
+
+def _read_csv(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
+    text = _read_text(path)
+    try:
+        raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skip_blank_lines=False)
     except pd.errors.EmptyDataError:
         raise RewardLogError(f"{path.name}: the file is empty; a reward log starts with a header line (step,group,reward)") from None
     except pd.errors.ParserError as err:
@@ -184,25 +201,44 @@ def _read_csv(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
 
 
 def _read_jsonl(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    text_lines = path.read_text().split("\n")
+    text_lines = _read_text(path).split("\n")
     keep = [i for i, line in enumerate(text_lines) if line.strip()]
     records = []
     for i in keep:  # file input, not a hot path: json gives the line of each problem
         try:
-            record = json.loads(text_lines[i])
-        except json.JSONDecodeError as err:
-            raise RewardLogError(f"{path.name}: line {i + 1} is not valid JSON ({err.msg}); write one JSON object per line") from None
+            record = loads_json(text_lines[i], f"{path.name}: line {i + 1}")
+        except ValueError as err:
+            if str(err) == str(json_depth_error(f"{path.name}: line {i + 1}")):
+                raise RewardLogError(f"{path.name}: line {i + 1} nests JSON more than {JSON_MAX_DEPTH} levels deep; "
+                                     "write one flat JSON object per line") from None
+            message = str(err).split("invalid JSON at ", 1)[-1]
+            raise RewardLogError(f"{path.name}: line {i + 1} is not valid JSON ({message.split(': ', 1)[-1]}); "
+                                 "write one JSON object per line") from None
         if not isinstance(record, dict):
             raise RewardLogError(f"{path.name}: line {i + 1} holds a {type(record).__name__}, not a JSON object; write one object per line")
         records.append(record)
     if not records:
         raise RewardLogError(f"{path.name}: the file holds no rows; write one JSON object per line")
-    return pd.DataFrame.from_records(records), np.asarray(keep, dtype=np.int64) + 1
+    # object columns keep JSON's own values (pandas would make [2**53 + 1, 1.5] two floats, the step inexact);
+    # a column of only integers that fit int64, or only floats, is then typed (exact, and fast to check)
+    raw = pd.DataFrame(records, dtype=object)
+    for name in raw.columns:
+        kind = pd.api.types.infer_dtype(raw[name], skipna=True)
+        if kind == "floating":
+            raw[name] = raw[name].astype(np.float64)
+        elif kind == "integer" and not raw[name].isna().any():
+            try:
+                raw[name] = raw[name].astype(np.int64)
+            except OverflowError:  # beyond int64: left as Python integers, which the checks refuse exactly
+                pass
+    return raw, np.asarray(keep, dtype=np.int64) + 1
 
 
 def _read_parquet(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    try:
-        raw = pd.read_parquet(path)
+    import pyarrow.parquet as pq
+
+    try:  # on this thread: no thread pool (a loaded machine may have no thread to give; see sweep.record)
+        raw = pq.ParquetFile(path).read(use_threads=False).to_pandas(use_threads=False)
     except Exception as err:  # pyarrow raises its own types for corrupt files
         raise RewardLogError(f"{path.name}: not a readable Parquet file ({' '.join(str(err).split())})") from None
     return raw.reset_index(drop=True), np.arange(len(raw), dtype=np.int64) + 1
@@ -243,11 +279,30 @@ def _is_empty(values: pd.Series) -> np.ndarray:
     return (values.isna() | (values.astype(str).str.strip() == "")).to_numpy()
 
 
+def _to_float(value: object) -> float:
+    """A JSON or Parquet number as float64: inf for an integer beyond float64 (10**400)."""
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf  # type: ignore[operator]
+
+
+def _nested(values: pd.Series, text: bool) -> np.ndarray:
+    """Flags: a JSON object or array where a name belongs (typed input only)."""
+    if text or values.dtype != object:
+        return np.zeros(len(values), dtype=bool)
+    return values.map(lambda v: isinstance(v, (dict, list, tuple, np.ndarray))).to_numpy(dtype=bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
+
+
 def _numbers(values: pd.Series, text: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Float values, and flags: empty, not a number.
 
     Text input (CSV) parses each cell; typed input (JSON, Parquet) takes only
-    real numbers: a string or boolean there is not a number.
+    real numbers: a string, boolean or timestamp there is not a number.
     """
     empty = _is_empty(values)
     if text:
@@ -259,12 +314,76 @@ def _numbers(values: pd.Series, text: bool) -> tuple[np.ndarray, np.ndarray, np.
         return np.full(len(values), np.nan), empty, ~empty
     if pd.api.types.is_numeric_dtype(values.dtype):
         return values.to_numpy(dtype=np.float64, na_value=np.nan), empty, np.zeros(len(values), dtype=bool)
-    is_number = values.map(lambda v: isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_)))
-    bad = ~empty & ~is_number.to_numpy()
+    is_number = values.map(_is_number).to_numpy(dtype=bool)
+    bad = ~empty & ~is_number
     out = np.full(len(values), np.nan)
     ok = ~empty & ~bad
-    out[ok] = values[ok].astype(np.float64).to_numpy()
+    out[ok] = values[ok].map(_to_float).to_numpy(dtype=np.float64)
     return out, empty, bad
+
+
+#: Integers are exact in float64 below this (2**53 + 1 rounds to it); a step written as a decimal or float from it up is refused.
+_EXACT_FLOAT = 2**53
+_INT64_MAX = 2**63 - 1
+
+
+def _steps(values: pd.Series, text: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Exact int64 steps (-1 where bad), and flags: empty, not a number, not an integer >= 0, not exact.
+
+    Integers written as integers (text digits, JSON integers, integer columns) are read
+    exactly, up to 2**63 - 1; decimals and floats are steps only below 2**53, where
+    float64 still tells neighbouring integers apart.
+    """
+    n = len(values)
+    steps = np.full(n, -1, dtype=np.int64)
+    empty = values.isna().to_numpy() if pd.api.types.is_integer_dtype(values.dtype) else _is_empty(values)
+    negative, inexact = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    # 1. integers written as integers, exactly
+    if text:
+        stripped = values.astype(str).str.strip()
+        written = stripped.str.fullmatch(r"\+?[0-9]+").to_numpy(dtype=bool)  # a minus sign: the float path says why
+        digits = stripped[written].str.lstrip("+").str.lstrip("0").replace("", "0")
+        size = digits.str.len().to_numpy()
+        fits = (size < 19) | ((size == 19) & (digits <= str(_INT64_MAX)).to_numpy())
+        at = np.flatnonzero(written)
+        steps[at[fits]] = digits[fits].to_numpy(dtype=str).astype(np.int64)
+        inexact[at[~fits]] = True
+    elif pd.api.types.is_integer_dtype(values.dtype):  # (bool is not an integer dtype to pandas)
+        written = ~empty
+        if values.dtype.kind == "u":
+            raw = values.to_numpy(dtype=np.uint64, na_value=0)
+            fits = raw <= np.uint64(_INT64_MAX)
+            steps[written & fits] = raw[written & fits].astype(np.int64)
+            inexact |= written & ~fits
+        else:
+            raw = values.to_numpy(dtype=np.int64, na_value=0)
+            steps[written & (raw >= 0)] = raw[written & (raw >= 0)]
+            negative |= written & (raw < 0)
+    elif values.dtype == object:
+        written = ~empty & values.map(lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))).to_numpy(dtype=bool)
+        at = np.flatnonzero(written)
+        ints = values.iloc[at]
+        below = ints.map(lambda v: v < 0).to_numpy(dtype=bool)
+        above = ints.map(lambda v: v > _INT64_MAX).to_numpy(dtype=bool)
+        ok = ~below & ~above
+        steps[at[ok]] = ints[ok].to_numpy(dtype=np.int64)
+        negative[at[below]] = True
+        inexact[at[above]] = True
+    else:
+        written = np.zeros(n, dtype=bool)
+    # 2. everything else as a float: integral, >= 0 and below 2**53
+    rest = ~empty & ~written
+    floats, _, bad = _numbers(values.where(~written, 0), text)
+    bad &= rest
+    finite = rest & ~bad & np.isfinite(floats)
+    safe = np.where(finite, floats, 0.0)
+    integral = finite & (safe == np.round(safe))
+    negative |= finite & ((safe < 0) | ~integral)
+    inexact |= integral & (safe >= _EXACT_FLOAT)  # (2**53 + 1 written as a float reads as 2**53: refused too)
+    use = integral & (safe >= 0) & (safe < _EXACT_FLOAT)
+    steps[use] = safe[use].astype(np.int64)
+    not_number = rest & (bad | ~np.isfinite(np.where(bad, 0.0, floats)))
+    return steps, empty, not_number, negative, inexact
 
 
 def _problems(raw: pd.DataFrame, found: Mapping[str, str], text: bool) -> tuple[pd.DataFrame, np.ndarray]:
@@ -281,13 +400,15 @@ def _problems(raw: pd.DataFrame, found: Mapping[str, str], text: bool) -> tuple[
         detail[new] = raw[found[fld]].astype(str).to_numpy()[new]
 
     out = pd.DataFrame(index=raw.index)
-    step, empty, bad = _numbers(raw[found["step"]], text)
+    step, empty, not_number, not_integer, inexact = _steps(raw[found["step"]], text)
     flag(empty, "step", "step empty")
-    flag(bad | ~np.isfinite(np.where(empty | bad, 0.0, step)), "step", "step not a number")
-    flag(~np.isnan(step) & ((step != np.round(step)) | (step < 0)), "step", "step not an integer >= 0")
-    out["step"] = np.where(np.isfinite(step) & (step == np.round(step)), step, -1).astype(np.int64)
+    flag(not_number, "step", "step not a number")
+    flag(not_integer, "step", "step not an integer >= 0")
+    flag(inexact, "step", "step not an exact integer < 2**63")
+    out["step"] = np.where(empty | not_number | not_integer | inexact, -1, step)
     group = raw[found["group"]]
     flag(_is_empty(group), "group", "group empty")
+    flag(_nested(group, text), "group", "group not a string or number")
     out["group"] = group.astype(str).str.strip().to_numpy()
     reward, empty, bad = _numbers(raw[found["reward"]], text)
     flag(empty, "reward", "reward empty")
@@ -297,6 +418,7 @@ def _problems(raw: pd.DataFrame, found: Mapping[str, str], text: bool) -> tuple[
     if "reward_fn" in found:
         fn = raw[found["reward_fn"]]
         flag(_is_empty(fn), "reward_fn", "reward_fn empty")
+        flag(_nested(fn, text), "reward_fn", "reward_fn not a string or number")
         out["reward_fn"] = fn.astype(str).str.strip().to_numpy()
     if "length" in found:
         length, empty, bad = _numbers(raw[found["length"]], text)
@@ -377,7 +499,7 @@ def load_reward_log(
         fld = problems["column"][first]
         why = problems["reason"][first][len(fld) + 1:]  # reasons read "<field> <problem>"
         value = problems["value"][first]
-        shown = f": {value!r}" if why.startswith("not") else ""
+        shown = f": {value[:60]!r}{'...' if len(value) > 60 else ''}" if why.startswith("not") else ""
         label = f"'{fld}'" if found[fld] == fld else f"'{fld}' ({found[fld]})"
         n_bad = int(bad.sum())
         raise RewardLogError(

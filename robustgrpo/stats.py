@@ -65,6 +65,7 @@ __all__ = [
     "residue_tolerance",
     "typical_deviation",
     "segment_quantile",
+    "resolved_deviations",
     "batch_tie_reference",
     "shrink",
     "resolved_weight",
@@ -642,6 +643,23 @@ def typical_deviation(
     its own D in one pass (:func:`segment_quantile`), returned per row
     (``[B]``, NaN where the row's batch has no resolved deviation).
     """
+    u, w = resolved_deviations(x, mask, n, spread, residue)
+    if batch is not None:
+        segments = batch.unsqueeze(-1).expand(u.shape).reshape(-1)
+        n_batches = int(batch.max()) + 1 if batch.numel() else 0
+        return segment_quantile(u.reshape(-1), w.reshape(-1), segments, n_batches, TIE_REFERENCE_QUANTILE)[batch]
+    if not bool((w > 0).any()):
+        return None
+    order = torch.argsort(u.reshape(-1))
+    return continuous_quantile(u.reshape(1, -1)[:, order], w.reshape(1, -1)[:, order], TIE_REFERENCE_QUANTILE)[0]
+
+
+def resolved_deviations(
+    x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, spread: torch.Tensor, residue: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""The resolved deviations :math:`u_{bi}` from the row medians and their weights :math:`w_{bi}` (see
+    :func:`typical_deviation`), 0 at invalid entries: what a batch's typical gap is the quantile of, so a caller
+    that holds a batch in several blocks can pool them."""
     centre = median_of_sorted(sort_valid(x, mask), n)
     t = TYPICAL_WEIGHT_RESOLUTION * spread
     if residue is not None:
@@ -651,14 +669,7 @@ def typical_deviation(
     if mask is not None:
         w = torch.where(mask, w, torch.zeros((), dtype=w.dtype, device=w.device))
         u = torch.where(mask, u, torch.zeros((), dtype=u.dtype, device=u.device))
-    if batch is not None:
-        segments = batch.unsqueeze(-1).expand(u.shape).reshape(-1)
-        n_batches = int(batch.max()) + 1 if batch.numel() else 0
-        return segment_quantile(u.reshape(-1), w.reshape(-1), segments, n_batches, TIE_REFERENCE_QUANTILE)[batch]
-    if not bool((w > 0).any()):
-        return None
-    order = torch.argsort(u.reshape(-1))
-    return continuous_quantile(u.reshape(1, -1)[:, order], w.reshape(1, -1)[:, order], TIE_REFERENCE_QUANTILE)[0]
+    return u, w
 
 
 def segment_quantile(values: torch.Tensor, weights: torch.Tensor, segments: torch.Tensor, n_segments: int,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -155,8 +156,8 @@ USER_ERRORS = [
     (["diagnose", "{log}", "--column", "group=nope"], "no column 'nope' (given for group)"),
     (["diagnose", "{log}", "--reward-fn", "nope"], "nope"),
     (["diagnose", "{log}", "--skip-bad=yes"], "argument --skip-bad: ignored explicit argument 'yes'"),
-    (["diagnose", "{log}", "--html", "{tmp}"], "'{tmp}' is a folder; pass the HTML file to write"),
-    (["diagnose", "{log}", "--html", "{file}/sub/report.html"], "cannot make the folder '{file}/sub' (Not a directory)"),
+    (["diagnose", "{log}", "--html", "{tmp}"], "'{tmp}' is a folder; pass the file to write inside it"),
+    (["diagnose", "{log}", "--html", "{file}/sub/report.html"], "the folder '{file}/sub' does not exist; make it first"),
     (["simulate"], "the following arguments are required: config, --out"),
     (["simulate", "{tmp}/none.json", "--out", "{tmp}"], "no config file at"),
     (["simulate", "{file}", "--out", "{tmp}"], "invalid JSON at line 1"),
@@ -196,6 +197,50 @@ USER_ERRORS = [
      "argument --cpus-per-cell: must be an integer, got 'x'"),
     (["experiment", "trl", "{tmp}/none.json", "--out", "{tmp}", "--batch-size", "4"], "unrecognized arguments: --batch-size 4"),
     (["experiment", "trl", "{trl}", "--out", "{tmp}", "--no-progress=1"], "argument --no-progress: ignored explicit argument '1'"),
+    # issue 25: hostile input; resources bounded by the machine; outputs only where they may go
+    (["bench", "--dashboard", "--threads", "100000"], "argument --threads: must be an integer in [1, {cpus}], got 100000; "
+                                                      "this machine has {cpus} CPUs (os.cpu_count())"),
+    (["diagnose", "{log}", "--force"], "--force applies to --html (replace an existing page); add --html OUT"),
+    (["diagnose", "{log}", "--html", "{log}"], "is an input of this command"),
+    (["diagnose", "{log}", "--html", "{file}"], "'{file}' exists; pass another path, or --force (force=True) to replace it"),
+    (["diagnose", "{log}", "--html", "{link}"], "'{link}' is a symbolic link; outputs never follow one"),
+    (["diagnose", "{log}", "--html", "{tmp}/no/such/../r.html"], "the folder '{tmp}/no/such/..' does not exist"),
+    (["diagnose", "{latin1}"], "latin1.csv: not UTF-8 text: byte 0xe9 at line 2, column 6 (byte offset 23); save the file as UTF-8"),
+    (["diagnose", "{deep_jsonl}"], "deep.jsonl: line 2 nests JSON more than 64 levels deep"),
+    (["diagnose", "{huge_step}"], "huge_step.csv: line 2, column 'step': not an exact integer < 2**63: '1e30'"),
+    (["diagnose", "{huge_reward}"], "huge_reward.jsonl: line 1, column 'reward': not finite"),
+    (["simulate", "{sim}", "--out", "{tmp}", "--seeds", "100000000000000000000"],
+     "argument --seeds: seeds must be integers in [0, 2**63), got 100000000000000000000"),
+    (["simulate", "{sim}", "--out", "{tmp}", "--yes=1"], "argument --yes: ignored explicit argument '1'"),
+    (["simulate", "{sim_lr}", "--out", "{tmp}/lr", "--no-progress"], "the policy's parameters became NaN or infinite at step 0"),
+    (["simulate", "{sim_long}", "--out", "{tmp}", "--no-progress"], "this run needs at least "),
+    (["simulate", "{sim_big}", "--out", "{tmp}", "--no-progress", "--yes"], "more than this machine's"),
+    (["simulate", "{sim_steps}", "--out", "{tmp}"], "steps must be an integer >= 1 that fits in 64 bits"),
+    (["simulate", "{deep_json}", "--out", "{tmp}"], "deep.json: JSON nested more than 64 levels deep"),
+    (["simulate", "{latin1_json}", "--out", "{tmp}"], "latin1.json: not UTF-8 text: byte 0xe9 at line 1"),
+    (["simulate", "{out_config}", "--out", "{tmp}/out"], "is an input of this command"),
+    (["sweep", "{sweep}", "--out", "{tmp}/c", "--cpus-per-cell", "100000", "--no-progress"],
+     "cpus_per_cell is 100000, more than this machine's {cpus} CPUs (os.cpu_count())"),
+    (["sweep", "{sweep_cpus}", "--out", "{tmp}/c", "--no-progress"], "cpus_per_cell is 1000000, more than this machine's"),
+    (["sweep", "{sweep_huge}", "--out", "{tmp}/h"], "declares 1,000,000 cells (100 G x 100 c x 1 draws x 100 seeds), more than 100,000"),
+    (["sweep", "{sweep_long}", "--out", "{tmp}/l", "--no-progress"], "this run needs at least "),
+    (["sweep", "{sweep_seed}", "--out", "{tmp}/s"], "seeds: each seed must be an integer in [0, 2**63), got 100000000000000000000"),
+    (["sweep", "{sweep}", "--out", "{tmp}", "--connect-timeout", "0"], "argument --connect-timeout: must be a number of seconds > 0"),
+    (["sweep", "{sweep}", "--out", "{tmp}", "--yes=1"], "argument --yes: ignored explicit argument '1'"),
+    (["sweep", "{sweep}", "--out", "{tmp}/r", "--allow-remote-reporting"], "--allow-remote-reporting applies to trainer runs"),
+    (["sweep", "status", "{no_cells}"], "manifest.json: not a sweep manifest (no 'cells' key)"),
+    (["sweep", "status", "{bad_cells}"], "manifest.json: not a sweep manifest (cells[0] is a int, not an object)"),
+    (["sweep", "status", "{broken}"], "manifest.json: invalid JSON at line 1, column 2"),
+    (["notebooks", "--out", "{tmp}", "--only", "{fake_notebook}"], "fake.ipynb: not a valid Jupyter notebook (ValidationError"),
+    (["experiment", "trl", "{trl_up}", "--out", "{tmp}"], "fixed.output_dir: output_dir must stay inside the record folder"),
+    (["experiment", "trl", "{trl_abs}", "--out", "{tmp}"], "output_dir must be a folder relative to the record folder"),
+    (["experiment", "trl", "{trl_wandb}", "--out", "{tmp}/w"], "report_to names ['wandb'], which may send the run's data over "
+                                                               "the network"),
+    (["experiment", "trl", "{trl_big}", "--out", "{tmp}/b", "--no-progress"], "this run needs at least "),
+    (["experiment", "trl", "{trl}", "--out", "{tmp}", "--connect-timeout", "x"], "argument --connect-timeout: must be a number of seconds"),
+    (["experiment", "trl", "{trl}", "--out", "{tmp}", "--yes=1"], "argument --yes: ignored explicit argument '1'"),
+    (["experiment", "trl", "{trl}", "--out", "{tmp}", "--allow-remote-reporting=1"],
+     "argument --allow-remote-reporting: ignored explicit argument '1'"),
 ]
 
 
@@ -220,10 +265,49 @@ def fill(tmp_path):
     file.write_text("plain text\n")
     (tmp_path / "list.json").write_text("[1, 2]\n")
     (tmp_path / "sweep.json").write_text(json.dumps({"runnable": "agreement", "fixed": {"n_groups": 100}, "grid": {"G": [4]}}))
+    (tmp_path / "link.html").symlink_to(file)
+
+    def write(name: str, content: str | bytes) -> str:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+        return str(path)
+
+    sim = SimConfig(n_prompts=6, G=4, steps=2, estimators=("grpo",))
+    deep = "[" * 100_000 + "]" * 100_000
+    trl = {"runnable": "trl", "fixed": {"steps": 2}}
+    manifest = {"format": 1, "runnable": "toy", "specs": []}
     return {"tmp": str(tmp_path), "file": str(file), "log": str(ROOT / "data" / "reward_logs" / "binary_judge_glitch.csv"),
-            "sim": str(SimConfig(n_prompts=6, G=4, steps=2, estimators=("grpo",)).to_file(tmp_path / "sim.json")),
+            "sim": str(sim.to_file(tmp_path / "sim.json")),
             "sweep": str(tmp_path / "sweep.json"), "list": str(tmp_path / "list.json"),
-            "trl": str(ROOT / "data" / "sweeps" / "trl_contamination.json")}
+            "trl": str(ROOT / "data" / "sweeps" / "trl_contamination.json"),
+            "cpus": str(os.cpu_count()), "link": str(tmp_path / "link.html"),
+            "latin1": write("latin1.csv", "step,group,reward\n0,caf\xe9,1\n".encode("latin-1")),
+            "deep_jsonl": write("deep.jsonl", '{"step": 0, "group": "a", "reward": 1}\n' + deep + "\n"),
+            "huge_step": write("huge_step.csv", "step,group,reward\n1e30,a,1\n"),
+            "huge_reward": write("huge_reward.jsonl", '{"step": 0, "group": "a", "reward": 1' + "0" * 400 + "}\n"),
+            "sim_lr": str(sim.replace(lr=1e300).to_file(tmp_path / "sim_lr.json")),
+            "sim_long": str(sim.replace(steps=10**12).to_file(tmp_path / "sim_long.json")),
+            "sim_big": str(SimConfig(n_prompts=10**8).to_file(tmp_path / "sim_big.json")),
+            "sim_steps": write("sim_steps.json", json.dumps({"steps": 10**30})),
+            "deep_json": write("deep.json", deep),
+            "latin1_json": write("latin1.json", '{"quality": "caf\xe9"}'.encode("latin-1")),
+            "out_config": str(sim.to_file((tmp_path / "out").mkdir() or tmp_path / "out" / "config.json")),
+            "sweep_cpus": write("cpus.json", json.dumps({"runnable": "agreement", "fixed": {"n_groups": 10}, "cpus_per_cell": 10**6})),
+            "sweep_huge": write("huge.json", json.dumps({"runnable": "agreement", "grid": {"G": list(range(2, 102)),
+                                                         "c": [1.0 + i for i in range(100)]}, "seeds": 100})),
+            "sweep_long": write("long.json", json.dumps({"runnable": "simulate", "fixed": {"steps": 10**12}})),
+            "sweep_seed": write("seed.json", json.dumps({"runnable": "agreement", "seeds": [10**20]})),
+            "no_cells": str(Path(write("nocells/manifest.json", json.dumps(manifest))).parent),
+            "bad_cells": str(Path(write("badcells/manifest.json", json.dumps({**manifest, "cells": [3]}))).parent),
+            "broken": str(Path(write("broken/manifest.json", "{oops")).parent),
+            "fake_notebook": write("fake.ipynb", json.dumps({"cells": "not a list"})),
+            "trl_up": write("trl_up.json", json.dumps({**trl, "fixed": {"steps": 2, "output_dir": "../../x"}})),
+            "trl_abs": write("trl_abs.json", json.dumps({**trl, "fixed": {"steps": 2, "output_dir": "/tmp/x"}})),
+            "trl_wandb": write("trl_wandb.json", json.dumps({**trl, "fixed": {"steps": 2, "output_dir": "runs",
+                                                                              "report_to": "wandb"}})),
+            "trl_big": write("trl_big.json", json.dumps({**trl, "fixed": {"steps": 2, "prompts_per_step": 10**8}})),
+            }
 
 
 @pytest.mark.parametrize("argv, message", USER_ERRORS, ids=[" ".join(a) or "(nothing)" for a, _ in USER_ERRORS])

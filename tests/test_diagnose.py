@@ -208,8 +208,15 @@ def test_figures_and_a_self_contained_html_page(tmp_path):
     assert page.count("src='data:image/png;base64,") == 3
     assert not re.search(r"src=['\"](?!data:)", page)  # nothing loaded from elsewhere
     assert html.escape(d.recommendation.reason) in page and "frac_reward_zero_std" in page
+    with pytest.raises(ValueError, match=r"the folder '.*sub' does not exist; make it first"):
+        write_diagnosis_html(d, tmp_path / "sub" / "report.html")  # a misspelt folder is not made
+    (tmp_path / "sub").mkdir()
     path = write_diagnosis_html(d, tmp_path / "sub" / "report.html")
     assert path.read_text(encoding="utf-8") == page
+    with pytest.raises(ValueError, match=r"report.html' exists; pass another path, or --force"):
+        write_diagnosis_html(d, path)
+    path.write_text("old")
+    assert write_diagnosis_html(d, path, force=True).read_text(encoding="utf-8") == page
     with pytest.raises(ValueError, match="lacks column"):
         step_health(d.steps.drop(columns="frac_mad_zero"))
     with pytest.raises(ValueError, match="bins must be"):

@@ -311,9 +311,9 @@ def test_report_to_tensorboard_writes_the_runs_metrics_into_an_event_file(tmp_pa
 
     from robustgrpo.experiments.trl import run_dir_name, run_trl
 
-    config = TrlConfig(steps=2, eval_prompts=8, report_to="tensorboard", output_dir=str(tmp_path), estimator="robust")
-    frame = run_trl(config, seed=0)
-    folder = tmp_path / run_dir_name(config, 0)
+    config = TrlConfig(steps=2, eval_prompts=8, report_to="tensorboard", output_dir="runs", estimator="robust")
+    frame = run_trl(config, seed=0, folder=tmp_path)  # output_dir is relative to the run's root
+    folder = tmp_path / "runs" / run_dir_name(config, 0)
     assert (folder / "initial_model" / "config.json").is_file()
     events = list((folder / "runs").rglob("events.out.tfevents.*"))
     assert len(events) == 1
@@ -333,7 +333,7 @@ def test_a_trl_sweep_gives_the_same_numbers_on_the_local_and_the_ray_engine(tmp_
     pytest.importorskip("ray")
     from robustgrpo.experiments.trl import run_dir_name
 
-    spec = {"runnable": "trl", "fixed": {"steps": 2, "eval_prompts": 8, "output_dir": str(tmp_path / "runs")},
+    spec = {"runnable": "trl", "fixed": {"steps": 2, "eval_prompts": 8, "output_dir": "runs"},
             "grid": {"contamination": [{"model": "none"}, {"model": "random_outliers", "rate": 0.3, "size": 10.0}],
                      "reward_range": [None, [0, 1]]}, "seeds": 1}
     local = run_sweep(spec, tmp_path / "local", LocalEngine(), progress=False)
@@ -343,7 +343,8 @@ def test_a_trl_sweep_gives_the_same_numbers_on_the_local_and_the_ray_engine(tmp_
     pd.testing.assert_frame_equal(load_record(tmp_path / "local").drop(columns=volatile),
                                   load_record(tmp_path / "ray").drop(columns=volatile), check_exact=True)
     cells = load_sweep(spec).cells
-    assert {p.name for p in (tmp_path / "runs").iterdir()} == {c.id for c in cells}  # a run's folder is its cell's id
+    for record in ("local", "ray"):  # inside each record folder; a run's folder is its cell's id
+        assert {p.name for p in (tmp_path / record / "runs").iterdir()} == {c.id for c in cells}
     assert all(run_dir_name(TrlConfig.from_dict(c.config), c.seed) == c.id for c in cells)
 
 

@@ -343,7 +343,10 @@ def test_a_failing_batch_reruns_its_cells_one_by_one_so_only_the_bad_cell_fails(
     result = run_sweep({"runnable": "batchy", "seeds": 4}, tmp_path, progress=False, runnables={"batchy": batchy})
     assert result.ran == 3 and [f["label"] for f in result.failed] == ["seed=2"]
     assert result.failed[0]["error"] == "ValueError: seed 2 is cursed"
-    assert sorted(load_record(tmp_path)["value"]) == [0.0, 1.0, 3.0]
+    with pytest.raises(ValueError, match=r": 1 of the record's 4 cells are not finished \(missing or failed\); rerun the sweep"):
+        load_record(tmp_path)  # never half a record without asking
+    partial = load_record(tmp_path, partial=True)
+    assert sorted(partial["value"]) == [0.0, 1.0, 3.0] and partial.attrs["unfinished"] == 1
 
 
 # ------------------------------------------------------------------------------------- record
@@ -549,8 +552,8 @@ def test_a_record_without_cells_has_only_the_cell_id_column_and_loaded_rows_are_
     spec = {"runnable": "toy", "fixed": {"fail": [1, 0], "marker": str(tmp_path)}, "grid": {"x": [1]}}
     out = tmp_path / "record"
     assert run_sweep(spec, out, progress=False, runnables=TOYS).ran == 0
-    empty = load_record(out)
-    assert list(empty.columns) == ["cell_id"] and len(empty) == 0
+    empty = load_record(out, partial=True)
+    assert list(empty.columns) == ["cell_id"] and len(empty) == 0 and empty.attrs["unfinished"] == 1
     with pytest.raises(ValueError, match=r"holds no sweep record \(no manifest\.json\); pass the --out folder of a sweep$"):
         load_record(tmp_path / "nowhere")
     run_sweep({"runnable": "toy", "grid": {"x": [1, 2]}}, tmp_path / "two", progress=False, runnables=TOYS)
@@ -652,7 +655,9 @@ def test_each_cell_runs_with_the_sweeps_torch_threads_alone_and_batched(tmp_path
 @pytest.mark.parametrize("kwargs, message", [
     (dict(address="  "), r"address must be 'auto', 'ray://HOST:PORT' or 'HOST:PORT', got '  '"),
     (dict(address=8265), r"address must be 'auto'"),
-    (dict(num_cpus=0), r"num_cpus must be an integer >= 1, got 0"),
+    (dict(num_cpus=0), r"num_cpus must be an integer in \[1, \d+\], got 0; the local Ray instance runs on this machine"),
+    (dict(num_cpus=100_000), r"num_cpus must be an integer in \[1, \d+\], got 100000; .* CPUs \(os.cpu_count\(\)\)"),
+    (dict(connect_timeout=0), r"connect_timeout must be a finite number > 0, got 0"),
     (dict(retries=-1), r"retries must be an integer >= 0, got -1"),
     (dict(max_in_flight=0), r"max_in_flight must be an integer >= 1, got 0"),
 ])
@@ -913,6 +918,9 @@ def test_the_trl_runnable_runs_the_experiment_module(monkeypatch):
     import robustgrpo.experiments.trl as trl_experiment
 
     seen = []
-    monkeypatch.setattr(trl_experiment, "run_trl", lambda config, seed: seen.append((config, seed)) or pd.DataFrame({"x": [1]}))
+    monkeypatch.setattr(trl_experiment, "run_trl", lambda config, seed, **options: seen.append((config, seed, options))
+                        or pd.DataFrame({"x": [1]}))
     frame = RUNNABLES["trl"].run({"steps": 3}, 7)
-    assert seen == [({"steps": 3}, 7)] and frame["x"].tolist() == [1]
+    assert seen == [({"steps": 3}, 7, {"folder": None, "allow_remote_reporting": False})] and frame["x"].tolist() == [1]
+    RUNNABLES["trl"].bound(folder="rec", allow_remote_reporting=True).run({"steps": 3}, 8)
+    assert seen[-1] == ({"steps": 3}, 8, {"folder": "rec", "allow_remote_reporting": True})

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Mapping
 
-from ..checks import ParamError, check_choice, check_fields, check_int, check_positive, check_real
+from ..checks import Estimate, ParamError, check_choice, check_fields, check_int, check_positive, check_real
 from ..advantages import ESTIMATORS
 from ..contamination import NoContamination
 from ..integrations import estimator_settings
@@ -34,10 +36,52 @@ from .judge import Judge, judge_from_dict, judge_label, judge_to_dict
 from .model import check_architecture
 from .task import FirstLetterTask
 
-__all__ = ["RUNNABLE", "TrlConfig"]
+__all__ = ["RUNNABLE", "LOCAL_REPORTERS", "TrlConfig", "check_reporting", "run_root"]
 
 #: The name of the real trainer run in the sweep's table of runnables.
 RUNNABLE = "trl"
+
+
+#: Reporters of TRL's ``report_to`` that write only local files (under the run's folder); any other
+#: (``wandb``, ``mlflow``, ``comet_ml``, ``all``...) can send a run's data over the network and needs
+#: ``allow_remote_reporting=True`` (``--allow-remote-reporting`` on the command line).
+LOCAL_REPORTERS: tuple[str, ...] = ("tensorboard",)
+
+
+def check_reporting(report_to: tuple[str, ...], allow_remote_reporting: bool) -> None:
+    """Refuse reporters beyond :data:`LOCAL_REPORTERS` unless ``allow_remote_reporting``."""
+    remote = [name for name in report_to if name not in LOCAL_REPORTERS]
+    if remote and allow_remote_reporting is not True:
+        raise ParamError("report_to", f"names {remote}, which may send the run's data over the network; only "
+                         f"{list(LOCAL_REPORTERS)} and 'none' are allowed without asking", list(report_to),
+                         "pass --allow-remote-reporting (allow_remote_reporting=True) to report there")
+
+
+def _output_dir(value: Any) -> str | None:
+    """A relative folder inside the run's root (no absolute path, no '..'), returned as given."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        raise ParamError("output_dir", "must be a folder name or None", value)
+    path = PurePosixPath(value.replace("\\", "/"))
+    if path.is_absolute() or PureWindowsPath(value).is_absolute() or PureWindowsPath(value).drive:
+        raise ParamError("output_dir", "must be a folder relative to the record folder (--out), not an absolute path",
+                         value, 'e.g. "runs"')
+    if ".." in path.parts:
+        raise ParamError("output_dir", "must stay inside the record folder (--out): '..' is not allowed", value,
+                         'e.g. "runs"')
+    return value
+
+
+def run_root(output_dir: str, folder: str | os.PathLike[str] | None) -> Path:
+    """The folder ``output_dir`` names inside ``folder`` (default: the current folder), resolved, refusing one that
+    a symbolic link takes outside ``folder`` (``ValueError``)."""
+    base = Path(folder if folder is not None else ".").resolve()
+    target = (base / output_dir).resolve()
+    if target != base and base not in target.parents:
+        raise ParamError("output_dir", f"leads outside {str(base)!r} (to {str(target)!r}) through a symbolic link",
+                         output_dir, "remove the link or name another folder")
+    return target
 
 
 def _report_to(value: Any) -> tuple[str, ...]:
@@ -111,9 +155,13 @@ class TrlConfig:
     record_every : int
         Keep the row of every this many steps (and of the last step).
     report_to : str or list of str
-        TRL's ``report_to`` (``"tensorboard"``, ``"wandb"``...; ``"none"`` by default).
+        TRL's ``report_to`` (``"tensorboard"``, ``"wandb"``...; ``"none"`` by default). Reporters
+        beyond :data:`LOCAL_REPORTERS` run only with ``allow_remote_reporting=True``
+        (``--allow-remote-reporting``): a config alone cannot turn on network reporting.
     output_dir : str or None
-        Folder for the trainer's outputs; each run writes into ``output_dir/<cell id>``
+        Folder for the trainer's outputs, relative to the run's root (a sweep's record folder,
+        ``--out``; ``run_trl``'s ``folder``): no absolute path, no ``..``, and no symbolic link
+        out of the root (:func:`run_root`). Each run writes into ``output_dir/<cell id>``
         (TensorBoard's events under its ``runs/``, the initial weights under ``initial_model/``).
         None: a temporary folder, removed after the run. Needed with ``report_to``.
     """
@@ -173,8 +221,7 @@ class TrlConfig:
                                        hint=f"at most the task's {n_prompts} prompts; 0 for none"))
         set_("record_every", check_int("record_every", self.record_every, minimum=1))
         set_("report_to", _report_to(self.report_to))
-        if self.output_dir is not None and (not isinstance(self.output_dir, str) or not self.output_dir.strip()):
-            raise ParamError("output_dir", "must be a folder name or None", self.output_dir)
+        set_("output_dir", _output_dir(self.output_dir))
         if self.report_to and self.output_dir is None:
             raise ParamError("output_dir", f"is needed with report_to={list(self.report_to)}: the reports go under it",
                              None, 'set "output_dir", e.g. "runs/trl"')
@@ -205,6 +252,29 @@ class TrlConfig:
         """Keyword arguments of ``RobustGRPOTrainer`` for the estimator: ``advantage_method``, ``advantage_params``,
         ``reward_range``."""
         return {"advantage_method": self.estimator, "advantage_params": dict(self.params), "reward_range": self.reward_range}
+
+    def estimate(self) -> Estimate:
+        r"""What one run needs at least, from the sizes alone (nothing is allocated).
+
+        With B = ``prompts_per_step * G`` completions of L = ``prompt_length + 3`` tokens, V tokens,
+        width H and depth N, the model's :math:`p = 2 V H + 12 N H^2` weights (policy,
+        reference, gradients, Adam's two moments: 5 copies in float32):
+
+        .. math::
+
+            \text{bytes} \ge 20\, p + 4 B L (16 N H + 4 V), \qquad
+            \text{seconds} \ge \text{steps}\, \big(10^{-2} + 6 B L (12 N H^2 + 2 H V) / 10^{10}\big)
+
+        (a hundredth of a second of TRL's own work per step, and ten billion floating-point
+        operations a second: both below what two CPU cores manage).
+        """
+        B, L, V = self.prompts_per_step * self.G, self.prompt_length + 3, len(self.task.vocabulary())
+        H, N = self.hidden_size, self.layers
+        weights = 2 * V * H + 12 * N * H * H
+        n_bytes = 20.0 * weights + 4.0 * B * L * (16 * N * H + 4 * V) + 8.0 * self.eval_prompts * L * V
+        seconds = self.steps * (1e-2 + 6.0 * B * L * (12 * N * H * H + 2 * H * V) / 1e10)
+        what = f"{self.steps:,} steps x {B:,} completions, a model {H:,} wide and {N:,} deep"
+        return Estimate(what, n_bytes, seconds)
 
     def replace(self, **changes: Any) -> TrlConfig:
         """A copy with some fields changed (validated again)."""

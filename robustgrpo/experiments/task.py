@@ -32,6 +32,7 @@ Why this task
 from __future__ import annotations
 
 import itertools
+import math
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -68,7 +69,7 @@ class FirstLetterTask:
     def __post_init__(self) -> None:
         check_int("letters", self.letters, minimum=2, maximum=26, hint="an alphabet of 2 to 26 letters")
         check_int("length", self.length, minimum=1, hint="letters per prompt")
-        if self.letters ** self.length > MAX_PROMPTS:
+        if self.length * math.log(self.letters) > math.log(MAX_PROMPTS) + 1e-9 or self.letters ** self.length > MAX_PROMPTS:
             raise ParamError("length", f"gives {self.letters} ** {self.length} prompts, more than {MAX_PROMPTS}",
                              self.length, "use fewer letters or shorter prompts")
 

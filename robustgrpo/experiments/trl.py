@@ -20,7 +20,9 @@ and a seed, trains, and returns one tidy row per training step:
 
 Steps are numbered from 0: row ``t`` describes the policy that sampled the ``t``-th batch,
 before its update (the drift simulator's convention). Nothing is downloaded
-(``HF_HUB_OFFLINE`` and ``TRANSFORMERS_OFFLINE`` are set to 1 unless set already); TRL's
+(``HF_HUB_OFFLINE`` and ``TRANSFORMERS_OFFLINE`` are set to 1 unless set already), and
+weights load on this thread (``HF_DEACTIVATE_ASYNC_LOAD=1`` unless set: transformers would start a
+thread pool, which fails on a machine that cannot start another thread); TRL's
 console output (progress bar, printed logs, warnings) is silenced unless ``progress=True``;
 ``report_to`` reports as TRL does (TensorBoard: event files under ``output_dir/<cell id>/runs/``).
 
@@ -43,10 +45,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..checks import check_seed
+from ..checks import ParamError, check_seed, memory_limit
 from ..integrations.trl import METRIC_PREFIX as ADAPTER_PREFIX
 from ..sweep.spec import cell_id
-from .config import RUNNABLE, TrlConfig
+from .config import RUNNABLE, TrlConfig, check_reporting, run_root
 from .judge import METRIC_PREFIX, JudgedReward
 from .model import char_tokenizer, tiny_model
 from .task import HACK_TOKEN, FirstLetterTask
@@ -87,6 +89,9 @@ _LOG_KEYS: dict[str, str] = {
 #: Seed of the fixed sample of eval prompts (the same in every run).
 EVAL_SEED = 0
 _OFFLINE = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE")
+#: transformers loads weights with a pool of threads unless this is set; a tiny model needs none, and a machine
+#: that cannot start another thread then fails in the loader ("can't start new thread").
+_NO_LOADER_THREADS = "HF_DEACTIVATE_ASYNC_LOAD"
 
 
 def eval_prompts(task: FirstLetterTask, n: int) -> list[str]:
@@ -159,13 +164,18 @@ def run_dir_name(config: TrlConfig, seed: int) -> str:
 
 
 @contextlib.contextmanager
-def _run_dir(config: TrlConfig, seed: int) -> Iterator[Path]:
+def _run_dir(config: TrlConfig, seed: int, folder: str | os.PathLike[str] | None) -> Iterator[Path]:
     if config.output_dir is None:
         with tempfile.TemporaryDirectory(prefix="robustgrpo-trl-") as tmp:
             yield Path(tmp)
     else:
-        path = Path(config.output_dir) / run_dir_name(config, seed)
+        root = run_root(config.output_dir, folder)
+        path = root / run_dir_name(config, seed)
+        if path.is_symlink():
+            raise ParamError("output_dir", f"holds a symbolic link where the run's folder goes ({str(path)!r})",
+                             config.output_dir, "remove the link")
         path.mkdir(parents=True, exist_ok=True)
+        run_root(str(Path(config.output_dir) / path.name), folder)  # made: still inside (no link raced in)
         yield path
 
 
@@ -209,7 +219,8 @@ def _frame(history: list[dict[str, Any]], seconds: list[float]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", *METRICS])
 
 
-def run_trl(config: TrlConfig | Mapping[str, Any], seed: int, *, progress: bool = False) -> pd.DataFrame:
+def run_trl(config: TrlConfig | Mapping[str, Any], seed: int, *, progress: bool = False,
+            folder: str | os.PathLike[str] | None = None, allow_remote_reporting: bool = False) -> pd.DataFrame:
     """Train the tiny model on the task with TRL under the config's judge and estimator; one row per step.
 
     Parameters
@@ -221,6 +232,12 @@ def run_trl(config: TrlConfig | Mapping[str, Any], seed: int, *, progress: bool 
         the same number of torch threads.
     progress : bool
         Show TRL's progress bar and console output.
+    folder : path, optional
+        The root the config's ``output_dir`` is relative to (a sweep passes its record folder;
+        default: the current folder); nothing is written outside it.
+    allow_remote_reporting : bool
+        Allow ``report_to`` reporters beyond :data:`~robustgrpo.experiments.config.LOCAL_REPORTERS`
+        (``wandb``, ``mlflow``...), which may send the run's data over the network.
 
     Returns
     -------
@@ -230,8 +247,12 @@ def run_trl(config: TrlConfig | Mapping[str, Any], seed: int, *, progress: bool 
     """
     config = config if isinstance(config, TrlConfig) else TrlConfig.from_dict(config)
     seed = check_seed(seed)
-    for name in _OFFLINE:
-        os.environ.setdefault(name, "1")  # nothing may come from a hub
+    check_reporting(config.report_to, allow_remote_reporting)
+    need, memory = config.estimate(), memory_limit()
+    if need.bytes > memory:
+        raise ValueError(f"this run needs {need.text()}, more than this machine's {memory / 1e9:.3g} GB; make it smaller")
+    for name in (*_OFFLINE, _NO_LOADER_THREADS):
+        os.environ.setdefault(name, "1")  # nothing may come from a hub; no thread pool to load a tiny model
     from datasets import Dataset
     from transformers import LlamaForCausalLM, PrinterCallback, TrainerCallback
     from trl import GRPOConfig
@@ -255,29 +276,35 @@ def run_trl(config: TrlConfig | Mapping[str, Any], seed: int, *, progress: bool 
 
     task = config.task
     tokenizer = char_tokenizer(task.characters())
-    with _quiet(not progress), _run_dir(config, seed) as folder:
-        initial = folder / "initial_model"
-        tiny_model(len(tokenizer), hidden_size=config.hidden_size, layers=config.layers, heads=config.heads,
-                   seed=seed).save_pretrained(initial)
-        model = LlamaForCausalLM.from_pretrained(initial)  # TRL loads its reference model from the same path
-        probe = ExactProbe(model, tokenizer, task, eval_prompts(task, config.eval_prompts)) if config.eval_prompts else None
-        reward = JudgedReward(task, config.judge, config.G, seed, probe)
-        args = GRPOConfig(
-            output_dir=str(folder), use_cpu=True, seed=seed, bf16=False, fp16=False,
-            per_device_train_batch_size=config.prompts_per_step * config.G, gradient_accumulation_steps=1,
-            num_generations=config.G, max_completion_length=1, max_steps=config.steps,
-            learning_rate=config.lr, lr_scheduler_type="constant", warmup_steps=0, beta=config.beta,
-            logging_steps=1, save_strategy="no", report_to=list(config.report_to) or "none",
-            disable_tqdm=not progress,
-        )
-        trainer = RobustGRPOTrainer(model=model, reward_funcs=reward, args=args,
-                                    train_dataset=Dataset.from_dict({"prompt": task.prompts()}),
-                                    processing_class=tokenizer, **config.trainer_settings())
-        if not progress:
-            trainer.remove_callback(PrinterCallback)
-        clock = StepClock()
-        trainer.add_callback(clock)
-        trainer.train()
+    try:  # a loaded machine may refuse a thread (the loader's, the trainer's): an error that says so
+        with _quiet(not progress), _run_dir(config, seed, folder) as run_folder:
+            initial = run_folder / "initial_model"
+            tiny_model(len(tokenizer), hidden_size=config.hidden_size, layers=config.layers, heads=config.heads,
+                       seed=seed).save_pretrained(initial)
+            model = LlamaForCausalLM.from_pretrained(initial)  # TRL loads its reference model from the same path
+            probe = ExactProbe(model, tokenizer, task, eval_prompts(task, config.eval_prompts)) if config.eval_prompts else None
+            reward = JudgedReward(task, config.judge, config.G, seed, probe)
+            args = GRPOConfig(
+                output_dir=str(run_folder), use_cpu=True, seed=seed, bf16=False, fp16=False,
+                per_device_train_batch_size=config.prompts_per_step * config.G, gradient_accumulation_steps=1,
+                num_generations=config.G, max_completion_length=1, max_steps=config.steps,
+                learning_rate=config.lr, lr_scheduler_type="constant", warmup_steps=0, beta=config.beta,
+                logging_steps=1, save_strategy="no", report_to=list(config.report_to) or "none",
+                disable_tqdm=not progress,
+            )
+            trainer = RobustGRPOTrainer(model=model, reward_funcs=reward, args=args,
+                                        train_dataset=Dataset.from_dict({"prompt": task.prompts()}),
+                                        processing_class=tokenizer, **config.trainer_settings())
+            if not progress:
+                trainer.remove_callback(PrinterCallback)
+            clock = StepClock()
+            trainer.add_callback(clock)
+            trainer.train()
+    except RuntimeError as err:
+        if "can't start new thread" not in str(err):
+            raise
+        raise RuntimeError(f"the machine could not start another thread for the run ({err}); the run needs none of "
+                           "its own: lower the machine's load, or its threads (OMP_NUM_THREADS=1)") from None
     frame = _frame(trainer.state.log_history, clock.seconds)
     keep = (frame["step"] % config.record_every == 0) | (frame["step"] == config.steps - 1)
     return frame[keep].reset_index(drop=True)

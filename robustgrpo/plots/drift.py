@@ -30,6 +30,7 @@ from .interactive import autosized, figure_widget, plotly_values
 from .style import (
     ESTIMATOR_COLORS,
     estimator_color,
+    literal_text,
     house_style,
     new_figure,
     require_columns,
@@ -119,7 +120,7 @@ def plot_curves(
                 c = sub[sub[hue] == name].sort_values("step")
                 if c.empty:
                     continue
-                label = (hue_labels or {}).get(name, str(name))
+                label = (hue_labels or {}).get(name, literal_text(name))
                 ax.fill_between(c["step"], c["lo"], c["hi"], color=colors[name], alpha=0.18, linewidth=0)
                 ax.plot(c["step"], c["mean"], color=colors[name], label=label)
             if reference is not None:
@@ -128,7 +129,7 @@ def plot_curves(
                 ax.axhline(level, color=("#222222", "#888888", "#555555")[k % 3], linestyle=(":", "-.", "--")[k % 3],
                            linewidth=1.0, label=label)
             if value is not None:
-                ax.set_title((panel_titles or {}).get(value, str(value)))
+                ax.set_title((panel_titles or {}).get(value, literal_text(value)))
             if ylim is not None:
                 ax.set_ylim(*ylim)
             if i % cols == 0 or not sharey:

@@ -23,7 +23,7 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..checks import require_columns
+from ..checks import plain_text, require_columns
 
 __all__ = [
     "ESTIMATOR_COLORS",
@@ -31,6 +31,7 @@ __all__ = [
     "PAGE_WIDTH",
     "HOUSE_STYLE",
     "estimator_color",
+    "literal_text",
     "house_style",
     "new_figure",
     "require_columns",
@@ -79,6 +80,17 @@ HOUSE_STYLE: dict[str, object] = {
     "svg.fonttype": "none",
     "pdf.fonttype": 42,
 }
+
+
+def literal_text(text: object) -> str:
+    r"""``text`` shown as it is in a title or label: control characters escaped
+    (:func:`~robustgrpo.checks.plain_text`) and every ``$`` escaped, so that a file name like
+    ``run$1$.csv`` is not parsed as mathtext (matplotlib reads text between two ``$`` as math).
+
+    >>> literal_text("run$^$.csv")
+    'run\\$^\\$.csv'
+    """
+    return plain_text(text).replace("$", r"\$")
 
 
 def estimator_color(name: str) -> str:

@@ -5,6 +5,13 @@
 :func:`diagnosis_html` writes the same tables and figures as one HTML page
 whose figures are embedded (PNG, base64), so it opens anywhere without the
 files next to it: ``python -m robustgrpo diagnose FILE --html OUT``.
+
+Text from the log (the file name, group ids, reward-function names) is shown
+as text: HTML-escaped, its control characters escaped
+(:func:`~robustgrpo.checks.plain_text`), and in figure titles its ``$`` too
+(:func:`~robustgrpo.plots.style.literal_text`). :func:`write_diagnosis_html`
+writes only a new file in an existing folder: never the log itself, never
+through a symbolic link, never over an existing file unless ``force``.
 """
 
 from __future__ import annotations
@@ -14,14 +21,15 @@ import html
 import io
 import os
 from pathlib import Path
+from typing import Sequence
 
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..checks import make_folder
+from ..checks import check_output_file, plain_text, write_new_file
 from ..diagnose import Diagnosis
 from ..plots.diagnose import reward_distribution, step_health, update_agreement
-from ..plots.style import house_style
+from ..plots.style import house_style, literal_text
 
 __all__ = ["FIGURE_NAMES", "diagnosis_figures", "diagnosis_html", "write_diagnosis_html"]
 
@@ -40,7 +48,7 @@ img { max-width: 100%; display: block; margin: 0.5em 0 1.5em; }
 
 def diagnosis_figures(diagnosis: Diagnosis) -> dict[str, Figure]:
     """The three figures of a diagnosis, by file stem (:data:`FIGURE_NAMES`)."""
-    source = diagnosis.source
+    source = literal_text(diagnosis.source)
     return dict(zip(FIGURE_NAMES, (
         step_health(diagnosis.steps, title=f"Group health per step: {source}"),
         reward_distribution(diagnosis.samples, reward_range=diagnosis.reward_range, title=f"Rewards of {source}"),
@@ -56,13 +64,19 @@ def _png_base64(fig: Figure) -> str:
 
 
 def _table(frame: pd.DataFrame, digits: int = 3) -> str:
-    return frame.to_html(index=False, border=0, float_format=lambda v: f"{v:.{digits}f}", na_rep="-")
+    """An HTML table (pandas escapes the cells); text columns with their control characters escaped too."""
+    text = [c for c in frame.columns if frame[c].dtype == object or pd.api.types.is_string_dtype(frame[c].dtype)]
+    shown = frame.assign(**{c: frame[c].map(plain_text) for c in text})
+    return shown.to_html(index=False, border=0, escape=True, float_format=lambda v: f"{v:.{digits}f}", na_rep="-")
 
 
 def diagnosis_html(diagnosis: Diagnosis, max_outliers: int = 50) -> str:
     """One self-contained HTML page: summary, recommendation, tables and embedded figures."""
     d = diagnosis
-    esc = html.escape
+
+    def esc(text: str) -> str:
+        return html.escape(plain_text(text))
+
     rec = d.recommendation
     settings = ", ".join(f"{k}={v!r}" for k, v in rec.settings.items())
     top = d.outliers.reindex(d.outliers["z"].abs().sort_values(ascending=False).index).head(max_outliers)
@@ -96,14 +110,26 @@ def diagnosis_html(diagnosis: Diagnosis, max_outliers: int = 50) -> str:
     return "\n".join(parts)
 
 
-def write_diagnosis_html(diagnosis: Diagnosis, path: str | os.PathLike[str]) -> Path:
-    """Write :func:`diagnosis_html` to ``path`` (folders created); return the path.
+def write_diagnosis_html(diagnosis: Diagnosis, path: str | os.PathLike[str], *, force: bool = False,
+                         inputs: Sequence[str | os.PathLike[str]] = ()) -> Path:
+    """Write :func:`diagnosis_html` to ``path``; return the path.
 
-    ``ValueError`` if ``path`` is a folder or its folder cannot be made.
+    Parameters
+    ----------
+    diagnosis : Diagnosis
+    path : path
+        The HTML file, in a folder that exists (a missing folder is refused, not made).
+    force : bool
+        Replace an existing file (``--force``); never one of ``inputs``, never through a link.
+    inputs : paths
+        Files the page must not replace (the command passes the reward log).
+
+    Raises
+    ------
+    ValueError
+        ``path`` is a folder, a symbolic link, one of ``inputs``, in a folder that does not
+        exist, or exists (without ``force``); see :func:`~robustgrpo.checks.check_output_file`.
     """
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"{str(path)!r} is a folder; pass the HTML file to write, e.g. {str(path / 'diagnosis.html')!r}")
-    make_folder(path.parent)
-    path.write_text(diagnosis_html(diagnosis), encoding="utf-8")
-    return path
+    path = check_output_file(path, inputs=inputs, force=force)
+    page = diagnosis_html(diagnosis).encode("utf-8")
+    return write_new_file(path, lambda handle: handle.write(page), force=force)

@@ -29,6 +29,7 @@ from typing import Any, Callable, Mapping
 
 from ..advantages import ESTIMATORS
 from ..checks import (
+    Estimate,
     ParamError,
     check_choice,
     check_fields,
@@ -399,6 +400,31 @@ class SimConfig:
             lo, hi = self.c_schedule
             out[est.clip] = lo + (hi - lo) * progress
         return out
+
+    def estimate(self, n_seeds: int = 1) -> Estimate:
+        r"""What a run of ``n_seeds`` seeds needs at least, from the sizes alone (nothing is allocated).
+
+        With S seeds, E estimators, P prompts, K answers, G samples, T steps (:math:`T_r`
+        recorded) and D features:
+
+        .. math::
+
+            \text{bytes} \ge 8\,\big(40\, S E P (K + G) + 6 P K (D + 4) + 160\, T_r S E\big), \qquad
+            \text{seconds} \ge 5 \cdot 10^{-8}\, S E P (K + G)\, T\, \text{epochs}
+
+        about half the memory and a fifth of the time measured on two CPU cores (the tensors
+        of a step, the problem, the record and its table), so that a run refused by
+        :func:`~robustgrpo.checks.check_estimate` is certainly beyond the machine.
+        """
+        n_seeds = check_int("n_seeds", n_seeds, minimum=1)
+        S, E, P, K, G = n_seeds, len(self.estimators), self.n_prompts, self.n_answers, self.G
+        D = self.feature_dim if self.policy == "linear" else 0
+        recorded = -(-self.steps // self.record_every) + 1
+        per_step = S * E * P * (K + G)
+        n_bytes = 8.0 * (40 * per_step + 6 * P * K * (D + 4) + 160 * recorded * S * E)
+        seconds = 5e-8 * per_step * self.steps * self.epochs
+        what = (f"{self.steps:,} steps x {P:,} prompts x {K:,} answers, G = {G:,}, {E} estimator(s), {S:,} seed(s)")
+        return Estimate(what, n_bytes, seconds)
 
     @property
     def n_exposed(self) -> int:

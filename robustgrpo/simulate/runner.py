@@ -52,7 +52,7 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
-from ..checks import ParamError, check_int, check_probability, check_seed
+from ..checks import ParamError, check_int, check_probability, check_seed, check_threads, memory_limit
 from ..contamination import NoContamination
 from .config import CRITIC, SimConfig
 from .grouping import (
@@ -258,10 +258,13 @@ class _Grouper:
 
 @contextlib.contextmanager
 def torch_threads(n: int | None) -> Iterator[None]:
-    """Run the block with ``n`` torch intra-op threads (None: leave the setting), then restore it."""
+    """Run the block with ``n`` torch intra-op threads (None: leave the setting), then restore it.
+
+    ``n`` is at most ``os.cpu_count()`` (:func:`~robustgrpo.checks.check_threads`): ``ValueError`` naming the bound.
+    """
     before = torch.get_num_threads()
-    if n is not None:
-        torch.set_num_threads(check_int("threads", n, minimum=1))
+    if n is not None:  # at most the machine's CPUs: torch given 100,000 threads crashes the process
+        torch.set_num_threads(check_threads("threads", n))
     try:
         yield
     finally:
@@ -307,6 +310,10 @@ def simulate(
     if not isinstance(config, SimConfig):
         raise ParamError("config", "must be a SimConfig or its dict form", config, "build one with SimConfig(...)")
     seed_list = _check_seeds(seeds)
+    need, memory = config.estimate(len(seed_list)), memory_limit()
+    if need.bytes > memory:  # it could only end in a MemoryError, or the machine swapping: refuse before allocating
+        raise ValueError(f"this run needs {need.text()}, more than this machine's {memory / 1e9:.3g} GB; "
+                         "make it smaller (fewer prompts, answers, samples, estimators, seeds or recorded steps)")
     with torch_threads(threads):
         return _run(config, seed_list, progress)
 
@@ -413,6 +420,12 @@ def _run(config: SimConfig, seed_list: list[int], progress: bool) -> pd.DataFram
                 "ratio_eps": eps.expand_as(adv).mean((-2, -1)),
                 "c": c_used,
             }
+            core = torch.stack([rec[k] for k in ("true_reward", "judged_reward", "correct_prob", "entropy", "kl_ref", "length")])
+            if not bool(torch.isfinite(core).all()):  # (these are defined at every step of a sane run)
+                bad = [k for k in ("true_reward", "judged_reward", "correct_prob", "entropy", "kl_ref", "length")
+                       if not bool(torch.isfinite(rec[k]).all())]
+                raise ValueError(f"the record's {', '.join(bad)} became NaN or infinite at step {t} ({config.optimizer}, "
+                                 f"lr {config.lr:g}): the training diverged; lower lr")
             for k, v in rec.items():
                 records[k].append(v)
             steps.append(t)
@@ -432,6 +445,9 @@ def _run(config: SimConfig, seed_list: list[int], progress: bool) -> pd.DataFram
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+        if not bool(torch.isfinite(theta.detach().sum())) and not bool(torch.isfinite(theta.detach()).all()):
+            raise ValueError(f"the policy's parameters became NaN or infinite at step {t} ({config.optimizer}, lr "
+                             f"{config.lr:g}): the training diverged and its record would be NaN; lower lr")
         if record:
             records["clip_fraction"].append(((ratio.detach() - 1.0).abs() > eps).to(DTYPE).mean((-2, -1)))
 

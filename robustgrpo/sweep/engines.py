@@ -12,7 +12,16 @@
   imported only here, when the engine runs: ``import robustgrpo`` never imports it.
 
 Both engines run a cell with ``cpus_per_cell`` torch threads (:func:`run_cell`), so a cell
-gives the same numbers on either engine, alone or batched (the tests check it).
+gives the same numbers on either engine, alone or batched (the tests check it). Before a cell
+runs, :meth:`LocalEngine.check` refuses a ``cpus_per_cell`` above this machine's CPUs and
+:meth:`RayEngine.execute` one above the CPUs of the cluster's largest node (a task that no node
+can hold would wait for ever; torch given 100,000 threads crashes its process).
+
+A Ray cluster named by ``address`` must answer within ``connect_timeout`` seconds (default
+:data:`CONNECT_TIMEOUT`; ``--connect-timeout`` on the command line): its port is tried first
+(an unreachable host or a closed port fails at once), then a probe process connects to it and
+is stopped when the time is up, so an address that accepts connections but never answers as
+Ray does (Ray itself would retry for many minutes) is an error within that time.
 
 An outcome is the cell's frame, or its error: a one-line summary and the traceback. An error
 in the runnable fails that cell only; a Ray worker that dies (killed, out of memory) is
@@ -24,6 +33,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
+import subprocess
+import sys
 import traceback
 from collections import defaultdict
 from dataclasses import dataclass
@@ -31,11 +43,14 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 
-from ..checks import check_int
+from ..checks import check_int, check_positive, cpu_limit
 from ..simulate.runner import torch_threads
 from .spec import Cell, Sweep
 
-__all__ = ["Outcome", "run_cell", "LocalEngine", "RayEngine", "ENGINES", "make_engine"]
+__all__ = ["CONNECT_TIMEOUT", "Outcome", "run_cell", "LocalEngine", "RayEngine", "ENGINES", "make_engine"]
+
+#: Seconds a Ray cluster named by an address has to answer before the sweep stops with an error.
+CONNECT_TIMEOUT = 60.0
 
 
 @dataclass(frozen=True)
@@ -75,6 +90,13 @@ class LocalEngine:
 
     def __init__(self, batch_size: int = 16) -> None:
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
+
+    def check(self, sweep: Sweep) -> None:
+        """Refuse a ``cpus_per_cell`` above this machine's CPUs (``os.cpu_count()``), before anything runs."""
+        bound = cpu_limit()
+        if sweep.cpus_per_cell > bound:
+            raise ValueError(f"cpus_per_cell is {sweep.cpus_per_cell}, more than this machine's {bound} CPUs "
+                             f"(os.cpu_count()); the local engine runs a cell here: ask for at most {bound}")
 
     @contextlib.contextmanager
     def connected(self) -> Iterator[None]:
@@ -140,18 +162,56 @@ class RayEngine:
         Most tasks queued at once (default: twice the cells the cluster runs at once, at least
         32, so that short cells do not wait for round trips), which bounds the memory of results
         not yet written.
+    connect_timeout : float
+        Seconds the cluster at ``address`` has to answer (see the module's docstring).
     """
 
     name = "ray"
 
     def __init__(self, address: str | None = None, *, num_cpus: int | None = None, retries: int = 3,
-                 max_in_flight: int | None = None) -> None:
+                 max_in_flight: int | None = None, connect_timeout: float = CONNECT_TIMEOUT) -> None:
         if address is not None and (not isinstance(address, str) or not address.strip()):
             raise ValueError(f"address must be 'auto', 'ray://HOST:PORT' or 'HOST:PORT', got {address!r}")
         self.address = address
-        self.num_cpus = None if num_cpus is None else check_int("num_cpus", num_cpus, minimum=1)
+        self.num_cpus = None if num_cpus is None else check_int(
+            "num_cpus", num_cpus, minimum=1, maximum=cpu_limit(),
+            hint=f"the local Ray instance runs on this machine, which has {cpu_limit()} CPUs (os.cpu_count())")
         self.retries = check_int("retries", retries, minimum=0)
         self.max_in_flight = None if max_in_flight is None else check_int("max_in_flight", max_in_flight, minimum=1)
+        self.connect_timeout = check_positive("connect_timeout", connect_timeout, "seconds, e.g. 60")
+
+    def check(self, sweep: Sweep) -> None:
+        """Without an address, refuse a ``cpus_per_cell`` above the local instance's CPUs; with one, the
+        cluster's nodes are checked once connected (:meth:`execute`)."""
+        if self.address is None:
+            bound = self.num_cpus or cpu_limit()
+            if sweep.cpus_per_cell > bound:
+                raise ValueError(f"cpus_per_cell is {sweep.cpus_per_cell}, more than the {bound} CPUs of the local Ray "
+                                 f"instance (this machine's os.cpu_count(), or --num-cpus); ask for at most {bound}")
+
+    def _check_reachable(self) -> None:
+        """Raise ``ValueError`` unless the cluster at ``address`` answers within ``connect_timeout`` (see the module)."""
+        address, timeout = self.address, self.connect_timeout
+        target = address.removeprefix("ray://")
+        host, sep, port = target.rpartition(":")
+        if sep and host and port.isdigit():
+            try:
+                socket.create_connection((host.strip("[]"), int(port)), timeout=min(timeout, 10.0)).close()
+            except OSError as err:
+                raise ValueError(f"cannot reach a Ray cluster at {address!r}: {err.strerror or type(err).__name__} "
+                                 f"({host}:{port}); check the address and that the cluster runs") from None
+        probe = ("import logging, sys, ray\n"
+                 "ray.init(address=sys.argv[1], logging_level=logging.ERROR)\n"
+                 "ray.shutdown()\n")
+        try:
+            done = subprocess.run([sys.executable, "-c", probe, address], capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise ValueError(f"no Ray cluster answered at {address!r} within {timeout:g} s; check the address, or allow "
+                             "more time with --connect-timeout SECONDS (connect_timeout=)") from None
+        if done.returncode != 0:
+            lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+            why = " ".join(lines[-1].split()) if lines else f"exit status {done.returncode}"
+            raise ValueError(f"cannot reach a Ray cluster at {address!r}: {why}")
 
     @contextlib.contextmanager
     def connected(self) -> Iterator[None]:
@@ -164,6 +224,7 @@ class RayEngine:
         if self.address is None:
             ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False, logging_level=logging.WARNING)
         else:
+            self._check_reachable()
             try:
                 ray.init(address=self.address, logging_level=logging.WARNING)
             except ConnectionError as err:
@@ -185,6 +246,11 @@ class RayEngine:
         cpus = int(ray.cluster_resources().get("CPU", 1))
         if cpus < sweep.cpus_per_cell:
             raise ValueError(f"each cell asks for {sweep.cpus_per_cell} CPUs (cpus_per_cell) and the Ray cluster has {cpus}")
+        nodes = [n for n in ray.nodes() if n.get("Alive", True)] if hasattr(ray, "nodes") else []
+        largest = max((int(n.get("Resources", {}).get("CPU", 0)) for n in nodes), default=cpus)
+        if largest < sweep.cpus_per_cell:
+            raise ValueError(f"each cell asks for {sweep.cpus_per_cell} CPUs (cpus_per_cell) and the largest node of the "
+                             f"Ray cluster has {largest}: no node could run a cell; ask for at most {largest}")
         window = self.max_in_flight or max(32, 2 * cpus // sweep.cpus_per_cell)
         run = ray.put(sweep.runnable.run)
         queue = list(reversed(cells))
@@ -215,12 +281,12 @@ ENGINES = ("local", "ray")
 
 
 def make_engine(name: str, *, address: str | None = None, batch_size: int = 16, retries: int = 3,
-                num_cpus: int | None = None) -> LocalEngine | RayEngine:
+                num_cpus: int | None = None, connect_timeout: float = CONNECT_TIMEOUT) -> LocalEngine | RayEngine:
     """The engine named ``name`` (``"local"`` or ``"ray"``) with its options."""
     if name == "local":
         if address is not None:
             raise ValueError("--address applies to the ray engine; add --engine ray")
         return LocalEngine(batch_size)
     if name == "ray":
-        return RayEngine(address, num_cpus=num_cpus, retries=retries)
+        return RayEngine(address, num_cpus=num_cpus, retries=retries, connect_timeout=connect_timeout)
     raise ValueError(f"engine must be one of {ENGINES}, got {name!r}")

@@ -25,6 +25,9 @@ say) means adding one entry to :data:`RUNNABLES`.
   Rows: one per recorded training step. The experiments package is a later layer than this
   one, so it is imported by name when a ``trl`` cell is resolved or run, never when this
   module is imported; running a cell needs the ``integrations`` extra (trl, transformers).
+  A cell's ``output_dir`` is a folder inside the record folder (the driver passes it as
+  ``folder``), and ``report_to`` names only local reporters unless the command line allows
+  others (``allow_remote_reporting``).
 
 >>> sorted(RUNNABLES)
 ['agreement', 'simulate', 'trl']
@@ -34,6 +37,8 @@ True
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
 import json
 import math
@@ -44,7 +49,7 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from ..advantages import ESTIMATORS
-from ..checks import ParamError, check_choice, check_int, check_positive, check_probability, check_real
+from ..checks import Estimate, ParamError, check_choice, check_int, check_positive, check_probability, check_real
 from ..contamination import clean_model_from_dict, clean_model_to_dict
 from ..metrics.sweep import sweep as metrics_sweep
 from ..simulate import SimConfig, simulate
@@ -82,6 +87,19 @@ class Runnable:
     batch_exact : callable
         ``batch_exact(config) -> bool``: whether ``run_seeds`` gives bit-identical numbers for
         this config (the local engine batches only then).
+    estimate : callable or None
+        ``estimate(config) -> Estimate``: what one cell needs at least (memory, time on one CPU),
+        from its sizes alone, so that :func:`~robustgrpo.sweep.run_sweep` refuses a sweep with a
+        cell far beyond the machine before it starts (:func:`~robustgrpo.checks.check_estimate`).
+    run_options : tuple of str
+        Keywords ``run`` and ``run_seeds`` accept beside the config and the seed, which the driver
+        passes: ``folder`` (the record folder, the root of any file a cell writes) and options
+        of the command line (the ``trl`` runnable's ``allow_remote_reporting``).
+    preflight : callable or None
+        ``preflight(config, **options)``: raises ``ValueError`` for a config that must not run
+        with these options (the ``trl`` runnable: a remote reporter without
+        ``allow_remote_reporting``), so that :func:`~robustgrpo.sweep.run_sweep` refuses the
+        sweep before it starts rather than failing each cell.
     """
 
     name: str
@@ -91,6 +109,20 @@ class Runnable:
     columns: Callable[[dict[str, Any]], dict[str, Any]]
     run_seeds: Callable[[dict[str, Any], list[int]], pd.DataFrame] | None = None
     batch_exact: Callable[[Mapping[str, Any]], bool] = _never
+    estimate: Callable[[Mapping[str, Any]], Estimate] | None = None
+    run_options: tuple[str, ...] = ()
+    preflight: Callable[..., None] | None = None
+
+    def bound(self, **options: Any) -> Runnable:
+        """This runnable with ``options`` (keywords of :attr:`run_options`) passed to every call of ``run`` and
+        ``run_seeds``; ``ValueError`` for an option it does not take."""
+        unknown = sorted(set(options) - set(self.run_options))
+        if unknown:
+            raise ValueError(f"runnable {self.name!r} takes no option(s) {unknown}; it takes {list(self.run_options) or 'none'}")
+        if not options:
+            return self
+        run_seeds = None if self.run_seeds is None else functools.partial(self.run_seeds, **options)
+        return dataclasses.replace(self, run=functools.partial(self.run, **options), run_seeds=run_seeds)
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -149,6 +181,10 @@ def _sim_columns(config: dict[str, Any]) -> dict[str, Any]:
 
 def _sim_batch_exact(config: Mapping[str, Any]) -> bool:
     return config["policy"] == "tabular"
+
+
+def _sim_estimate(config: Mapping[str, Any]) -> Estimate:
+    return SimConfig.from_dict(config).estimate(1)
 
 
 # ---------------------------------------------------------------------------- agreement
@@ -246,12 +282,23 @@ def _trl_resolve(config: Mapping[str, Any]) -> dict[str, Any]:
     return _experiments("config").TrlConfig.from_dict(config).to_dict()
 
 
-def _trl_run(config: dict[str, Any], seed: int) -> pd.DataFrame:
-    return _experiments("trl").run_trl(config, seed)
-
-
 def _trl_columns(config: dict[str, Any]) -> dict[str, Any]:
     return _experiments("config").TrlConfig.from_dict(config).columns()
+
+
+def _trl_estimate(config: Mapping[str, Any]) -> Estimate:
+    return _experiments("config").TrlConfig.from_dict(config).estimate()
+
+
+def _trl_preflight(config: Mapping[str, Any], *, folder: str | None = None, allow_remote_reporting: bool = False) -> None:
+    resolved = _experiments("config").TrlConfig.from_dict(config)
+    _experiments("config").check_reporting(resolved.report_to, allow_remote_reporting)
+    if resolved.output_dir is not None and folder is not None:
+        _experiments("config").run_root(resolved.output_dir, folder)
+
+
+def _trl_run_in(config: dict[str, Any], seed: int, *, folder: str | None = None, allow_remote_reporting: bool = False) -> pd.DataFrame:
+    return _experiments("trl").run_trl(config, seed, folder=folder, allow_remote_reporting=allow_remote_reporting)
 
 
 #: name -> :class:`Runnable`: everything a sweep can run.
@@ -259,6 +306,7 @@ RUNNABLES: dict[str, Runnable] = {
     "simulate": Runnable(
         "simulate", "the policy-gradient drift simulator: one training run per seed (robustgrpo.simulate)",
         resolve=_sim_resolve, run=_sim_run, columns=_sim_columns, run_seeds=_sim_run_seeds, batch_exact=_sim_batch_exact,
+        estimate=_sim_estimate,
     ),
     "agreement": Runnable(
         "agreement", "update-level agreement of one estimator at one (G, c, rate, size) (robustgrpo.metrics.sweep)",
@@ -266,6 +314,7 @@ RUNNABLES: dict[str, Runnable] = {
     ),
     "trl": Runnable(
         "trl", "one real GRPO run: TRL's trainer, a tiny language model, a contaminated judge (robustgrpo.experiments)",
-        resolve=_trl_resolve, run=_trl_run, columns=_trl_columns,
+        resolve=_trl_resolve, run=_trl_run_in, columns=_trl_columns, estimate=_trl_estimate,
+        run_options=("folder", "allow_remote_reporting"), preflight=_trl_preflight,
     ),
 }

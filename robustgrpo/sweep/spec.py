@@ -22,7 +22,12 @@ The file form is JSON (a dict works too):
   ``{"log_uniform": [lo, hi]}``, ``{"int_uniform": [lo, hi]}`` (both ends included) or
   ``{"choice": [v1, v2, ...]}``.
 * ``seeds``: a count n (seeds 0 .. n-1) or a list of distinct seeds (default 1).
-* ``cpus_per_cell``: CPUs (torch threads) each cell uses, on either engine (default 1).
+* ``cpus_per_cell``: CPUs (torch threads) each cell uses, on either engine (default 1; at most
+  the CPUs of this machine on the local engine, of a Ray node on the Ray engine).
+
+A sweep of more than :data:`MAX_CELLS` declared points (grid x draws x seeds) is refused before
+it is expanded, with its count, unless ``max_cells=None`` (``--yes``): a grid of millions of
+cells takes minutes and gigabytes to expand alone.
 
 A parameter is a top-level name of the runnable's config; a dotted name sets a field inside
 one (``contamination.rate``, ``params.c``), and is applied after the whole-value parameters.
@@ -55,6 +60,7 @@ import difflib
 import hashlib
 import itertools
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,12 +71,14 @@ import numpy as np
 from ..checks import ParamError, check_int, check_real, check_seed, read_json
 from .runnables import RUNNABLES, Runnable
 
-__all__ = ["SWEEP_KEYS", "DISTRIBUTIONS", "Cell", "Sweep", "load_sweep", "canonical_json", "cell_id", "cell_label", "set_path"]
+__all__ = ["SWEEP_KEYS", "DISTRIBUTIONS", "MAX_CELLS", "Cell", "Sweep", "load_sweep", "canonical_json", "cell_id", "cell_label", "set_path"]
 
 #: Keys of a sweep file.
 SWEEP_KEYS = ("runnable", "fixed", "grid", "random", "seeds", "cpus_per_cell", "description")
 #: Distributions of ``random.params``.
 DISTRIBUTIONS = ("uniform", "log_uniform", "int_uniform", "choice")
+#: A sweep declaring more points than this is refused unless ``max_cells=None`` (``--yes``).
+MAX_CELLS = 100_000
 
 
 def canonical_json(value: Any) -> str:
@@ -244,6 +252,13 @@ def _draw(source: str, key: str, dist: Any, rng: np.random.Generator) -> Any:
     return float(rng.uniform(lo, hi))
 
 
+def _n_draws(spec: Mapping[str, Any]) -> int:
+    """The draws the ``random`` section asks for (1 without one; 1 where it is malformed: checked later)."""
+    random = spec.get("random")
+    draws = random.get("draws", 1) if isinstance(random, Mapping) else 1
+    return draws if isinstance(draws, int) and not isinstance(draws, bool) and draws >= 1 else 1
+
+
 def _random_points(source: str, spec: Mapping[str, Any], runnable: Runnable) -> list[dict[str, Any]]:
     if "random" not in spec:
         return [{}]
@@ -282,7 +297,8 @@ def _where(err: ValueError, sections: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def load_sweep(
-    spec: str | os.PathLike[str] | Mapping[str, Any], *, runnables: Mapping[str, Runnable] | None = None
+    spec: str | os.PathLike[str] | Mapping[str, Any], *, runnables: Mapping[str, Runnable] | None = None,
+    max_cells: int | None = MAX_CELLS,
 ) -> Sweep:
     """Read, validate and expand a sweep config (a JSON file or its dict) into cells.
 
@@ -293,6 +309,9 @@ def load_sweep(
     runnables : mapping, optional
         Name -> :class:`~robustgrpo.sweep.runnables.Runnable` (default:
         :data:`~robustgrpo.sweep.runnables.RUNNABLES`).
+    max_cells : int or None
+        Refuse a sweep that declares more points (grid x draws x seeds) than this, before
+        expanding it (default :data:`MAX_CELLS`); None: no bound.
 
     Returns
     -------
@@ -325,6 +344,19 @@ def load_sweep(
             raise _fail(source, f"grid.{key}", f"must be a list of values, got {values!r}")
         if not values:
             raise _fail(source, f"grid.{key}", "an empty grid axis has no values to run; give it at least one value")
+    seeds_value = data.get("seeds", 1)
+    if isinstance(seeds_value, list):
+        n_seeds = len(seeds_value)
+    elif isinstance(seeds_value, int) and not isinstance(seeds_value, bool) and seeds_value >= 1:
+        n_seeds = seeds_value
+    else:
+        n_seeds = 1  # malformed: _seeds says why below
+    declared = math.prod(len(v) for v in grid.values()) * _n_draws(data) * max(n_seeds, 1)
+    if max_cells is not None and declared > max_cells:
+        axes = " x ".join([*(f"{len(v)} {k}" for k, v in grid.items()), f"{_n_draws(data)} draws", f"{n_seeds} seeds"])
+        raise _fail(source, "", f"declares {declared:,} cells ({axes}), more than {max_cells:,}; a sweep that large "
+                                "takes long to expand and far longer to run: make it smaller, or pass --yes "
+                                "(max_cells=None) to run it anyway")
     draws = _random_points(source, data, runnable)
     random_keys = list(draws[0])
     for a, b, keys in (("fixed", "grid", set(fixed) & set(grid)), ("fixed", "random.params", set(fixed) & set(random_keys)),

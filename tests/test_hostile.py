@@ -1,0 +1,550 @@
+"""Hostile input and concurrent runs (issue 25): nothing escapes, nothing is lost, nothing crashes.
+
+Text from a log never drives the terminal or the page; outputs go only where they may; resources
+are bounded by the machine; records cannot lie; sweeps into one folder at once lose nothing. The
+user mistakes of the command line, one line each, are in ``test_cli.USER_ERRORS``; the standing
+fuzz is ``test_fuzz``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from robustgrpo import compute_advantages
+from robustgrpo.checks import (
+    Estimate,
+    check_estimate,
+    check_output_file,
+    check_threads,
+    loads_json,
+    plain_text,
+    terminal_text,
+    write_new_file,
+)
+from robustgrpo.cli import main
+from robustgrpo.diagnose import diagnose
+from robustgrpo.inputs import group_by_index
+from robustgrpo.report.diagnose import diagnosis_html, write_diagnosis_html
+from robustgrpo.rewardlogs import RewardLog, load_reward_log, write_reward_log
+from robustgrpo.simulate import SimConfig, simulate
+from robustgrpo.simulate.runner import torch_threads
+from robustgrpo.sweep import LocalEngine, RayEngine, load_record, load_sweep, run_sweep, sweep_status
+from robustgrpo.sweep.record import Record, format_status
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+EXAMPLE = ROOT / "data" / "reward_logs" / "binary_judge_glitch.csv"
+sys.path.insert(0, str(TESTS))
+from test_sweep import TOYS  # noqa: E402  (the toy runnable of the sweep tests)
+
+#: Terminal escapes a log could carry: clear the screen, set the window title (OSC, BEL- and ST-ended), CSI as C1,
+#: a bidirectional override.
+ESCAPES = ["\x1b[2J\x1b[H", "\x1b]0;pwned\x07", "\x1b]2;title\x1b\\", "\x9b31m", "\u202egnp.exe"]
+#: Markup a page must show as text.
+XSS = ["<script>alert(1)</script>", "\"><img src=x onerror=alert(1)>", "'><svg/onload=alert(1)>",
+       "</title><script>alert(2)</script>", "<iframe src=javascript:alert(3)>", "&lt;b&gt;"]
+CONTROL = {chr(c) for c in [*range(0x00, 0x09), *range(0x0b, 0x20), *range(0x7f, 0xa0)]} | {"\u202e"}
+
+
+def _log_with(groups: list[str], reward_fn: str = "judge") -> pd.DataFrame:
+    """One step; each group has a 10 among 0/1 rewards, so every group id reaches the outlier table."""
+    rows = [{"step": 0, "group": g, "reward": r, "reward_fn": reward_fn} for g in groups for r in (0.0, 1.0, 0.0, 10.0)]
+    return pd.DataFrame(rows)
+
+
+def _no_control(text: str) -> None:
+    assert not (set(text) & CONTROL), sorted(hex(ord(c)) for c in set(text) & CONTROL)
+
+
+# ----------------------------------------------------------------------------- the terminal
+
+
+def test_text_helpers_escape_every_control_character_and_keep_the_rest():
+    assert terminal_text("a\tb\nc\x1b[2J") == "a\tb\nc\\x1b[2J"
+    assert plain_text("a\tb\nc") == "a\\x09b\\x0ac"
+    assert plain_text("\x9b\u202e") == "\\x9b\\u202e"
+    assert plain_text("café 1/2 ✓") == "café 1/2 ✓"  # printable Unicode is text
+    for s in ESCAPES:
+        _no_control(plain_text(s))
+        _no_control(terminal_text(s))
+
+
+def test_group_ids_and_names_with_terminal_escapes_are_printed_inert(tmp_path, capsys):
+    log = write_reward_log(_log_with(ESCAPES, reward_fn="\x1b]0;fn\x07"), tmp_path / "esc.csv")
+    assert main(["diagnose", str(log)]) == 0
+    out = capsys.readouterr().out
+    _no_control(out.replace("\n", "").replace("\t", ""))
+    assert "\\x1b[2J\\x1b[H" in out and "\\x1b]0;pwned\\x07" in out and "\\x9b31m" in out and "\\u202egnp.exe" in out
+    assert "reward function: \\x1b]0;fn\\x07" in out
+    # an error line quoting the log (a bad reward, a file name) is inert too
+    bad = tmp_path / "bad\x1b[2J.csv"
+    bad.write_text("step,group,reward\n0,a,\x1b]0;x\x07\n")
+    assert main(["diagnose", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    _no_control(err[:-1])
+    assert "bad\\x1b[2J.csv" in err
+
+
+def test_the_html_page_shows_markup_from_the_log_as_text(tmp_path):
+    name = "log<script>alert(0)</script>.csv"
+    log = write_reward_log(_log_with(XSS + ESCAPES, reward_fn="<b onmouseover=alert(4)>"), tmp_path / name)
+    page = diagnosis_html(diagnose(log))
+    for payload in (*XSS, "<b onmouseover=alert(4)>", "<script>alert(0)</script>"):
+        if payload != "&lt;b&gt;":
+            assert payload not in page
+    assert html.escape(XSS[0]) in page and "&amp;lt;b&amp;gt;" in page  # escaped once, shown as written
+    assert "<script" not in page.lower()
+    _no_control(page.replace("\n", ""))
+
+
+def test_a_file_name_with_dollar_signs_does_not_become_mathtext(tmp_path, capsys):
+    log = write_reward_log(_log_with(["a"]), tmp_path / "run$x^{$.csv")
+    out = tmp_path / "r.html"
+    assert main(["diagnose", str(log), "--html", str(out)]) == 0, capsys.readouterr().err
+    assert out.read_text().count("data:image/png;base64,") == 3
+
+
+# ------------------------------------------------------------------------------ outputs
+
+
+def test_html_never_replaces_the_log_follows_a_link_or_overwrites_without_force(tmp_path, capsys):
+    log = tmp_path / "log.csv"
+    log.write_bytes(EXAMPLE.read_bytes())
+    before = log.read_bytes()
+    (tmp_path / "alias.csv").symlink_to(log)
+    os.link(log, tmp_path / "hard.csv")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    (tmp_path / "out.html").symlink_to(victim)
+    for target, message in ((log, "is an input of this command"),
+                            (tmp_path / "hard.csv", "is an input of this command"),
+                            (tmp_path / "alias.csv", "is a symbolic link"),
+                            (tmp_path / "out.html", "is a symbolic link"),
+                            (tmp_path / "sub" / ".." / "x.html", "does not exist"),
+                            (victim, "exists; pass another path, or --force")):
+        assert main(["diagnose", str(log), "--html", str(target)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, (target, err)
+    for target in (log, tmp_path / "alias.csv", tmp_path / "out.html"):  # not even with --force
+        assert main(["diagnose", str(log), "--html", str(target), "--force"]) == 2
+        capsys.readouterr()
+    assert log.read_bytes() == before and victim.read_text() == "keep me"
+    assert main(["diagnose", str(log), "--html", str(victim), "--force"]) == 0
+    assert victim.read_text().startswith("<!DOCTYPE html>") and not victim.is_symlink()
+
+
+def test_write_new_file_is_atomic_and_refuses_an_existing_name(tmp_path):
+    path = check_output_file(tmp_path / "a.txt")
+    write_new_file(path, lambda h: h.write(b"one"))
+    with pytest.raises(ValueError, match="exists"):
+        write_new_file(path, lambda h: h.write(b"two"))
+    assert path.read_bytes() == b"one" and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    write_new_file(path, lambda h: h.write(b"two"), force=True)
+    assert path.read_bytes() == b"two"
+
+
+def test_a_trl_config_cannot_write_outside_the_record_or_turn_on_network_reporting(tmp_path):
+    from robustgrpo.experiments.config import TrlConfig, check_reporting, run_root
+
+    for bad, message in (("../../x", "'..' is not allowed"), ("a/../../x", "'..' is not allowed"),
+                         ("/tmp/x", "not an absolute path"), ("C:\\x", "not an absolute path"), ("", "folder name")):
+        with pytest.raises(ValueError, match=message):
+            TrlConfig(output_dir=bad)
+    assert TrlConfig(output_dir="runs/trl").output_dir == "runs/trl"
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "escape").symlink_to(tmp_path)
+    assert run_root("runs", tmp_path / "out") == (tmp_path / "out" / "runs").resolve()
+    with pytest.raises(ValueError, match="leads outside .* through a symbolic link"):
+        run_root("escape/x", tmp_path / "out")
+    check_reporting(("tensorboard",), False)
+    for names in (("wandb",), ("all",), ("mlflow", "tensorboard")):
+        with pytest.raises(ValueError, match="may send the run's data over the network"):
+            check_reporting(names, False)
+        check_reporting(names, True)
+    # the sweep refuses before it writes anything
+    spec = {"runnable": "trl", "fixed": {"steps": 2, "output_dir": "runs", "report_to": "wandb"}}
+    with pytest.raises(ValueError, match="report_to names \\['wandb'\\]"):
+        run_sweep(spec, tmp_path / "rec", progress=False)
+    assert not (tmp_path / "rec").exists()
+
+
+def test_a_trl_run_loads_weights_without_a_thread_pool_and_says_so_when_no_thread_starts(tmp_path, monkeypatch):
+    pytest.importorskip("trl")
+    import transformers
+
+    from robustgrpo.experiments import TrlConfig, run_trl
+
+    monkeypatch.delenv("HF_DEACTIVATE_ASYNC_LOAD", raising=False)
+
+    def refuse(*args, **kwargs):
+        assert os.environ["HF_DEACTIVATE_ASYNC_LOAD"] == "1"
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(transformers.LlamaForCausalLM, "from_pretrained", refuse)
+    with pytest.raises(RuntimeError, match=r"the machine could not start another thread for the run .*\(OMP_NUM_THREADS=1\)"):
+        run_trl(TrlConfig(steps=1, prompts_per_step=2, G=2, eval_prompts=0), 0)
+
+
+# ---------------------------------------------------------------------------- resources
+
+
+def test_thread_counts_are_bounded_by_the_machine():
+    with pytest.raises(ValueError, match=rf"threads must be an integer in \[1, {os.cpu_count()}\], got 100000; "):
+        with torch_threads(100_000):
+            pass
+    assert check_threads("n", os.cpu_count()) == os.cpu_count()
+    sweep = load_sweep({"runnable": "agreement", "cpus_per_cell": 10**6})
+    with pytest.raises(ValueError, match=r"cpus_per_cell is 1000000, more than this machine's \d+ CPUs"):
+        LocalEngine().check(sweep)
+    with pytest.raises(ValueError, match=r"more than the \d+ CPUs of the local Ray instance"):
+        RayEngine().check(sweep)
+
+
+def test_runs_far_beyond_the_machine_are_refused_before_anything_is_allocated(tmp_path):
+    start = time.perf_counter()
+    for changes in ({"n_prompts": 10**8}, {"n_answers": 10**8}, {"G": 10**8}):
+        with pytest.raises(ValueError, match=r"this run needs at least .* of memory .*, more than this machine's"):
+            simulate(SimConfig(**changes), [0], progress=False)
+    with pytest.raises(ValueError, match=r"make it smaller, or pass yes=True \(--yes\)"):
+        check_estimate(SimConfig(steps=10**12).estimate(1))
+    with pytest.raises(ValueError, match=r"this run needs at least .* more than 1 days on this machine"):
+        check_estimate(Estimate("x", 1.0, 1e9))
+    assert check_estimate(Estimate("x", 1e30, 1e30), yes=True).bytes == 1e30
+    with pytest.raises(ValueError, match=r"declares 1,000,000 cells \(1000 x x 1 draws x 1000 seeds\), more than 100,000"):
+        load_sweep({"runnable": "toy", "grid": {"x": list(range(1000))}, "seeds": 1000}, runnables=TOYS)
+    with pytest.raises(ValueError, match=r"declares 10,000,000,000 cells"):
+        load_sweep({"runnable": "toy", "seeds": 10**10}, runnables=TOYS)  # refused before range(10**10) is made
+    with pytest.raises(ValueError, match=r"this run needs at least"):
+        run_sweep({"runnable": "simulate", "fixed": {"steps": 10**12}}, tmp_path / "r", progress=False)
+    assert not (tmp_path / "r").exists()
+    assert time.perf_counter() - start < 10
+
+
+def test_a_diverging_simulation_stops_with_an_error_instead_of_a_nan_record(tmp_path, capsys):
+    for optimizer in ("adam", "sgd"):
+        with pytest.raises(ValueError, match=r"became NaN or infinite at step 0 .*lower lr"):
+            simulate(SimConfig(lr=1e300, optimizer=optimizer, steps=5), [0], progress=False)
+    config = SimConfig(lr=1e300, steps=5, n_prompts=4).to_file(tmp_path / "lr.json")
+    assert main(["simulate", str(config), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    assert not (tmp_path / "out" / "record.parquet").exists()
+    assert "diverged" in capsys.readouterr().err
+
+
+def test_diagnose_on_ragged_groups_is_fast_and_small(tmp_path):
+    """One group of 10,000 beside 10,000 one-sample groups (the issue's log): was 2 min 14 s and 14.9 GB."""
+    rng = np.random.default_rng(0)
+    frame = pd.concat([pd.DataFrame({"step": 0, "group": "big", "reward": rng.integers(0, 2, 10_000).astype(float)}),
+                       pd.DataFrame({"step": 0, "group": [f"s{i}" for i in range(10_000)],
+                                     "reward": rng.integers(0, 2, 10_000).astype(float)})])
+    log = write_reward_log(frame, tmp_path / "ragged.csv")
+    code = ("import resource, sys, time; from robustgrpo.diagnose import diagnose; t = time.perf_counter(); "
+            "d = diagnose(sys.argv[1]); print(time.perf_counter() - t, "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, len(d.groups))")
+    done = subprocess.run([sys.executable, "-c", code, str(log)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    seconds, peak, groups = done.stdout.split()
+    assert int(groups) == 10_001
+    assert float(seconds) < 30 and int(peak) < 1.5e9, (seconds, peak)
+    grouping = group_by_index(frame["group"].to_numpy(), len(frame))
+    slots = sum(len(b.rows) * b.width for b in grouping.buckets())
+    assert slots < 2 * len(frame) and grouping.n_groups * grouping.group_size == 10_001 * 10_000
+
+
+def test_diagnose_by_blocks_gives_the_padded_layouts_numbers():
+    rng = np.random.default_rng(3)
+    sizes = rng.integers(1, 40, 120)
+    frame = pd.DataFrame({"step": np.repeat(np.arange(len(sizes)) % 4, sizes),
+                          "group": np.repeat([f"g{i}" for i in range(len(sizes))], sizes)})
+    frame["reward"] = np.where(rng.random(len(frame)) < 0.05, 9.0, rng.integers(0, 2, len(frame)).astype(float))
+    frame["line"] = np.arange(2, len(frame) + 2)
+    d = diagnose(RewardLog(frame, Path("x.csv"), {}, len(frame)))
+    keys = frame["step"].astype(str) + "/" + frame["group"]
+    batch = frame["step"].to_numpy()  # each step a training batch of its own
+    for method in ("grpo", "batch_std", "rank", "robust", "batch_huber", "winsor"):
+        for step in range(4):
+            rows = (frame["step"] == step).to_numpy()
+            rewards = frame["reward"].to_numpy(copy=True)  # (a writable array: pandas 3 hands out read-only ones)
+            ref = compute_advantages(rewards, "grpo", index=keys.to_numpy()).advantages[rows]
+            other = compute_advantages(rewards, method, index=keys.to_numpy(), batch=batch).advantages[rows]
+            cos = float(ref @ other / (np.linalg.norm(ref) * np.linalg.norm(other)))
+            got = d.agreement.set_index(["step", "method"]).loc[(step, method), "cosine_to_grpo"]
+            assert got == pytest.approx(cos, rel=1e-12, abs=1e-12), (method, step)
+
+
+# --------------------------------------------------------------------------------- inputs
+
+
+def test_index_keys_of_two_kinds_or_none_are_refused():
+    with pytest.raises(ValueError, match=r"index mixes kinds of keys \(number 1, string '1'\): 1 and '1' would be read as one"):
+        compute_advantages([1.0, 0.0, 1.0, 0.0], "grpo", index=[1, "1", 1, "1"])
+    with pytest.raises(ValueError, match=r"index holds None at position 1"):
+        compute_advantages([1.0, 0.0], "grpo", index=["a", None])
+    with pytest.raises(ValueError, match=r"index holds NaN at position 0"):
+        compute_advantages([1.0, 0.0], "grpo", index=np.array([np.nan, 1.0]))
+    out = compute_advantages([1.0, 0.0, 1.0, 0.0], "grpo", index=[1, 2, 1, 2])  # one kind: as before
+    assert out.advantages == pytest.approx([0.0, 0.0, 0.0, 0.0])
+    assert group_by_index(np.array(["a", "b", "a"], dtype=object), 3).n_groups == 2
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
+def test_steps_are_exact_integers_in_every_format(tmp_path, suffix):
+    frame = pd.DataFrame({"step": [2**53, 2**53, 2**53 + 1, 2**53 + 1, 2**63 - 1, 2**63 - 1], "group": "a",
+                          "reward": [0.0, 1.0, 1.0, 0.0, 1.0, 0.0]})
+    log = load_reward_log(write_reward_log(frame, tmp_path / f"s{suffix}"))
+    assert log.frame["step"].tolist() == frame["step"].tolist() and log.frame["step"].dtype == np.int64
+    assert diagnose(log).steps["step"].tolist() == [2**53, 2**53 + 1, 2**63 - 1]  # three steps, none merged
+
+
+@pytest.mark.parametrize("text, why", [
+    ("1e30", r"not an exact integer < 2\*\*63"), ("1e19", r"not an exact integer < 2\*\*63"),
+    ("9223372036854775808", r"not an exact integer < 2\*\*63"), ("9007199254740993.0", r"not an exact integer < 2\*\*63"),
+    ("-1", "not an integer >= 0"), ("2.5", "not an integer >= 0"), ("inf", "not a number"), ("x", "not a number"),
+])
+def test_steps_that_are_not_exact_integers_name_the_line(tmp_path, text, why):
+    path = tmp_path / "s.csv"
+    path.write_text(f"step,group,reward\n0,a,1\n{text},a,1\n")
+    with pytest.raises(ValueError, match=rf"s.csv: line 3, column 'step': {why}"):
+        load_reward_log(path)
+
+
+def test_typed_columns_that_are_not_numbers_are_bad_rows_not_tracebacks(tmp_path):
+    stamps = pd.DataFrame({"step": pd.to_datetime(["2024-01-01", "2024-01-02"]), "group": "a", "reward": [0.0, 1.0]})
+    stamps.to_parquet(tmp_path / "t.parquet")
+    with pytest.raises(ValueError, match=r"t.parquet: row 1, column 'step': not a number: '2024-01-01'"):
+        load_reward_log(tmp_path / "t.parquet")
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"step": 0, "group": "a", "reward": 1' + "0" * 400 + '}\n{"step": 0, "group": "a", "reward": 1}\n')
+    with pytest.raises(ValueError, match=r"line 1, column 'reward': not finite: '1000"):
+        load_reward_log(path)
+    nested = tmp_path / "nested.jsonl"
+    nested.write_text('{"step": 0, "group": {"a": 1}, "reward": 1}\n')
+    with pytest.raises(ValueError, match=r"line 1, column 'group': not a string or number"):
+        load_reward_log(nested)
+    assert load_reward_log(path, skip_bad=True).skipped["reason"].tolist() == ["reward not finite"]
+
+
+def test_deep_json_and_foreign_bytes_name_the_file_and_place(tmp_path):
+    deep = "[" * 50_000 + "]" * 50_000
+    for loader, suffix in ((SimConfig.from_file, ".json"), (load_sweep, ".json")):
+        path = tmp_path / f"deep{suffix}"
+        path.write_text(deep)
+        with pytest.raises(ValueError, match=r"deep.json: JSON nested more than 64 levels deep"):
+            loader(path)
+    with pytest.raises(ValueError, match=r"x: JSON nested more than 64 levels deep"):
+        loads_json("[" * 65 + "]" * 65, "x")
+    assert loads_json("[" * 64 + "]" * 64, "x") is not None
+    path = tmp_path / "latin.jsonl"
+    path.write_bytes(b'{"step": 0, "group": "a", "reward": 1}\n{"step": 0, "group": "caf\xe9", "reward": 1}\n')
+    with pytest.raises(ValueError, match=r"latin.jsonl: not UTF-8 text: byte 0xe9 at line 2, column 26"):
+        load_reward_log(path)
+
+
+def test_negative_numbers_in_float_notation_are_values(capsys):
+    assert main(["diagnose", str(EXAMPLE), "--reward-range", "-1e3", "1"]) == 0
+    assert "declared reward range: [-1000, 1]" in capsys.readouterr().out
+    assert main(["diagnose", str(EXAMPLE), "--reward-range", "-.5", "1.5e0"]) == 0
+    assert "declared reward range: [-0.5, 1.5]" in capsys.readouterr().out
+
+
+def test_float64_rewards_that_overflow_are_told_what_to_do_instead():
+    with pytest.raises(ValueError, match=r"float64 .* rescale them \(divide by a constant"):
+        compute_advantages([[1.7e308, -1.7e308, 0.0, 0.0]], "rloo")
+    with pytest.raises(ValueError, match=r"pass float64 rewards or rescale them"):
+        compute_advantages(torch.tensor([[3e38, -3e38, 0.0, 0.0]]), "rloo")
+
+
+# -------------------------------------------------------------------------- sweep records
+
+
+def _toy_record(tmp_path: Path, n: int = 3) -> tuple[Path, dict]:
+    spec = {"runnable": "toy", "grid": {"x": list(range(n))}}
+    out = tmp_path / "rec"
+    assert run_sweep(spec, out, progress=False, runnables=TOYS).ran == n
+    return out, spec
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip", "swap", "empty"])
+def test_a_damaged_cell_file_is_corrupt_not_done_and_the_rerun_repairs_it(tmp_path, damage):
+    out, spec = _toy_record(tmp_path)
+    files = sorted((out / "cells").glob("*.parquet"))
+    target = files[0]
+    data = target.read_bytes()
+    if damage == "truncate":
+        target.write_bytes(data[: len(data) // 2])
+    elif damage == "flip":  # a byte inside the first data page
+        first = Record(out)
+        import pyarrow.parquet as pq
+
+        offset = pq.read_metadata(target).row_group(0).column(1).data_page_offset + 20
+        target.write_bytes(data[:offset] + bytes([data[offset] ^ 0xFF]) + data[offset + 1:])
+        assert first.check_cell(target.stem) is not None
+    elif damage == "swap":  # another cell's (whole, valid) file under this cell's name
+        target.write_bytes(files[1].read_bytes())
+    else:
+        target.write_bytes(b"")
+    status = sweep_status(out)
+    assert len(status.done) == 2 and [c["id"] for c in status.corrupt] == [target.stem] and not status.complete
+    text = format_status(status)
+    assert "corrupt       1" in text and "run the failed, missing and corrupt cells" in text
+    with pytest.raises(ValueError, match=r"(corrupt cell file|not finished)"):
+        load_record(out)
+    again = run_sweep(spec, out, progress=False, runnables=TOYS)
+    assert (again.skipped, again.ran, again.repaired) == (2, 1, 1) and "1 corrupt cell file(s) replaced" in again.summary()
+    assert sweep_status(out).complete and len(load_record(out)) == 6
+
+
+def test_orphan_files_are_listed_and_left_alone(tmp_path):
+    out, _ = _toy_record(tmp_path)
+    other = tmp_path / "other"
+    run_sweep({"runnable": "toy", "grid": {"x": [100]}}, other, progress=False, runnables=TOYS)
+    orphan = next((other / "cells").glob("*.parquet"))
+    (out / "cells" / orphan.name).write_bytes(orphan.read_bytes())
+    (out / "failures" / "0123456789abcdef.json").write_text("{}")
+    status = sweep_status(out)
+    assert status.orphans == tuple(sorted([f"cells/{orphan.name}", "failures/0123456789abcdef.json"]))
+    assert status.complete and "orphan files (of no cell in the manifest)" in format_status(status)
+
+
+@pytest.mark.parametrize("manifest, message", [
+    ("[]", r"not a sweep manifest \(a JSON list, not an object\)"),
+    ('{"runnable": "toy", "specs": []}', r"not a sweep manifest \(no 'cells' key\)"),
+    ('{"runnable": "toy", "specs": [], "cells": {}}', r"'cells' is a dict, not a list"),
+    ('{"runnable": "toy", "specs": [], "cells": [{"id": "x", "seed": 0, "values": {}, "config": {}}]}',
+     r"cells\[0\].id 'x' is not a cell id"),
+    ('{"runnable": "toy", "specs": [], "cells": [{"id": "0123456789abcdef", "seed": "0", "values": {}, "config": {}}]}',
+     r"cells\[0\].seed is missing or not a int"),
+    ('{"runnable": 3, "specs": [], "cells": []}', r"'runnable' is a int, not a str"),
+    ("{oops", r"manifest.json: invalid JSON at line 1, column 2"),
+])
+def test_a_damaged_manifest_names_its_file_and_key(tmp_path, manifest, message):
+    (tmp_path / "manifest.json").write_text(manifest)
+    for read in (load_record, sweep_status):
+        with pytest.raises(ValueError, match=message):
+            read(tmp_path)
+
+
+def test_reading_a_record_needs_no_thread(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    out, _ = _toy_record(tmp_path)
+    seen = []
+    read = pq.ParquetFile.read
+    monkeypatch.setattr(pq.ParquetFile, "read", lambda self, *a, **k: seen.append(("read", k.get("use_threads"))) or read(self, *a, **k))
+
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    assert len(load_record(out)) == 6 and sweep_status(out).complete
+    assert seen and all(flag is False for _, flag in seen)
+
+
+def test_sweeps_into_one_folder_at_once_lose_no_manifest_entry_in_one_process(tmp_path, monkeypatch):
+    """The manifest's read-merge-write under the folder's lock, with the write slowed down so that the sweeps
+    would overlap without it (the issue lost one config's entries 3 times of 3)."""
+    import robustgrpo.sweep.record as record
+
+    write = record._write_json
+    monkeypatch.setattr(record, "_write_json", lambda path, value: (time.sleep(0.3) if path.name == "manifest.json" else None)
+                        or write(path, value))
+    out = tmp_path / "rec"
+    specs = [{"runnable": "toy", "grid": {"x": list(range(i * 10, i * 10 + 5))}, "seeds": 2} for i in range(3)]
+    errors = []
+    threads = [threading.Thread(target=lambda s=s: _run_or_keep(s, out, errors)) for s in specs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert len(manifest["cells"]) == 30 and len(manifest["specs"]) == 3
+    assert len(load_record(out)) == 60 and sweep_status(out).complete
+
+
+def _run_or_keep(spec, out, errors):
+    try:
+        run_sweep(spec, out, progress=False, runnables=TOYS)
+    except Exception as err:  # noqa: BLE001 - reported by the test
+        errors.append(err)
+
+
+CONCURRENT = """
+import sys, time
+sys.path.insert(0, {tests!r})
+from test_sweep import TOYS
+import robustgrpo.sweep.record as record
+from robustgrpo.sweep import run_sweep
+write = record._write_json
+def slow(path, value):  # a slow disk: the window in which two unlocked merges lose one config's entries
+    if path.name == "manifest.json":
+        time.sleep(1.0)
+    return write(path, value)
+record._write_json = slow
+start, first, out = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+while time.time() < start:
+    pass
+run_sweep({{"runnable": "toy", "grid": {{"x": list(range(first, first + 100))}}, "seeds": 2}}, out, progress=False, runnables=TOYS)
+"""
+
+
+@pytest.mark.slow
+def test_two_sweep_processes_started_at_once_into_one_folder_lose_nothing(tmp_path):
+    script = tmp_path / "run.py"
+    script.write_text(CONCURRENT.format(tests=str(TESTS)))
+    for attempt in range(3):
+        out = tmp_path / f"rec{attempt}"
+        start = time.time() + 8  # both past their imports, then at once
+        procs = [subprocess.Popen([sys.executable, str(script), str(start), str(first), str(out)], cwd=ROOT)
+                 for first in (0, 1000)]
+        assert [p.wait(timeout=300) for p in procs] == [0, 0]
+        manifest = json.loads((out / "manifest.json").read_text())
+        assert len(manifest["cells"]) == 400 and len(manifest["specs"]) == 2
+        record = load_record(out)
+        assert len(record) == 800 and record["cell_id"].nunique() == 400
+
+
+# ------------------------------------------------------------------------------------ Ray
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_an_unreachable_ray_address_is_an_error_at_once(tmp_path):
+    pytest.importorskip("ray")
+    start = time.perf_counter()
+    engine = RayEngine(f"127.0.0.1:{_closed_port()}", connect_timeout=30)
+    with pytest.raises(ValueError, match=r"cannot reach a Ray cluster at '127.0.0.1:\d+': Connection refused"):
+        with engine.connected():
+            pass
+    assert time.perf_counter() - start < 20
+
+
+@pytest.mark.slow
+def test_a_ray_address_that_never_answers_is_an_error_within_the_timeout():
+    pytest.importorskip("ray")
+    with socket.socket() as server:  # accepts connections, says nothing: Ray itself would retry for minutes
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        port = server.getsockname()[1]
+        start = time.perf_counter()
+        with pytest.raises(ValueError, match=r"(no Ray cluster answered at '127.0.0.1:\d+' within 8 s|cannot reach a Ray cluster)"):
+            with RayEngine(f"127.0.0.1:{port}", connect_timeout=8).connected():
+                pass
+        assert time.perf_counter() - start < 30
