@@ -5,8 +5,9 @@ this list (tests/test_project.py holds the same list and checks the imports):
 
 ``checks``, ``inputs``
     argument rules, conversion, validation, grouping;
-``stats`` -> ``advantages``
-    location and scale primitives, the estimator catalogue;
+``stats`` -> ``advantages`` -> ``multireward``
+    location and scale primitives, the estimator catalogue, advantages of
+    several reward functions (per function, then summed; or summed);
 ``contamination`` -> ``scenarios`` -> ``rewardlogs``
     reward models, named scenarios, your own reward logs;
 ``metrics`` -> ``diagnose`` -> ``simulate`` -> ``sweep``
