@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from robustgrpo import RECOMMENDED, compute_advantages
-from robustgrpo.integrations import advantage_metrics
+from robustgrpo.integrations import advantage_metrics, pivot_rows
 from robustgrpo.multireward import compute_multi_reward_advantages
 
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
@@ -24,7 +24,7 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
 
 trl = pytest.importorskip("trl")
 
-from robustgrpo.integrations.trl import TRL_EPS, pivot_rows  # noqa: E402
+from robustgrpo.integrations.trl import TRL_EPS  # noqa: E402
 
 
 def _tiny_model_and_tokenizer():

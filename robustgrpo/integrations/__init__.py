@@ -12,12 +12,13 @@ and ``verl`` (verl 0.9); ``integrations`` installs both
 (``pip install -c constraints.txt -e '.[trl]'``).
 
 This module holds what the two adapters share: checking an estimator
-choice and its settings (:func:`estimator_settings`) and the diagnostics
-they report (:func:`advantage_metrics`).
+choice and its settings (:func:`estimator_settings`), the diagnostics
+they report (:func:`advantage_metrics`) and MC-GRPO's pivot (:func:`pivot_rows`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,7 +26,7 @@ import torch
 
 from ..advantages import AdvantageResult, compute_advantages, get_estimator
 
-__all__ = ["OPTIONS", "estimator_settings", "advantage_metrics"]
+__all__ = ["OPTIONS", "estimator_settings", "advantage_metrics", "pivot_rows"]
 
 
 #: Settings that are options of compute_advantages rather than estimator parameters.
@@ -42,8 +43,8 @@ def estimator_settings(method: str, settings: Mapping[str, Any] | None, *, optio
     user set (default ``reward_range`` (lo, hi) and ``out_of_range``).
     Returns only the settings given (the defaults apply to the others), with
     ``reward_range`` as a tuple of floats; every value is checked now, before
-    any training step, by one call on a two-sample group. ``where`` prefixes
-    the names in error messages (verl: ``"algorithm.robustgrpo."``).
+    any training step, by one call on a two-sample group. ``where`` names the
+    section in error messages (verl: ``"algorithm.robustgrpo."``).
 
     >>> estimator_settings("robust", {"c": 3.0, "reward_range": [0, 1]})
     {'c': 3.0, 'reward_range': (0.0, 1.0)}
@@ -60,10 +61,11 @@ def estimator_settings(method: str, settings: Mapping[str, Any] | None, *, optio
         raise ValueError(f"{where or 'estimator '}settings must be a mapping of parameter to value, got {settings!r}")
     kwargs = dict(settings or {})
     params = {k: v for k, v in kwargs.items() if k not in options}
+    prefix = f"{where.rstrip('.')}: " if where else ""
     try:
         get_estimator(method).bind(params)
     except ValueError as err:
-        raise ValueError(f"{where}{err}" if where else str(err)) from None
+        raise ValueError(f"{prefix}{err}") from None
     if kwargs.get("reward_range") is not None:
         value = kwargs["reward_range"]
         try:
@@ -77,7 +79,7 @@ def estimator_settings(method: str, settings: Mapping[str, Any] | None, *, optio
     try:
         compute_advantages(torch.tensor([[lo, hi]], dtype=torch.float64), method, **kwargs)
     except ValueError as err:
-        raise ValueError(f"{where}{err}" if where else str(err)) from None
+        raise ValueError(f"{prefix}{err}") from None
     return kwargs
 
 
@@ -131,3 +133,32 @@ def advantage_metrics(result: AdvantageResult, reference: torch.Tensor, valid: t
         "sign_flip_fraction": float(flips.sum()) / n_valid,
         "out_of_range_fraction": float(torch.as_tensor(result.diagnostics.n_out_of_range).sum()) / (n_valid * n_fn),
     }
+
+
+def pivot_rows(rewards: torch.Tensor) -> torch.Tensor:
+    """MC-GRPO's pivot of each group: the sample at the lower median of its non-NaN rewards.
+
+    Parameters
+    ----------
+    rewards : torch.Tensor
+        ``[B, G]`` rewards, NaN for unscorable samples.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, G]`` bool, one True per group with a scored sample: the sample whose reward is
+        the lower median of the group's scored rewards (``torch.median``'s convention; the
+        exact median for an odd count), the first in the group on ties. All False for a
+        group with no scored sample.
+
+    >>> pivot_rows(torch.tensor([[0.0, 1.0, 0.0, 1.0, 1.0], [3.0, float("nan"), 1.0, 2.0, 0.0]])).int().tolist()
+    [[0, 1, 0, 0, 0], [0, 0, 1, 0, 0]]
+    """
+    scored = ~torch.isnan(rewards)
+    n = scored.sum(-1)
+    ordered = torch.sort(torch.where(scored, rewards, torch.full_like(rewards, math.inf)), dim=-1).values
+    median = ordered.gather(-1, ((n - 1).clamp_min(0) // 2).unsqueeze(-1))
+    first = (scored & (rewards == median)).int().argmax(-1, keepdim=True)  # the first sample holding the median
+    pivot = torch.zeros_like(scored)
+    pivot.scatter_(-1, first, True)
+    return pivot & (n > 0).unsqueeze(-1)

@@ -85,9 +85,9 @@ import torch
 
 from ..advantages import RECOMMENDED, AdvantageResult, compute_advantages, resolve_methods
 from ..multireward import compute_multi_reward_advantages
-from . import advantage_metrics, estimator_settings
+from . import advantage_metrics, estimator_settings, pivot_rows
 
-__all__ = ["METRIC_PREFIX", "TRL_EPS", "LOG_COLUMNS", "RobustGRPOTrainer", "pivot_rows"]
+__all__ = ["METRIC_PREFIX", "TRL_EPS", "LOG_COLUMNS", "RobustGRPOTrainer"]
 
 #: Prefix of the metrics the trainer adds.
 METRIC_PREFIX = "robustgrpo/"
@@ -97,35 +97,6 @@ TRL_EPS = 1e-4
 LOG_COLUMNS = ("advantage_method", "in_loss")
 
 logger = logging.getLogger(__name__)
-
-
-def pivot_rows(rewards: torch.Tensor) -> torch.Tensor:
-    """MC-GRPO's pivot of each group: the sample at the lower median of its non-NaN rewards.
-
-    Parameters
-    ----------
-    rewards : torch.Tensor
-        ``[B, G]`` rewards, NaN for unscorable samples.
-
-    Returns
-    -------
-    torch.Tensor
-        ``[B, G]`` bool, one True per group with a scored sample: the sample whose reward is
-        the lower median of the group's scored rewards (``torch.median``'s convention; the
-        exact median for an odd count), the first in the group on ties. All False for a
-        group with no scored sample.
-
-    >>> pivot_rows(torch.tensor([[0.0, 1.0, 0.0, 1.0, 1.0], [3.0, float("nan"), 1.0, 2.0, 0.0]])).int().tolist()
-    [[0, 1, 0, 0, 0], [0, 0, 1, 0, 0]]
-    """
-    scored = ~torch.isnan(rewards)
-    n = scored.sum(-1)
-    ordered = torch.sort(torch.where(scored, rewards, torch.full_like(rewards, math.inf)), dim=-1).values
-    median = ordered.gather(-1, ((n - 1).clamp_min(0) // 2).unsqueeze(-1))
-    first = (scored & (rewards == median)).int().argmax(-1, keepdim=True)  # the first sample holding the median
-    pivot = torch.zeros_like(scored)
-    pivot.scatter_(-1, first, True)
-    return pivot & (n > 0).unsqueeze(-1)
 
 
 @lru_cache(maxsize=1)
