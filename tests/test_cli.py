@@ -152,6 +152,13 @@ USER_ERRORS = [
     (["diagnose", "{log}", "--skip-bad=yes"], "argument --skip-bad: ignored explicit argument 'yes'"),
     (["diagnose", "{log}", "--html", "{tmp}"], "'{tmp}' is a folder; pass the HTML file to write"),
     (["diagnose", "{log}", "--html", "{file}/sub/report.html"], "cannot make the folder '{file}/sub' (Not a directory)"),
+    (["diagnose", "{tmp}"], "no run logs found: TRL writes output_dir/completions/completions_<step>.parquet"),
+    (["diagnose", "{run}", "--group-size", "0"], "argument --group-size: must be >= 1, got 0"),
+    (["diagnose", "{run}", "--group-size", "8"], "rows 1-8 (a group of num_generations=8) hold 2 prompts"),
+    (["diagnose", "{log}", "--group-size", "4"], "group_size= and reward_weights= (--group-size, --reward-weights) apply to"),
+    (["diagnose", "{run}", "--reward-weights", "1"], "reward_weights (--reward-weights) must be 2 finite numbers"),
+    (["diagnose", "{run}", "--reward-weights", "x"], "argument --reward-weights: invalid float value: 'x'"),
+    (["diagnose", "{run}", "--skip-bad"], "columns= and skip_bad= (--column, --skip-bad) apply to reward log files"),
     (["simulate"], "the following arguments are required: config, --out"),
     (["simulate", "{tmp}/none.json", "--out", "{tmp}"], "no config file at"),
     (["simulate", "{file}", "--out", "{tmp}"], "invalid JSON at line 1"),
@@ -218,7 +225,7 @@ def fill(tmp_path):
     return {"tmp": str(tmp_path), "file": str(file), "log": str(ROOT / "data" / "reward_logs" / "binary_judge_glitch.csv"),
             "sim": str(SimConfig(n_prompts=6, G=4, steps=2, estimators=("grpo",)).to_file(tmp_path / "sim.json")),
             "sweep": str(tmp_path / "sweep.json"), "list": str(tmp_path / "list.json"),
-            "trl": str(ROOT / "data" / "sweeps" / "trl_contamination.json")}
+            "trl": str(ROOT / "data" / "sweeps" / "trl_contamination.json"), "run": str(ROOT / "data" / "run_logs" / "trl")}
 
 
 @pytest.mark.parametrize("argv, message", USER_ERRORS, ids=[" ".join(a) or "(nothing)" for a, _ in USER_ERRORS])

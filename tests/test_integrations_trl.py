@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from robustgrpo import RECOMMENDED, compute_advantages
+from robustgrpo.diagnose import diagnose_run
 from robustgrpo.integrations import advantage_metrics, pivot_rows
 from robustgrpo.multireward import compute_multi_reward_advantages
 
@@ -149,6 +150,12 @@ def test_trl_trainer_trains_on_our_advantages_and_names_the_estimator(tmp_path, 
     table = pd.read_parquet(tmp_path / "completions" / "completions_00002.parquet")
     torch.testing.assert_close(torch.tensor(table["advantage"].to_numpy(), dtype=torch.float32), expected)
     assert set(table["advantage_method"]) == {"robust"} and "in_loss" not in table
+    # the run folder as TRL wrote it, read back: the logged advantages are robust's with c = 2
+    run = diagnose_run(tmp_path, methods=["robust", "rank"], c=2.0)
+    assert run.logged_method == "robust" and run.run.group_size == 4 and len(run.run.samples) == 16
+    found = run.advantages.set_index("method")
+    assert bool(found.loc["robust", "matches"]) and found.loc["robust", "max_abs_gap"] < 1e-6
+    assert not found.loc["rank", "matches"] and not found.loc["grpo", "matches"]
 
 
 @pytest.mark.slow
@@ -224,6 +231,8 @@ def test_trl_drop_pivot_leaves_the_median_completion_out_of_the_loss(tmp_path, m
     table = pd.read_parquet(tmp_path / "completions" / "completions_00001.parquet")
     assert table["in_loss"].tolist() == (~pivot).tolist()
     assert set(table["advantage_method"]) == {"mc_grpo"}
+    run = diagnose_run(tmp_path, methods=["mc_grpo"], compensate_zeros=True)  # the pivot rows left out of the comparison
+    assert run.advantages.set_index("method").loc["mc_grpo", "max_abs_gap"] < 1e-6
 
 
 def test_pivot_rows_pick_the_lower_median_of_the_scored_rewards():

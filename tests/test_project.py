@@ -92,7 +92,7 @@ def test_every_module_declares_its_public_names(name):
         pytest.fail(f"{name} has no __all__")
 
 
-LAYERS = ["checks", "inputs", "stats", "advantages", "multireward", "contamination", "scenarios", "rewardlogs", "metrics", "diagnose",
+LAYERS = ["checks", "inputs", "stats", "advantages", "multireward", "contamination", "scenarios", "rewardlogs", "runlogs", "metrics", "diagnose",
           "simulate", "sweep", "plots", "dashboards", "widgets", "report", "execute", "bench", "cli", "integrations", "experiments"]
 
 
