@@ -25,6 +25,13 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
 
 trl = pytest.importorskip("trl")
 
+
+def test_the_oldest_run_runs_the_oldest_trl():
+    """``python3 tasks.py test-oldest`` names the trl it installed; this file must run under that one."""
+    if "ROBUSTGRPO_OLDEST" not in os.environ:
+        pytest.skip("not the oldest-trl run (python3 tasks.py test-oldest)")
+    assert trl.__version__ == os.environ["ROBUSTGRPO_OLDEST"]
+
 from robustgrpo.integrations.trl import TRL_EPS  # noqa: E402
 
 
