@@ -635,8 +635,8 @@ class RunDiagnosis:
         ``frac_reward_zero_std``, ``frac_mad_zero``, ``outlier_group_fraction``,
         ``best_negative_rate``, ``recommendation``.
     advantages : pandas.DataFrame
-        TRL: one row per estimator (and, with several functions, ``grpo`` per function as
-        ``normalize_then_sum``) with ``max_abs_gap``, ``mean_abs_gap`` and ``correlation``
+        TRL: one row per estimator (and, with several functions, ``grpo`` and the logged
+        estimator per function as ``normalize_then_sum``) with ``max_abs_gap``, ``mean_abs_gap`` and ``correlation``
         between its advantages of the run's rewards and the logged ones, and ``matches``
         (``max_abs_gap`` <= :data:`MATCH_ATOL`); rows out of the loss (MC-GRPO's pivot) are
         left out. Empty for verl, whose dumps hold no advantages.
@@ -683,7 +683,8 @@ def _row(name: str, d: Diagnosis) -> dict[str, Any]:
             "best_negative_rate": o["best_negative_rate"], "recommendation": d.recommendation.method}
 
 
-def _logged_comparison(run: RunLog, names: list[str], per_method: dict[str, dict[str, Any]]) -> pd.DataFrame:
+def _logged_comparison(run: RunLog, names: list[str], per_method: dict[str, dict[str, Any]],
+                       logged_method: str | None) -> pd.DataFrame:
     """Each estimator's advantages of the run's rewards against the logged ones (TRL), in the log's row order."""
     s = run.samples
     keys = s["file"].astype(str).str.cat(s["group"].astype(str), sep="\x1f").to_numpy()
@@ -695,11 +696,13 @@ def _logged_comparison(run: RunLog, names: list[str], per_method: dict[str, dict
         params = {**per_method[m], **({"eps": _TRL_EPS} if m == "grpo" and "eps" not in per_method[m] else {})}
         adv = compute_advantages(total, m, index=keys, nan_policy="omit", **params).advantages
         candidates.append((m, "sum_then_normalize", np.asarray(adv)))
-    if len(run.functions) > 1:
+    if len(run.functions) > 1:  # TRL's normalize_then_sum, with grpo and with the estimator the adapter logged
         per_fn = torch.tensor(s[list(run.functions)].to_numpy(dtype=np.float64))
         weights = list(run.weights) if run.weights is not None else None
-        adv = compute_multi_reward_advantages(per_fn, weights, "grpo", index=keys, nan_policy="omit", eps=_TRL_EPS).advantages
-        candidates.append(("grpo", "normalize_then_sum", np.asarray(adv)))
+        for m in dict.fromkeys(["grpo", *([logged_method] if logged_method in names else [])]):
+            params = {**per_method[m], **({"eps": _TRL_EPS} if m == "grpo" and "eps" not in per_method[m] else {})}
+            adv = compute_multi_reward_advantages(per_fn, weights, m, index=keys, nan_policy="omit", **params).advantages
+            candidates.append((m, "normalize_then_sum", np.asarray(adv)))
     rows = []
     for m, aggregation, adv in candidates:
         gap = np.abs(adv[counted] - logged[counted])
@@ -761,12 +764,12 @@ def diagnose_run(
     names = resolve_methods(methods)
     if "grpo" not in names:
         names = ["grpo", *names]
-    if run.trainer == "trl":
-        advantages = _logged_comparison(run, names, _settings_per_estimator(names, params))
-    else:
-        advantages = pd.DataFrame(columns=["method", "aggregation", "max_abs_gap", "mean_abs_gap", "correlation", "matches"])
     logged = None
     if "advantage_method" in run.samples:
         found = pd.unique(run.samples["advantage_method"].dropna())
         logged = str(found[0]) if len(found) == 1 else ", ".join(map(str, found))
+    if run.trainer == "trl":
+        advantages = _logged_comparison(run, names, _settings_per_estimator(names, params), logged)
+    else:
+        advantages = pd.DataFrame(columns=["method", "aggregation", "max_abs_gap", "mean_abs_gap", "correlation", "matches"])
     return RunDiagnosis(run, total, functions, table, advantages, logged)

@@ -174,7 +174,8 @@ def test_trl_grpo_is_trls_own_and_normalize_then_sum_takes_any_estimator(tmp_pat
     tiny, returned_tiny = _patterned([0.0, 1e-5, 2e-5, 3e-5, 5e-5, 5e-5, 0.0, 1e-5])
     coarse, returned_coarse = _patterned([1.0, 0.0, None, 1.0, 0.0, 0.0, 0.0, 0.0])  # constant in group 2
     model, tokenizer = _tiny_model_and_tokenizer()
-    args = _config(tmp_path, max_steps=1, reward_weights=[1.0, 0.5], multi_objective_aggregation=aggregation)
+    args = _config(tmp_path, max_steps=1, reward_weights=[1.0, 0.5], multi_objective_aggregation=aggregation,
+                   log_completions=True)
     trainer = recorder.trainer_class()(model=model, reward_funcs=[tiny, coarse], args=args, train_dataset=_dataset(),
                                        processing_class=tokenizer, advantage_method=method)
     assert trainer.advantage_params == ({"eps": TRL_EPS} if method == "grpo" else {})
@@ -199,6 +200,9 @@ def test_trl_grpo_is_trls_own_and_normalize_then_sum_takes_any_estimator(tmp_pat
     else:
         assert gap > 0.1  # rank is not TRL's normalisation
     assert recorder.reported[0][f"robustgrpo/estimator/{method}"] == 1.0
+    # read back from the run folder: the logged advantages are reproduced by this estimator and this aggregation only
+    found = diagnose_run(tmp_path, methods=["grpo", "rank"], reward_weights=[1.0, 0.5]).advantages
+    assert found.loc[found["matches"], ["method", "aggregation"]].values.tolist() == [[method, aggregation]]
 
 
 @pytest.mark.slow
