@@ -5,7 +5,11 @@ main   build the environment in .venv, then run the main job: print the seed
        example, execute every notebook into out/notebooks (their figures into
        out/figures) and rebuild the report figures into out/report
 test   build the environment in .venv (and, as root, install Chromium for the
-       browser tests), then run the whole test suite
+       browser tests), then run the whole test suite; with no pytest arguments, then
+       also the TRL adapter's tests under the oldest supported trl (test-oldest)
+test-oldest  only the TRL adapter's tests (tests/test_integrations_trl.py) under the oldest
+       supported trl and its transformers (:data:`OLDEST`), in a second small environment,
+       .venv-oldest (built on first use, rebuilt when the pins change)
 bench  build the environment in .venv, then print the speed benchmark
 setup  only build the environment (and install the notebook filter and Lab's save hook, below)
 mutate mutation testing of the core modules (long; not part of CI): installs the
@@ -48,6 +52,11 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PYTHON = VENV / "bin" / "python"
 STAMP = VENV / ".setup-stamp"
+#: The oldest trl the TRL adapter supports (pyproject's ``trl`` extra starts there) and the transformers it
+#: declares as its oldest, with what the adapter's tests import; the newest are those of .venv.
+OLDEST = ("trl==1.10.0", "transformers==4.56.2", "pytest>=7.4", "hypothesis>=6.80", "pandas>=2.0", "pyarrow>=14")
+OLDEST_VENV = ROOT / ".venv-oldest"
+OLDEST_TESTS = ("tests/test_integrations_trl.py",)
 
 
 #: The notebook-level metadata the repository keeps (Lab adds versions and widget state on save).
@@ -188,6 +197,32 @@ def test() -> None:
     setup()
     ensure_browser()
     run(PYTHON, "-m", "pytest", *sys.argv[2:])
+    if not sys.argv[2:]:  # the whole suite: the TRL adapter at the oldest supported trl too
+        test_oldest()
+
+
+def setup_oldest() -> Path:
+    """Build .venv-oldest: torch (pinned by constraints.txt), the :data:`OLDEST` pins; robustgrpo from the checkout."""
+    python = OLDEST_VENV / "bin" / "python"
+    stamp = OLDEST_VENV / ".setup-stamp"
+    digest = hashlib.sha256(("\n".join(OLDEST) + (ROOT / "constraints.txt").read_text()).encode()).hexdigest()
+    if not (stamp.exists() and stamp.read_text() == digest and python.exists()):
+        if not python.exists():
+            print(f"creating virtual environment in {OLDEST_VENV.name}/ (the oldest supported trl)", flush=True)
+            venv.EnvBuilder(with_pip=True).create(OLDEST_VENV)
+        run(python, "-m", "pip", "install", "--disable-pip-version-check", "-c", "constraints.txt", "torch", *OLDEST)
+        stamp.write_text(digest)
+    return python
+
+
+def test_oldest() -> None:
+    """The TRL adapter's tests under :data:`OLDEST` (the checkout's robustgrpo on the path, not installed)."""
+    python = setup_oldest()
+    trl_pin = next(p for p in OLDEST if p.startswith("trl=="))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ROBUSTGRPO_OLDEST": trl_pin.split("==")[1]}
+    print("+ (oldest trl)", python, "-m pytest", *OLDEST_TESTS, flush=True)
+    subprocess.run([str(python), "-m", "pytest", "-p", "no:cacheprovider", *OLDEST_TESTS, *sys.argv[2:]], cwd=ROOT,
+                   check=True, env=env)
 
 
 def bench() -> None:
@@ -349,11 +384,12 @@ def mutate() -> None:
     print(mutation_table(modules, sample))
 
 
-TASKS = {"main": main_job, "test": test, "bench": bench, "setup": setup, "strip-notebook": strip_notebook, "mutate": mutate}
+TASKS = {"main": main_job, "test": test, "test-oldest": test_oldest, "bench": bench, "setup": setup,
+         "strip-notebook": strip_notebook, "mutate": mutate}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in TASKS:
-        sys.exit(f"usage: python3 tasks.py {{{'|'.join(TASKS)}}} [pytest args for test; modules for mutate]")
+        sys.exit(f"usage: python3 tasks.py {{{'|'.join(TASKS)}}} [pytest args for test and test-oldest; modules for mutate]")
     try:
         TASKS[sys.argv[1]]()
     except subprocess.CalledProcessError as err:

@@ -5,10 +5,12 @@ this list (tests/test_project.py holds the same list and checks the imports):
 
 ``checks``, ``inputs``
     argument rules, conversion, validation, grouping;
-``stats`` -> ``advantages``
-    location and scale primitives, the estimator catalogue;
-``contamination`` -> ``scenarios`` -> ``rewardlogs``
-    reward models, named scenarios, your own reward logs;
+``stats`` -> ``advantages`` -> ``multireward``
+    location and scale primitives, the estimator catalogue, advantages of
+    several reward functions (per function, then summed; or summed);
+``contamination`` -> ``scenarios`` -> ``rewardlogs`` -> ``runlogs``
+    reward models, named scenarios, your own reward logs, a TRL or verl run's
+    own log folders;
 ``metrics`` -> ``diagnose`` -> ``simulate`` -> ``sweep``
     what the estimators do to advantages and updates, a log's diagnosis, the
     policy-gradient drift simulator, grids of runs x seeds (in process or on

@@ -9,7 +9,8 @@ figures     rebuild every report figure (PNG, SVG, PDF) and an index into a fold
 notebooks   execute the notebook series into a folder, their figures beside them
 battery     the evidence battery: every estimator's update against the exact gradient, and the
             recommendation per situation that a stated rule derives from it
-diagnose    a reward log of a real run: zero-std and MAD-zero groups, outliers, estimator disagreement, advice
+diagnose    a reward log or a TRL / verl run folder: zero-std and MAD-zero groups, outliers, each reward
+            function, the logged advantages against each estimator, estimator disagreement, advice
 simulate    run the drift simulator from a JSON config: the record (Parquet) and its figure
 sweep       run a declared grid of simulations or metrics x seeds (in-process or on Ray) into a
             Parquet record; ``sweep status DIR`` says what is done, failed and missing
@@ -194,8 +195,8 @@ def _column(text: str) -> tuple[str, str]:
 
 
 def _cmd_diagnose(args: argparse.Namespace) -> int:
-    from .diagnose import diagnose
-    from .rewardlogs import load_reward_log
+    from .diagnose import diagnose, diagnose_run
+    from .runlogs import RunLog, load_log
 
     if args.html:  # refused before the work: a folder, a link, the log itself, a missing folder, an existing file
         from .checks import check_output_file
@@ -203,9 +204,15 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         check_output_file(args.html, inputs=[args.file], force=args.force)
     elif args.force:
         raise ValueError("--force applies to --html (replace an existing page); add --html OUT")
-    log = load_reward_log(args.file, columns=dict(args.column or []), skip_bad=args.skip_bad)
-    diagnosis = diagnose(log, reward_range=args.reward_range, reward_fn=args.reward_fn, reward_kind=args.reward_kind)
-    _say(diagnosis.text())
+    log = load_log(args.file, columns=dict(args.column or []), skip_bad=args.skip_bad, group_size=args.group_size,
+                   reward_weights=args.reward_weights)
+    if isinstance(log, RunLog) and args.reward_fn is None:
+        run = diagnose_run(log, reward_range=args.reward_range, reward_kind=args.reward_kind)
+        _say(run.text())
+        diagnosis = run.total
+    else:
+        diagnosis = diagnose(log, reward_range=args.reward_range, reward_fn=args.reward_fn, reward_kind=args.reward_kind)
+        _say(diagnosis.text())
     if args.html:
         from .report.diagnose import write_diagnosis_html
 
@@ -423,8 +430,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="ship the result: data/evidence/battery.parquet and robustgrpo/recommendation.json")
     battery.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     battery.set_defaults(func=_cmd_battery)
-    diag = sub.add_parser("diagnose", help="diagnose a reward log (CSV, JSON Lines, Parquet) and recommend an estimator")
-    diag.add_argument("file", help="reward log: one row per sample with step, group (prompt id), reward")
+    diag = sub.add_parser("diagnose", help="diagnose a reward log (CSV, JSON Lines, Parquet) or a TRL / verl run folder "
+                                           "and recommend an estimator")
+    diag.add_argument("file", help="reward log (one row per sample with step, group (prompt id), reward), or a run folder: "
+                                   "TRL's output_dir (log_completions=True) or verl's trainer.rollout_data_dir")
     diag.add_argument("--reward-range", type=float, nargs=2, metavar=("LO", "HI"), help="flag rewards outside [LO, HI]")
     diag.add_argument("--reward-fn", metavar="NAME", help="the reward function to diagnose when the log holds several")
     diag.add_argument("--reward-kind", choices=["binary", "composite", "continuous", "any"],
@@ -432,6 +441,10 @@ def build_parser() -> argparse.ArgumentParser:
     diag.add_argument("--column", type=_column, action="append", metavar="FIELD=NAME",
                       help="the file's column for a field (step, group, reward, reward_fn, length), e.g. group=question_id")
     diag.add_argument("--skip-bad", action="store_true", help="skip malformed rows and say how many and why, instead of stopping")
+    diag.add_argument("--group-size", type=_integer_at_least(1), metavar="N",
+                      help="a run's group size: TRL's num_generations, verl's actor_rollout_ref.rollout.n (default: inferred)")
+    diag.add_argument("--reward-weights", type=float, nargs="+", metavar="W",
+                      help="a TRL run's reward_weights, one per reward function (default: 1 each)")
     diag.add_argument("--html", metavar="OUT",
                       help="also write a self-contained HTML report with figures, a new file in an existing folder "
                            "(never the log itself, never through a symbolic link)")

@@ -67,6 +67,7 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -84,7 +85,9 @@ from .advantages import (
 from .checks import ParamError, check_positive, check_real, plain_text
 from .inputs import group_by_index, scatter_to_flat
 from .metrics import relative_update_error, update_cosine
-from .rewardlogs import RewardLog, load_reward_log
+from .multireward import compute_multi_reward_advantages
+from .rewardlogs import RewardLog
+from .runlogs import RunLog, load_log
 from .stats import (
     MAD_TO_SIGMA,
     TIE_REFERENCE_QUANTILE,
@@ -111,6 +114,8 @@ __all__ = [
     "recommend",
     "Diagnosis",
     "diagnose",
+    "RunDiagnosis",
+    "diagnose_run",
 ]
 
 #: Cut-off k of the robust outlier rule, in units of the step's pooled scale.
@@ -486,7 +491,10 @@ def diagnose(
     Parameters
     ----------
     log : RewardLog or path
-        A loaded log, or a file for :func:`~robustgrpo.rewardlogs.load_reward_log`.
+        A loaded log, or a path for :func:`~robustgrpo.runlogs.load_log`: a reward log
+        file, or a TRL or verl run folder (:class:`~robustgrpo.runlogs.RunLog`; its total
+        reward unless ``reward_fn`` names a function; :func:`diagnose_run` diagnoses every
+        function and the logged advantages).
     reward_range : (lo, hi), optional
         The range the rewards should lie in; rewards outside are flagged.
     reward_fn : str, optional
@@ -522,7 +530,9 @@ def diagnose(
         setting, several reward functions without ``reward_fn``.
     """
     if not isinstance(log, RewardLog):
-        log = load_reward_log(log)
+        log = load_log(log)
+    if reward_fn is None and isinstance(log, RunLog):
+        reward_fn = log.total
     reward_range = _reward_range(reward_range)
     if reward_kind is not None and reward_kind not in REWARD_KINDS:
         raise ValueError(f"reward_kind must be one of {list(REWARD_KINDS)}, got {reward_kind!r}")
@@ -617,6 +627,7 @@ def diagnose(
         "step": frame["step"].to_numpy(),
         "group": frame["group"].to_numpy(),
         "line": frame["line"].to_numpy() if "line" in frame else np.arange(1, len(frame) + 1),
+        **({"file": frame["file"].to_numpy()} if "file" in frame else {}),
         "reward": frame["reward"].to_numpy(),
         "z": z.numpy(),
         "robust_rule": robust_flag.numpy(),
@@ -725,3 +736,177 @@ def _update_agreement(advantages: dict[str, torch.Tensor], steps: pd.Series,
         "mean_relative_error": by_method["relative_error_to_grpo"].mean(),
     }).reset_index()
     return agreement, summary
+
+
+# ------------------------------------------------------------ a trainer's run
+
+
+#: A logged advantage within this of an estimator's counts as that estimator's (TRL logs float32 values).
+MATCH_ATOL: float = 1e-4
+#: TRL's constant in its std normalisation.
+_TRL_EPS = 1e-4
+
+
+@dataclass(frozen=True)
+class RunDiagnosis:
+    """:func:`diagnose_run`'s result: the run's total reward, each reward function, the logged advantages.
+
+    Attributes
+    ----------
+    run : RunLog
+    total : Diagnosis
+        The total reward (TRL's weighted ``sum``, verl's ``score``): what the trainer
+        normalised. Its recommendation is the run's.
+    functions : dict of str to Diagnosis
+        Each reward function on its own (a function that never varies within a group is
+        still diagnosed: ``frac_reward_zero_std`` says so).
+    function_table : pandas.DataFrame
+        One row per reward function and the total: ``reward_fn``, ``mean_reward``,
+        ``frac_reward_zero_std``, ``frac_mad_zero``, ``outlier_group_fraction``,
+        ``best_negative_rate``, ``recommendation``.
+    advantages : pandas.DataFrame
+        TRL: one row per estimator (and, with several functions, ``grpo`` and the logged
+        estimator per function as ``normalize_then_sum``) with ``max_abs_gap``, ``mean_abs_gap`` and ``correlation``
+        between its advantages of the run's rewards and the logged ones, and ``matches``
+        (``max_abs_gap`` <= :data:`MATCH_ATOL`); rows out of the loss (MC-GRPO's pivot) are
+        left out. Empty for verl, whose dumps hold no advantages.
+    logged_method : str or None
+        The estimator the logged advantages came from, when robustgrpo's adapter wrote it.
+    """
+
+    run: RunLog
+    total: Diagnosis
+    functions: Mapping[str, Diagnosis]
+    function_table: pd.DataFrame
+    advantages: pd.DataFrame
+    logged_method: str | None = None
+
+    @property
+    def recommendation(self) -> Recommendation:
+        return self.total.recommendation
+
+    def text(self, max_outliers: int = 10) -> str:
+        """The plain-text report that ``python -m robustgrpo diagnose RUN_FOLDER`` prints."""
+        lines = [f"run: {self.run.summary()}", "",
+                 f"== The total reward ({self.run.total}): what the trainer normalised ==",
+                 self.total.text(max_outliers).split("\n", 1)[1].lstrip("\n")]
+        if self.functions:
+            lines += ["", "== Each reward function on its own, and the total ==",
+                      self.function_table.to_string(index=False, float_format=lambda v: f"{v:.3f}")]
+        if self.run.trainer == "trl":
+            source = f"robustgrpo's {self.logged_method!r} estimator" if self.logged_method else "TRL's own normalisation"
+            lines += ["", f"== The advantages the trainer logged (by {source}) against each estimator's =="]
+            lines.append(self.advantages.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+            matching = self.advantages.loc[self.advantages["matches"], "method"].tolist()
+            lines.append(f"reproduced by: {', '.join(matching)}" if matching else
+                         "no estimator reproduces them; if the run weighted its reward functions, pass reward_weights= "
+                         "(--reward-weights)")
+        else:
+            lines += ["", "verl's rollout dumps hold no advantages: nothing logged to compare"]
+        return "\n".join(lines)
+
+
+def _row(name: str, d: Diagnosis) -> dict[str, Any]:
+    o = d.overall.iloc[0]
+    return {"reward_fn": name, "mean_reward": o["mean_reward"], "frac_reward_zero_std": o["frac_reward_zero_std"],
+            "frac_mad_zero": o["frac_mad_zero"], "outlier_group_fraction": o["outlier_group_fraction"],
+            "best_negative_rate": o["best_negative_rate"], "recommendation": d.recommendation.method}
+
+
+def _logged_comparison(run: RunLog, names: list[str], per_method: dict[str, dict[str, Any]],
+                       logged_method: str | None) -> pd.DataFrame:
+    """Each estimator's advantages of the run's rewards against the logged ones (TRL), in the log's row order."""
+    s = run.samples
+    keys = s["file"].astype(str).str.cat(s["group"].astype(str), sep="\x1f").to_numpy()
+    logged = s["advantage"].to_numpy(dtype=np.float64)
+    counted = s["in_loss"].to_numpy(dtype=bool) & np.isfinite(logged)
+    total = torch.tensor(s[run.total].to_numpy(dtype=np.float64))
+    candidates: list[tuple[str, str, np.ndarray]] = []
+    for m in names:
+        params = {**per_method[m], **({"eps": _TRL_EPS} if m == "grpo" and "eps" not in per_method[m] else {})}
+        adv = compute_advantages(total, m, index=keys, nan_policy="omit", **params).advantages
+        candidates.append((m, "sum_then_normalize", np.asarray(adv)))
+    if len(run.functions) > 1:  # TRL's normalize_then_sum, with grpo and with the estimator the adapter logged
+        per_fn = torch.tensor(s[list(run.functions)].to_numpy(dtype=np.float64))
+        weights = list(run.weights) if run.weights is not None else None
+        for m in dict.fromkeys(["grpo", *([logged_method] if logged_method in names else [])]):
+            params = {**per_method[m], **({"eps": _TRL_EPS} if m == "grpo" and "eps" not in per_method[m] else {})}
+            adv = compute_multi_reward_advantages(per_fn, weights, m, index=keys, nan_policy="omit", **params).advantages
+            candidates.append((m, "normalize_then_sum", np.asarray(adv)))
+    rows = []
+    for m, aggregation, adv in candidates:
+        gap = np.abs(adv[counted] - logged[counted])
+        a, b = adv[counted], logged[counted]
+        corr = float(np.corrcoef(a, b)[0, 1]) if a.size > 1 and a.std() > 0 and b.std() > 0 else math.nan
+        rows.append({"method": m, "aggregation": aggregation, "max_abs_gap": float(gap.max()) if gap.size else math.nan,
+                     "mean_abs_gap": float(gap.mean()) if gap.size else math.nan, "correlation": corr})
+    out = pd.DataFrame(rows)
+    out["matches"] = out["max_abs_gap"] <= MATCH_ATOL
+    return out
+
+
+def diagnose_run(
+    run: RunLog | str | os.PathLike[str],
+    *,
+    reward_range: tuple[float, float] | None = None,
+    methods: str | Sequence[str] | None = None,
+    group_size: int | None = None,
+    reward_weights: Sequence[float] | None = None,
+    reward_kind: str | None = None,
+    **params: Any,
+) -> RunDiagnosis:
+    """Diagnose a trainer's run: its total reward, each reward function on its own, and the advantages it logged.
+
+    Parameters
+    ----------
+    run : RunLog or path
+        A loaded run, or its folder (:func:`~robustgrpo.runlogs.load_run_log`).
+    reward_range : (lo, hi), optional
+        The range of the *total* reward (the functions are diagnosed without one).
+    methods : str or sequence of str, optional
+        Estimators compared (default: the whole catalogue).
+    group_size, reward_weights : optional
+        As :func:`~robustgrpo.runlogs.load_run_log` (only with a path).
+    reward_kind : str, optional
+        The total's kind for the recommendation (:func:`diagnose`); default
+        ``"composite"`` when the run sums several reward functions, else
+        inferred from the rewards. Each function's kind is inferred.
+    **params
+        Estimator settings, as :func:`diagnose`.
+
+    Returns
+    -------
+    RunDiagnosis
+
+    Raises
+    ------
+    ValueError
+        Not a run (a reward log file: use :func:`diagnose`), or any error of
+        :func:`diagnose` and :func:`~robustgrpo.runlogs.load_run_log`.
+    """
+    if not isinstance(run, RunLog):
+        if isinstance(run, RewardLog):
+            raise ValueError(f"{run.path.name} is a reward log, not a trainer's run: use diagnose()")
+        loaded = load_log(run, group_size=group_size, reward_weights=reward_weights)
+        if not isinstance(loaded, RunLog):
+            raise ValueError(f"{Path(run).name} is a reward log file, not a TRL or verl run folder: use diagnose()")
+        run = loaded
+    elif group_size is not None or reward_weights is not None:
+        raise ValueError("group_size and reward_weights are read with the run: pass them with its path, or to load_run_log")
+    if reward_kind is None and len(run.functions) > 1:
+        reward_kind = "composite"  # a weighted sum of reward functions
+    total = diagnose(run, reward_fn=run.total, reward_range=reward_range, methods=methods, reward_kind=reward_kind, **params)
+    functions = {fn: diagnose(run, reward_fn=fn, methods=methods, **params) for fn in run.functions}
+    table = pd.DataFrame([_row(fn, d) for fn, d in functions.items()] + [_row(run.total, total)])
+    names = resolve_methods(methods)
+    if "grpo" not in names:
+        names = ["grpo", *names]
+    logged = None
+    if "advantage_method" in run.samples:
+        found = pd.unique(run.samples["advantage_method"].dropna())
+        logged = str(found[0]) if len(found) == 1 else ", ".join(map(str, found))
+    if run.trainer == "trl":
+        advantages = _logged_comparison(run, names, _settings_per_estimator(names, params), logged)
+    else:
+        advantages = pd.DataFrame(columns=["method", "aggregation", "max_abs_gap", "mean_abs_gap", "correlation", "matches"])
+    return RunDiagnosis(run, total, functions, table, advantages, logged)

@@ -481,6 +481,9 @@ def load_reward_log(
     path = Path(path)
     if not isinstance(skip_bad, bool):
         raise RewardLogError(f"skip_bad must be True or False, got {skip_bad!r}")
+    if path.is_dir():  # a trainer's run folder: robustgrpo.runlogs, a later layer, reads it
+        raise RewardLogError(f"{path}: a folder; a TRL or verl run folder is read by robustgrpo.runlogs.load_run_log "
+                             "(robustgrpo.runlogs.load_log and diagnose read both); a reward log is a file")
     fmt = _format_of(path)
     if not path.is_file():
         raise RewardLogError(f"{path}: no such file; pass the path of a reward log ({', '.join(FORMATS)})")

@@ -158,6 +158,13 @@ USER_ERRORS = [
     (["diagnose", "{log}", "--skip-bad=yes"], "argument --skip-bad: ignored explicit argument 'yes'"),
     (["diagnose", "{log}", "--html", "{tmp}"], "'{tmp}' is a folder; pass the file to write inside it"),
     (["diagnose", "{log}", "--html", "{file}/sub/report.html"], "the folder '{file}/sub' does not exist; make it first"),
+    (["diagnose", "{tmp}"], "no run logs found: TRL writes output_dir/completions/completions_<step>.parquet"),
+    (["diagnose", "{run}", "--group-size", "0"], "argument --group-size: must be >= 1, got 0"),
+    (["diagnose", "{run}", "--group-size", "8"], "rows 1-8 (a group of num_generations=8) hold 2 prompts"),
+    (["diagnose", "{log}", "--group-size", "4"], "group_size= and reward_weights= (--group-size, --reward-weights) apply to"),
+    (["diagnose", "{run}", "--reward-weights", "1"], "reward_weights (--reward-weights) must be 2 finite numbers"),
+    (["diagnose", "{run}", "--reward-weights", "x"], "argument --reward-weights: invalid float value: 'x'"),
+    (["diagnose", "{run}", "--skip-bad"], "columns= and skip_bad= (--column, --skip-bad) apply to reward log files"),
     (["simulate"], "the following arguments are required: config, --out"),
     (["simulate", "{tmp}/none.json", "--out", "{tmp}"], "no config file at"),
     (["simulate", "{file}", "--out", "{tmp}"], "invalid JSON at line 1"),
@@ -307,6 +314,7 @@ def fill(tmp_path):
             "trl_wandb": write("trl_wandb.json", json.dumps({**trl, "fixed": {"steps": 2, "output_dir": "runs",
                                                                               "report_to": "wandb"}})),
             "trl_big": write("trl_big.json", json.dumps({**trl, "fixed": {"steps": 2, "prompts_per_step": 10**8}})),
+            "run": str(ROOT / "data" / "run_logs" / "trl"),
             }
 
 

@@ -1,6 +1,6 @@
-"""The trainer adapters against the trainers themselves: verl's estimator registry and TRL's GRPOTrainer.
+"""The trainer adapters' shared checks, and the verl adapter against verl itself (TRL's: tests/test_integrations_trl.py).
 
-verl and trl come with the ``integrations`` extra (``python3 tasks.py setup`` installs it).
+verl comes with the ``verl`` extra (``python3 tasks.py setup`` installs it).
 """
 
 from __future__ import annotations
@@ -17,10 +17,13 @@ from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.integrations import advantage_metrics, estimator_settings
 from robustgrpo.integrations.verl import (
     PREFIX,
+    check_config,
+    install_hooks,
     register_estimators,
     verl_estimator,
     verl_name,
 )
+from robustgrpo.multireward import compute_multi_reward_advantages
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may come from a model hub
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -155,107 +158,258 @@ def test_verl_epsilon_sets_eps_and_conflicts_are_errors():
         fn(rewards, mask)
 
 
-def test_verl_plugin_registers_the_names_in_a_fresh_process_that_only_imports_verl():
-    code = ("import verl; from verl.trainer.ppo.core_algos import get_adv_estimator_fn; "
-            "print(get_adv_estimator_fn('robustgrpo_huber_m').__name__)")
+def test_verl_plugin_registers_the_names_and_hooks_in_a_fresh_process_that_only_imports_verl():
+    code = ("import sys, verl; from verl.trainer.ppo.core_algos import get_adv_estimator_fn; "
+            "print(get_adv_estimator_fn('robustgrpo_huber_m').__name__); "
+            "print('verl.trainer.ppo.ray_trainer' in sys.modules); "
+            "from verl.trainer import main_ppo; from verl.trainer.ppo import ray_trainer; "
+            "print(hasattr(main_ppo.validate_config, '__wrapped__'), hasattr(ray_trainer.compute_advantage, '__wrapped__'))")
     env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "auto"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
-    assert out.strip().splitlines()[-1] == "compute_huber_m_outcome_advantage"
+    # registered at `import verl`; the trainer modules are patched when they are imported, not imported by the plugin
+    assert out.strip().splitlines()[-3:] == ["compute_huber_m_outcome_advantage", "False", "True True"]
 
 
-# ---------------------------------------------------------------------------------------------- TRL
+# --------------------------------------------------------------------- verl: least surprise, settings, hooks
 
 
-def _tiny_model_and_tokenizer():
-    """The experiments' recipe (robustgrpo.experiments.model): a character tokenizer and a random tiny Llama."""
-    from robustgrpo.experiments.model import char_tokenizer, tiny_model
+def _data(rewards, mask, uid, **non_tensors):
+    from verl import DataProto
 
-    tokenizer = char_tokenizer(list("abcdefghijklmnopqrstuvwxyz "))
-    return tiny_model(len(tokenizer), hidden_size=16, layers=1, heads=2, max_positions=64, seed=0), tokenizer
+    return DataProto.from_dict(tensors={"token_level_rewards": rewards.clone(), "response_mask": mask.clone()},
+                               non_tensors={"uid": uid, **non_tensors})
 
 
-#: Reward of each completion by its position in the generation batch (two groups of four): a glitch of 10,
-#: and a completion no reward function can score (None, NaN in TRL).
-PATTERN = [0.0, 0.0, 1.0, 10.0, 1.0, None, 0.0, 0.0]
+def test_verl_grpo_is_verls_own_on_rewards_spread_by_1e5_and_honours_dr_grpo():
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    register_estimators()
+    rewards, mask, uid = _verl_batch()
+    rewards = rewards * 1e-5  # only eps tells the estimators apart here
+    theirs, _ = core_algos.compute_grpo_outcome_advantage(rewards, mask, uid)
+    ours = compute_advantage(_data(rewards, mask, uid), adv_estimator="robustgrpo_grpo",
+                             config={"adv_estimator": "robustgrpo_grpo"}).batch["advantages"]
+    assert float((ours - theirs).abs().max()) < 1e-6
+    # verl's Dr. GRPO switch is honoured: no std division, singletons keep their score
+    dr_theirs, _ = core_algos.compute_grpo_outcome_advantage(rewards, mask, uid, norm_adv_by_std_in_grpo=False)
+    config = {"adv_estimator": "robustgrpo_grpo", "norm_adv_by_std_in_grpo": False}
+    dr_ours = compute_advantage(_data(rewards, mask, uid), adv_estimator="robustgrpo_grpo", norm_adv_by_std_in_grpo=False,
+                                config=config).batch["advantages"]
+    torch.testing.assert_close(dr_ours, dr_theirs, rtol=0, atol=1e-12)
+    assert float((dr_ours - ours).abs().max()) > 0.5
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"adv_estimator": "grpo", "robust_grpo": {"c": 2.0}}, r"^algorithm\.robust_grpo is not a verl setting nor robustgrpo's; did you mean algorithm\.robustgrpo\?$"),
+    ({"adv_estimator": "robustgrpo_rank", "robustgrpo_settings": {}}, r"algorithm\.robustgrpo_settings is not a verl setting nor robustgrpo's"),
+    ({"adv_estimator": "robustgrpo_rank", "gama": 1.0}, r"^algorithm\.gama is not a setting of verl's algorithm section; did you mean algorithm\.gamma\?$"),
+    ({"adv_estimator": "grpo", "robustgrpo": {"c": 2.0}}, r"algorithm\.robustgrpo is set but algorithm\.adv_estimator='grpo' is not a robustgrpo estimator"),
+    ({"adv_estimator": "robustgrpo_robust", "robustgrpo": {"clip": 2.0}}, r"^algorithm\.robustgrpo: estimator 'robust' has no parameter\(s\) \['clip'\]"),
+    ({"adv_estimator": "robustgrpo_robust", "robustgrpo": {"reward_range": [0, 1, 2]}}, r"^algorithm\.robustgrpo\.reward_range must be a pair \(lo, hi\) of numbers, got \[0, 1, 2\]$"),
+    ({"adv_estimator": "robustgrpo_robust", "robustgrpo": {"c": "big"}}, r"^algorithm\.robustgrpo: .*c"),
+    ({"adv_estimator": "robustgrpo_robust", "robustgrpo": {"nan_policy": "propagate"}}, r"algorithm\.robustgrpo\.nan_policy must be 'raise' or 'omit'"),
+    ({"adv_estimator": "robustgrpo_robust", "robustgrpo": {"drop_pivot": "yes"}}, r"algorithm\.robustgrpo\.drop_pivot must be true or false"),
+    ({"adv_estimator": "robustgrpo_rank", "norm_adv_by_std_in_grpo": False}, r"norm_adv_by_std_in_grpo=false applies to grpo .* robustgrpo_rank has its own scaling"),
+    ({"adv_estimator": "robustgrpo_grpo", "norm_adv_by_std_in_grpo": False, "robustgrpo": {"eps": 1e-3}}, r"algorithm\.robustgrpo\.eps has no effect"),
+    ({"adv_estimator": "robustgrpo_rnak"}, r"algorithm\.adv_estimator='robustgrpo_rnak' names no robustgrpo estimator; did you mean robustgrpo_rank\?"),
+    ({"adv_estimator": "robustgrpo_rank", "gdpo_reward_weights": [1.0]}, r"algorithm\.gdpo_reward_weights is set without algorithm\.gdpo_reward_keys"),
+    ({"adv_estimator": "robustgrpo_rank", "gdpo_reward_keys": "acc"}, r"algorithm\.gdpo_reward_keys must be a non-empty list"),
+    ({"adv_estimator": "robustgrpo_rank", "gdpo_reward_keys": ["a", "b"], "gdpo_reward_weights": [1.0]}, r"algorithm\.gdpo_reward_weights must be 2 finite numbers"),
+    ({"adv_estimator": "robustgrpo_mc_grpo", "robustgrpo": {"drop_pivot": True}, "gdpo_reward_keys": ["a"]}, r"drop_pivot picks the median of the summed score"),
+])
+def test_verl_settings_errors_are_one_line_and_name_the_key(config, message):
+    from omegaconf import OmegaConf
+
+    with pytest.raises(ValueError, match=message) as info:
+        check_config(OmegaConf.create(config))
+    assert "\n" not in str(info.value)
+
+
+def test_verl_settings_are_checked_at_the_first_call_before_any_advantage_even_for_verls_own_estimators():
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    rewards, mask, uid = _verl_batch()
+    for estimator, config in (("grpo", {"adv_estimator": "grpo", "robustgrpo": {"c": 2.0}}),
+                              ("rloo", {"adv_estimator": "rloo", "robust_grpo": {"c": 2.0}})):
+        data = _data(rewards, mask, uid)
+        with pytest.raises(ValueError, match="algorithm.robust"):
+            compute_advantage(data, adv_estimator=estimator, config=OmegaConf.create(config))
+        assert "advantages" not in data.batch.keys()
+    clean = compute_advantage(_data(rewards, mask, uid), adv_estimator="grpo", config=OmegaConf.create({"adv_estimator": "grpo"}))
+    torch.testing.assert_close(clean.batch["advantages"], core_algos.compute_grpo_outcome_advantage(rewards, mask, uid)[0])
+
+
+def test_verl_errors_name_batch_rows_and_their_advice_is_accepted():
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    register_estimators()
+    rewards, mask, uid = _verl_batch()
+    rewards[6, int(mask[6].sum()) - 1] = float("nan")  # batch row 6: the third of group "b"
+    config = OmegaConf.create({"adv_estimator": "robustgrpo_rank"})
+    with pytest.raises(ValueError, match=r"^robustgrpo_rank: batch row 6 has a non-finite score \(nan\) \(1 row in all\); "
+                                         r".* set \+algorithm\.robustgrpo\.nan_policy=omit") as info:
+        compute_advantage(_data(rewards, mask, uid), adv_estimator="robustgrpo_rank", config=config)
+    assert "\n" not in str(info.value)
+    omit = OmegaConf.create({"adv_estimator": "robustgrpo_rank", "robustgrpo": {"nan_policy": "omit"}})
+    out = compute_advantage(_data(rewards, mask, uid), adv_estimator="robustgrpo_rank", config=omit).batch["advantages"]
+    assert float(out[6].abs().max()) == 0.0
+    scores = rewards.sum(-1)
+    keep = torch.arange(14) != 6
+    expected = compute_advantages(scores[keep], "rank", index=uid[keep.numpy()], singleton="reward").advantages
+    torch.testing.assert_close(out[keep], expected.unsqueeze(-1) * mask[keep])
+    ranged = OmegaConf.create({"adv_estimator": "robustgrpo_rank", "robustgrpo": {"reward_range": [0, 1], "out_of_range": "raise"}})
+    rewards, mask, uid = _verl_batch()
+    with pytest.raises(ValueError, match=r"batch row 3 has a score outside algorithm\.robustgrpo\.reward_range=\[0, 1\] "
+                                         r".* set \+algorithm\.robustgrpo\.out_of_range=mask"):
+        compute_advantage(_data(rewards, mask, uid), adv_estimator="robustgrpo_rank", config=ranged)
+
+
+def test_verl_gdpo_reward_keys_normalise_each_key_with_the_estimator_and_grpo_is_verls_gdpo():
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    register_estimators()
+    rewards, mask, uid = _verl_batch()
+    gen = torch.Generator().manual_seed(5)
+    keys = {"acc": torch.randint(0, 2, (14,), generator=gen).double().numpy(),
+            "fmt": (torch.randint(0, 3, (14,), generator=gen).double() / 2).numpy()}
+    prompts = torch.zeros(14, 2, dtype=torch.long)
+    tensors = {"prompts": prompts, "attention_mask": torch.cat([torch.ones(14, 2), mask], dim=1).long()}
+
+    def data():
+        d = _data(rewards, mask, uid, **keys)
+        for k, v in tensors.items():
+            d.batch[k] = v
+        return d
+
+    algo = {"gdpo_reward_keys": ["acc", "fmt"], "gdpo_reward_weights": [1.0, 0.5]}
+    theirs = compute_advantage(data(), adv_estimator="gdpo", config=OmegaConf.create({"adv_estimator": "gdpo", **algo}))
+    ours = compute_advantage(data(), adv_estimator="robustgrpo_grpo",
+                             config=OmegaConf.create({"adv_estimator": "robustgrpo_grpo", **algo}))
+    gap = float((ours.batch["advantages"] - theirs.batch["advantages"]).abs().max())
+    assert gap < 5e-6, gap  # float32 residue, and verl's singleton divided by 1 + 1e-6
+    robust = compute_advantage(data(), adv_estimator="robustgrpo_rank",
+                               config=OmegaConf.create({"adv_estimator": "robustgrpo_rank", **algo})).batch["advantages"]
+    per_key = torch.tensor(np.stack([keys["acc"], keys["fmt"]], axis=1))
+    expected = compute_multi_reward_advantages(per_key, [1.0, 0.5], "rank", index=uid, batch_normalize="whiten",
+                                               sample_weights=mask.sum(-1), singleton="reward").advantages
+    torch.testing.assert_close(robust, expected.float().unsqueeze(-1) * mask)
+    with pytest.raises(ValueError, match=r"gdpo_reward_keys names \['speed'\], which the batch lacks"):
+        compute_advantage(data(), adv_estimator="robustgrpo_rank",
+                          config=OmegaConf.create({"adv_estimator": "robustgrpo_rank", "gdpo_reward_keys": ["speed"]}))
+
+
+def test_verl_drop_pivot_takes_the_median_response_out_of_the_loss():
+    """MC-GRPO in verl's (legacy) trainer: the batch that reaches the actor has the pivot's mask zeroed, advantage 0."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    register_estimators()
+    g = torch.Generator().manual_seed(4)
+    bs, length = 10, 4
+    scores = torch.tensor([0.0, 1.0, 0.3, 0.9, 0.2, 1.0, 1.0, 0.5, 0.0, 0.4])
+    rewards = torch.zeros(bs, length)
+    rewards[:, -1] = scores
+    mask = torch.ones(bs, length)
+    mask[torch.rand(bs, generator=g) < 0.5, -1:] = 1.0
+    uid = np.array(["p"] * 5 + ["q"] * 5, dtype=object)
+    config = OmegaConf.create({"adv_estimator": "robustgrpo_mc_grpo",
+                               "robustgrpo": {"drop_pivot": True, "compensate_zeros": True}})
+    out = compute_advantage(_data(rewards, mask, uid), adv_estimator="robustgrpo_mc_grpo", config=config)
+    pivot = torch.zeros(bs, dtype=torch.bool)
+    pivot[[2, 7]] = True  # 0.3 of (0, 1, 0.3, 0.9, 0.2); 0.5 of (1, 1, 0.5, 0, 0.4)
+    reaches_loss = out.batch["response_mask"].sum(-1) > 0
+    assert torch.equal(reaches_loss, ~pivot)
+    expected = compute_advantages(scores.view(2, 5), "mc_grpo", compensate_zeros=True).advantages.reshape(-1)
+    torch.testing.assert_close(out.batch["advantages"][~pivot], (expected.unsqueeze(-1) * mask)[~pivot])
+    assert float(out.batch["advantages"][pivot].abs().max()) == 0.0
+    with pytest.raises(ValueError, match="drop_pivot needs groups of an odd size"):
+        compute_advantage(_data(rewards[:8], mask[:8], np.array(["p"] * 4 + ["q"] * 4, dtype=object)),
+                          adv_estimator="robustgrpo_mc_grpo", config=config)
+
+
+def _full_config(**algorithm):
+    from pathlib import Path
+
+    import verl
+    from omegaconf import OmegaConf, open_dict
+
+    cfg = OmegaConf.load(Path(verl.__file__).parent / "trainer" / "config" / "_generated_ppo_trainer.yaml")
+    cfg.trainer.n_gpus_per_node, cfg.trainer.nnodes = 1, 1
+    for section in (cfg.actor_rollout_ref.actor, cfg.critic):
+        section.ppo_micro_batch_size_per_gpu = 2
+    cfg.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu = 2
+    cfg.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu = 2
+    with open_dict(cfg):
+        for key, value in algorithm.items():
+            cfg.algorithm[key] = value
+    return cfg
 
 
 @pytest.mark.slow
-def test_trl_trainer_trains_on_our_advantages(tmp_path):
-    from datasets import Dataset
-    from trl import GRPOConfig
+def test_verl_settings_are_checked_when_the_trainer_starts(caplog):
+    """verl's own validate_config, as main_ppo calls it in the driver before any worker starts."""
+    from verl.trainer import main_ppo
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
 
-    from robustgrpo.integrations.trl import RobustGRPOTrainer
+    install_hooks()
 
-    returned: list[list[float | None]] = []
+    def start(cfg):
+        main_ppo.validate_config(config=cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
 
-    def patterned_reward(completions, **kwargs):
-        out = [PATTERN[i % len(PATTERN)] for i in range(len(completions))]
-        returned.append(out)
-        return out
-
-    reached_loss: list[torch.Tensor] = []
-    reported: list[dict[str, float]] = []
-
-    class Recording(RobustGRPOTrainer):
-        def _compute_loss(self, model, inputs):
-            reached_loss.append(inputs["advantages"].detach().clone())
-            return super()._compute_loss(model, inputs)
-
-        def log(self, logs, start_time=None):
-            super().log(logs, start_time)
-            if "loss" in logs:  # a training step's record, as the reporting callbacks receive it
-                reported.append(dict(self.state.log_history[-1]))
-
-    model, tokenizer = _tiny_model_and_tokenizer()
-    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, beta=0.0, per_device_train_batch_size=8,
-                      num_generations=4, max_completion_length=6, max_steps=2, learning_rate=1e-2, report_to="none",
-                      logging_steps=1, save_strategy="no", seed=0, bf16=False, disable_tqdm=True)
-    dataset = Dataset.from_dict({"prompt": ["ab", "cd", "ef", "gh"] * 4})
-    trainer = Recording(model=model, reward_funcs=patterned_reward, args=args, train_dataset=dataset,
-                        processing_class=tokenizer, advantage_method="robust", advantage_params={"c": 2.0})
-    before = [p.detach().clone() for p in model.parameters()]
-    trainer.train()
-
-    assert len(returned) == 2 and len(reached_loss) == 2 and len(reported) == 2  # two steps, one batch each
-    for rewards, used, logged in zip(returned, reached_loss, reported):
-        grouped = torch.tensor([math_nan(r) for r in rewards]).view(-1, 4)
-        expected = compute_advantages(grouped, "robust", nan_policy="omit", c=2.0).advantages.reshape(-1)
-        trl_default = compute_advantages(grouped, "grpo", nan_policy="omit", eps=1e-4).advantages.reshape(-1)
-        # TRL shuffles the generation batch before the loss: compare the multisets
-        torch.testing.assert_close(used.sort().values, expected.sort().values)
-        assert not torch.allclose(used.sort().values, trl_default.sort().values)
-        assert float(used.max()) == 2.0  # the glitch, clipped at c = 2
-        assert int((used == 0).sum()) >= 1  # the unscorable completion gets 0, as in TRL
-        result = compute_advantages(grouped, "robust", nan_policy="omit", c=2.0)
-        for name, value in advantage_metrics(result, trl_default.view(-1, 4), ~torch.isnan(grouped)).items():
-            assert logged[f"robustgrpo/{name}"] == pytest.approx(value)
-        assert logged["robustgrpo/clipped_fraction"] == pytest.approx(1 / 7)  # the 10 among 7 scored completions
-        assert 0 < logged["robustgrpo/advantage_seconds"] < logged["step_time"]  # the adapter's block, inside the step
-    # the policy moved, and the logged advantages are the ones used
-    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
-    assert sorted(trainer._logs["advantages"]) == sorted(expected.tolist())
+    with caplog.at_level("WARNING", logger="robustgrpo.integrations.verl"):
+        start(_full_config(adv_estimator="robustgrpo_huber_m", robustgrpo={"c": 2.0}))
+    assert "robustgrpo's 'huber_m' estimator (algorithm.adv_estimator=robustgrpo_huber_m, settings {'c': 2.0}" in caplog.text
+    with pytest.raises(ValueError, match="did you mean algorithm.robustgrpo"):
+        start(_full_config(adv_estimator="grpo", robust_grpo={"c": 2.0}))
+    with pytest.raises(ValueError, match="algorithm.robustgrpo is set but algorithm.adv_estimator='grpo'"):
+        start(_full_config(adv_estimator="grpo", robustgrpo={"c": 2.0}))
+    with pytest.raises(ValueError, match="drop_pivot needs trainer.use_v1=false"):
+        start(_full_config(adv_estimator="robustgrpo_mc_grpo", robustgrpo={"drop_pivot": True}))
+    cfg = _full_config(adv_estimator="robustgrpo_mc_grpo", robustgrpo={"drop_pivot": True})
+    cfg.trainer.use_v1, cfg.actor_rollout_ref.rollout.n = False, 8
+    with pytest.raises(ValueError, match=r"odd actor_rollout_ref.rollout.n .* got 8; set actor_rollout_ref.rollout.n=9"):
+        start(cfg)
+    start(_full_config(adv_estimator="grpo"))  # verl's own settings pass untouched
 
 
-def math_nan(value: float | None) -> float:
-    return float("nan") if value is None else value
+def test_verl_multi_turn_rows_are_grouped_as_verls_own_grpo_groups_them():
+    """verl's v1 trainer: a conversation with several outputs is scored by its final output, copied to the others."""
+    pytest.importorskip("transfer_queue")  # verl's v1 trainer needs it
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.v1 import utils as v1
 
+    register_estimators()
+    install_hooks()
+    assert hasattr(v1.compute_advantage_for_multi_trajectories, "__wrapped__")
+    # prompt p: conversation 0 has three outputs (two intermediate turns), conversations 1-3 one each; prompt q: four
+    keys = ["p_0_0", "p_0_1", "p_0_2", "p_1_0", "p_2_0", "p_3_0", "q_0_0", "q_1_0", "q_2_0", "q_3_0"]
+    scores = torch.tensor([0.0, 5.0, 1.0, 0.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0])
+    uid = np.array([k.split("_")[0] for k in keys], dtype=object)
+    rewards = torch.zeros(10, 3)
+    rewards[:, 0] = scores
+    mask = torch.ones(10, 3)
+    mask[1, 2] = 0.0
 
-def test_trl_trainer_refuses_settings_it_would_ignore(tmp_path):
-    from trl import GRPOConfig
+    def run(estimator):
+        config = OmegaConf.create({"adv_estimator": estimator, "norm_adv_by_std_in_grpo": True})
+        out = v1.compute_advantage_for_multi_trajectories(_data(rewards, mask, uid), keys, estimator, config=config)
+        return out.batch["advantages"]
 
-    from robustgrpo.integrations.trl import RobustGRPOTrainer
-
-    model, tokenizer = _tiny_model_and_tokenizer()
-    common = dict(output_dir=str(tmp_path), use_cpu=True, beta=0.0, per_device_train_batch_size=4, num_generations=4,
-                  max_completion_length=4, report_to="none", bf16=False)
-    from datasets import Dataset
-
-    dataset = Dataset.from_dict({"prompt": ["ab"] * 4})
-    with pytest.raises(ValueError, match="scale_rewards='batch' does not apply"):
-        RobustGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
-                          args=GRPOConfig(scale_rewards="batch", **common), train_dataset=dataset,
-                          processing_class=tokenizer)
-    with pytest.raises(ValueError, match="has no parameter"):
-        RobustGRPOTrainer(model=model, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
-                          args=GRPOConfig(**common), train_dataset=dataset, processing_class=tokenizer,
-                          advantage_method="grpo", advantage_params={"c": 1.0})
+    theirs, ours = run("grpo"), run("robustgrpo_grpo")
+    assert float((ours - theirs).abs().max()) < 1e-6
+    # all three outputs of conversation p_0 carry the advantage of its final output (score 1)
+    assert torch.allclose(ours[0:3, 0], ours[2, 0]) and float(ours[2, 0]) > 0
+    final = [2, 3, 4, 5, 6, 7, 8, 9]
+    expected = compute_advantages(scores[final], "rank", index=uid[final], singleton="reward").advantages
+    rank = run("robustgrpo_rank")
+    torch.testing.assert_close(rank[final, 0], expected)
+    torch.testing.assert_close(rank[[0, 1], 0], expected[[0, 0]])
+    with pytest.raises(ValueError, match=r"batch key 'p-0' is not"):
+        v1.compute_advantage_for_multi_trajectories(_data(rewards[:1], mask[:1], uid[:1]), ["p-0"], "robustgrpo_rank",
+                                                    config=OmegaConf.create({"adv_estimator": "robustgrpo_rank"}))
+    pivot = OmegaConf.create({"adv_estimator": "robustgrpo_mc_grpo", "robustgrpo": {"drop_pivot": True}})
+    with pytest.raises(ValueError, match="drop_pivot needs trainer.use_v1=false"):
+        v1.compute_advantage_for_multi_trajectories(_data(rewards, mask, uid), keys, "robustgrpo_mc_grpo", config=pivot)

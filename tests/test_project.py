@@ -25,17 +25,20 @@ def _split(spec: str) -> tuple[str, str]:
 
 
 def test_environment_yml_matches_pyproject():
-    """Every package of pyproject (runtime, dev, integrations, sweep, mutation) is in environment.yml, with the same spec.
+    """Every package of pyproject (runtime, dev, trl, verl, integrations, sweep, mutation) is in environment.yml, with the same spec.
 
-    The integrations extra (verl, trl and what verl's trainer imports), the sweep extra (Ray) and the
-    mutation extra (mutmut) go under environment.yml's ``pip:`` section, beside the editable install
-    of the package itself.
+    The trainer extras (trl, verl and what verl's trainer imports; integrations is their union plus
+    TensorBoard), the sweep extra (Ray) and the mutation extra (mutmut) go under environment.yml's
+    ``pip:`` section, beside the editable install of the package itself.
     """
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    assert set(extras) == {"dev", "integrations", "sweep", "mutation"}
+    assert set(extras) == {"dev", "trl", "verl", "integrations", "sweep", "mutation"}
     conda_expected = dict(_split(s) for s in project["dependencies"] + extras["dev"])
-    pip_expected = dict(_split(s) for s in extras["integrations"] + extras["sweep"] + extras["mutation"])
+    pip_listed = [_split(s) for name in ("trl", "verl", "integrations", "sweep", "mutation") for s in extras[name]]
+    pip_expected = dict(pip_listed)
+    assert len(pip_expected) == len(set(pip_listed)), "a package with two specs across the extras"
+    assert set(extras["integrations"]) == set(extras["trl"]) | set(extras["verl"]) | {"tensorboard>=2.15"}
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     assert env["name"] == "robustgrpo" and env["channels"] == ["conda-forge"]
     conda_specs, pip_specs = {}, {}
@@ -92,7 +95,7 @@ def test_every_module_declares_its_public_names(name):
         pytest.fail(f"{name} has no __all__")
 
 
-LAYERS = ["checks", "inputs", "stats", "advantages", "contamination", "scenarios", "rewardlogs", "metrics", "diagnose",
+LAYERS = ["checks", "inputs", "stats", "advantages", "multireward", "contamination", "scenarios", "rewardlogs", "runlogs", "metrics", "diagnose",
           "simulate", "sweep", "plots", "dashboards", "widgets", "report", "execute", "bench", "cli", "integrations", "experiments"]
 
 

@@ -32,6 +32,7 @@ trl, transformers and datasets are imported when a run starts.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import tempfile
@@ -181,7 +182,7 @@ def _run_dir(config: TrlConfig, seed: int, folder: str | os.PathLike[str] | None
 
 @contextlib.contextmanager
 def _quiet(enabled: bool) -> Iterator[None]:
-    """Silence transformers' and datasets' logging, progress bars and warnings for the block (restored after)."""
+    """Silence transformers', datasets' and the adapter's logging, progress bars and warnings for the block (restored after)."""
     if not enabled:
         yield
         return
@@ -190,6 +191,9 @@ def _quiet(enabled: bool) -> Iterator[None]:
 
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     dataset_bars = datasets.utils.logging.is_progress_bar_enabled()
+    adapter_log = logging.getLogger("robustgrpo.integrations")  # the trainer names its estimator: the config says it
+    adapter_level = adapter_log.level
+    adapter_log.setLevel(logging.ERROR)
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     datasets.utils.logging.disable_progress_bar()
@@ -198,6 +202,7 @@ def _quiet(enabled: bool) -> Iterator[None]:
             warnings.simplefilter("ignore")
             yield
     finally:
+        adapter_log.setLevel(adapter_level)
         hf_logging.set_verbosity(verbosity)
         if bars:
             hf_logging.enable_progress_bar()

@@ -7,16 +7,18 @@
   normalisation.
 
 Neither imports its trainer library until it is used, and importing
-:mod:`robustgrpo` imports neither. Both need the ``integrations`` extra
-(``pip install -c constraints.txt -e '.[integrations]'``).
+:mod:`robustgrpo` imports neither. Each has its extra: ``trl`` (trl >= 1.10)
+and ``verl`` (verl 0.9); ``integrations`` installs both
+(``pip install -c constraints.txt -e '.[trl]'``).
 
 This module holds what the two adapters share: checking an estimator
-choice and its settings (:func:`estimator_settings`) and the diagnostics
-they report (:func:`advantage_metrics`).
+choice and its settings (:func:`estimator_settings`), the diagnostics
+they report (:func:`advantage_metrics`) and MC-GRPO's pivot (:func:`pivot_rows`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,22 +26,25 @@ import torch
 
 from ..advantages import AdvantageResult, compute_advantages, get_estimator
 
-__all__ = ["OPTIONS", "estimator_settings", "advantage_metrics"]
+__all__ = ["OPTIONS", "estimator_settings", "advantage_metrics", "pivot_rows"]
 
 
 #: Settings that are options of compute_advantages rather than estimator parameters.
 OPTIONS: tuple[str, ...] = ("reward_range", "out_of_range")
 
 
-def estimator_settings(method: str, settings: Mapping[str, Any] | None) -> dict[str, Any]:
+def estimator_settings(method: str, settings: Mapping[str, Any] | None, *, options: tuple[str, ...] = OPTIONS,
+                       where: str = "") -> dict[str, Any]:
     """Keyword arguments of ``compute_advantages(rewards, method, **kwargs)`` from a trainer's settings, checked.
 
     ``settings`` holds the estimator's parameters (checked with
-    ``ESTIMATORS[method].bind``) and optionally ``reward_range`` (lo, hi)
-    and ``out_of_range`` (see :func:`~robustgrpo.advantages.compute_advantages`).
+    ``ESTIMATORS[method].bind``) and optionally the ``options`` of
+    :func:`~robustgrpo.advantages.compute_advantages` the adapter lets its
+    user set (default ``reward_range`` (lo, hi) and ``out_of_range``).
     Returns only the settings given (the defaults apply to the others), with
     ``reward_range`` as a tuple of floats; every value is checked now, before
-    any training step, by one call on a two-sample group.
+    any training step, by one call on a two-sample group. ``where`` names the
+    section in error messages (verl: ``"algorithm.robustgrpo."``).
 
     >>> estimator_settings("robust", {"c": 3.0, "reward_range": [0, 1]})
     {'c': 3.0, 'reward_range': (0.0, 1.0)}
@@ -47,20 +52,45 @@ def estimator_settings(method: str, settings: Mapping[str, Any] | None) -> dict[
     Traceback (most recent call last):
     ...
     ValueError: estimator 'robust' has no parameter(s) ['clip']; it accepts: ...
+    >>> estimator_settings("robust", {"reward_range": [0, 1, 2]})
+    Traceback (most recent call last):
+    ...
+    ValueError: reward_range must be a pair (lo, hi) of numbers, got [0, 1, 2]
     """
     if settings is not None and not isinstance(settings, Mapping):
-        raise ValueError(f"estimator settings must be a mapping of parameter to value, got {settings!r}")
+        raise ValueError(f"{where or 'estimator '}settings must be a mapping of parameter to value, got {settings!r}")
     kwargs = dict(settings or {})
-    params = {k: v for k, v in kwargs.items() if k not in OPTIONS}
-    get_estimator(method).bind(params)
+    params = {k: v for k, v in kwargs.items() if k not in options}
+    prefix = f"{where.rstrip('.')}: " if where else ""
+    try:
+        get_estimator(method).bind(params)
+    except ValueError as err:
+        raise ValueError(f"{prefix}{err}") from None
     if kwargs.get("reward_range") is not None:
+        value = kwargs["reward_range"]
         try:
-            kwargs["reward_range"] = tuple(float(v) for v in kwargs["reward_range"])
+            pair = tuple(float(v) for v in value)
         except (TypeError, ValueError):
-            raise ValueError(f"reward_range must be a pair (lo, hi) of numbers, got {kwargs['reward_range']!r}") from None
+            pair = ()
+        if len(pair) != 2:
+            raise ValueError(f"{where}reward_range must be a pair (lo, hi) of numbers, got {_plain(value)!r}")
+        kwargs["reward_range"] = pair
     lo, hi = kwargs.get("reward_range") or (0.0, 1.0)
-    compute_advantages(torch.tensor([[lo, hi]], dtype=torch.float64), method, **kwargs)
+    try:
+        compute_advantages(torch.tensor([[lo, hi]], dtype=torch.float64), method, **kwargs)
+    except ValueError as err:
+        raise ValueError(f"{prefix}{err}") from None
     return kwargs
+
+
+def _plain(value: Any) -> Any:
+    """A config value (OmegaConf ListConfig...) as plain Python, for messages."""
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        return value
+    try:
+        return [_plain(v) for v in value]
+    except TypeError:
+        return value
 
 
 def advantage_metrics(result: AdvantageResult, reference: torch.Tensor, valid: torch.Tensor | None = None) -> dict[str, float]:
@@ -69,7 +99,10 @@ def advantage_metrics(result: AdvantageResult, reference: torch.Tensor, valid: t
     Parameters
     ----------
     result : AdvantageResult
-        ``[B, G]`` advantages (torch) and their per-group diagnostics.
+        ``[B, G]`` advantages (torch) and their per-group diagnostics (``[B, F]``, one
+        column per reward function, from
+        :func:`~robustgrpo.multireward.compute_multi_reward_advantages` with
+        ``normalize_then_sum``: the counts are then per function and sample).
     reference : torch.Tensor
         ``[B, G]`` advantages of the same rewards under ``grpo``.
     valid : torch.Tensor, optional
@@ -84,16 +117,48 @@ def advantage_metrics(result: AdvantageResult, reference: torch.Tensor, valid: t
         samples whose advantage has the opposite strict sign of grpo's,
         :math:`A_i A^{grpo}_i < 0`; ``out_of_range_fraction``: fraction of
         valid samples outside the declared ``reward_range`` (0 without one).
+        With per-function diagnostics the clip and range fractions count
+        (sample, function) pairs.
     """
     adv = result.advantages
     valid = torch.ones(adv.shape, dtype=torch.bool, device=adv.device) if valid is None else valid
-    n_valid = max(int(valid.sum()), 1)
     fallback = torch.as_tensor(result.diagnostics.fallback)
+    n_fn = fallback.shape[-1] if result.params.get("aggregation") == "normalize_then_sum" else 1
+    n_valid = max(int(valid.sum()), 1)
     clipped = torch.as_tensor(result.diagnostics.n_clipped)
     flips = (adv * reference.to(adv.dtype) < 0) & valid
     return {
         "fallback_rate": float(fallback.float().mean()) if fallback.numel() else 0.0,
-        "clipped_fraction": float(clipped.sum()) / n_valid,
+        "clipped_fraction": float(clipped.sum()) / (n_valid * n_fn),
         "sign_flip_fraction": float(flips.sum()) / n_valid,
-        "out_of_range_fraction": float(torch.as_tensor(result.diagnostics.n_out_of_range).sum()) / n_valid,
+        "out_of_range_fraction": float(torch.as_tensor(result.diagnostics.n_out_of_range).sum()) / (n_valid * n_fn),
     }
+
+
+def pivot_rows(rewards: torch.Tensor) -> torch.Tensor:
+    """MC-GRPO's pivot of each group: the sample at the lower median of its non-NaN rewards.
+
+    Parameters
+    ----------
+    rewards : torch.Tensor
+        ``[B, G]`` rewards, NaN for unscorable samples.
+
+    Returns
+    -------
+    torch.Tensor
+        ``[B, G]`` bool, one True per group with a scored sample: the sample whose reward is
+        the lower median of the group's scored rewards (``torch.median``'s convention; the
+        exact median for an odd count), the first in the group on ties. All False for a
+        group with no scored sample.
+
+    >>> pivot_rows(torch.tensor([[0.0, 1.0, 0.0, 1.0, 1.0], [3.0, float("nan"), 1.0, 2.0, 0.0]])).int().tolist()
+    [[0, 1, 0, 0, 0], [0, 0, 1, 0, 0]]
+    """
+    scored = ~torch.isnan(rewards)
+    n = scored.sum(-1)
+    ordered = torch.sort(torch.where(scored, rewards, torch.full_like(rewards, math.inf)), dim=-1).values
+    median = ordered.gather(-1, ((n - 1).clamp_min(0) // 2).unsqueeze(-1))
+    first = (scored & (rewards == median)).int().argmax(-1, keepdim=True)  # the first sample holding the median
+    pivot = torch.zeros_like(scored)
+    pivot.scatter_(-1, first, True)
+    return pivot & (n > 0).unsqueeze(-1)

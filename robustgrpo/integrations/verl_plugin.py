@@ -1,12 +1,13 @@
-"""Registers every catalogue estimator in verl when imported (see :mod:`robustgrpo.integrations.verl`).
+"""Registers every catalogue estimator in verl and installs the hooks when imported (see :mod:`robustgrpo.integrations.verl`).
 
 verl imports this module itself, through the ``verl.plugins`` entry point
 that robustgrpo declares, whenever verl is imported; or name it in
 ``VERL_USE_EXTERNAL_MODULES``.
 """
 
-from .verl import register_estimators
+from .verl import install_hooks, register_estimators
 
 __all__: list[str] = []
 
 register_estimators()
+install_hooks()
