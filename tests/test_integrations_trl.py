@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 import torch
 
-from robustgrpo import RECOMMENDED, compute_advantages
+from robustgrpo import RECOMMENDED, compute_advantages, recommended_method
 from robustgrpo.diagnose import diagnose_run
 from robustgrpo.integrations import advantage_metrics, pivot_rows
 from robustgrpo.multireward import compute_multi_reward_advantages
@@ -282,4 +282,14 @@ def test_trl_trainer_refuses_settings_it_would_ignore(tmp_path):
     with pytest.raises(ValueError, match="reward_range must be a pair"):
         build(reward_range=(0, 1, 2))
     trainer = build()
-    assert trainer.advantage_method == RECOMMENDED
+    assert trainer.advantage_method == recommended_method("any", reward_range_declared=False) == RECOMMENDED
+    assert build(reward_range=(0, 1)).advantage_method == recommended_method("any", reward_range_declared=True)
+    assert build(reward_kind="binary").advantage_method == recommended_method("binary", reward_range_declared=False)
+    with pytest.raises(ValueError, match="reward_kind chooses the default estimator"):
+        build(advantage_method="rank", reward_kind="binary")
+    with pytest.raises(ValueError, match="kind must be one of"):
+        build(reward_kind="judge")
+    zero = lambda completions, **kw: [0.0] * len(completions)  # noqa: E731
+    summed = RobustGRPOTrainer(model=model, reward_funcs=[zero, zero], args=GRPOConfig(**common), train_dataset=dataset,
+                               processing_class=tokenizer)
+    assert summed.advantage_method == recommended_method("composite", reward_range_declared=False)

@@ -14,7 +14,9 @@ and otherwise works as TRL's trainer::
 
 Which estimator
 ---------------
-``advantage_method`` defaults to :data:`robustgrpo.advantages.RECOMMENDED`, so swapping only
+``advantage_method`` defaults to the evidence battery's recommendation for the run
+(:func:`robustgrpo.advantages.recommended_method`: ``reward_kind``, ``"composite"`` by default when
+several reward functions are summed, and whether ``reward_range`` is declared), so swapping only
 the class changes the estimator; the trainer says so when it is built (a warning naming the
 estimator, and how to get TRL's own), and every step's metrics carry
 ``robustgrpo/estimator/<name>`` (1.0), so the choice is in whatever the trainer reports to.
@@ -83,7 +85,7 @@ from typing import Any
 
 import torch
 
-from ..advantages import RECOMMENDED, AdvantageResult, compute_advantages, resolve_methods
+from ..advantages import AdvantageResult, compute_advantages, recommended_method, resolve_methods
 from ..multireward import compute_multi_reward_advantages
 from . import advantage_metrics, estimator_settings, pivot_rows
 
@@ -115,9 +117,14 @@ def _trainer_class() -> type:
         ----------
         *args, **kwargs
             As ``trl.GRPOTrainer``.
-        advantage_method : str
-            A name in ``robustgrpo.ESTIMATORS`` (default :data:`robustgrpo.RECOMMENDED`);
-            ``"grpo"`` is TRL's own normalisation.
+        advantage_method : str, optional
+            A name in ``robustgrpo.ESTIMATORS``; ``"grpo"`` is TRL's own normalisation. The
+            default is the evidence battery's recommendation for the run
+            (:func:`robustgrpo.recommended_method` of ``reward_kind`` and whether
+            ``reward_range`` is given), named in a warning at start.
+        reward_kind : {"binary", "composite", "continuous", "any"}, optional
+            What the rewards are, for that default: ``"composite"`` when several reward
+            functions are summed, else ``"any"``.
         advantage_params : mapping, optional
             The estimator's settings, checked on construction.
         reward_range : (lo, hi), optional
@@ -129,9 +136,17 @@ def _trainer_class() -> type:
             ``num_generations``, G + 1; see the module docstring).
         """
 
-        def __init__(self, *args: Any, advantage_method: str = RECOMMENDED, advantage_params: dict | None = None,
+        def __init__(self, *args: Any, advantage_method: str | None = None, advantage_params: dict | None = None,
                      reward_range: tuple[float, float] | None = None, out_of_range: str = "mask",
-                     drop_pivot: bool = False, **kwargs: Any) -> None:
+                     drop_pivot: bool = False, reward_kind: str | None = None, **kwargs: Any) -> None:
+            chosen = advantage_method is None
+            if chosen:
+                funcs = kwargs.get("reward_funcs", args[1] if len(args) > 1 else None)
+                several = isinstance(funcs, (list, tuple)) and len(funcs) > 1
+                advantage_method = recommended_method(reward_kind or ("composite" if several else "any"),
+                                                      reward_range_declared=reward_range is not None)
+            elif reward_kind is not None:
+                raise ValueError("reward_kind chooses the default estimator; it does not apply with advantage_method given")
             self.advantage_method = resolve_methods(advantage_method)[0]
             options = {} if reward_range is None else {"reward_range": reward_range, "out_of_range": out_of_range}
             settings = estimator_settings(self.advantage_method, {**(advantage_params or {}), **options})
@@ -166,7 +181,8 @@ def _trainer_class() -> type:
                 logger.info("RobustGRPOTrainer: advantages from TRL's own group normalisation (advantage_method='grpo', "
                             "eps=%g)", settings["eps"])
             else:
-                default = " (the default, robustgrpo.RECOMMENDED)" if advantage_method == RECOMMENDED else ""
+                default = (" (the evidence battery's recommendation for these rewards, robustgrpo.recommended_method)"
+                           if chosen else "")
                 logger.warning(
                     "RobustGRPOTrainer: advantages from robustgrpo's %r estimator%s in place of TRL's group "
                     "normalisation; advantage_method='grpo' gives TRL's own", self.advantage_method, default)
