@@ -165,13 +165,18 @@ def test_an_update_of_zero_is_not_aligned():
 def test_the_shipped_table_is_the_battery_s_output():
     """A fresh run of some of the shipped cells gives the shipped numbers exactly (same seed, same code)."""
     fresh = B.run_battery(["binary_huge_glitches", "composite_length"], ["grpo", "rank", "batch_huber", "dr_grpo"],
-                          G=8, n_seeds=B.FULL["n_seeds"], seed=B.FULL["seed"])
-    key = ["family", "G", "declared", "method"]
+                          G=8, n_seeds=B.FULL["n_seeds"], seed=B.FULL["seed"], per_function=["grpo", "rank"])
+    key = ["family", "G", "declared", "method", "aggregation"]
     shipped = SHIPPED.set_index(key).loc[fresh.set_index(key).index]
     pd.testing.assert_frame_equal(fresh.set_index(key), shipped, check_exact=False, rtol=1e-10, atol=1e-12)
     assert set(SHIPPED["G"]) == set(B.FULL["G"]) and set(SHIPPED["method"]) == set(ESTIMATORS)
     assert set(SHIPPED["family"]) == set(FAMILIES)
-    assert len(SHIPPED) == sum(len(B.FULL["G"]) * (2 if f.reward_range else 1) for f in FAMILIES.values()) * len(ESTIMATORS)
+    summed = SHIPPED[SHIPPED["aggregation"] == "sum"]
+    assert len(summed) == sum(len(B.FULL["G"]) * (2 if f.reward_range else 1) for f in FAMILIES.values()) * len(ESTIMATORS)
+    per_function = SHIPPED[SHIPPED["aggregation"] == "normalize_then_sum"]
+    eligible = [f.name for f in FAMILIES.values() if B._per_function_family(f)]
+    assert sorted(set(per_function["family"])) == sorted(eligible) and len(eligible) >= 3
+    assert not per_function["declared"].any() and set(per_function["method"]) == set(B.PER_FUNCTION_METHODS)
 
 
 @pytest.mark.slow
@@ -267,6 +272,21 @@ def test_where_the_rule_holds_on_the_held_out_shapes_and_where_it_does_not():
     assert table.loc[("any", False), "worst_regret"] > 0.05 and table.loc[("any", False), "least_worst"] in ESTIMATORS
 
 
+def test_per_function_normalisation_is_trls_gdpo_on_the_batch():
+    """The GDPO arm: each function normalised in its groups, the weighted sum normalised over each seed's batch."""
+    from robustgrpo.multireward import compute_multi_reward_advantages
+
+    family = FAMILIES["composite_format_glitch"]
+    problem = B.build_problem(family)
+    cell = B.sample_cell(family, problem, 8, 3, 0)
+    got = B._per_function_advantages(cell, family, "grpo", 3)
+    weights = [f.weight for f in family.functions]
+    for s in range(3):  # one seed's batch as TRL's trainer would score it (normalize_then_sum, then the batch std)
+        rows = slice(64 * s, 64 * (s + 1))
+        trl = compute_multi_reward_advantages(cell.components[rows], weights, "grpo").advantages
+        torch.testing.assert_close(got[rows], torch.as_tensor(trl), rtol=1e-9, atol=1e-9)
+
+
 def test_what_the_battery_says():
     """The findings the README and notebook 04 state, from the shipped table."""
     table = B.recommend(SHIPPED).set_index(["kind", "reward_range_declared"])
@@ -276,7 +296,7 @@ def test_what_the_battery_says():
         assert table.loc[(kind, True), "worst_regret"] < 0.005
     assert table.loc[("binary", False), "method"] == "rank"
     assert table.loc[("composite", False), "method"] == table.loc[("continuous", False), "method"] == "batch_huber"
-    cos = SHIPPED.set_index(["family", "G", "declared", "method"])["cosine"]
+    cos = SHIPPED[SHIPPED["aggregation"] == "sum"].set_index(["family", "G", "declared", "method"])["cosine"]
     # rank turns the length penalty into rank steps: on the TRL-style sum it is far from the best
     assert cos["composite_length", 16, True, "dr_grpo"] - cos["composite_length", 16, True, "rank"] > 0.15
     # the range does more than any estimator against out-of-range glitches
@@ -303,7 +323,16 @@ def test_the_readme_states_the_battery_s_numbers_and_table():
     assert f"costs up to {grpo_tuning:.2f} on the tuning shapes and {grpo_held:.2f} on a held-out one" in readme
     any_row = table.loc[("any", False)]
     assert f"the rule's `{any_row['method']}` is {any_row['worst_regret']:.2f} behind the best" in readme
-    cos = SHIPPED.set_index(["family", "G", "declared", "method"])["cosine"]
+    per = SHIPPED[~SHIPPED["declared"]].set_index(["family", "G", "method", "aggregation"])["cosine"]
+    glitch = ("composite_format_glitch", 16)
+    assert (f"(update cosine {per[(*glitch, 'rank', 'normalize_then_sum')]:.2f} against `batch_huber`'s "
+            f"{per[(*glitch, 'batch_huber', 'sum')]:.2f} on the sum, G = 16), and `grpo` per function recovers from "
+            f"{per[(*glitch, 'grpo', 'sum')]:.2f} to {per[(*glitch, 'grpo', 'normalize_then_sum')]:.2f}") in readme
+    for family in {f for f, *_ in per[per.index.get_level_values("aggregation") == "normalize_then_sum"].index}:
+        for g in B.FULL["G"]:  # rank per function within a standard error-ish of the best on the sum, everywhere
+            best = max(per[(family, g, m, "sum")] for m in ESTIMATORS)
+            assert per[(family, g, "rank", "normalize_then_sum")] > best - 0.02, (family, g)
+    cos = SHIPPED[SHIPPED["aggregation"] == "sum"].set_index(["family", "G", "declared", "method"])["cosine"]
     assert (f"it reaches an update cosine of {cos['composite_length', 16, True, 'rank']:.2f} where `dr_grpo` reaches "
             f"{cos['composite_length', 16, True, 'dr_grpo']:.2f}") in readme
 

@@ -93,6 +93,7 @@ from ..checks import (
 )
 from ..contamination import contamination_from_dict
 from ..inputs import distinct_names
+from ..multireward import compute_multi_reward_advantages
 from ..scenarios import data_dir
 from ._common import _bar, derived_seed
 
@@ -107,6 +108,7 @@ __all__ = [
     "build_problem",
     "run_battery",
     "METRICS",
+    "PER_FUNCTION_METHODS",
     "SITUATION_KINDS",
     "RULE",
     "recommend",
@@ -128,6 +130,11 @@ SPLITS: tuple[str, ...] = ("tuning", "held_out")
 DTYPES: dict[str, torch.dtype] = {
     "float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16,
 }
+#: Estimators scored with per-reward-function normalisation too (GDPO; TRL's
+#: ``multi_objective_aggregation="normalize_then_sum"``) on the composite families that allow it.
+PER_FUNCTION_METHODS: tuple[str, ...] = ("grpo", "dr_grpo", "rank", "robust", "batch_huber")
+#: TRL's epsilon of the batch normalisation after the per-function sum.
+PER_FUNCTION_BATCH_EPS = 1e-4
 #: The per-seed metrics (mean and standard error over seeds) and the metrics over seeds.
 METRICS: tuple[str, ...] = ("cosine", "worse_up", "best_down", "expected_cosine", "snr")
 VALUE_MODELS: tuple[str, ...] = ("bernoulli", "choice", "uniform_int", "normal", "skew_normal")
@@ -653,6 +660,7 @@ def run_battery(
     seed: int = 0,
     split: str | None = None,
     declared: Sequence[bool] = (False, True),
+    per_function: str | Sequence[str] | None = PER_FUNCTION_METHODS,
     path: str | os.PathLike[str] | None = None,
     progress: bool = False,
 ) -> pd.DataFrame:
@@ -675,6 +683,15 @@ def run_battery(
     declared : sequence of bool
         Score without the family's range (False) and with it (True); a family
         without a range is scored without it only.
+    per_function : name or names, optional
+        Estimators also scored with each reward function normalised on its
+        own, then the weighted sum normalised over the batch (GDPO; TRL's
+        ``multi_objective_aggregation="normalize_then_sum"``,
+        :func:`~robustgrpo.multireward.compute_multi_reward_advantages`), on
+        the composite families whose contamination hits single reward
+        functions (a glitch of the sum, or a hack, has no function to
+        belong to), without a declared range (the range is the sum's). None:
+        no such rows.
     path : path, optional
         Another families file.
     progress : bool
@@ -683,9 +700,11 @@ def run_battery(
     Returns
     -------
     pandas.DataFrame
-        One row per (family, G, declared, method): ``family``, ``kind``,
-        ``split``, ``dtype``, ``G``, ``declared``, ``method``, then every
-        metric of :data:`METRICS` and its ``*_se``, ``n_seeds``, ``seed``.
+        One row per (family, G, declared, method, aggregation): ``family``,
+        ``kind``, ``split``, ``dtype``, ``G``, ``declared``, ``method``,
+        ``aggregation`` (``"sum"``: the estimator on the summed reward;
+        ``"normalize_then_sum"``: per function), then every metric of
+        :data:`METRICS` and its ``*_se``, ``n_seeds``, ``seed``.
 
     Notes
     -----
@@ -697,6 +716,7 @@ def run_battery(
     table = load_families(path)
     chosen = _chosen_families(table, families, split)
     names = resolve_methods(methods)
+    per_function_names = [] if per_function is None else resolve_methods(per_function)
     sizes = check_int_list("G", G, minimum=2, maximum=4096)
     n_seeds = check_int("n_seeds", n_seeds, minimum=3)
     seed = check_seed(seed)
@@ -714,15 +734,42 @@ def run_battery(
             samples[family.name, g] = sample_cell(family, problem, g, n_seeds, seed)
         sampled = samples[family.name, g]
         keywords = {"reward_range": family.reward_range} if is_declared else {}
-        for method in names:
-            adv = _advantages(sampled.rewards, method, keywords, family.prompts, n_seeds)
+        arms = [(m, "sum") for m in names]
+        if not is_declared and _per_function_family(family):
+            arms += [(m, "normalize_then_sum") for m in per_function_names]
+        for method, aggregation in arms:
+            if aggregation == "sum":
+                adv = _advantages(sampled.rewards, method, keywords, family.prompts, n_seeds)
+            else:
+                adv = _per_function_advantages(sampled, family, method, n_seeds)
             u = update(adv, sampled.answers, problem.policy, n_seeds)
             metrics = cell_metrics(u, problem.gradient, adv, sampled, n_seeds)
             rows.append({"family": family.name, "kind": family.kind, "split": family.split, "dtype": family.dtype,
-                         "G": g, "declared": is_declared, "method": method, **metrics, "n_seeds": n_seeds, "seed": seed})
+                         "G": g, "declared": is_declared, "method": method, "aggregation": aggregation, **metrics,
+                         "n_seeds": n_seeds, "seed": seed})
         bar.update(1)
     bar.close()
     return pd.DataFrame(rows)
+
+
+def _per_function_family(family: Family) -> bool:
+    """Whether a family can be scored per reward function: a composite whose contamination hits single functions."""
+    return (family.kind == "composite" and len(family.functions) > 1 and family.hack is None
+            and all(target is not None for target, _ in family.contamination))
+
+
+def _per_function_advantages(sampled: Sampled, family: Family, method: str, n_seeds: int) -> torch.Tensor:
+    r"""GDPO's advantages: each function normalised by ``method`` within its groups, the weighted sum
+    normalised over each seed's batch, :math:`(S - \bar S) / (s_S + 10^{-4})` (TRL's ``normalize_then_sum``)."""
+    P = family.prompts
+    batch = torch.arange(n_seeds).repeat_interleave(P) if ESTIMATORS[method].depends_on_batch else None
+    weights = [f.weight for f in family.functions]
+    summed = compute_multi_reward_advantages(sampled.components.to(family.torch_dtype).to(DTYPE), weights, method,
+                                             batch_normalize="none", batch=batch).advantages
+    per_seed = torch.as_tensor(summed).reshape(n_seeds, -1)
+    centred = per_seed - per_seed.mean(-1, keepdim=True)
+    scale = per_seed.std(-1, keepdim=True) + PER_FUNCTION_BATCH_EPS
+    return (centred / scale).reshape(sampled.rewards.shape)
 
 
 def _advantages(rewards: torch.Tensor, method: str, keywords: Mapping[str, Any], P: int, n_seeds: int) -> torch.Tensor:
@@ -745,7 +792,10 @@ RULE = (
 
 
 def _situation_rows(battery: pd.DataFrame, kind: str, declared: bool, split: str) -> pd.DataFrame:
+    """The rows of one situation and split; only the estimators on the summed reward (the rule's candidates)."""
     rows = battery[(battery["split"] == split) & (battery["declared"] == declared)]
+    if "aggregation" in rows.columns:
+        rows = rows[rows["aggregation"] == "sum"]
     return rows if kind == "any" else rows[rows["kind"] == kind]
 
 

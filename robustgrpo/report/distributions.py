@@ -333,7 +333,7 @@ def battery_figure() -> ReportFigure:
 def battery_caption(table: pd.DataFrame, recs: pd.DataFrame) -> str:
     """The battery figure's caption: the rule, what it recommends per situation, and where it falls short."""
     rec = recs.set_index(["kind", "reward_range_declared"])
-    cos = table.set_index(["family", "G", "declared", "method"])["cosine"]
+    cos = table[table["aggregation"] == "sum"].set_index(["family", "G", "declared", "method"])["cosine"]
     n_cells = table.groupby(["family", "G"]).ngroups
     declared = rec.xs(True, level="reward_range_declared")
     best_declared = declared["method"].iloc[0] if declared["method"].nunique() == 1 else "a mean-based estimator"
@@ -377,7 +377,7 @@ def which_estimator_takeaways(zero: pd.DataFrame, glitch: pd.DataFrame, flips: p
     """
     table = load_battery() if battery is None else battery
     rec = recommend(table).set_index(["kind", "reward_range_declared"])
-    cos = table.set_index(["family", "G", "declared", "method"])["cosine"]
+    cos = table[table["aggregation"] == "sum"].set_index(["family", "G", "declared", "method"])["cosine"]
 
     def said(kind: str, declared: bool) -> str:
         row = rec.loc[(kind, declared)]
