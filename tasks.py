@@ -6,10 +6,13 @@ main   build the environment in .venv, then run the main job: print the seed
        out/figures) and rebuild the report figures into out/report
 test   build the environment in .venv (and, as root, install Chromium for the
        browser tests), then run the whole test suite; with no pytest arguments, then
-       also the TRL adapter's tests under the oldest supported trl (test-oldest)
+       also the TRL adapter's tests under the oldest supported trl (test-oldest) and the
+       core alone (test-core)
 test-oldest  only the TRL adapter's tests (tests/test_integrations_trl.py) under the oldest
        supported trl and its transformers (:data:`OLDEST`), in a second small environment,
        .venv-oldest (built on first use, rebuilt when the pins change)
+test-core  import the core (estimators, adapters) in .venv-core, an environment with torch
+       and numpy only, as ``pip install robustgrpo`` without extras gives it
 bench  build the environment in .venv, then print the speed benchmark
 setup  only build the environment (and install the notebook filter and Lab's save hook, below)
 mutate mutation testing of the core modules (long; not part of CI): installs the
@@ -57,6 +60,20 @@ STAMP = VENV / ".setup-stamp"
 OLDEST = ("trl==1.10.0", "transformers==4.56.2", "pytest>=7.4", "hypothesis>=6.80", "pandas>=2.0", "pyarrow>=14")
 OLDEST_VENV = ROOT / ".venv-oldest"
 OLDEST_TESTS = ("tests/test_integrations_trl.py",)
+#: The core environment: torch (pinned by constraints.txt) and numpy only, robustgrpo from the checkout.
+CORE_VENV = ROOT / ".venv-core"
+#: What ``test-core`` runs there: every core module imports, every estimator computes, nothing else is loaded.
+CORE_CHECK = (
+    "import sys, robustgrpo, robustgrpo.multireward, robustgrpo.integrations, robustgrpo.integrations.trl, "
+    "robustgrpo.integrations.verl\n"
+    "r = [[0.0, 0, 0, 0, 0, 0, 1, 10]]\n"
+    "out = {m: robustgrpo.compute_advantages(r, m).advantages[0][6] for m in robustgrpo.ESTIMATORS}\n"
+    "assert robustgrpo.compute_advantages(r).method == robustgrpo.RECOMMENDED\n"
+    "extras = sorted({name.split('.')[0] for name in sys.modules} & {'pandas', 'scipy', 'matplotlib', 'plotly', "
+    "'ipywidgets', 'tqdm', 'pyarrow', 'trl', 'verl'})\n"
+    "assert not extras, extras\n"
+    "print('core:', len(out), 'estimators,', robustgrpo.RECOMMENDED, 'by default')\n"
+)
 
 
 #: The notebook-level metadata the repository keeps (Lab adds versions and widget state on save).
@@ -168,7 +185,7 @@ def setup() -> None:
             print(f"creating virtual environment in {VENV.name}/", flush=True)
             venv.EnvBuilder(with_pip=True).create(VENV)
         pip = (PYTHON, "-m", "pip", "install", "--disable-pip-version-check")
-        run(*pip, "-c", "constraints.txt", "-e", ".[dev,integrations,sweep]")
+        run(*pip, "-c", "constraints.txt", "-e", ".[lab,book,dev,integrations,sweep]")
         STAMP.write_text(digest)
     install_lab_hook()
 
@@ -197,8 +214,9 @@ def test() -> None:
     setup()
     ensure_browser()
     run(PYTHON, "-m", "pytest", *sys.argv[2:])
-    if not sys.argv[2:]:  # the whole suite: the TRL adapter at the oldest supported trl too
+    if not sys.argv[2:]:  # the whole suite: the TRL adapter at the oldest supported trl too, and the core alone
         test_oldest()
+        test_core()
 
 
 def setup_oldest() -> Path:
@@ -213,6 +231,26 @@ def setup_oldest() -> Path:
         run(python, "-m", "pip", "install", "--disable-pip-version-check", "-c", "constraints.txt", "torch", *OLDEST)
         stamp.write_text(digest)
     return python
+
+
+def test_core() -> None:
+    """Import the core in an environment with torch and numpy only (:data:`CORE_CHECK`), as ``pip install robustgrpo``."""
+    python = CORE_VENV / "bin" / "python"
+    stamp = CORE_VENV / ".setup-stamp"
+    digest = hashlib.sha256((ROOT / "constraints.txt").read_bytes()).hexdigest()
+    if not (stamp.exists() and stamp.read_text() == digest and python.exists()):
+        if not python.exists():
+            print(f"creating virtual environment in {CORE_VENV.name}/ (the core alone: torch and numpy)", flush=True)
+            venv.EnvBuilder(with_pip=True).create(CORE_VENV)
+        run(python, "-m", "pip", "install", "--disable-pip-version-check", "-c", "constraints.txt", "torch", "numpy>=1.24")
+        stamp.write_text(digest)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    subprocess.run([str(python), "-c", CORE_CHECK], cwd=ROOT, check=True, env=env)
+    subprocess.run([str(python), "-m", "robustgrpo", "estimators"], cwd=ROOT, check=True, env=env, stdout=subprocess.DEVNULL)
+    lab = subprocess.run([str(python), "-m", "robustgrpo", "demo"], cwd=ROOT, env=env, capture_output=True, text=True)
+    if lab.returncode != 2 or "pip install 'robustgrpo[lab,book]'" not in lab.stderr or "Traceback" in lab.stderr:
+        sys.exit(f"test-core: a lab command without the extras should say which extra to install:\n{lab.stderr}")
+    print("core: the command line lists the estimators and names the extras a lab command needs")
 
 
 def test_oldest() -> None:
@@ -384,7 +422,7 @@ def mutate() -> None:
     print(mutation_table(modules, sample))
 
 
-TASKS = {"main": main_job, "test": test, "test-oldest": test_oldest, "bench": bench, "setup": setup,
+TASKS = {"main": main_job, "test": test, "test-oldest": test_oldest, "test-core": test_core, "bench": bench, "setup": setup,
          "strip-notebook": strip_notebook, "mutate": mutate}
 
 if __name__ == "__main__":

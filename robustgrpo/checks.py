@@ -52,12 +52,16 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, IO
+from typing import IO, TYPE_CHECKING, Any, Callable
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # the lab's, imported where a table is checked
+    import pandas as pd
 
 __all__ = [
+    "CONNECT_TIMEOUT",
+    "MAX_CELLS",
     "SEED_LIMIT",
     "ParamError",
     "is_int",
@@ -90,6 +94,11 @@ __all__ = [
     "write_new_file",
 ]
 
+#: Seconds a Ray cluster named by an address has to answer before a sweep stops with an error
+#: (``robustgrpo.sweep.engines``; here, below every layer, so that the command line reads it without the lab).
+CONNECT_TIMEOUT = 60.0
+#: A sweep declaring more points than this is refused unless ``max_cells=None`` (``--yes``).
+MAX_CELLS = 100_000
 #: Seeds are integers in [0, SEED_LIMIT).
 SEED_LIMIT = 2**63
 #: Every integer argument fits in int64: |value| < INT_LIMIT.
@@ -262,12 +271,14 @@ def check_fields(what: str, data: Any, fields: Sequence[str]) -> dict[str, Any]:
     return dict(data)
 
 
-def require_columns(frame: object, columns: Iterable[str], name: str, *, produced_by: str | None = None) -> pd.DataFrame:
+def require_columns(frame: object, columns: Iterable[str], name: str, *, produced_by: str | None = None) -> "pd.DataFrame":
     """Check that ``frame`` is a non-empty DataFrame holding ``columns``; return it.
 
     Raises ``ValueError`` naming the argument (``name``), what is wrong and,
     with ``produced_by``, the function whose table to pass.
     """
+    import pandas as pd  # (the lab's: the core imports no pandas)
+
     hint = f"; pass the table from {produced_by}" if produced_by else ""
     if not isinstance(frame, pd.DataFrame):
         raise ValueError(f"{name} must be a pandas DataFrame, got {type(frame).__name__}{hint}")

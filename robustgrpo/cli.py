@@ -34,13 +34,16 @@ from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 from .advantages import describe_estimators
-from .checks import check_seed, check_threads, make_folder, terminal_text
-from .sweep.engines import CONNECT_TIMEOUT
-from .sweep.spec import MAX_CELLS
+from .checks import CONNECT_TIMEOUT, MAX_CELLS, check_seed, check_threads, make_folder, terminal_text
 
 __all__ = ["main", "build_parser"]
 
 PROG = "python -m robustgrpo"
+#: The extra that brings each package the lab's and the book's commands import (the core has torch and numpy only).
+_EXTRA_OF = {**dict.fromkeys(("scipy", "pandas", "tqdm", "pyarrow"), "lab,book"),
+             **dict.fromkeys(("matplotlib", "plotly", "ipywidgets", "anywidget", "jupyterlab", "nbclient", "nbformat"),
+                             "lab,book"),
+             "trl": "trl", "verl": "verl", "ray": "sweep"}
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -484,6 +487,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
+    except ModuleNotFoundError as err:  # the core alone: a command of the lab or the book
+        extra = _EXTRA_OF.get((err.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(f"{PROG} {args.command}: error: this command needs the {extra} extra ({err.name} is not installed): "
+              f"pip install 'robustgrpo[{extra}]'", file=sys.stderr)
+        return 2
     except (ValueError, OSError) as err:  # user errors: one line, no traceback
         _say(f"{PROG} {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import importlib.util
+import os
 import pkgutil
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,7 +29,7 @@ def _split(spec: str) -> tuple[str, str]:
 
 
 def test_environment_yml_matches_pyproject():
-    """Every package of pyproject (runtime, dev, trl, verl, integrations, sweep, mutation) is in environment.yml, with the same spec.
+    """Every package of pyproject (core, lab, book, dev, trl, verl, integrations, sweep, mutation) is in environment.yml, with the same spec.
 
     The trainer extras (trl, verl and what verl's trainer imports; integrations is their union plus
     TensorBoard), the sweep extra (Ray) and the mutation extra (mutmut) go under environment.yml's
@@ -33,8 +37,8 @@ def test_environment_yml_matches_pyproject():
     """
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    assert set(extras) == {"dev", "trl", "verl", "integrations", "sweep", "mutation"}
-    conda_expected = dict(_split(s) for s in project["dependencies"] + extras["dev"])
+    assert set(extras) == {"lab", "book", "dev", "trl", "verl", "integrations", "sweep", "mutation"}
+    conda_expected = dict(_split(s) for s in project["dependencies"] + extras["lab"] + extras["book"] + extras["dev"])
     pip_listed = [_split(s) for name in ("trl", "verl", "integrations", "sweep", "mutation") for s in extras[name]]
     pip_expected = dict(pip_listed)
     assert len(pip_expected) == len(set(pip_listed)), "a package with two specs across the extras"
@@ -53,9 +57,36 @@ def test_environment_yml_matches_pyproject():
     assert "--no-deps -e ." in next(d for d in env["dependencies"] if isinstance(d, dict))["pip"]
 
 
-def test_setup_installs_the_integrations_and_sweep_extras_with_the_torch_pin():
+def test_setup_installs_the_whole_suite_with_the_torch_pin():
     tasks = (ROOT / "tasks.py").read_text()
-    assert '"-c", "constraints.txt", "-e", ".[dev,integrations,sweep]"' in tasks
+    assert '"-c", "constraints.txt", "-e", ".[lab,book,dev,integrations,sweep]"' in tasks
+
+
+def test_the_core_needs_torch_and_numpy_only():
+    """pip install robustgrpo: the estimators and the adapters on torch and numpy; the lab and the book are extras.
+
+    ``python3 tasks.py test-core`` imports the core in an environment that has nothing else; here, the same
+    imports in a process where the extras' packages cannot be imported.
+    """
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert sorted(_split(s)[0] for s in project["dependencies"]) == ["numpy", "torch"]
+    blocked = ["pandas", "scipy", "matplotlib", "plotly", "ipywidgets", "anywidget", "tqdm", "pyarrow", "trl", "verl"]
+    spec = importlib.util.spec_from_file_location("robustgrpo_tasks", ROOT / "tasks.py")
+    tasks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tasks)
+    code = (
+        "import importlib.abc, sys\n"
+        f"BLOCKED = {blocked!r}\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] in BLOCKED:\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r} (blocked)')\n"
+        "sys.meta_path.insert(0, Block())\n" + tasks.CORE_CHECK
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"core: {len(robustgrpo.ESTIMATORS)} estimators")
 
 
 def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one():

@@ -101,7 +101,6 @@ from types import ModuleType
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 
 from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
@@ -583,7 +582,10 @@ def final_outputs(batch_keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     if bad.any():
         raise ValueError(f"batch key {str(keys[bad][0])!r} is not '{{uid}}_{{session}}_{{output}}' (verl's v1 layout); "
                          "verl asserts the same")
-    conversation, _ = pd.factorize(pd.Series(head), sort=False)
+    _, first, inverse = np.unique(head, return_index=True, return_inverse=True)
+    order_of_first = np.empty(len(first), dtype=np.int64)
+    order_of_first[np.argsort(first, kind="stable")] = np.arange(len(first))
+    conversation = order_of_first[inverse.reshape(-1)]  # conversation ids in order of first appearance
     out_no = output.astype(np.int64)
     rows = np.arange(len(keys))
     order = np.lexsort((rows, -out_no, conversation))  # by conversation, highest output first, earliest row on ties

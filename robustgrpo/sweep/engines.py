@@ -43,15 +43,11 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 
-from ..checks import check_int, check_positive, cpu_limit
+from ..checks import CONNECT_TIMEOUT, check_int, check_positive, cpu_limit
 from ..simulate.runner import torch_threads
 from .spec import Cell, Sweep
 
 __all__ = ["CONNECT_TIMEOUT", "Outcome", "run_cell", "LocalEngine", "RayEngine", "ENGINES", "make_engine"]
-
-#: Seconds a Ray cluster named by an address has to answer before the sweep stops with an error.
-CONNECT_TIMEOUT = 60.0
-
 
 @dataclass(frozen=True)
 class Outcome:

@@ -68,7 +68,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from ..checks import ParamError, check_int, check_real, check_seed, read_json
+from ..checks import MAX_CELLS, ParamError, check_int, check_real, check_seed, read_json
 from .runnables import RUNNABLES, Runnable
 
 __all__ = ["SWEEP_KEYS", "DISTRIBUTIONS", "MAX_CELLS", "Cell", "Sweep", "load_sweep", "canonical_json", "cell_id", "cell_label", "set_path"]
@@ -77,8 +77,6 @@ __all__ = ["SWEEP_KEYS", "DISTRIBUTIONS", "MAX_CELLS", "Cell", "Sweep", "load_sw
 SWEEP_KEYS = ("runnable", "fixed", "grid", "random", "seeds", "cpus_per_cell", "description")
 #: Distributions of ``random.params``.
 DISTRIBUTIONS = ("uniform", "log_uniform", "int_uniform", "choice")
-#: A sweep declaring more points than this is refused unless ``max_cells=None`` (``--yes``).
-MAX_CELLS = 100_000
 
 
 def canonical_json(value: Any) -> str:
