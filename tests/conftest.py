@@ -9,9 +9,14 @@ per test module (closed with it, so no Playwright event loop outlives the browse
 by Playwright (the browser tests are skipped only when no Chromium
 executable is found); ``artifacts`` is where screenshots go (``$ROBUSTGRPO_ARTIFACTS``, else a
 temporary folder).
+
+``ray_cluster`` is one local Ray instance (two CPUs) for the whole session, started once by
+:func:`robustgrpo.sweep.engines.start_local_ray` (which retries a start-up that timed out on busy
+cores); the test modules are pickled by value so that their functions reach the workers.
 """
 
 import os
+import sys
 
 import pytest
 import torch
@@ -48,3 +53,20 @@ def chromium():
 @pytest.fixture(scope="session")
 def artifacts(tmp_path_factory):
     return artifacts_dir(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    ray = pytest.importorskip("ray", reason="ray is not installed (the sweep extra); CI installs it")
+    import ray.cloudpickle
+
+    from robustgrpo.sweep.engines import start_local_ray
+
+    for name, module in list(sys.modules.items()):  # the test modules' functions travel by value
+        if name.startswith("test_") and module is not None:
+            ray.cloudpickle.register_pickle_by_value(module)
+    start_local_ray(num_cpus=2)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()

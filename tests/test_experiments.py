@@ -328,7 +328,7 @@ def test_report_to_tensorboard_writes_the_runs_metrics_into_an_event_file(tmp_pa
 
 
 @pytest.mark.slow
-def test_a_trl_sweep_gives_the_same_numbers_on_the_local_and_the_ray_engine(tmp_path):
+def test_a_trl_sweep_gives_the_same_numbers_on_the_local_and_the_ray_engine(tmp_path, ray_cluster):
     _transformers()
     pytest.importorskip("ray")
     from robustgrpo.experiments.trl import run_dir_name

@@ -819,22 +819,6 @@ def test_a_killed_sweep_process_loses_nothing_finished_and_a_rerun_completes_it(
 # --------------------------------------------------------------------------------------- Ray (slow)
 
 
-@pytest.fixture(scope="session")
-def ray_cluster():
-    """A local Ray instance for the session: two CPUs, no dashboard; the test module's functions pickled by value."""
-    import logging
-
-    import ray
-    import ray.cloudpickle
-
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(address="local", num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
-    try:
-        yield ray.get_runtime_context().gcs_address
-    finally:
-        ray.shutdown()
-
-
 @pytest.mark.slow
 def test_ray_and_local_engines_give_identical_numbers(tmp_path, ray_cluster):
     sims = {"runnable": "simulate", "fixed": SIM, "grid": {"policy": ["tabular", "linear"], "estimators": ["grpo", "robust"]},
@@ -924,3 +908,31 @@ def test_the_trl_runnable_runs_the_experiment_module(monkeypatch):
     assert seen == [({"steps": 3}, 7, {"folder": None, "allow_remote_reporting": False})] and frame["x"].tolist() == [1]
     RUNNABLES["trl"].bound(folder="rec", allow_remote_reporting=True).run({"steps": 3}, 8)
     assert seen[-1] == ({"steps": 3}, 8, {"folder": "rec", "allow_remote_reporting": True})
+
+
+def test_a_local_ray_start_that_times_out_on_busy_cores_is_retried(monkeypatch):
+    """Ray gives its node a fixed 30 s to register; a busy machine can miss it: the start is tried again."""
+    pytest.importorskip("ray")
+    import ray
+
+    from robustgrpo.sweep import engines
+
+    calls, shutdowns = [], []
+
+    def init(**kwargs):
+        calls.append(kwargs)
+        if len(calls) < engines.LOCAL_START_ATTEMPTS:
+            raise Exception("The current node timed out during startup. This could happen because ...")
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: shutdowns.append(1))
+    engines.start_local_ray(num_cpus=2)
+    assert len(calls) == engines.LOCAL_START_ATTEMPTS and len(shutdowns) == engines.LOCAL_START_ATTEMPTS - 1
+    assert calls[0] == {"address": "local", "num_cpus": 2, "include_dashboard": False, "logging_level": 30}
+    calls.clear()
+    monkeypatch.setattr(ray, "init", lambda **kw: (_ for _ in ()).throw(Exception("timed out during startup")))
+    with pytest.raises(Exception, match="timed out during startup"):
+        engines.start_local_ray()
+    monkeypatch.setattr(ray, "init", lambda **kw: (_ for _ in ()).throw(RuntimeError("no such thing")))
+    with pytest.raises(RuntimeError, match="no such thing"):  # another failure is not retried
+        engines.start_local_ray()

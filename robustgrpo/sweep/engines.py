@@ -47,7 +47,30 @@ from ..checks import CONNECT_TIMEOUT, check_int, check_positive, cpu_limit
 from ..simulate.runner import torch_threads
 from .spec import Cell, Sweep
 
-__all__ = ["CONNECT_TIMEOUT", "Outcome", "run_cell", "LocalEngine", "RayEngine", "ENGINES", "make_engine"]
+__all__ = ["CONNECT_TIMEOUT", "LOCAL_START_ATTEMPTS", "start_local_ray", "Outcome", "run_cell", "LocalEngine", "RayEngine", "ENGINES", "make_engine"]
+
+#: Times a local Ray instance is started before its start-up failure is an error: Ray gives its node a fixed
+#: 30 s to register, which two busy cores can miss.
+LOCAL_START_ATTEMPTS = 3
+
+
+def start_local_ray(num_cpus: int | None = None) -> None:
+    """Start a local Ray instance (no dashboard), retrying a start-up that timed out on a busy machine.
+
+    Ray 2.60 waits a fixed 30 s for the node to register (``ray._private.node``), which a machine whose
+    cores are busy can miss ("The current node timed out during startup"). That failure is retried up
+    to :data:`LOCAL_START_ATTEMPTS` times in all; any other failure, or the last, is raised.
+    """
+    ray = _import_ray()
+    for attempt in range(1, LOCAL_START_ATTEMPTS + 1):  # (start attempts, not a loop over work)
+        try:
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, logging_level=logging.WARNING)
+            return
+        except Exception as err:  # Ray raises a bare Exception for it
+            if "timed out during startup" not in str(err) or attempt == LOCAL_START_ATTEMPTS:
+                raise
+            ray.shutdown()
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -218,7 +241,7 @@ class RayEngine:
             yield
             return
         if self.address is None:
-            ray.init(address="local", num_cpus=self.num_cpus, include_dashboard=False, logging_level=logging.WARNING)
+            start_local_ray(self.num_cpus)
         else:
             self._check_reachable()
             try:
