@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -525,26 +526,47 @@ def _closed_port() -> int:
         return s.getsockname()[1]
 
 
+def _ray_sweep_at(address: str, tmp_path: Path, *extra: str) -> subprocess.CompletedProcess:
+    """The sweep command with the Ray engine at ``address``, in a fresh process (not connected to Ray)."""
+    config = tmp_path / "sweep.json"
+    config.write_text(json.dumps({"runnable": "agreement", "fixed": {"n_groups": 20}, "grid": {"G": [4]}}))
+    cmd = [sys.executable, "-m", "robustgrpo", "sweep", str(config), "--out", str(tmp_path / "record"),
+           "--engine", "ray", "--address", address, "--no-progress", *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=120)
+
+
 @pytest.mark.slow
 def test_an_unreachable_ray_address_is_an_error_at_once(tmp_path):
     pytest.importorskip("ray")
     start = time.perf_counter()
-    engine = RayEngine(f"127.0.0.1:{_closed_port()}", connect_timeout=30)
-    with pytest.raises(ValueError, match=r"cannot reach a Ray cluster at '127.0.0.1:\d+': Connection refused"):
-        with engine.connected():
-            pass
+    done = _ray_sweep_at(f"127.0.0.1:{_closed_port()}", tmp_path, "--connect-timeout", "30")
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1
+    assert re.search(r"sweep: error: cannot reach a Ray cluster at '127.0.0.1:\d+': Connection refused", done.stderr)
     assert time.perf_counter() - start < 20
 
 
 @pytest.mark.slow
-def test_a_ray_address_that_never_answers_is_an_error_within_the_timeout():
+def test_a_ray_address_that_never_answers_is_an_error_within_the_timeout(tmp_path):
     pytest.importorskip("ray")
     with socket.socket() as server:  # accepts connections, says nothing: Ray itself would retry for minutes
         server.bind(("127.0.0.1", 0))
         server.listen(16)
         port = server.getsockname()[1]
         start = time.perf_counter()
-        with pytest.raises(ValueError, match=r"(no Ray cluster answered at '127.0.0.1:\d+' within 8 s|cannot reach a Ray cluster)"):
-            with RayEngine(f"127.0.0.1:{port}", connect_timeout=8).connected():
-                pass
+        done = _ray_sweep_at(f"127.0.0.1:{port}", tmp_path, "--connect-timeout", "8")
+        assert done.returncode != 0 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+        assert re.search(r"(no Ray cluster answered at '127.0.0.1:\d+' within 8 s|cannot reach a Ray cluster)", done.stderr)
         assert time.perf_counter() - start < 30
+
+
+@pytest.mark.slow
+def test_an_address_other_than_the_connected_clusters_is_an_error_not_ignored(ray_cluster):
+    engine = RayEngine(f"127.0.0.1:{_closed_port()}")
+    with pytest.raises(ValueError, match=r"already connected to the Ray cluster at '.+', not the one named by "
+                                         r"address='127.0.0.1:\d+'; call ray.shutdown\(\) first"):
+        with engine.connected():
+            pass
+    for same in (ray_cluster, "auto", None):  # the connected cluster, by its address or implicitly
+        with RayEngine(same).connected():
+            pass
