@@ -200,6 +200,8 @@ def test_the_config_round_trips_and_gives_the_record_its_columns():
     ({"estimator": "robust", "params": {"c": -1.0}}, "parameter c must be a finite number > 0"),
     ({"reward_range": (1.0, 0.0)}, "reward_range must be finite with lo < hi"),
     ({"reward_range": (0.0,)}, "reward_range must be a pair"),
+    ({"reward_range": False}, r"reward_range must be a pair \(lo, hi\) or None, got False"),  # (found by the fuzz)
+    ({"params": (None,)}, r"params must be a dict of the estimator's parameters, got \(None,\)"),
     ({"contamination": {"model": "reward_hacking", "rate": 0.1, "size": 2.0}}, "pattern_hack"),
     ({"report_to": "tensorboard"}, "output_dir is needed with report_to"),
     ({"report_to": ["none", "tensorboard"], "output_dir": "x"}, "cannot hold 'none'"),

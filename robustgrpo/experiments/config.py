@@ -198,11 +198,16 @@ class TrlConfig:
                 pass  # not a model: judge_from_dict says what it must be
         set_("contamination", judge_from_dict(judge))
         set_("estimator", check_choice("estimator", self.estimator, list(ESTIMATORS)))
-        params = dict(self.params) if isinstance(self.params, tuple) else self.params
+        params = self.params
+        if isinstance(params, tuple):  # the frozen form: (name, value) pairs
+            try:
+                params = dict(params)
+            except (TypeError, ValueError):
+                params = None
         if not isinstance(params, Mapping):
-            raise ParamError("params", "must be a dict of the estimator's parameters", params, 'e.g. {"c": 2.5}')
+            raise ParamError("params", "must be a dict of the estimator's parameters", self.params, 'e.g. {"c": 2.5}')
         if self.reward_range is not None:
-            if isinstance(self.reward_range, (str, bytes)) or len(self.reward_range) != 2:
+            if not isinstance(self.reward_range, (list, tuple)) or len(self.reward_range) != 2:
                 raise ParamError("reward_range", "must be a pair (lo, hi) or None", self.reward_range, "e.g. [0, 1]")
             set_("reward_range", tuple(check_real(f"reward_range[{i}]", v) for i, v in enumerate(self.reward_range)))
         settings = estimator_settings(self.estimator, {**params, **({"reward_range": self.reward_range} if self.reward_range else {})})
