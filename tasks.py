@@ -5,7 +5,9 @@ main   build the environment in .venv, then run the main job: print the seed
        example, execute every notebook into out/notebooks (their figures into
        out/figures) and rebuild the report figures into out/report
 test   build the environment in .venv (and, as root, install Chromium for the
-       browser tests), then run the whole test suite; with no pytest arguments, then
+       browser tests), then run the whole test suite, one pytest process per core (at
+       most four; each test file in one process; ``-n 0`` runs it in one); pytest's
+       arguments pass through (``-m "not slow"``: the fast subset); with none, then
        also the TRL adapter's tests under the oldest supported trl (test-oldest) and the
        core alone (test-core)
 test-oldest  only the TRL adapter's tests (tests/test_integrations_trl.py) under the oldest
@@ -210,10 +212,25 @@ def main_job() -> None:
     print(f"\nexecuted notebooks: {out / 'notebooks'}\nnotebook figures:   {out / 'figures'}\nreport figures:     {out / 'report'} (index.md)")
 
 
+#: Most pytest processes of ``test``: one per core up to this many (pytest-xdist, test files kept whole).
+MAX_TEST_WORKERS = 4
+
+
+def parallel_options(args: list[str]) -> list[str]:
+    """pytest-xdist's options for ``args``: one worker per core (at most :data:`MAX_TEST_WORKERS`), each test
+    file on one worker (its module fixtures, a browser or a built report, made once); none where ``args``
+    choose the workers themselves (``-n``, ``--numprocesses``, ``-p no:xdist``) or the machine has one core."""
+    if any(a.startswith(("-n", "--numprocesses")) or a in ("no:xdist", "-pno:xdist") for a in args):
+        return []
+    workers = min(MAX_TEST_WORKERS, os.cpu_count() or 1)
+    return ["-n", str(workers), "--dist", "loadfile"] if workers > 1 else []
+
+
 def test() -> None:
     setup()
     ensure_browser()
-    run(PYTHON, "-m", "pytest", *sys.argv[2:])
+    args = sys.argv[2:]
+    run(PYTHON, "-m", "pytest", *parallel_options(args), *args)
     if not sys.argv[2:]:  # the whole suite: the TRL adapter at the oldest supported trl too, and the core alone
         test_oldest()
         test_core()
