@@ -117,29 +117,6 @@ class LocalEngine:
             raise ValueError(f"cpus_per_cell is {sweep.cpus_per_cell}, more than this machine's {bound} CPUs "
                              f"(os.cpu_count()); the local engine runs a cell here: ask for at most {bound}")
 
-    def _check_same_cluster(self, ray: Any) -> None:
-        """Raise ``ValueError`` when this process is connected to Ray and ``address`` names another cluster.
-
-        ``None`` and ``'auto'`` take the connected cluster; ``'HOST:PORT'`` must be its GCS address
-        (``ray.get_runtime_context().gcs_address``); a ``'ray://'`` address is taken as given when the
-        process is a Ray client (a client's cluster has no address to compare with).
-        """
-        if self.address is None or self.address.strip() == "auto":
-            return
-        if self.address.startswith("ray://"):
-            from ray.util.client import ray as client
-
-            if client.is_connected():
-                return
-        try:
-            current = ray.get_runtime_context().gcs_address
-        except Exception:  # a client connection has no GCS address
-            current = None
-        if current != self.address.strip():
-            raise ValueError(f"this process is already connected to the Ray cluster at {current!r}, not the one named by "
-                             f"address={self.address!r}; call ray.shutdown() first, or leave the address out to use "
-                             "the connected cluster")
-
     @contextlib.contextmanager
     def connected(self) -> Iterator[None]:
         """Nothing to connect to: the cells run in this process."""
