@@ -146,8 +146,34 @@ def _open_and_run_all(page, url: str, where: str, nb) -> None:
     page.goto(f"{url}lab/workspaces/{workspace}/tree/{where}", timeout=TIMEOUT)
     page.wait_for_function(f"() => document.querySelectorAll('.jp-NotebookPanel .jp-Notebook .jp-Cell').length"
                            f" === {len(nb.cells)}", timeout=TIMEOUT)
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=TIMEOUT)
+    _wait_for_the_kernel(page)
     _run_all(page, sum(c.cell_type == "code" for c in nb.cells))
+
+
+#: JavaScript: 'dialog' while Lab shows a dialog, 'ready' once the notebook's Python kernel is idle, else false.
+KERNEL_STATE = """() => {
+  if (document.querySelector('.jp-Dialog')) return 'dialog';
+  const name = document.querySelector('.jp-NotebookPanel .jp-Toolbar-kernelName');
+  const idle = document.querySelector(".jp-NotebookPanel .jp-Notebook-ExecutionIndicator[data-status='idle']");
+  return name && /Python 3/.test(name.textContent) && idle ? 'ready' : false;
+}"""
+
+
+def _wait_for_the_kernel(page) -> None:
+    """Wait until the notebook's kernel (Python 3) is idle.
+
+    On a loaded machine Lab can ask which kernel to start when its kernel specs arrive after the
+    notebook opened ('Select Kernel', offering the notebook's own kernel): a reader picks that kernel,
+    and so does the test. Any other dialog, or one that does not offer Python 3, fails.
+    """
+    if page.wait_for_function(KERNEL_STATE, timeout=TIMEOUT).json_value() == "dialog":
+        dialog = page.locator(".jp-Dialog").first
+        text = dialog.inner_text()
+        if not (text.startswith("Select Kernel") and "Python 3 (ipykernel)" in text):
+            pytest.fail(f"Lab shows a dialog: {text!r}")
+        dialog.locator("select").select_option(label="Python 3 (ipykernel)")
+        dialog.locator(".jp-Dialog-button.jp-mod-accept").click()
+        page.wait_for_function(f"() => ({KERNEL_STATE})() === 'ready'", timeout=TIMEOUT)
 
 
 #: JavaScript: the readout of the first slider of dashboard ``index``.
