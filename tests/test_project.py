@@ -185,3 +185,12 @@ def test_readme_numbers_are_the_computed_ones():
     assert f"({100 * table.loc[(8, 0.5), 'mad_zero']:.1f} % of groups at G = 8 and p = 0.5" in readme
     at_least = table.loc[64, "mad_zero"].min()
     assert at_least >= 0.90 and "at least 90 % at G = 64" in readme
+
+
+def test_readmes_estimator_table_has_a_row_per_registered_estimator_in_the_registrys_order():
+    from robustgrpo import ESTIMATORS
+
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("| `grpo` |", 1)[1].split("\n\n", 1)[0]
+    rows = ["grpo"] + re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)
+    assert rows == list(ESTIMATORS), "README's estimator table and the registry differ: add or remove the row"
