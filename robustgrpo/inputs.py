@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 __all__ = [
+    "first_appearance_codes",
     "ArrayLike",
     "InputKind",
     "NanPolicy",
@@ -356,6 +357,21 @@ def _index_array(index: ArrayLike) -> np.ndarray:
     return idx
 
 
+def first_appearance_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Number the distinct values of ``keys`` in the order they first appear, without a Python loop.
+
+    Returns each entry's code (``int64``, 0 for the first distinct key) and the distinct keys in that order.
+
+    >>> first_appearance_codes(np.array(["b", "a", "b", "c"]))
+    (array([0, 1, 0, 2]), array(['b', 'a', 'c'], dtype='<U1'))
+    """
+    unique, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.reshape(-1)], unique[order]
+
+
 def group_by_index(index: ArrayLike, n: int) -> Grouping:
     """Group ``n`` flat samples by ``index`` without a Python loop over groups.
 
@@ -387,11 +403,7 @@ def group_by_index(index: ArrayLike, n: int) -> Grouping:
         raise ValueError(f"index has {len(idx)} keys but there are {n} rewards; pass one key per reward")
     if n == 0:
         raise ValueError("rewards are empty; pass at least one reward")
-    keys, first, inverse = np.unique(idx, return_index=True, return_inverse=True)
-    order = np.argsort(first, kind="stable")  # rows in order of first appearance
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    group = rank[inverse.reshape(-1)]
+    group, keys = first_appearance_codes(idx)  # rows in order of first appearance
     # position of each sample within its group: stable sort by group, then
     # subtract the start offset of the group
     by_group = np.argsort(group, kind="stable")
@@ -402,7 +414,7 @@ def group_by_index(index: ArrayLike, n: int) -> Grouping:
     return Grouping(
         group=torch.from_numpy(group.astype(np.int64)),
         slot=torch.from_numpy(slot),
-        keys=keys[order],
+        keys=keys,
         group_size=int(counts.max()),
     )
 

@@ -104,7 +104,7 @@ import numpy as np
 import torch
 
 from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
-from ..inputs import group_by_index, scatter_to_flat
+from ..inputs import first_appearance_codes, group_by_index, scatter_to_flat
 from ..multireward import compute_multi_reward_advantages
 from . import OPTIONS, _plain, estimator_settings, pivot_rows
 
@@ -582,10 +582,7 @@ def final_outputs(batch_keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     if bad.any():
         raise ValueError(f"batch key {str(keys[bad][0])!r} is not '{{uid}}_{{session}}_{{output}}' (verl's v1 layout); "
                          "verl asserts the same")
-    _, first, inverse = np.unique(head, return_index=True, return_inverse=True)
-    order_of_first = np.empty(len(first), dtype=np.int64)
-    order_of_first[np.argsort(first, kind="stable")] = np.arange(len(first))
-    conversation = order_of_first[inverse.reshape(-1)]  # conversation ids in order of first appearance
+    conversation, _ = first_appearance_codes(head)
     out_no = output.astype(np.int64)
     rows = np.arange(len(keys))
     order = np.lexsort((rows, -out_no, conversation))  # by conversation, highest output first, earliest row on ties
