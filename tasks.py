@@ -51,6 +51,7 @@ import signal
 import subprocess
 import sys
 import venv
+from collections.abc import Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
@@ -231,36 +232,34 @@ def test() -> None:
     ensure_browser()
     args = sys.argv[2:]
     run(PYTHON, "-m", "pytest", *parallel_options(args), *args)
-    if not sys.argv[2:]:  # the whole suite: the TRL adapter at the oldest supported trl too, and the core alone
+    if not args:  # the whole suite: the TRL adapter at the oldest supported trl too, and the core alone
         test_oldest()
         test_core()
 
 
-def setup_oldest() -> Path:
-    """Build .venv-oldest: torch (pinned by constraints.txt), the :data:`OLDEST` pins; robustgrpo from the checkout."""
-    python = OLDEST_VENV / "bin" / "python"
-    stamp = OLDEST_VENV / ".setup-stamp"
-    digest = hashlib.sha256(("\n".join(OLDEST) + (ROOT / "constraints.txt").read_text()).encode()).hexdigest()
+def small_venv(folder: Path, packages: Sequence[str], purpose: str) -> Path:
+    """Build ``folder``, an environment of ``packages`` under constraints.txt (robustgrpo itself comes from the
+    checkout on the path); rebuilt only when the packages or the constraints change. Returns its python."""
+    python = folder / "bin" / "python"
+    stamp = folder / ".setup-stamp"
+    digest = hashlib.sha256(("\n".join(packages) + (ROOT / "constraints.txt").read_text()).encode()).hexdigest()
     if not (stamp.exists() and stamp.read_text() == digest and python.exists()):
         if not python.exists():
-            print(f"creating virtual environment in {OLDEST_VENV.name}/ (the oldest supported trl)", flush=True)
-            venv.EnvBuilder(with_pip=True).create(OLDEST_VENV)
-        run(python, "-m", "pip", "install", "--disable-pip-version-check", "-c", "constraints.txt", "torch", *OLDEST)
+            print(f"creating virtual environment in {folder.name}/ ({purpose})", flush=True)
+            venv.EnvBuilder(with_pip=True).create(folder)
+        run(python, "-m", "pip", "install", "--disable-pip-version-check", "-c", "constraints.txt", *packages)
         stamp.write_text(digest)
     return python
 
 
+def setup_oldest() -> Path:
+    """Build .venv-oldest: torch (pinned by constraints.txt), the :data:`OLDEST` pins; robustgrpo from the checkout."""
+    return small_venv(OLDEST_VENV, ("torch", *OLDEST), "the oldest supported trl")
+
+
 def test_core() -> None:
     """Import the core in an environment with torch and numpy only (:data:`CORE_CHECK`), as ``pip install robustgrpo``."""
-    python = CORE_VENV / "bin" / "python"
-    stamp = CORE_VENV / ".setup-stamp"
-    digest = hashlib.sha256((ROOT / "constraints.txt").read_bytes()).hexdigest()
-    if not (stamp.exists() and stamp.read_text() == digest and python.exists()):
-        if not python.exists():
-            print(f"creating virtual environment in {CORE_VENV.name}/ (the core alone: torch and numpy)", flush=True)
-            venv.EnvBuilder(with_pip=True).create(CORE_VENV)
-        run(python, "-m", "pip", "install", "--disable-pip-version-check", "-c", "constraints.txt", "torch", "numpy>=1.24")
-        stamp.write_text(digest)
+    python = small_venv(CORE_VENV, ("torch", "numpy>=1.24"), "the core alone: torch and numpy")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     subprocess.run([str(python), "-c", CORE_CHECK], cwd=ROOT, check=True, env=env)
     subprocess.run([str(python), "-m", "robustgrpo", "estimators"], cwd=ROOT, check=True, env=env, stdout=subprocess.DEVNULL)
