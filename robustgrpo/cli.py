@@ -40,9 +40,8 @@ __all__ = ["main", "build_parser"]
 
 PROG = "python -m robustgrpo"
 #: The extra that brings each package the lab's and the book's commands import (the core has torch and numpy only).
-_EXTRA_OF = {**dict.fromkeys(("scipy", "pandas", "tqdm", "pyarrow"), "lab,book"),
-             **dict.fromkeys(("matplotlib", "plotly", "ipywidgets", "anywidget", "jupyterlab", "nbclient", "nbformat"),
-                             "lab,book"),
+_EXTRA_OF = {**dict.fromkeys(("scipy", "pandas", "tqdm", "pyarrow", "matplotlib", "plotly", "ipywidgets", "anywidget",
+                              "jupyterlab", "nbclient", "nbformat"), "lab,book"),
              "trl": "trl", "verl": "verl", "ray": "sweep"}
 
 
