@@ -599,3 +599,15 @@ def test_the_trainer_benchmark_times_steps_and_the_advantage_block_side_by_side(
         assert r.steps == 3 and 0 < r.share < 1 and r.steps_per_second == pytest.approx(1e3 / r.step_ms)
     text = format_trainer_table(result)
     assert "1 torch thread(s)" in text and text.count("< 5 %") == 2
+
+
+def test_the_shipped_record_predates_the_batterys_choice_as_notebook_08_and_the_readme_say():
+    """Notebook 08 and README: the record has the battery's choice without a range (rank) but not with one."""
+    from robustgrpo.advantages import recommended_method
+
+    estimators = set(report.shipped_record()["estimator"])
+    assert estimators == set(ESTIMATORS)
+    assert recommended_method("binary", reward_range_declared=False) in estimators
+    assert recommended_method("binary", reward_range_declared=True) == "dr_grpo" not in estimators
+    text = " ".join((ROOT / "README.md").read_text().split())
+    assert "The record predates the evidence battery: it has no arm of the estimator the battery now recommends" in text
