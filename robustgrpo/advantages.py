@@ -85,6 +85,9 @@ from .inputs import (
 )
 from .stats import (
     DEFAULT_RESOLUTION,
+    argsort_last,
+    order_statistic,
+    sort_last,
     MAD_TO_SIGMA,
     continuous_lower_median,
     fill_invalid,
@@ -99,6 +102,7 @@ from .stats import (
     tie_tolerance,
     value_range,
     residue_tolerance,
+    resolved_quantile,
     batch_tie_reference,
     huber_location,
     typical_deviation,
@@ -205,6 +209,18 @@ class Groups(NamedTuple):
     one batch: a batch-level statistic is taken per batch. ``batch_scale``
     ``[B]``, when given, is that statistic per group, computed by the caller
     over a batch larger than the call (a log scored block by block).
+    ``sorted`` ``[B, G]`` is each group's valid rewards in ascending order,
+    ``+inf`` after them (:func:`~robustgrpo.stats.sort_valid`), and
+    ``median`` ``[B]`` its median (:func:`~robustgrpo.stats.median_of_sorted`),
+    for an estimator registered with ``sorts``: the entry point sorts once
+    and every order statistic comes from that sort. ``order`` ``[B, G]``
+    (``sorts="order"``) is the permutation that sorts each row
+    (``sorted = rewards.gather(-1, order)`` with invalid entries at
+    ``+inf``). None where not computed. ``scratch`` is a contiguous
+    ``[B, G]`` buffer of the rewards' dtype, or None: the entry point's own
+    temporary, which the estimator may use (and return as its advantages),
+    as it may overwrite ``sorted`` once it has read it (the entry point reads
+    neither after the estimator).
     """
 
     rewards: torch.Tensor
@@ -216,6 +232,10 @@ class Groups(NamedTuple):
     floor: torch.Tensor | None = None
     batch: torch.Tensor | None = None
     batch_scale: torch.Tensor | None = None
+    sorted: torch.Tensor | None = None
+    median: torch.Tensor | None = None
+    order: torch.Tensor | None = None
+    scratch: torch.Tensor | None = None
 
 
 class Computed(NamedTuple):
@@ -224,7 +244,9 @@ class Computed(NamedTuple):
     ``advantages`` is ``[B, G]``; ``centre`` and ``scale`` are ``[B]``;
     ``fallback`` is ``[B]`` bool (the estimator's fallback path ran);
     ``clipped`` is ``[B, G]`` bool (the sample hit a clip bound), or None
-    for an estimator that clips nothing.
+    for an estimator that clips nothing. An estimator that counts its
+    clipped samples without flagging each one gives ``n_clipped`` ``[B]``
+    (the valid samples that hit the bound) and ``clipped=None``.
     """
 
     advantages: torch.Tensor
@@ -232,6 +254,7 @@ class Computed(NamedTuple):
     scale: torch.Tensor
     fallback: torch.Tensor
     clipped: torch.Tensor | None
+    n_clipped: torch.Tensor | None = None
 
 
 Scaling = Literal["invariant", "equivariant", "none"]
@@ -304,6 +327,11 @@ class Estimator:
         Whether one group's advantages depend on the other groups of the
         call (a scale taken over the batch): such an estimator must be called
         on one training batch at a time.
+    sorts : {None, "values", "order"}
+        What the estimator reads of each group's sorted rewards: ``"values"``
+        (:attr:`Groups.sorted` and :attr:`Groups.median`), ``"order"``
+        (also :attr:`Groups.order`, the sorting permutation). The entry
+        point sorts each group once for it and for the tie reference.
     """
 
     name: str
@@ -317,6 +345,7 @@ class Estimator:
     bounded: bool
     simplicity: int
     batch_level: bool = False
+    sorts: Literal["values", "order"] | None = None
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -368,6 +397,7 @@ def register(
     simplicity: int,
     bounded: bool = False,
     batch_level: bool = False,
+    sorts: Literal["values", "order"] | None = None,
 ) -> Callable[[Callable[..., Computed]], Callable[..., Computed]]:
     """Decorator that adds an estimator function to :data:`ESTIMATORS`.
 
@@ -389,10 +419,12 @@ def register(
     taken = {e.simplicity: e.name for e in _REGISTRY.values()}
     if simplicity in taken:
         raise ValueError(f"simplicity {simplicity} of {name!r} is {taken[simplicity]!r}'s; give each estimator its own place")
+    if sorts not in (None, "values", "order"):
+        raise ValueError(f"sorts of {name!r} must be None, 'values' or 'order', got {sorts!r}")
 
     def decorate(fn: Callable[..., Computed]) -> Callable[..., Computed]:
         _REGISTRY[name] = Estimator(name, summary, fn, parameters, scaling, clip, source, breakdown,
-                                    bounded or clip is not None, simplicity, batch_level)
+                                    bounded or clip is not None, simplicity, batch_level, sorts)
         return fn
 
     return decorate
@@ -462,6 +494,16 @@ def _clip(z: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
     return z.clamp_(-c, c), clipped
 
 
+def _sorted(g: Groups) -> torch.Tensor:
+    """Each group's valid rewards in ascending order (the entry point's sort, or a sort here)."""
+    return g.sorted if g.sorted is not None else sort_valid(g.rewards, g.mask)
+
+
+def _median(g: Groups) -> torch.Tensor:
+    """Each group's median (the entry point's, or from :func:`_sorted`)."""
+    return g.median if g.median is not None else median_of_sorted(_sorted(g), g.n)
+
+
 def _tolerance(g: Groups, resolution: float) -> torch.Tensor:
     """The tie tolerance of each group (:func:`~robustgrpo.stats.tie_tolerance` with the entry point's reference and floor)."""
     return tie_tolerance(g.rewards, g.mask, resolution, g.span, g.spread if g.reference is None else g.reference, g.floor)
@@ -480,6 +522,7 @@ class RobustParts(NamedTuple):
     scale: torch.Tensor  # [B] max(normal MAD, bounded fallback scale) of the resolved deviations
     fallback: torch.Tensor  # [B] bool: the bounded fallback scale exceeded the normal MAD
     tolerance: torch.Tensor  # [B] tie tolerance t = resolution * range
+    sorted_u: torch.Tensor  # [B, G] the resolved absolute deviations |shrunk| ascending, +inf at invalid entries
 
 
 def _robust_parts(g: Groups, resolution: float) -> RobustParts:
@@ -503,20 +546,25 @@ def _robust_parts(g: Groups, resolution: float) -> RobustParts:
     rewards, so the scale is too (no switch between MAD and fallback).
     """
     r, mask, n = g.rewards, g.mask, g.n
-    centre = median_of_sorted(sort_valid(r, mask), n)
+    centre = _median(g)
     t = _tolerance(g, resolution)
-    d = r - centre.unsqueeze(-1)
-    u = d.abs().sub_(t.unsqueeze(-1)).clamp_min_(0)
-    sorted_u = sort_valid(u, mask)  # invalid entries last, as +inf
+    d = r - centre.unsqueeze(-1) if g.scratch is None else torch.sub(r, centre.unsqueeze(-1), out=g.scratch)
+    # with a finite range every valid deviation is finite (|r - m| <= max - min, and rounding is monotone)
+    bounded = g.spread is not None and bool(torch.isfinite(g.spread).all()) and bool(torch.isfinite(t).all())
+    # (the sorted rewards are read: their buffer may hold the deviations)
+    u = d.abs() if g.sorted is None or g.sorted.dtype != d.dtype else torch.abs(d, out=g.sorted)
+    u = u.sub_(t.unsqueeze(-1)).clamp_min_(0)
+    shrunk = torch.copysign(u, d, out=d)  # sign(d) max(|d| - t, 0) (u >= 0: copysign is that product)
+    sorted_u = sort_valid(u, mask, inplace=True)  # invalid entries last, as +inf
     sigma = MAD_TO_SIGMA * median_of_sorted(sorted_u, n)
-    weights = resolved_weight(sorted_u, t)
-    # with every entry valid and a finite range every deviation is finite (|r - m| <= max - min, and
-    # rounding is monotone); otherwise the invalid entries (+inf) and overflowed deviations weigh 0
-    finite = None if mask is None and g.spread is not None and bool(torch.isfinite(g.spread).all()) else torch.isfinite(sorted_u)
     zero = torch.zeros((), dtype=r.dtype, device=r.device)
-    if finite is not None:
-        weights = torch.where(finite, weights, zero)
-    b = continuous_lower_median(sorted_u, weights).unsqueeze(-1)
+    if bounded:  # invalid entries (+inf, last) weigh 0; the others by resolved_weight
+        b = resolved_quantile(sorted_u, n, t, 0.5).unsqueeze(-1)
+        finite = None if mask is None else torch.isfinite(sorted_u)
+    else:  # invalid entries (+inf) and overflowed deviations weigh 0
+        finite = torch.isfinite(sorted_u)
+        weights = torch.where(finite, resolved_weight(sorted_u, t), zero)
+        b = continuous_lower_median(sorted_u, weights).unsqueeze(-1)
     capped = torch.minimum(sorted_u, b)
     if finite is not None:
         capped = torch.where(finite, capped, zero)
@@ -527,7 +575,7 @@ def _robust_parts(g: Groups, resolution: float) -> RobustParts:
     # gets advantages that grow continuously from 0; s_fb is at least that once a deviation is resolved
     t_floor = t / (n - 1).clamp_min(1).to(r.dtype).sqrt()
     scale = torch.maximum(torch.maximum(sigma, s_fb), t_floor).clamp_min(torch.finfo(r.dtype).tiny)
-    return RobustParts(centre, u.mul_(d.sign()), scale, s_fb > sigma, t)
+    return RobustParts(centre, shrunk, scale, s_fb > sigma, t, sorted_u)
 
 
 # ---------------------------------------------------------------- estimators
@@ -647,6 +695,7 @@ SEED_MAD_CONSTANT = 1.4826
         "torch's lower median needs one more outlier; the std fallback gives way to the first glitch",
     ),
     simplicity=6,
+    sorts="values",
 )
 def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
     r"""Seed 000's estimator exactly as its code runs:
@@ -664,7 +713,7 @@ def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
     example the correct answer gets 0.286 (2.47 without the outlier).
     """
     r, mask, n = g.rewards, g.mask, g.n
-    centre = median_of_sorted(sort_valid(r, mask), n, lower=True)
+    centre = median_of_sorted(_sorted(g), n, lower=True)
     absd = (r - centre.unsqueeze(-1)).abs()
     sigma = SEED_MAD_CONSTANT * median_of_sorted(sort_valid(absd, mask), n, lower=True)
     mean = masked_mean(r, mask, n)
@@ -689,6 +738,7 @@ def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
         "median and MAD hold; on ties the glitch gets 1000 M against the correct answer's 1000",
     ),
     simplicity=5,
+    sorts="values",
 )
 def _mc_grpo(g: Groups, *, eps: float, compensate_zeros: bool) -> Computed:
     r""":math:`A_i = (r_i - \operatorname{med}(r)) / (\operatorname{MAD}_{raw}(r) + \epsilon)`.
@@ -700,9 +750,9 @@ def _mc_grpo(g: Groups, *, eps: float, compensate_zeros: bool) -> Computed:
     Not scale invariant for that reason.
     """
     r, mask, n = g.rewards, g.mask, g.n
-    centre = median_of_sorted(sort_valid(r, mask), n)
+    centre = _median(g)
     d = r - centre.unsqueeze(-1)
-    scale = median_of_sorted(sort_valid(d.abs(), mask), n) + eps
+    scale = median_of_sorted(sort_valid(d.abs(), mask, inplace=True), n) + eps
     adv = d / scale.unsqueeze(-1)
     if compensate_zeros:
         nonzero = _valid(adv.abs() > 1e-6, mask)
@@ -724,6 +774,7 @@ def _mc_grpo(g: Groups, *, eps: float, compensate_zeros: bool) -> Computed:
         "k + 1 glitches take over the fallback scale, or fewer once the median leaves the wrong answers",
     ),
     simplicity=9,
+    sorts="values",
 )
 def _robust(g: Groups, *, c: float, resolution: float) -> Computed:
     r"""The project's median-centred estimator.
@@ -780,8 +831,30 @@ def _robust(g: Groups, *, c: float, resolution: float) -> Computed:
     Exactly constant groups are degenerate and get 0.
     """
     parts = _robust_parts(g, resolution)
-    adv, clipped = _clip(parts.shrunk.div_(parts.scale.unsqueeze(-1)), c)  # a fresh temporary
-    return Computed(adv, parts.centre, parts.scale, parts.fallback, clipped)
+    adv = parts.shrunk.div_(parts.scale.unsqueeze(-1))  # (a fresh temporary)
+    # |A_i| = u_i / s rises with u_i: the clipped samples are the last of the sorted u, counted without a pass
+    n_clipped = _count_quotients_above(parts.sorted_u, parts.scale, c, g.n)
+    return Computed(adv.clamp_(-c, c), parts.centre, parts.scale, parts.fallback, None, n_clipped)
+
+
+def _count_quotients_above(sorted_u: torch.Tensor, scale: torch.Tensor, c: float, n: torch.Tensor) -> torch.Tensor:
+    """Per row, how many of the first ``n`` values of the ascending ``sorted_u`` have ``u / scale > c`` (rounded as
+    the division rounds): the quotient rises with u, so they are the values above the largest u whose quotient is
+    at most c, which lies within an ulp of ``c * scale`` (rows where it does not are counted directly)."""
+    dtype = sorted_u.dtype
+    c_t = torch.tensor(c, dtype=dtype, device=sorted_u.device)
+    inf = torch.full((), math.inf, dtype=dtype, device=sorted_u.device)
+    v = c_t * scale
+    down, up = torch.nextafter(v, -inf), torch.nextafter(v, inf)
+    # the last of (down, v, up) whose quotient does not clip, where the next one does
+    clips = torch.stack([down, v, up, torch.nextafter(up, inf)]).div_(scale) > c_t
+    keep = ~clips[:3] & clips[1:]
+    ok = keep.any(0)
+    last = torch.where(keep[2], up, torch.where(keep[1], v, down))
+    counted = (n - torch.searchsorted(sorted_u.contiguous(), last.unsqueeze(-1).contiguous(), right=True).squeeze(-1)).clamp_min_(0)
+    if bool(ok.all()):
+        return counted
+    return torch.where(ok, counted, torch.count_nonzero(sorted_u / scale.unsqueeze(-1) > c_t, dim=-1).clamp_max(n))
 
 
 def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -836,6 +909,7 @@ def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None
         "no size breaks ranks; glitches outranking the correct answers push them below the middle rank",
     ),
     simplicity=8,
+    sorts="order",
 )
 def _rank(g: Groups, *, resolution: float) -> Computed:
     r"""Gaussianised ranks: with :math:`R_i` the mid-rank of :math:`r_i` under
@@ -858,7 +932,7 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
     outranks the correct answers shares the top ranks with them.
     """
     r, mask, n = g.rewards, g.mask, g.n
-    ranks = soft_midranks(r, mask, _tolerance(g, resolution))
+    ranks = soft_midranks(r, mask, _tolerance(g, resolution), sorted_x=g.sorted if g.order is not None else None, order=g.order)
     z = _blom_scores(ranks, n, mask)
     centre = masked_mean(z, mask, n)
     adv = z - centre.unsqueeze(-1)
@@ -885,6 +959,7 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
         "no closed form for proposal 2: measured about a quarter of the group (2/8, 4/16, 9/32, 17/64)",
     ),
     simplicity=11,
+    sorts="values",
 )
 def _huber_m(
     g: Groups, *, c: float, huber_c: float, resolution: float, min_scale: float, maxiter: int, tol: float
@@ -938,6 +1013,7 @@ def _huber_m(
     ),
     simplicity=10,
     batch_level=True,
+    sorts="values",
 )
 def _batch_huber(g: Groups, *, c: float, huber_c: float) -> Computed:
     r"""A Huber location per group at one scale for the whole batch, then a clip.
@@ -975,10 +1051,10 @@ def _batch_huber(g: Groups, *, c: float, huber_c: float) -> Computed:
     """
     r, mask, n = g.rewards, g.mask, g.n
     typical = g.batch_scale if g.batch_scale is not None else typical_deviation(
-        r, mask, n, value_range(r, mask) if g.spread is None else g.spread, g.floor, g.batch)
+        r, mask, n, value_range(r, mask) if g.spread is None else g.spread, g.floor, g.batch, _median(g))
     one = torch.ones((), dtype=r.dtype, device=r.device)
     scale = (one if typical is None else torch.where(typical > 0, typical, one)).expand(n.shape)  # (NaN > 0 is False)
-    centre = huber_location(r, mask, n, median_of_sorted(sort_valid(r, mask), n), scale, c=huber_c)
+    centre = huber_location(r, mask, n, _median(g), scale, c=huber_c)
     adv, clipped = _clip((r - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c)
     return Computed(adv, centre, scale.clone(), _none(centre), clipped)
 
@@ -1000,6 +1076,7 @@ def _batch_huber(g: Groups, *, c: float, huber_c: float) -> Computed:
         "at the default limits 0.2: one outlier more than each tail trims; up to floor(0.2 n) successes are trimmed away",
     ),
     simplicity=7,
+    sorts="values",
 )
 def _winsor(g: Groups, *, limits: float, eps: float, ddof: int, resolution: float) -> Computed:
     r"""Winsorized GRPO on resolved rewards:
@@ -1031,10 +1108,11 @@ def _winsor(g: Groups, *, limits: float, eps: float, ddof: int, resolution: floa
     while :math:`k > \lfloor \mathrm{limits}\,n \rfloor`.
     """
     r, mask, n = g.rewards, g.mask, g.n
-    centre0 = median_of_sorted(sort_valid(r, mask), n)
+    centre0 = _median(g)
     t = _tolerance(g, resolution)
     resolved = resolve_towards(r, centre0, t)
-    low, high = winsor_bounds(sort_valid(resolved, mask), n, limits, limits)
+    # resolving is monotone in the reward, so the bounds are the resolved order statistics of the sorted rewards
+    low, high = (resolve_towards(v.unsqueeze(-1), centre0, t).squeeze(-1) for v in winsor_bounds(_sorted(g), n, limits, limits))
     w = torch.minimum(torch.maximum(resolved, low.unsqueeze(-1)), high.unsqueeze(-1))
     centre, scale = _mean_std(Groups(w, mask, n), ddof)
     denominator = (scale + eps + t).unsqueeze(-1)
@@ -1194,17 +1272,49 @@ def _batch_ids(batch: ArrayLike | None, n_rows: int, grouping: Any, device: torc
     return torch.from_numpy(np.unique(rows, return_inverse=True)[1].reshape(-1).astype(np.int64)).to(device)
 
 
+def _sort_groups(values: torch.Tensor, valid: torch.Tensor | None, sorts: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Each group's valid rewards ascending (``+inf`` after them), and with ``sorts="order"`` the sorting permutation."""
+    filled = fill_invalid(values, valid, math.inf)
+    if sorts == "order":
+        order = argsort_last(filled)
+        return filled.gather(-1, order), order
+    return sort_last(filled, inplace=filled is not values), None
+
+
+def _resort_changed(ordered: tuple[torch.Tensor, torch.Tensor | None], values: torch.Tensor, valid: torch.Tensor | None,
+                    outside: torch.Tensor | None, sorts: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`_sort_groups` after the reward range, from the sort before it: only groups with rewards outside sort again."""
+    if outside is None:
+        return ordered
+    changed = outside.any(-1)
+    if not bool(changed.any()):
+        return ordered
+    rows = torch.nonzero(changed).squeeze(-1)
+    part = _sort_groups(values.index_select(0, rows), None if valid is None else valid.index_select(0, rows), sorts)
+    return tuple(None if whole is None else whole.index_copy(0, rows, new) for whole, new in zip(ordered, part))
+
+
+def _range_of_sorted(sorted_values: torch.Tensor, n: torch.Tensor, full: bool) -> torch.Tensor:
+    """``max - min`` of each group from its sorted valid rewards (:func:`~robustgrpo.stats.value_range`'s values)."""
+    if full:
+        return sorted_values[..., -1] - sorted_values[..., 0]
+    spread = order_statistic(sorted_values, n - 1) - sorted_values[..., 0]
+    return torch.where(n > 0, spread, torch.zeros((), dtype=spread.dtype, device=spread.device))
+
+
 def _tie_reference(values: torch.Tensor, valid: torch.Tensor | None, n: torch.Tensor, spread: torch.Tensor,
-                   residue: torch.Tensor, batch: torch.Tensor | None) -> torch.Tensor | None:
+                   residue: torch.Tensor, batch: torch.Tensor | None, median: torch.Tensor | None = None,
+                   scratch: torch.Tensor | None = None) -> torch.Tensor | None:
     """The range each group's tie tolerance is relative to: its range capped by its batch's typical gap.
 
-    A batch of one group has no other group to ask and keeps its own range.
+    A batch of one group has no other group to ask and keeps its own range. ``median``: the groups'
+    medians where the caller has them; ``scratch``: a buffer for the deviations.
     """
     if batch is None:
         if values.shape[0] < 2:
             return None
-        return batch_tie_reference(spread, typical_deviation(values, valid, n, spread, residue))
-    typical = typical_deviation(values, valid, n, spread, residue, batch)
+        return batch_tie_reference(spread, typical_deviation(values, valid, n, spread, residue, centre=median, out=scratch))
+    typical = typical_deviation(values, valid, n, spread, residue, batch, median)
     alone = torch.bincount(batch)[batch] < 2
     return batch_tie_reference(spread, torch.where(alone, torch.full_like(typical, math.nan), typical))
 
@@ -1353,20 +1463,31 @@ def compute_advantages(
     values, valid, kind, grouping, arrived = _prepare(rewards, mask, index)
     batch_ids = _batch_ids(batch, values.shape[0], grouping, values.device)
     values, valid, poisoned = apply_nan_policy(values, valid, nan_policy)
+    # one sort of each group serves the residue, the tie reference and the estimator (sorts="values"/"order")
+    ordered = _sort_groups(values, valid, est.sorts) if est.sorts is not None and tol is None else None
     if tol is None:
-        residue = torch.nan_to_num(residue_tolerance(values, valid, arrived), nan=0.0, posinf=0.0)
+        pre_median = None if ordered is None else median_of_sorted(ordered[0], count_valid(values, valid))
+        residue = torch.nan_to_num(residue_tolerance(values, valid, arrived, sorted_x=None if ordered is None else ordered[0],
+                                                     median=pre_median), nan=0.0, posinf=0.0)
     else:
         residue = torch.full(values.shape[:-1], float(tol), dtype=values.dtype, device=values.device)
     values, valid, outside, span = _apply_reward_range(values, valid, reward_range, out_of_range, residue)
+    if est.sorts is not None:
+        ordered = _sort_groups(values, valid, est.sorts) if ordered is None else _resort_changed(ordered, values, valid, outside, est.sorts)
+    sorted_values, order = (None, None) if ordered is None else ordered
     n = count_valid(values, valid)
-    spread = value_range(values, valid)
-    reference = None
+    spread = value_range(values, valid) if sorted_values is None else _range_of_sorted(sorted_values, n, valid is None)
+    median = None
+    if sorted_values is not None:  # (the median before the range holds where no reward fell outside it)
+        median = pre_median if tol is None and outside is None else median_of_sorted(sorted_values, n)
+    reference = scratch = None
     if given_reference is not None:
         if given_reference.numel() != values.shape[0]:
             raise ValueError(f"tie_reference has {given_reference.numel()} ranges but there are {values.shape[0]} groups")
         reference = given_reference.to(dtype=values.dtype, device=values.device)
     elif span is None and "resolution" in est.defaults and tie_reference == "batch":
-        reference = _tie_reference(values, valid, n, spread, residue, batch_ids)
+        scratch = torch.empty_like(values, memory_format=torch.contiguous_format)
+        reference = _tie_reference(values, valid, n, spread, residue, batch_ids, median, scratch)
     floor = residue if tol is None else None
     scale_given = None
     if batch_scale is not None:
@@ -1377,7 +1498,8 @@ def compute_advantages(
         if scale_given.shape != (values.shape[0],) or not bool(torch.isfinite(scale_given).all()) or bool((scale_given < 0).any()):
             raise ValueError(f"batch_scale must hold one finite scale >= 0 per group ({values.shape[0]}), got shape "
                              f"{tuple(scale_given.shape)}")
-    out = est.compute(Groups(values, valid, n, span, spread, reference, floor, batch_ids, scale_given), **bound)
+    out = est.compute(Groups(values, valid, n, span, spread, reference, floor, batch_ids, scale_given, sorted_values, median,
+                             order, scratch), **bound)
 
     dtype, device = values.dtype, values.device
     zero = torch.zeros((), dtype=dtype, device=device)
@@ -1419,7 +1541,7 @@ def compute_advantages(
         singleton=to_kind(single, kind),
         empty=to_kind(empty, kind),
         fallback=to_kind(out.fallback & defined, kind),
-        n_clipped=to_kind(_count(out.clipped, keep, n), kind),
+        n_clipped=to_kind(_count(out.clipped, keep, n) if out.n_clipped is None else torch.where(defined, out.n_clipped, 0), kind),
         n_out_of_range=to_kind(_count(outside, None, n), kind),
     )
     return AdvantageResult(

@@ -45,6 +45,7 @@ __all__ = [
     "QN_CONSTANT",
     "SN_CONSTANT",
     "sort_last",
+    "argsort_last",
     "fill_invalid",
     "sort_valid",
     "order_statistic",
@@ -63,14 +64,17 @@ __all__ = [
     "tie_tolerance",
     "RESIDUE_ULPS",
     "residue_tolerance",
+    "abs_median_of_sorted",
     "typical_deviation",
     "segment_quantile",
+    "flat_continuous_quantile",
     "resolved_deviations",
     "batch_tie_reference",
     "shrink",
     "resolved_weight",
     "continuous_lower_median",
     "continuous_quantile",
+    "resolved_quantile",
     "soft_midranks",
     "resolve_towards",
     "median",
@@ -155,8 +159,13 @@ def median_of_sorted(sorted_x: torch.Tensor, n: torch.Tensor, *, lower: bool = F
 
     with 0-based order statistics; ``lower=True`` takes the first term only.
     Each half is taken before the sum, so values near the float maximum do
-    not overflow.
+    not overflow. Rows that are all valid read their middle columns
+    directly.
     """
+    G = sorted_x.shape[-1]
+    if G > 0 and bool((n == G).all()):  # (every row full: two columns, no gather)
+        lo = sorted_x[..., (G - 1) // 2]
+        return lo.clone() if lower else 0.5 * lo + 0.5 * sorted_x[..., G // 2]
     lo = order_statistic(sorted_x, (n - 1) // 2)
     med = lo if lower else 0.5 * lo + 0.5 * order_statistic(sorted_x, n // 2)
     return torch.where(n > 0, med, torch.zeros((), dtype=med.dtype, device=med.device))
@@ -580,7 +589,10 @@ TIE_REFERENCE_CAP = 4.0
 TIE_REFERENCE_QUANTILE = 0.8
 
 
-def residue_tolerance(x: torch.Tensor, mask: torch.Tensor | None, dtype: torch.dtype | None = None) -> torch.Tensor:
+def residue_tolerance(
+    x: torch.Tensor, mask: torch.Tensor | None, dtype: torch.dtype | None = None, *, sorted_x: torch.Tensor | None = None,
+    median: torch.Tensor | None = None,
+) -> torch.Tensor:
     r"""The float residue of each row: :math:`\tau = 4\,\epsilon_{dtype} \operatorname{med}_i |x_i|`.
 
     Rewards that are equal on paper come out of a sum of reward functions
@@ -598,11 +610,69 @@ def residue_tolerance(x: torch.Tensor, mask: torch.Tensor | None, dtype: torch.d
     carries the residue of its terms, not of its value; a row of such sums
     next to exact zeros has a typical magnitude near 0. A declared reward
     range sets an absolute tolerance that covers it.
+
+    ``sorted_x``, when given, is :func:`sort_valid` of ``x`` (a caller that
+    sorts the rows anyway): the median of :math:`|x|` then comes from it
+    (:func:`abs_median_of_sorted`, with the rows' ``median`` where the
+    caller has it) instead of a second sort.
     """
     eps = torch.finfo(x.dtype if dtype is None else dtype).eps
     n = torch.full(x.shape[:-1], x.shape[-1], device=x.device) if mask is None else mask.sum(-1)
-    magnitude = median_of_sorted(sort_valid(x.abs(), mask), n)
+    if sorted_x is not None:
+        magnitude = abs_median_of_sorted(sorted_x, n, median)
+    else:
+        magnitude = median_of_sorted(sort_valid(x.abs(), mask), n)
     return (RESIDUE_ULPS * eps) * magnitude
+
+
+def abs_median_of_sorted(sorted_x: torch.Tensor, n: torch.Tensor, median: torch.Tensor | None = None) -> torch.Tensor:
+    r"""The median of :math:`|x|` of each row, from the row sorted ascending (:func:`sort_valid`: n valid values first).
+
+    The same value as ``median_of_sorted(sort_valid(x.abs(), mask), n)``,
+    without a second sort of every row. A row of one sign has the median of
+    :math:`|x|` of its median, :math:`|\operatorname{med} x|`. In a row of
+    both signs the k + 1 values of smallest :math:`|x|` are k + 1 neighbours
+    in sorted order (the values within some distance of 0), so its k-th
+    smallest :math:`|x|` (0-based) is
+
+    .. math:: |x|_{(k)} = \min_i \max(|x_{(i)}|, |x_{(i + k)}|) = \min_i \max(-x_{(i)}, x_{(i + k)})
+
+    (:math:`|x|` falls, then rises, along the sorted row, so its largest
+    value over neighbours is at an end): a minimum over the row and its
+    shift by k. Rows of both signs with invalid entries are sorted again as
+    :math:`|x|`. ``median``: the rows' :func:`median_of_sorted`, where the
+    caller has it.
+    """
+    G = sorted_x.shape[-1]
+    zero = torch.zeros((), dtype=sorted_x.dtype, device=sorted_x.device)
+    full = G > 0 and bool((n == G).all())
+    med = median_of_sorted(sorted_x, n) if median is None else median
+    out = med.abs()  # (also turns a median of -0.0 into 0.0, as sorting |x| gives)
+    top = sorted_x[..., -1] if full else order_statistic(sorted_x, n - 1)
+    mixed = (sorted_x[..., 0] < 0) & (top > 0)
+    if not full:
+        mixed &= n > 0
+    if not bool(mixed.any()):
+        return out
+    flat = sorted_x.reshape(-1, G)
+    if full:
+        # max(|x_(i)|, |x_(i + k)|) = max(-x_(i), x_(i + k)) on a sorted row (the larger one is the end away from 0)
+        many = 2 * int(mixed.sum()) > mixed.numel()
+        rows = None if many else torch.nonzero(mixed.reshape(-1)).squeeze(-1)
+        a = flat if many else flat.index_select(0, rows)
+        k1, k2 = (G - 1) // 2, G // 2
+        low = torch.maximum(a[:, : G - k1].neg(), a[:, k1:]).amin(-1)
+        high = low if k2 == k1 else torch.maximum(a[:, : G - k2].neg(), a[:, k2:]).amin(-1)
+        picked = 0.5 * low + 0.5 * high
+        if many:
+            return torch.where(mixed.reshape(-1), picked, out.reshape(-1)).reshape(med.shape)
+        return out.reshape(-1).index_copy(0, rows, picked).reshape(med.shape)
+    # rows of several sizes: sort |x| of those rows (invalid entries, +inf, stay last)
+    rows = torch.nonzero(mixed.reshape(-1)).squeeze(-1)
+    sub_n = n.reshape(-1).index_select(0, rows)
+    picked = median_of_sorted(sort_last(flat.index_select(0, rows).abs(), inplace=True), sub_n)
+    out = out.reshape(-1).index_copy(0, rows, torch.where(sub_n > 0, picked, zero))
+    return out.reshape(med.shape)
 
 
 def typical_deviation(
@@ -612,6 +682,8 @@ def typical_deviation(
     spread: torch.Tensor,
     residue: torch.Tensor | None = None,
     batch: torch.Tensor | None = None,
+    centre: torch.Tensor | None = None,
+    out: torch.Tensor | None = None,
 ) -> torch.Tensor | None:
     r"""The batch's typical genuine reward gap: a quantile of its resolved deviations from the group medians.
 
@@ -642,25 +714,55 @@ def typical_deviation(
     integers in ``[0, K)``, the training batch of each row) each batch gets
     its own D in one pass (:func:`segment_quantile`), returned per row
     (``[B]``, NaN where the row's batch has no resolved deviation).
+    ``centre``, when given, is the rows' median (a caller that has it);
+    ``out``, a contiguous buffer shaped and typed like ``x`` that may hold the
+    deviations (its contents are overwritten).
     """
-    u, w = resolved_deviations(x, mask, n, spread, residue)
+    if batch is None and _selectable(x) and bool(torch.isfinite(spread).all()):
+        # every deviation is finite (|x - m| <= max - min): the quantile by selection, weights only where partial
+        u, t = _shrunk_deviations(x, mask, n, spread, residue, centre, out)
+        fast = _resolved_quantile_by_selection(u, t, TIE_REFERENCE_QUANTILE, owned=True)
+        if fast is not _NOT_SELECTED:
+            return fast
+    u, w = resolved_deviations(x, mask, n, spread, residue, centre)
     if batch is not None:
         segments = batch.unsqueeze(-1).expand(u.shape).reshape(-1)
         n_batches = int(batch.max()) + 1 if batch.numel() else 0
         return segment_quantile(u.reshape(-1), w.reshape(-1), segments, n_batches, TIE_REFERENCE_QUANTILE)[batch]
-    if not bool((w > 0).any()):
-        return None
-    order = torch.argsort(u.reshape(-1))
-    return continuous_quantile(u.reshape(1, -1)[:, order], w.reshape(1, -1)[:, order], TIE_REFERENCE_QUANTILE)[0]
+    return flat_continuous_quantile(u.reshape(-1), w.reshape(-1), TIE_REFERENCE_QUANTILE)
+
+
+def _selectable(x: torch.Tensor) -> bool:
+    """Whether :func:`_flat_quantile_by_selection` can run on ``x``'s values (float32/64 on the CPU, no autograd)."""
+    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and not x.requires_grad
+
+
+def _shrunk_deviations(x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, spread: torch.Tensor,
+                       residue: torch.Tensor | None, centre: torch.Tensor | None,
+                       out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`resolved_deviations`' values u (0 at invalid entries; in ``out`` when given) and tolerance t, without
+    the weights."""
+    if centre is None:
+        centre = median_of_sorted(sort_valid(x, mask), n)
+    t = TYPICAL_WEIGHT_RESOLUTION * spread
+    if residue is not None:
+        t = torch.maximum(t, residue)
+    u = torch.sub(x, centre.unsqueeze(-1), out=out) if out is not None else x - centre.unsqueeze(-1)
+    u = u.abs_().sub_(t.unsqueeze(-1)).clamp_min_(0)
+    if mask is not None:
+        u = torch.where(mask, u, torch.zeros((), dtype=u.dtype, device=u.device), out=u)
+    return u, t
 
 
 def resolved_deviations(
-    x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, spread: torch.Tensor, residue: torch.Tensor | None = None
+    x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, spread: torch.Tensor, residue: torch.Tensor | None = None,
+    centre: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The resolved deviations :math:`u_{bi}` from the row medians and their weights :math:`w_{bi}` (see
     :func:`typical_deviation`), 0 at invalid entries: what a batch's typical gap is the quantile of, so a caller
-    that holds a batch in several blocks can pool them."""
-    centre = median_of_sorted(sort_valid(x, mask), n)
+    that holds a batch in several blocks can pool them. ``centre``: the rows' medians, when the caller has them."""
+    if centre is None:
+        centre = median_of_sorted(sort_valid(x, mask), n)
     t = TYPICAL_WEIGHT_RESOLUTION * spread
     if residue is not None:
         t = torch.maximum(t, residue)
@@ -701,6 +803,180 @@ def segment_quantile(values: torch.Tensor, weights: torch.Tensor, segments: torc
     frac = torch.where(w_i > 0, (2 * offset / torch.where(w_i > 0, w_i, torch.ones_like(w_i))).clamp(0, 1), torch.ones_like(w_i))
     out = x_prev + (x_i - x_prev) * frac
     return torch.where(total > 0, out, torch.full_like(out, math.nan))
+
+
+#: The most values of positive weight with a weight below 1 that :func:`flat_continuous_quantile` places by
+#: a small sort (beside a selection) before it sorts everything; a fraction of all values, at least this many.
+_PARTIAL_SHARE, _PARTIAL_MIN = 1 / 32, 4096
+
+
+def flat_continuous_quantile(values: torch.Tensor, weights: torch.Tensor, q: float) -> torch.Tensor | None:
+    r""":func:`continuous_quantile` of flat ``values`` (in any order) sorted ascending, with their ``weights``.
+
+    The weighted ``q``-quantile of every value of a batch, as one row sorted
+    by value: a 0-d tensor, or None when every weight is 0. For resolved
+    deviations (:func:`resolved_deviations`: values >= 0, weight 0 exactly
+    where the value is 0, weight 1 for the fully resolved ones) it needs no
+    sort of the batch on the CPU: with only weights 0 and 1 the cumulative
+    weight at the k-th value of weight 1 is k, so the quantile lies between
+    two order statistics that a selection finds (:func:`_ranked_values`,
+    linear time); weights between 0 and 1 (deviations close to their tolerance: few)
+    are sorted apart and merged with the window of weight-1 values they can
+    reach. The result is that of the sort, value for value. Other devices,
+    other inputs (negative or non-finite values, many partial weights, a
+    partial weight tied with a weight-1 value) sort the batch
+    (``torch.argsort``).
+    """
+    if values.device.type == "cpu":
+        fast = _flat_quantile_by_selection(values, weights, q)
+        if fast is not _NOT_SELECTED:
+            return fast
+    if not bool((weights > 0).any()):
+        return None
+    order = torch.argsort(values)
+    return continuous_quantile(values.reshape(1, -1)[:, order], weights.reshape(1, -1)[:, order], q)[0]
+
+
+def _quantile_pick(p: torch.Tensor, s_i: float, w_i: float, x_i: float, x_prev: float) -> torch.Tensor:
+    """The last lines of :func:`continuous_quantile` for one picked position, in ``p``'s dtype (the same rounding)."""
+    dtype = p.dtype
+    s_i, w_i, x_i, x_prev = (torch.tensor([v], dtype=dtype) for v in (s_i, w_i, x_i, x_prev))
+    offset = p - (s_i - w_i)
+    frac = torch.where(w_i > 0, (2 * offset / torch.where(w_i > 0, w_i, torch.ones_like(w_i))).clamp(0, 1), torch.ones_like(w_i))
+    return (x_prev + (x_i - x_prev) * frac)[0]
+
+
+_NOT_SELECTED = object()
+#: Values :func:`_ranked_values` samples to tell heavily tied data from the rest.
+_TIE_SAMPLE = 4096
+
+
+def _ranked_values(u: np.ndarray, a: int, b: int, inplace: bool = False) -> np.ndarray:
+    """The values of ranks ``a .. b`` (0-based, inclusive) of the flat ``u``, ascending: ``np.sort(u)[a:b + 1]``.
+
+    By selection (``numpy.partition``, linear time) where the values are
+    mostly distinct; numpy's SIMD selection slows down by an order of
+    magnitude on some heavily tied data (90 % zeros), which a seeded sample
+    detects, and those are sorted (numpy's SIMD sort is fast on ties).
+    ``inplace=True`` reorders ``u`` itself instead of a copy.
+    """
+    N = u.size
+    part = u if inplace else u.copy()
+    if N > 4 * _TIE_SAMPLE:
+        sample = np.sort(u[np.random.default_rng(N).integers(0, N, _TIE_SAMPLE)])
+        if np.count_nonzero(sample[1:] == sample[:-1]) <= _TIE_SAMPLE // 4:
+            part.partition(a)
+            if b == a:
+                return part[a: a + 1].copy()
+            tail = part[a:]
+            tail.partition(b - a)
+            return np.sort(tail[: b - a + 1])
+    part.sort()
+    return part[a: b + 1].copy()
+
+
+def _resolved_quantile_by_selection(u: torch.Tensor, t: torch.Tensor, q: float, owned: bool = False):
+    """:func:`flat_continuous_quantile` of every entry of ``u`` ``[B, G]`` (finite, >= 0) weighted by
+    :func:`resolved_weight` with the rows' ``t``, by selection; the weights are computed where they are partial only.
+    ``owned=True``: ``u`` is a temporary the selection may reorder."""
+    G = u.shape[-1]
+    un = u.detach().reshape(-1, G).numpy()
+    tn = t.detach().reshape(-1).numpy()
+    # weight 1 exactly where u >= t (t > 0; (u / t) rounds below 1 for u < t), or where u > 0 (t <= 0: weights [u > 0])
+    t_one = np.where(tn > 0, tn, np.finfo(un.dtype).smallest_subnormal).astype(un.dtype)[:, None]
+    full = un >= t_one
+    n_full = int(np.count_nonzero(full))
+    positive = un > 0
+    n_positive = int(np.count_nonzero(positive))
+    if n_positive == 0:
+        return None
+    flat = un.reshape(-1)
+    if n_full == n_positive:
+        return _select_with_unit_weights(flat, n_full, q, t.dtype, inplace=owned)
+    partial = np.flatnonzero(np.not_equal(positive, full, out=positive))  # (0 < u < t: every weight-1 value is positive)
+    weights = np.clip(flat[partial] / tn[partial // G].astype(un.dtype), 0, 1)  # (as resolved_weight rounds them)
+    return _select_with_partial_weights(flat, n_full, partial, weights, q, t.dtype, inplace=owned)
+
+
+def _flat_quantile_by_selection(values: torch.Tensor, weights: torch.Tensor, q: float):
+    """:func:`flat_continuous_quantile` by selection on the CPU, or ``_NOT_SELECTED`` where it does not apply."""
+    if values.dtype not in (torch.float32, torch.float64) or weights.dtype != values.dtype or values.requires_grad:
+        return _NOT_SELECTED
+    u = values.detach().reshape(-1).numpy()
+    w = weights.detach().reshape(-1).numpy()
+    if not math.isfinite(float(u.sum(dtype=np.float64))) or float(u.min()) < 0:
+        return _NOT_SELECTED  # (negative or non-finite values: sort)
+    positive = np.count_nonzero(w)
+    if positive == 0:
+        return None
+    if np.count_nonzero((w > 0) == (u > 0)) != u.size:
+        return _NOT_SELECTED  # (a zero weight on a positive value: the zeros would not all sort first)
+    full = w == 1
+    n_full = int(np.count_nonzero(full))
+    if n_full == positive:
+        return _select_with_unit_weights(u, n_full, q, values.dtype)
+    partial = np.flatnonzero((w > 0) & ~full)
+    return _select_with_partial_weights(u, n_full, partial, w[partial], q, values.dtype)
+
+
+def _select_with_unit_weights(u: np.ndarray, n_full: int, q: float, dtype: torch.dtype, inplace: bool = False):
+    """The weighted quantile of flat ``u`` (>= 0) whose weights are 1 on its ``n_full`` positive values, 0 on its zeros."""
+    if not 0 < q < 1 or (dtype == torch.float32 and u.size > 2**24):
+        return _NOT_SELECTED  # (cumulative counts past 2**24 round in float32)
+    # weights 0 and 1 only: the cumulative weight at the k-th weight-1 value is k
+    p = q * torch.tensor([float(n_full)], dtype=dtype)
+    k = math.ceil(float(p[0]))
+    i = u.size - n_full + k - 1
+    picked = _ranked_values(u, max(i - 1, 0), i, inplace)
+    return _quantile_pick(p, float(k), 1.0, float(picked[-1]), float(picked[0]))
+
+
+def _select_with_partial_weights(u: np.ndarray, n_full: int, partial: np.ndarray, pw: np.ndarray, q: float,
+                                 dtype: torch.dtype, inplace: bool = False):
+    """The weighted quantile of flat ``u`` (>= 0) with weights ``pw`` (between 0 and 1) at the indices ``partial``,
+    1 on the ``n_full`` other positive values and 0 on the zeros.
+
+    The few partial values are sorted apart. With weight 1 on every other positive value, the quantile's
+    count of weight-1 values before it lies within ``[p - sum(pw) - 1, p]``, so it lies among a window of
+    ranks of ``u`` that a selection returns; in the window, the partial values are told apart by value
+    (a partial value tied with a weight-1 value, or at the window's edge, goes back to the sort).
+    """
+    N = u.size
+    m = partial.size
+    n_zero = N - n_full - m
+    if not 0 < q < 1 or m > max(_PARTIAL_MIN, _PARTIAL_SHARE * N):
+        return _NOT_SELECTED
+    order = np.argsort(u[partial], kind="stable")  # (ties in flat order)
+    pu, pw = u[partial][order], pw[order]
+    pw_sum = float(pw.sum(dtype=np.float64))
+    p = q * torch.tensor([n_full + pw_sum], dtype=dtype)
+    pv = float(p[0])
+    # the answer's count of weight-1 values before it lies within [p - sum of partial weights - 1, p]
+    k_lo, k_hi = max(1, math.floor(pv - pw_sum) - 1), min(n_full, math.ceil(pv) + 1)
+    if k_hi >= k_lo:
+        # the weight-1 values of ranks k_lo .. k_hi among them sit within these ranks of u (partial values interleave)
+        first = n_zero + k_lo - 1
+        window = _ranked_values(u, first, min(N - 1, n_zero + k_hi - 1 + m), inplace)
+        at = np.minimum(np.searchsorted(pu, window), m - 1)
+        is_partial = pu[at] == window
+        if is_partial[0] or is_partial[-1] or np.count_nonzero(is_partial) != np.count_nonzero((pu >= window[0]) & (pu <= window[-1])):
+            return _NOT_SELECTED  # a partial value at the window's edge or tied with a weight-1 value: the sort decides
+        ones_before = first - n_zero - int(np.count_nonzero(pu < window[0]))  # weight-1 values below the window
+        merged = np.concatenate([window[~is_partial], pu])
+        is_one = np.concatenate([np.ones(merged.size - m, dtype=bool), np.zeros(m, dtype=bool)])
+    else:
+        ones_before, merged, is_one = 0, pu, np.zeros(m, dtype=bool)
+    step = np.argsort(merged, kind="stable")
+    merged, is_one = merged[step], is_one[step]
+    weight = np.where(is_one, 1.0, np.concatenate([np.ones(merged.size - m), pw.astype(np.float64)])[step])
+    cum = ones_before + np.cumsum(is_one) + np.cumsum(np.where(is_one, 0.0, weight))
+    cum_t = cum.astype(u.dtype)
+    j = int(np.searchsorted(cum_t, np.asarray(pv, dtype=u.dtype), side="left"))
+    if j >= merged.size or (j == 0 and ones_before > 0):
+        return _NOT_SELECTED
+    x_i = float(merged[j])
+    x_prev = float(merged[j - 1]) if j > 0 else (0.0 if n_zero > 0 else x_i)
+    return _quantile_pick(p, float(cum_t[j]), float(u.dtype.type(weight[j])), x_i, x_prev)
 
 
 def batch_tie_reference(spread: torch.Tensor, typical: torch.Tensor | None) -> torch.Tensor:
@@ -834,11 +1110,116 @@ def continuous_quantile(sorted_x: torch.Tensor, weights: torch.Tensor, q: float)
     return (x_prev + (x_i - x_prev) * frac).squeeze(-1)
 
 
-def _argsort_last(x: torch.Tensor) -> torch.Tensor:
+def resolved_quantile(sorted_u: torch.Tensor, n: torch.Tensor, t: torch.Tensor, q: float) -> torch.Tensor:
+    r""":func:`continuous_quantile` of ascending resolved deviations, weighted by :func:`resolved_weight`.
+
+    ``sorted_u`` ``[..., G]`` holds each row's n valid resolved deviations
+    :math:`u \ge 0` first (finite) and ``+inf`` after (:func:`sort_valid`),
+    ``t`` ``[...]`` the tolerance they were shrunk by; an invalid entry
+    weighs 0. The value is that of ``continuous_quantile(sorted_u, w, q)``
+    with :math:`w = \min(u / t, 1)` (:math:`[u > 0]` where :math:`t \le 0`),
+    0 at invalid entries. The weights of a row are 0 on its ``z`` leading
+    zeros and 1 from the first :math:`u \ge t` on, so where none lies
+    between (no deviation within ``(t, 2t)`` of its centre: most rows) the
+    cumulative weight at position :math:`j \ge f` is :math:`j - f + 1` and
+    the quantile's position is a count. In float32 a row with a few partial
+    weights adds their sum; the other rows with partial weights (float64,
+    many of them, or a quantile that falls among them) go through the
+    cumulative sum.
+    """
+    G = sorted_u.shape[-1]
+    dtype = sorted_u.dtype
+    # the counts of zeros (u < the smallest positive float) and of u < t, by one search of the sorted rows
+    tiny = torch.full_like(t, torch.finfo(dtype).smallest_normal * torch.finfo(dtype).eps)
+    counts = torch.searchsorted(sorted_u.contiguous(), torch.stack([tiny, t], -1).reshape(*t.shape, 2).contiguous())
+    zeros, below = counts.unbind(-1)
+    below = torch.where(t > 0, below, zeros)  # (t <= 0 or NaN: weights [u > 0])
+    n_ones = n - below
+    total = n_ones.to(dtype)
+    k = torch.ceil(q * total).long()
+    out = _quantile_at_unit_weights(sorted_u, below, total, q, k, k.to(dtype))
+    partial = below > zeros
+    if not bool(partial.any()):
+        return out
+    # rows with partial weights, on their own
+    rows = torch.nonzero(partial.reshape(-1)).squeeze(-1)
+    flat = sorted_u.reshape(-1, G)
+    su = _RowView(flat, rows)
+    tr, zr, br, nr = (v.reshape(-1).index_select(0, rows) for v in (t, zeros, below, n_ones))
+    slow = torch.ones_like(rows, dtype=torch.bool)
+    width = int((br - zr).max())
+    if dtype == torch.float32 and width <= 32:
+        # in float32 the partial weights' sum in float64 is exact (at most 32 terms of 24 bits), as the cumulative
+        # sum's float64 accumulator holds it: the cumulative weight at the k-th weight-1 entry is that sum plus k,
+        # rounded once
+        pos = zr.unsqueeze(-1) + torch.arange(width, device=flat.device)
+        w = (su.gather(-1, pos.clamp_max(G - 1)) / tr.unsqueeze(-1)).clamp_(0, 1)
+        w = torch.where(pos < br.unsqueeze(-1), w, torch.zeros((), dtype=dtype, device=flat.device))
+        psum = w.sum(-1, dtype=torch.float64)
+        cum = lambda k: (psum + k).to(dtype)  # noqa: E731
+        total_r = cum(nr)
+        p = q * total_r
+        k = torch.ceil(p.double() - psum).long().clamp_(torch.ones_like(nr), nr.clamp_min(1))
+        for _ in range(2):  # (the rounding of cum can move the first k with cum(k) >= p by one)
+            k = torch.where((k > 1) & (cum(k - 1) >= p), k - 1, k)
+            k = torch.where((cum(k) < p) & (k < nr), k + 1, k)
+        s_k = cum(k)
+        # the quantile among the partial entries, or a k that did not settle: the cumulative sum
+        slow = (psum.to(dtype) >= p) | (s_k < p) | ((k > 1) & (cum(k - 1) >= p)) | (nr == 0)
+        out = out.reshape(-1).index_copy(0, rows, _quantile_at_unit_weights(su, br, total_r, q, k, s_k)).reshape(out.shape)
+    if bool(slow.any()):  # the cumulative sum, on those rows only
+        at = torch.nonzero(slow).squeeze(-1)
+        ss = flat.index_select(0, rows.index_select(0, at))
+        w = resolved_weight(ss, tr.index_select(0, at))
+        if not bool((n.reshape(-1).index_select(0, rows.index_select(0, at)) == G).all()):  # invalid entries (+inf) weigh 0
+            w = torch.where(torch.isfinite(ss), w, torch.zeros((), dtype=w.dtype, device=w.device))
+        out = out.reshape(-1).index_copy(0, rows.index_select(0, at), continuous_quantile(ss, w, q)).reshape(out.shape)
+    return out
+
+
+class _RowView:
+    """Some rows of a ``[B, G]`` tensor, read by :meth:`gather` without copying them: ``view.gather(-1, i)`` is
+    ``x[rows].gather(-1, i)``."""
+
+    def __init__(self, x: torch.Tensor, rows: torch.Tensor):
+        self.x, self.rows, self.shape = x, rows, (rows.numel(), x.shape[-1])
+        self.dtype, self.device = x.dtype, x.device
+
+    def gather(self, dim: int, index: torch.Tensor) -> torch.Tensor:
+        flat = (self.rows * self.shape[1]).unsqueeze(-1) + index
+        return self.x.reshape(-1).index_select(0, flat.reshape(-1)).reshape(index.shape)
+
+
+def _quantile_at_unit_weights(sorted_u: torch.Tensor, below: torch.Tensor, total: torch.Tensor, q: float,
+                              k: torch.Tensor, s_k: torch.Tensor) -> torch.Tensor:
+    """The last lines of :func:`continuous_quantile` where the quantile is the k-th weight-1 entry (position
+    ``below + k - 1``, cumulative weight ``s_k``, of a row with total weight ``total``); ``total == 0``: the first.
+
+    With the picked weight 1 the offset's quotient by it is the offset itself (division by 1 is exact), so
+    ``frac = clip(2 (p - (s_k - 1)), 0, 1)``; a row of total weight 0 takes its first entry (``frac = 1``).
+    """
+    G = sorted_u.shape[-1]  # (sorted_u: a tensor or a _RowView)
+    p = q * total
+    some = total > 0
+    i = (below + k - 1).clamp_(0, G - 1)
+    if not bool(some.all()):
+        i = torch.where(some, i, torch.zeros_like(i))
+    picked = sorted_u.gather(-1, torch.stack([(i - 1).clamp_min_(0), i], -1))
+    x_prev, x_i = picked.unbind(-1)
+    frac = (2 * (p - (s_k - 1))).clamp_(0, 1)
+    if not bool(some.all()):
+        frac = torch.where(some, frac, torch.ones((), dtype=frac.dtype, device=frac.device))
+    return x_prev + (x_i - x_prev) * frac
+
+
+def argsort_last(x: torch.Tensor) -> torch.Tensor:
     """Indices that sort the last dimension (numpy's SIMD sort on the CPU, torch elsewhere)."""
     if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
         return torch.from_numpy(np.argsort(x.detach().numpy(), axis=-1))
     return torch.argsort(x, dim=-1)
+
+
+_argsort_last = argsort_last
 
 
 #: Offsets to either side at which :func:`soft_midranks` compares sorted values directly: a value
@@ -990,7 +1371,10 @@ def _ranks_by_search(s: torch.Tensor, q: torch.Tensor, t: torch.Tensor) -> torch
     return ranks
 
 
-def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -> torch.Tensor:
+def soft_midranks(
+    x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor, *, sorted_x: torch.Tensor | None = None,
+    order: torch.Tensor | None = None,
+) -> torch.Tensor:
     r"""Mid-ranks with the tie tolerance ``t`` (per row): continuous in ``x``.
 
     .. math:: R_i = \tfrac12 + \sum_{j\ \mathrm{valid}} H(x_i - x_j), \qquad
@@ -1017,11 +1401,16 @@ def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -
     share the mean of its positions), a value of a wider one is summed as
     before where its neighbours within ``2 t`` lie within three positions,
     and a row with any other value uses binary search and prefix sums over
-    the whole row.
+    the whole row. ``order`` and ``sorted_x``, when given, are the
+    permutation that sorts each row (invalid entries last) and the sorted
+    row (``+inf`` at invalid entries), from a caller that has them.
     """
-    filled = fill_invalid(x, mask, math.inf)
-    order = _argsort_last(filled)
-    s = filled.gather(-1, order)
+    if order is None or sorted_x is None:
+        filled = fill_invalid(x, mask, math.inf)
+        order = _argsort_last(filled)
+        s = filled.gather(-1, order)
+    else:
+        s = sorted_x
     n = None if mask is None else mask.sum(-1, keepdim=True)  # valid values come first in sorted order
     tt = t.unsqueeze(-1)
     beyond = _beyond_band(s, tt)
