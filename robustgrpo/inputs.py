@@ -319,13 +319,17 @@ class Bucket:
 
 
 def _key_kind(value: Any) -> str:
-    if value is None:
+    return _type_kind(type(value))
+
+
+def _type_kind(kind: type) -> str:
+    if kind is type(None):
         return "None"
-    if isinstance(value, (str, bytes, np.str_, np.bytes_)):
+    if issubclass(kind, (str, bytes, np.str_, np.bytes_)):
         return "string"
-    if isinstance(value, (bool, np.bool_, int, float, np.integer, np.floating)):
+    if issubclass(kind, (bool, np.bool_, int, float, np.integer, np.floating)):
         return "number"
-    return type(value).__name__
+    return kind.__name__
 
 
 def _index_array(index: ArrayLike) -> np.ndarray:
@@ -339,7 +343,8 @@ def _index_array(index: ArrayLike) -> np.ndarray:
         if isinstance(items, (str, bytes)) or not hasattr(items, "__len__"):
             raise ValueError(f"index must be a sequence of group keys (one per reward), got {type(index).__name__}")
         flat = list(items)
-        kinds = set(map(_key_kind, flat))
+        types = set(map(type, flat))  # (a few distinct types: their kinds without a call per key)
+        kinds = {_type_kind(t) for t in types}
         if "None" in kinds:
             where = next(i for i, v in enumerate(flat) if v is None)
             raise ValueError(f"index holds None at position {where}; give every reward a group key (a string or an integer)")
@@ -347,7 +352,10 @@ def _index_array(index: ArrayLike) -> np.ndarray:
             shown = {k: next(v for v in flat if _key_kind(v) == k) for k in sorted(kinds)}
             raise ValueError(f"index mixes kinds of keys ({', '.join(f'{k} {v!r}' for k, v in shown.items())}): 1 and '1' "
                              "would be read as one group; pass keys of one kind (all strings or all integers)")
-        idx = np.asarray(flat) if flat else np.asarray(flat, dtype=np.int64)
+        if isinstance(index, np.ndarray) and types == {str}:  # (verl's uids: an object array of str, converted in C)
+            idx = index.astype(str)
+        else:
+            idx = np.asarray(flat) if flat else np.asarray(flat, dtype=np.int64)
         if idx.dtype == object:
             raise ValueError(f"index keys must be strings or numbers, got {', '.join(sorted(kinds))} keys")
     if idx.dtype.kind == "f" and idx.ndim == 1 and bool(np.isnan(idx).any()):
@@ -361,10 +369,27 @@ def first_appearance_codes(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Number the distinct values of ``keys`` in the order they first appear, without a Python loop.
 
     Returns each entry's code (``int64``, 0 for the first distinct key) and the distinct keys in that order.
+    Where equal keys come in runs and no key is in two runs (a trainer's layout: each prompt's samples
+    together), only the runs' first keys are sorted; otherwise every key is (``numpy.unique``).
 
     >>> first_appearance_codes(np.array(["b", "a", "b", "c"]))
     (array([0, 1, 0, 2]), array(['b', 'a', 'c'], dtype='<U1'))
     """
+    n = len(keys)
+    if keys.ndim == 1 and n > 1:
+        change = np.empty(n, dtype=bool)
+        change[0] = True
+        np.not_equal(keys[1:], keys[:-1], out=change[1:])
+        heads = np.flatnonzero(change)
+        if len(heads) < n:  # runs of equal keys (verl's layout: a prompt's samples together): number the runs
+            codes, unique = _codes_by_sort(keys[heads])
+            if len(unique) == len(heads):  # every key in one run: the runs' codes, each repeated over its run
+                return np.repeat(codes, np.diff(np.append(heads, n))), unique
+    return _codes_by_sort(keys)
+
+
+def _codes_by_sort(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`first_appearance_codes` by one sort of the keys (``numpy.unique``)."""
     unique, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     order = np.argsort(first, kind="stable")
     rank = np.empty(len(order), dtype=np.int64)
@@ -412,7 +437,7 @@ def group_by_index(index: ArrayLike, n: int) -> Grouping:
     slot = np.empty(n, dtype=np.int64)
     slot[by_group] = np.arange(n) - np.repeat(starts, counts)
     return Grouping(
-        group=torch.from_numpy(group.astype(np.int64)),
+        group=torch.from_numpy(group.astype(np.int64, copy=False)),
         slot=torch.from_numpy(slot),
         keys=keys,
         group_size=int(counts.max()),

@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from robustgrpo.inputs import as_tensor, group_by_index, scatter_to_flat, to_kind
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from robustgrpo.inputs import as_tensor, first_appearance_codes, group_by_index, scatter_to_flat, to_kind
 
 
 def test_conversion_rules():
@@ -43,6 +46,32 @@ def test_group_by_index_against_a_python_loop():
     padded, mask = grouping.pad(values)
     assert int(mask.sum()) == 200
     torch.testing.assert_close(scatter_to_flat(padded, grouping), values)
+
+
+def _codes_by_a_python_loop(keys) -> tuple[list[int], list]:
+    seen: dict = {}
+    return [seen.setdefault(k, len(seen)) for k in keys.tolist()], list(seen)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 4)), min_size=1, max_size=12), st.booleans())
+def test_first_appearance_codes_in_runs_or_not_are_a_python_loops(runs, as_strings):
+    """Keys in runs (a trainer's layout) take the runs' path, keys of one value in two runs the sort's: the same codes."""
+    keys = np.repeat([f"uid-{k}" if as_strings else k for k, _ in runs], [n for _, n in runs])
+    codes, distinct = first_appearance_codes(keys)
+    expected, order = _codes_by_a_python_loop(keys)
+    assert codes.dtype == np.int64 and codes.tolist() == expected and distinct.tolist() == order
+
+
+def test_verls_uids_an_object_array_of_str_group_as_the_same_strings_do():
+    uids = np.repeat(np.array(["b7", "a3", "c1"], dtype=object), 4)
+    a, b = group_by_index(uids, 12), group_by_index(uids.astype(str), 12)
+    assert a.keys.tolist() == b.keys.tolist() == ["b7", "a3", "c1"]
+    assert a.group.tolist() == b.group.tolist() == [0] * 4 + [1] * 4 + [2] * 4 and a.slot.tolist() == b.slot.tolist()
+    with pytest.raises(ValueError, match="None at position 2"):
+        group_by_index(np.array(["a", "a", None], dtype=object), 3)
+    with pytest.raises(ValueError, match="mixes kinds of keys"):
+        group_by_index(np.array(["a", 1], dtype=object), 2)
 
 
 def test_group_by_index_errors():
