@@ -1225,10 +1225,13 @@ _argsort_last = argsort_last
 #: Offsets to either side at which :func:`soft_midranks` compares sorted values directly: a value
 #: whose neighbours within ``2 t`` all lie within ``_RAMP_BAND`` positions needs nothing else.
 _RAMP_BAND = 3
+#: The wider band rows take where the first misses a pair (continuous rewards at large G, whose tolerance spans a few
+#: neighbours): seven offsets are cheaper than the binary search of :func:`_ranks_by_search`.
+_WIDE_BAND = 7
 
 
-def _beyond_band(s: torch.Tensor, tt: torch.Tensor) -> torch.Tensor:
-    r"""Where the band of :func:`_band_ranks` misses a pair: :math:`s_{k+D+1} - s_k \le 2t`, per k.
+def _beyond_band(s: torch.Tensor, tt: torch.Tensor, band: int = _RAMP_BAND) -> torch.Tensor:
+    r"""Where a band of D = ``band`` offsets (:func:`_band_ranks`) misses a pair: :math:`s_{k+D+1} - s_k \le 2t`, per k.
 
     ``[..., G - D - 1]`` booleans (empty when ``G <= D + 1``). Where none is
     True, every value's neighbours within ``2 t`` (the only ones with
@@ -1236,12 +1239,12 @@ def _beyond_band(s: torch.Tensor, tt: torch.Tensor) -> torch.Tensor:
     so the band sum is the whole sum. Invalid entries (``+inf`` at the end)
     never count: the difference to them is ``inf`` and between them NaN.
     """
-    D = _RAMP_BAND + 1
+    D = band + 1
     return s[..., D:] - s[..., :-D] <= 2 * tt
 
 
-def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None) -> torch.Tensor:
-    r"""Soft mid-ranks of sorted rows from neighbours up to ``_RAMP_BAND`` positions away.
+def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None, band: int = _RAMP_BAND) -> torch.Tensor:
+    r"""Soft mid-ranks of sorted rows from neighbours up to ``band`` positions away.
 
     :math:`R_k = k + 1 + \sum_{0 < d \le D} \varphi(s_{k+d} - s_k) - \varphi(s_k - s_{k-d})`
     with :math:`\varphi(\Delta) = \min(\max(1 - \Delta / 2t, 0), 1/2)` (1/2 for
@@ -1257,7 +1260,7 @@ def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None) -> to
     # gap / 2t as a product with 1 / 2t, unless that overflows (a subnormal t: rewards near the smallest normal number)
     inv = None if bool((two_t < 1 / torch.finfo(s.dtype).max).any()) else 1 / two_t
     ranks = (pos + 1).to(s.dtype).expand_as(s).clone()
-    for d in range(1, min(_RAMP_BAND, G - 1) + 1):  # offsets, not samples: three vectorised steps
+    for d in range(1, min(band, G - 1) + 1):  # offsets, not samples: a few vectorised steps
         gap = s[..., d:] - s[..., :-d]
         phi = (1 - (gap / two_t if inv is None else gap * inv)).clamp_(0, 0.5)
         if exact_ties:
@@ -1394,7 +1397,9 @@ def soft_midranks(
     with :math:`\varphi(\Delta) = \min(\max(1 - \Delta / 2t, 0), 1/2)`, which is 0
     for :math:`\Delta \ge 2t`. A row where every value's neighbours within
     ``2 t`` lie within three positions (:math:`x_{(k+4)} - x_{(k)} > 2t` for
-    every k) sums over those three neighbours to either side. In the other
+    every k) sums over those three neighbours to either side; where most rows
+    that this misses have them within seven positions, every row sums over
+    seven (continuous rewards at large G). In the other
     rows (ties, near-ties) the values are split into clusters (runs whose
     neighbours are at most ``2 t`` apart; values in different clusters are
     ranked as usual): a cluster no wider than ``t`` is a tie (its values
@@ -1416,6 +1421,17 @@ def soft_midranks(
     beyond = _beyond_band(s, tt)
     slow = beyond.any(-1, keepdim=True)  # rows where the band misses a pair
     few = int(slow.sum())
+    if few and s.shape[-1] > _WIDE_BAND + 1:
+        missed = slow & _beyond_band(s, tt, _WIDE_BAND).any(-1, keepdim=True)  # rows the wider band misses too
+        n_missed = int(missed.sum())
+        if 8 * n_missed <= few:  # it holds most rows the first band misses: its sum on every row (a zero term changes
+            # no sum, so the rows the first band held get the same ranks), the cluster path on the rest
+            ranks = _band_ranks(s, tt, n, _WIDE_BAND)
+            if n_missed:
+                rows = missed.squeeze(-1)
+                ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
+                                             None if n is None else n[rows], beyond[rows], slow[rows])
+            return torch.empty_like(ranks).scatter_(-1, order, ranks)
     if few == 0:
         ranks = _band_ranks(s, tt, n)
     elif 8 * few > slow.numel():  # many: every row through the cluster path (band rows stay band rows)

@@ -190,3 +190,19 @@ def test_rank_with_its_defaults_on_partial_credit():
     r = _groups("partial_credit", np.random.default_rng(3))
     np.testing.assert_allclose(compute_advantages(torch.tensor(r), "rank").advantages.numpy(), rank_oracle(r),
                                rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_rank_where_the_tolerance_spans_four_to_seven_neighbours(dtype):
+    """Continuous rewards at G = 64 with t spanning 4 to 7 sorted neighbours: the wider band's sum, and a few rows whose
+    neighbours within 2t lie further (the cluster path beside it), against the all-pairs oracle."""
+    rng = np.random.default_rng(21)
+    B, G = 40, 64
+    r = np.sort(rng.uniform(0, 1, (B, G)), axis=-1)
+    r[:, 0], r[:, -1] = 0.0, 1.0  # range 1: t = 0.015 at resolution 0.015, neighbours about 1/64 apart
+    r[:3, 10:22] = 0.5 + rng.uniform(0, 1e-3, (3, 12))  # three rows with a dense cluster: the band misses them
+    r = rng.permuted(r, axis=-1).astype(dtype)
+    got = compute_advantages(torch.tensor(r), "rank", resolution=0.015).advantages.numpy()
+    expected = rank_oracle(r.astype(np.float64), resolution=0.015, dtype=dtype)
+    tolerance = dict(rtol=1e-9, atol=1e-12) if dtype == np.float64 else dict(rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(got, expected, **tolerance)
