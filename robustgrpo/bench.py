@@ -16,9 +16,9 @@ Ratios are measured in the same process, interleaved (each repeat runs every
 case once, in turn, at each thread count), so machine noise hits all rows
 alike; a row's ratio is the median of its per-repeat ratios. The targets
 (:data:`ESTIMATOR_TARGETS`), on every kind of rewards and at every thread
-count: ``robust`` within 2x grpo at G = 16 and 5x at G = 256, ``rank`` within
-3x and ``huber_m`` within 5x at G = 16, and ``robust`` at least 3x faster than
-numpy + scipy.
+count: ``robust`` within 1.2x grpo and ``rank``, ``huber_m`` and ``winsor``
+within 3x at G = 16, 64 and 256 (the shapes timed of those), and ``robust`` at
+least 3x faster than numpy + scipy. The table says which targets are not met.
 
 ``python -m robustgrpo bench --simulate`` runs :func:`run_simulate_benchmark`: the drift
 simulator at 256 prompts x G = 16 x 500 steps x 8 seeds with a tabular policy (target: under
@@ -181,10 +181,8 @@ class BenchRow:
 #: Speed targets of the estimators: (estimator, G) -> the most times idiomatic grpo it may take,
 #: on every kind of rewards in :data:`BENCH_REWARDS` and at every thread count timed.
 ESTIMATOR_TARGETS: dict[tuple[str, int], float] = {
-    ("robust", 16): 2.0,
-    ("robust", 256): 5.0,
-    ("rank", 16): 3.0,
-    ("huber_m", 16): 5.0,
+    **{("robust", G): 1.2 for G in (16, 64, 256)},
+    **{(name, G): 3.0 for name in ("rank", "huber_m", "winsor") for G in (16, 64, 256)},
 }
 
 #: The kinds of rewards the estimators are timed on (real runs produce all three); see :func:`bench_rewards`.

@@ -87,9 +87,10 @@ def test_bench_prints_a_table_with_ratios():
     assert all(r.split()[-3] == r.split()[-1] == "1.00" for r in rows if r.startswith("grpo (idiomatic)"))
     for kind in ("uniform+outlier", "0/1", "0/1+jitter"):
         assert f"faster than numpy+scipy at 256x16 ({kind}, 1 thread)" in out
-        for target in ("robust <= 2x", "rank <= 3x", "huber_m <= 5x"):
-            line = f"target {target} grpo at G=16 (256x16, {kind}, 1 thread)"
-            assert re.search(re.escape(line) + r": \d+\.\d\dx, (met|NOT met)$", out, re.M), line
+        for G, shape in ((16, "256x16"), (64, "64x64")):
+            for target in ("robust <= 1.2x", "rank <= 3x", "huber_m <= 3x", "winsor <= 3x"):
+                line = f"target {target} grpo at G={G} ({shape}, {kind}, 1 thread)"
+                assert re.search(re.escape(line) + r": \d+\.\d\dx, (met|NOT met)$", out, re.M), line
 
 
 # Every command's user errors, in process (fast): one line on stderr naming the problem, status 2, no traceback.
