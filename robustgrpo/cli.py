@@ -15,7 +15,9 @@ simulate    run the drift simulator from a JSON config: the record (Parquet) and
 sweep       run a declared grid of simulations or metrics x seeds (in-process or on Ray) into a
             Parquet record; ``sweep status DIR`` says what is done, failed and missing
 experiment  real trainer runs: ``experiment trl CONFIG --out DIR`` runs a sweep of TRL's trainer on a
-            tiny model under contaminated judges, then prints where each arm ends
+            tiny model under contaminated judges, then prints where each arm ends;
+            ``experiment trl_composite CONFIG --out DIR`` the same with multi-token answers and a
+            composite reward
 
 A user error (a malformed reward log, a bad setting, a mistyped option)
 prints one line on stderr and exits with status 2, without a traceback.
@@ -356,12 +358,15 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     args.target = [args.config]
     status = _cmd_sweep(args)
     if status in (0, 1) and len(table := load_record(args.out, partial=True)):  # every run finished, or some failed
-        from .report.trainer import final_table, format_final_table
+        from .report import trainer as report
 
         _say()
         if table.attrs.get("unfinished"):
             _say(f"(the table leaves out {table.attrs['unfinished']} run(s) that have not finished)")
-        _say(format_final_table(final_table(table)))
+        if args.trainer == "trl":
+            _say(report.format_final_table(report.final_table(table)))
+        else:
+            _say(report.format_composite_table(report.composite_final_table(report.composite_record(table))))
     return status
 
 
@@ -472,9 +477,13 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--batch-size", type=_positive, default=16, help="local engine: most seeds per vectorized call")
     sweep.set_defaults(func=_cmd_sweep)
     experiment = sub.add_parser("experiment", help="real trainer runs as a sweep: experiment trl CONFIG --out DIR",
-                                usage=f"{PROG} experiment trl CONFIG --out DIR [--engine {{local,ray}}] [--address ADDRESS] ...")
-    experiment.add_argument("trainer", choices=["trl"], help="the trainer: trl (TRL's GRPOTrainer through robustgrpo.integrations.trl)")
-    experiment.add_argument("config", help='a sweep config whose "runnable" is "trl" (e.g. data/sweeps/trl_contamination.json)')
+                                usage=f"{PROG} experiment {{trl,trl_composite}} CONFIG --out DIR [--engine {{local,ray}}] "
+                                      "[--address ADDRESS] ...")
+    experiment.add_argument("trainer", choices=["trl", "trl_composite"],
+                            help="the runs: trl (TRL's GRPOTrainer through robustgrpo.integrations.trl, one-token answers), "
+                                 "trl_composite (multi-token answers, a composite reward)")
+    experiment.add_argument("config", help='a sweep config whose "runnable" is that name (e.g. '
+                                           'data/sweeps/trl_contamination.json, data/sweeps/trl_composite.json)')
     experiment.add_argument("--out", required=True, metavar="DIR", help="the record folder; a rerun into it skips finished runs")
     _add_engine_options(experiment, "run")
     experiment.set_defaults(func=_cmd_experiment, batch_size=1)

@@ -179,7 +179,14 @@ BAD_CONFIGS = [
     ({"runnable": "agreement", "seeds": [1, -1]}, r"seeds: each seed must be an integer in \[0, 2\*\*63\), got -1"),
     ({"runnable": "agreement", "seeds": [1, 1]}, r"seeds: must not repeat a seed"),
     ({"runnable": "agreement", "gird": {}}, r"gird: unknown key of a sweep config; did you mean 'grid'\?"),
-    ({"runnable": "agreemnt"}, r"runnable: must be one of \['agreement', 'simulate', 'trl'\], got 'agreemnt'"),
+    ({"runnable": "agreement", "grid": []}, r"grid: an empty list of blocks has no cells to run"),
+    ({"runnable": "agreement", "grid": [{"G": [4]}, 3]}, r"grid\[1\]: must be an object of parameter -> list of values"),
+    ({"runnable": "agreement", "grid": [{"G": [4]}, {"G": []}]}, r"grid\[1\]\.G: an empty grid axis"),
+    ({"runnable": "agreement", "grid": [{"Gx": [4]}]}, r"grid\[0\]\.Gx: unknown parameter 'Gx'.*did you mean 'G'"),
+    ({"runnable": "agreement", "grid": [{"G": [4]}, {"G": [1]}]}, r"grid\[1\]\.G: G must be an integer >= 2, got 1 \(at G=1\)"),
+    ({"runnable": "agreement", "fixed": {"G": 4}, "grid": [{"c": [2.0]}, {"G": [8]}]}, r"grid\[1\]\.G: is also set in fixed"),
+    ({"runnable": "agreement", "grid": "G"}, r"grid: must be an object of parameter -> list of values, or a list"),
+    ({"runnable": "agreemnt"}, r"runnable: must be one of \['agreement', 'simulate', 'trl', 'trl_composite'\], got 'agreemnt'"),
     ({"runnable": "agreement", "random": {"draws": 2, "params": {"c": {"normal": [0, 1]}}}},
      r"random\.params\.c: must be one distribution"),
     ({"runnable": "agreement", "random": {"draws": 2, "params": {"c": {"uniform": [3.0, 1.0]}}}},
@@ -244,6 +251,23 @@ def test_bad_configs_get_an_error_naming_the_file_and_the_key(tmp_path, spec, me
         load_sweep(path)
     assert str(err.value).startswith(f"{path}: ")
     assert re.search(message, str(err.value)), str(err.value)
+
+
+def test_a_grid_of_blocks_is_the_union_of_their_products_in_order():
+    spec = {"runnable": "agreement", "fixed": {"n_groups": 10},
+            "grid": [{"method": ["grpo", "rank"], "G": [4, 8]}, {"method": ["robust"], "G": [8]}, {"method": ["rank"], "G": [4]}],
+            "seeds": 2}
+    sweep = load_sweep(spec)
+    assert sweep.n_points == (4 + 1 + 1) * 2  # the last block repeats a point of the first: one cell
+    assert [c.label() for c in sweep.cells][::2] == ["method=grpo G=4 seed=0", "method=grpo G=8 seed=0",
+                                                      "method=rank G=4 seed=0", "method=rank G=8 seed=0",
+                                                      "method=robust G=8 seed=0"]
+    crossed = load_sweep({"runnable": "agreement", "fixed": {"n_groups": 10}, "seeds": 2,
+                          "grid": {"method": ["grpo", "rank"], "G": [4, 8]}})
+    assert [c.id for c in sweep.cells[:8]] == [c.id for c in crossed.cells]  # a block's cells are the crossed grid's
+    with pytest.raises(ValueError, match=r"declares 12 cells \(\(2 method x 2 G\) \+ \(1 method x 1 G\) \+ \(1 method x 1 G\) "
+                                         r"x 1 draws x 2 seeds\), more than 10"):
+        load_sweep(spec, max_cells=10)
 
 
 def test_a_config_given_as_a_dict_is_named_so_in_its_errors():

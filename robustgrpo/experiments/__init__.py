@@ -16,14 +16,22 @@ seeds runs as a sweep, on the local or the Ray engine, into a Parquet record:
 ``python -m robustgrpo experiment trl CONFIG --out DIR``. Its figures are in
 :mod:`robustgrpo.report.trainer`, and notebook 08 reads the shipped record.
 
+The second experiment (:func:`run_composite`, the ``trl_composite`` runnable, set by
+:class:`CompositeConfig`) is at the shape of real runs: answers of several tokens (:class:`~.task.ReverseTask`:
+a word reversed in an answer tag), a small model first warmed up on the format (:mod:`~.warmup`), a
+TRL-style sum of reward functions (correctness, format, length) with a judge in front of one of them
+(:mod:`~.rewards`), TRL's loss types and per-function normalisation, and exact held-out metrics.
+
 Importing this package imports neither trl nor transformers; a run needs the
 ``integrations`` extra.
 """
 
+from .composite import RUNNABLE_COMPOSITE, CompositeConfig
+from .composite_trl import COMPOSITE_METRICS, run_composite
 from .config import RUNNABLE, TrlConfig
 from .judge import JUDGE_MODELS, JudgedReward, PatternHack, judge_from_dict, judge_label, judge_to_dict
 from .model import char_tokenizer, tiny_model
-from .task import HACK_TOKEN, FirstLetterTask
+from .task import HACK_TOKEN, FirstLetterTask, ReverseTask
 from .trl import METRICS, ExactProbe, run_trl
 
 __all__ = [
@@ -42,4 +50,9 @@ __all__ = [
     "METRICS",
     "ExactProbe",
     "run_trl",
+    "RUNNABLE_COMPOSITE",
+    "CompositeConfig",
+    "ReverseTask",
+    "COMPOSITE_METRICS",
+    "run_composite",
 ]

@@ -7,8 +7,8 @@ characters (one token per character, split by a regular expression), wrapped in
 
 The special tokens take ids 0 to 3 (:data:`~robustgrpo.experiments.task.SPECIAL_TOKENS`:
 padding, begin and end of sequence, unknown); the characters follow in the order given. The
-tokenizer adds no special token of its own, so ``"cab="`` is four tokens. A character outside
-the vocabulary becomes ``<unk>``.
+tokenizer adds no special token of its own, so ``"cab="`` is four tokens, and decoding joins the
+tokens without spaces (``"[cba]"``). A character outside the vocabulary becomes ``<unk>``.
 
 The model: ``layers`` decoder layers of width ``hidden_size``, ``heads`` attention heads (the
 head size ``hidden_size / heads`` must be an even integer, for the rotary position code), an
@@ -51,12 +51,13 @@ def char_tokenizer(characters: Sequence[str]) -> Any:
                          'e.g. list("abc=#")')
     if len(set(chars)) != len(chars):
         raise ParamError("characters", "must not repeat a character", characters, "drop the repeats")
-    from tokenizers import Regex, Tokenizer, models, pre_tokenizers
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     vocab = {token: i for i, token in enumerate([*SPECIAL_TOKENS, *chars])}
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=SPECIAL_TOKENS[3]))
     tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
+    tokenizer.decoder = decoders.Fuse()  # decoded tokens are joined as they are: "[cba]", not "[ c b a ]"
     pad, bos, eos, unk = SPECIAL_TOKENS
     return PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token=pad, bos_token=bos, eos_token=eos, unk_token=unk)
 

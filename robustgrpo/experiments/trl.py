@@ -159,19 +159,19 @@ class ExactProbe:
         }
 
 
-def run_dir_name(config: TrlConfig, seed: int) -> str:
-    """The folder of a run under ``output_dir``: its cell id in a sweep of the ``trl`` runnable."""
-    return cell_id(RUNNABLE, config.to_dict(), seed)
+def run_dir_name(config: Any, seed: int, runnable: str = RUNNABLE) -> str:
+    """The folder of a run under ``output_dir``: its cell id in a sweep of the ``runnable`` (default ``trl``)."""
+    return cell_id(runnable, config.to_dict(), seed)
 
 
 @contextlib.contextmanager
-def _run_dir(config: TrlConfig, seed: int, folder: str | os.PathLike[str] | None) -> Iterator[Path]:
+def _run_dir(config: Any, seed: int, folder: str | os.PathLike[str] | None, runnable: str = RUNNABLE) -> Iterator[Path]:
     if config.output_dir is None:
         with tempfile.TemporaryDirectory(prefix="robustgrpo-trl-") as tmp:
             yield Path(tmp)
     else:
         root = run_root(config.output_dir, folder)
-        path = root / run_dir_name(config, seed)
+        path = root / run_dir_name(config, seed, runnable)
         if path.is_symlink():
             raise ParamError("output_dir", f"holds a symbolic link where the run's folder goes ({str(path)!r})",
                              config.output_dir, "remove the link")
@@ -224,6 +224,27 @@ def _frame(history: list[dict[str, Any]], seconds: list[float]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", *METRICS])
 
 
+def step_clock() -> Any:
+    """A ``transformers.TrainerCallback`` whose ``seconds`` list holds the wall-clock seconds between the ends of
+    consecutive optimizer steps (the first from the start of training)."""
+    from transformers import TrainerCallback
+
+    class StepClock(TrainerCallback):
+        def __init__(self) -> None:
+            self.seconds: list[float] = []
+            self.last = time.perf_counter()
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.last = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            now = time.perf_counter()
+            self.seconds.append(now - self.last)
+            self.last = now
+
+    return StepClock()
+
+
 def run_trl(config: TrlConfig | Mapping[str, Any], seed: int, *, progress: bool = False,
             folder: str | os.PathLike[str] | None = None, allow_remote_reporting: bool = False) -> pd.DataFrame:
     """Train the tiny model on the task with TRL under the config's judge and estimator; one row per step.
@@ -259,25 +280,10 @@ def run_trl(config: TrlConfig | Mapping[str, Any], seed: int, *, progress: bool 
     for name in (*_OFFLINE, _NO_LOADER_THREADS):
         os.environ.setdefault(name, "1")  # nothing may come from a hub; no thread pool to load a tiny model
     from datasets import Dataset
-    from transformers import LlamaForCausalLM, PrinterCallback, TrainerCallback
+    from transformers import LlamaForCausalLM, PrinterCallback
     from trl import GRPOConfig
 
     from ..integrations.trl import RobustGRPOTrainer
-
-    class StepClock(TrainerCallback):
-        """Wall-clock seconds between the ends of consecutive optimizer steps (the first from the start)."""
-
-        def __init__(self) -> None:
-            self.seconds: list[float] = []
-            self.last = time.perf_counter()
-
-        def on_train_begin(self, args, state, control, **kwargs):
-            self.last = time.perf_counter()
-
-        def on_step_end(self, args, state, control, **kwargs):
-            now = time.perf_counter()
-            self.seconds.append(now - self.last)
-            self.last = now
 
     task = config.task
     tokenizer = char_tokenizer(task.characters())
@@ -302,7 +308,7 @@ def run_trl(config: TrlConfig | Mapping[str, Any], seed: int, *, progress: bool 
                                         processing_class=tokenizer, **config.trainer_settings())
             if not progress:
                 trainer.remove_callback(PrinterCallback)
-            clock = StepClock()
+            clock = step_clock()
             trainer.add_callback(clock)
             trainer.train()
     except RuntimeError as err:

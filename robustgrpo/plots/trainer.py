@@ -7,7 +7,9 @@ sweep's record (seed bands, final values, the simulator's prediction) and return
 * :func:`plot_curve_grid`: training curves with seed bands in a grid of panels (a row per
   metric, a column per judge), one colour per estimator, a line style per variant (with or
   without the declared reward range; the real run or the simulator);
-* :func:`arm_colors`: the colour of an arm (``"rank + range"``) is its estimator's.
+* :func:`arm_colors`: the colour of an arm (``"rank + range"``) is its estimator's;
+* :func:`plot_arm_dots`: where each arm ends, one row per arm and a panel per judge: the seed
+  mean with its band, each seed's value, and a reference line (the runs' common start).
 
 Final values per judge and arm are drawn with :func:`robustgrpo.plots.drift.plot_point_ranges`.
 """
@@ -23,15 +25,15 @@ from matplotlib.lines import Line2D
 
 from .style import estimator_color, house_style, new_figure, require_columns
 
-__all__ = ["LINE_STYLES", "arm_estimator", "arm_colors", "plot_curve_grid"]
+__all__ = ["LINE_STYLES", "arm_estimator", "arm_colors", "plot_curve_grid", "plot_arm_dots"]
 
 #: Line styles of a curve's variant, in the order variants appear.
 LINE_STYLES: tuple[str, ...] = ("-", "--", ":", "-.")
 
 
 def arm_estimator(arm: str) -> str:
-    """The estimator of an arm: ``"rank + range"`` -> ``"rank"``."""
-    return str(arm).split(" + ")[0]
+    """The estimator of an arm, its first word: ``"rank + range"`` and ``"rank per function"`` -> ``"rank"``."""
+    return str(arm).split(" ")[0]
 
 
 def arm_colors(arms: Sequence[str]) -> dict[str, str]:
@@ -49,7 +51,7 @@ def plot_curve_grid(
     row_labels: Mapping[object, str] | None = None,
     style_labels: Mapping[object, str] | None = None,
     title: str | None = None,
-    ylim: tuple[float, float] | None = (-0.02, 1.02),
+    ylim: tuple[float, float] | Mapping[object, tuple[float, float] | None] | None = (-0.02, 1.02),
     width: str | float = "page",
     height: float | None = None,
 ) -> Figure:
@@ -70,8 +72,9 @@ def plot_curve_grid(
     row_labels, style_labels : mapping, optional
         y-axis label per ``row`` value; legend text per ``style`` value.
     title : str, optional
-    ylim : (float, float) or None
-        The y range of every panel (probabilities by default).
+    ylim : (float, float), mapping or None
+        The y range of every panel (probabilities by default), or one per ``row`` value (a
+        row missing from the mapping, or mapped to None, takes matplotlib's own range).
     width : "column", "page" or inches
     height : inches, optional
 
@@ -107,8 +110,9 @@ def plot_curve_grid(
                         ax.fill_between(line["step"], line["lo"], line["hi"], color=colors[name], alpha=0.12, linewidth=0)
                         ax.plot(line["step"], line["mean"], color=colors[name], linestyle=dash[variant],
                                 label=str(name) if variant == styles[0] else None)
-                if ylim is not None:
-                    ax.set_ylim(*ylim)
+                limits = ylim.get(r) if isinstance(ylim, Mapping) else ylim
+                if limits is not None:
+                    ax.set_ylim(*limits)
                 if i == 0:
                     ax.set_title(textwrap.fill(str(c), 18))  # long judge labels on two lines
                 if j == 0:
@@ -120,6 +124,70 @@ def plot_curve_grid(
             handles += [Line2D([], [], color="#555555", linestyle=dash[v], label=(style_labels or {}).get(v, str(v)))
                         for v in styles]
         fig.legend(handles=handles, loc="outside right center")
+        if title:
+            fig.suptitle(title)
+    return fig
+
+
+def plot_arm_dots(
+    summary: pd.DataFrame,
+    seeds: pd.DataFrame | None = None,
+    *,
+    arm: str = "arm",
+    panel: str = "judge",
+    reference: Mapping[object, float] | None = None,
+    xlabel: str = "",
+    ylabel: str = "arm",
+    title: str | None = None,
+    xlim: tuple[float, float] | None = (-0.02, 1.02),
+    width: str | float = "page",
+) -> Figure:
+    """One row per arm and a panel per ``panel`` value: the seed mean (a dot), its band (a bar), each seed (a tick).
+
+    Parameters
+    ----------
+    summary : pandas.DataFrame
+        ``mean``, ``lo``, ``hi`` per (``panel``, ``arm``); arms are drawn top to bottom in order of first appearance.
+    seeds : pandas.DataFrame, optional
+        ``value`` per (``panel``, ``arm``, seed): each run's own value, drawn as a small mark.
+    reference : mapping, optional
+        A vertical dashed line per panel value (e.g. the runs' common starting value).
+    xlabel, ylabel, title : str
+    xlim : (float, float) or None
+    width : "column", "page" or inches
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    summary = require_columns(summary, [panel, arm, "mean", "lo", "hi"], "summary", produced_by="a run summary table")
+    if seeds is not None:
+        seeds = require_columns(seeds, [panel, arm, "value"], "seeds", produced_by="a table of per-run values")
+    panels, arms = list(pd.unique(summary[panel])), list(pd.unique(summary[arm]))
+    colors = arm_colors(arms)
+    fig, axes = new_figure(width, height=0.6 + 0.16 * len(arms), ncols=len(panels), sharey=True, sharex=True)
+    position = {a: len(arms) - 1 - i for i, a in enumerate(arms)}
+    with house_style():
+        for ax, value in zip(axes[0], panels):
+            sub = summary[summary[panel] == value]
+            for row in sub.itertuples(index=False):
+                name = getattr(row, arm)
+                y = position[name]
+                ax.plot([row.lo, row.hi], [y, y], color=colors[name], linewidth=1.6, solid_capstyle="butt")
+                ax.plot([row.mean], [y], "o", color=colors[name], markersize=3.8)
+            if seeds is not None:
+                runs = seeds[seeds[panel] == value]
+                ax.scatter(runs["value"], [position[a] for a in runs[arm]], marker="|", s=18, linewidths=0.8,
+                           color=[colors[a] for a in runs[arm]], alpha=0.8)
+            if reference is not None and value in reference:
+                ax.axvline(reference[value], color="#555555", linestyle="--", linewidth=0.8)
+            if xlim is not None:
+                ax.set_xlim(*xlim)
+            ax.set_title(textwrap.fill(str(value), 22))
+            ax.set_xlabel(xlabel)
+            ax.grid(axis="y", visible=False)
+        axes[0][0].set_yticks([position[a] for a in arms], [str(a) for a in arms], fontsize=6.5)
+        axes[0][0].set_ylabel(ylabel)
         if title:
             fig.suptitle(title)
     return fig

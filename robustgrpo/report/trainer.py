@@ -35,10 +35,11 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from ..advantages import recommended_method
 from ..checks import require_columns
 from ..contamination import contamination_from_dict
 from ..plots.drift import plot_point_ranges
-from ..plots.trainer import plot_curve_grid
+from ..plots.trainer import plot_arm_dots, plot_curve_grid
 from ..simulate import SimConfig, final_values, seed_bands, simulate
 from ..sweep import load_record
 from . import ReportFigure, report_figure
@@ -73,6 +74,46 @@ __all__ = [
     "curves_figure",
     "finals_figure",
     "simulator_figure",
+    "COMPOSITE_RECORD",
+    "COMPOSITE_CONFIG",
+    "COMPOSITE_COMMAND",
+    "CORE_ESTIMATORS",
+    "END_FRACTION",
+    "COMPOSITE_LABELS",
+    "COMPOSITE_SUMMARIES",
+    "composite_record",
+    "composite_summaries",
+    "composite_final_table",
+    "format_composite_table",
+    "composite_comparisons",
+    "learning_table",
+    "recommendation_check",
+    "learning_text",
+    "recommendation_text",
+    "comparison_text",
+    "COMPOSITE_SIM_ANSWERS",
+    "COMPOSITE_SIM_LENGTHS",
+    "COMPOSITE_CALIBRATION_ARM",
+    "COMPOSITE_CALIBRATION_LRS",
+    "composite_simulator_config",
+    "composite_simulator_prediction",
+    "shipped_composite_prediction",
+    "compare_composite_with_simulator",
+    "composite_simulator_text",
+    "composite_curves_figure",
+    "composite_finals_figure",
+    "composite_length_figure",
+    "composite_loss_figure",
+    "composite_simulator_figure",
+    "composite_overview_text",
+    "recommendation_summary_text",
+    "DIAGNOSTICS",
+    "composite_diagnostics",
+    "format_diagnostics",
+    "LENGTH_GROUP_TOKENS",
+    "length_group",
+    "length_group_text",
+    "live_composite_text",
 ]
 
 NOTEBOOK = "08_real_trainer.ipynb"
@@ -292,13 +333,14 @@ def _curve_error(real: pd.Series, simulated: pd.Series) -> float:
 
 
 def calibrate_lr(table: pd.DataFrame, lrs: Sequence[float] = CALIBRATION_LRS,
-                 seeds: Sequence[int] = SIM_SEEDS) -> tuple[float, pd.DataFrame]:
+                 seeds: Sequence[int] = SIM_SEEDS, *, arm: str = "grpo", make_config: Any = None) -> tuple[float, pd.DataFrame]:
     r"""The simulator's learning rate whose clean ``grpo`` curve is closest to the record's.
 
     The error of a learning rate is the root mean square, over the recorded steps, of the
-    difference between the seed means of P(correct) in the record (clean judge, ``grpo``
-    without a range) and in the simulator (:func:`simulator_config` at that rate). Tries
-    ``lrs``, then the geometric midpoints between the best and its neighbours in ``lrs``.
+    difference between the seed means of P(correct) in the record (clean judge, ``arm``,
+    ``grpo`` without a range by default) and in the simulator (``make_config``, default
+    :func:`simulator_config`, at that rate, with the arm's estimator). Tries ``lrs``, then the
+    geometric midpoints between the best and its neighbours in ``lrs``.
 
     Returns
     -------
@@ -306,15 +348,17 @@ def calibrate_lr(table: pd.DataFrame, lrs: Sequence[float] = CALIBRATION_LRS,
         The best rate, and every rate tried with its ``error``, sorted by rate.
     """
     judge = clean_judge(table)
-    real_rows = table[(table["judge"] == judge) & (table["arm"] == "grpo")]
+    make_config = simulator_config if make_config is None else make_config
+    real_rows = table[(table["judge"] == judge) & (table["arm"] == arm)]
     if real_rows.empty:
-        raise ValueError("the record has no grpo run without a range under the clean judge to calibrate on")
+        raise ValueError(f"the record has no {arm} run under the clean judge to calibrate on")
+    estimator = str(real_rows["estimator"].iloc[0])
     real = real_rows.groupby("step")["correct_prob"].mean()
     errors: dict[float, float] = {}
 
     def error(lr: float) -> float:
         if lr not in errors:
-            sim = simulate(simulator_config(table, judge, lr, ("grpo",)), list(seeds), progress=False)
+            sim = simulate(make_config(table, judge, lr, (estimator,)), list(seeds), progress=False)
             errors[lr] = _curve_error(real, sim.groupby("step")["correct_prob"].mean())
         return errors[lr]
 
@@ -487,3 +531,782 @@ def simulator_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None
                f"P(correct), mean P(correct) over training, last-step P(hack) under a hack), {int(agree['agree'].sum())} "
                f"agree within 0.05 or the seeds' noise.")
     return ReportFigure("08_trainer_vs_simulator", fig, caption, agree)
+
+
+# ======================================================================= the multi-token runs
+
+#: The shipped record of the multi-token experiment (the ``trl_composite`` runnable).
+COMPOSITE_RECORD = _REPO / "data" / "records" / "trl_composite"
+#: Its sweep config.
+COMPOSITE_CONFIG = _REPO / "data" / "sweeps" / "trl_composite.json"
+#: The command that made it (from the repository's top folder).
+COMPOSITE_COMMAND = ("python -m robustgrpo experiment trl_composite data/sweeps/trl_composite.json --out "
+                     "data/records/trl_composite --engine ray --num-cpus 2")
+#: The estimators crossed with every judge and with and without the declared range (the sweep's first block).
+CORE_ESTIMATORS = ("grpo", "dr_grpo", "rloo", "rank", "robust", "batch_huber")
+#: The end of a run: the mean over its last fifth of training (the exact metrics still move from step to step).
+END_FRACTION = 0.2
+#: Axis labels of the multi-token metrics drawn.
+COMPOSITE_LABELS = {"correct_prob": "P(correct), held-out", "length": "mean length (tokens)",
+                    "hack_prob": "P(answer '[#...')"}
+#: The summaries of one multi-token run (:func:`composite_summaries`) and their names in text.
+COMPOSITE_SUMMARIES = {
+    "correct_start": "P(correct) at the start",
+    "correct_end": "P(correct) at the end",
+    "correct_gain": "the gain in P(correct)",
+    "correct_auc": "mean P(correct) over training",
+    "greedy_end": "greedy success at the end",
+    "hack_end": "P(hack) at the end",
+    "length_start": "mean length at the start",
+    "length_end": "mean length at the end",
+    "kl_end": "KL at the end",
+}
+_COMPOSITE_COLUMNS = ["cell_id", "seed", "step", "judge", "arm", "estimator", "contamination", "reward_range_lo",
+                      "reward_range_hi", "aggregation", "loss_type", "weight.length", "correct_prob", "hack_prob",
+                      "greedy_success", "length", "kl", "steps"]
+#: What each summary is computed from: (column, "start" | "end" | "all").
+_SUMMARY_SOURCES = {"correct_start": ("correct_prob", "start"), "correct_end": ("correct_prob", "end"),
+                    "correct_auc": ("correct_prob", "all"), "greedy_end": ("greedy_success", "end"),
+                    "hack_end": ("hack_prob", "end"), "length_start": ("length", "start"),
+                    "length_end": ("length", "end"), "kl_end": ("kl", "end")}
+
+
+def composite_record(record: str | os.PathLike[str] | pd.DataFrame | None = None) -> pd.DataFrame:
+    """A ``trl_composite`` record's table (a folder, a :func:`~robustgrpo.sweep.load_record` table, or None for the
+    shipped :data:`COMPOSITE_RECORD`, read once per process), checked, with a ``range`` column."""
+    if record is None:
+        return _shipped_composite().copy()
+    table = record if isinstance(record, pd.DataFrame) else load_record(record)
+    table = require_columns(table, _COMPOSITE_COLUMNS, "record",
+                            produced_by="a sweep of the trl_composite runnable (python -m robustgrpo experiment "
+                                        "trl_composite CONFIG --out DIR)")
+    return table.assign(range=[range_label(lo, hi) for lo, hi in zip(table["reward_range_lo"], table["reward_range_hi"])])
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_composite() -> pd.DataFrame:
+    return composite_record(COMPOSITE_RECORD)
+
+
+def composite_summaries(table: pd.DataFrame, by: Sequence[str], summaries: Sequence[str] = tuple(COMPOSITE_SUMMARIES),
+                        per_run: bool = False) -> pd.DataFrame:
+    r"""Each run's summaries (:data:`COMPOSITE_SUMMARIES`), then their seed mean, standard error and range per ``by``.
+
+    A run is one (``by``..., ``seed``). ``*_start`` is its step 0 (the warmed model, the same for
+    every arm of a seed), ``*_end`` the mean over its recorded steps in the last
+    :data:`END_FRACTION` of training, ``correct_auc`` the mean over every recorded step,
+    ``correct_gain`` = ``correct_end - correct_start``.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A record (:func:`composite_record`) or the simulator's table (its columns for the summaries asked).
+    by : sequence of str
+    summaries : sequence of str
+        Names of :data:`COMPOSITE_SUMMARIES`.
+    per_run : bool
+        Return the runs' own summaries (``by``..., ``seed``, one column each) instead.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``by``..., ``n_seeds``, then ``<summary>``, ``<summary>_se``, ``<summary>_min`` and
+        ``<summary>_max`` (over the seeds) for each; groups in order of appearance.
+    """
+    by, summaries = list(by), list(summaries)
+    unknown = sorted(set(summaries) - set(COMPOSITE_SUMMARIES))
+    if unknown:
+        raise ValueError(f"unknown summaries {unknown}; known: {list(COMPOSITE_SUMMARIES)}")
+    needed = {_SUMMARY_SOURCES[s][0] for s in summaries if s in _SUMMARY_SOURCES}
+    needed |= {"correct_prob"} if "correct_gain" in summaries else set()
+    table = require_columns(table, [*by, "seed", "step", *sorted(needed)], "table", produced_by="composite_record")
+    keys = [*by, "seed"]
+    groups = table.groupby(keys, sort=False)
+    first = groups["step"].transform("min")
+    last = groups["step"].transform("max")
+    end = table["step"] >= first + (1 - END_FRACTION) * (last - first + 1)
+    runs = pd.DataFrame(index=pd.MultiIndex.from_frame(table[keys].drop_duplicates()))
+    for name in summaries:
+        column, where = _SUMMARY_SOURCES.get(name, ("correct_prob", "gain"))
+        if where == "start":
+            runs[name] = table[table["step"] == first].groupby(keys, sort=False)[column].mean()
+        elif where == "end":
+            runs[name] = table[end].groupby(keys, sort=False)[column].mean()
+        elif where == "all":
+            runs[name] = groups[column].mean()
+        else:
+            runs[name] = (table[end].groupby(keys, sort=False)["correct_prob"].mean()
+                          - table[table["step"] == first].groupby(keys, sort=False)["correct_prob"].mean())
+    if per_run:
+        return runs.reset_index()
+    grouped = runs.groupby(level=by, sort=False)
+    out = pd.DataFrame({"n_seeds": grouped.size()})
+    for name in summaries:
+        out[name] = grouped[name].mean()
+        out[f"{name}_se"] = (grouped[name].std() / np.sqrt(grouped[name].count())).fillna(0.0)
+        out[f"{name}_min"] = grouped[name].min()
+        out[f"{name}_max"] = grouped[name].max()
+    order = table[by].drop_duplicates()
+    return order.merge(out.reset_index(), on=by, how="left").reset_index(drop=True)
+
+
+def composite_final_table(table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`composite_summaries` per judge and arm, with each arm's ``estimator``, ``range``, ``aggregation``,
+    ``loss_type`` and ``weight.length``."""
+    table = require_columns(table, ["range"], "table", produced_by="composite_record")
+    final = composite_summaries(table, ["judge", "arm"])
+    facts = table[["judge", "arm", "estimator", "range", "aggregation", "loss_type", "weight.length"]].drop_duplicates(
+        ["judge", "arm"])
+    return final.merge(facts, on=["judge", "arm"], how="left")
+
+
+def _band_text(mean: float, se: float, lo: float, hi: float) -> str:
+    return f"{mean:.3f} ± {2 * se:.3f} (seeds {lo:.3f} to {hi:.3f})"
+
+
+def format_composite_table(final: pd.DataFrame) -> str:
+    """The text table of :func:`composite_final_table`: P(correct) at the end, its gain, P(hack) and the mean length
+    at the end, greedy success; each as mean ± 2 se over the seeds."""
+    names = ("correct_end", "correct_gain", "hack_end", "length_end", "greedy_end")
+    final = require_columns(final, ["judge", "arm", "n_seeds", *names, *(f"{n}_se" for n in names)], "final",
+                            produced_by="composite_final_table")
+    width = max(len("judge"), *(len(str(j)) for j in final["judge"]))
+    arm = max(len("arm"), *(len(str(a)) for a in final["arm"]))
+    heads = ("P(correct)", "gain", "P(hack)", "length", "greedy")
+    lines = [f"the last {100 * END_FRACTION:g} % of training of each run, mean ± 2 se over the seeds",
+             f"{'judge':<{width}}  {'arm':<{arm}}  " + "  ".join(f"{h:>15}" for h in heads) + "  seeds"]
+    for _, r in final.iterrows():
+        cells = [f"{r[n]:.{1 if n == 'length_end' else 3}f} ± {2 * r[f'{n}_se']:.{1 if n == 'length_end' else 3}f}"
+                 for n in names]
+        lines.append(f"{r['judge']:<{width}}  {r['arm']:<{arm}}  " + "  ".join(f"{c:>15}" for c in cells)
+                     + f"  {int(r['n_seeds'])}")
+    return "\n".join(lines)
+
+
+def _verdict(diff: float, band: float, tolerance: float) -> str:
+    if abs(diff) <= band:
+        return "bands overlap"
+    if abs(diff) < tolerance:
+        return "negligible"
+    return "higher" if diff > 0 else "lower"
+
+
+def _arm_pairs(final: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """(kind, arm, reference) for every arm that is a variant of another arm in the table."""
+    arms = set(final["arm"])
+    pairs = []
+    for arm in pd.unique(final["arm"]):
+        estimator = str(arm).split(" ")[0]
+        if arm.endswith(" + range") and estimator in arms:
+            pairs.append(("range", arm, estimator))
+        elif arm.endswith(" per function") and arm.removesuffix(" per function") in arms:
+            pairs.append(("per function", arm, arm.removesuffix(" per function")))
+        elif arm.endswith(" loss)") and " (" in arm and arm.rsplit(" (", 1)[0] in arms:
+            pairs.append(("loss type", arm, arm.rsplit(" (", 1)[0]))
+        elif "(weights " in arm and arm.split(" (weights ")[0] in arms:
+            pairs.append(("weights", arm, arm.split(" (weights ")[0]))
+    return pairs
+
+
+def composite_comparisons(final: pd.DataFrame, tolerance: float = 0.01) -> pd.DataFrame:
+    r"""Every variant arm against the arm it varies, under the same judge.
+
+    The pairs: ``X + range`` against ``X`` (kind ``range``), ``X per function`` against ``X``
+    (``per function``), ``X (L loss)`` against ``X`` (``loss type``), ``X (weights ...)`` against
+    ``X`` (``weights``). For each summary of :data:`COMPOSITE_SUMMARIES` but the start: the
+    ``difference``, its ``band`` :math:`2\sqrt{se_a^2 + se_b^2}` and a ``verdict``: ``"bands
+    overlap"`` when :math:`|d| \le` band, ``"negligible"`` beyond the band but below
+    ``tolerance``, else ``"higher"`` or ``"lower"``.
+    """
+    final = require_columns(final, ["judge", "arm", *(f"{m}_se" for m in COMPOSITE_SUMMARIES)], "final",
+                            produced_by="composite_final_table")
+    rows = []
+    for judge, group in final.groupby("judge", sort=False):
+        group = group.set_index("arm")
+        for kind, arm, reference in _arm_pairs(group.reset_index()):
+            a, b = group.loc[arm], group.loc[reference]
+            for m in COMPOSITE_SUMMARIES:
+                if m in ("correct_start", "length_start"):
+                    continue
+                diff = float(a[m] - b[m])
+                band = float(2 * math.hypot(a[f"{m}_se"], b[f"{m}_se"]))
+                rows.append({"judge": judge, "kind": kind, "arm": arm, "reference": reference, "summary": m,
+                             "difference": diff, "band": band, "verdict": _verdict(diff, band, tolerance)})
+    return pd.DataFrame(rows, columns=["judge", "kind", "arm", "reference", "summary", "difference", "band", "verdict"])
+
+
+def learning_table(final: pd.DataFrame) -> pd.DataFrame:
+    """Per judge and arm: whether the run ``"learns"`` (its gain in P(correct) above its 2-se band), ``"collapses"``
+    (below minus the band: worse than the warmed model it started from) or stays ``"flat"``, with the gain, its band
+    and the mean length at the start and the end."""
+    final = require_columns(final, ["judge", "arm", "correct_gain", "correct_gain_se", "length_start", "length_end"],
+                            "final", produced_by="composite_final_table")
+    band = 2 * final["correct_gain_se"]
+    verdict = np.where(final["correct_gain"] > band, "learns", np.where(final["correct_gain"] < -band, "collapses", "flat"))
+    return pd.DataFrame({"judge": final["judge"], "arm": final["arm"], "gain": final["correct_gain"], "band": band,
+                         "verdict": verdict, "length_start": final["length_start"], "length_end": final["length_end"]})
+
+
+def recommendation_check(final: pd.DataFrame, kind: str = "composite", tolerance: float = 0.01) -> pd.DataFrame:
+    r"""The battery's recommended estimator (:func:`robustgrpo.recommended_method` of ``kind``) against the best arm of
+    its situation, per judge.
+
+    A situation is the range declared or not; its arms are the :data:`CORE_ESTIMATORS` on the summed reward with
+    TRL's default loss (the rule's choice, among estimators), with or without the range. The best arm has the
+    highest P(correct) at the end; the recommended arm's ``regret`` is the best's value minus its own, with the band
+    :math:`2\sqrt{se_a^2 + se_b^2}` and a verdict as :func:`composite_comparisons` (``"bands overlap"``: no
+    evidence against the recommendation).
+    """
+    final = require_columns(final, ["judge", "arm", "correct_end", "correct_end_se"], "final",
+                            produced_by="composite_final_table")
+    rows = []
+    for judge, group in final.groupby("judge", sort=False):
+        group = group.set_index("arm")
+        for declared in (True, False):
+            arms = [e + (" + range" if declared else "") for e in CORE_ESTIMATORS]
+            arms = [a for a in arms if a in group.index]
+            if not arms:
+                continue
+            recommended = recommended_method(kind, reward_range_declared=declared) + (" + range" if declared else "")
+            if recommended not in group.index:
+                raise ValueError(f"judge {judge!r} has no {recommended!r} arm, the battery's recommendation; it has "
+                                 f"{list(group.index)}")
+            best = group.loc[arms, "correct_end"].idxmax()
+            r, b = group.loc[recommended], group.loc[best]
+            regret = float(b["correct_end"] - r["correct_end"])
+            band = float(2 * math.hypot(r["correct_end_se"], b["correct_end_se"]))
+            rows.append({"judge": judge, "range_declared": declared, "recommended": recommended,
+                         "recommended_value": float(r["correct_end"]), "recommended_se": float(r["correct_end_se"]),
+                         "best": best, "best_value": float(b["correct_end"]), "best_se": float(b["correct_end_se"]),
+                         "regret": regret, "band": band,
+                         "verdict": "best" if best == recommended else _verdict(-regret, band, tolerance)})
+    return pd.DataFrame(rows)
+
+
+def _pm(value: float, se: float, digits: int = 3) -> str:
+    return f"{value:.{digits}f} ± {2 * se:.{digits}f}"
+
+
+def learning_text(final: pd.DataFrame, judge: str) -> str:
+    """One Markdown paragraph: under ``judge``, which arms learn, which collapse (with their mean length at the end)
+    and which stay flat, from the common start (:func:`learning_table`), each with its P(correct) at the end
+    ± 2 se and the seeds' range."""
+    final = require_columns(final, ["judge", "arm", "correct_start", "correct_end", "correct_end_se", "correct_end_min",
+                                    "correct_end_max", "length_end", "length_start"], "final",
+                            produced_by="composite_final_table")
+    rows = final[final["judge"] == judge]
+    if rows.empty:
+        raise ValueError(f"the table has no judge {judge!r}; it has {list(pd.unique(final['judge']))}")
+    verdicts = learning_table(rows).set_index("arm")["verdict"]
+    start = rows["correct_start"].mean()
+    parts = []
+    for verdict, (one, many) in (("learns", ("learns", "learn")), ("flat", ("stays where it started", "stay where they started")),
+                                 ("collapses", ("collapses", "collapse"))):
+        chosen = rows[rows["arm"].map(verdicts) == verdict]
+        if chosen.empty:
+            continue
+        items = [f"{r.arm} {_band_text(r.correct_end, r.correct_end_se, r.correct_end_min, r.correct_end_max)}"
+                 + (f", {r.length_end:.1f} tokens" if verdict != "learns" else "")
+                 for r in chosen.itertuples(index=False)]
+        parts.append(f"{len(chosen)} arm{'s' if len(chosen) > 1 else ''} {many if len(chosen) > 1 else one}: "
+                     + "; ".join(items))
+    lengths = rows["length_start"].mean()
+    return (f"Under the {judge}, from P(correct) {start:.3f} and {lengths:.1f} tokens at the start (the warmed model), "
+            "P(correct) at the end, mean ± 2 se (seeds' range): " + ". ".join(parts) + ".")
+
+
+def recommendation_text(check: pd.DataFrame) -> str:
+    """:func:`recommendation_check` as Markdown, one bullet per judge: the recommended arm of each situation, the best
+    arm, and whether the record agrees with the battery (the best, within the bands, or behind)."""
+    check = require_columns(check, ["judge", "range_declared", "recommended", "recommended_value", "recommended_se",
+                                    "best", "best_value", "best_se", "regret", "band", "verdict"], "check",
+                            produced_by="recommendation_check")
+    lines = []
+    for judge, group in check.groupby("judge", sort=False):
+        parts = []
+        for r in group.itertuples(index=False):
+            situation = "range declared" if r.range_declared else "no range"
+            head = f"{situation}: {r.recommended} {_pm(r.recommended_value, r.recommended_se)}"
+            if r.verdict == "best":
+                parts.append(f"{head}, the best of its situation")
+            elif r.verdict in ("bands overlap", "negligible"):
+                parts.append(f"{head}, within the bands of the best, {r.best} {_pm(r.best_value, r.best_se)}")
+            else:
+                parts.append(f"{head}, **behind** the best, {r.best} {_pm(r.best_value, r.best_se)}, by "
+                             f"{r.regret:.3f} ± {r.band:.3f}")
+        lines.append(f"- **{judge}**: " + "; ".join(parts) + ".")
+    return "\n".join(lines)
+
+
+def comparison_text(comparisons: pd.DataFrame, kind: str, summaries: Sequence[str] = ("correct_end", "length_end")) -> str:
+    """One kind of :func:`composite_comparisons` as Markdown, one bullet per judge: the arms that move each summary
+    (higher or lower, by how much ± the band), and how many overlap their reference."""
+    comparisons = require_columns(comparisons, ["judge", "kind", "arm", "reference", "summary", "difference", "band",
+                                                "verdict"], "comparisons", produced_by="composite_comparisons")
+    rows = comparisons[comparisons["kind"] == kind]
+    if rows.empty:
+        raise ValueError(f"the comparisons have no kind {kind!r}; they have {list(pd.unique(comparisons['kind']))}")
+    lines = []
+    for judge, group in rows.groupby("judge", sort=False):
+        parts = []
+        for summary in summaries:
+            sub = group[group["summary"] == summary]
+            moved = sub[sub["verdict"].isin(["higher", "lower"])]
+            digits = 1 if summary.startswith("length") else 3
+            text = ", ".join(f"{r.arm} {r.difference:+.{digits}f} ± {r.band:.{digits}f} (against {r.reference})"
+                             for r in moved.itertuples(index=False))
+            rest = len(sub) - len(moved)
+            name = COMPOSITE_SUMMARIES[summary]
+            if moved.empty:
+                parts.append(f"{name}: every pair's bands overlap")
+            else:
+                parts.append(f"{name}: {text}" + (f"; {rest} other pair{'s' if rest > 1 else ''} overlap" if rest else ""))
+        lines.append(f"- **{judge}**: " + "; ".join(parts) + ".")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------- the multi-token runs' simulator
+
+#: Candidate answers per prompt of the simulator's version of the multi-token runs (the correct one, the hack, wrong ones).
+COMPOSITE_SIM_ANSWERS = 8
+#: Answer lengths in tokens of the shipped task (a word of 2 to 5 letters, two tags, the end of sequence).
+COMPOSITE_SIM_LENGTHS = (5, 8)
+#: The arm the simulator's learning rate is fitted to: the clean judge's ``dr_grpo``, the recommendation's estimator.
+COMPOSITE_CALIBRATION_ARM = "dr_grpo"
+#: Learning rates the calibration tries for the multi-token runs (a factor 2 apart), then the midpoints around the best.
+COMPOSITE_CALIBRATION_LRS = (0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008)
+
+
+def composite_simulator_config(table: pd.DataFrame, judge: str, lr: float,
+                               estimators: Sequence[str] = CORE_ESTIMATORS) -> SimConfig:
+    r"""The drift simulator's version of the multi-token runs under ``judge``.
+
+    The simulator's reward is one 0/1 verifier (no format, no length term), so a run maps as follows:
+    ``prompts_per_step`` prompts, :data:`COMPOSITE_SIM_ANSWERS` answers each with lengths in
+    :data:`COMPOSITE_SIM_LENGTHS`, the measured initial P(correct) spread from the longest
+    words' to the shortest words' (step 0 of the record), a linear policy, ``G``, ``steps``,
+    one PPO epoch, k3 KL at ``beta``, Adam at ``lr``; the judge:
+
+    * a glitching format judge (``random_outliers`` on ``format``, weight :math:`w_f`): each
+      glitch replaces a format score of about 1 by ``size``, so the sum gains
+      :math:`w_f(\text{size} - 1)`: the simulator's ``random_outliers`` in ``add`` mode;
+    * a noisy correctness verifier: the simulator's ``noisy_verifier`` with the same TPR and FPR;
+    * the over-scored pattern on ``correct`` judged ``size``: the simulator's hack judged ``size``
+      (a correct answer is judged 1) at the measured initial P(hack).
+
+    Raises ``ValueError`` for a judge the simulator cannot stand in for (another target or model).
+    """
+    table = require_columns(table, ["correct_prob_short", "correct_prob_long", "weight.format", "prompts_per_step", "G",
+                                    "beta", "record_every"], "table", produced_by="composite_record")
+    rows = table[table["judge"] == judge]
+    if rows.empty:
+        raise ValueError(f"the record has no judge {judge!r}; it has {list(pd.unique(table['judge']))}")
+    start = rows[rows["step"] == 0]
+    low, high = float(start["correct_prob_long"].mean()), float(start["correct_prob_short"].mean())
+    model = _one(rows, "contamination")
+    target = _one(rows, "contamination.target") if model != "none" and "contamination.target" in rows else None
+    contamination: Any = None
+    hack: dict[str, float] = {}
+    if model == "random_outliers" and target == "format":
+        weight = float(_one(rows, "weight.format"))
+        contamination = contamination_from_dict({"model": "random_outliers", "rate": float(_one(rows, "contamination.rate")),
+                                                 "size": weight * (float(_one(rows, "contamination.size")) - 1.0),
+                                                 "mode": "add"})
+    elif model == "noisy_verifier" and target == "correct":
+        contamination = contamination_from_dict({"model": "noisy_verifier", "tpr": float(_one(rows, "contamination.tpr")),
+                                                 "fpr": float(_one(rows, "contamination.fpr"))})
+    elif model == "pattern_hack" and target == "correct":
+        hack = {"hack_reward": float(_one(rows, "contamination.size")), "hack_init_prob": float(start["hack_prob"].mean())}
+    elif model != "none":
+        raise ValueError(f"the simulator has no stand-in for judge {judge!r} ({model} on {target})")
+    return SimConfig(
+        n_prompts=int(_one(rows, "prompts_per_step")), n_answers=COMPOSITE_SIM_ANSWERS,
+        initial_correct=(min(low, high), max(low, high)), length_range=COMPOSITE_SIM_LENGTHS, policy="linear",
+        contamination=contamination, G=int(_one(rows, "G")), steps=int(_one(rows, "steps")),
+        estimators=tuple(estimators), epochs=1, kl_coef=float(_one(rows, "beta")), optimizer="adam", lr=lr,
+        record_every=int(_one(rows, "record_every")), **hack,
+    )
+
+
+def _core_no_range(table: pd.DataFrame) -> pd.DataFrame:
+    """The record's runs of the :data:`CORE_ESTIMATORS` without a range, on the sum, with TRL's default loss and weights."""
+    core = table["arm"].isin(CORE_ESTIMATORS)
+    return table[core]
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_composite_prediction() -> tuple[float, pd.DataFrame, pd.DataFrame]:
+    table = _shipped_composite()
+    lr, tried = calibrate_lr(table, COMPOSITE_CALIBRATION_LRS, arm=COMPOSITE_CALIBRATION_ARM,
+                             make_config=composite_simulator_config)
+    return lr, tried, composite_simulator_prediction(table, lr)
+
+
+def composite_simulator_prediction(table: pd.DataFrame, lr: float, seeds: Sequence[int] = SIM_SEEDS,
+                                   estimators: Sequence[str] = CORE_ESTIMATORS) -> pd.DataFrame:
+    """The simulator's runs for every judge of a ``trl_composite`` record at ``lr``
+    (:func:`composite_simulator_config`); the table of :func:`~robustgrpo.simulate.simulate` with a ``judge``
+    column."""
+    frames = [simulate(composite_simulator_config(table, judge, lr, estimators), list(seeds), progress=False)
+              .assign(judge=judge) for judge in pd.unique(table["judge"])]
+    return pd.concat(frames, ignore_index=True)
+
+
+def shipped_composite_prediction() -> tuple[float, pd.DataFrame, pd.DataFrame]:
+    """The calibrated rate, the rates tried and the simulator's prediction for the shipped multi-token record (once per
+    process)."""
+    lr, tried, prediction = _shipped_composite_prediction()
+    return lr, tried.copy(), prediction.copy()
+
+
+def compare_composite_with_simulator(table: pd.DataFrame, prediction: pd.DataFrame,
+                                     tolerance: float = 0.05) -> pd.DataFrame:
+    r"""The real runs of the :data:`CORE_ESTIMATORS` without a range and the simulator's, per judge, estimator and
+    summary (``correct_end``, ``correct_auc``, and ``hack_end`` under a hack).
+
+    A pair *agrees* when :math:`|\bar r - \bar s| \le \max(\text{tolerance}, 2 \sqrt{se_r^2 + se_s^2})`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``judge``, ``estimator``, ``summary``, ``real``, ``real_se``, ``simulated``, ``simulated_se``,
+        ``difference`` and ``agree``.
+    """
+    by, names = ["judge", "estimator"], ("correct_end", "correct_auc", "hack_end")
+    real = composite_summaries(_core_no_range(table), by, names)
+    sim = composite_summaries(prediction, by, names)
+    both = real.merge(sim, on=by, suffixes=("_real", "_sim"))
+    hacks = set(pd.unique(table.loc[table["contamination"] == "pattern_hack", "judge"]))
+    rows = [pd.DataFrame({"judge": both["judge"], "estimator": both["estimator"], "summary": name,
+                          "real": both[f"{name}_real"], "real_se": both[f"{name}_se_real"],
+                          "simulated": both[f"{name}_sim"], "simulated_se": both[f"{name}_se_sim"]})
+            for name in names]
+    out = pd.concat(rows, ignore_index=True)
+    out = out[(out["summary"] != "hack_end") | out["judge"].isin(hacks)].reset_index(drop=True)
+    out["difference"] = out["real"] - out["simulated"]
+    noise = 2 * np.sqrt(out["real_se"] ** 2 + out["simulated_se"] ** 2)
+    out["agree"] = out["difference"].abs() <= np.maximum(tolerance, noise)
+    return out
+
+
+def composite_simulator_text(agree: pd.DataFrame) -> str:
+    """:func:`compare_composite_with_simulator`'s table as Markdown, one bullet per judge: per summary, the estimators
+    where the simulator agrees and where it does not, with the real and the simulated values."""
+    agree = require_columns(agree, ["judge", "estimator", "summary", "real", "simulated", "agree"], "agree",
+                            produced_by="compare_composite_with_simulator")
+    lines = []
+    for judge, group in agree.groupby("judge", sort=False):
+        parts = []
+        for summary in ("correct_end", "correct_auc", "hack_end"):
+            rows = group[group["summary"] == summary]
+            if rows.empty:
+                continue
+            off = rows[~rows["agree"]]
+            name = COMPOSITE_SUMMARIES[summary]
+            if off.empty:
+                parts.append(f"{name} agrees for every estimator")
+                continue
+            listed = ", ".join(f"{r.estimator} (real {r.real:.3f}, simulated {r.simulated:.3f})" for r in off.itertuples())
+            who = "every estimator" if len(off) == len(rows) else f"{len(off)} of {len(rows)} estimators"
+            parts.append(f"{name} does not for {who}: {listed}")
+        lines.append(f"- **{judge}**: " + "; ".join(parts) + ".")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ the multi-token figures
+
+
+def _composite_bands(table: pd.DataFrame, metrics: Sequence[str], by: Sequence[str]) -> pd.DataFrame:
+    return pd.concat([seed_bands(table, m, by=list(by)).assign(metric=m) for m in metrics], ignore_index=True)
+
+
+@report_figure("08_composite_curves", notebook=NOTEBOOK)
+def composite_curves_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) -> ReportFigure:
+    """P(correct) on the held-out prompts, the mean length and P(hack) over training under each judge, for the
+    :data:`CORE_ESTIMATORS` with and without the declared range."""
+    table = composite_record(record)
+    core = table[table["estimator"].isin(CORE_ESTIMATORS) & table["arm"].isin(
+        [e + s for e in CORE_ESTIMATORS for s in ("", " + range")])]
+    bands = _composite_bands(core, ("correct_prob", "length", "hack_prob"), ("judge", "estimator", "range"))
+    fig = plot_curve_grid(bands, hue="estimator", style="range", row_labels=COMPOSITE_LABELS,
+                          ylim={"correct_prob": (-0.02, 0.82), "hack_prob": (-0.02, 1.02), "length": None},
+                          title="Multi-token GRPO runs on a composite reward (solid: no declared range; dashed: range)")
+    final = composite_final_table(core).set_index(["judge", "arm"])
+    best = final["correct_end"].idxmax()
+    caption = (f"Seed mean and 2-se band over {int(core['seed'].nunique())} seeds per judge, estimator and range; "
+               f"P(correct) is exact on the held-out prompts. Highest "
+               f"P(correct) at the end: {best[1]} under the {best[0]}, {final.loc[best, 'correct_end']:.3f}.")
+    return ReportFigure("08_composite_curves", fig, caption, bands)
+
+
+@report_figure("08_composite_finals", notebook=NOTEBOOK)
+def composite_finals_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) -> ReportFigure:
+    """Every arm's P(correct) at the end per judge: seed mean, 2-se band, each seed, and the common start."""
+    table = composite_record(record)
+    final = composite_final_table(table)
+    runs = composite_summaries(table, ["judge", "arm"], ("correct_end", "correct_start"), per_run=True)
+    summary = pd.DataFrame({"judge": final["judge"], "arm": final["arm"], "mean": final["correct_end"],
+                            "lo": final["correct_end"] - 2 * final["correct_end_se"],
+                            "hi": final["correct_end"] + 2 * final["correct_end_se"]})
+    start = runs.groupby("judge", sort=False)["correct_start"].mean().to_dict()
+    fig = plot_arm_dots(summary, runs.rename(columns={"correct_end": "value"}), reference=start,
+                        xlabel="P(correct) at the end", title="Where each arm ends (dashed: the warmed model's start)")
+    learning = learning_table(final)
+    counts = learning.groupby("verdict").size().to_dict()
+    caption = (f"P(correct) on the held-out prompts, mean over the last {100 * END_FRACTION:g} % of training; dot and "
+               f"bar: seed mean and 2-se band, ticks: the {int(final['n_seeds'].max())} seeds. Of {len(learning)} "
+               f"(judge, arm) pairs {counts.get('learns', 0)} learn, {counts.get('flat', 0)} stay at the start and "
+               f"{counts.get('collapses', 0)} collapse below it.")
+    return ReportFigure("08_composite_finals", fig, caption, final)
+
+
+def _variant(arm: str) -> str:
+    if arm.endswith(" per function"):
+        return "per function"
+    if "(weights " in arm:
+        return "no length term"
+    return "sum"
+
+
+@report_figure("08_composite_length", notebook=NOTEBOOK)
+def composite_length_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) -> ReportFigure:
+    """Clean judge: P(correct) and the mean length over training per estimator, on the sum (TRL's default), per
+    function (GDPO) and without the length term."""
+    table = composite_record(record)
+    judge = clean_judge(table)
+    rows = table[(table["judge"] == judge) & (table["range"] == "no range") & (table["loss_type"] == "dapo")]
+    rows = rows.assign(variant=[_variant(a) for a in rows["arm"]])
+    bands = _composite_bands(rows, ("correct_prob", "length"), ("estimator", "variant"))
+    fig = plot_curve_grid(bands, col="estimator", hue="estimator", style="variant", row_labels=COMPOSITE_LABELS,
+                          ylim={"correct_prob": (-0.02, 0.82), "length": None},
+                          title="Clean rewards: a length penalty of at most 0.01 and each estimator's scale")
+    learning = learning_table(composite_final_table(rows)).set_index("arm")
+    collapsed = [a for a in learning.index if learning.loc[a, "verdict"] == "collapses"]
+    caption = (f"{int(rows['seed'].nunique())} seeds, clean judge, no declared range. Collapsing below the warmed "
+               f"model's P(correct): {', '.join(collapsed) if collapsed else 'none'}; solid: the weighted sum "
+               "(TRL's default), dashed: each function normalised first (GDPO), dotted: the sum without the length term.")
+    return ReportFigure("08_composite_length", fig, caption, bands)
+
+
+@report_figure("08_composite_loss", notebook=NOTEBOOK)
+def composite_loss_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) -> ReportFigure:
+    """P(correct) and the mean length over training per judge for the arms run with several TRL loss types."""
+    table = composite_record(record)
+    variants = table[table["loss_type"] != "dapo"]
+    bases = {a.rsplit(" (", 1)[0] for a in variants["arm"]}  # "dr_grpo + range (grpo loss)" -> "dr_grpo + range"
+    rows = pd.concat([table[table["arm"].isin(bases)], variants], ignore_index=True)
+    rows = rows.assign(base=[a.rsplit(" (", 1)[0] if t != "dapo" else a for a, t in zip(rows["arm"], rows["loss_type"])])
+    bands = _composite_bands(rows, ("correct_prob", "length"), ("judge", "base", "loss_type"))
+    fig = plot_curve_grid(bands, hue="base", style="loss_type", row_labels=COMPOSITE_LABELS,
+                          ylim={"correct_prob": (-0.02, 0.82), "length": None},
+                          title="TRL's loss types: dapo (solid, TRL's default), grpo (dashed), dr_grpo (dotted)")
+    caption = (f"{int(rows['seed'].nunique())} seeds per judge, arm and loss type: TRL's dapo averages the token "
+               "terms over every token of the batch, grpo over each completion's own tokens (a long completion's tokens "
+               "weigh less), dr_grpo divides by max_completion_length.")
+    return ReportFigure("08_composite_loss", fig, caption, bands)
+
+
+@report_figure("08_composite_vs_simulator", notebook=NOTEBOOK)
+def composite_simulator_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) -> ReportFigure:
+    """The multi-token runs of the core estimators without a range beside the drift simulator's prediction."""
+    if record is None:
+        table = composite_record()
+        lr, _, prediction = shipped_composite_prediction()
+    else:
+        table = composite_record(record)
+        lr, _ = calibrate_lr(table, COMPOSITE_CALIBRATION_LRS, arm=COMPOSITE_CALIBRATION_ARM,
+                             make_config=composite_simulator_config)
+        prediction = composite_simulator_prediction(table, lr)
+    real = _composite_bands(_core_no_range(table), ("correct_prob", "hack_prob"), ("judge", "estimator")).assign(
+        source="TRL run")
+    sim = _composite_bands(prediction, ("correct_prob", "hack_prob"), ("judge", "estimator")).assign(source="simulator")
+    bands = pd.concat([real, sim], ignore_index=True)
+    fig = plot_curve_grid(bands, hue="estimator", style="source", row_labels=COMPOSITE_LABELS,
+                          title=f"The multi-token runs (solid) and the simulator (dashed; lr {lr:.3g} fitted on clean "
+                                f"{COMPOSITE_CALIBRATION_ARM})")
+    agree = compare_composite_with_simulator(table, prediction)
+    caption = (f"Simulator: a linear policy over {COMPOSITE_SIM_ANSWERS} answers per prompt, one 0/1 verifier (no "
+               f"format, no length term), {len(SIM_SEEDS)} seeds, learning rate {lr:.3g} fitted to the clean "
+               f"{COMPOSITE_CALIBRATION_ARM} curve. Of {len(agree)} (judge, estimator, summary) pairs "
+               f"{int(agree['agree'].sum())} agree within 0.05 or the seeds' noise.")
+    return ReportFigure("08_composite_vs_simulator", fig, caption, agree)
+
+
+def composite_overview_text(table: pd.DataFrame) -> str:
+    """One Markdown paragraph on a multi-token record: its runs, judges, arms and seeds, and the median step time."""
+    table = require_columns(table, ["cell_id", "judge", "arm", "seed", "steps", "step_seconds", "advantage_seconds"],
+                            "table", produced_by="composite_record")
+    judges = list(pd.unique(table["judge"]))
+    per_judge = table.groupby("judge", sort=False)["arm"].nunique()
+    arms = (f"{per_judge.iloc[0]} arms per judge" if per_judge.nunique() == 1 else
+            f"{per_judge.min()} to {per_judge.max()} arms per judge")
+    return (f"The record: {table['cell_id'].nunique()} runs, {len(judges)} judges ({'; '.join(judges)}), "
+            f"{table['arm'].nunique()} arms ({arms}), {table['seed'].nunique()} seeds each, "
+            f"{int(table['steps'].max())} steps per run. A recorded step took "
+            f"{1e3 * table['step_seconds'].median():.0f} ms (median, one torch thread, the held-out probe included), "
+            f"the estimator's block {1e3 * table['advantage_seconds'].median():.2f} ms of it.")
+
+
+def recommendation_summary_text(check: pd.DataFrame) -> str:
+    """One Markdown sentence per situation: under how many judges the battery's recommendation is the best arm, within
+    the best's bands, or behind it (with the judges named)."""
+    check = require_columns(check, ["judge", "range_declared", "recommended", "verdict", "regret", "band"], "check",
+                            produced_by="recommendation_check")
+    lines = []
+    for declared, group in check.groupby("range_declared", sort=False):
+        situation = "With the range declared" if declared else "Without a range"
+        recommended = group["recommended"].iloc[0]
+        behind = group[group["verdict"] == "lower"]
+        good = len(group) - len(behind)
+        text = (f"{situation} the battery recommends `{recommended}`: the best arm or within the best's bands under "
+                f"{good} of {len(group)} judges")
+        if behind.empty:
+            text += ", so this record agrees with the battery."
+        else:
+            text += (f", **behind** under " + "; ".join(f"the {r.judge} (by {r.regret:.3f} ± {r.band:.3f})"
+                                                       for r in behind.itertuples())
+                     + ": there this record contradicts the battery.")
+        lines.append(text)
+    return " ".join(lines)
+
+
+#: The adapter's and TRL's per-step diagnostics :func:`composite_diagnostics` averages, with their names in tables.
+DIAGNOSTICS = {"out_of_range_fraction": "out of range", "sign_flip_fraction": "sign vs grpo",
+               "clipped_fraction": "clipped", "fallback_rate": "fallback", "frac_reward_zero_std": "tied groups",
+               "kl": "KL", "hack_rate": "hacked"}
+
+
+def composite_diagnostics(table: pd.DataFrame, arms: Sequence[str] | None = None) -> pd.DataFrame:
+    """Per judge and arm, the mean over every recorded step and seed of the :data:`DIAGNOSTICS` (the adapter's
+    ``robustgrpo/*`` metrics, TRL's ``frac_reward_zero_std`` and ``kl``, the sampled share of hacked answers);
+    ``arms`` (default: every arm) in the given order."""
+    table = require_columns(table, ["judge", "arm", *DIAGNOSTICS], "table", produced_by="composite_record")
+    if arms is not None:
+        missing = sorted(set(arms) - set(table["arm"]))
+        if missing:
+            raise ValueError(f"the record has no arm(s) {missing}; it has {sorted(pd.unique(table['arm']))}")
+        table = table[table["arm"].isin(list(arms))]
+    out = table.groupby(["judge", "arm"], sort=False)[list(DIAGNOSTICS)].mean().reset_index()
+    if arms is not None:
+        order = {a: i for i, a in enumerate(arms)}
+        judges = {j: i for i, j in enumerate(pd.unique(table["judge"]))}
+        out = out.sort_values(["judge", "arm"], key=lambda c: c.map(judges if c.name == "judge" else order),
+                              kind="stable").reset_index(drop=True)
+    return out
+
+
+def format_diagnostics(diagnostics: pd.DataFrame) -> str:
+    """The text table of :func:`composite_diagnostics` (shares in %, KL in nats)."""
+    diagnostics = require_columns(diagnostics, ["judge", "arm", *DIAGNOSTICS], "diagnostics",
+                                  produced_by="composite_diagnostics")
+    width = max(len("judge"), *(len(str(j)) for j in diagnostics["judge"]))
+    arm = max(len("arm"), *(len(str(a)) for a in diagnostics["arm"]))
+    lines = ["mean over training and seeds; shares of the step's rewards, advantages or groups in %",
+             f"{'judge':<{width}}  {'arm':<{arm}}  " + "  ".join(f"{h:>12}" for h in DIAGNOSTICS.values())]
+    for _, r in diagnostics.iterrows():
+        cells = [f"{r[k]:.3f}" if k == "kl" else f"{100 * r[k]:.1f}" for k in DIAGNOSTICS]
+        lines.append(f"{r['judge']:<{width}}  {r['arm']:<{arm}}  " + "  ".join(f"{c:>12}" for c in cells))
+    return "\n".join(lines)
+
+
+#: A group of the multi-token runs where every answer is wrong and well formed: the weighted sums differ only by the
+#: length term (1.0 x 0 + 0.2 x 1 + 0.01 x (-tokens / 12)), answers of 4 to 8 tokens, two of each but the longest.
+LENGTH_GROUP_TOKENS = (4, 4, 5, 5, 6, 6, 7, 8)
+
+
+def length_group(estimators: Sequence[str] = CORE_ESTIMATORS, correct_in_others: Sequence[int] = (0, 1),
+                 tokens: Sequence[int] = LENGTH_GROUP_TOKENS, others: int = 15,
+                 weights: tuple[float, float, float] = (1.0, 0.2, 0.01), max_completion_length: int = 12) -> pd.DataFrame:
+    """The advantages each estimator gives a group of wrong, well-formed answers of ``tokens`` tokens (their rewards
+    differ only by the length term), in a batch of ``others`` more groups of the same size, each with
+    ``correct_in_others`` correct answers (one batch per value; every other answer wrong, all of 6 tokens); rewards in
+    float32 as TRL sums them, ``grpo`` with TRL's eps.
+
+    Only the batch-level estimators (``ESTIMATORS[m].batch_level``: their scale is the batch's) depend on the other
+    groups.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``estimator``, ``correct_in_others``, ``tokens``, ``reward``, ``advantage`` (of the wrong group's answers).
+    """
+    import torch
+
+    from ..advantages import compute_advantages
+
+    def total(correct: float, n_tokens: int) -> float:
+        return weights[0] * correct + weights[1] * 1.0 + weights[2] * (-n_tokens / max_completion_length)
+
+    g = len(tokens)
+    rows = []
+    for k in correct_in_others:
+        if not 0 <= k <= g:
+            raise ValueError(f"correct_in_others must be between 0 and the group's {g} answers, got {k}")
+        batch = [[total(0.0, t) for t in tokens]] + [[total(1.0 if i < k else 0.0, 6) for i in range(g)]] * others
+        rewards = torch.tensor(batch, dtype=torch.float32)
+        for estimator in estimators:
+            adv = compute_advantages(rewards, estimator, **({"eps": 1e-4} if estimator == "grpo" else {})).advantages[0]
+            rows += [{"estimator": estimator, "correct_in_others": k, "tokens": t, "reward": float(r), "advantage": float(a)}
+                     for t, r, a in zip(tokens, rewards[0].tolist(), adv.tolist())]
+    return pd.DataFrame(rows)
+
+
+def length_group_text(group: pd.DataFrame) -> str:
+    """:func:`length_group` in Markdown: the rewards' spread, then each estimator's advantage of the shortest and of the
+    longest answer (per batch for the estimators whose advantages depend on the other groups)."""
+    group = require_columns(group, ["estimator", "correct_in_others", "tokens", "reward", "advantage"], "group",
+                            produced_by="length_group")
+    first = group[(group["estimator"] == group["estimator"].iloc[0])
+                  & (group["correct_in_others"] == group["correct_in_others"].iloc[0])]
+    short, long = first["tokens"].min(), first["tokens"].max()
+    g = len(first)
+
+    def ends(rows: pd.DataFrame) -> str:
+        a = rows.set_index("tokens")["advantage"]
+        return f"{a.loc[[short]].iloc[0]:+.3f} / {a.loc[[long]].iloc[-1]:+.3f}"
+
+    alone, batched = [], []
+    for estimator, rows in group.groupby("estimator", sort=False):
+        per_batch = [ends(r) for _, r in rows.groupby("correct_in_others", sort=False)]
+        if len(set(per_batch)) == 1:
+            alone.append(f"{estimator} {per_batch[0]}")
+        else:
+            batched.append(f"{estimator} " + ", ".join(
+                f"{v} with {k} correct of {g} in each other group" for k, v in zip(pd.unique(rows["correct_in_others"]),
+                                                                                  per_batch)))
+    text = (f"A group of {g} wrong, well-formed answers of {short} to {long} tokens: their rewards differ only by the "
+            f"length term, from {first['reward'].max():.4f} to {first['reward'].min():.4f} (a spread of "
+            f"{first['reward'].max() - first['reward'].min():.4f}). The advantage of the shortest / the longest answer: "
+            + ", ".join(alone) + ".")
+    if batched:
+        text += " Depending on the rest of the batch: " + "; ".join(batched) + "."
+    return text
+
+
+def live_composite_text(live: pd.DataFrame, recorded: pd.DataFrame, steps: Sequence[int] = (0,)) -> str:
+    """One Markdown sentence comparing a live multi-token run with the record's rows of the same cell at ``steps``.
+
+    Compared: the exact held-out metrics (P(correct), P(hack), greedy success), which depend on the
+    policy only, and whether they are the same numbers. Not compared: what the run sampled (lengths,
+    rewards), since a run of another number of steps trains on other prompts in another order (the
+    training prompts and TRL's shuffle of them depend on ``steps``). Then the share of the live
+    steps' scores the judge hit and of the summed rewards the range masked.
+    """
+    columns = ("correct_prob", "hack_prob", "greedy_success")
+    live = require_columns(live, ["step", *columns, "contaminated_fraction", "out_of_range_fraction"], "live",
+                           produced_by="run_composite")
+    recorded = require_columns(recorded, ["step", *columns], "recorded", produced_by="composite_record")
+    a, b = live.set_index("step"), recorded.set_index("step")
+    missing = [s for s in steps if s not in a.index or s not in b.index]
+    if missing:
+        raise ValueError(f"step(s) {missing} are not in both tables (live {list(a.index)}, recorded {list(b.index)})")
+    same = all(a.loc[s, c] == b.loc[s, c] for s in steps for c in columns)
+    pairs = "; ".join(f"step {s}: P(correct) {a.loc[s, 'correct_prob']:.6f} live and {b.loc[s, 'correct_prob']:.6f} "
+                      f"in the record, P(hack) {a.loc[s, 'hack_prob']:.6f} and {b.loc[s, 'hack_prob']:.6f}, greedy "
+                      f"success {a.loc[s, 'greedy_success']:.4f} and {b.loc[s, 'greedy_success']:.4f}" for s in steps)
+    verdict = ("the same numbers" if same else
+               "not bit for bit: another machine or thread count rounds differently")
+    return (f"{pairs} ({verdict}). The judge hit {100 * live['contaminated_fraction'].mean():.1f} % of the targeted "
+            f"function's scores in the live steps, and the range masked {100 * live['out_of_range_fraction'].mean():.1f} "
+            "% of the summed rewards; what the live steps sampled is not the record's (a shorter run trains on other "
+            "prompts in another order).")

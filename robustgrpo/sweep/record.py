@@ -244,10 +244,17 @@ class Record:
 
     def write_cell(self, cell: Cell, frame: pd.DataFrame) -> Path:
         """Write a finished cell's rows (a :func:`tidy_frame`) atomically, with page checksums and its id in the
-        file's metadata; drop its failure file."""
+        file's metadata; drop its failure file.
+
+        The file holds no column statistics and no pandas metadata (the rows have a plain range index and one
+        type per column, which the Arrow schema keeps): in a cell of a few dozen rows and columns they would
+        be most of its bytes.
+        """
         table = pa.Table.from_pandas(frame, preserve_index=False)
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), CELL_ID_KEY: cell.id.encode("ascii")})
-        path = _atomic_write(self.cell_path(cell.id), lambda h: pq.write_table(table, h, write_page_checksum=True))
+        metadata = {k: v for k, v in (table.schema.metadata or {}).items() if k != b"pandas"}
+        table = table.replace_schema_metadata({**metadata, CELL_ID_KEY: cell.id.encode("ascii")})
+        path = _atomic_write(self.cell_path(cell.id), lambda h: pq.write_table(table, h, write_page_checksum=True,
+                                                                                write_statistics=False))
         (self.failures_dir / f"{cell.id}.json").unlink(missing_ok=True)
         return path
 

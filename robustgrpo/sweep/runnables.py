@@ -28,9 +28,15 @@ say) means adding one entry to :data:`RUNNABLES`.
   A cell's ``output_dir`` is a folder inside the record folder (the driver passes it as
   ``folder``), and ``report_to`` names only local reporters unless the command line allows
   others (``allow_remote_reporting``).
+* ``trl_composite``: one real GRPO run with answers of several tokens and a composite reward
+  (:func:`robustgrpo.experiments.composite_trl.run_composite`): a tiny model warmed up on the
+  answer format, then TRL's trainer on three weighted reward functions, one of them behind a
+  flawed judge; the config is the dict form of
+  :class:`~robustgrpo.experiments.composite.CompositeConfig`. Rows: one per recorded step.
+  Imported by name and run as ``trl``.
 
 >>> sorted(RUNNABLES)
-['agreement', 'simulate', 'trl']
+['agreement', 'simulate', 'trl', 'trl_composite']
 >>> RUNNABLES["agreement"].resolve({"method": "grpo", "c": 3.0})["c"] is None
 True
 """
@@ -301,6 +307,36 @@ def _trl_run_in(config: dict[str, Any], seed: int, *, folder: str | None = None,
     return _experiments("trl").run_trl(config, seed, folder=folder, allow_remote_reporting=allow_remote_reporting)
 
 
+def _composite_config(config: Mapping[str, Any]) -> Any:
+    return _experiments("composite").CompositeConfig.from_dict(config)
+
+
+def _composite_resolve(config: Mapping[str, Any]) -> dict[str, Any]:
+    return _composite_config(config).to_dict()
+
+
+def _composite_columns(config: dict[str, Any]) -> dict[str, Any]:
+    return _composite_config(config).columns()
+
+
+def _composite_estimate(config: Mapping[str, Any]) -> Estimate:
+    return _composite_config(config).estimate()
+
+
+def _composite_preflight(config: Mapping[str, Any], *, folder: str | None = None,
+                         allow_remote_reporting: bool = False) -> None:
+    resolved = _composite_config(config)
+    _experiments("config").check_reporting(resolved.report_to, allow_remote_reporting)
+    if resolved.output_dir is not None and folder is not None:
+        _experiments("config").run_root(resolved.output_dir, folder)
+
+
+def _composite_run_in(config: dict[str, Any], seed: int, *, folder: str | None = None,
+                      allow_remote_reporting: bool = False) -> pd.DataFrame:
+    return _experiments("composite_trl").run_composite(config, seed, folder=folder,
+                                                        allow_remote_reporting=allow_remote_reporting)
+
+
 #: name -> :class:`Runnable`: everything a sweep can run.
 RUNNABLES: dict[str, Runnable] = {
     "simulate": Runnable(
@@ -316,5 +352,11 @@ RUNNABLES: dict[str, Runnable] = {
         "trl", "one real GRPO run: TRL's trainer, a tiny language model, a contaminated judge (robustgrpo.experiments)",
         resolve=_trl_resolve, run=_trl_run_in, columns=_trl_columns, estimate=_trl_estimate,
         run_options=("folder", "allow_remote_reporting"), preflight=_trl_preflight,
+    ),
+    "trl_composite": Runnable(
+        "trl_composite", "one real GRPO run with multi-token answers and a composite reward: TRL's trainer, a warmed-up "
+        "tiny language model, a flawed judge of one reward function (robustgrpo.experiments)",
+        resolve=_composite_resolve, run=_composite_run_in, columns=_composite_columns, estimate=_composite_estimate,
+        run_options=("folder", "allow_remote_reporting"), preflight=_composite_preflight,
     ),
 }

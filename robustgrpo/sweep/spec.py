@@ -16,7 +16,10 @@ The file form is JSON (a dict works too):
 * ``runnable``: a name of :data:`~robustgrpo.sweep.runnables.RUNNABLES` (required).
 * ``fixed``: parameter values every cell shares.
 * ``grid``: parameter -> non-empty list of values; the cells are the Cartesian product, in
-  the file's order (the last key varies fastest).
+  the file's order (the last key varies fastest). A list of such objects (*blocks*) declares
+  the union of their products, in order: a fractional design, where some factors are crossed
+  only with some others (``[{"estimator": [...], "loss_type": ["dapo"]}, {"estimator":
+  ["grpo"], "loss_type": ["grpo"]}]``); a point two blocks share is one cell.
 * ``random`` (optional): ``draws`` random points per grid point, the same draws at every grid
   point, from ``seed``; each of ``params`` is ``{"uniform": [lo, hi]}``,
   ``{"log_uniform": [lo, hi]}``, ``{"int_uniform": [lo, hi]}`` (both ends included) or
@@ -279,6 +282,24 @@ def _random_points(source: str, spec: Mapping[str, Any], runnable: Runnable) -> 
     return [{key: _draw(source, key, dist, rng) for key, dist in params.items()} for _ in range(draws)]
 
 
+def _grid_blocks(source: str, spec: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The ``grid`` section as (name, block) pairs: ``[("grid", grid)]`` for one object, ``("grid[i]", block)`` for a list."""
+    value = spec.get("grid", {})
+    if isinstance(value, list):
+        if not value:
+            raise _fail(source, "grid", "an empty list of blocks has no cells to run; give at least one block (an object)")
+        blocks = []
+        for i, block in enumerate(value):
+            if not isinstance(block, Mapping):
+                raise _fail(source, f"grid[{i}]", f"must be an object of parameter -> list of values, got {block!r}")
+            blocks.append((f"grid[{i}]", dict(block)))
+        return blocks
+    if not isinstance(value, Mapping):
+        raise _fail(source, "grid", f"must be an object of parameter -> list of values, or a list of such objects, "
+                                    f"got {value!r}")
+    return [("grid", dict(value))]
+
+
 def _where(err: ValueError, sections: Mapping[str, Mapping[str, Any]]) -> str:
     """The file's key that set the value an error is about (``grid.G``), or '' when no key did."""
     name = getattr(err, "param", None)  # a ParamError names its parameter
@@ -334,14 +355,16 @@ def load_sweep(
     if name not in table:
         raise _fail(source, "runnable", f"must be one of {sorted(table)}, got {name!r}")
     runnable = table[name]
-    fixed, grid = _section(source, data, "fixed"), _section(source, data, "grid")
+    fixed = _section(source, data, "fixed")
     _check_keys(source, "fixed", fixed, runnable)
-    _check_keys(source, "grid", grid, runnable)
-    for key, values in grid.items():
-        if not isinstance(values, list):
-            raise _fail(source, f"grid.{key}", f"must be a list of values, got {values!r}")
-        if not values:
-            raise _fail(source, f"grid.{key}", "an empty grid axis has no values to run; give it at least one value")
+    blocks = _grid_blocks(source, data)
+    for name, grid in blocks:
+        _check_keys(source, name, grid, runnable)
+        for key, values in grid.items():
+            if not isinstance(values, list):
+                raise _fail(source, f"{name}.{key}", f"must be a list of values, got {values!r}")
+            if not values:
+                raise _fail(source, f"{name}.{key}", "an empty grid axis has no values to run; give it at least one value")
     seeds_value = data.get("seeds", 1)
     if isinstance(seeds_value, list):
         n_seeds = len(seeds_value)
@@ -349,19 +372,22 @@ def load_sweep(
         n_seeds = seeds_value
     else:
         n_seeds = 1  # malformed: _seeds says why below
-    declared = math.prod(len(v) for v in grid.values()) * _n_draws(data) * max(n_seeds, 1)
+    declared = sum(math.prod(len(v) for v in grid.values()) for _, grid in blocks) * _n_draws(data) * max(n_seeds, 1)
     if max_cells is not None and declared > max_cells:
-        axes = " x ".join([*(f"{len(v)} {k}" for k, v in grid.items()), f"{_n_draws(data)} draws", f"{n_seeds} seeds"])
+        axes = " + ".join("(" + " x ".join(f"{len(v)} {k}" for k, v in grid.items()) + ")" if len(blocks) > 1 else
+                          " x ".join(f"{len(v)} {k}" for k, v in grid.items()) for _, grid in blocks)
+        axes = " x ".join([a for a in (axes, f"{_n_draws(data)} draws", f"{n_seeds} seeds") if a])
         raise _fail(source, "", f"declares {declared:,} cells ({axes}), more than {max_cells:,}; a sweep that large "
                                 "takes long to expand and far longer to run: make it smaller, or pass --yes "
                                 "(max_cells=None) to run it anyway")
     draws = _random_points(source, data, runnable)
     random_keys = list(draws[0])
-    for a, b, keys in (("fixed", "grid", set(fixed) & set(grid)), ("fixed", "random.params", set(fixed) & set(random_keys)),
-                       ("grid", "random.params", set(grid) & set(random_keys))):
-        if keys:
-            key = sorted(keys)[0]
-            raise _fail(source, f"{b}.{key}", f"is also set in {a}; set each parameter in one place")
+    for name, grid in blocks:
+        for a, b, keys in (("fixed", name, set(fixed) & set(grid)), ("fixed", "random.params", set(fixed) & set(random_keys)),
+                           (name, "random.params", set(grid) & set(random_keys))):
+            if keys:
+                key = sorted(keys)[0]
+                raise _fail(source, f"{b}.{key}", f"is also set in {a}; set each parameter in one place")
     seeds = _seeds(source, data.get("seeds", 1))
     try:
         cpus = check_int("cpus_per_cell", data.get("cpus_per_cell", 1), minimum=1)
@@ -369,26 +395,27 @@ def load_sweep(
         raise _fail(source, "cpus_per_cell", str(err)) from None
 
     defaults = runnable.defaults
-    sections = {"grid": grid, "random.params": dict.fromkeys(random_keys), "fixed": fixed}
     cells: dict[str, Cell] = {}
     n_points = 0
-    for combo in itertools.product(*grid.values()):
-        for draw in draws:
-            values = {**dict(zip(grid, combo)), **draw}
-            config: dict[str, Any] = {}
-            try:
-                for key, value in sorted({**fixed, **values}.items(), key=lambda kv: kv[0].count(".")):
-                    set_path(config, key, value, defaults)
-                resolved = runnable.resolve(config)
-                canonical_json(resolved)
-            except ValueError as err:
-                where = _where(err, sections)
-                at = f" (at {', '.join(f'{k}={v!r}' for k, v in values.items())})" if values else ""
-                raise _fail(source, where, " ".join(str(err).split()) + at) from None
-            batch_key = cell_id(runnable.name, resolved, None)
-            for seed in seeds:
-                n_points += 1
-                cid = cell_id(runnable.name, resolved, seed)
-                if cid not in cells:
-                    cells[cid] = Cell(cid, resolved, seed, values, batch_key)
+    for name, grid in blocks:
+        sections = {name: grid, "random.params": dict.fromkeys(random_keys), "fixed": fixed}
+        for combo in itertools.product(*grid.values()):
+            for draw in draws:
+                values = {**dict(zip(grid, combo)), **draw}
+                config: dict[str, Any] = {}
+                try:
+                    for key, value in sorted({**fixed, **values}.items(), key=lambda kv: kv[0].count(".")):
+                        set_path(config, key, value, defaults)
+                    resolved = runnable.resolve(config)
+                    canonical_json(resolved)
+                except ValueError as err:
+                    where = _where(err, sections)
+                    at = f" (at {', '.join(f'{k}={v!r}' for k, v in values.items())})" if values else ""
+                    raise _fail(source, where, " ".join(str(err).split()) + at) from None
+                batch_key = cell_id(runnable.name, resolved, None)
+                for seed in seeds:
+                    n_points += 1
+                    cid = cell_id(runnable.name, resolved, seed)
+                    if cid not in cells:
+                        cells[cid] = Cell(cid, resolved, seed, values, batch_key)
     return Sweep(runnable, tuple(cells.values()), data, source, n_points, cpus)
