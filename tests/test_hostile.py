@@ -387,11 +387,13 @@ def test_a_damaged_cell_file_is_corrupt_not_done_and_the_rerun_repairs_it(tmp_pa
     data = target.read_bytes()
     if damage == "truncate":
         target.write_bytes(data[: len(data) // 2])
-    elif damage == "flip":  # a byte inside the first data page
+    elif damage == "flip":  # the last byte of a column's data page: its payload (a page header has no checksum)
         first = Record(out)
         import pyarrow.parquet as pq
 
-        offset = pq.read_metadata(target).row_group(0).column(1).data_page_offset + 20
+        column = pq.read_metadata(target).row_group(0).column(1)
+        offset = column.data_page_offset + column.total_compressed_size - 1 - (column.data_page_offset - (
+            column.dictionary_page_offset or column.data_page_offset))
         target.write_bytes(data[:offset] + bytes([data[offset] ^ 0xFF]) + data[offset + 1:])
         assert first.check_cell(target.stem) is not None
     elif damage == "swap":  # another cell's (whole, valid) file under this cell's name
