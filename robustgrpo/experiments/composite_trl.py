@@ -35,15 +35,13 @@ from typing import Any
 import pandas as pd
 import torch
 
-from ..checks import check_seed, memory_limit
 from ..integrations.trl import METRIC_PREFIX as ADAPTER_PREFIX
 from .composite import RUNNABLE_COMPOSITE, CompositeConfig
-from .config import check_reporting
 from .judge import METRIC_PREFIX
 from .model import char_tokenizer, tiny_model
 from .rewards import CompositeReward
 from .task import HACK_TOKEN, OPEN_TAG, ReverseTask
-from .trl import _NO_LOADER_THREADS, _OFFLINE, _quiet, _run_dir, step_clock
+from .trl import _quiet, _run_dir, start_run, step_clock
 from .warmup import warmed_state
 
 __all__ = ["COMPOSITE_METRICS", "HeldOutProbe", "run_composite"]
@@ -212,13 +210,7 @@ def run_composite(config: CompositeConfig | Mapping[str, Any], seed: int, *, pro
         :data:`COMPOSITE_METRICS`.
     """
     config = config if isinstance(config, CompositeConfig) else CompositeConfig.from_dict(config)
-    seed = check_seed(seed)
-    check_reporting(config.report_to, allow_remote_reporting)
-    need, memory = config.estimate(), memory_limit()
-    if need.bytes > memory:
-        raise ValueError(f"this run needs {need.text()}, more than this machine's {memory / 1e9:.3g} GB; make it smaller")
-    for name in (*_OFFLINE, _NO_LOADER_THREADS):
-        os.environ.setdefault(name, "1")
+    seed = start_run(config, seed, allow_remote_reporting)
     from datasets import Dataset
     from transformers import LlamaForCausalLM, PrinterCallback
     from trl import GRPOConfig

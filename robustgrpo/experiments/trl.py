@@ -245,6 +245,20 @@ def step_clock() -> Any:
     return StepClock()
 
 
+def start_run(config: Any, seed: int, allow_remote_reporting: bool) -> int:
+    """What every real run checks and sets before it imports a trainer: the seed (returned, checked), the
+    config's reporters, its memory estimate against the machine's, and the offline settings (nothing may come
+    from a hub; no thread pool to load a tiny model)."""
+    seed = check_seed(seed)
+    check_reporting(config.report_to, allow_remote_reporting)
+    need, memory = config.estimate(), memory_limit()
+    if need.bytes > memory:
+        raise ValueError(f"this run needs {need.text()}, more than this machine's {memory / 1e9:.3g} GB; make it smaller")
+    for name in (*_OFFLINE, _NO_LOADER_THREADS):
+        os.environ.setdefault(name, "1")
+    return seed
+
+
 def run_trl(config: TrlConfig | Mapping[str, Any], seed: int, *, progress: bool = False,
             folder: str | os.PathLike[str] | None = None, allow_remote_reporting: bool = False) -> pd.DataFrame:
     """Train the tiny model on the task with TRL under the config's judge and estimator; one row per step.
@@ -272,13 +286,7 @@ def run_trl(config: TrlConfig | Mapping[str, Any], seed: int, *, progress: bool 
         :data:`METRICS`.
     """
     config = config if isinstance(config, TrlConfig) else TrlConfig.from_dict(config)
-    seed = check_seed(seed)
-    check_reporting(config.report_to, allow_remote_reporting)
-    need, memory = config.estimate(), memory_limit()
-    if need.bytes > memory:
-        raise ValueError(f"this run needs {need.text()}, more than this machine's {memory / 1e9:.3g} GB; make it smaller")
-    for name in (*_OFFLINE, _NO_LOADER_THREADS):
-        os.environ.setdefault(name, "1")  # nothing may come from a hub; no thread pool to load a tiny model
+    seed = start_run(config, seed, allow_remote_reporting)
     from datasets import Dataset
     from transformers import LlamaForCausalLM, PrinterCallback
     from trl import GRPOConfig
