@@ -98,6 +98,7 @@ __all__ = [
     "composite_simulator_config",
     "composite_simulator_prediction",
     "shipped_composite_prediction",
+    "composite_calibrated_prediction",
     "compare_composite_with_simulator",
     "composite_simulator_text",
     "composite_curves_figure",
@@ -934,12 +935,18 @@ def _core_no_range(table: pd.DataFrame) -> pd.DataFrame:
     return table[core]
 
 
-@functools.lru_cache(maxsize=1)
-def _shipped_composite_prediction() -> tuple[float, pd.DataFrame, pd.DataFrame]:
-    table = _shipped_composite()
+def composite_calibrated_prediction(table: pd.DataFrame) -> tuple[float, pd.DataFrame, pd.DataFrame]:
+    """The simulator's learning rate fitted to a multi-token record (:func:`calibrate_lr` on
+    :data:`COMPOSITE_CALIBRATION_ARM` over :data:`COMPOSITE_CALIBRATION_LRS`), the rates tried, and its prediction
+    for every judge at that rate (:func:`composite_simulator_prediction`)."""
     lr, tried = calibrate_lr(table, COMPOSITE_CALIBRATION_LRS, arm=COMPOSITE_CALIBRATION_ARM,
                              make_config=composite_simulator_config)
     return lr, tried, composite_simulator_prediction(table, lr)
+
+
+@functools.lru_cache(maxsize=1)
+def _shipped_composite_prediction() -> tuple[float, pd.DataFrame, pd.DataFrame]:
+    return composite_calibrated_prediction(_shipped_composite())
 
 
 def composite_simulator_prediction(table: pd.DataFrame, lr: float, seeds: Sequence[int] = SIM_SEEDS,
@@ -1114,9 +1121,7 @@ def composite_simulator_figure(record: str | os.PathLike[str] | pd.DataFrame | N
         lr, _, prediction = shipped_composite_prediction()
     else:
         table = composite_record(record)
-        lr, _ = calibrate_lr(table, COMPOSITE_CALIBRATION_LRS, arm=COMPOSITE_CALIBRATION_ARM,
-                             make_config=composite_simulator_config)
-        prediction = composite_simulator_prediction(table, lr)
+        lr, _, prediction = composite_calibrated_prediction(table)
     real = _composite_bands(_core_no_range(table), ("correct_prob", "hack_prob"), ("judge", "estimator")).assign(
         source="TRL run")
     sim = _composite_bands(prediction, ("correct_prob", "hack_prob"), ("judge", "estimator")).assign(source="simulator")
