@@ -62,6 +62,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -122,6 +123,10 @@ __all__ = [
     "register",
     "get_estimator",
     "resolve_methods",
+    "ENTRY_OPTIONS",
+    "split_settings",
+    "clipped_estimators",
+    "clip_help",
     "describe_estimators",
     "Groups",
     "Computed",
@@ -332,6 +337,10 @@ class Estimator:
         (:attr:`Groups.sorted` and :attr:`Groups.median`), ``"order"``
         (also :attr:`Groups.order`, the sorting permutation). The entry
         point sorts each group once for it and for the tie reference.
+    colour : str
+        Its colour in every figure and dashboard (``#RRGGBB``; the house
+        palette is Okabe-Ito based, distinguishable with the common
+        colour-vision deficiencies).
     """
 
     name: str
@@ -346,11 +355,35 @@ class Estimator:
     simplicity: int
     batch_level: bool = False
     sorts: Literal["values", "order"] | None = None
+    colour: str = "#666666"
 
     @property
     def defaults(self) -> dict[str, Any]:
         """Parameter defaults by name."""
         return {p.name: p.default for p in self.parameters}
+
+    def share(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """The settings among ``settings`` that are its parameters (unchecked; :meth:`bind` checks).
+
+        >>> ESTIMATORS["grpo"].share({"c": 3.0, "ddof": 0})
+        {'ddof': 0}
+        """
+        return {k: v for k, v in settings.items() if k in self.defaults}
+
+    @property
+    def order_based(self) -> bool:
+        """Whether its centre, scale or scores are order statistics of the group (median, MAD,
+        quantiles, ranks): the estimators that read each group sorted (``sorts``)."""
+        return self.sorts is not None
+
+    def clip_setting(self, c: float | None) -> dict[str, float]:
+        """The setting that clips its advantages at ``c``: ``{clip: c}``, or ``{}`` when it has no
+        clip parameter or ``c`` is None.
+
+        >>> ESTIMATORS["robust"].clip_setting(3.0), ESTIMATORS["grpo"].clip_setting(3.0)
+        ({'c': 3.0}, {})
+        """
+        return {self.clip: c} if self.clip is not None and c is not None else {}
 
     @property
     def depends_on_batch(self) -> bool:
@@ -398,17 +431,21 @@ def register(
     bounded: bool = False,
     batch_level: bool = False,
     sorts: Literal["values", "order"] | None = None,
+    colour: str,
 ) -> Callable[[Callable[..., Computed]], Callable[..., Computed]]:
     """Decorator that adds an estimator function to :data:`ESTIMATORS`.
 
-    Everything a reader or a figure needs to know about the estimator is
-    declared here, once: its parameters, how it scales, its clip, its source
-    and its breakdown points.
+    Everything a reader, a caller or a figure needs to know about the
+    estimator is declared here, once: its parameters, how it scales, its
+    clip, its source, its breakdown points and its colour. Adding an
+    estimator is this registration plus its oracle in the tests (and a row
+    in README's table, which a test compares with the registry).
 
     Examples
     --------
-    >>> @register("demo_centre", "r - median", scaling="equivariant", source="docs",
-    ...           breakdown=Breakdown(lambda n: math.ceil(n / 2) / n, None, "the median"))  # doctest: +SKIP
+    >>> @register("demo_centre", "r - median", scaling="equivariant", source="docs", simplicity=12,
+    ...           breakdown=Breakdown(lambda n: math.ceil(n / 2) / n, None, "the median"),
+    ...           colour="#117733")  # doctest: +SKIP
     ... def _demo(groups):
     ...     ...
     """
@@ -421,10 +458,12 @@ def register(
         raise ValueError(f"simplicity {simplicity} of {name!r} is {taken[simplicity]!r}'s; give each estimator its own place")
     if sorts not in (None, "values", "order"):
         raise ValueError(f"sorts of {name!r} must be None, 'values' or 'order', got {sorts!r}")
+    if not (isinstance(colour, str) and re.fullmatch(r"#[0-9A-Fa-f]{6}", colour)):
+        raise ValueError(f"colour of {name!r} must be a hex colour '#RRGGBB', got {colour!r}")
 
     def decorate(fn: Callable[..., Computed]) -> Callable[..., Computed]:
         _REGISTRY[name] = Estimator(name, summary, fn, parameters, scaling, clip, source, breakdown,
-                                    bounded or clip is not None, simplicity, batch_level, sorts)
+                                    bounded or clip is not None, simplicity, batch_level, sorts, colour)
         return fn
 
     return decorate
@@ -450,6 +489,70 @@ def resolve_methods(methods: str | Sequence[str] | None = None) -> list[str]:
     if not isinstance(methods, (str, Iterable)):
         raise ValueError(f"methods must be an estimator name, a sequence of names or None, got {methods!r}")
     return distinct_names(methods, list(_REGISTRY), "methods", "method")
+
+
+#: Keywords of :func:`compute_advantages` itself rather than of an estimator: every estimator takes them.
+ENTRY_OPTIONS: tuple[str, ...] = ("reward_range", "out_of_range", "tol", "singleton", "nan_policy", "tie_reference")
+
+
+def split_settings(methods: Sequence[str], settings: Mapping[str, Any], *, shared: Iterable[str] = (),
+                   check: bool = True) -> dict[str, dict[str, Any]]:
+    """Each estimator's share of one set of settings, by its registry entry.
+
+    A setting goes to every estimator of ``methods`` that has a parameter of
+    that name (``ESTIMATORS[m].defaults``); a setting named in ``shared``
+    (say :data:`ENTRY_OPTIONS`, the entry point's own keywords) goes to every
+    one of them. With ``check`` each estimator's share of its parameters is
+    validated by ``ESTIMATORS[m].bind``.
+
+    Raises
+    ------
+    ValueError
+        An unknown estimator; a setting that none of ``methods`` accepts
+        (a :class:`~robustgrpo.checks.ParamError` on ``params``, naming the
+        settings); with ``check``, a value an estimator refuses.
+
+    Examples
+    --------
+    >>> split_settings(["grpo", "robust", "huber_m"], {"c": 3.0, "ddof": 0})
+    {'grpo': {'ddof': 0}, 'robust': {'c': 3.0}, 'huber_m': {'c': 3.0}}
+    >>> split_settings(["grpo"], {"c": 3.0})
+    Traceback (most recent call last):
+    ...
+    robustgrpo.checks.ParamError: params are accepted by none of the estimators ['grpo'], got ['c']; check the spelling (describe_estimators() lists each estimator's parameters)
+    """
+    names = [get_estimator(m).name for m in methods]
+    shared = frozenset(shared)
+    if not isinstance(settings, Mapping):
+        raise ParamError("params", "must be a mapping of setting name to value", settings, 'e.g. {"c": 2.5}')
+    unused = sorted((k for k in settings if k not in shared and not any(k in _REGISTRY[m].defaults for m in names)), key=str)
+    if unused:
+        raise ParamError("params", f"are accepted by none of the estimators {names}", unused,
+                         "check the spelling (describe_estimators() lists each estimator's parameters)")
+    common = {k: v for k, v in settings.items() if k in shared}
+    if check:
+        for m in names:
+            _REGISTRY[m].bind(_REGISTRY[m].share(settings))
+    return {m: {**_REGISTRY[m].share(settings), **common} for m in names}
+
+
+def clipped_estimators(methods: str | Sequence[str] | None = None) -> list[str]:
+    """The estimators of ``methods`` (default: the catalogue) that have a clip parameter, in registry order.
+
+    >>> clipped_estimators()
+    ['seed_mad', 'robust', 'huber_m', 'batch_huber']
+    """
+    chosen = set(resolve_methods(methods))
+    return [name for name, est in _REGISTRY.items() if name in chosen and est.clip is not None]
+
+
+def clip_help() -> str:
+    """The one-line help of a clip-c control, naming the estimators it applies to (from the registry).
+
+    >>> clip_help()
+    'seed_mad, robust, huber_m, batch_huber clip A to ±c'
+    """
+    return f"{', '.join(clipped_estimators())} clip A to ±c"
 
 
 def describe_estimators() -> str:
@@ -592,6 +695,7 @@ DDOF = Parameter("ddof", 1, "delta degrees of freedom of the std: 1 = Bessel (to
     source="DeepSeekMath (Shao et al. 2024); TRL, verl",
     breakdown=MEAN_BREAKDOWN,
     simplicity=3,
+    colour="#D55E00",  # vermillion: the baseline that breaks
 )
 def _grpo(g: Groups, *, eps: float, ddof: int) -> Computed:
     r""":math:`A_i = (r_i - \bar r) / (s + \epsilon)`, s the std with ``ddof``.
@@ -611,6 +715,7 @@ def _grpo(g: Groups, *, eps: float, ddof: int) -> Computed:
     source="Dr. GRPO (Liu et al. 2025); seed 003's relative advantage",
     breakdown=MEAN_BREAKDOWN,
     simplicity=1,
+    colour="#E69F00",  # orange
 )
 def _dr_grpo(g: Groups) -> Computed:
     r""":math:`A_i = r_i - \bar r`. No division, so no std blow-up, but the
@@ -628,6 +733,7 @@ def _dr_grpo(g: Groups) -> Computed:
     source="LitePPO (Liu et al. 2025); TRL scale_rewards='batch'",
     breakdown=MEAN_BREAKDOWN,
     simplicity=4,
+    colour="#8C564B",  # brown
     batch_level=True,
 )
 def _batch_std(g: Groups, *, eps: float, ddof: int) -> Computed:
@@ -666,6 +772,7 @@ def _batch_std_per_batch(g: Groups, ddof: int) -> torch.Tensor:
     source="RLOO (Ahmadian et al. 2024); verl, NeMo-RL",
     breakdown=MEAN_BREAKDOWN,
     simplicity=2,
+    colour="#CC79A7",  # reddish purple
 )
 def _rloo(g: Groups) -> Computed:
     r""":math:`A_i = r_i - \frac{1}{n-1}\sum_{j \ne i} r_j = \frac{n}{n-1}(r_i - \bar r)`.
@@ -695,6 +802,7 @@ SEED_MAD_CONSTANT = 1.4826
         "torch's lower median needs one more outlier; the std fallback gives way to the first glitch",
     ),
     simplicity=6,
+    colour="#999999",  # grey: the seed's function
     sorts="values",
 )
 def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
@@ -738,6 +846,7 @@ def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
         "median and MAD hold; on ties the glitch gets 1000 M against the correct answer's 1000",
     ),
     simplicity=5,
+    colour="#B8860B",  # dark goldenrod
     sorts="values",
 )
 def _mc_grpo(g: Groups, *, eps: float, compensate_zeros: bool) -> Computed:
@@ -774,6 +883,7 @@ def _mc_grpo(g: Groups, *, eps: float, compensate_zeros: bool) -> Computed:
         "k + 1 glitches take over the fallback scale, or fewer once the median leaves the wrong answers",
     ),
     simplicity=9,
+    colour="#0072B2",  # blue: the median/MAD estimator
     sorts="values",
 )
 def _robust(g: Groups, *, c: float, resolution: float) -> Computed:
@@ -909,6 +1019,7 @@ def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None
         "no size breaks ranks; glitches outranking the correct answers push them below the middle rank",
     ),
     simplicity=8,
+    colour="#56B4E9",  # sky blue
     sorts="order",
 )
 def _rank(g: Groups, *, resolution: float) -> Computed:
@@ -959,6 +1070,7 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
         "no closed form for proposal 2: measured about a quarter of the group (2/8, 4/16, 9/32, 17/64)",
     ),
     simplicity=11,
+    colour="#009E73",  # bluish green
     sorts="values",
 )
 def _huber_m(
@@ -1012,6 +1124,7 @@ def _huber_m(
         "resolved deviations leave it alone",
     ),
     simplicity=10,
+    colour="#332288",  # indigo
     batch_level=True,
     sorts="values",
 )
@@ -1076,6 +1189,7 @@ def _batch_huber(g: Groups, *, c: float, huber_c: float) -> Computed:
         "at the default limits 0.2: one outlier more than each tail trims; up to floor(0.2 n) successes are trimmed away",
     ),
     simplicity=7,
+    colour="#000000",  # black
     sorts="values",
 )
 def _winsor(g: Groups, *, limits: float, eps: float, ddof: int, resolution: float) -> Computed:

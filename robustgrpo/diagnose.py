@@ -81,9 +81,10 @@ from .advantages import (
     compute_advantages,
     recommended_method,
     resolve_methods,
+    split_settings,
 )
 from .checks import ParamError, check_positive, check_real, plain_text
-from .inputs import group_by_index, scatter_to_flat
+from .inputs import group_by_index
 from .metrics import relative_update_error, update_cosine
 from .multireward import compute_multi_reward_advantages
 from .rewardlogs import RewardLog
@@ -541,7 +542,7 @@ def diagnose(
     names = resolve_methods(methods)
     if "grpo" not in names:
         names = ["grpo", *names]
-    per_method = _settings_per_estimator(names, params)
+    per_method = split_settings(names, params)
     frame, fn_name = _select_reward_fn(log, reward_fn)
 
     # groups: (step, group) pairs, laid out in blocks of similar width (Grouping.buckets), so that
@@ -695,20 +696,6 @@ def _step_statistics(flat: torch.Tensor, buckets: Sequence[Any], n_groups: int, 
     ss = torch.zeros(n_steps, dtype=_DTYPE).index_add_(0, sample_step, (flat - mean[sample_step]).square())
     out["batch_std"] = (ss / (count - ddof).clamp_min(1)).sqrt()[step_rows]
     return out
-
-
-def _settings_per_estimator(names: list[str], params: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each estimator's share of the settings (those it accepts), checked by its registry entry.
-
-    Raises ``ValueError`` for a setting that none of the estimators accepts.
-    """
-    per_method = {m: {k: v for k, v in params.items() if k in ESTIMATORS[m].defaults} for m in names}
-    unused = sorted(set(params) - {k for kw in per_method.values() for k in kw})
-    if unused:
-        raise ValueError(f"setting(s) {unused} are accepted by none of the estimators {names}; see describe_estimators()")
-    for m in names:
-        ESTIMATORS[m].bind(per_method[m])
-    return per_method
 
 
 def _update_agreement(advantages: dict[str, torch.Tensor], steps: pd.Series,
@@ -906,7 +893,7 @@ def diagnose_run(
         found = pd.unique(run.samples["advantage_method"].dropna())
         logged = str(found[0]) if len(found) == 1 else ", ".join(map(str, found))
     if run.trainer == "trl":
-        advantages = _logged_comparison(run, names, _settings_per_estimator(names, params), logged)
+        advantages = _logged_comparison(run, names, split_settings(names, params), logged)
     else:
         advantages = pd.DataFrame(columns=["method", "aggregation", "max_abs_gap", "mean_abs_gap", "correlation", "matches"])
     return RunDiagnosis(run, total, functions, table, advantages, logged)

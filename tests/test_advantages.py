@@ -154,10 +154,65 @@ def test_registry_is_read_only():
 def test_register_rejects_duplicates():
     with pytest.raises(ValueError, match="already registered"):
         robustgrpo.register("grpo", "again", scaling="invariant", source="test",
-                            breakdown=ESTIMATORS["grpo"].breakdown, simplicity=99)(lambda g: None)
+                            breakdown=ESTIMATORS["grpo"].breakdown, simplicity=99, colour="#123456")(lambda g: None)
     with pytest.raises(ValueError, match="simplicity 1 of 'new' is 'dr_grpo'"):
         robustgrpo.register("new", "again", scaling="invariant", source="test",
-                            breakdown=ESTIMATORS["grpo"].breakdown, simplicity=1)(lambda g: None)
+                            breakdown=ESTIMATORS["grpo"].breakdown, simplicity=1, colour="#123456")(lambda g: None)
+    with pytest.raises(ValueError, match=r"colour of 'new' must be a hex colour '#RRGGBB', got 'blue'"):
+        robustgrpo.register("new", "again", scaling="invariant", source="test",
+                            breakdown=ESTIMATORS["grpo"].breakdown, simplicity=99, colour="blue")(lambda g: None)
+    assert "new" not in ESTIMATORS
+
+
+def test_each_estimator_has_its_own_colour_on_the_registry_and_the_figures_read_it():
+    from robustgrpo.plots.style import ESTIMATOR_COLORS, estimator_color
+
+    colours = [est.colour for est in ESTIMATORS.values()]
+    assert len(set(colours)) == len(colours)
+    assert dict(ESTIMATOR_COLORS) == {name: est.colour for name, est in ESTIMATORS.items()}
+    assert estimator_color("grpo") == "#D55E00" and estimator_color("robust") == "#0072B2"
+    assert estimator_color("ppo_critic") == "#666666"  # outside the catalogue: grey
+
+
+def test_the_registry_says_which_estimators_clip_and_which_are_order_based():
+    from robustgrpo.advantages import clip_help, clipped_estimators
+
+    assert clipped_estimators() == ["seed_mad", "robust", "huber_m", "batch_huber"]
+    assert clipped_estimators(["grpo", "huber_m", "robust"]) == ["robust", "huber_m"]
+    assert clip_help() == "seed_mad, robust, huber_m, batch_huber clip A to ±c"
+    assert ESTIMATORS["huber_m"].clip_setting(2.0) == {"c": 2.0}
+    assert ESTIMATORS["huber_m"].clip_setting(None) == {} and ESTIMATORS["rank"].clip_setting(2.0) == {}
+    assert {n for n, e in ESTIMATORS.items() if e.order_based} == {
+        "seed_mad", "mc_grpo", "robust", "rank", "huber_m", "batch_huber", "winsor"}
+
+
+def test_split_settings_gives_each_estimator_the_settings_it_accepts_and_refuses_the_rest():
+    from robustgrpo.advantages import ENTRY_OPTIONS, split_settings
+
+    assert split_settings(["grpo", "robust", "winsor"], {"c": 3.0, "ddof": 0, "resolution": 0.01}) == {
+        "grpo": {"ddof": 0}, "robust": {"c": 3.0, "resolution": 0.01}, "winsor": {"ddof": 0, "resolution": 0.01}}
+    shared = split_settings(["grpo", "rank"], {"reward_range": (0, 1), "tol": 0.0}, shared=ENTRY_OPTIONS)
+    assert shared == {"grpo": {"reward_range": (0, 1), "tol": 0.0}, "rank": {"reward_range": (0, 1), "tol": 0.0}}
+    assert split_settings(["grpo"], {}) == {"grpo": {}}
+    with pytest.raises(ValueError, match=r"^params are accepted by none of the estimators \['grpo', 'rank'\], got \['c', 'magic'\]"):
+        split_settings(["grpo", "rank"], {"magic": 1, "c": 2.0, "ddof": 0})
+    with pytest.raises(ValueError, match=r"^robust: parameter c must be a finite number > 0, got -1"):
+        split_settings(["grpo", "robust"], {"c": -1.0})
+    assert split_settings(["robust"], {"c": -1.0}, check=False) == {"robust": {"c": -1.0}}
+    with pytest.raises(ValueError, match="unknown method 'nope'"):
+        split_settings(["nope"], {})
+    with pytest.raises(ValueError, match="params must be a mapping"):
+        split_settings(["grpo"], [("c", 1.0)])
+
+
+def test_entry_options_are_the_keywords_of_compute_advantages_that_every_estimator_takes():
+    import inspect
+
+    from robustgrpo.advantages import ENTRY_OPTIONS
+
+    keywords = {name for name, p in inspect.signature(compute_advantages).parameters.items() if p.kind is p.KEYWORD_ONLY}
+    # mask, index, batch and batch_scale describe the rewards' layout, not a setting of the computation
+    assert set(ENTRY_OPTIONS) == keywords - {"mask", "index", "batch", "batch_scale"}
 
 
 # ------------------------------------------------------------ oracles
@@ -818,3 +873,54 @@ def test_one_call_with_batch_ids_is_one_call_per_batch(name):
         compute_advantages(r.reshape(-1), name, index=torch.arange(60).repeat_interleave(8), batch=torch.arange(480))
     with pytest.raises(ValueError, match="batch must be a 1-D sequence of integers"):
         compute_advantages(r.reshape(60, 8), name, batch=np.zeros(60))
+
+
+NEW_ESTIMATOR = r'''
+import numpy as np
+import torch
+
+import robustgrpo
+from robustgrpo.advantages import Breakdown, Computed, Parameter, positive, register
+from robustgrpo.stats import masked_mean
+
+
+@register("demo_clipped_mean", "clip(r - mean, c): a throwaway estimator", parameters=(Parameter("c", 1.0, "the clip", positive),),
+          scaling="equivariant", clip="c", source="a test", breakdown=Breakdown(lambda n: 1 / n, None, "the mean"),
+          simplicity=99, colour="#117733")
+def _demo(g, *, c):
+    centre = masked_mean(g.rewards, g.mask, g.n)
+    raw = g.rewards - centre.unsqueeze(-1)
+    return Computed(raw.clamp(-c, c), centre, torch.ones_like(centre), torch.zeros_like(centre, dtype=torch.bool), raw.abs() > c)
+
+
+from robustgrpo.advantages import clip_help, split_settings
+from robustgrpo.dashboards.trap import trap_data
+from robustgrpo.metrics import agreement
+from robustgrpo.plots.style import estimator_color
+from robustgrpo.simulate import SimConfig, simulate
+
+name = "demo_clipped_mean"
+adv = list(robustgrpo.compute_advantages([[0.0, 0, 1, 10]], name, c=2.0).advantages[0])
+assert adv == [-2.0, -2.0, -1.75, 2.0], adv
+assert name in robustgrpo.describe_estimators() and name in clip_help()
+assert split_settings(["grpo", name], {"c": 2.0, "ddof": 0}) == {"grpo": {"ddof": 0}, name: {"c": 2.0}}
+assert estimator_color(name) == "#117733"
+assert agreement("seed_example", ["grpo", name], c=2.0)["method"].tolist() == ["grpo", name]
+d = trap_data(methods=("grpo", name), c=2.0)
+assert float(d.advantages[name][d.correct]) == -0.375, d.advantages[name]
+frame = simulate(SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo", name), params={"c": 2.0}, c_schedule=None))
+assert set(frame["estimator"]) == {"grpo", name}, set(frame["estimator"])
+print("ok")
+'''
+
+
+@pytest.mark.slow
+def test_a_new_estimator_is_one_registration_away_from_the_metrics_dashboards_figures_and_simulator():
+    """Registered after import, as a user's own module would, a throwaway estimator is computed, described, given its
+    settings, coloured, clipped, measured, drawn in the trap lesson and trained with, with no other file touched."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", NEW_ESTIMATOR], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith("ok")

@@ -89,7 +89,7 @@ SIM_CONFIG_ERRORS = [
     ({"estimators": ("grpo", "grpo")}, r"^estimators must list each estimator once"),
     ({"grouping": "clusters"}, r"^grouping must be one of \['prompt', 'bins', 'kmeans'\], got 'clusters'"),
     ({"grouping": "bins"}, r"^grouping must be 'prompt' with discrete prompts"),
-    ({"params": {"c": 2.0}}, r"^params names a parameter that none of the estimators \['grpo'\] accepts, got 'c'"),
+    ({"params": {"c": 2.0}}, r"^params are accepted by none of the estimators \['grpo'\], got \['c'\]"),
     ({"estimators": ("robust",), "params": {"c": -1.0}}, r"robust: parameter c must be a finite number > 0, got -1.0"),
     ({"c_schedule": (2.0, 3.5)}, r"^c_schedule applies to estimators with a clip parameter"),
     ({"quality": "graded", "contamination": JudgeFlips(0.1)}, r"^contamination JudgeFlips needs 0/1 judge scores"),
@@ -119,7 +119,8 @@ SIM_CONFIG_ERRORS = [
     (dict(estimators=("robust",), c_schedule=(1.0, 2.0), params={"c": 2.0}),
      r"params sets \['c'\], which c_schedule decides, got \{'c': 2\.0\}; drop it from params or drop c_schedule$"),
     (dict(estimators=("grpo",), params={"magic": 1}),
-     r"params names a parameter that none of the estimators \['grpo'\] accepts, got 'magic'; see ESTIMATORS\[name\]\.parameters$"),
+     r"params are accepted by none of the estimators \['grpo'\], got \['magic'\]; check the spelling \(describe_estimators\(\) lists "
+     r"each estimator's parameters\)$"),
 ]
 
 
@@ -774,7 +775,7 @@ def test_measured_update_weight_columns_and_bad_input():
         (dict(n_groups=1), r"n_groups must be an integer >= 2, got 1"),
         (dict(p=[0.0, 0.5]), r"p must lie strictly between 0 and 1 \(w\(p\) divides by p \(1 - p\)\), got \[0\.0, 0\.5\]; drop 0 and 1"),
         (dict(p=[1.0]), r"p must lie strictly between 0 and 1"),
-        (dict(magic=1), r"params are accepted by none of the methods \['grpo'\], got \['magic'\]; check the spelling"),
+        (dict(magic=1), r"params are accepted by none of the estimators \['grpo'\], got \['magic'\]; check the spelling"),
     ]:
         with pytest.raises(ValueError, match=message):
             measured_update_weight(**({"p": [0.5], "G": 4, "methods": ["grpo"], "n_groups": 50} | kwargs))

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from ..advantages import ESTIMATORS
+from ..advantages import ESTIMATORS, clip_help
 from ..checks import check_choice, check_int, check_real
 from ..contamination import RandomOutliers
 from ..simulate import CRITIC, SimConfig, seed_bands, simulate
@@ -74,7 +74,7 @@ CONTROLS: Mapping[str, Control] = {
     "size": Slider("size", "outlier M", "the glitch's or the hack's reward", *SIZE_LOG10_RANGE, step=0.1, digits=4,
                    log=True),
     "G": Control("G", "group size G", "answers per prompt and step"),
-    "c": Slider("c", "clip c", "robust, seed_mad, huber_m clip A to ±c", *CLIP_RANGE, step=0.1, digits=1),
+    "c": Slider("c", "clip c", clip_help(), *CLIP_RANGE, step=0.1, digits=1),
     "estimator": Control("estimator", "estimator", "ppo_critic: a learned critic"),
 }
 #: Seeds of every run (the bands are over them).
@@ -96,7 +96,7 @@ def _check_state(scenario: Any, rate: Any, size: Any, G: Any, c: Any, estimator:
 def drift_config(scenario: str, rate: float, size: float, G: int, c: float, estimator: str) -> SimConfig:
     """The :class:`~robustgrpo.simulate.SimConfig` of one dashboard setting (``rate = 0``: the clean reference)."""
     scenario, rate, size, G, c, estimator = _check_state(scenario, rate, size, G, c, estimator)
-    params = {} if estimator == CRITIC or not ESTIMATORS[estimator].clip else {ESTIMATORS[estimator].clip: c}
+    params = {} if estimator == CRITIC else ESTIMATORS[estimator].clip_setting(c)
     base = BASE.replace(G=G, estimators=(estimator,), params=params)
     if scenario == "glitches":
         return base.replace(contamination=RandomOutliers(rate, size))

@@ -79,7 +79,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..advantages import ESTIMATORS, UNCLIPPED, compute_advantages, recommended_method, resolve_methods
+from ..advantages import ESTIMATORS, UNCLIPPED, clip_help, compute_advantages, recommended_method, resolve_methods
 from ..checks import (
     check_int,
     check_positive,
@@ -150,7 +150,7 @@ REFERENCE = "rloo"
 #: how the value is written (the readout writes it as the slider does).
 CONTROLS: Mapping[str, Control] = {
     "G": Control("G", "group size G", "answers per prompt: one group"),
-    "c": Slider("c", "clip c", "robust, seed_mad, huber_m clip A to ±c", *CLIP_RANGE, step=0.1, digits=1),
+    "c": Slider("c", "clip c", clip_help(), *CLIP_RANGE, step=0.1, digits=1),
     "rate": Slider("rate", "contam. rate", "fraction of rewards replaced by M", *RATE_RANGE, step=0.01, digits=2),
     "size": Slider("size", "outlier M", "reward of a contaminated sample", *SIZE_LOG10_RANGE, step=0.1, digits=4,
                    log=True),

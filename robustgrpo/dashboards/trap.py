@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..advantages import ESTIMATORS, compute_advantages
+from ..advantages import ESTIMATORS, clip_help, compute_advantages
 from ..checks import check_int, check_real
 from ..stats import mad, median
 from .controls import Control, Slider, format_call
@@ -59,7 +59,7 @@ CONTROLS: Mapping[str, Control] = {
     "M": Slider("M", "outlier M", "the judge glitch's reward", *M_RANGE, step=0.5, digits=1),
     "k": Control("k", "correct k", "answers with reward 1"),
     "G": Control("G", "group size G", "answers in the group"),
-    "c": Slider("c", "clip c", "robust, seed_mad, huber_m clip A to ±c", *CLIP_RANGE, step=0.1, digits=1),
+    "c": Slider("c", "clip c", clip_help(), *CLIP_RANGE, step=0.1, digits=1),
     "methods": Control("methods", "estimators", "ctrl- or shift-click for several"),
 }
 
@@ -215,7 +215,7 @@ def trap_data(M: float = DEFAULT_STATE["M"], k: int = DEFAULT_STATE["k"], G: int
         raise ValueError(f"methods must be among {list(ESTIMATOR_CHOICES)}, got {list(methods)}: a batch-level "
                          "estimator's scale is a whole batch's, which one group does not have")
     group = torch.as_tensor(rewards).unsqueeze(0)
-    params = {m: {ESTIMATORS[m].clip: c} if ESTIMATORS[m].clip else {} for m in methods}
+    params = {m: ESTIMATORS[m].clip_setting(c) for m in methods}
     advantages = {m: compute_advantages(group, m, **{"tie_reference": "group", **params[m]}).advantages[0].numpy() for m in methods}
     correct, outlier = G - k - 1, G - 1
     moved = group.expand(M_GRID.size, G).clone()  # the group with the glitch at each M of the grid

@@ -51,14 +51,16 @@ Conventions
   :class:`numpy.random.SeedSequence` with a per-cell spawn key, so adding a
   cell does not change the draws of the others.
 * Computation is in float64.
-* Estimator parameters (``**params``) are *broadcast*: each is passed to
-  every chosen method that accepts it (``ESTIMATORS[m].parameters``); a
-  parameter that none of the chosen methods accepts raises ``ValueError``.
-  Keywords of :func:`compute_advantages` itself (:data:`ENTRY_KEYWORDS`,
-  e.g. ``reward_range``) go to every method.
+* Estimator parameters (``**params``) are *broadcast* by the registry
+  (:func:`robustgrpo.advantages.split_settings`): each is passed to every
+  chosen method that accepts it (``ESTIMATORS[m].parameters``); a parameter
+  that none of the chosen methods accepts raises ``ValueError``. Keywords of
+  :func:`compute_advantages` itself
+  (:data:`robustgrpo.advantages.ENTRY_OPTIONS`, e.g. ``reward_range``) go to
+  every method.
 """
 
-from ._common import DTYPE, ENTRY_KEYWORDS, derived_seed, scenario_record
+from ._common import DTYPE, derived_seed, scenario_record
 from .agreement import (
     advantage_samples,
     agreement,
@@ -86,7 +88,6 @@ from .sweep import sweep
 
 __all__ = [
     "DTYPE",
-    "ENTRY_KEYWORDS",
     "derived_seed",
     "scenario_record",
     "HUBER_EFFICIENT_C",

@@ -1,15 +1,15 @@
-"""Shared pieces of the metrics: parameter broadcasting, seeds, argument checks, records."""
+"""Shared pieces of the metrics: seeds, argument checks, records (settings are split by the registry,
+:func:`robustgrpo.advantages.split_settings`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Union
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..advantages import ESTIMATORS
 from ..checks import check_int, check_seed
 from ..contamination import (
     Contaminated,
@@ -18,7 +18,6 @@ from ..scenarios import Scenario, load_scenario
 
 __all__ = [
     "DTYPE",
-    "ENTRY_KEYWORDS",
     "Methods",
     "derived_seed",
     "scenario_record",
@@ -32,31 +31,6 @@ HUBER_EFFICIENT_C = 1.345
 Methods = Union[str, Sequence[str], None]
 
 # --------------------------------------------------------------------------- helpers
-
-
-#: Keywords of :func:`compute_advantages` itself (not of an estimator): every method gets them.
-ENTRY_KEYWORDS = ("reward_range", "out_of_range", "tol", "singleton", "nan_policy", "tie_reference")
-
-
-def _params_for(methods: Sequence[str], params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Broadcast ``params`` to the methods that accept each of them (entry keywords to every method)."""
-    entry = {k: v for k, v in params.items() if k in ENTRY_KEYWORDS}
-    params = {k: v for k, v in params.items() if k not in ENTRY_KEYWORDS}
-    out: dict[str, dict[str, Any]] = {m: dict(entry) for m in methods}
-    used: set[str] = set()
-    for m in methods:
-        accepted = ESTIMATORS[m].defaults
-        for key, value in params.items():
-            if key in accepted:
-                out[m][key] = value
-                used.add(key)
-    unused = sorted(set(params) - used)
-    if unused:
-        raise ValueError(
-            f"parameter(s) {unused} are accepted by none of the methods {list(methods)}; "
-            "check the spelling or add a method that takes them (see describe_estimators())"
-        )
-    return out
 
 
 def derived_seed(seed: int, *key: int) -> int:

@@ -12,10 +12,12 @@ import torch
 
 from .. import stats as S
 from ..advantages import (
+    ENTRY_OPTIONS,
     AdvantageResult,
     compute_advantages,
     get_estimator,
     resolve_methods,
+    split_settings,
 )
 from ..checks import check_choice, check_real
 from ..contamination import (
@@ -26,7 +28,6 @@ from ._common import (
     DTYPE,
     Methods,
     _np,
-    _params_for,
     scenario_record,
 )
 
@@ -398,7 +399,7 @@ def agreement(
     {'grpo': 1.0, 'robust': 0.0}
     """
     names = resolve_methods(methods)
-    per_method = _params_for(names, params)
+    per_method = split_settings(names, params, shared=ENTRY_OPTIONS)
     subset = check_choice("subset", subset, ("all", "hit"))
     zero_tol = check_real("zero_tol", zero_tol, minimum=0)
     record = scenario_record(data, n_groups, seed)
@@ -446,7 +447,7 @@ def advantage_samples(
     [2.462, 2.5]
     """
     names = resolve_methods(methods)
-    per_method = _params_for(names, params)
+    per_method = split_settings(names, params, shared=ENTRY_OPTIONS)
     record = scenario_record(data, n_groups, seed)
     b, g = record.clean.shape
     group = np.repeat(np.arange(b), g)

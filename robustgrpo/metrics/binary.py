@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
+from ..advantages import ENTRY_OPTIONS, ESTIMATORS, compute_advantages, resolve_methods, split_settings
 from ..checks import check_int, check_int_list, check_real, check_real_list, check_seed
 from ..contamination import (
     Bernoulli,
@@ -22,7 +22,6 @@ from ._common import (
     Methods,
     _generator,
     _np,
-    _params_for,
     derived_seed,
 )
 from .agreement import update_cosine
@@ -225,7 +224,7 @@ def update_weight(
     from scipy.stats import binom
 
     names = _per_prompt_methods(methods)
-    per_method = _params_for(names, params)
+    per_method = split_settings(names, params, shared=ENTRY_OPTIONS)
     gs = check_int_list("group_sizes", group_sizes, minimum=2)
     ps = np.asarray(check_real_list("success_rates", success_rates, minimum=0, maximum=1, open_min=True, open_max=True))
     rows = []
@@ -266,7 +265,7 @@ def update_weight_mc(
     The same draws serve every estimator.
     """
     names = _per_prompt_methods(methods)
-    per_method = _params_for(names, params)
+    per_method = split_settings(names, params, shared=ENTRY_OPTIONS)
     gs = check_int_list("group_sizes", group_sizes, minimum=2)
     ps = check_real_list("success_rates", success_rates, minimum=0, maximum=1, open_min=True, open_max=True)
     n_groups = check_int("n_groups", n_groups, minimum=1)
@@ -336,7 +335,7 @@ def jitter_sweep(
     True
     """
     names = resolve_methods(methods)
-    per_method = _params_for(names, params)
+    per_method = split_settings(names, params, shared=ENTRY_OPTIONS)
     sds = check_real_list("jitter", jitter, minimum=0, open_min=True)
     g = check_int("group_size", group_size, minimum=2)
     success_rate = check_real("success_rate", success_rate, minimum=0, maximum=1, open_min=True, open_max=True)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
+from ..advantages import ENTRY_OPTIONS, ESTIMATORS, compute_advantages, resolve_methods, split_settings
 from ..checks import check_int, check_int_list, check_real, check_real_list, check_seed
 from ._common import (
     DTYPE,
@@ -18,7 +18,6 @@ from ._common import (
     _bar,
     _generator,
     _np,
-    _params_for,
     derived_seed,
 )
 
@@ -127,7 +126,7 @@ def breakdown_point(
     is a statistic of the whole batch.
     """
     names = resolve_methods(methods)
-    per_method = _params_for(names, params)
+    per_method = split_settings(names, params, shared=ENTRY_OPTIONS)
     gs = check_int_list("group_sizes", group_sizes, minimum=2)
     ms = check_real_list("sizes", sizes, minimum=0, open_min=True)
     if len(ms) < 2 or max(ms) < 4 * min(ms):
@@ -233,7 +232,7 @@ def binary_breakdown(
     {'grpo': 1.0, 'robust': 2.0, 'rank': 4.0}
     """
     names = resolve_methods(methods)
-    per_method = _params_for(names, params)
+    per_method = split_settings(names, params, shared=ENTRY_OPTIONS)
     gs = check_int_list("group_sizes", group_sizes, minimum=3)
     ms = check_real_list("sizes", sizes, minimum=1, open_min=True)
     if len(ms) < 2 or max(ms) < 4 * min(ms):

@@ -11,13 +11,12 @@ import torch
 
 from ..checks import check_int
 from .. import stats as S
-from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
+from ..advantages import ENTRY_OPTIONS, ESTIMATORS, compute_advantages, resolve_methods, split_settings
 from ..inputs import distinct_names
 from ._common import (
     HUBER_EFFICIENT_C,
     Methods,
     _np,
-    _params_for,
     _vector,
 )
 
@@ -135,7 +134,7 @@ def sensitivity_curve(
     position = int(position) % g
     v = _vector("values", values)
     names = resolve_methods(methods)
-    per_method = _params_for(names, params)
+    per_method = split_settings(names, params, shared=ENTRY_OPTIONS)
 
     batch = r.expand(v.numel(), g).clone()
     batch[:, position] = v

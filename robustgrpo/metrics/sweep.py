@@ -11,6 +11,7 @@ import pandas as pd
 import torch
 
 from ..advantages import (
+    ENTRY_OPTIONS,
     ESTIMATORS,
     UNCLIPPED,
     AdvantageResult,
@@ -18,6 +19,7 @@ from ..advantages import (
     get_estimator,
     reclip,
     resolve_methods,
+    split_settings,
 )
 from ..checks import (
     check_choice,
@@ -40,7 +42,6 @@ from ._common import (
     DTYPE,
     Methods,
     _bar,
-    _params_for,
     derived_seed,
 )
 from .agreement import _agreement_rows
@@ -147,7 +148,7 @@ def sweep(
     clash = sorted(clip_names & set(params))
     if clash:
         raise ValueError(f"pass clip thresholds through clip=, not as {clash}")
-    per_method = _params_for(names, params)
+    per_method = split_settings(names, params, shared=ENTRY_OPTIONS)
     gs = check_int_list("group_sizes", group_sizes, minimum=2)
     cs = check_real_list("clip", clip, minimum=0, open_min=True)
     rs = check_real_list("rates", rates, minimum=0, maximum=1)

@@ -2,8 +2,8 @@
 
 Every figure function of :mod:`robustgrpo.plots` takes data (tensors, arrays or the tidy DataFrames of
 :mod:`robustgrpo.metrics`) and returns the figure; nothing here computes a
-statistic. Estimators keep one colour in every figure (:data:`ESTIMATOR_COLORS`,
-Okabe-Ito based, distinguishable with the common colour-vision deficiencies).
+statistic. Estimators keep one colour in every figure (:data:`ESTIMATOR_COLORS`, read
+from the registry; Okabe-Ito based, distinguishable with the common colour-vision deficiencies).
 
 Figures are built on ``matplotlib.figure.Figure`` directly, not pyplot, so
 no global state leaks between them and they render headless; Jupyter shows
@@ -15,14 +15,17 @@ timestamps in the PDF).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from types import MappingProxyType
 from typing import Iterator, Sequence
 
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..advantages import ESTIMATORS
 from ..checks import plain_text, require_columns
 
 __all__ = [
@@ -41,20 +44,9 @@ __all__ = [
 COLUMN_WIDTH = 3.4  # inches
 PAGE_WIDTH = 7.0  # inches
 
-#: One colour per estimator, used by every figure.
-ESTIMATOR_COLORS: dict[str, str] = {
-    "grpo": "#D55E00",  # vermillion: the baseline that breaks
-    "dr_grpo": "#E69F00",  # orange
-    "batch_std": "#8C564B",  # brown
-    "rloo": "#CC79A7",  # reddish purple
-    "seed_mad": "#999999",  # grey: the seed's function
-    "mc_grpo": "#B8860B",  # dark goldenrod
-    "robust": "#0072B2",  # blue: the project's median/MAD estimator
-    "rank": "#56B4E9",  # sky blue
-    "huber_m": "#009E73",  # bluish green
-    "batch_huber": "#332288",  # indigo
-    "winsor": "#000000",  # black
-}
+#: One colour per estimator, used by every figure: each estimator's registry entry holds it
+#: (``ESTIMATORS[name].colour``, given at :func:`~robustgrpo.advantages.register`).
+ESTIMATOR_COLORS: Mapping[str, str] = MappingProxyType({name: est.colour for name, est in ESTIMATORS.items()})
 
 #: matplotlib rcParams of the house style: small type readable at column width.
 HOUSE_STYLE: dict[str, object] = {
@@ -94,8 +86,9 @@ def literal_text(text: object) -> str:
 
 
 def estimator_color(name: str) -> str:
-    """The house colour of an estimator (grey for names outside the catalogue)."""
-    return ESTIMATOR_COLORS.get(name, "#666666")
+    """The house colour of an estimator, from its registry entry (grey for names outside the catalogue)."""
+    est = ESTIMATORS.get(name)
+    return est.colour if est is not None else "#666666"
 
 
 @contextmanager

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..advantages import ESTIMATORS
+from ..advantages import ESTIMATORS, split_settings
 from ..checks import (
     Estimate,
     ParamError,
@@ -334,13 +334,7 @@ class SimConfig:
             params = dict(params)
         if not isinstance(params, Mapping):
             raise ParamError("params", "must be a dict of estimator parameters", params, 'e.g. {"c": 2.5}')
-        catalogue = [m for m in self.estimators if m != CRITIC]
-        for key in params:
-            if not any(key in ESTIMATORS[m].defaults for m in catalogue):
-                raise ParamError("params", f"names a parameter that none of the estimators {list(self.estimators)} accepts",
-                                 key, "see ESTIMATORS[name].parameters")
-        for m in catalogue:
-            ESTIMATORS[m].bind({k: v for k, v in params.items() if k in ESTIMATORS[m].defaults})
+        split_settings([m for m in self.estimators if m != CRITIC], params)
         return tuple(sorted(params.items()))
 
     def _check_combinations(self) -> None:
@@ -395,10 +389,10 @@ class SimConfig:
         if method == CRITIC:
             return {}
         est = ESTIMATORS[method]
-        out = {k: v for k, v in self.params if k in est.defaults}
-        if self.c_schedule is not None and est.clip:
+        out = est.share(dict(self.params))
+        if self.c_schedule is not None:
             lo, hi = self.c_schedule
-            out[est.clip] = lo + (hi - lo) * progress
+            out.update(est.clip_setting(lo + (hi - lo) * progress))
         return out
 
     def estimate(self, n_seeds: int = 1) -> Estimate:

@@ -51,7 +51,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
+from ..advantages import ESTIMATORS, compute_advantages, resolve_methods, split_settings
 from ..checks import ParamError, check_int, check_probability, check_seed, check_threads, memory_limit
 from ..contamination import NoContamination
 from .config import CRITIC, SimConfig
@@ -533,17 +533,15 @@ def measured_update_weight(
     ps = [check_probability("each p", v) for v in (p if hasattr(p, "__len__") else [p])]
     if any(v in (0.0, 1.0) for v in ps):
         raise ParamError("p", "must lie strictly between 0 and 1 (w(p) divides by p (1 - p))", p, "drop 0 and 1")
-    unused = sorted(k for k in params if not any(k in ESTIMATORS[m].defaults for m in names))
-    if unused:
-        raise ParamError("params", f"are accepted by none of the methods {names}", unused, "check the spelling")
+    per_method = split_settings(names, params)
     model = None if contamination is None else SimConfig(contamination=contamination).contamination
     with torch_threads(threads):
-        return _update_weights(ps, G, names, n_groups, seed, model, params)
+        return _update_weights(ps, G, names, n_groups, seed, model, per_method)
 
 
 def _update_weights(ps: list[float], G: int, names: list[str], n_groups: int, seed: int, model: Any,
-                    params: dict[str, Any]) -> pd.DataFrame:
-    """The computation of :func:`measured_update_weight` (arguments checked)."""
+                    per_method: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """The computation of :func:`measured_update_weight` (arguments checked, settings split per method)."""
     n_p = len(ps)
     prob = torch.tensor(ps, dtype=DTYPE).unsqueeze(-1).expand(n_p, n_groups)  # one batch per p
     base = torch.log(torch.stack([prob, 1.0 - prob], -1))  # [n_p, n_groups, 2]: answer 0 is correct
@@ -555,8 +553,7 @@ def _update_weights(ps: list[float], G: int, names: list[str], n_groups: int, se
         rewards = model.apply(rewards.reshape(-1, G), seed=CounterStream(keys, 0, _JUDGE)).rewards.reshape(rewards.shape)
     rows = []
     for m in names:
-        kw = {k: v for k, v in params.items() if k in ESTIMATORS[m].defaults}
-        adv, _ = group_advantages(rewards, m, kw)
+        adv, _ = group_advantages(rewards, m, per_method[m])
         theta = torch.zeros(n_p, n_groups, 2, dtype=DTYPE, requires_grad=True)
         logp = torch.log_softmax(base + theta, -1).gather(-1, answers)
         (grad,) = torch.autograd.grad((adv * logp).sum(), theta)
