@@ -1,0 +1,156 @@
+"""The speed benchmarks, one module per subject, each a command that prints a table.
+
+:mod:`~robustgrpo.bench.estimators` (the catalogue), :mod:`~robustgrpo.bench.dashboards` (notebook 03's
+dashboard and heat-map sweep), :mod:`~robustgrpo.bench.lessons` (the live lessons),
+:mod:`~robustgrpo.bench.simulate` (the drift simulator and the evidence battery),
+:mod:`~robustgrpo.bench.sweep` (the sweep engines), :mod:`~robustgrpo.bench.trainer` (real TRL steps).
+This package re-exports each one's functions.
+
+
+``python -m robustgrpo bench`` times every estimator through
+:func:`robustgrpo.compute_advantages` on float32 CPU tensors of shape
+``[65536, 16]`` and ``[4096, 256]``, on three kinds of rewards
+(:data:`BENCH_REWARDS`: uniform with an outlier, 0/1, 0/1 with jitter), at one
+torch thread and at the default thread count, side by side in one run with:
+
+* ``grpo (idiomatic)``: the two lines every trainer writes,
+  ``std, mean = torch.std_mean(r, dim=-1, keepdim=True); (r - mean) / (std + eps)``;
+* ``robust (numpy+scipy)``: the same computation as the ``robust`` estimator
+  written with numpy array operations (:func:`robust_numpy_scipy`; the tests
+  check it equals the estimator).
+
+Ratios are measured in the same process, interleaved (each repeat runs every
+case once, in turn, at each thread count), so machine noise hits all rows
+alike; a row's ratio is the median of its per-repeat ratios. The targets
+(:data:`ESTIMATOR_TARGETS`), on every kind of rewards and at every thread
+count: ``robust`` within 1.2x grpo and ``rank``, ``huber_m`` and ``winsor``
+within 3x at G = 16, 64 and 256 (the shapes timed of those), and ``robust`` at
+least 3x faster than numpy + scipy. The table says which targets are not met.
+
+``python -m robustgrpo bench --simulate`` runs :func:`run_simulate_benchmark`: the drift
+simulator at 256 prompts x G = 16 x 500 steps x 8 seeds with a tabular policy (target: under
+20 s on two cores), at one and at two torch threads side by side, and the notebook 05
+dashboard's rerun after a slider move (target: under 2 s), printed by
+:func:`format_simulate_table`.
+
+``python -m robustgrpo bench --battery`` runs :func:`run_battery_benchmark`: the evidence battery
+at its quick settings (target: under a minute) and its full ones (target: under five minutes), at
+one torch thread, printed by :func:`format_simulate_table` with the load average.
+
+``python -m robustgrpo bench --sweep`` runs :func:`run_sweep_benchmark`: the per-cell overhead
+of each sweep engine (a cell that computes nothing) and the cells per second of a small
+simulation cell run directly, on the local engine (batched and one by one) and on Ray, printed
+by :func:`format_sweep_table` with the ceiling the driver's writes put on the Ray engine.
+
+``python -m robustgrpo bench --trainer`` runs :func:`run_trainer_benchmark`: real TRL trainer
+steps per second per estimator on the experiment's tiny model (the ``trl`` runnable), and the
+share of a step the estimator's advantage block takes (target: under 5 %), measured side by
+side in one run with one torch thread, printed by :func:`format_trainer_table`.
+
+``python -m robustgrpo bench --lessons`` runs :func:`run_lessons_benchmark`: every control of the
+live lessons of notebooks 01, 02 and 04 at the largest sizes they offer, the data function alone
+and the move through the widget (target: median under 150 ms), printed by
+:func:`format_lessons_table` with the torch thread count.
+
+``python -m robustgrpo bench --dashboard`` runs :func:`run_dashboard_benchmark`
+instead: the latency of each dashboard control at G = 256 with 10^4 groups, to the first view
+drawn (target: median under 150 ms; a preview on the first groups when the setting is new) and
+to the full data drawn, and notebook 03's heat-map sweep (target: under 10 s), printed by
+:func:`format_dashboard_table`.
+"""
+
+from __future__ import annotations
+
+from .estimators import (
+    robust_numpy_scipy,
+    grpo_idiomatic,
+    BenchRow,
+    BENCH_REWARDS,
+    bench_rewards,
+    run_benchmark,
+    MAX_BENCH_REWARDS,
+    format_table,
+    DEFAULT_SHAPES,
+    ESTIMATOR_TARGETS,
+)
+from .dashboards import (
+    DASHBOARD_TARGET_MS,
+    SWEEP_TARGET_S,
+    DashboardBenchRow,
+    DashboardBench,
+    run_dashboard_benchmark,
+    format_dashboard_table,
+)
+from .lessons import (
+    LESSON_TARGET_MS,
+    LessonBenchRow,
+    LessonBench,
+    run_lessons_benchmark,
+    format_lessons_table,
+)
+from .simulate import (
+    SIMULATE_TARGET_S,
+    RERUN_TARGET_S,
+    SimulateBenchRow,
+    run_simulate_benchmark,
+    BATTERY_TARGETS_S,
+    run_battery_benchmark,
+    format_simulate_table,
+)
+from .sweep import (
+    SWEEP_BENCH_SIM,
+    SweepBenchRow,
+    SweepBench,
+    run_sweep_benchmark,
+    format_sweep_table,
+)
+from .trainer import (
+    TRAINER_TARGET_SHARE,
+    TRAINER_BENCH_ESTIMATORS,
+    TrainerBenchRow,
+    TrainerBench,
+    run_trainer_benchmark,
+    format_trainer_table,
+)
+
+__all__ = [
+    "robust_numpy_scipy",
+    "grpo_idiomatic",
+    "BenchRow",
+    "BENCH_REWARDS",
+    "bench_rewards",
+    "run_benchmark",
+    "MAX_BENCH_REWARDS",
+    "format_table",
+    "DEFAULT_SHAPES",
+    "ESTIMATOR_TARGETS",
+    "DASHBOARD_TARGET_MS",
+    "SWEEP_TARGET_S",
+    "DashboardBenchRow",
+    "DashboardBench",
+    "run_dashboard_benchmark",
+    "format_dashboard_table",
+    "LESSON_TARGET_MS",
+    "LessonBenchRow",
+    "LessonBench",
+    "run_lessons_benchmark",
+    "format_lessons_table",
+    "SIMULATE_TARGET_S",
+    "RERUN_TARGET_S",
+    "SimulateBenchRow",
+    "run_simulate_benchmark",
+    "BATTERY_TARGETS_S",
+    "run_battery_benchmark",
+    "format_simulate_table",
+    "SWEEP_BENCH_SIM",
+    "SweepBenchRow",
+    "SweepBench",
+    "run_sweep_benchmark",
+    "format_sweep_table",
+    "TRAINER_TARGET_SHARE",
+    "TRAINER_BENCH_ESTIMATORS",
+    "TrainerBenchRow",
+    "TrainerBench",
+    "run_trainer_benchmark",
+    "format_trainer_table",
+]

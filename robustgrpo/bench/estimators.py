@@ -1,0 +1,240 @@
+"""The estimator catalogue's speed: every estimator against the idiomatic GRPO and a numpy + scipy reference.
+
+Part of :mod:`robustgrpo.bench` (its docstring says what each benchmark measures and its target).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import scipy.stats
+import torch
+
+from ..advantages import ESTIMATORS, compute_advantages
+from ..checks import check_choice, check_int, check_int_list
+from ._common import load_average, load_text
+
+__all__ = [
+    "robust_numpy_scipy",
+    "grpo_idiomatic",
+    "BenchRow",
+    "BENCH_REWARDS",
+    "bench_rewards",
+    "run_benchmark",
+    "MAX_BENCH_REWARDS",
+    "format_table",
+    "DEFAULT_SHAPES",
+    "ESTIMATOR_TARGETS",
+]
+
+
+DEFAULT_SHAPES: tuple[tuple[int, int], ...] = ((65536, 16), (4096, 256))
+
+
+def grpo_idiomatic(rewards: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """GRPO advantages as trainers write them: one ``torch.std_mean`` pass."""
+    std, mean = torch.std_mean(rewards, dim=-1, keepdim=True)
+    return (rewards - mean) / (std + eps)
+
+
+def robust_numpy_scipy(rewards: np.ndarray, c: float = 2.5, resolution: float = 1e-3) -> np.ndarray:
+    """The ``robust`` estimator written with numpy and scipy.stats only.
+
+    Same formulas as :func:`robustgrpo.advantages._robust` (median centre,
+    tie tolerance ``resolution`` times the range clamped to the batch's
+    typical gap, at least the float residue; resolved deviations, normal MAD
+    and the bounded fallback scale with its continuous weighted lower median,
+    clip at ``c``; degenerate groups get 0), for full ``[B, G]`` float arrays.
+    """
+    r = np.asarray(rewards)
+    n = r.shape[-1]
+    med = np.median(r, axis=-1, keepdims=True)
+    d = r - med
+    residue = 4 * np.finfo(r.dtype).eps * np.median(np.abs(r), axis=-1, keepdims=True)
+    spread = r.max(axis=-1, keepdims=True) - r.min(axis=-1, keepdims=True)
+    own = np.maximum(1e-6 * spread, residue)
+    resolved = np.maximum(np.abs(d) - own, 0.0).ravel()
+    weight = np.where(own > 0, np.minimum(np.maximum(np.abs(d) - own, 0.0) / np.where(own > 0, own, 1.0), 1.0),
+                      (np.abs(d) > 0).astype(r.dtype)).ravel()
+    if (weight > 0).any():  # the batch's typical gap: the weighted 80th percentile of the resolved deviations
+        order = np.argsort(resolved, kind="stable")
+        x, w = resolved[order], weight[order]
+        cum = np.cumsum(w)
+        i = min(int(np.searchsorted(cum, 0.8 * cum[-1])), len(x) - 1)
+        prev = x[max(i - 1, 0)]
+        typical = prev + (x[i] - prev) * (min(1.0, max(0.0, 2 * (0.8 * cum[-1] - cum[i] + w[i]) / w[i])) if w[i] > 0 else 1.0)
+        spread = np.clip(spread, typical, 4 * typical)
+    t = np.maximum(resolution * spread, residue)
+    u = np.maximum(np.abs(d) - t, 0.0)
+    sigma = np.median(u, axis=-1) / scipy.stats.norm.ppf(0.75)
+    x = np.sort(u, axis=-1)
+    safe_t = np.where(t > 0, t, 1.0)
+    w = np.where(t > 0, np.minimum(x / safe_t, 1.0), (x > 0).astype(r.dtype))
+    cum = np.cumsum(w, axis=-1)
+    p = cum[:, -1:] / 2
+    i = np.argmax(cum >= p, axis=-1)[:, None]
+    w_i, x_i = np.take_along_axis(w, i, -1), np.take_along_axis(x, i, -1)
+    x_prev = np.take_along_axis(x, np.maximum(i - 1, 0), -1)
+    offset = p - (np.take_along_axis(cum, i, -1) - w_i)
+    frac = np.where(w_i > 0, np.minimum(1.0, 2 * offset / np.where(w_i > 0, w_i, 1.0)), 1.0)
+    b = x_prev + (x_i - x_prev) * frac
+    s_fb = np.sqrt((np.minimum(u, b) ** 2).sum(axis=-1) / max(n - 1, 1))
+    scale = np.maximum(np.maximum(sigma, s_fb), t[:, 0] / math.sqrt(max(n - 1, 1)))
+    adv = np.clip(np.sign(d) * u / np.where(scale > 0, scale, 1.0)[:, None], -c, c)
+    degenerate = (r.max(axis=-1) - r.min(axis=-1)) <= residue[:, 0]
+    return np.where(degenerate[:, None], 0.0, adv).astype(r.dtype)
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    """One timed case: label, shape, kind of rewards, torch threads, median milliseconds, ratio to idiomatic grpo."""
+
+    label: str
+    shape: tuple[int, int]
+    rewards: str
+    threads: int
+    ms: float
+    ratio: float
+
+
+#: Speed targets of the estimators: (estimator, G) -> the most times idiomatic grpo it may take,
+#: on every kind of rewards in :data:`BENCH_REWARDS` and at every thread count timed.
+ESTIMATOR_TARGETS: dict[tuple[str, int], float] = {
+    **{("robust", G): 1.2 for G in (16, 64, 256)},
+    **{(name, G): 3.0 for name in ("rank", "huber_m", "winsor") for G in (16, 64, 256)},
+}
+
+#: The kinds of rewards the estimators are timed on (real runs produce all three); see :func:`bench_rewards`.
+BENCH_REWARDS: tuple[str, ...] = ("uniform+outlier", "0/1", "0/1+jitter")
+
+
+def bench_rewards(kind: str, shape: tuple[int, int], generator: torch.Generator) -> torch.Tensor:
+    """Float32 rewards of one of :data:`BENCH_REWARDS`.
+
+    ``"uniform+outlier"``: uniform on [0, 1) with an outlier of 10 in every
+    group (continuous, so the order-based estimators meet near-ties in their
+    linear zones); ``"0/1"``: 1 with probability 0.3, else 0 (every group a
+    run of exact ties); ``"0/1+jitter"``: the same plus normal jitter of
+    standard deviation 1e-4 (near-ties within the tie tolerance).
+    """
+    check_choice("rewards", kind, BENCH_REWARDS)
+    if kind == "uniform+outlier":
+        r = torch.rand(shape, generator=generator, dtype=torch.float32)
+        r[:, 0] = 10.0
+        return r
+    r = (torch.rand(shape, generator=generator, dtype=torch.float32) < 0.3).to(torch.float32)
+    if kind == "0/1+jitter":
+        r += 1e-4 * torch.randn(shape, generator=generator, dtype=torch.float32)
+    return r
+
+
+#: The most rewards in one timed shape: 2**27 float32 values are 512 MiB, and an estimator holds several copies.
+MAX_BENCH_REWARDS = 2**27
+
+
+def run_benchmark(
+    shapes: Sequence[tuple[int, int]] = DEFAULT_SHAPES,
+    repeats: int = 7,
+    seed: int = 0,
+    progress: bool = True,
+    rewards: Sequence[str] = BENCH_REWARDS,
+    threads: Sequence[int] | None = None,
+) -> list[BenchRow]:
+    """Time every estimator, the idiomatic grpo and the numpy+scipy robust.
+
+    For every shape and kind of rewards (:func:`bench_rewards`), each repeat
+    runs every case once, in turn, at each torch thread count of ``threads``
+    (default: 1 and the current count), after one warm-up round. A row's
+    time is the median over repeats and its ratio the median of the
+    per-repeat ratios to ``grpo (idiomatic)`` at the same thread count in the
+    same round, so a spell of load on a shared machine slows a whole round,
+    not one row. The thread count is restored afterwards.
+    """
+    from tqdm.auto import tqdm
+
+    check_int("repeats", repeats, minimum=1)
+    if not shapes:
+        raise ValueError("shapes is empty; pass at least one (groups, G) shape, e.g. (65536, 16)")
+    for shape in shapes:
+        check_int_list("shape", list(shape), minimum=1)
+        if len(shape) != 2:
+            raise ValueError(f"a shape is (groups, G), got {shape!r}")
+        if shape[0] * shape[1] > MAX_BENCH_REWARDS:
+            raise ValueError(f"shape {shape[0]}x{shape[1]} holds {shape[0] * shape[1]:,} rewards; the bench times at most "
+                             f"{MAX_BENCH_REWARDS:,} per shape (each estimator makes several copies); pass a smaller shape")
+    kinds = [check_choice("rewards", kind, BENCH_REWARDS) for kind in rewards]
+    if not kinds:
+        raise ValueError(f"rewards is empty; pass one or more of {list(BENCH_REWARDS)}")
+    initial = torch.get_num_threads()
+    counts = list(dict.fromkeys(check_int_list("threads", list(threads), minimum=1) if threads is not None else [1, initial]))
+    gen = torch.Generator().manual_seed(seed)
+    labels = ("grpo (idiomatic)", *ESTIMATORS, "robust (numpy+scipy)")
+    rows: list[BenchRow] = []
+    bar = tqdm(total=len(shapes) * len(kinds) * (repeats + 1), desc="bench", disable=not progress, leave=False)
+    try:
+        for shape in shapes:
+            for kind in kinds:
+                r = bench_rewards(kind, tuple(shape), gen)
+                r_np = r.numpy().copy()
+                calls: dict[str, Callable[[], object]] = {
+                    "grpo (idiomatic)": lambda: grpo_idiomatic(r),
+                    "robust (numpy+scipy)": lambda: robust_numpy_scipy(r_np),
+                    **{label: (lambda label=label: compute_advantages(r, label)) for label in ESTIMATORS},
+                }
+                times = {(label, k): [] for label in labels for k in counts}
+                for round_ in range(repeats + 1):  # round 0 warms up
+                    for k in counts:
+                        torch.set_num_threads(k)
+                        for label in labels:
+                            t0 = time.perf_counter()
+                            calls[label]()
+                            if round_:
+                                times[(label, k)].append(time.perf_counter() - t0)
+                    bar.update()
+                for k in counts:
+                    base = np.asarray(times[("grpo (idiomatic)", k)])
+                    for label in labels:
+                        t = np.asarray(times[(label, k)])
+                        rows.append(BenchRow(label, tuple(shape), kind, k, 1e3 * float(np.median(t)),
+                                             float(np.median(t / base))))
+    finally:
+        torch.set_num_threads(initial)
+        bar.close()
+    return rows
+
+
+def format_table(rows: Sequence[BenchRow]) -> str:
+    """Render the rows as a table (one column pair per thread count), plus the targets and whether they are met."""
+    counts = list(dict.fromkeys(r.threads for r in rows))
+    by = {(r.label, r.shape, r.rewards, r.threads): r for r in rows}
+    lines = [f"torch {torch.__version__}, float32 CPU, torch threads {' and '.join(map(str, counts))} side by side; "
+             f"load average {load_text(load_average())}", ""]
+    lines.append(f"{'estimator':<22}{'shape':>12}  {'rewards':<16}"
+                 + "".join(f"{f'ms @{k}':>10}{f'x @{k}':>8}" for k in counts))
+    for label, shape, kind in dict.fromkeys((r.label, r.shape, r.rewards) for r in rows):
+        cells = "".join(f"{by[(label, shape, kind, k)].ms:>10.2f}{by[(label, shape, kind, k)].ratio:>8.2f}"
+                        for k in counts if (label, shape, kind, k) in by)
+        lines.append(f"{label:<22}{f'{shape[0]}x{shape[1]}':>12}  {kind:<16}{cells}")
+    lines.append("")
+    for r in rows:
+        limit = ESTIMATOR_TARGETS.get((r.label, r.shape[1]))
+        if limit is not None:
+            verdict = "met" if r.ratio <= limit else "NOT met"
+            lines.append(f"target {r.label} <= {limit:g}x grpo at G={r.shape[1]} ({r.shape[0]}x{r.shape[1]}, {r.rewards}, "
+                         f"{r.threads} thread{'s' if r.threads > 1 else ''}): {r.ratio:.2f}x, {verdict}")
+    for r in rows:
+        if r.label == "robust" and ("robust (numpy+scipy)", r.shape, r.rewards, r.threads) in by:
+            speedup = by[("robust (numpy+scipy)", r.shape, r.rewards, r.threads)].ms / r.ms
+            verdict = "met" if speedup >= 3 else "NOT met"
+            lines.append(f"target robust >= 3x faster than numpy+scipy at {r.shape[0]}x{r.shape[1]} ({r.rewards}, "
+                         f"{r.threads} thread{'s' if r.threads > 1 else ''}): {speedup:.1f}x, {verdict}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ dashboard
+
+#: Latency target of a slider move at G = 256 with 10^4 groups (median, two cores).
