@@ -546,13 +546,18 @@ def clipped_estimators(methods: str | Sequence[str] | None = None) -> list[str]:
     return [name for name, est in _REGISTRY.items() if name in chosen and est.clip is not None]
 
 
-def clip_help() -> str:
-    """The one-line help of a clip-c control, naming the estimators it applies to (from the registry).
+def clip_help(methods: str | Sequence[str] | None = None, width: int = 40) -> str:
+    """The one-line help of a clip-c control: which of ``methods`` (default: the catalogue) c clips,
+    from the registry, within ``width`` characters (their count where their names do not fit).
 
+    >>> clip_help(["grpo", "seed_mad", "robust", "huber_m", "rank"])
+    'seed_mad, robust, huber_m clip A to ±c'
     >>> clip_help()
-    'seed_mad, robust, huber_m, batch_huber clip A to ±c'
+    'the 4 estimators with a clip: |A| ≤ c'
     """
-    return f"{', '.join(clipped_estimators())} clip A to ±c"
+    names = clipped_estimators(methods)
+    text = f"{', '.join(names)} clip A to ±c"
+    return text if len(text) <= width else f"the {len(names)} estimators with a clip: |A| ≤ c"
 
 
 def describe_estimators() -> str:

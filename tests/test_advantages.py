@@ -179,7 +179,9 @@ def test_the_registry_says_which_estimators_clip_and_which_are_order_based():
 
     assert clipped_estimators() == ["seed_mad", "robust", "huber_m", "batch_huber"]
     assert clipped_estimators(["grpo", "huber_m", "robust"]) == ["robust", "huber_m"]
-    assert clip_help() == "seed_mad, robust, huber_m, batch_huber clip A to ±c"
+    assert clip_help() == "the 4 estimators with a clip: |A| ≤ c"  # four names do not fit a help line
+    assert clip_help(["grpo", "robust", "batch_huber"]) == "robust, batch_huber clip A to ±c"
+    assert clip_help(["seed_mad", "robust", "huber_m", "batch_huber"], width=60) == "seed_mad, robust, huber_m, batch_huber clip A to ±c"
     assert ESTIMATORS["huber_m"].clip_setting(2.0) == {"c": 2.0}
     assert ESTIMATORS["huber_m"].clip_setting(None) == {} and ESTIMATORS["rank"].clip_setting(2.0) == {}
     assert {n for n, e in ESTIMATORS.items() if e.order_based} == {

@@ -942,7 +942,9 @@ def test_drift_dashboard_status_reset_and_export():
     start = dash.data.state()
     dash.controls["rate"].value = 0.1 + 0.02  # float noise of the slider's steps
     assert dash.data.rate == 0.12 and "data-state='ready'" in dash.status.value
+    assert not dash.controls["c"].disabled
     dash.controls["estimator"].value = "grpo"
+    assert dash.controls["c"].disabled  # grpo has no clip: the c slider is held still, the readout says why
     dash.export_button.click()
     call = html.unescape(re.search(r"<pre class='rg-export-call'[^>]*>(.*?)</pre>", dash.export.value, re.S).group(1))
     assert call.splitlines()[1] == ("drift_dashboard_data(scenario='glitches', rate=0.12, size=10.0, G=4, c=2.5, "
@@ -954,6 +956,7 @@ def test_drift_dashboard_status_reset_and_export():
     row = pd.read_csv(io.StringIO(base64.b64decode(payload).decode())).iloc[0]
     assert row["rate"] == 0.12 and row["final"] == expected.final and row["auc"] == expected.auc
     dash.reset_button.click()
-    assert dash.data.state() == start and dash.state() == start
+    assert dash.data.state() == start and dash.state() == start and not dash.controls["c"].disabled
+    assert drift_dashboard(G=4, estimator="dr_grpo").controls["c"].disabled
     with pytest.raises(ValueError, match="c must be on the clip c slider's grid"):
         drift_dashboard(c=2.55)

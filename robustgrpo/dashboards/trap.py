@@ -59,7 +59,7 @@ CONTROLS: Mapping[str, Control] = {
     "M": Slider("M", "outlier M", "the judge glitch's reward", *M_RANGE, step=0.5, digits=1),
     "k": Control("k", "correct k", "answers with reward 1"),
     "G": Control("G", "group size G", "answers in the group"),
-    "c": Slider("c", "clip c", clip_help(), *CLIP_RANGE, step=0.1, digits=1),
+    "c": Slider("c", "clip c", clip_help(ESTIMATOR_CHOICES), *CLIP_RANGE, step=0.1, digits=1),
     "methods": Control("methods", "estimators", "ctrl- or shift-click for several"),
 }
 

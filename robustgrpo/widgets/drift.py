@@ -84,6 +84,7 @@ class DriftDashboard(DashboardWidget):
                                     description=CONTROLS["estimator"].label, style=style, layout=full),
         }
         self.data = self._compute(self.state())
+        self.controls["c"].disabled = not self.data.clip_applies
         self.readout = W.HTML(drift_readout_html(self.data))
         self.figure = drift_views(self.data)
         self._assemble([with_help(w, CONTROLS[name]) for name, w in self.controls.items()],
@@ -97,6 +98,7 @@ class DriftDashboard(DashboardWidget):
 
         update_drift_views(self.figure, data)
         self.readout.value = drift_readout_html(data)
+        self.controls["c"].disabled = not data.clip_applies  # c moves nothing for an estimator without a clip
 
     def _export(self, data: DriftData) -> tuple[str, str, str]:
         return data.call(), data.readout_csv(), "robustgrpo_drift_readout.csv"
