@@ -62,7 +62,6 @@ rewards.csv: 2 rows, 1 step, 1 group; skipped 1 of 3 rows: 1 reward not a number
 from __future__ import annotations
 
 import io
-import json
 import math
 import os
 from collections.abc import Mapping

@@ -536,7 +536,7 @@ class Sampled:
 def sample_cell(family: Family, problem: Problem, G: int, n_seeds: int, seed: int) -> Sampled:
     """Sample G answers per prompt for ``n_seeds`` seeds and score them as the family's trainer would."""
     gen = torch.Generator().manual_seed(derived_seed(seed, _key(family.name), G))
-    P, K, F = family.prompts, family.answers, len(family.functions)
+    P, F = family.prompts, len(family.functions)
     N = n_seeds * P
     policy = problem.policy.repeat(n_seeds, 1)
     answers = torch.multinomial(policy, G, replacement=True, generator=gen)  # [N, G]

@@ -1168,7 +1168,7 @@ def recommendation_summary_text(check: pd.DataFrame) -> str:
         if behind.empty:
             text += ", so this record agrees with the battery."
         else:
-            text += (f", **behind** under " + "; ".join(f"the {r.judge} (by {r.regret:.3f} ± {r.band:.3f})"
+            text += (", **behind** under " + "; ".join(f"the {r.judge} (by {r.regret:.3f} ± {r.band:.3f})"
                                                        for r in behind.itertuples())
                      + ": there this record contradicts the battery.")
         lines.append(text)

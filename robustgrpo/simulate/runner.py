@@ -40,7 +40,6 @@ seed's prompts as a batch of their own (``batch=``).
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
 from collections import defaultdict
 from typing import Any, Iterator, Sequence
