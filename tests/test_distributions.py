@@ -470,6 +470,29 @@ def test_ecdf_builder_data_and_caption(built):
     assert "grpo 100.0 %" in rf.caption and "Symlog x axis" in rf.caption
 
 
+def test_the_takeaways_notebook_04_shows_are_computed_by_its_builders(built):
+    """Each figure's takeaway (shown beneath it by report.show) carries the numbers of its own table."""
+    one = built["04_one_of_eight"].takeaway
+    assert one.startswith("each of the 7 wrong answers gets 0 from `robust`, 0 from `seed_mad` and 0 from `mc_grpo`")
+    assert "-0.354 from `grpo`" in one and "gives the correct answer 1,000" in one
+    zeros = built["04_zero_fractions"]
+    glitch = zeros.data.set_index(["scenario", "method"]).loc["binary_judge_glitch"]
+    assert f"`robust` gives exactly 0 to {glitch.zero_fraction['robust']:.0%} of all samples" in zeros.takeaway
+    assert f"{glitch.zero_fraction['rank']:.1%}" in zeros.takeaway
+    landing = built["04_contaminated_landing"].takeaway
+    assert "a glitched 10 lands at a median of 2.5 under `robust`" in landing
+    assert "the Samuelson bound for G = 8 is 2.47" in landing and "`mc_grpo` reaches 10,000" in landing
+    assert "`grpo` pushes the best clean answer below 0 in 100% of them" in built["04_ecdf_binary_judge_glitch"].takeaway
+    flips = built["04_ecdf_judge_flips"].data["sign_agreement"]
+    assert f"the sign is kept for {flips.min():.0%} to {flips.max():.0%}" in built["04_ecdf_judge_flips"].takeaway
+    assert built["04_ecdf_reward_hacking_in_range"].takeaway.endswith("only a better verifier can.")
+    assert built["04_battery"].takeaway == built["04_battery"].caption
+    bullets = D.closing_takeaways(zeros, built["04_ecdf_binary_judge_glitch"], built["04_ecdf_judge_flips"]).splitlines()
+    assert len(bullets) == 6 and all(b.startswith("* **") for b in bullets)
+    # a takeaway names the featured estimators: with another choice the builder says nothing rather than guess
+    assert D.one_of_eight_figure(["grpo", "robust"]).takeaway == ""
+
+
 def test_judge_flips_no_estimator_recovers(built):
     data = built["04_ecdf_judge_flips"].data.set_index("method")
     # label noise leaks into every estimator: the update moves, and signs flip or go silent

@@ -81,6 +81,9 @@ def test_builder_returns_its_figure_with_a_caption(name):
     caption = rf.caption.strip()
     assert caption and caption.endswith((".", ")")), caption
     assert not re.search(r"\b(nan|None)\b", caption), f"formatting slip in the caption: {caption}"
+    takeaway = rf.takeaway.strip()
+    assert not takeaway or takeaway.endswith((".", ")")), takeaway
+    assert not re.search(r"\b(nan|None)\b", takeaway), f"formatting slip in the takeaway: {takeaway}"
 
 
 def _is_colorbar(ax: Axes) -> bool:

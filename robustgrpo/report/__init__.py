@@ -9,7 +9,7 @@ notebook figure and the report figure are one piece of code.
 
 ``python -m robustgrpo figures --out DIR`` runs :func:`build_all`: every
 builder, saved as PNG, SVG and PDF, plus ``index.md`` listing each figure
-with its caption. Builds are deterministic: same code, same bytes.
+with its caption and takeaway. Builds are deterministic: same code, same bytes.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ __all__ = [
     "report_figures",
     "figure_dir",
     "save",
+    "show",
     "build_all",
     "FIGURES_ENV",
 ]
@@ -56,12 +57,18 @@ class ReportFigure:
         the numbers computed by the builder.
     data : Any
         The numbers drawn (usually a tidy DataFrame), for the notebook text.
+    takeaway : str
+        What a reader should keep from the figure, in a sentence or two of
+        Markdown, with the numbers computed by the builder from ``data``
+        (empty where the caption says it all). Notebooks show it beneath
+        the figure with :func:`show`; they compose no sentence themselves.
     """
 
     name: str
     figure: Figure
     caption: str
     data: Any = None
+    takeaway: str = ""
 
     def _repr_png_(self) -> bytes:  # shown inline when a notebook cell returns it
         import io
@@ -124,6 +131,15 @@ def save(rf: ReportFigure, directory: str | Path | None = None, formats: Sequenc
     return save_figure(rf.figure, figure_dir() if directory is None else directory, rf.name, formats)
 
 
+def show(rf: ReportFigure) -> None:
+    """Display a built figure in a notebook, then its takeaway (if it has one) as Markdown beneath it."""
+    from IPython.display import Markdown, display
+
+    display(rf.figure)
+    if rf.takeaway:
+        display(Markdown(f"**Takeaway:** {rf.takeaway}"))
+
+
 def build_all(
     out: str | Path,
     *,
@@ -162,6 +178,8 @@ def build_all(
     lines = ["# robustgrpo report figures", "", "Rebuilt by `python -m robustgrpo figures`; each figure as " + ", ".join(formats) + ".", ""]
     for rf, spec, paths in built:
         files = " ".join(f"[{p.suffix[1:]}]({p.name})" for p in paths)
-        lines += [f"## {rf.name}", "", f"![{rf.name}]({rf.name}.png)" if "png" in formats else "", "", rf.caption, "", f"Notebook: `{spec.notebook}`. Files: {files}", ""]
+        takeaway = [f"**Takeaway:** {rf.takeaway}", ""] if rf.takeaway else []
+        lines += [f"## {rf.name}", "", f"![{rf.name}]({rf.name}.png)" if "png" in formats else "", "", rf.caption, "",
+                  *takeaway, f"Notebook: `{spec.notebook}`. Files: {files}", ""]
     (out / "index.md").write_text("\n".join(lines))
     return built

@@ -37,6 +37,7 @@ from ..advantages import ESTIMATORS, resolve_methods
 from ..metrics import (
     advantage_samples,
     agreement,
+    samuelson_bound,
     scenario_record,
 )
 from ..metrics.battery import load_battery, recommend, regret_table
@@ -74,6 +75,7 @@ __all__ = [
     "battery_figure",
     "battery_caption",
     "which_estimator_takeaways",
+    "closing_takeaways",
 ]
 
 #: The notebook these figures belong to.
@@ -133,7 +135,21 @@ def one_of_eight_figure(methods: str | Sequence[str] = DEFAULT_METHODS, *, group
             f"(the correct one {join([num(wide.loc[m, 'correct']) for m in signal])})."
         )
     parts.append("Symlog y axis, linear within ±1.")
-    return ReportFigure("04_one_of_eight", plot_one_of_eight(table), " ".join(parts), table)
+    return ReportFigure("04_one_of_eight", plot_one_of_eight(table), " ".join(parts), table,
+                        _one_of_eight_takeaway(wide, n_wrong))
+
+
+def _one_of_eight_takeaway(one: pd.DataFrame, n_wrong: int) -> str:
+    """Which estimators give the wrong answers nothing and which a push down (the featured six; empty otherwise)."""
+    if not set(DEFAULT_METHODS) <= set(one.index):
+        return ""
+    return (
+        f"each of the {n_wrong} wrong answers gets {one.loc['robust', 'wrong']:g} from `robust`, "
+        f"{one.loc['seed_mad', 'wrong']:g} from `seed_mad` and {one.loc['mc_grpo', 'wrong']:g} from `mc_grpo`, "
+        f"but {one.loc['grpo', 'wrong']:.3f} from `grpo`, {one.loc['huber_m', 'wrong']:.3f} from `huber_m` "
+        f"and {one.loc['rank', 'wrong']:.3f} from `rank`; `mc_grpo` gives the correct answer "
+        f"{one.loc['mc_grpo', 'correct']:,.0f} (a zero MAD plus its eps of 1e-3)."
+    )
 
 
 @report_figure("04_zero_fractions", notebook=NOTEBOOK)
@@ -175,7 +191,33 @@ def zero_fractions_figure(
         f"Range over the {len(names)} scenarios: "
         f"{listing([(m, f'{pct(low[m])} to {pct(high[m])}') for m in low.index])}."
     )
-    return ReportFigure("04_zero_fractions", plot_zero_fractions(table), " ".join(parts), table)
+    return ReportFigure("04_zero_fractions", plot_zero_fractions(table), " ".join(parts), table,
+                        _zero_fractions_takeaway(table))
+
+
+def _zero_fractions_takeaway(table: pd.DataFrame) -> str:
+    """Who silences how much under judge glitches, grpo's zeros under hacking, seed_mad's on scores (the default
+    scenarios and estimators; empty otherwise)."""
+    needed = {"binary_judge_glitch", "clean_binary", "reward_hacking", "reward_model_heavy_tails"}
+    if not (needed <= set(table["scenario"]) and set(DEFAULT_METHODS) <= set(table["method"])):
+        return ""
+    zero_table = table.set_index(["scenario", "method"])
+    glitch, clean, hacked, tails = (zero_table.loc[s] for s in
+                                    ("binary_judge_glitch", "clean_binary", "reward_hacking", "reward_model_heavy_tails"))
+    return (
+        f"under `binary_judge_glitch`, `robust` gives exactly 0 to {glitch.zero_fraction['robust']:.0%} "
+        f"of all samples: {glitch.zero_in_spread_fraction['robust']:.0%} of the samples in groups with any spread and "
+        f"{glitch.majority_zero_fraction['robust']:.0%} of the majority answers there "
+        f"(`seed_mad` {glitch.zero_fraction['seed_mad']:.0%}, `mc_grpo` {glitch.zero_fraction['mc_grpo']:.0%}). "
+        f"`huber_m` and `rank` give 0 to {glitch.zero_fraction['huber_m']:.1%} and {glitch.zero_fraction['rank']:.1%}: "
+        f"the constant groups ({glitch.constant_group_fraction['huber_m']:.1%} of samples) and, in groups with spread, "
+        f"{glitch.zero_in_spread_fraction['huber_m']:.2%} and {glitch.zero_in_spread_fraction['rank']:.2%}. "
+        f"`grpo` gives more zeros under `reward_hacking` ({hacked.zero_fraction['grpo']:.1%}) than on clean rewards "
+        f"({clean.zero_fraction['grpo']:.1%}): a hacked 5 next to three correct answers makes the group mean exactly 1, "
+        f"so those correct answers get nothing. On continuous reward-model scores (`reward_model_heavy_tails`) exact "
+        f"zeros vanish, except under `seed_mad`, whose lower median is one of the 16 samples "
+        f"({tails.zero_fraction['seed_mad']:.2%})."
+    )
 
 
 @report_figure("04_contaminated_landing", notebook=NOTEBOOK)
@@ -214,7 +256,27 @@ def contaminated_landing_figure(
         f"Largest |advantage| of a contaminated sample over the {landed['scenario'].nunique()} scenarios: "
         f"{listing([(m, num(v)) for m, v in widest.items()])}."
     )
-    return ReportFigure("04_contaminated_landing", plot_contaminated_landing(table, clip=CLIP), caption, table)
+    return ReportFigure("04_contaminated_landing", plot_contaminated_landing(table, clip=CLIP), caption, table,
+                        _landing_takeaway(landed))
+
+
+def _landing_takeaway(landed: pd.DataFrame) -> str:
+    """Where a glitched 10 lands per estimator, and the widest landing (default scenarios and estimators; empty
+    otherwise)."""
+    if "binary_judge_glitch" not in set(landed["scenario"]) or not set(DEFAULT_METHODS) <= set(landed["method"]):
+        return ""
+    land = landed.set_index(["scenario", "method"])
+    g = land.loc["binary_judge_glitch"]
+    widest = land.groupby("method")["max_abs"].max()
+    return (
+        f"a glitched 10 lands at a median of {g.loc['robust', 'median']:g} under `robust` "
+        f"({g.loc['robust', 'at_clip_fraction']:.0%} exactly at c = {CLIP:g}; the others share their group with a "
+        f"second glitch), {g.loc['huber_m', 'median']:g} under `huber_m`, {g.loc['rank', 'median']:.2f} under `rank` "
+        f"(the top rank), {g.loc['grpo', 'median']:.2f} under `grpo` (the Samuelson bound for G = 8 is "
+        f"{samuelson_bound(8):.2f}) and {g.loc['mc_grpo', 'median']:,.0f} under `mc_grpo`. Over the "
+        f"{landed['scenario'].nunique()} scenarios no contaminated sample exceeds |A| = {widest['robust']:g} under "
+        f"`robust` or {widest['rank']:.2f} under `rank`; `mc_grpo` reaches {widest['mc_grpo']:,.0f}."
+    )
 
 
 _AGREEMENT_COLUMNS = [
@@ -305,7 +367,75 @@ def ecdf_figure(
         + (f" Symlog x axis (linear within ±1) for {join(symlog)}, whose values exceed ±{LINEAR_LIMIT:g}." if symlog else "")
     )
     figure = plot_ecdfs(samples, title=title, annotations=notes, linear_limit=LINEAR_LIMIT)
-    return ReportFigure(f"04_ecdf_{name}", figure, caption, summary)
+    takeaway = _ECDF_TAKEAWAYS[name](by_method, n_groups, seed) if name in _ECDF_TAKEAWAYS and set(
+        DEFAULT_METHODS) <= set(chosen) else ""
+    return ReportFigure(f"04_ecdf_{name}", figure, caption, summary, takeaway)
+
+
+def _glitch_takeaway(a: pd.DataFrame, n_groups: int | None, seed: int | None) -> str:
+    return (
+        f"in the {a.n_groups['grpo']:,} glitched groups, `grpo` pushes the best clean answer below 0 in "
+        f"{a.best_negative_rate['grpo']:.0%} of them (seed 000's failure, batch-wide); `robust` in "
+        f"{a.best_negative_rate['robust']:.0%}, `seed_mad` in {a.best_negative_rate['seed_mad']:.0%}, `mc_grpo` in "
+        f"{a.best_negative_rate['mc_grpo']:.0%}, `rank` in {a.best_negative_rate['rank']:.1%}, and `huber_m` "
+        f"in {a.best_negative_rate['huber_m']:.0%}: the groups with two glitches, which pull its M-location above 1."
+    )
+
+
+def _heavy_tails_takeaway(a: pd.DataFrame, n_groups: int | None, seed: int | None) -> str:
+    return (
+        f"with continuous scores the Cauchy noise mostly moves the noisy sample itself; `grpo`'s inflated std "
+        f"squeezes the others (sign kept {a.sign_agreement['grpo']:.0%}, best answer pushed below 0 in "
+        f"{a.best_negative_rate['grpo']:.0%} of groups), while `robust`, `huber_m` and `rank` keep "
+        f"{a.sign_agreement['robust']:.0%}, {a.sign_agreement['huber_m']:.0%} and {a.sign_agreement['rank']:.0%}."
+    )
+
+
+def _hacking_takeaway(a: pd.DataFrame, n_groups: int | None, seed: int | None) -> str:
+    return (
+        f"a hacked 5 in half the groups turns `grpo`'s best clean answer negative in "
+        f"{a.best_negative_rate['grpo']:.0%} of them and keeps the sign of only {a.sign_agreement['grpo']:.0%} of the "
+        f"other samples; the highest rate among the other estimators is {a.best_negative_rate.drop('grpo').max():.0%} "
+        f"(`robust` keeps {a.sign_agreement['robust']:.0%} of signs, `huber_m` "
+        f"{a.sign_agreement['huber_m']:.0%}). The hacked response itself still gets about the largest advantage its "
+        f"estimator allows (section 3)."
+    )
+
+
+def _flips_takeaway(a: pd.DataFrame, n_groups: int | None, seed: int | None) -> str:
+    fewer = a.sign_agreement["robust"] < a.sign_agreement["grpo"]
+    return (
+        f"under judge flips the sign is kept for {a.sign_agreement.min():.0%} to "
+        f"{a.sign_agreement.max():.0%} of the other samples with a clean signal, whatever the estimator "
+        f"(update cosine {a.update_cosine.min():.2f} to {a.update_cosine.max():.2f}); the median-centred `robust` keeps "
+        f"{a.sign_agreement['robust']:.0%} against `grpo`'s {a.sign_agreement['grpo']:.0%}"
+        + (" and silences " + f"{a.silenced['robust']:.0%} more: one flip can move the median from 0 to 1 and switch which "
+           "half of the group gets the zeros." if fewer else ".")
+    )
+
+
+def _in_range_takeaway(a: pd.DataFrame, n_groups: int | None, seed: int | None) -> str:
+    hack = contaminated_landing_table(scenario_samples("reward_hacking_in_range", n_groups=n_groups, seed=seed))
+    hack = hack[hack.rewards == "contaminated"].set_index("method")
+    return (
+        f"the in-range hack leaves the other samples' signs about as they were ({a.sign_agreement.min():.0%} "
+        f"to {a.sign_agreement.max():.0%} kept; highest rate of best answers pushed below 0: "
+        f"{a.best_negative_rate.max():.0%}), "
+        f"but the hacked response itself is "
+        f"rewarded like a correct answer: median advantage {hack.loc['robust', 'median']:.2f} under `robust`, "
+        f"{hack.loc['huber_m', 'median']:.2f} under `huber_m`, {hack.loc['grpo', 'median']:.2f} under `grpo`. "
+        f"No advantage estimator can see it; only a better verifier can."
+    )
+
+
+#: The takeaway of each scenario's ECDF figure, from its agreement table (indexed by method).
+_ECDF_TAKEAWAYS = {
+    "binary_judge_glitch": _glitch_takeaway,
+    "reward_model_heavy_tails": _heavy_tails_takeaway,
+    "reward_hacking": _hacking_takeaway,
+    "judge_flips": _flips_takeaway,
+    "reward_hacking_in_range": _in_range_takeaway,
+}
 
 
 for _scenario in ECDF_SCENARIOS:
@@ -327,7 +457,8 @@ def battery_figure() -> ReportFigure:
     recs = recommend(table)
     recommended = {(r.kind, r.reward_range_declared): r.method for r in recs.itertuples()}
     fig = plot_battery(regrets, recommended)
-    return ReportFigure("04_battery", fig, battery_caption(table, recs), regrets)
+    caption = battery_caption(table, recs)
+    return ReportFigure("04_battery", fig, caption, regrets, caption)
 
 
 def battery_caption(table: pd.DataFrame, recs: pd.DataFrame) -> str:
@@ -408,3 +539,11 @@ def which_estimator_takeaways(zero: pd.DataFrame, glitch: pd.DataFrame, flips: p
         f"{flips['sign_agreement'].min():.0%} and {flips['sign_agreement'].max():.0%} of signs under flips. Fix those "
         "at the reward.",
     ]
+
+
+def closing_takeaways(zeros: ReportFigure, glitch: ReportFigure, flips: ReportFigure) -> str:
+    """Notebook 04's closing bullets as Markdown, from its zero-fractions figure and the ECDF figures of
+    ``binary_judge_glitch`` and ``judge_flips`` (:func:`which_estimator_takeaways` on their tables)."""
+    zero = zeros.data.set_index(["scenario", "method"]).loc["binary_judge_glitch"]
+    lines = which_estimator_takeaways(zero, glitch.data.set_index("method"), flips.data.set_index("method"))
+    return "\n".join(f"* {line}" for line in lines)
