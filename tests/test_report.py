@@ -171,6 +171,28 @@ def test_seed_group_figure_draws_the_scenario():
     assert f"{REF['mean']:.3f}" in rf.caption
 
 
+def test_notebook_01s_sentences_are_the_packages_with_the_seed_numbers():
+    """Every sentence notebook 01 prints is a function of the package, with the reference numbers of seed 000."""
+    from robustgrpo import recommended_method
+
+    group = built("01_seed_group").takeaway
+    assert f"grpo gives the correct answer **{REF['grpo_correct_bessel']:.3f}**" in group and "ddof = 0: 3.276" in group
+    fallback = S.fallback_text()
+    assert "the MAD is **0**" in fallback and f"gets **{REF['seed_mad_correct']:.3f}**" in fallback
+    assert f"correct answer **{REF['robust_correct']:.3f}**" in fallback
+    assert S.mad_zero_text().startswith("P(MAD = 0) at G = 8: 99.5% at p = 0.1, 86.4% at p = 0.3, 72.7% at p = 0.5; "
+                                        "with torch's lower median 100% at every p.")
+    assert "here the glitch gets 10,000 against the correct answer's 1,000, 10 times its weight" in S.mc_grpo_text()
+    assert built("01_binary_groups").takeaway.endswith("returns 0, not 0.5 (the mean of the two middle values), so seed "
+                                                       "000's code centres on the wrong answers and only the correct ones "
+                                                       "get a signal.")
+    closing = S.closing_text()
+    assert f"`{recommended_method('binary', reward_range_declared=True)}` with `reward_range` declared" in closing
+    assert f"`{recommended_method('binary', reward_range_declared=False)}` without" in closing
+    for name in ("01_seed_advantages", "01_seed_sensitivity", "01_seed_scale"):
+        assert built(name).takeaway == built(name).caption
+
+
 def test_seed_advantages_figure_has_the_seed_numbers():
     rf = built("01_seed_advantages")
     d = rf.data

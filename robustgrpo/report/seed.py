@@ -31,7 +31,7 @@ import torch
 
 from ..checks import check_int
 from ..advantages import ESTIMATORS, compute_advantages, recommended_method, resolve_methods
-from ..metrics import advantage_samples, sensitivity_curve
+from ..metrics import advantage_samples, mad_zero_fraction, sensitivity_curve
 from ..metrics.seed import SCENARIO, SeedGroup, seed_group, seed_group_summary
 from ..plots.seed import (
     plot_advantages_by_role,
@@ -50,6 +50,10 @@ __all__ = [
     "SCALE_METHODS",
     "BINARY_METHODS",
     "demo_text",
+    "fallback_text",
+    "mad_zero_text",
+    "mc_grpo_text",
+    "closing_text",
     "seed_group_figure",
     "seed_advantages_figure",
     "seed_sensitivity_figure",
@@ -106,7 +110,14 @@ def seed_group_figure() -> ReportFigure:
         f"({g.rewards[0, g.correct]:g}) and one judge glitch ({g.outlier_reward:g}). The glitch pulls the mean to "
         f"{summary['mean']:.3f}, above the correct answer's reward, while the median stays at {summary['median']:g}."
     )
-    return ReportFigure("01_seed_group", fig, caption, data)
+    takeaway = (
+        f"the mean is {summary['mean']:.3f}, above the correct answer's reward of 1, so grpo gives the "
+        f"correct answer **{summary['grpo_correct']:.3f}**: the policy is pushed *away* from it. "
+        f"Seed 000's text writes the population std (ddof = 0: {summary['std_population']:.3f}, advantage "
+        f"{summary['grpo_correct_population']:.3f}); its code calls `torch.std`, the sample std (ddof = 1: "
+        f"{summary['std_bessel']:.3f}, advantage {summary['grpo_correct']:.3f}). Either way the sign is wrong."
+    )
+    return ReportFigure("01_seed_group", fig, caption, data, takeaway)
 
 
 @report_figure("01_seed_advantages", notebook=NOTEBOOK)
@@ -180,7 +191,7 @@ def seed_advantages_figure(
     if second:
         parts.append("; ".join(second))
     caption = sentences(parts, "Advantages of seed 000's group per estimator, clean and poisoned.", keep=ESTIMATORS)
-    return ReportFigure("01_seed_advantages", fig, caption, data)
+    return ReportFigure("01_seed_advantages", fig, caption, data, caption)
 
 
 @report_figure("01_seed_sensitivity", notebook=NOTEBOOK)
@@ -238,7 +249,7 @@ def seed_sensitivity_figure(
         said.append("as the glitch's reward M grows, the correct answer's advantage " + " and ".join(falls))
     said += [p for p in parts if p.startswith("under robust")]
     caption = sentences(said, "Advantages of seed 000's group as the glitch's reward M moves.", keep=ESTIMATORS)
-    return ReportFigure("01_seed_sensitivity", fig, caption, data)
+    return ReportFigure("01_seed_sensitivity", fig, caption, data, caption)
 
 
 @report_figure("01_seed_scale", notebook=NOTEBOOK)
@@ -294,7 +305,7 @@ def seed_scale_figure(
             f"of 0.1 % of the range, and the correct answer's advantage does not move)"
         )
     caption = sentences(parts, "The scale of seed 000's group as the glitch's reward M moves.", keep=ESTIMATORS)
-    return ReportFigure("01_seed_scale", fig, caption, data)
+    return ReportFigure("01_seed_scale", fig, caption, data, caption)
 
 
 @report_figure("01_binary_groups", notebook=NOTEBOOK)
@@ -360,7 +371,77 @@ def binary_groups_figure(
     if "mc_grpo" in names:
         parts.append(f"mc_grpo gives a lone correct answer {num(value('mc_grpo', 1, 'correct'))} (off scale)")
     caption = sentences(parts, f"Advantages in 0/1 groups of G = {group_size}.", keep=ESTIMATORS)
-    return ReportFigure("01_binary_groups", fig, caption, data)
+    s = seed_group_summary()
+    takeaway = (
+        f"{caption} The even split shows `torch.median`'s convention: on 0,0,0,0,1,1,1,1 it "
+        f"returns {s['split_lower_median']:g}, not {s['split_median']:g} (the mean of the two middle values), so seed "
+        "000's code centres on the wrong answers and only the correct ones get a signal."
+    )
+    return ReportFigure("01_binary_groups", fig, caption, data, takeaway)
+
+
+# ------------------------------------------------------------------ the lesson's text
+
+
+def fallback_text() -> str:
+    """Notebook 01, section 2: the MAD of seed 000's group is 0, so the seed's fix falls back to the inflated std."""
+    s = seed_group_summary()
+    return (
+        f"The median is {s['median']:g} (`torch.median`, the lower middle value, gives {s['lower_median']:g} too) and "
+        f"the MAD is **{s['mad']:g}**: six of the eight rewards tie at 0, so more than half of the absolute "
+        f"deviations are 0. Seed 000's code therefore takes its fallback (fallback flag: {bool(s['seed_mad_fallback'])}) "
+        f"and divides by the sample std, {s['seed_mad_scale']:.3f}, which the glitch inflated: the correct answer "
+        f"gets **{s['seed_mad_correct']:.3f}** instead of about {s['clean_grpo_correct']:.2f} on the clean group. "
+        f"The robust path never runs. Our `robust` estimator's fallback caps each deviation at the typical "
+        f"non-zero one, so the glitch does not inflate it: scale {s['robust_scale']:.3f}, correct answer "
+        f"**{s['robust_correct']:.3f}**, glitch clipped at c. That holds for glitches up to 500 times the reward gap; "
+        f"beyond, the gap of 1 is below the estimator's resolution (0.1 % of the group's range) and ties with the wrong "
+        f"answers, and only a declared `reward_range` helps (section 5)."
+    )
+
+
+def mad_zero_text(group_size: int = 8, ps: Sequence[float] = (0.1, 0.3, 0.5)) -> str:
+    """Notebook 01, section 2: how often the MAD of 0/1 rewards is zero (mid-point and torch's lower median)."""
+    mid = mad_zero_fraction(group_size, list(ps))  # mean of the two middle values
+    low = mad_zero_fraction(group_size, list(ps), lower=True)  # torch.median, as in seed 000's code
+    return (
+        f"P(MAD = 0) at G = {group_size}: "
+        + ", ".join(f"{v:.1%} at p = {p:g}" for p, v in zip(mid["p"], mid["mad_zero"]))
+        + f"; with torch's lower median {low['mad_zero'].min():.0%} at every p. "
+        "**With verifiable rewards the seed's MAD path almost never runs; its std fallback is the estimator.**"
+    )
+
+
+def mc_grpo_text() -> str:
+    """Notebook 01, section 3: what mc_grpo's eps and winsor's limits do to seed 000's group."""
+    s = seed_group_summary()
+    eps, limits = ESTIMATORS["mc_grpo"].defaults["eps"], ESTIMATORS["winsor"].defaults["limits"]
+    return (
+        f"`mc_grpo` divides by the raw MAD plus eps = {eps:g}; with 0/1 rewards the MAD is 0, so its advantages "
+        f"are the deviations times {1 / eps:,.0f}, on the clean group too. On pure 0/1 rewards that is mostly a global "
+        f"rescale, which Adam's normalisation absorbs; its real harm is relative: here the glitch gets "
+        f"{s['mc_grpo_outlier']:,.0f} against the correct answer's {s['mc_grpo_correct']:,.0f}, "
+        f"{s['mc_grpo_outlier'] / s['mc_grpo_correct']:.0f} times its weight in the update. `winsor` ({limits:.0%} per tail) "
+        "erases the lone correct answer of the clean group: it is winsorized down to 0."
+    )
+
+
+def closing_text() -> str:
+    """Notebook 01's closing paragraph: the trap in one group, and the evidence battery's recommendation."""
+    s = seed_group_summary()
+    return (
+        f"One glitch of {s['outlier_reward']:g} among eight 0/1 rewards moves the mean to {s['mean']:.3f} and turns "
+        f"the correct answer's grpo advantage to {s['grpo_correct']:.3f}. The seed's MAD fix does not help: the MAD of "
+        f"0/1 rewards is 0, its fallback std is inflated, and the correct answer gets {s['seed_mad_correct']:.3f}. "
+        f"`robust` (median, bounded fallback scale, clip) keeps {s['robust_correct']:.3f} for any glitch up to 500 times "
+        "the reward gap, but like every median-centred estimator it gives the majority no signal; `huber_m` and `rank` "
+        "also push the wrong answers down. Which one to use is a question for the whole batch, not this one group: "
+        "notebook 04's evidence battery scores every estimator's policy update against the exact gradient and "
+        "recommends, for 0/1 rewards like these, "
+        f"`{recommended_method('binary', reward_range_declared=True)}` with `reward_range` declared (it drops the glitch "
+        f"before any estimator sees it) and `{recommended_method('binary', reward_range_declared=False)}` without. "
+        "Notebook 02 explains the statistics behind each of these facts."
+    )
 
 
 # ------------------------------------------------------------------ the demo
