@@ -727,8 +727,38 @@ def test_the_facts_behind_notebook_05s_text():
     exact, measured = drift.weight_data()
     w = exact[exact.G == 8].set_index(["method", "p"]).w
     assert w["robust", 0.05] / w["robust", 0.5] > w["grpo", 0.05] / w["grpo", 0.5] > 1.2
-    hack = drift.hack_and_jackpot_figure().data
+    rf = drift.hack_and_jackpot_figure()
+    hack = rf.data
     assert (hack["end"] < 0.5).all() and (hack["peak"] > 0.8).all()
+    # the takeaways notebook 05 prints under its figures carry these tables' numbers
+    assert f"resists the hack best is {hack['end'].idxmax()}" in rf.takeaway
+    assert f"robust still finds the rare hack (ends at {hack['rare_end']['robust']:.3f})" in rf.takeaway
+    curves_rf = drift.training_curves_figure()
+    assert f"dr_grpo {auc.loc['dr_grpo', 'glitches: 10 % -> 100']:.3f}" in curves_rf.takeaway
+    five = glitch[(glitch.setting == "glitches: 5 % -> 10") & (glitch.method == "dr_grpo")].ratio
+    assert f"measured at {five.min():.3f} to {five.max():.3f} over p (theory 0.95)" in drift.glitch_update_figure().takeaway
+    w16 = exact.set_index(["method", "G", "p"]).w
+    assert f"at G = 16 it gives p = 0.05 only {w16['winsor', 16, 0.05]:.3f}" in drift.update_weight_figure().takeaway
+    fate = drift.rate_or_fate_figure()
+    robust_final = fate.data["final"].set_index(["estimator", "J"]).loc[("robust", -0.5), "mean"]
+    assert f"{robust_final:.3f} at J = -0.5" in fate.takeaway and robust_final > 0.5
+
+
+@pytest.mark.slow
+def test_notebook_05s_table_and_dashboard_sentences_read_the_table_and_the_engine():
+    from robustgrpo.dashboards.drift import DriftEngine
+    from robustgrpo.report import drift
+
+    table = simulate(SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo", "robust")), seeds=[0], progress=False)
+    text = drift.table_text(table)
+    assert text.startswith(f"The table has {len(table)} rows and {table.shape[1]} columns")
+    assert f"the same true reward, {table.true_reward.iloc[0]:.3f};" in text
+    engine = DriftEngine()
+    text = drift.dashboard_text(engine)
+    glitch, hack = engine.data(rate=0.2, size=100.0, estimator="dr_grpo"), engine.data(scenario="hack", rate=0.5, size=1.5,
+                                                                                        estimator="robust")
+    assert f"dr_grpo ends at a true reward of {glitch.final:.3f} (without glitches {glitch.final_clean:.3f})" in text
+    assert text.endswith(f"takes robust from {hack.final_clean:.3f} to {hack.final:.3f}.")
 
 
 @pytest.mark.slow

@@ -131,11 +131,14 @@ def save(rf: ReportFigure, directory: str | Path | None = None, formats: Sequenc
     return save_figure(rf.figure, figure_dir() if directory is None else directory, rf.name, formats)
 
 
-def show(rf: ReportFigure) -> None:
-    """Display a built figure in a notebook, then its takeaway (if it has one) as Markdown beneath it."""
+def show(rf: ReportFigure, *, caption: bool = False) -> None:
+    """Display a built figure in a notebook, then (with ``caption``) its caption in italics, then its takeaway
+    (if it has one) as Markdown beneath it."""
     from IPython.display import Markdown, display
 
     display(rf.figure)
+    if caption:
+        display(Markdown(f"*{rf.caption}*"))
     if rf.takeaway:
         display(Markdown(f"**Takeaway:** {rf.takeaway}"))
 

@@ -76,6 +76,8 @@ __all__ = [
     "drift_unexposed_figure",
     "RUN_METRICS",
     "simulation_figure",
+    "table_text",
+    "dashboard_text",
 ]
 
 NOTEBOOK = "05_policy_gradient_drift.ipynb"
@@ -277,7 +279,14 @@ def training_curves_figure() -> ReportFigure:
         f"with 10 % glitches of 100, while {slowest} falls from {auc.loc[slowest, 'clean']:.3f} to "
         f"{auc.loc[slowest, big]:.3f}."
     )
-    return ReportFigure("05_training_curves", fig, caption, {"bands": bands, "auc": auc, "final": final})
+    takeaway = (
+        f"averaged over training, the probability of the correct answer under 10 % glitches of 100 is "
+        + ", ".join(f"{m} {auc.loc[m, big]:.3f}" for m in CURVE_METHODS)
+        + f" (clean: {auc['clean'].min():.3f} to {auc['clean'].max():.3f}). The two that slow down most, dr_grpo "
+        f"and the learned critic, are the two whose advantages are not divided by any scale: a glitch of 100 enters "
+        f"them at full size, while grpo, seed_mad, rank and robust divide it by a spread or replace it by a rank."
+    )
+    return ReportFigure("05_training_curves", fig, caption, {"bands": bands, "auc": auc, "final": final}, takeaway)
 
 
 @report_figure("05_glitch_update", notebook=NOTEBOOK)
@@ -310,7 +319,13 @@ def glitch_update_figure() -> ReportFigure:
         f"by more than the band): with a glitch in the group, the glitch and not the lone correct answer is the value "
         f"it winsorizes."
     )
-    return ReportFigure("05_glitch_update", fig, caption, data)
+    cell5 = data[(data.setting == "glitches: 5 % -> 10") & (data.method == "dr_grpo")]
+    takeaway = (
+        f"for dr_grpo the share has a closed form: a sample hit with probability ρ contributes nothing and "
+        f"the others (G - 1)/G each, so E[g] = (1 - ρ) (G - 1) p (1 - p) and the share is 1 - ρ. With 5 % "
+        f"glitches of 10 it is measured at {cell5.ratio.min():.3f} to {cell5.ratio.max():.3f} over p (theory 0.95)."
+    )
+    return ReportFigure("05_glitch_update", fig, caption, data, takeaway)
 
 
 @report_figure("05_kl_estimators", notebook=NOTEBOOK)
@@ -356,7 +371,13 @@ def rate_or_fate_figure() -> ReportFigure:
         f"rate, not the fate: grpo's wrong mass falls below 0.2 at step {t_fast['grpo']:.0f} with J = 0.5 and step "
         f"{t_slow['grpo']:.0f} with J = 0.1 (Rate or Fate, arXiv 2601.04411)."
     )
-    return ReportFigure("05_rate_or_fate", fig, caption, {"bands": bands, "final": final.reset_index()})
+    takeaway = (
+        f"robust follows the same law: after {FATE.steps} steps its wrong mass is "
+        f"{final.loc[('robust', 0.5), 'mean']:.3f} at J = 0.5, {final.loc[('robust', 0.0), 'mean']:.3f} at J = 0 and "
+        f"{final.loc[('robust', -0.5), 'mean']:.3f} at J = -0.5. No estimator can see the sign of J from inside a "
+        f"group: a verifier worse than chance (J < 0) trains the policy away from the truth, robustly."
+    )
+    return ReportFigure("05_rate_or_fate", fig, caption, {"bands": bands, "final": final.reset_index()}, takeaway)
 
 
 @report_figure("05_update_weight", notebook=NOTEBOOK)
@@ -377,7 +398,14 @@ def update_weight_figure() -> ReportFigure:
         f"of p = 0.5, and the median centre of robust strengthens it to "
         f"{e8[('robust', 0.05)] / e8[('robust', 0.5)]:.2f} times."
     )
-    return ReportFigure("05_update_weight", fig, caption, {"exact": exact, "measured": measured, "z": z})
+    w = exact.set_index(["method", "G", "p"])["w"]
+    takeaway = (
+        f"the bias grows with G: grpo's weight at p = 0.05 relative to p = 0.5 is "
+        + ", ".join(f"{w[('grpo', g, 0.05)] / w[('grpo', g, 0.5)]:.2f} at G = {g}" for g in (4, 8, 16))
+        + f". winsor turns it around: at G = 16 it gives p = 0.05 only {w[('winsor', 16, 0.05)]:.3f}, because "
+        f"winsorizing one value per tail erases a lone correct answer."
+    )
+    return ReportFigure("05_update_weight", fig, caption, {"exact": exact, "measured": measured, "z": z}, takeaway)
 
 
 @report_figure("05_hack_and_jackpot", notebook=NOTEBOOK)
@@ -415,8 +443,19 @@ def hack_and_jackpot_figure() -> ReportFigure:
         f"of the jackpot step by step ({'identical' if same else 'NOT identical'} in every run): an estimator that "
         f"stops the hack stops the jackpot by as much. Only a better judge tells them apart."
     )
+    takeaway = (
+        f"per estimator, peak and final true reward under the reachable hack, final true reward under the rare hack, "
+        f"and with the jackpot: "
+        + "; ".join(f"{m} {peak[m]:.2f} → {end[m]:.3f} (rare hack {rare_end[m]:.3f}, jackpot {jack_end[m]:.3f})"
+                    for m in HACK_METHODS)
+        + f". The one that resists the hack best is {end.idxmax()}; the one that gains least from the jackpot is "
+        f"{jack_end.idxmin()}. Robust statistics cannot tell the two apart: the hack is not an outlier of its group, "
+        f"it is its best-scored answer, exactly like the jackpot. Once the correct answer is the majority of a group, "
+        f"a median centre gives it advantage 0 and the rare hack the only positive one, which is why robust still finds "
+        f"the rare hack (ends at {rare_end['robust']:.3f}) where grpo does not ({rare_end['grpo']:.3f})."
+    )
     return ReportFigure("05_hack_and_jackpot", fig, caption,
-                        {"bands": bands, "peak": peak, "end": end, "rare_end": rare_end, "jackpot_end": jack_end})
+                        {"bands": bands, "peak": peak, "end": end, "rare_end": rare_end, "jackpot_end": jack_end}, takeaway)
 
 
 @report_figure("05_drift_unexposed", notebook=NOTEBOOK)
@@ -470,3 +509,33 @@ def simulation_figure(frame: pd.DataFrame, config: SimConfig, name: str = "simul
     caption = (f"Seed means and 2-se bands of {', '.join(RUN_METRICS[m] for m in metrics)} over {config.steps} steps. "
                "True reward at the last step: " + ", ".join(f"{m} {v:.3f}" for m, v in final.items()) + ".")
     return ReportFigure(name, fig, caption, bands)
+
+
+# ------------------------------------------------------------------ notebook 05's text
+
+
+def table_text(table: pd.DataFrame) -> str:
+    """What a run's table holds (notebook 05's first cell): its size, metric and config columns, the shared start."""
+    return (
+        f"The table has {len(table)} rows and {table.shape[1]} columns: the metrics "
+        f"({', '.join(table.columns[3:12])}, ...) and the config ({', '.join(table.columns[-6:])}, ...). "
+        f"At step 0 every estimator samples the same answers (the random numbers are shared), so "
+        f"grpo and robust start from the same true reward, {table.true_reward.iloc[0]:.3f}; "
+        f"`SimConfig.to_file` and `python -m robustgrpo simulate CONFIG --out DIR` run the same from a file."
+    )
+
+
+def dashboard_text(engine: object) -> str:
+    """Notebook 05's dashboard engine in numbers: 20 % glitches of 100 under dr_grpo and robust, and a hack under
+    robust. ``engine`` is the dashboard's :class:`~robustgrpo.dashboards.drift.DriftEngine` (its cache is shared)."""
+    glitch = engine.data(rate=0.2, size=100.0, estimator="dr_grpo")
+    robust = engine.data(rate=0.2, size=100.0, estimator="robust")
+    hack = engine.data(scenario="hack", rate=0.5, size=1.5, estimator="robust")
+    return (
+        f"The dashboard's engine (the data function behind the widgets, `drift_dashboard_data`) in numbers. With 20 % "
+        f"glitches of 100, dr_grpo ends at a true reward "
+        f"of {glitch.final:.3f} (without glitches {glitch.final_clean:.3f}) and robust at {robust.final:.3f} "
+        f"({robust.final_clean:.3f}); their updates have a mean cosine of {glitch.summary()['mean_cos_clean']:.2f} "
+        f"and {robust.summary()['mean_cos_clean']:.2f} with the clean updates. A hack over-scored on half the "
+        f"prompts takes robust from {hack.final_clean:.3f} to {hack.final:.3f}."
+    )
