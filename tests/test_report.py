@@ -193,6 +193,25 @@ def test_notebook_01s_sentences_are_the_packages_with_the_seed_numbers():
         assert built(name).takeaway == built(name).caption
 
 
+def test_notebook_03s_sentences_read_the_heat_maps_and_the_dashboard_data():
+    from robustgrpo.dashboards.sweep import dashboard_data
+    from robustgrpo.report import sweeps as W
+
+    heat = built("03_heatmap_update_cosine")
+    grpo4, grpo256 = (W.cell_value(heat.data, "grpo", g, "update_cosine") for g in (4, 256))
+    assert f"({grpo4:.3f} at G = 4, {grpo256:.3f} at G = 256)" in heat.takeaway and grpo256 < grpo4
+    fallback = built("03_heatmap_fallback")
+    assert f"{100 * W.cell_value(fallback.data, 'seed_mad', 8, 'fallback_rate'):.1f} %" in fallback.takeaway
+    assert "for robust." in built("03_clip_schedule").takeaway
+    trap = dashboard_data(G=8, c=2.5, rate=0.05, size=10.0, methods=["grpo", "seed_mad", "robust", "rank"], n_groups=500)
+    big = dashboard_data(G=16, rate=0.05, size=10.0, methods=["seed_mad", "robust"], n_groups=500)
+    huge = dashboard_data(G=8, rate=0.05, size=1000.0, methods=["grpo", "seed_mad", "robust", "rank"], n_groups=500)
+    text = W.dashboard_numbers_text(trap, big, huge)
+    assert f"takes its fallback in {100 * trap.fallback_rate['seed_mad']:.1f} % of the groups at G = 8" in text
+    assert f"{100 * big.fallback_rate['seed_mad']:.1f} % at G = 16" in text and "(M = 1000)" in text
+    assert f"robust {huge.update_cosine['robust']:.3f} and rank {huge.update_cosine['rank']:.3f}" in text
+
+
 def test_seed_advantages_figure_has_the_seed_numbers():
     rf = built("01_seed_advantages")
     d = rf.data

@@ -34,7 +34,7 @@ from ..sweep import load_record
 from ..sweep.record import swept_columns
 from . import ReportFigure
 
-__all__ = ["record_heatmaps", "record_curves", "select", "compare_with_heatmaps"]
+__all__ = ["record_heatmaps", "record_curves", "select", "compare_with_heatmaps", "comparison_text"]
 
 _RecordLike = str | os.PathLike[str] | pd.DataFrame
 
@@ -207,3 +207,13 @@ def compare_with_heatmaps(table: pd.DataFrame, metric: str = "update_cosine",
     theirs = reference[["method", "G", "c", metric]].rename(columns={metric: "reference"})
     out = ours.merge(theirs, on=["method", "G", "c"], how="inner")  # NaN c (no clip) matches NaN c
     return out.assign(difference=out[metric] - out["reference"])
+
+
+def comparison_text(table: pd.DataFrame, metric: str = "update_cosine", reference: pd.DataFrame | None = None) -> str:
+    """How a record's cells compare with notebook 03's heat maps (:func:`compare_with_heatmaps`), in a sentence."""
+    same = compare_with_heatmaps(table, metric, reference)
+    if not len(same):
+        return "None of the record's cells is a cell of the heat maps above: it sweeps another setting."
+    return (f"{len(same)} of the record's {len(table)} cells are cells of the heat maps above (same estimator, G, c and "
+            f"data); the largest difference in {metric.replace('_', ' ')} between the two is "
+            f"{same['difference'].abs().max():.1g}: the record holds the heat maps' own numbers, computed one cell at a time.")
