@@ -904,7 +904,7 @@ from robustgrpo.simulate import SimConfig, simulate
 name = "demo_clipped_mean"
 adv = list(robustgrpo.compute_advantages([[0.0, 0, 1, 10]], name, c=2.0).advantages[0])
 assert adv == [-2.0, -2.0, -1.75, 2.0], adv
-assert name in robustgrpo.describe_estimators() and name in clip_help()
+assert name in robustgrpo.describe_estimators() and clip_help(["grpo", name]) == f"{name} clip A to ±c"
 assert split_settings(["grpo", name], {"c": 2.0, "ddof": 0}) == {"grpo": {"ddof": 0}, name: {"c": 2.0}}
 assert estimator_color(name) == "#117733"
 assert agreement("seed_example", ["grpo", name], c=2.0)["method"].tolist() == ["grpo", name]

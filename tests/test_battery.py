@@ -181,8 +181,18 @@ def test_the_shipped_table_is_the_battery_s_output():
 
 @pytest.mark.slow
 def test_the_whole_shipped_table_is_the_battery_s_output():
+    """Every cell as shipped: to 1e-10 where the rewards are float64; where a family's rewards are float32 or bfloat16
+    (the float-residue families), to 1e-5 relative, since their float32 sums round differently with the CPU's vector
+    width and the libraries' versions (seen: 4e-9 relative in a cosine, 1e-6 in an SNR's jackknife error, on another
+    machine; a change of code moves them far more)."""
     fresh = B.run_battery(**B.FULL)
-    pd.testing.assert_frame_equal(fresh, SHIPPED, check_exact=False, rtol=1e-10, atol=1e-12)
+    low = {name for name, f in FAMILIES.items() if f.torch_dtype != torch.float64}
+    assert low, "no family in a low precision: the split below tests nothing"
+    for lowp, rtol, atol in ((False, 1e-10, 1e-12), (True, 1e-5, 1e-9)):
+        rows = fresh["family"].isin(low).to_numpy() == lowp
+        assert rows.any()
+        pd.testing.assert_frame_equal(fresh[rows].reset_index(drop=True), SHIPPED[rows].reset_index(drop=True),
+                                      check_exact=False, rtol=rtol, atol=atol)
 
 
 def test_the_battery_runs_seeds_apart_for_estimators_whose_groups_depend_on_the_batch():
