@@ -212,6 +212,25 @@ def test_notebook_03s_sentences_read_the_heat_maps_and_the_dashboard_data():
     assert f"robust {huge.update_cosine['robust']:.3f} and rank {huge.update_cosine['rank']:.3f}" in text
 
 
+def test_notebook_02s_sentences_read_its_figures_tables():
+    from robustgrpo.report import primer as P
+
+    breakdown, mad_zero, efficiency = built("02_breakdown"), built("02_mad_zero"), built("02_efficiency")
+    d = breakdown.data[breakdown.data["G"] == 8].set_index("method")
+    assert f"a single glitch is already {d.loc['grpo', 'breakdown']:.1%} of the group" in breakdown.takeaway
+    assert "12.5%" in breakdown.takeaway  # one of eight
+    exact = mad_zero.data.query("source == 'exact'")
+    assert mad_zero.takeaway.endswith(f"(G = 2 to 64, p from 0 to 1) the average is {exact['mad_zero'].mean():.1%}.")
+    e = efficiency.data.set_index("estimator")
+    assert f"The MAD buys its 50 % breakdown with {e.loc['mad', 'efficiency']:.1%} efficiency" in efficiency.takeaway
+    closing = P.closing_text(breakdown, mad_zero, efficiency)
+    assert closing.count("\n- ") == 3 and "published: MAD 36.75%, Qn 82.27%, Huber 95%" in closing
+    assert f"keeps its lead against {int(d.loc['robust', 'glitches']) - 1} glitch under robust" in closing
+    for name in ("02_influence", "02_samuelson", "02_tie_collapse", "02_update_weight"):
+        assert built(name).takeaway == built(name).caption
+    assert built("02_resolution").takeaway.endswith("and no glitch size matters.")
+
+
 def test_seed_advantages_figure_has_the_seed_numbers():
     rf = built("01_seed_advantages")
     d = rf.data

@@ -56,6 +56,7 @@ from . import ReportFigure, report_figure
 from .text import join, pct
 
 __all__ = [
+    "closing_text",
     "NOTEBOOK",
     "RESOLUTION_METHODS",
     "finite_n_efficiencies",
@@ -146,7 +147,17 @@ def breakdown_figure(
         f"{cont} of {int(agree.sum())} continuous and {binm} of {int(known.sum())} 0/1 values agree; huber_m has no "
         f"closed form. Outliers here are at most 200 clean spreads, inside the dynamic range of the default resolution."
     )
-    return ReportFigure("02_breakdown", fig, caption[0].upper() + caption[1:], data)
+    caption = caption[0].upper() + caption[1:]
+    takeaway = caption
+    d = data[data["G"] == 8].set_index("method")
+    if {"grpo", "robust"} <= set(d.index):
+        takeaway += (
+            f" At G = 8 a single glitch is already {d.loc['grpo', 'breakdown']:.1%} of the group: "
+            "grpo has no protection at all. The two panels disagree for the median-based estimators: a median that resists "
+            f"half the group on continuous rewards lets {int(d.loc['robust', 'glitches'])} glitches take the lone correct "
+            "answer's lead, because on 0/1 rewards the majority ties and only the minority is left to measure the scale."
+        )
+    return ReportFigure("02_breakdown", fig, caption, data, takeaway)
 
 
 # ------------------------------------------------------------------ resolution
@@ -225,7 +236,9 @@ def resolution_figure(methods: Sequence[str] = RESOLUTION_METHODS) -> ReportFigu
         f"{correct('rank', batch, 1e6):.2f} at M = 10^6 (alone: {correct('rank', res, 1e6):.2f}); declaring "
         f"reward_range=(0, 1) masks the glitch and keeps {correct('robust', 'reward_range (0, 1)', 1e6):.2f} at M = 10^6."
     )
-    return ReportFigure("02_resolution", fig, caption, {"step": every, "jitter": jitter_df, "glitch": glitch_df})
+    takeaway = (f"{caption} Declare the reward range when you know it: the resolution then becomes absolute "
+                "(a fraction of the declared width), a group of jittered wrong answers is a tie, and no glitch size matters.")
+    return ReportFigure("02_resolution", fig, caption, {"step": every, "jitter": jitter_df, "glitch": glitch_df}, takeaway)
 
 
 # --------------------------------------------------------- per-prompt weight and update SNR
@@ -257,7 +270,7 @@ def update_weight_figure(group_size: int = 8, methods: Sequence[str] | None = No
         f"(mc_grpo is left out: its weight is about 1000 times the others', a global rescale Adam absorbs; "
         f"the batch-level estimators have no per-prompt weight.)"
     )
-    return ReportFigure("02_update_weight", fig, caption, table)
+    return ReportFigure("02_update_weight", fig, caption, table, caption)
 
 
 # ------------------------------------------------------------------ influence
@@ -301,7 +314,8 @@ def influence_figure(
         parts.append(f"{join(bounded)} shift by at most " + ", ".join(f"{largest[s]:.2f}" for s in bounded)
                      + " (in that order) anywhere on the range: their influence is bounded")
     caption = "; ".join(parts) + "." if parts else "Sensitivity curves of location and scale statistics."
-    return ReportFigure("02_influence", fig, caption[0].upper() + caption[1:], data)
+    caption = caption[0].upper() + caption[1:]
+    return ReportFigure("02_influence", fig, caption, data, caption)
 
 
 # ----------------------------------------------------------------- efficiency
@@ -369,7 +383,13 @@ def efficiency_figure(
     if not np.isnan(row.loc["qn", "finite_n"]):
         caption += (f" Qn's gap is finite-n, not error: a {int(reference['n_samples'].iloc[0]):,}-replicate run "
                     f"at n = {n} gives {pct(row.loc['qn', 'finite_n'])}.")
-    return ReportFigure("02_efficiency", fig, caption, data)
+    e = data.set_index("estimator")
+    takeaway = caption
+    if {"mad", "qn", "huber_location"} <= set(e.index):
+        takeaway += (f" The MAD buys its 50 % breakdown with {e.loc['mad', 'efficiency']:.1%} "
+                     f"efficiency; Qn keeps 50 % breakdown at {e.loc['qn', 'efficiency']:.1%}, and Huber's M-estimate "
+                     f"({e.loc['huber_location', 'efficiency']:.1%}) is nearly as precise as the mean.")
+    return ReportFigure("02_efficiency", fig, caption, data, takeaway)
 
 
 # ------------------------------------------------------------------ samuelson
@@ -414,7 +434,7 @@ def samuelson_figure(group_sizes: Sequence[int] = tuple(range(2, 65)), clip: flo
         f"No grpo advantage can exceed (G-1)/sqrt(G){at8}, and a lone outlier M = {outlier:g} attains it at every G "
         f"(up to {gap:.1e}, the eps of its denominator){clip_text}. An outlier's own advantage is bounded: its harm is what it does to the others."
     )
-    return ReportFigure("02_samuelson", fig, caption, data)
+    return ReportFigure("02_samuelson", fig, caption, data, caption)
 
 
 # -------------------------------------------------------------- tie collapse
@@ -480,7 +500,7 @@ def tie_collapse_figure(
         caption += f"; {join(never)} only shrink" + " (" + ", ".join(f"{s} to {last[s]:.2f}" for s in never) + \
                    f" of the untied value at k = {group_size - 1})"
     caption += ". 0/1 rewards are this case: most values tie."
-    return ReportFigure("02_tie_collapse", fig, caption, data)
+    return ReportFigure("02_tie_collapse", fig, caption, data, caption)
 
 
 # ------------------------------------------------------------------ mad zero
@@ -524,4 +544,30 @@ def mad_zero_figure(
     g_max = int(exact["G"].max())
     parts.append(f"at G = {g_max} in at least {pct(exact.loc[exact['G'] == g_max, 'mad_zero'].min())} at any p")
     caption = "; ".join(parts) + ". With torch's lower median (seed 000's code) it is always 0."
-    return ReportFigure("02_mad_zero", fig, caption[0].upper() + caption[1:], data)
+    caption = caption[0].upper() + caption[1:]
+    takeaway = (f"{caption} Over the whole grid (G = {int(exact['G'].min())} to {g_max}, p from {exact['p'].min():g} to "
+                f"{exact['p'].max():g}) the average is {exact['mad_zero'].mean():.1%}.")
+    return ReportFigure("02_mad_zero", fig, caption, data, takeaway)
+
+
+def closing_text(breakdown: ReportFigure, mad_zero: ReportFigure, efficiency: ReportFigure) -> str:
+    """Notebook 02's closing bullets as Markdown, from its breakdown (G = 8), MAD-zero and efficiency figures."""
+    d = breakdown.data[breakdown.data["G"] == 8].set_index("method")
+    m = mad_zero.data.query("source == 'exact'")
+    e = efficiency.data.set_index("estimator")
+    return (
+        f"- On continuous rewards the mean and the std break down at one outlier ({d.loc['grpo', 'breakdown']:.1%} of a "
+        f"group of 8), the median and the MAD only at half the group ({d.loc['robust', 'breakdown']:.0%}). On 0/1 rewards "
+        f"the picture changes: half the group *tying* makes the MAD 0 ({m['mad_zero'].mean():.1%} of the (G, p) grid), "
+        f"and a lone correct answer keeps its lead against {int(d.loc['robust', 'glitches']) - 1} glitch under robust, "
+        f"{int(d.loc['rank', 'glitches']) - 1} under rank.\n"
+        "- Order statistics need a resolution: without one, jitter far below the reward gap becomes full-size signal and "
+        "advantages jump as a reward leaves a tie. For a group alone a resolution relative to its range costs a dynamic "
+        "range (glitches beyond 500 reward gaps tie the gap); in a batch the other groups cap the tolerance at four typical "
+        "gaps, and a declared reward range costs nothing.\n"
+        "- A median centre strengthens Dr. GRPO's difficulty bias (section 7) and gives the majority no signal; ranks "
+        "weight prompts almost evenly and keep most of the update's signal-to-noise ratio.\n"
+        f"- Robustness costs efficiency on clean data (published: MAD {e.loc['mad', 'published']:.2%}, Qn "
+        f"{e.loc['qn', 'published']:.2%}, Huber {e.loc['huber_location', 'published']:.0%}), and mean/std scores are "
+        "already capped at (G-1)/sqrt(G): the danger of an outlier is what it does to the other answers' advantages."
+    )
