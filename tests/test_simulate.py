@@ -781,6 +781,25 @@ def test_the_facts_behind_notebook_06s_verdicts():
     assert st.compare(summary, c, "bins, every 50 steps", "bins, never regrouped", "grpo").verdict != "higher than"
     means = summary.set_index(["experiment", "variant", "estimator"])["mean"]
     assert means[c].max() < means[a].min()  # the drift costs more than any grouping recovers
+    # what notebook 06 prints: the takeaways under its figures and the closing table carry these verdicts
+    clip_rf, modes_rf = st.dynamic_clip_figure(), st.clip_modes_figure()
+    ratio = clip.loc[("dr_grpo", 100.0), "eps_dynamic"] / clip.loc[("dr_grpo", 0.0), "eps_dynamic"]
+    assert f"{ratio:.0f} times at 100: the outlier loosens its own clip" in clip_rf.takeaway
+    assert f"at most {modes['end'].max():.3f} under every rule and estimator" in modes_rf.takeaway
+    bins = st.compare(summary, a, "8 state bins", "by state (G answers)", "grpo").verdict
+    assert f"8 state bins are {bins} grouping by state for grpo" in rf.takeaway
+    table = st.claims_table(clip_rf, modes_rf, rf).splitlines()
+    assert table[:2] == ["| claim of seed 003 | verdict here |", "|---|---|"] and len(table) == 9
+    assert f"| grouping by state bins or k-means stabilises training | no: bins are {bins} prompt groups (grpo)" in table[5]
+
+
+def test_notebook_06s_binning_sentence_shows_seed_003s_fifth_group():
+    from robustgrpo.report.stabilisers import digitize_text
+
+    assert digitize_text() == (
+        "With n = 4 bins the seed's `group_states` labels [0.05, 0.3, 0.55, 0.8, 1.0] as [0, 1, 2, 3, 4]: the largest "
+        "state alone in a fifth group, 4, because `np.digitize` returns len(edges) = 5 for a value equal to the last edge. "
+        "The simulator's bins put it in bin 3: [0, 1, 2, 3, 3].")
 
 
 def test_the_readme_example_runs(tmp_path, monkeypatch):

@@ -133,14 +133,14 @@ def save(rf: ReportFigure, directory: str | Path | None = None, formats: Sequenc
 
 def show(rf: ReportFigure, *, caption: bool = False) -> None:
     """Display a built figure in a notebook, then (with ``caption``) its caption in italics, then its takeaway
-    (if it has one) as Markdown beneath it."""
+    (if it has one) as Markdown beneath it, headed "Takeaway:" unless it opens with its own bold heading."""
     from IPython.display import Markdown, display
 
     display(rf.figure)
     if caption:
         display(Markdown(f"*{rf.caption}*"))
     if rf.takeaway:
-        display(Markdown(f"**Takeaway:** {rf.takeaway}"))
+        display(Markdown(rf.takeaway if rf.takeaway.startswith("**") else f"**Takeaway:** {rf.takeaway}"))
 
 
 def build_all(

@@ -16,6 +16,7 @@ Every experiment runs over the same 10 seeds as notebook 05 and is computed once
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,8 @@ from . import ReportFigure, report_figure
 from .drift import HACK, SEEDS, run_all
 
 __all__ = [
+    "claims_table",
+    "digitize_text",
     "NOTEBOOK",
     "CLIP_GROUP",
     "CLIP_VALUES",
@@ -158,7 +161,18 @@ def dynamic_clip_figure() -> ReportFigure:
         f"with at least the clean group's spread is above tau, so the layered rule multiplies by 0.1 almost everywhere "
         f"and by 1.5 only where the spread is small: a 15x jump at tau, not a graded response."
     )
-    return ReportFigure("06_dynamic_clip", fig, caption, data)
+    curve = data.set_index(["method", "value"])
+    takeaway = (
+        f"**Claim: dynamic clipping adapts the update to the group's data. Holds only for mean-only advantages, "
+        f"and there in the wrong direction.** With dr_grpo the clip of the poisoned group is "
+        f"{curve.loc[('dr_grpo', 10.0), 'eps_dynamic'] / curve.loc[('dr_grpo', 0.0), 'eps_dynamic']:.1f} times the clean "
+        f"group's at a glitch of 10 and {curve.loc[('dr_grpo', 100.0), 'eps_dynamic'] / curve.loc[('dr_grpo', 0.0), 'eps_dynamic']:.0f} "
+        f"times at 100: the outlier loosens its own clip. With grpo the clip does not move at all. "
+        f"**Claim: layered clipping protects against high-variance groups. Does not hold as stated:** with tau at 60 % "
+        f"of a group's std every ordinary group is already above tau (tight), so the rule can only loosen the few "
+        f"groups with little spread, by 15x."
+    )
+    return ReportFigure("06_dynamic_clip", fig, caption, data, takeaway)
 
 
 @report_figure("06_clip_modes", notebook=NOTEBOOK)
@@ -185,7 +199,14 @@ def clip_modes_figure() -> ReportFigure:
         f"Under grpo the dynamic clip equals a fixed one (std(A_g) ~ 1). A clip bounds how far one step moves the "
         f"policy; the hack is rewarded at every step, so it is reached all the same."
     )
-    return ReportFigure("06_clip_modes", fig, caption, {"bands": bands, "end": end, "peak": peak, "clipped": clipped})
+    takeaway = (
+        f"**Claim: dynamic (and layered) clipping prevents policy collapse from local data bias. Does not hold.** "
+        f"The final true reward is at most {end.max():.3f} under every rule and estimator, after peaks of "
+        f"{peak.min():.2f} to {peak.max():.2f}. A clip limits each step; a hack rewarded at every step is reached "
+        f"anyway, a few steps later."
+    )
+    return ReportFigure("06_clip_modes", fig, caption, {"bands": bands, "end": end, "peak": peak, "clipped": clipped},
+                        takeaway)
 
 
 @report_figure("06_grouping", notebook=NOTEBOOK)
@@ -226,4 +247,84 @@ def grouping_figure() -> ReportFigure:
         f"{versus(c, 'bins, regroup every step', 'bins, never regrouped', 'dr_grpo')}. The answers right for the new "
         f"states were rarely sampled before: an exploration problem that grouping barely touches."
     )
-    return ReportFigure("06_grouping", fig, caption, {"summary": summary, "smallest": small, "cos": cos})
+    return ReportFigure("06_grouping", fig, caption, {"summary": summary, "smallest": small, "cos": cos},
+                        _grouping_takeaway(summary, cos, small))
+
+
+#: The three experiments of the grouping figure.
+_UNIFORM, _SKEWED, _DRIFTING = "(a) uniform states", "(b) skewed states", "(c) drifting states"
+
+
+def _grouping_verdicts(summary: pd.DataFrame) -> dict[str, Comparison | list[Comparison]]:
+    """Seed 003's grouping claims, each a comparison of two variants of the grouping experiment."""
+    return {
+        "bins_grpo": compare(summary, _UNIFORM, "8 state bins", "by state (G answers)", "grpo"),
+        "bins_dr": compare(summary, _UNIFORM, "8 state bins", "by state (G answers)", "dr_grpo"),
+        "merged": [compare(summary, _SKEWED, "bins, >= 32 each", "8 state bins", e) for e in ("dr_grpo", "grpo")],
+        "often": compare(summary, _DRIFTING, "bins, regroup every step", "bins, never regrouped", "grpo"),
+        "rarely": compare(summary, _DRIFTING, "bins, every 50 steps", "bins, never regrouped", "grpo"),
+    }
+
+
+def _grouping_takeaway(summary: pd.DataFrame, cos: pd.Series, small: pd.Series) -> str:
+    v = _grouping_verdicts(summary)
+    a, b = _UNIFORM, _SKEWED
+    bins_grpo, bins_dr, merged, often, rarely = v["bins_grpo"], v["bins_dr"], v["merged"], v["often"], v["rarely"]
+    return (
+        f"**Claim: grouping by state bins or k-means lowers the variance and stabilises training. Does not hold "
+        f"here:** 8 state bins are {bins_grpo.verdict} grouping by state for grpo and {bins_dr.verdict} it for dr_grpo. "
+        f"A bin pools states of different difficulty under one baseline and one scale; grpo's updates point less along "
+        f"the exact gradient there (mean cosine {cos[(a, '8 state bins', 'grpo')]:.2f} against "
+        f"{cos[(a, 'by state (G answers)', 'grpo')]:.2f} by state).\n\n"
+        f"**Claim: groups of at least 32 samples avoid the trouble of unequal groups. Holds for the sizes, not for the "
+        f"training:** the smallest group grows from {small[(b, '8 state bins')]:.1f} to "
+        f"{small[(b, 'bins, >= 32 each')]:.1f} samples, and the merged groups are {merged[0].verdict} the unequal ones "
+        f"for dr_grpo and {merged[1].verdict} them for grpo.\n\n"
+        f"**Claim: regroup every so often (seed 003: every 1000 iterations) to keep groups fresh. Partly:** under a "
+        f"drifting state window, regrouping every step is {often.verdict} never regrouping for grpo "
+        f"({often.first:.3f} against {often.second:.3f}); every 50 steps is {rarely.verdict} never. The drift itself "
+        f"costs more: every drifting variant stays below every variant with a fixed window."
+    )
+
+
+def claims_table(clip: ReportFigure, modes: ReportFigure, grouping: ReportFigure) -> str:
+    """Notebook 06's closing table as Markdown: each of seed 003's claims and the verdict of this suite's figures
+    (the dynamic-clip, clip-modes and grouping figures)."""
+    eps = clip.data.set_index(["method", "value"])["eps_dynamic"]
+    end = modes.data["end"]
+    v = _grouping_verdicts(grouping.data["summary"])
+    merged = v["merged"]
+    rows = [
+        ("dynamic clip eps_g = alpha std(A_g) + beta adapts to the group",
+         f"under grpo it is a fixed clip ({eps[('grpo', 0.0)]:.3f} whatever the glitch); under mean-only advantages the "
+         f"glitch loosens its own clip ({eps[('dr_grpo', 0.0)]:.3f} to {eps[('dr_grpo', 100.0)]:.2f} at a glitch of 100)"),
+        ("layered clip protects against high-variance groups",
+         "with tau at 50 to 70 % of the group std almost every group is above tau: a 15x jump, not a safeguard"),
+        ("dynamic or layered clipping prevents a collapse", f"no: the hack ends at most at {end.max():.3f} under every rule"),
+        ("grouping by state bins or k-means stabilises training",
+         f"no: bins are {v['bins_grpo'].verdict} prompt groups (grpo) and {v['bins_dr'].verdict} them (dr_grpo)"),
+        ("at least 32 samples per group", f"fixes the sizes; the result is {merged[0].verdict} (dr_grpo) and "
+                                          f"{merged[1].verdict} (grpo) the unequal groups"),
+        ("regroup every 1000 iterations", f"regrouping every step is {v['often'].verdict} never (grpo, drifting states); "
+                                          f"every 50 steps is {v['rarely'].verdict} never"),
+        ("GRPO vs PPO vs DPO", "GRPO against PPO's learned critic: notebook 05; DPO: outside what a reward simulator can say"),
+    ]
+    return "| claim of seed 003 | verdict here |\n|---|---|\n" + "\n".join(f"| {c} | {v} |" for c, v in rows)
+
+
+def digitize_text(states: Sequence[float] = (0.05, 0.3, 0.55, 0.8, 1.0), n_bins: int = 4) -> str:
+    """Seed 003's ``np.digitize`` binning against the simulator's bins, on states whose largest is the last edge."""
+    import torch
+
+    from ..simulate.grouping import assign_bins, bin_edges
+
+    x = np.asarray(states, dtype=float)
+    edges = np.linspace(x.min(), x.max(), n_bins + 1)
+    seed_labels = np.digitize(x, edges) - 1
+    t = torch.tensor(x).unsqueeze(0)
+    ours = assign_bins(t, bin_edges(t, n_bins))[0].tolist()
+    return (
+        f"With n = {n_bins} bins the seed's `group_states` labels {x.tolist()} as {seed_labels.tolist()}: the largest "
+        f"state alone in a fifth group, {seed_labels.max()}, because `np.digitize` returns len(edges) = {len(edges)} for a "
+        f"value equal to the last edge. The simulator's bins put it in bin {ours[-1]}: {ours}."
+    )
