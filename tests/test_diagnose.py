@@ -237,6 +237,19 @@ def test_the_example_log_diagnosis():
     assert d.recommendation.method == recommended_method("binary", reward_range_declared=True)
     undeclared = diagnose(EXAMPLE).recommendation
     assert undeclared.rule == "undeclared_outliers" and undeclared.method == recommended_method("binary", False)
+    # notebook 07's sentences: the package's, from this diagnosis
+    from robustgrpo.report.diagnose import agreement_text, loaded_text, overall_text, recommendation_text
+
+    assert loaded_text(d) == "**Loaded:** binary_judge_glitch.csv: 5120 rows, 20 steps, 640 groups."
+    overall = overall_text(d)
+    assert overall.startswith(f"**Over the whole log** (640 groups of 8): the rewards of {over['frac_reward_zero_std']:.1%}")
+    assert f"{int(over['out_of_range'])} rewards lie outside [0, 1], " in overall
+    assert "lie outside" not in overall_text(diagnose(EXAMPLE))  # no range declared: nothing is out of it
+    cosines = d.agreement_summary.set_index("method")["mean_cosine"].drop("grpo")
+    assert f"closest to `grpo`'s is `{cosines.idxmax()}`'s (mean cosine {cosines.max():.3f})" in agreement_text(d)
+    rec = d.recommendation
+    assert recommendation_text(d) == f"**Use `{rec.method}`** with `{rec.settings}`: {rec.reason}."
+    assert recommendation_text(d, loaded=True).startswith(loaded_text(d) + " **Use")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

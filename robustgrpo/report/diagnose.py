@@ -31,7 +31,8 @@ from ..diagnose import Diagnosis
 from ..plots.diagnose import reward_distribution, step_health, update_agreement
 from ..plots.style import house_style, literal_text
 
-__all__ = ["FIGURE_NAMES", "diagnosis_figures", "diagnosis_html", "write_diagnosis_html"]
+__all__ = ["FIGURE_NAMES", "diagnosis_figures", "diagnosis_html", "write_diagnosis_html", "loaded_text", "overall_text",
+           "agreement_text", "recommendation_text"]
 
 #: File stems of the diagnosis figures (notebook 07 saves them under these names).
 FIGURE_NAMES: tuple[str, ...] = ("07_step_health", "07_reward_distribution", "07_update_agreement")
@@ -133,3 +134,47 @@ def write_diagnosis_html(diagnosis: Diagnosis, path: str | os.PathLike[str], *, 
     path = check_output_file(path, inputs=inputs, force=force)
     page = diagnosis_html(diagnosis).encode("utf-8")
     return write_new_file(path, lambda handle: handle.write(page), force=force)
+
+
+# ------------------------------------------------------------------ notebook 07's sentences
+
+
+def loaded_text(diagnosis: Diagnosis) -> str:
+    """What was read: the log's :meth:`~robustgrpo.rewardlogs.RewardLog.summary`, as Markdown."""
+    return f"**Loaded:** {plain_text(diagnosis.load_summary)}."
+
+
+def overall_text(diagnosis: Diagnosis) -> str:
+    """The whole log's group health in a sentence (Markdown): ties, zero MADs, outliers, out-of-range rewards (with a
+    declared range) and best answers pushed negative by grpo."""
+    o = diagnosis.overall.iloc[0]
+    lo_hi = diagnosis.reward_range
+    out_of_range = f"{int(o.out_of_range)} rewards lie outside [{lo_hi[0]:g}, {lo_hi[1]:g}], " if lo_hi is not None else ""
+    return (
+        f"**Over the whole log** ({int(o.n_groups)} groups of {o.group_size_median:g}): the rewards of "
+        f"{o.frac_reward_zero_std:.1%} of the groups all tie, the MAD is 0 in {o.frac_mad_zero:.1%}, "
+        f"{o.outlier_group_fraction:.1%} of the groups hold an outlier candidate ({int(o.outlier_candidates)} rewards), "
+        f"{out_of_range}and the best plausible answer gets a negative `grpo` "
+        f"advantage in {o.best_negative_rate:.1%} of the {int(o.best_eligible)} groups that have one."
+    )
+
+
+def agreement_text(diagnosis: Diagnosis) -> str:
+    """Which estimator's update is closest to grpo's on the log and which farthest (Markdown)."""
+    summary = diagnosis.agreement_summary.set_index("method")
+    others = summary.drop("grpo")["mean_cosine"]
+    far, near = others.idxmin(), others.idxmax()
+    robust = f"; `robust` has {summary.mean_cosine['robust']:.3f}" if "robust" in summary.index else ""
+    return (
+        f"**Takeaway:** the update closest to `grpo`'s is `{near}`'s (mean cosine {summary.mean_cosine[near]:.3f}), the "
+        f"farthest `{far}`'s ({summary.mean_cosine[far]:.3f}){robust}: where "
+        "on this log the choice of estimator changes the direction of the update."
+    )
+
+
+def recommendation_text(diagnosis: Diagnosis, *, loaded: bool = False) -> str:
+    """The estimator the diagnosis recommends, its settings and the rule's reason (Markdown); with ``loaded``, after
+    :func:`loaded_text`."""
+    rec = diagnosis.recommendation
+    text = f"**Use `{rec.method}`** with `{rec.settings}`: {rec.reason}."
+    return f"{loaded_text(diagnosis)} {text}" if loaded else text
