@@ -547,6 +547,32 @@ def test_the_shipped_record_backs_what_notebook_08_and_the_readme_say():
     assert robust_r["correct_prob"] - rank_r["correct_prob"] > 2 * math.hypot(robust_r["correct_prob_se"], rank_r["correct_prob_se"])
 
 
+def test_notebook_08s_sentences_read_the_shipped_record():
+    """The paragraphs notebook 08 prints come from the package and carry the record's numbers."""
+    table = report.shipped_record()
+    f = report.final_table(table).set_index(["judge", "arm"])
+    clean, glitch, noisy, hack1, hack15 = JUDGES
+    glitch_text = report.glitch_group_text(table)
+    assert glitch_text.startswith("In `[0, 0, 0, 0, 0, 0, 1, 10]` the correct answer gets grpo -0.107, robust +1.871, ")
+    assert f"grpo {f.loc[(glitch, 'grpo'), 'correct_prob_auc']:.3f}, " in glitch_text
+    in_range = report.in_range_text(table)
+    assert f"its last-step P(hack) is at least {f.loc[hack1, 'hack_prob'].min():.3f}." in in_range
+    masked = report.masked_hack_text(table)
+    assert masked.startswith("Sum of the advantages in `[1, 0, 0, 0, 0, 0, 1.5, 1.5]` with the range: grpo + range +0.000")
+    assert f"ends at {f.loc[(hack15, 'robust + range'), 'correct_prob']:.3f}" in masked
+    grpo_clean = table[(table["judge"] == clean) & (table["arm"] == "grpo")]
+    above = first_step_above(grpo_clean, "correct_prob", 0.9, by=["arm"])["grpo"]
+    assert report.clean_figure().takeaway == f"the seed mean of grpo's P(correct) first exceeds 0.9 at step {above:.0f}."
+    live = table[table["cell_id"] == table["cell_id"].iloc[0]].assign(contaminated_fraction=0.1, out_of_range_fraction=0.05)
+    text = report.live_text(live, table[table["cell_id"] == table["cell_id"].iloc[0]])
+    assert "(the same numbers)" in text and text.endswith("rewards and the range masked 5.0 %.")
+
+    config = TrlConfig()
+    setup = report.setup_text(config, 12, ["a", "b"], 1234, table, 99)
+    assert setup.startswith(f"{len(config.task.prompts())} prompts") and "1,234 parameters" in setup
+    assert "(99 cells of the sweep)" in setup and f"{config.layers}-layer Llama" in setup
+
+
 @pytest.mark.slow
 def test_the_simulators_prediction_agrees_and_disagrees_where_notebook_08_says():
     table = report.shipped_record()

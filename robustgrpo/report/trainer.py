@@ -35,12 +35,12 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from ..advantages import recommended_method
+from ..advantages import compute_advantages, recommended_method
 from ..checks import require_columns
 from ..contamination import contamination_from_dict
 from ..plots.drift import plot_point_ranges
 from ..plots.trainer import plot_arm_dots, plot_curve_grid
-from ..simulate import SimConfig, final_values, seed_bands, simulate
+from ..simulate import SimConfig, final_values, first_step_above, seed_bands, simulate
 from ..sweep import load_record
 from . import ReportFigure, report_figure
 
@@ -70,6 +70,12 @@ __all__ = [
     "shipped_prediction",
     "compare_with_simulator",
     "disagreement_text",
+    "setup_text",
+    "glitch_group_text",
+    "in_range_text",
+    "masked_hack_text",
+    "live_text",
+    "composite_comparisons_text",
     "clean_figure",
     "curves_figure",
     "finals_figure",
@@ -475,7 +481,10 @@ def clean_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) ->
                + ", ".join(f"at step {s}: {_at(grpo, s):.3f}" for s in marks)
                + "; at the last step " + ", ".join(f"{m} {v:.3f}" for m, v in finals.items())
                + ". The hack token (never correct) fades as the task is learnt.")
-    return ReportFigure("08_trainer_clean", fig, caption, bands)
+    above = first_step_above(rows[rows["arm"] == "grpo"], "correct_prob", 0.9, by=["arm"]).get("grpo", math.nan)
+    takeaway = (f"the seed mean of grpo's P(correct) first exceeds 0.9 at step {above:.0f}." if np.isfinite(above)
+                else "the seed mean of grpo's P(correct) never exceeds 0.9 in the record.")
+    return ReportFigure("08_trainer_clean", fig, caption, bands, takeaway)
 
 
 @report_figure("08_trainer_curves", notebook=NOTEBOOK)
@@ -516,10 +525,10 @@ def simulator_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None
     """The real runs (no declared range) beside the drift simulator's prediction for the same judges."""
     if record is None:
         table = shipped_record()
-        lr, _, prediction = shipped_prediction()
+        lr, tried, prediction = shipped_prediction()
     else:
         table = trainer_record(record)
-        lr, _ = calibrate_lr(table)
+        lr, tried = calibrate_lr(table)
         prediction = simulator_prediction(table, lr)
     real = trainer_bands(table[table["range"] == "no range"], by=("judge", "estimator")).assign(source="TRL run")
     sim = trainer_bands(prediction, by=("judge", "estimator")).assign(source="simulator")
@@ -531,7 +540,134 @@ def simulator_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None
                f"curve; every other curve is a prediction. Of {len(agree)} (judge, estimator, summary) pairs (last-step "
                f"P(correct), mean P(correct) over training, last-step P(hack) under a hack), {int(agree['agree'].sum())} "
                f"agree within 0.05 or the seeds' noise.")
-    return ReportFigure("08_trainer_vs_simulator", fig, caption, agree)
+    return ReportFigure("08_trainer_vs_simulator", fig, caption, agree,
+                        _simulator_takeaway(table, prediction, tried, lr, agree))
+
+
+def _judges(table: pd.DataFrame) -> tuple[str, ...]:
+    """The record's five judges in the sweep's order: clean, glitches, noisy verifier, hack judged 1, hack judged 1.5."""
+    judges = tuple(pd.unique(table["judge"]))
+    if len(judges) != 5:
+        raise ValueError(f"the record has {len(judges)} judges {list(judges)}; notebook 08's sentences read its five")
+    return judges
+
+
+def _simulator_takeaway(table: pd.DataFrame, prediction: pd.DataFrame, tried: pd.DataFrame, lr: float,
+                        agree: pd.DataFrame) -> str:
+    """How far the fitted simulator is from the clean runs, where it disagrees per judge, and why the hack parts them."""
+    clean, _, _, hack1, _ = _judges(table)
+    grpo_clean = table[(table["judge"] == clean) & (table["arm"] == "grpo")]
+    sim_clean = prediction[(prediction["judge"] == clean) & (prediction["estimator"] == "grpo")].groupby("step")["correct_prob"].mean()
+    real_clean = grpo_clean.groupby("step")["correct_prob"].mean()
+    to_hack = first_step_above(table[(table["judge"] == hack1) & (table["range"] == "no range")], "hack_prob", 0.5, by=["arm"])
+    steps = [s for s in (20, 60, 100) if s in real_clean.index and s in sim_clean.index]
+    return (
+        f"the fitted rate leaves a root mean square gap of {tried.set_index('lr').loc[lr, 'error']:.3f} between the clean "
+        f"curves: P(correct) at steps {', '.join(map(str, steps[:-1]))} and {steps[-1]} is "
+        f"{', '.join(f'{real_clean[s]:.3f}' for s in steps)} in the "
+        f"real runs and {', '.join(f'{sim_clean[s]:.3f}' for s in steps)} in the simulator. Per judge:\n\n"
+        + disagreement_text(agree)
+        + f"\n\nUnder the hack judged 1 the simulator's policy splits its mass between the correct answer and the hack, "
+        f"which its judge scores alike; the network moves to the hack (its P(hack) passes 0.5 by step "
+        f"{to_hack.max():.0f} in every arm, while clean grpo's P(correct) passes 0.5 at step "
+        f"{first_step_above(grpo_clean, 'correct_prob', 0.5, by=['arm'])['grpo']:.0f}): the hack is one token for every "
+        f"prompt, a correct answer has to be read off each prompt. The simulator's linear policy has one feature for "
+        f"'correct' shared by every prompt, which makes the two equally easy; that is where it and the network part."
+    )
+
+
+def setup_text(config: Any, n_tokens: int, vocabulary: Sequence[str], n_params: int, table: pd.DataFrame,
+               n_cells: int) -> str:
+    """Notebook 08's opening paragraph: the task, the model and the record (Markdown).
+
+    ``config`` is the experiment's :class:`~robustgrpo.experiments.TrlConfig` (its task, model size and training
+    settings), ``n_tokens`` and ``vocabulary`` the tokenizer's size and the task's tokens, ``n_params`` the model's
+    parameter count, ``n_cells`` the sweep's cells.
+    """
+    prompts = config.task.prompts()
+    return (
+        f"{len(prompts)} prompts (`{prompts[0]}` to `{prompts[-1]}`), a vocabulary of "
+        f"{n_tokens} tokens ({', '.join(f'`{t}`' for t in vocabulary)}), so chance is 1/{n_tokens} = "
+        f"{1 / n_tokens:.3f}. The model: a {config.layers}-layer Llama, {config.hidden_size} wide, "
+        f"{n_params:,} parameters. Each step samples {config.prompts_per_step} prompts x G = {config.G} "
+        f"completions; {int(table['steps'].iloc[0])} steps, Adam at a constant {config.lr:g}, KL weight beta = {config.beta:g}.\n\n"
+        f"The record: {table['cell_id'].nunique()} runs ({n_cells} cells of the sweep), "
+        f"{table['judge'].nunique()} judges x {table['arm'].nunique()} arms x {table['seed'].nunique()} seeds, "
+        f"made by `{COMMAND}`. A step took {1e3 * table['step_seconds'].median():.0f} ms (median, one torch thread), "
+        f"of which the estimator's block {1e3 * table['advantage_seconds'].median():.2f} ms."
+    )
+
+
+def _group_advantages(group: Sequence[Sequence[float]], arms: Sequence[str]) -> dict[str, Any]:
+    """Each arm's advantages of one group: the arm's estimator, with the range [0, 1] where the arm declares it."""
+    return {arm: compute_advantages(group, arm.split(" + ")[0], **({"reward_range": (0, 1)} if "range" in arm else {}))
+            .advantages[0] for arm in arms}
+
+
+def glitch_group_text(table: pd.DataFrame) -> str:
+    """Section 3: the correct answer's advantage in seed 000's glitched group per arm, and each arm's mean P(correct)
+    over training under the glitching judge."""
+    clean, glitch, *_ = _judges(table)
+    f = final_table(table).set_index(["judge", "arm"])
+    glitched = _group_advantages([[0, 0, 0, 0, 0, 0, 1.0, 10.0]], ["grpo", "robust", "rank", "grpo + range"])
+    return (
+        "In `[0, 0, 0, 0, 0, 0, 1, 10]` the correct answer gets " + ", ".join(
+            f"{arm} {float(a[6]):+.3f}" for arm, a in glitched.items()) + ". Over the runs, the mean P(correct) over "
+        f"training under the glitches is " + ", ".join(f"{arm} {f.loc[(glitch, arm), 'correct_prob_auc']:.3f}"
+                                                       for arm in f.loc[glitch].index)
+        + f" (clean judge: {f.loc[(clean, 'grpo'), 'correct_prob_auc']:.3f} for grpo)."
+    )
+
+
+def in_range_text(table: pd.DataFrame) -> str:
+    """Section 3: a lone correct answer's group and a correct answer beside a hack judged 1, per arm; where the hack
+    judged 1 takes every run."""
+    *_, hack1, _ = _judges(table)
+    final = final_table(table)
+    one = _group_advantages([[1.0, 0, 0, 0, 0, 0, 0, 0]], ["grpo", "robust", "rank"])
+    tied = _group_advantages([[0, 0, 0, 1.0, 0, 0, 0, 1.0]], ["grpo + range", "robust + range", "rank + range"])
+    return (
+        "In `[1, 0, 0, 0, 0, 0, 0, 0]` the answers scored 0 get " + ", ".join(
+            f"{arm} {float(a[1]):+.3f}" for arm, a in one.items())
+        + "; a correct answer and a hack judged 1 in one group get " + "; ".join(
+            f"{arm} {float(a[3]):+.3f} and {float(a[7]):+.3f}" for arm, a in tied.items())
+        + f". Under the hack judged 1 every arm ends on the hack: its last-step P(hack) is at least "
+        f"{final.loc[final['judge'] == hack1, 'hack_prob'].min():.3f}."
+    )
+
+
+def masked_hack_text(table: pd.DataFrame) -> str:
+    """Section 3: the sum of the advantages of a group with masked hacks per arm, and the runs with the range under
+    the hack judged 1.5 (peak and end)."""
+    hack15 = _judges(table)[-1]
+    f = final_table(table).set_index(["judge", "arm"])
+    masked = [[1.0, 0, 0, 0, 0, 0, 1.5, 1.5]]  # one correct answer, five wrong, two hacks judged 1.5
+    sums = {arm: round(sum(a), 6) + 0.0 for arm, a in _group_advantages(masked, ["grpo + range", "robust + range",
+                                                                                  "rank + range"]).items()}
+    hack_runs = table[(table["judge"] == hack15) & (table["range"] != "no range")]
+    peak = hack_runs.groupby(["arm", "step"])["correct_prob"].mean().groupby("arm")
+    return (
+        "Sum of the advantages in `[1, 0, 0, 0, 0, 0, 1.5, 1.5]` with the range: " + ", ".join(
+            f"{arm} {s:+.3f}" for arm, s in sums.items())
+        + ". Over the runs with the range: " + "; ".join(
+            f"{arm} peaks at P(correct) {peak.max()[arm]:.3f} (step {peak.idxmax()[arm][1]}) and ends at "
+            f"{f.loc[(hack15, arm), 'correct_prob']:.3f} with P(hack) {f.loc[(hack15, arm), 'hack_prob']:.3f}"
+            for arm in peak.max().index) + "."
+    )
+
+
+def live_text(live: pd.DataFrame, recorded: pd.DataFrame) -> str:
+    """Section 5: a live run's P(correct) at steps 0 and 4 beside the record's rows of the same cell, whether they are
+    the same numbers, and what the judge glitched and the range masked in the live steps."""
+    again = live.set_index("step")["correct_prob"]
+    rec = recorded.set_index("step")["correct_prob"]
+    same = again[[0, 4]].tolist() == rec[[0, 4]].tolist()
+    return (
+        f"P(correct) at steps 0 and 4: live {again[0]:.6f} and {again[4]:.6f}, in the record {rec[0]:.6f} and "
+        f"{rec[4]:.6f} ({'the same numbers' if same else 'not bit for bit: another machine or thread count rounds differently'}). "
+        f"The judge glitched {100 * live['contaminated_fraction'].mean():.1f} % of the live run's rewards and the range "
+        f"masked {100 * live['out_of_range_fraction'].mean():.1f} %."
+    )
 
 
 # ======================================================================= the multi-token runs
@@ -1315,3 +1451,14 @@ def live_composite_text(live: pd.DataFrame, recorded: pd.DataFrame, steps: Seque
             f"function's scores in the live steps, and the range masked {100 * live['out_of_range_fraction'].mean():.1f} "
             "% of the summed rewards; what the live steps sampled is not the record's (a shorter run trains on other "
             "prompts in another order).")
+
+
+def composite_comparisons_text(comparisons: pd.DataFrame) -> str:
+    """Section 6.3's three comparisons under their headings (Markdown): declaring the range, per-function
+    normalisation, and the sum without the length term (:func:`comparison_text` of each)."""
+    return ("**Declaring the range** (`X + range` against `X`):\n\n"
+            + comparison_text(comparisons, "range")
+            + "\n\n**Per-function normalisation** (GDPO, against the same estimator on the sum):\n\n"
+            + comparison_text(comparisons, "per function")
+            + "\n\n**The sum without the length term** (clean judge):\n\n"
+            + comparison_text(comparisons, "weights"))
