@@ -280,7 +280,7 @@ def training_curves_figure() -> ReportFigure:
         f"{auc.loc[slowest, big]:.3f}."
     )
     takeaway = (
-        f"averaged over training, the probability of the correct answer under 10 % glitches of 100 is "
+        "averaged over training, the probability of the correct answer under 10 % glitches of 100 is "
         + ", ".join(f"{m} {auc.loc[m, big]:.3f}" for m in CURVE_METHODS)
         + f" (clean: {auc['clean'].min():.3f} to {auc['clean'].max():.3f}). The two that slow down most, dr_grpo "
         f"and the learned critic, are the two whose advantages are not divided by any scale: a glitch of 100 enters "
@@ -400,7 +400,7 @@ def update_weight_figure() -> ReportFigure:
     )
     w = exact.set_index(["method", "G", "p"])["w"]
     takeaway = (
-        f"the bias grows with G: grpo's weight at p = 0.05 relative to p = 0.5 is "
+        "the bias grows with G: grpo's weight at p = 0.05 relative to p = 0.5 is "
         + ", ".join(f"{w[('grpo', g, 0.05)] / w[('grpo', g, 0.5)]:.2f} at G = {g}" for g in (4, 8, 16))
         + f". winsor turns it around: at G = 16 it gives p = 0.05 only {w[('winsor', 16, 0.05)]:.3f}, because "
         f"winsorizing one value per tail erases a lone correct answer."
@@ -444,8 +444,8 @@ def hack_and_jackpot_figure() -> ReportFigure:
         f"stops the hack stops the jackpot by as much. Only a better judge tells them apart."
     )
     takeaway = (
-        f"per estimator, peak and final true reward under the reachable hack, final true reward under the rare hack, "
-        f"and with the jackpot: "
+        "per estimator, peak and final true reward under the reachable hack, final true reward under the rare hack, "
+        "and with the jackpot: "
         + "; ".join(f"{m} {peak[m]:.2f} → {end[m]:.3f} (rare hack {rare_end[m]:.3f}, jackpot {jack_end[m]:.3f})"
                     for m in HACK_METHODS)
         + f". The one that resists the hack best is {end.idxmax()}; the one that gains least from the jackpot is "

@@ -613,7 +613,7 @@ def glitch_group_text(table: pd.DataFrame) -> str:
     return (
         "In `[0, 0, 0, 0, 0, 0, 1, 10]` the correct answer gets " + ", ".join(
             f"{arm} {float(a[6]):+.3f}" for arm, a in glitched.items()) + ". Over the runs, the mean P(correct) over "
-        f"training under the glitches is " + ", ".join(f"{arm} {f.loc[(glitch, arm), 'correct_prob_auc']:.3f}"
+        "training under the glitches is " + ", ".join(f"{arm} {f.loc[(glitch, arm), 'correct_prob_auc']:.3f}"
                                                        for arm in f.loc[glitch].index)
         + f" (clean judge: {f.loc[(clean, 'grpo'), 'correct_prob_auc']:.3f} for grpo)."
     )
