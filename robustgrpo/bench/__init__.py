@@ -61,96 +61,12 @@ to the full data drawn, and notebook 03's heat-map sweep (target: under 10 s), p
 
 from __future__ import annotations
 
-from .estimators import (
-    robust_numpy_scipy,
-    grpo_idiomatic,
-    BenchRow,
-    BENCH_REWARDS,
-    bench_rewards,
-    run_benchmark,
-    MAX_BENCH_REWARDS,
-    format_table,
-    DEFAULT_SHAPES,
-    ESTIMATOR_TARGETS,
-)
-from .dashboards import (
-    DASHBOARD_TARGET_MS,
-    SWEEP_TARGET_S,
-    DashboardBenchRow,
-    DashboardBench,
-    run_dashboard_benchmark,
-    format_dashboard_table,
-)
-from .lessons import (
-    LESSON_TARGET_MS,
-    LessonBenchRow,
-    LessonBench,
-    run_lessons_benchmark,
-    format_lessons_table,
-)
-from .simulate import (
-    SIMULATE_TARGET_S,
-    RERUN_TARGET_S,
-    SimulateBenchRow,
-    run_simulate_benchmark,
-    BATTERY_TARGETS_S,
-    run_battery_benchmark,
-    format_simulate_table,
-)
-from .sweep import (
-    SWEEP_BENCH_SIM,
-    SweepBenchRow,
-    SweepBench,
-    run_sweep_benchmark,
-    format_sweep_table,
-)
-from .trainer import (
-    TRAINER_TARGET_SHARE,
-    TRAINER_BENCH_ESTIMATORS,
-    TrainerBenchRow,
-    TrainerBench,
-    run_trainer_benchmark,
-    format_trainer_table,
-)
+from . import dashboards, estimators, lessons, simulate, sweep, trainer
+from .dashboards import *  # noqa: F403 (each module's __all__, re-exported)
+from .estimators import *  # noqa: F403
+from .lessons import *  # noqa: F403
+from .simulate import *  # noqa: F403
+from .sweep import *  # noqa: F403
+from .trainer import *  # noqa: F403
 
-__all__ = [
-    "robust_numpy_scipy",
-    "grpo_idiomatic",
-    "BenchRow",
-    "BENCH_REWARDS",
-    "bench_rewards",
-    "run_benchmark",
-    "MAX_BENCH_REWARDS",
-    "format_table",
-    "DEFAULT_SHAPES",
-    "ESTIMATOR_TARGETS",
-    "DASHBOARD_TARGET_MS",
-    "SWEEP_TARGET_S",
-    "DashboardBenchRow",
-    "DashboardBench",
-    "run_dashboard_benchmark",
-    "format_dashboard_table",
-    "LESSON_TARGET_MS",
-    "LessonBenchRow",
-    "LessonBench",
-    "run_lessons_benchmark",
-    "format_lessons_table",
-    "SIMULATE_TARGET_S",
-    "RERUN_TARGET_S",
-    "SimulateBenchRow",
-    "run_simulate_benchmark",
-    "BATTERY_TARGETS_S",
-    "run_battery_benchmark",
-    "format_simulate_table",
-    "SWEEP_BENCH_SIM",
-    "SweepBenchRow",
-    "SweepBench",
-    "run_sweep_benchmark",
-    "format_sweep_table",
-    "TRAINER_TARGET_SHARE",
-    "TRAINER_BENCH_ESTIMATORS",
-    "TrainerBenchRow",
-    "TrainerBench",
-    "run_trainer_benchmark",
-    "format_trainer_table",
-]
+__all__ = [*estimators.__all__, *dashboards.__all__, *lessons.__all__, *simulate.__all__, *sweep.__all__, *trainer.__all__]
