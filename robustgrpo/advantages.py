@@ -136,6 +136,8 @@ __all__ = [
     "clip_schedule",
     "UNCLIPPED",
     "reclip",
+    "clip_at",
+    "count_clipped",
 ]
 
 
@@ -1706,10 +1708,28 @@ def reclip(result: AdvantageResult, c: float) -> AdvantageResult:
     if problem:
         raise ValueError(f"c {problem}")
     adv, kind = as_tensor(result.advantages, "advantages")
-    clipped = torch.count_nonzero(adv.abs() > c, dim=-1)
-    diag = dataclasses.replace(result.diagnostics, n_clipped=to_kind(clipped, kind))
-    return dataclasses.replace(result, advantages=to_kind(adv.clamp(-c, c), kind), diagnostics=diag,
+    diag = dataclasses.replace(result.diagnostics, n_clipped=to_kind(count_clipped(adv, c, dim=-1), kind))
+    return dataclasses.replace(result, advantages=to_kind(clip_at(adv, c), kind), diagnostics=diag,
                                params={**result.params, est.clip: c})
+
+
+def clip_at(advantages: torch.Tensor, c: float, *, out: torch.Tensor | None = None) -> torch.Tensor:
+    r"""Unclipped advantages clipped at ``c``: :math:`A(c) = \operatorname{clip}(A(\infty), -c, c)`.
+
+    The rule :func:`reclip` applies (every clipped estimator of the catalogue clips last), for callers that keep
+    the unclipped tensor and clip it at many c, such as the sweep dashboard; ``out`` reuses a buffer.
+    """
+    return advantages.clamp(-c, c) if out is None else torch.clamp(advantages, -c, c, out=out)
+
+
+def count_clipped(advantages: torch.Tensor, c: float, *, dim: int | None = None, work: torch.Tensor | None = None,
+                  mask: torch.Tensor | None = None) -> torch.Tensor:
+    r"""How many unclipped advantages a clip at ``c`` cuts: :math:`n_{clipped}(c) = \#\{|A_i(\infty)| > c\}`,
+    along ``dim`` (all of them when None), what :func:`compute_advantages` reports at c; ``work`` (the dtype of
+    the advantages) and ``mask`` (bool) are buffers to reuse."""
+    absolute = advantages.abs() if work is None else torch.abs(advantages, out=work)
+    over = absolute > c if mask is None else torch.gt(absolute, c, out=mask)
+    return torch.count_nonzero(over, dim=dim)
 
 
 def clip_schedule(progress: ArrayLike, start: float = 2.0, end: float = 3.5, kind: Literal["linear", "cosine"] = "linear"):

@@ -680,6 +680,11 @@ def test_reclip_equals_computing_at_that_clip(name, batch):
         assert torch.equal(again.advantages, at_c.advantages)
         assert torch.equal(again.diagnostics.n_clipped, at_c.diagnostics.n_clipped)
         assert again.params == at_c.params
+        # the two pieces the dashboard engine uses, with and without its buffers
+        a = torch.as_tensor(free.advantages)
+        work, mask = torch.empty_like(a), torch.empty(a.shape, dtype=torch.bool)
+        assert torch.equal(robustgrpo.advantages.clip_at(a, c, out=torch.empty_like(a)), at_c.advantages)
+        assert int(robustgrpo.advantages.count_clipped(a, c, work=work, mask=mask)) == int(at_c.diagnostics.n_clipped.sum())
     assert robustgrpo.advantages.reclip(compute_advantages(r, "grpo"), 1.0).advantages is not None
     with pytest.raises(ValueError, match="needs a result computed with c=UNCLIPPED"):
         robustgrpo.advantages.reclip(compute_advantages(r, name), 1.0)

@@ -79,7 +79,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..advantages import ESTIMATORS, UNCLIPPED, clip_help, compute_advantages, recommended_method, resolve_methods
+from ..advantages import (
+    ESTIMATORS,
+    UNCLIPPED,
+    clip_at,
+    clip_help,
+    compute_advantages,
+    count_clipped,
+    recommended_method,
+    resolve_methods,
+)
 from ..checks import (
     check_int,
     check_positive,
@@ -598,8 +607,7 @@ class DashboardEngine:
         if ESTIMATORS[method].clip is None:
             return ev.n_clipped
         a = ev.advantages
-        absolute = torch.abs(a, out=self._buffer("work", a.shape, a.dtype))
-        return int(torch.count_nonzero(torch.gt(absolute, c, out=self._buffer("mask", a.shape, torch.bool))))
+        return int(count_clipped(a, c, work=self._buffer("work", a.shape, a.dtype), mask=self._buffer("mask", a.shape, torch.bool)))
 
     # ---------------------------------------------------------------- pieces
 
@@ -635,7 +643,7 @@ class DashboardEngine:
         (method,) = _check_methods([method])
         state = self._clean_state(G, clean_model) if clean else self._contaminated_state(G, clean_model, rate, size)
         a = self._method(state, method).advantages
-        return a.clamp(-c, c) if ESTIMATORS[method].clip else a
+        return clip_at(a, c) if ESTIMATORS[method].clip else a
 
     def _sign_stats(self, st: _ContaminatedState, cl: _CleanState, method: str, c: float) -> dict[str, float]:
         """:func:`metrics.sign_changes` on the uncontaminated samples (one value for every c > tol, cached)."""
@@ -646,7 +654,7 @@ class DashboardEngine:
         # clip(z, c) has the sign of z for c > tol, so the unclipped advantages serve every c
         a_clean, a = self._method(cl, method).advantages, self._method(st, method).advantages
         if exact:
-            a_clean, a = a_clean.clamp(-c, c), a.clamp(-c, c)
+            a_clean, a = clip_at(a_clean, c), clip_at(a, c)
         value = sign_changes(a_clean, a, st.keep, zero_tol=self.zero_tol)
         if not exact:
             st.sign[method] = value
@@ -663,9 +671,7 @@ class DashboardEngine:
         a = self._method(st, method).advantages
         if not ESTIMATORS[method].clip:
             return a
-        if buffer is None:
-            return a.clamp(-c, c)
-        return torch.clamp(a, -c, c, out=self._buffer(buffer, a.shape, a.dtype))
+        return clip_at(a, c, out=None if buffer is None else self._buffer(buffer, a.shape, a.dtype))
 
     def _update_and_clipped(
         self, st: _ContaminatedState, cl: _CleanState, method: str, c: float, a: torch.Tensor | None = None
@@ -769,7 +775,7 @@ class DashboardEngine:
         for m in names:
             a, a_clean = self._method(st, m).advantages[group], self._method(cl, m).advantages[group]
             if ESTIMATORS[m].clip:
-                a, a_clean = a.clamp(-c, c), a_clean.clamp(-c, c)
+                a, a_clean = clip_at(a, c), clip_at(a_clean, c)
             g_adv[m], g_clean_adv[m] = a.numpy().copy(), a_clean.numpy().copy()
             key = _clip_key(m, c)
             a_c = None if key in st.hist and key in st.clip_stats else self._clipped_at(st, m, c, "at_c")
