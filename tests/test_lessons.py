@@ -365,3 +365,16 @@ def test_lessons_benchmark_times_every_lesson_and_prints_its_table(capsys):
     assert len(table.splitlines()) == 4 + len(result.rows)
     assert main(["bench", "--lessons", "--repeats", "1", "--no-progress"]) == 0
     assert "live lessons (notebooks 01, 02, 04)" in capsys.readouterr().out
+
+
+def test_the_playgrounds_legend_tells_every_statistic_apart():
+    """Each legend entry of the playground has its own colour and line: a location and the scale that shares its
+    colour (mean and std, median and MAD, trimmed mean and IQR) differ by the dash."""
+    from robustgrpo.dashboards.playground import playground_data
+    from robustgrpo.plots.lessons import playground_views
+
+    fig = playground_views(playground_data())
+    entries = [(t.line.color, t.line.dash) for t in fig.data if t.showlegend is not False]
+    assert len(entries) == len(playground_data().statistics) and len(set(entries)) == len(entries)
+    by_name = {t.name: t.line for t in fig.data if t.showlegend is not False}
+    assert by_name["mean"].color == by_name["std"].color and by_name["mean"].dash != by_name["std"].dash

@@ -931,6 +931,15 @@ def test_dashboard_data_writes_its_call_and_its_readout():
     assert frame["clean_model"].iloc[0] == repr(Gaussian(0.0, 2.0))
 
 
+def test_the_drift_views_legend_tells_every_curve_apart():
+    from robustgrpo.dashboards.drift import drift_dashboard_data
+    from robustgrpo.plots.drift import drift_views
+
+    fig = drift_views(drift_dashboard_data(G=4))
+    entries = [(t.line.color, t.line.dash) for t in fig.data if t.showlegend is not False and t.name]
+    assert len(entries) == 4 and len(set(entries)) == len(entries)
+
+
 def test_drift_dashboard_status_reset_and_export():
     import html
     import re

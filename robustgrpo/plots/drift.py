@@ -325,8 +325,8 @@ def plot_point_ranges(
 
 # --------------------------------------------------------------------------- plotly views (dashboard)
 
-#: Colours of the dashboard's curves: with and without the contamination, and the hack.
-VIEW_COLORS = {"contaminated": "#882255", "clean": "#555555", "hack": "#CC6677"}
+#: Colours of the dashboard's curves: with and without the contamination, the hack, and the update's cosine.
+VIEW_COLORS = {"contaminated": "#882255", "clean": "#555555", "hack": "#CC6677", "cos": "#117733"}
 
 
 def _band_xy(band: pd.DataFrame) -> tuple[list[float | None], list[float | None]]:
@@ -357,7 +357,7 @@ def drift_views(data, *, height: int = 560):
                          subplot_titles=("true reward", "cosine of the update with the clean update"))
     fig = go.Figure(base)
     for part, row in (("clean", 1), ("contaminated", 1), ("cos", 2)):
-        color = VIEW_COLORS["contaminated" if part == "cos" else part]
+        color = VIEW_COLORS[part]
         fig.add_trace(go.Scatter(meta=f"band:{part}", mode="lines", fill="toself", line=dict(width=0), opacity=0.25,
                                  fillcolor=color, hoverinfo="skip", showlegend=False), row=row, col=1)
     fig.add_trace(go.Scatter(meta="true:clean", name="without contamination", mode="lines",
@@ -367,7 +367,7 @@ def drift_views(data, *, height: int = 560):
     fig.add_trace(go.Scatter(meta="hack", name="P(hack)", mode="lines", line=dict(color=VIEW_COLORS["hack"], dash="dot")),
                   row=1, col=1)
     fig.add_trace(go.Scatter(meta="cos", name="cosine with the clean update", mode="lines",
-                             line=dict(color=VIEW_COLORS["contaminated"])), row=2, col=1)
+                             line=dict(color=VIEW_COLORS["cos"])), row=2, col=1)  # its own colour: one legend
     fig.update_layout(template="plotly_white", legend=dict(orientation="h", yanchor="bottom", y=1.08, x=0))
     autosized(fig, height=height, margin=dict(l=60, r=15, t=70, b=45))
     fig.update_annotations(font_size=13)

@@ -211,8 +211,9 @@ def playground_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
 
 
 def _dash(statistic: str) -> str:
-    """Dotted for the statistics that share a colour with another of their panel."""
-    return "dot" if statistic in ("trimmed_mean", "iqr", "sn") else "solid"
+    """Solid for a location, dashed for a scale: a location and the scale of the same estimator share its colour
+    (mean and std, median and MAD, trimmed mean and IQR), and the one legend tells them apart by the line."""
+    return "dash" if STATISTICS[statistic][0] == "scale" else "solid"
 
 
 def _playground_statistics(data: Any) -> list[tuple[str, str]]:
