@@ -463,12 +463,17 @@ def test_the_curve_grid_draws_a_panel_per_metric_and_judge_and_a_legend_per_curv
     from robustgrpo.plots.trainer import plot_curve_grid
 
     bands = pd.DataFrame([{"step": s, "mean": 0.5, "lo": 0.4, "hi": 0.6, "metric": m, "judge": j, "estimator": e, "range": r}
-                          for s in (0, 1) for m in ("correct_prob", "hack_prob") for j in ("clean judge", "hack")
+                          for s in range(24) for m in ("correct_prob", "hack_prob") for j in ("clean judge", "hack")
                           for e in ("grpo", "rank") for r in ("no range", "range [0, 1]")])
     fig = plot_curve_grid(bands, hue="estimator", style="range")
     assert len(fig.axes) == 4 and [a.get_title() for a in fig.axes[:2]] == ["clean judge", "hack"]
     assert [t.get_text() for t in fig.legends[0].get_texts()] == ["grpo", "rank", "no range", "range [0, 1]"]
     assert len(fig.axes[0].lines) == 4  # two estimators x two styles
+    # curves that coincide stay visible: each estimator its marker, at points staggered per curve
+    grpo, rank = (next(line for line in fig.axes[0].lines if line.get_color() == fig.axes[0].lines[k].get_color())
+                  for k in (0, 2))
+    assert grpo.get_marker() != rank.get_marker() and grpo.get_markevery() != rank.get_markevery()
+    assert [h.get_marker() for h in fig.legends[0].legend_handles[:2]] == [grpo.get_marker(), rank.get_marker()]
     with pytest.raises(ValueError, match="lacks"):
         plot_curve_grid(bands.drop(columns="judge"))
 

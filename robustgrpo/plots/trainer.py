@@ -25,7 +25,7 @@ from matplotlib.lines import Line2D
 
 from .style import estimator_color, house_style, new_figure, require_columns
 
-__all__ = ["LINE_STYLES", "arm_estimator", "arm_colors", "plot_curve_grid", "plot_arm_dots"]
+__all__ = ["LINE_STYLES", "CURVE_MARKERS", "arm_estimator", "arm_colors", "plot_curve_grid", "plot_arm_dots"]
 
 #: Line styles of a curve's variant, in the order variants appear.
 LINE_STYLES: tuple[str, ...] = ("-", "--", ":", "-.")
@@ -39,6 +39,19 @@ def arm_estimator(arm: str) -> str:
 def arm_colors(arms: Sequence[str]) -> dict[str, str]:
     """Each arm's colour: its estimator's house colour (an arm with and without the range share it)."""
     return {arm: estimator_color(arm_estimator(arm)) for arm in arms}
+
+
+#: Markers of the curves of :func:`plot_curve_grid`, one per curve: where curves coincide (estimators that
+#: train alike), the markers, set a few points apart and staggered per curve, still show each one.
+CURVE_MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+
+def _marks(k: int, n_curves: int, n_points: int) -> dict[str, object]:
+    """Line2D settings marking curve ``k`` of ``n_curves``: its marker at every ``n_points // 6``-th point, starting
+    at its own offset, so that markers of coinciding curves do not hide each other."""
+    every = max(1, n_points // 6)
+    return {"marker": CURVE_MARKERS[k % len(CURVE_MARKERS)], "markersize": 3.5,
+            "markevery": (min(k * every // max(n_curves, 1), n_points - 1), every)}
 
 
 def plot_curve_grid(
@@ -109,7 +122,8 @@ def plot_curve_grid(
                             continue
                         ax.fill_between(line["step"], line["lo"], line["hi"], color=colors[name], alpha=0.12, linewidth=0)
                         ax.plot(line["step"], line["mean"], color=colors[name], linestyle=dash[variant],
-                                label=str(name) if variant == styles[0] else None)
+                                label=str(name) if variant == styles[0] else None, **_marks(curves.index(name), len(curves),
+                                                                                           len(line)))
                 limits = ylim.get(r) if isinstance(ylim, Mapping) else ylim
                 if limits is not None:
                     ax.set_ylim(*limits)
@@ -119,7 +133,8 @@ def plot_curve_grid(
                     ax.set_ylabel((row_labels or {}).get(r, str(r)))
                 if i == len(rows) - 1:
                     ax.set_xlabel("training step")
-        handles = [Line2D([], [], color=colors[name], label=str(name)) for name in curves]
+        handles = [Line2D([], [], color=colors[name], label=str(name), marker=CURVE_MARKERS[k % len(CURVE_MARKERS)],
+                          markersize=3.5) for k, name in enumerate(curves)]
         if style:
             handles += [Line2D([], [], color="#555555", linestyle=dash[v], label=(style_labels or {}).get(v, str(v)))
                         for v in styles]
