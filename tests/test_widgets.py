@@ -519,6 +519,8 @@ def test_engine_options_are_validated(kwargs, message):
 
 
 def test_linked_views_update_in_place(engine):
+    from robustgrpo.plots.interactive import _PARTS
+
     first = engine.data(8, 2.5, 0.1, 10.0, "bernoulli", ["grpo", "robust"], group=3)
     fig = plot_linked_views(first)
     traces = list(fig.data)
@@ -548,6 +550,11 @@ def test_linked_views_update_in_place(engine):
     np.testing.assert_array_equal(by["hist:rank:contaminated"].customdata, second.counts_contaminated["rank"])
     assert "group 5" in fig.layout.annotations[0].text
     assert fig.layout.shapes[1].x0 == 1.5
+    # at rate 0 the contaminated panel is empty: its note shows, its count ticks do not
+    hit_axis = f"yaxis{_PARTS['contaminated'][1]}"
+    assert fig.layout[hit_axis].showticklabels is True
+    update_linked_views(fig, engine.data(16, 1.5, 0.0, 100.0, "gaussian", ["robust", "rank"], group=5))
+    assert fig.layout[hit_axis].showticklabels is False and fig.layout[f"yaxis{_PARTS['uncontaminated'][1]}"].showticklabels
 
 
 def test_linked_views_need_traces_for_every_shown_estimator(engine):

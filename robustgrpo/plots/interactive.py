@@ -344,7 +344,9 @@ def update_linked_views(fig: Any, data: LinkedViewData) -> None:
         for shape, sign in zip(fig.layout.shapes, (-1, 1) * len(_PARTS)):
             shape.update(x0=sign * c, x1=sign * c, visible=has_clip)
         for part, (_row, axis) in _PARTS.items():
-            fig.layout[f"yaxis{axis}"].range = [math.log10(0.8), math.log10(2.0 * top[part])]
+            # an empty panel (no contaminated sample at rate 0) shows no count ticks, only its note
+            empty = not any(np.any(np.asarray(sources[part][m]) > 0) for m in data.methods)
+            fig.layout[f"yaxis{axis}"].update(range=[math.log10(0.8), math.log10(2.0 * top[part])], showticklabels=not empty)
         fig.layout.annotations[0].text = f"rewards of group {data.group}"
         groups = ("all groups" if data.computed_groups == data.n_groups
                   else f"{data.computed_groups:,} of {data.n_groups:,} groups (preview)")
