@@ -378,3 +378,14 @@ def test_the_playgrounds_legend_tells_every_statistic_apart():
     assert len(entries) == len(playground_data().statistics) and len(set(entries)) == len(entries)
     by_name = {t.name: t.line for t in fig.data if t.showlegend is not False}
     assert by_name["mean"].color == by_name["std"].color and by_name["mean"].dash != by_name["std"].dash
+
+
+def test_the_trap_lessons_crossing_label_stays_clear_of_the_m_line():
+    from robustgrpo.dashboards.trap import trap_data
+    from robustgrpo.plots.lessons import trap_views, update_trap_views
+
+    fig = trap_views(trap_data())  # seed 000: M = 10 right of M* = 7
+    cross = next(t for t in fig.data if t.meta == "crossing")
+    assert list(cross.x) == [7.0] and cross.textposition == "top left"
+    update_trap_views(fig, trap_data(M=3.0))
+    assert cross.textposition == "top right"

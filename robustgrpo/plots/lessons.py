@@ -132,6 +132,8 @@ def update_trap_views(fig: Any, data: Any) -> None:
         cross = traces["crossing"]
         cross.x, cross.y = [data.crossing], [0.0]
         cross.text = [f"M* = G − k = {data.crossing:g}"]
+        # the label on the side away from the line of the M set, which would otherwise run through it
+        cross.textposition = "top left" if data.M >= data.crossing else "top right"
         fig.layout.xaxis.range = [0.5, data.G + 0.5]
         fig.layout.xaxis2.range = [0.5, data.G + 0.5]
 
