@@ -682,6 +682,9 @@ def test_export_shows_the_call_and_the_csv_of_the_setting_on_display(dash):
     pd.testing.assert_frame_equal(csv, dash.data.readout_frame(), check_dtype=False)
     dash.controls["c"].value = 3.0  # the export box follows later moves
     assert "c=3.0," in html.unescape(dash.export.value)
+    # the call keeps its lines whole (it scrolls sideways) and the CSV link looks like a link
+    assert re.search(r"<pre class='rg-export-call' style='[^']*white-space:pre;overflow-x:auto", text)
+    assert re.search(r"<a class='rg-export-csv' style='color:#[0-9a-f]{6};text-decoration:underline'", text)
 
 
 def test_trace_data_are_plain_lists_so_the_browser_reply_raises_nothing(dash):

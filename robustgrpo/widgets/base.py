@@ -124,8 +124,12 @@ def export_html(call: str, csv: str, filename: str) -> str:
     payload = base64.b64encode(csv.encode("utf-8")).decode("ascii")
     return (
         "<div class='rg-export'><div style='font-size:12px'>The current setting as Python:</div>"
-        f"<pre class='rg-export-call' style='font-size:11px;white-space:pre-wrap;margin:2px 0 4px'>{html.escape(call)}</pre>"
-        f"<a class='rg-export-csv' download='{filename}' href='data:text/csv;charset=utf-8;base64,{payload}'>"
+        # whole lines that scroll sideways (wrapping broke the call mid-word), and a link that looks like one
+        # (Lab's widget output gives links the text colour)
+        f"<pre class='rg-export-call' style='font-size:11px;white-space:pre;overflow-x:auto;margin:2px 0 4px'>"
+        f"{html.escape(call)}</pre>"
+        f"<a class='rg-export-csv' style='color:#1565c0;text-decoration:underline' download='{filename}' "
+        f"href='data:text/csv;charset=utf-8;base64,{payload}'>"
         f"download the readout as CSV ({filename})</a></div>"
     )
 
