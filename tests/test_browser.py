@@ -38,7 +38,7 @@ from browser_util import (
     widget_errors,
 )
 
-from robustgrpo.dashboards.sweep import CONTROLS, DashboardData, dashboard_data
+from robustgrpo.dashboards.sweep import CLEAN_MODEL_CHOICES, CONTROLS, DashboardData, dashboard_data
 from robustgrpo.widgets.sweep import READOUT_COLUMNS
 
 pytestmark = pytest.mark.slow
@@ -146,7 +146,7 @@ def test_every_move_keeps_the_readout_and_the_plots_on_the_setting_the_controls_
         _settle(page)
         press(page, "clip c", "ArrowRight", times=4)
         press(page, "group size G", "ArrowRight", times=2)
-        page.locator(".rg-dashboard .widget-dropdown select").select_option(label="reward-model scores, Normal(0, 1)")
+        page.locator(".rg-dashboard .widget-dropdown select").select_option(label=CLEAN_MODEL_CHOICES["gaussian"].short)
         press(page, "contam. rate", "ArrowRight", times=3)
         press(page, "outlier M", "ArrowRight")
         _settle(page)

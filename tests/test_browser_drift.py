@@ -34,7 +34,7 @@ from browser_util import (
     widget_errors,
 )
 
-from robustgrpo.dashboards.drift import CONTROLS, DEFAULT_STATE, SCENARIOS, DriftData
+from robustgrpo.dashboards.drift import CONTROLS, DEFAULT_STATE, SCENARIO_CHOICES, DriftData
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +108,7 @@ def test_every_move_keeps_the_readout_and_the_curves_on_the_setting_the_controls
         assert (data.rate, data.G, data.c) == (0.14, 16, 2.3)
         _dropdown(page, "estimator").select_option(label="grpo")  # no clip: the readout says so
         assert _shown(page).estimator == "grpo"
-        _dropdown(page, "scenario").select_option(label=SCENARIOS["hack"])
+        _dropdown(page, "scenario").select_option(label=SCENARIO_CHOICES["hack"])
         press(page, CONTROLS["rate"].label, "Home")
         data = _shown(page)
         assert (data.scenario, data.rate) == ("hack", 0.0)

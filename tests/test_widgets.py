@@ -928,6 +928,17 @@ def test_every_dashboard_control_has_a_short_help_line(module):
             assert control.snap(defaults[name]) == defaults[name], name  # the defaults lie on the grids
 
 
+def test_dropdown_labels_fit_the_sidebar():
+    """A sidebar dropdown shows about 24 characters: the clean-model and scenario choices fit whole (the readout
+    names them in full)."""
+    from robustgrpo.dashboards.drift import SCENARIO_CHOICES, SCENARIOS
+    from robustgrpo.dashboards.sweep import CLEAN_MODEL_CHOICES
+
+    shorts = [c.short for c in CLEAN_MODEL_CHOICES.values()] + list(SCENARIO_CHOICES.values())
+    assert all(len(label) <= 24 for label in shorts) and len(set(shorts)) == len(shorts)
+    assert set(SCENARIO_CHOICES) == set(SCENARIOS)
+
+
 def test_dashboard_data_writes_its_call_and_its_readout():
     data = dashboard_data(G=8, c=3.5, rate=0.1, size=100.0, clean_model=Gaussian(0.0, 2.0), methods=["rank", "grpo"],
                           group=4, n_groups=60, seed=9)

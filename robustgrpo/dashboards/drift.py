@@ -33,6 +33,7 @@ from .controls import Control, Slider, format_call
 
 __all__ = [
     "SCENARIOS",
+    "SCENARIO_CHOICES",
     "GROUP_SIZES",
     "RATE_RANGE",
     "SIZE_LOG10_RANGE",
@@ -53,6 +54,8 @@ SCENARIOS: Mapping[str, str] = {
     "glitches": "judge glitches: a random reward replaced by the outlier",
     "hack": "a hack: one answer scored as the outlier on a fraction of the prompts",
 }
+#: What the scenario dropdown shows (a sidebar's dropdown shows about 24 characters; the readout says the rest).
+SCENARIO_CHOICES: Mapping[str, str] = {"glitches": "judge glitches", "hack": "a hack"}
 #: Group sizes of the G slider.
 GROUP_SIZES: tuple[int, ...] = (2, 4, 8, 16, 32)
 #: Range of the rate slider.

@@ -171,19 +171,21 @@ CONTROLS: Mapping[str, Control] = {
 
 @dataclass(frozen=True)
 class CleanChoice:
-    """One entry of the clean-model dropdown: a label and the model."""
+    """One entry of the clean-model dropdown: its label in the readout, the model, and the short name the
+    dropdown shows (a sidebar's dropdown shows about 24 characters)."""
 
     label: str
     model: CleanModel
+    short: str
 
 
 #: Clean reward models of the dashboard, by key.
 CLEAN_MODEL_CHOICES: Mapping[str, CleanChoice] = {
-    "bernoulli": CleanChoice("0/1 verifiable rewards, Bernoulli(p=0.3)", Bernoulli(0.3)),
-    "gaussian": CleanChoice("reward-model scores, Normal(0, 1)", Gaussian(0.0, 1.0)),
-    "skew_normal": CleanChoice("skewed scores, SkewNormal(alpha=4)", SkewNormal(0.0, 1.0, 4.0)),
+    "bernoulli": CleanChoice("0/1 verifiable rewards, Bernoulli(p=0.3)", Bernoulli(0.3), "0/1 verifier, p = 0.3"),
+    "gaussian": CleanChoice("reward-model scores, Normal(0, 1)", Gaussian(0.0, 1.0), "model scores, N(0, 1)"),
+    "skew_normal": CleanChoice("skewed scores, SkewNormal(alpha=4)", SkewNormal(0.0, 1.0, 4.0), "skewed scores, α = 4"),
     "format_correctness": CleanChoice(
-        "format 0.1 + correctness 1, FormatCorrectness(0.8, 0.4)", FormatCorrectness(0.8, 0.4)
+        "format 0.1 + correctness 1, FormatCorrectness(0.8, 0.4)", FormatCorrectness(0.8, 0.4), "format + correctness"
     ),
 }
 

@@ -16,6 +16,7 @@ from ..dashboards.drift import (
     DEFAULT_STATE,
     ESTIMATOR_CHOICES,
     GROUP_SIZES,
+    SCENARIO_CHOICES,
     SCENARIOS,
     DriftData,
     DriftEngine,
@@ -73,7 +74,7 @@ class DriftDashboard(DashboardWidget):
         full = W.Layout(width="100%")
         # every slider waits for its release: each move reruns a short simulation
         self.controls: dict[str, Any] = {
-            "scenario": W.Dropdown(options=[(label, key) for key, label in SCENARIOS.items()], value=s["scenario"],
+            "scenario": W.Dropdown(options=[(label, key) for key, label in SCENARIO_CHOICES.items()], value=s["scenario"],
                                    description=CONTROLS["scenario"].label, style=style, layout=full),
             "rate": slider(CONTROLS["rate"], s["rate"], continuous_update=False),
             "size": slider(CONTROLS["size"], s["size"], continuous_update=False),

@@ -145,7 +145,7 @@ class Dashboard(DashboardWidget):
             "c": slider(CONTROLS["c"], s["c"], continuous_update=True),  # a c move only re-clips: fast
             "rate": slider(CONTROLS["rate"], s["rate"], continuous_update=False),
             "size": slider(CONTROLS["size"], s["size"], continuous_update=False),
-            "clean_model": W.Dropdown(options=[(v.label, k) for k, v in CLEAN_MODEL_CHOICES.items()],
+            "clean_model": W.Dropdown(options=[(v.short, k) for k, v in CLEAN_MODEL_CHOICES.items()],
                                       value=s["clean_model"], description=CONTROLS["clean_model"].label, style=style,
                                       layout=full),
             "methods": W.SelectMultiple(options=list(ESTIMATORS), value=s["methods"], rows=len(ESTIMATORS),
