@@ -261,6 +261,8 @@ def test_playground_widget_moves_with_its_controls_and_a_click_on_a_curve():
     table = dash.show_efficiency()
     assert f"data-stat='mad' data-key='efficiency'>{table.set_index('statistic').loc['mad', 'efficiency']:.3f}<" in \
         dash.efficiency.value and "data-stat='qn' data-key='published'>0.8227<" in dash.efficiency.value
+    # the status beside the controls says where the table went (below the readout, off a small screen)
+    assert "data-state='ready'" in dash.status.value and "the efficiency at n = 10 is below the readout" in dash.status.value
     call, frame = _exported(dash)
     assert call.splitlines()[1] == "playground_data(distribution='normal', n=10, seed=0, x=1.2, m=9, size=100.0)"
     assert frame["shift"].tolist() == [float(expected.shift[s][9]) for s in expected.statistics]

@@ -25,7 +25,7 @@ from ..dashboards.playground import (
     playground_data,
     playground_efficiency,
 )
-from .base import DESCRIPTION_WIDTH, DashboardWidget, slider, with_help
+from .base import DESCRIPTION_WIDTH, DashboardWidget, _status_html, slider, with_help
 
 __all__ = ["playground_readout_html", "efficiency_html", "PlaygroundDashboard", "playground_dashboard"]
 
@@ -132,9 +132,12 @@ class PlaygroundDashboard(DashboardWidget):
 
     def show_efficiency(self) -> pd.DataFrame:
         """Run :func:`~robustgrpo.dashboards.playground.playground_efficiency` at the n shown and show it."""
+        # the status line beside the controls says it too: the table lands below the readout, off a small screen
+        self.status.value = _status_html("busy", "running the Monte Carlo efficiency …")
         self.efficiency.value = "<div class='rg-efficiency-busy' style='font-size:12px'>running the Monte Carlo …</div>"
         table = playground_efficiency(self.data.n)
         self.efficiency.value = efficiency_html(table)
+        self.status.value = _status_html("ready", f"ready: the efficiency at n = {self.data.n} is below the readout")
         return table
 
     def _on_change(self, change: Mapping[str, Any]) -> None:
