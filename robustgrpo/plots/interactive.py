@@ -313,7 +313,7 @@ def update_linked_views(fig: Any, data: LinkedViewData) -> None:
     has_clip = bool(data.clip_methods)
     c = float(data.c)
     sources = {"uncontaminated": data.counts_uncontaminated, "contaminated": data.counts_contaminated}
-    top = {part: max([1] + [int(np.max(counts[m])) for m in data.methods]) for part, counts in sources.items()}
+    peak = {part: max([0] + [int(np.max(counts[m])) for m in data.methods]) for part, counts in sources.items()}
     order_ids = _indices(order)
     x_all = plotly_values(x)
     values: dict[str, dict[str, Any]] = {
@@ -345,8 +345,8 @@ def update_linked_views(fig: Any, data: LinkedViewData) -> None:
             shape.update(x0=sign * c, x1=sign * c, visible=has_clip)
         for part, (_row, axis) in _PARTS.items():
             # an empty panel (no contaminated sample at rate 0) shows no count ticks, only its note
-            empty = not any(np.any(np.asarray(sources[part][m]) > 0) for m in data.methods)
-            fig.layout[f"yaxis{axis}"].update(range=[math.log10(0.8), math.log10(2.0 * top[part])], showticklabels=not empty)
+            fig.layout[f"yaxis{axis}"].update(range=[math.log10(0.8), math.log10(2.0 * max(peak[part], 1))],
+                                              showticklabels=peak[part] > 0)
         fig.layout.annotations[0].text = f"rewards of group {data.group}"
         groups = ("all groups" if data.computed_groups == data.n_groups
                   else f"{data.computed_groups:,} of {data.n_groups:,} groups (preview)")

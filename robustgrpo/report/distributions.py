@@ -337,7 +337,8 @@ def ecdf_figure(
     record = scenario_record(name, n_groups, seed)
     if not bool(record.contaminated.any()):
         raise ValueError(f"scenario {name!r} contaminates no sample: there is nothing to compare; pick one of {list(ECDF_SCENARIOS)}")
-    samples = hit_group_samples(advantage_samples(record, chosen))
+    every = advantage_samples(record, chosen)
+    samples = hit_group_samples(every)
     if samples.empty:
         raise ValueError(f"scenario {name!r} contaminates whole groups: no uncontaminated sample shares a group with a contaminated one")
     summary = agreement(record, chosen, subset="hit")[_AGREEMENT_COLUMNS]
@@ -367,12 +368,12 @@ def ecdf_figure(
         + (f" Symlog x axis (linear within ±1) for {join(symlog)}, whose values exceed ±{LINEAR_LIMIT:g}." if symlog else "")
     )
     figure = plot_ecdfs(samples, title=title, annotations=notes, linear_limit=LINEAR_LIMIT)
-    takeaway = _ECDF_TAKEAWAYS[name](by_method, n_groups, seed) if name in _ECDF_TAKEAWAYS and set(
+    takeaway = _ECDF_TAKEAWAYS[name](by_method, every.assign(scenario=name)) if name in _ECDF_TAKEAWAYS and set(
         DEFAULT_METHODS) <= set(chosen) else ""
     return ReportFigure(f"04_ecdf_{name}", figure, caption, summary, takeaway)
 
 
-def _glitch_takeaway(a: pd.DataFrame, n_groups: int | None, seed: int | None) -> str:
+def _glitch_takeaway(a: pd.DataFrame, samples: pd.DataFrame) -> str:
     return (
         f"in the {a.n_groups['grpo']:,} glitched groups, `grpo` pushes the best clean answer below 0 in "
         f"{a.best_negative_rate['grpo']:.0%} of them (seed 000's failure, batch-wide); `robust` in "
@@ -382,7 +383,7 @@ def _glitch_takeaway(a: pd.DataFrame, n_groups: int | None, seed: int | None) ->
     )
 
 
-def _heavy_tails_takeaway(a: pd.DataFrame, n_groups: int | None, seed: int | None) -> str:
+def _heavy_tails_takeaway(a: pd.DataFrame, samples: pd.DataFrame) -> str:
     return (
         f"with continuous scores the Cauchy noise mostly moves the noisy sample itself; `grpo`'s inflated std "
         f"squeezes the others (sign kept {a.sign_agreement['grpo']:.0%}, best answer pushed below 0 in "
@@ -391,7 +392,7 @@ def _heavy_tails_takeaway(a: pd.DataFrame, n_groups: int | None, seed: int | Non
     )
 
 
-def _hacking_takeaway(a: pd.DataFrame, n_groups: int | None, seed: int | None) -> str:
+def _hacking_takeaway(a: pd.DataFrame, samples: pd.DataFrame) -> str:
     return (
         f"a hacked 5 in half the groups turns `grpo`'s best clean answer negative in "
         f"{a.best_negative_rate['grpo']:.0%} of them and keeps the sign of only {a.sign_agreement['grpo']:.0%} of the "
@@ -402,7 +403,7 @@ def _hacking_takeaway(a: pd.DataFrame, n_groups: int | None, seed: int | None) -
     )
 
 
-def _flips_takeaway(a: pd.DataFrame, n_groups: int | None, seed: int | None) -> str:
+def _flips_takeaway(a: pd.DataFrame, samples: pd.DataFrame) -> str:
     fewer = a.sign_agreement["robust"] < a.sign_agreement["grpo"]
     return (
         f"under judge flips the sign is kept for {a.sign_agreement.min():.0%} to "
@@ -414,8 +415,8 @@ def _flips_takeaway(a: pd.DataFrame, n_groups: int | None, seed: int | None) -> 
     )
 
 
-def _in_range_takeaway(a: pd.DataFrame, n_groups: int | None, seed: int | None) -> str:
-    hack = contaminated_landing_table(scenario_samples("reward_hacking_in_range", n_groups=n_groups, seed=seed))
+def _in_range_takeaway(a: pd.DataFrame, samples: pd.DataFrame) -> str:
+    hack = contaminated_landing_table(samples)  # the figure's own samples: the scenario is not drawn again
     hack = hack[hack.rewards == "contaminated"].set_index("method")
     return (
         f"the in-range hack leaves the other samples' signs about as they were ({a.sign_agreement.min():.0%} "
@@ -428,7 +429,8 @@ def _in_range_takeaway(a: pd.DataFrame, n_groups: int | None, seed: int | None) 
     )
 
 
-#: The takeaway of each scenario's ECDF figure, from its agreement table (indexed by method).
+#: The takeaway of each scenario's ECDF figure, from its agreement table (indexed by method) and, where it needs
+#: them, every sample's advantages (:func:`~robustgrpo.metrics.advantage_samples` with a ``scenario`` column).
 _ECDF_TAKEAWAYS = {
     "binary_judge_glitch": _glitch_takeaway,
     "reward_model_heavy_tails": _heavy_tails_takeaway,
