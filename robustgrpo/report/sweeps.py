@@ -167,13 +167,12 @@ def heatmap_update_cosine_figure() -> ReportFigure:
         f"estimators better. The clip barely matters: the largest change along c is "
         f"{_spread_along_c(data, 'update_cosine'):.2f}. Dashed lines: seed 000's schedule range c = 2.0 to 3.5."
     )
-    heat = data
     takeaway = (
         f"grpo's update drifts away from its clean update as G grows "
-        f"({cell_value(heat, 'grpo', 4, 'update_cosine'):.3f} at G = 4, {cell_value(heat, 'grpo', 256, 'update_cosine'):.3f} at "
+        f"({cell_value(data, 'grpo', 4, 'update_cosine'):.3f} at G = 4, {cell_value(data, 'grpo', 256, 'update_cosine'):.3f} at "
         f"G = 256): larger groups hold more glitches, each inflating the standard deviation that divides every advantage, "
-        f"while the median-centred robust gets closer ({cell_value(heat, 'robust', 4, 'update_cosine'):.3f} and "
-        f"{cell_value(heat, 'robust', 256, 'update_cosine'):.3f})."
+        f"while the median-centred robust gets closer ({cell_value(data, 'robust', 4, 'update_cosine'):.3f} and "
+        f"{cell_value(data, 'robust', 256, 'update_cosine'):.3f})."
     )
     return ReportFigure("03_heatmap_update_cosine", fig, caption, data, takeaway)
 
