@@ -388,6 +388,8 @@ def test_the_trap_lessons_crossing_label_stays_clear_of_the_m_line():
 
     fig = trap_views(trap_data())  # seed 000: M = 10 right of M* = 7
     cross = next(t for t in fig.data if t.meta == "crossing")
-    assert list(cross.x) == [7.0] and cross.textposition == "top left"
+    assert list(cross.x) == [7.0] and cross.textposition == "top left" and list(cross.text) == ["M*"]
     update_trap_views(fig, trap_data(M=3.0))
     assert cross.textposition == "top right"
+    update_trap_views(fig, trap_data(M=30.0, k=1, G=2))  # M* = 1: no room on its left, the label stays right
+    assert list(cross.x) == [1.0] and cross.textposition == "top right"

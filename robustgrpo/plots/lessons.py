@@ -99,6 +99,10 @@ def trap_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
     return figure_widget(fig)
 
 
+#: The share of the trap lesson's M axis that its "M*" label takes, in Lab's column beside the controls.
+LABEL_ROOM = 0.05
+
+
 def update_trap_views(fig: Any, data: Any) -> None:
     """Move a :func:`trap_views` figure to ``data`` in place."""
     traces = _traces(fig)
@@ -131,9 +135,12 @@ def update_trap_views(fig: Any, data: Any) -> None:
         now.x, now.y = [data.M, data.M], [low, high]
         cross = traces["crossing"]
         cross.x, cross.y = [data.crossing], [0.0]
-        cross.text = [f"M* = G − k = {data.crossing:g}"]
-        # the label on the side away from the line of the M set, which would otherwise run through it
-        cross.textposition = "top left" if data.M >= data.crossing else "top right"
+        # a short label (its value is in the readout below and in the hover) that fits beside the marker in a
+        # narrow column; on the side away from the line of the M set, which would otherwise run through it, where
+        # that side has room for it
+        cross.text = ["M*"]
+        room_left = data.crossing >= LABEL_ROOM * float(np.max(data.m_grid))
+        cross.textposition = "top left" if data.M >= data.crossing and room_left else "top right"
         fig.layout.xaxis.range = [0.5, data.G + 0.5]
         fig.layout.xaxis2.range = [0.5, data.G + 0.5]
 
