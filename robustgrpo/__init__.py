@@ -1,27 +1,23 @@
 """robustgrpo: robust group-relative advantages for GRPO.
 
-The package is layered; a module imports only from the layers before it in
-this list (tests/test_project.py holds the same list and checks the imports):
+The package is organised by audience, then by topic; a module imports only from
+its own layer and the layers before it (tests/test_project.py holds the list and
+checks the imports):
 
-``checks``, ``inputs``
-    argument rules, conversion, validation, grouping;
-``stats`` -> ``advantages`` -> ``multireward``
-    location and scale primitives, the estimator catalogue, advantages of
-    several reward functions (per function, then summed; or summed);
-``contamination`` -> ``scenarios`` -> ``rewardlogs`` -> ``runlogs``
-    reward models, named scenarios, your own reward logs, a TRL or verl run's
-    own log folders;
-``metrics`` -> ``diagnose`` -> ``simulate`` -> ``sweep``
-    what the estimators do to advantages and updates, a log's diagnosis, the
-    policy-gradient drift simulator, grids of runs x seeds (in process or on
-    Ray) with a Parquet record;
-``plots`` -> ``dashboards`` -> ``widgets`` -> ``report``
-    figures, the pure data behind each dashboard, its ipywidgets, the report
-    figures (table -> plot -> caption);
-``execute`` -> ``bench`` -> ``cli``, ``integrations``, ``experiments``
-    the notebook runner, the benchmarks, the command line; verl and TRL
-    (imported lazily); real GRPO runs with TRL on a tiny model under
-    contaminated judges, as sweep cells.
+the core (``pip install robustgrpo``: torch and numpy only)
+    ``checks``, ``inputs`` (argument rules, conversion, validation, grouping),
+    ``stats`` -> ``advantages`` -> ``multireward`` (location and scale
+    primitives, the estimator catalogue, advantages of several reward
+    functions), ``integrations`` (the verl and TRL adapters; trl and verl are
+    imported only when used);
+:mod:`robustgrpo.lab` (``pip install robustgrpo[lab]``)
+    reward and contamination models, reward logs and run logs, metrics and the
+    evidence battery, diagnosis, the drift simulator, sweeps, real trainer runs;
+:mod:`robustgrpo.book` (``pip install robustgrpo[lab,book]``)
+    one folder per notebook chapter (its figures, captions and takeaways, its
+    live lesson or dashboard) and what the chapters share;
+``bench``, ``cli``
+    the speed benchmarks and the command line (``python -m robustgrpo``).
 
 >>> import robustgrpo
 >>> result = robustgrpo.compute_advantages([[0, 0, 0, 0, 0, 0, 1.0, 10.0]], reward_range=(0, 1))
@@ -31,7 +27,7 @@ True
 ['batch_std', 'dr_grpo', 'grpo']
 """
 
-from .advantages import (
+from robustgrpo.advantages import (
     ESTIMATORS,
     RECOMMENDATIONS,
     RECOMMENDED,

@@ -51,7 +51,7 @@ winsor      winsorize, then grpo (classical)
 =========== ====================================================================
 
 Which one to use is a question of evidence, not of this table: the evidence
-battery (:mod:`robustgrpo.metrics.battery`) measures each one's policy update
+battery (:mod:`robustgrpo.lab.metrics.battery`) measures each one's policy update
 against the exact gradient, and a stated rule turns it into
 :data:`RECOMMENDATIONS` (:func:`recommended_method`), which the default of
 :func:`compute_advantages` reads.
@@ -71,8 +71,8 @@ from typing import Any, Callable, Iterable, Literal, Mapping, NamedTuple, Sequen
 import numpy as np
 import torch
 
-from .checks import ParamError, check_bool, check_int, check_positive, check_real
-from .inputs import (
+from robustgrpo.checks import ParamError, check_bool, check_int, check_positive, check_real
+from robustgrpo.inputs import (
     ArrayLike,
     apply_nan_policy,
     as_tensor,
@@ -84,7 +84,7 @@ from .inputs import (
     to_kind,
     validate_mask,
 )
-from .stats import (
+from robustgrpo.stats import (
     DEFAULT_RESOLUTION,
     argsort_last,
     order_statistic,
@@ -126,6 +126,7 @@ __all__ = [
     "ENTRY_OPTIONS",
     "split_settings",
     "clipped_estimators",
+    "featured_estimators",
     "clip_help",
     "describe_estimators",
     "Groups",
@@ -288,7 +289,7 @@ class Breakdown:
         below, or falls in proportion to 1/M relative to the largest
         advantage in the group), for glitches within the dynamic range. 0
         means the lead is lost with no glitch at all. None: no closed form;
-        :func:`robustgrpo.metrics.binary_breakdown` measures it.
+        :func:`robustgrpo.lab.metrics.binary_breakdown` measures it.
     note : str
         One line a reader needs.
     """
@@ -328,7 +329,7 @@ class Estimator:
     simplicity : int
         Its place in the order from the simplest estimator (1: one mean per
         group) to the most involved (iterated M-estimates): the evidence
-        rule's tie-break (:func:`robustgrpo.metrics.recommend`) prefers the
+        rule's tie-break (:func:`robustgrpo.lab.metrics.recommend`) prefers the
         simpler of two estimators whose evidence is within a standard error.
     batch_level : bool
         Whether one group's advantages depend on the other groups of the
@@ -343,6 +344,10 @@ class Estimator:
         Its colour in every figure and dashboard (``#RRGGBB``; the house
         palette is Okabe-Ito based, distinguishable with the common
         colour-vision deficiencies).
+    featured : int or None
+        Its place among the estimators the comparison figures draw (the heat
+        maps, the sensitivity curves, the clip schedule: 1 is drawn first),
+        or None where they leave it out (:func:`featured_estimators`).
     """
 
     name: str
@@ -358,6 +363,7 @@ class Estimator:
     batch_level: bool = False
     sorts: Literal["values", "order"] | None = None
     colour: str = "#666666"
+    featured: int | None = None
 
     @property
     def defaults(self) -> dict[str, Any]:
@@ -434,12 +440,14 @@ def register(
     batch_level: bool = False,
     sorts: Literal["values", "order"] | None = None,
     colour: str,
+    featured: int | None = None,
 ) -> Callable[[Callable[..., Computed]], Callable[..., Computed]]:
     """Decorator that adds an estimator function to :data:`ESTIMATORS`.
 
     Everything a reader, a caller or a figure needs to know about the
     estimator is declared here, once: its parameters, how it scales, its
-    clip, its source, its breakdown points and its colour. Adding an
+    clip, its source, its breakdown points, its colour and its place in
+    the comparison figures (``featured``). Adding an
     estimator is this registration plus its oracle in the tests (and a row
     in README's table, which a test compares with the registry).
 
@@ -462,10 +470,16 @@ def register(
         raise ValueError(f"sorts of {name!r} must be None, 'values' or 'order', got {sorts!r}")
     if not (isinstance(colour, str) and re.fullmatch(r"#[0-9A-Fa-f]{6}", colour)):
         raise ValueError(f"colour of {name!r} must be a hex colour '#RRGGBB', got {colour!r}")
+    if featured is not None:
+        if isinstance(featured, bool) or not isinstance(featured, int) or featured < 1:
+            raise ValueError(f"featured of {name!r} must be a place 1, 2, ... in the comparison figures or None, got {featured!r}")
+        placed = {e.featured: e.name for e in _REGISTRY.values() if e.featured is not None}
+        if featured in placed:
+            raise ValueError(f"featured place {featured} of {name!r} is {placed[featured]!r}'s; give each estimator its own place")
 
     def decorate(fn: Callable[..., Computed]) -> Callable[..., Computed]:
         _REGISTRY[name] = Estimator(name, summary, fn, parameters, scaling, clip, source, breakdown,
-                                    bounded or clip is not None, simplicity, batch_level, sorts, colour)
+                                    bounded or clip is not None, simplicity, batch_level, sorts, colour, featured)
         return fn
 
     return decorate
@@ -546,6 +560,23 @@ def clipped_estimators(methods: str | Sequence[str] | None = None) -> list[str]:
     """
     chosen = set(resolve_methods(methods))
     return [name for name, est in _REGISTRY.items() if name in chosen and est.clip is not None]
+
+
+def featured_estimators(*, clipped: bool | None = None) -> tuple[str, ...]:
+    """The estimators the comparison figures draw, in their ``featured`` place; with ``clipped``, only
+    those with (True) or without (False) a clip parameter.
+
+    A registered estimator with a ``featured`` place appears in those figures by itself.
+
+    >>> featured_estimators()
+    ('grpo', 'seed_mad', 'robust', 'huber_m', 'rank')
+    >>> featured_estimators(clipped=True)
+    ('seed_mad', 'robust', 'huber_m')
+    """
+    if clipped not in (None, True, False):
+        raise ValueError(f"clipped must be None, True or False, got {clipped!r}")
+    placed = sorted((e.featured, name) for name, e in _REGISTRY.items() if e.featured is not None)
+    return tuple(name for _, name in placed if clipped is None or (_REGISTRY[name].clip is not None) == clipped)
 
 
 def clip_help(methods: str | Sequence[str] | None = None, width: int = 40) -> str:
@@ -703,6 +734,7 @@ DDOF = Parameter("ddof", 1, "delta degrees of freedom of the std: 1 = Bessel (to
     breakdown=MEAN_BREAKDOWN,
     simplicity=3,
     colour="#D55E00",  # vermillion: the baseline that breaks
+    featured=1,
 )
 def _grpo(g: Groups, *, eps: float, ddof: int) -> Computed:
     r""":math:`A_i = (r_i - \bar r) / (s + \epsilon)`, s the std with ``ddof``.
@@ -810,6 +842,7 @@ SEED_MAD_CONSTANT = 1.4826
     ),
     simplicity=6,
     colour="#999999",  # grey: the seed's function
+    featured=2,
     sorts="values",
 )
 def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
@@ -891,6 +924,7 @@ def _mc_grpo(g: Groups, *, eps: float, compensate_zeros: bool) -> Computed:
     ),
     simplicity=9,
     colour="#0072B2",  # blue: the median/MAD estimator
+    featured=3,
     sorts="values",
 )
 def _robust(g: Groups, *, c: float, resolution: float) -> Computed:
@@ -1027,6 +1061,7 @@ def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None
     ),
     simplicity=8,
     colour="#56B4E9",  # sky blue
+    featured=5,
     sorts="order",
 )
 def _rank(g: Groups, *, resolution: float) -> Computed:
@@ -1078,6 +1113,7 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
     ),
     simplicity=11,
     colour="#009E73",  # bluish green
+    featured=4,
     sorts="values",
 )
 def _huber_m(
@@ -1804,7 +1840,7 @@ def recommended_method(kind: str = "any", reward_range_declared: bool = False) -
     length), ``"continuous"`` (a reward model's or a judge's score), or
     ``"any"`` (not said: the estimator whose worst case over every kind is
     best). The table comes from the evidence battery by one stated rule
-    (:func:`robustgrpo.metrics.recommend`); :data:`RECOMMENDATIONS` holds it.
+    (:func:`robustgrpo.lab.metrics.recommend`); :data:`RECOMMENDATIONS` holds it.
 
     >>> recommended_method() == RECOMMENDED
     True

@@ -95,7 +95,7 @@ __all__ = [
 ]
 
 #: Seconds a Ray cluster named by an address has to answer before a sweep stops with an error
-#: (``robustgrpo.sweep.engines``; here, below every layer, so that the command line reads it without the lab).
+#: (``robustgrpo.lab.sweep.engines``; here, below every layer, so that the command line reads it without the lab).
 CONNECT_TIMEOUT = 60.0
 #: A sweep declaring more points than this is refused unless ``max_cells=None`` (``--yes``).
 MAX_CELLS = 100_000

@@ -35,8 +35,8 @@ import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
-from .advantages import describe_estimators
-from .checks import CONNECT_TIMEOUT, MAX_CELLS, check_seed, check_threads, make_folder, terminal_text
+from robustgrpo.advantages import describe_estimators
+from robustgrpo.checks import CONNECT_TIMEOUT, MAX_CELLS, check_seed, check_threads, make_folder, terminal_text
 
 __all__ = ["main", "build_parser"]
 
@@ -72,7 +72,7 @@ def _say(text: str = "", *, file=None) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .report.seed import demo_text
+    from robustgrpo.book.seed.report import demo_text
 
     _say(demo_text())
     return 0
@@ -94,7 +94,7 @@ def _shape(text: str) -> tuple[int, int]:
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
-    from .bench import (
+    from robustgrpo.bench import (
         DEFAULT_SHAPES,
         format_dashboard_table,
         format_table,
@@ -106,8 +106,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         raise ValueError("--threads applies to --dashboard and --lessons only (the estimator table times 1 thread "
                          "and torch's default, --simulate 1 and 2)")
     if args.dashboard or args.lessons:
-        from .bench import format_lessons_table, run_lessons_benchmark
-        from .simulate.runner import torch_threads
+        from robustgrpo.bench import format_lessons_table, run_lessons_benchmark
+        from robustgrpo.lab.simulate.runner import torch_threads
 
         with torch_threads(args.threads):  # (None: torch's own count)
             if args.dashboard:
@@ -116,22 +116,22 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                 _say(format_lessons_table(run_lessons_benchmark(repeats=args.repeats, progress=not args.no_progress)))
         return 0
     if args.sweep:
-        from .bench import format_sweep_table, run_sweep_benchmark
+        from robustgrpo.bench import format_sweep_table, run_sweep_benchmark
 
         _say(format_sweep_table(run_sweep_benchmark(progress=not args.no_progress)))
         return 0
     if args.trainer:
-        from .bench import format_trainer_table, run_trainer_benchmark
+        from robustgrpo.bench import format_trainer_table, run_trainer_benchmark
 
         _say(format_trainer_table(run_trainer_benchmark(progress=not args.no_progress)))
         return 0
     if args.battery:
-        from .bench import format_simulate_table, run_battery_benchmark
+        from robustgrpo.bench import format_simulate_table, run_battery_benchmark
 
         _say(format_simulate_table(run_battery_benchmark(progress=not args.no_progress)))
         return 0
     if args.simulate:
-        from .bench import format_simulate_table, run_simulate_benchmark
+        from robustgrpo.bench import format_simulate_table, run_simulate_benchmark
 
         _say(format_simulate_table(run_simulate_benchmark(progress=not args.no_progress)))
         return 0
@@ -142,7 +142,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_figures(args: argparse.Namespace) -> int:
-    from .report import build_all
+    from robustgrpo.book.figures import build_all
 
     built = build_all(args.out, formats=args.formats, names=args.only, progress=not args.no_progress)
     for rf, spec, paths in built:
@@ -152,7 +152,7 @@ def _cmd_figures(args: argparse.Namespace) -> int:
 
 
 def _cmd_notebooks(args: argparse.Namespace) -> int:
-    from .execute import run_all
+    from robustgrpo.book.execute import run_all
 
     runs = run_all(args.out, notebooks=args.only, timeout=args.timeout, progress=not args.no_progress)
     for run in runs:
@@ -164,8 +164,8 @@ def _cmd_notebooks(args: argparse.Namespace) -> int:
 def _cmd_battery(args: argparse.Namespace) -> int:
     import json
 
-    from .advantages import RECOMMENDATION_FILE
-    from .metrics.battery import FULL, QUICK, battery_file, format_recommendations, recommend, recommendation_record, run_battery
+    from robustgrpo.advantages import RECOMMENDATION_FILE
+    from robustgrpo.lab.metrics.battery import FULL, QUICK, battery_file, format_recommendations, recommend, recommendation_record, run_battery
 
     settings = QUICK if args.quick else FULL
     if args.write and args.quick:
@@ -199,11 +199,11 @@ def _column(text: str) -> tuple[str, str]:
 
 
 def _cmd_diagnose(args: argparse.Namespace) -> int:
-    from .diagnose import diagnose, diagnose_run
-    from .runlogs import RunLog, load_log
+    from robustgrpo.lab.diagnose import diagnose, diagnose_run
+    from robustgrpo.lab.runlogs import RunLog, load_log
 
     if args.html:  # refused before the work: a folder, a link, the log itself, a missing folder, an existing file
-        from .checks import check_output_file
+        from robustgrpo.checks import check_output_file
 
         check_output_file(args.html, inputs=[args.file], force=args.force)
     elif args.force:
@@ -218,7 +218,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         diagnosis = diagnose(log, reward_range=args.reward_range, reward_fn=args.reward_fn, reward_kind=args.reward_kind)
         _say(diagnosis.text())
     if args.html:
-        from .report.diagnose import write_diagnosis_html
+        from robustgrpo.book.diagnose.report import write_diagnosis_html
 
         page = write_diagnosis_html(diagnosis, args.html, force=args.force, inputs=[args.file])
         _say(f"\nHTML report: {page.resolve()}")
@@ -226,11 +226,11 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
 
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
-    from .plots import save_figure
-    from .report.drift import simulation_figure
-    from .simulate import SimConfig, simulate
+    from robustgrpo.book.style import save_figure
+    from robustgrpo.book.drift.report import simulation_figure
+    from robustgrpo.lab.simulate import SimConfig, simulate
 
-    from .checks import check_estimate, check_output_file
+    from robustgrpo.checks import check_estimate, check_output_file
 
     config = SimConfig.from_file(args.config)  # a bad config is a ValueError: main() prints it on one line
     if len(args.seeds) == 1:
@@ -312,7 +312,7 @@ def _seconds(text: str) -> float:
 def _cmd_sweep(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from .sweep import format_status, load_sweep, make_engine, run_sweep, sweep_status
+    from robustgrpo.lab.sweep import format_status, load_sweep, make_engine, run_sweep, sweep_status
 
     if args.target[0] == "status":
         if len(args.target) != 2:
@@ -349,7 +349,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def _cmd_experiment(args: argparse.Namespace) -> int:
-    from .sweep import load_record, load_sweep
+    from robustgrpo.lab.sweep import load_record, load_sweep
 
     name = load_sweep(args.config, max_cells=None).name  # (the size is checked by the sweep below)
     if name != args.trainer:
@@ -358,7 +358,7 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     args.target = [args.config]
     status = _cmd_sweep(args)
     if status in (0, 1) and len(table := load_record(args.out, partial=True)):  # every run finished, or some failed
-        from .report import trainer as report
+        from robustgrpo.book.trainer import report
 
         _say()
         if table.attrs.get("unfinished"):
@@ -458,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     diag.add_argument("--force", action="store_true", help="with --html: replace an existing file")
     diag.set_defaults(func=_cmd_diagnose)
     simulate = sub.add_parser("simulate", help="run the drift simulator from a JSON config")
-    simulate.add_argument("config", help="JSON config file (robustgrpo.simulate.SimConfig.to_file writes one)")
+    simulate.add_argument("config", help="JSON config file (robustgrpo.lab.simulate.SimConfig.to_file writes one)")
     simulate.add_argument("--out", required=True, help="folder for record.parquet, config.json and the figure")
     simulate.add_argument("--seeds", type=_seed_spec, nargs="+", default=[10], metavar="N",
                           help="one number: that many seeds (0 .. N-1); several: those seeds (default 10)")

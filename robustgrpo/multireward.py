@@ -59,8 +59,8 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from .advantages import RECOMMENDED, AdvantageResult, GroupDiagnostics, compute_advantages
-from .inputs import NAN_POLICIES, ArrayLike, as_tensor, to_kind, validate_mask
+from robustgrpo.advantages import RECOMMENDED, AdvantageResult, GroupDiagnostics, compute_advantages
+from robustgrpo.inputs import NAN_POLICIES, ArrayLike, as_tensor, to_kind, validate_mask
 
 __all__ = [
     "AGGREGATIONS",

@@ -36,7 +36,7 @@ from typing import Callable, Literal
 import numpy as np
 import torch
 
-from .inputs import ArrayLike, apply_nan_policy, as_tensor, to_kind, validate_mask
+from robustgrpo.inputs import ArrayLike, apply_nan_policy, as_tensor, to_kind, validate_mask
 
 __all__ = [
     "MAD_NORMAL_SCALE",

@@ -11,7 +11,7 @@ executable is found); ``artifacts`` is where screenshots go (``$ROBUSTGRPO_ARTIF
 temporary folder).
 
 ``ray_cluster`` is one local Ray instance (two CPUs) for the whole session, started once by
-:func:`robustgrpo.sweep.engines.start_local_ray` (which retries a start-up that timed out on busy
+:func:`robustgrpo.lab.sweep.engines.start_local_ray` (which retries a start-up that timed out on busy
 cores); the test modules are pickled by value so that their functions reach the workers.
 """
 
@@ -60,7 +60,7 @@ def ray_cluster():
     ray = pytest.importorskip("ray", reason="ray is not installed (the sweep extra); CI installs it")
     import ray.cloudpickle
 
-    from robustgrpo.sweep.engines import start_local_ray
+    from robustgrpo.lab.sweep.engines import start_local_ray
 
     for name, module in list(sys.modules.items()):  # the test modules' functions travel by value
         if name.startswith("test_") and module is not None:

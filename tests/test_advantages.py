@@ -18,7 +18,7 @@ import robustgrpo
 from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.advantages import Groups, _robust_parts
 from robustgrpo.bench import robust_numpy_scipy
-from robustgrpo.scenarios import load_scenario
+from robustgrpo.lab.scenarios import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = json.loads((ROOT / "data" / "reference" / "seed_000.json").read_text())
@@ -161,17 +161,40 @@ def test_register_rejects_duplicates():
     with pytest.raises(ValueError, match=r"colour of 'new' must be a hex colour '#RRGGBB', got 'blue'"):
         robustgrpo.register("new", "again", scaling="invariant", source="test",
                             breakdown=ESTIMATORS["grpo"].breakdown, simplicity=99, colour="blue")(lambda g: None)
+    with pytest.raises(ValueError, match="featured place 3 of 'new' is 'robust''s"):
+        robustgrpo.register("new", "again", scaling="invariant", source="test", breakdown=ESTIMATORS["grpo"].breakdown,
+                            simplicity=99, colour="#123456", featured=3)(lambda g: None)
+    for bad in (0, -1, 1.5, True, "1"):
+        with pytest.raises(ValueError, match=r"featured of 'new' must be a place 1, 2, \.\.\. in the comparison figures or None"):
+            robustgrpo.register("new", "again", scaling="invariant", source="test", breakdown=ESTIMATORS["grpo"].breakdown,
+                                simplicity=99, colour="#123456", featured=bad)(lambda g: None)
     assert "new" not in ESTIMATORS
 
 
 def test_each_estimator_has_its_own_colour_on_the_registry_and_the_figures_read_it():
-    from robustgrpo.plots.style import ESTIMATOR_COLORS, estimator_color
+    from robustgrpo.book.style import ESTIMATOR_COLORS, estimator_color
 
     colours = [est.colour for est in ESTIMATORS.values()]
     assert len(set(colours)) == len(colours)
     assert dict(ESTIMATOR_COLORS) == {name: est.colour for name, est in ESTIMATORS.items()}
     assert estimator_color("grpo") == "#D55E00" and estimator_color("robust") == "#0072B2"
     assert estimator_color("ppo_critic") == "#666666"  # outside the catalogue: grey
+
+
+def test_the_comparison_figures_draw_the_estimators_the_registry_features_in_their_places():
+    from robustgrpo.advantages import featured_estimators
+    from robustgrpo.book.grid.report import HEATMAP_METHODS, SCHEDULE_METHODS
+    from robustgrpo.book.seed.engine import DEFAULT_STATE
+    from robustgrpo.book.seed.report import SCALE_METHODS, SENSITIVITY_METHODS
+
+    assert featured_estimators() == ("grpo", "seed_mad", "robust", "huber_m", "rank")
+    assert featured_estimators(clipped=True) == ("seed_mad", "robust", "huber_m")
+    assert featured_estimators(clipped=False) == ("grpo", "rank")
+    assert HEATMAP_METHODS == SENSITIVITY_METHODS == DEFAULT_STATE["methods"] == featured_estimators()
+    assert SCHEDULE_METHODS == featured_estimators(clipped=True)
+    assert SCALE_METHODS == ("grpo", "seed_mad", "robust", "huber_m")  # rank only orders: no scale to draw
+    with pytest.raises(ValueError, match="clipped must be None, True or False, got 'yes'"):
+        featured_estimators(clipped="yes")
 
 
 def test_the_registry_says_which_estimators_clip_and_which_are_order_based():
@@ -893,7 +916,7 @@ from robustgrpo.stats import masked_mean
 
 @register("demo_clipped_mean", "clip(r - mean, c): a throwaway estimator", parameters=(Parameter("c", 1.0, "the clip", positive),),
           scaling="equivariant", clip="c", source="a test", breakdown=Breakdown(lambda n: 1 / n, None, "the mean"),
-          simplicity=99, colour="#117733")
+          simplicity=99, colour="#117733", featured=6)
 def _demo(g, *, c):
     centre = masked_mean(g.rewards, g.mask, g.n)
     raw = g.rewards - centre.unsqueeze(-1)
@@ -901,10 +924,10 @@ def _demo(g, *, c):
 
 
 from robustgrpo.advantages import clip_help, split_settings
-from robustgrpo.dashboards.trap import trap_data
-from robustgrpo.metrics import agreement
-from robustgrpo.plots.style import estimator_color
-from robustgrpo.simulate import SimConfig, simulate
+from robustgrpo.book.seed.engine import trap_data
+from robustgrpo.lab.metrics import agreement
+from robustgrpo.book.style import estimator_color
+from robustgrpo.lab.simulate import SimConfig, simulate
 
 name = "demo_clipped_mean"
 adv = list(robustgrpo.compute_advantages([[0.0, 0, 1, 10]], name, c=2.0).advantages[0])
@@ -917,6 +940,11 @@ d = trap_data(methods=("grpo", name), c=2.0)
 assert float(d.advantages[name][d.correct]) == -0.375, d.advantages[name]
 frame = simulate(SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo", name), params={"c": 2.0}, c_schedule=None))
 assert set(frame["estimator"]) == {"grpo", name}, set(frame["estimator"])
+from robustgrpo.book.grid.report import HEATMAP_METHODS, SCHEDULE_METHODS
+from robustgrpo.book.seed.report import SENSITIVITY_METHODS, seed_sensitivity_figure
+assert HEATMAP_METHODS[-1] == SCHEDULE_METHODS[-1] == SENSITIVITY_METHODS[-1] == name, HEATMAP_METHODS
+rf = seed_sensitivity_figure()
+assert name in set(rf.data["method"]), set(rf.data["method"])
 print("ok")
 '''
 
@@ -924,7 +952,8 @@ print("ok")
 @pytest.mark.slow
 def test_a_new_estimator_is_one_registration_away_from_the_metrics_dashboards_figures_and_simulator():
     """Registered after import, as a user's own module would, a throwaway estimator is computed, described, given its
-    settings, coloured, clipped, measured, drawn in the trap lesson and trained with, with no other file touched."""
+    settings, coloured, clipped, measured, drawn in the trap lesson and trained with, and (featured) drawn in the
+    comparison figures, with no other file touched."""
     import subprocess
     import sys
 

@@ -1,4 +1,4 @@
-"""The evidence battery and the recommendation it yields (robustgrpo.metrics.battery).
+"""The evidence battery and the recommendation it yields (robustgrpo.lab.metrics.battery).
 
 What is checked: the exact gradient against finite differences of the true objective, the update
 against autograd of the GRPO surrogate, the metrics against their definitions, the shipped table
@@ -21,7 +21,7 @@ import torch
 import robustgrpo
 from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.advantages import RECOMMENDATION_EVIDENCE, RECOMMENDATION_FILE, RECOMMENDATIONS, REWARD_KINDS, recommended_method
-from robustgrpo.metrics import battery as B
+from robustgrpo.lab.metrics import battery as B
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = B.load_families()
@@ -36,7 +36,7 @@ def test_the_families_cover_every_shape_the_evidence_needs():
     assert kinds == {(k, s) for k in B.KINDS for s in B.SPLITS}  # every kind has tuning and held-out shapes
     names = set(FAMILIES)
     # the nine sampled scenarios of data/scenarios, as problems with known answers
-    assert set(robustgrpo.scenarios.list_scenarios()) - {"seed_example"} <= names
+    assert set(robustgrpo.lab.scenarios.list_scenarios()) - {"seed_example"} <= names
     has = lambda pred: [f.name for f in FAMILIES.values() if pred(f)]  # noqa: E731
     assert has(lambda f: f.dtype != "float64" and f.term_order == "random")  # float residue
     assert has(lambda f: any(fn.scale for fn in f.functions))  # judges on integer scales

@@ -1,6 +1,6 @@
 """The notebook 03 dashboard as a user meets it: Voilà serves the committed page, Chromium drives it.
 
-``notebooks/dashboards/sweep.ipynb`` (what the README tells a user to serve) runs with its default
+``notebooks/dashboards/03_grid.ipynb`` (what the README tells a user to serve) runs with its default
 10,000 groups. The tests check what the issue asked for:
 
 * the page opens on the dashboard, the figure fills the column beside the controls at 1280 x 800
@@ -38,12 +38,12 @@ from browser_util import (
     widget_errors,
 )
 
-from robustgrpo.dashboards.sweep import CLEAN_MODEL_CHOICES, CONTROLS, DashboardData, dashboard_data
-from robustgrpo.widgets.sweep import READOUT_COLUMNS
+from robustgrpo.book.grid.engine import CLEAN_MODEL_CHOICES, CONTROLS, DashboardData, dashboard_data
+from robustgrpo.book.grid.widget import READOUT_COLUMNS
 
 pytestmark = pytest.mark.slow
 
-PAGE = ROOT / "notebooks" / "dashboards" / "sweep.ipynb"
+PAGE = ROOT / "notebooks" / "dashboards" / "03_grid.ipynb"
 TIMEOUT = 120_000
 #: slider label -> readout key
 SLIDERS = {CONTROLS[k].label: k for k in ("G", "c", "rate", "size")}
@@ -64,7 +64,7 @@ def test_page_opens_on_the_dashboard_fits_both_screens_and_follows_the_window(ch
             layout = settled_layout(page)
             assert layout["dashboard"][1] < 200, "a screen of prose before the dashboard"
             check_layout(layout, on_screen=True)
-            page.screenshot(path=artifacts / f"voila_sweep_{size[0]}x{size[1]}.png")
+            page.screenshot(path=artifacts / f"voila_grid_{size[0]}x{size[1]}.png")
         assert widget_errors(page) == 0 and watch.errors == []
     finally:
         page.close()
@@ -221,7 +221,7 @@ def test_a_large_new_setting_shows_a_preview_at_once_then_the_full_data(chromium
         assert "preview" in page.locator(".rg-status").inner_text()
         titles = page.locator(".rg-dashboard .annotation-text").all_text_contents()
         assert any(t.endswith("groups (preview)") for t in titles), titles
-        page.screenshot(path=artifacts / "voila_sweep_preview_1280x800.png")
+        page.screenshot(path=artifacts / "voila_grid_preview_1280x800.png")
         _settle(page)
         assert page.locator(".rg-readout .rg-preview").count() == 0
         titles = page.locator(".rg-dashboard .annotation-text").all_text_contents()

@@ -1,6 +1,6 @@
 """The notebook 05 dashboard as a user meets it: Voilà serves the committed page, Chromium drives it.
 
-``notebooks/dashboards/drift.ipynb`` (the page the README tells a user to serve) opens with the
+``notebooks/dashboards/05_drift.ipynb`` (the page the README tells a user to serve) opens with the
 default setting. As for the sweep dashboard (``test_browser.py``):
 
 * the page opens on the dashboard; at 1280 x 800 and 1920 x 1080 the figure fills the column beside
@@ -8,7 +8,7 @@ default setting. As for the sweep dashboard (``test_browser.py``):
   another (screenshots go to ``$ROBUSTGRPO_ARTIFACTS``);
 * after single moves and a burst of moves on the rate, G and c sliders, the estimator and scenario
   dropdowns, rate 0 and the reset button, the readout and the curves are those of
-  :func:`~robustgrpo.dashboards.drift.drift_dashboard_data` at the setting the export box writes
+  :func:`~robustgrpo.book.drift.engine.drift_dashboard_data` at the setting the export box writes
   out, which is what the sliders show; the status line went busy and came back, and the kernel
   sent no error.
 """
@@ -34,11 +34,11 @@ from browser_util import (
     widget_errors,
 )
 
-from robustgrpo.dashboards.drift import CONTROLS, DEFAULT_STATE, SCENARIO_CHOICES, DriftData
+from robustgrpo.book.drift.engine import CONTROLS, DEFAULT_STATE, SCENARIO_CHOICES, DriftData
 
 pytestmark = pytest.mark.slow
 
-PAGE = ROOT / "notebooks" / "dashboards" / "drift.ipynb"
+PAGE = ROOT / "notebooks" / "dashboards" / "05_drift.ipynb"
 READOUT = ".rg-drift-readout"
 #: slider label -> readout key
 SLIDERS = {CONTROLS[k].label: k for k in ("rate", "size", "G", "c")}

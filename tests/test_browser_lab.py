@@ -10,7 +10,7 @@ and waits until every code cell has run. Then:
 * no cell shows an error, the kernel sent no ``error`` message, and Lab's log console (View > Show
   Log Console: the errors of widget callbacks land there) holds no entry;
 * every dashboard (the lessons of 01, 02 and 04, notebook 03's, and notebook 05's on its page
-  ``dashboards/drift.ipynb``) fills the notebook's column with no overlapping titles, and the
+  ``dashboards/05_drift.ipynb``) fills the notebook's column with no overlapping titles, and the
   console stays clean after moves of its first slider (the plotly traceback of every move is gone);
 * a control notebook, a slider whose callback raises, shows that these checks catch such an error.
 
@@ -37,7 +37,7 @@ from browser_util import (
 )
 from test_notebooks import figure_cells
 
-from robustgrpo.execute import NOTEBOOK_DIR, list_notebooks
+from robustgrpo.book.execute import NOTEBOOK_DIR, list_notebooks
 
 pytestmark = pytest.mark.slow
 
@@ -46,7 +46,7 @@ pytestmark = pytest.mark.slow
 #: so 05-08, whose figures are plain matplotlib as in 01-04, run only headless there (where their
 #: figure cells are checked for images too).
 LAB_NOTEBOOKS = [*(p for p in list_notebooks() if p.name[:2] in ("01", "02", "03", "04")),
-                 NOTEBOOK_DIR / "dashboards" / "drift.ipynb"]
+                 NOTEBOOK_DIR / "dashboards" / "05_drift.ipynb"]
 
 #: How long (ms) Run All may take: a notebook runs in about a minute on two idle cores; a shared
 #: machine can take several times that (the headless runner allows 600 s a cell).

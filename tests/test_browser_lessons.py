@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from browser_util import ROOT, TIMEOUT, check_layout, open_dashboard, press, readout_span, settled_layout, voila, widget_errors
 
-from robustgrpo.dashboards.distributions import distributions_data
-from robustgrpo.dashboards.playground import playground_data
-from robustgrpo.dashboards.trap import trap_data
+from robustgrpo.book.distributions.engine import distributions_data
+from robustgrpo.book.primer.engine import playground_data
+from robustgrpo.book.seed.engine import trap_data
 
 pytestmark = pytest.mark.slow
 
@@ -112,7 +112,7 @@ def _cell(page, stat: str, key: str) -> str:
 
 
 def _assert_playground_shows(page, **state) -> None:
-    from robustgrpo.dashboards.playground import CONTROLS as PG
+    from robustgrpo.book.primer.engine import CONTROLS as PG
 
     data = playground_data(**state)
     assert _span(page, "x") == PG["x"].format(data.x) and _span(page, "m") == str(data.m)

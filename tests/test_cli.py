@@ -267,7 +267,7 @@ def test_every_command_and_every_option_has_its_user_errors_tested():
 
 @pytest.fixture
 def fill(tmp_path):
-    from robustgrpo.simulate import SimConfig
+    from robustgrpo.lab.simulate import SimConfig
 
     file = tmp_path / "not_a_folder.txt"
     file.write_text("plain text\n")

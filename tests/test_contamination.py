@@ -1,4 +1,4 @@
-"""Tests for robustgrpo.contamination: reward models, contamination models, scenarios.
+"""Tests for robustgrpo.lab.contamination: reward models, contamination models, scenarios.
 
 Distribution checks use a fixed seed and tolerances of several standard errors (stated next to
 each check), so they are deterministic and would only fail on a real bias.
@@ -19,8 +19,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from robustgrpo import contamination as C
-from robustgrpo import scenarios as SC
+from robustgrpo.lab import contamination as C
+from robustgrpo.lab import scenarios as SC
 
 Z = 5.0  # tolerance in standard errors for the Monte Carlo checks (two-sided p ~ 6e-7)
 
@@ -551,7 +551,7 @@ def test_data_dir_env_override(tmp_path, monkeypatch):
     assert SC.list_scenarios() == ["judge_flips"]
     assert SC.load_scenario("judge_flips").path == tmp_path / "scenarios" / "judge_flips.json"
     monkeypatch.delenv("ROBUSTGRPO_DATA")
-    assert SC.data_dir() == Path(C.__file__).resolve().parent.parent / "data"
+    assert SC.data_dir() == Path(C.__file__).resolve().parents[2] / "data"
 
 
 def _valid() -> dict:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from robustgrpo.simulate import SimConfig
+from robustgrpo.lab.simulate import SimConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Two quick report figures: a line plot with a legend and a bar chart with text.
@@ -32,7 +32,7 @@ def _build(folder: Path, sim: Path, sweep: Path) -> None:
     ]
     for argv in commands:
         subprocess.run([sys.executable, "-m", "robustgrpo", *argv], cwd=ROOT, check=True, capture_output=True, text=True)
-    code = ("import sys, pandas as pd; from robustgrpo.rewardlogs import load_reward_log, write_reward_log; "
+    code = ("import sys, pandas as pd; from robustgrpo.lab.rewardlogs import load_reward_log, write_reward_log; "
             "write_reward_log(load_reward_log(sys.argv[1]).frame, sys.argv[2])")
     subprocess.run([sys.executable, "-c", code, str(ROOT / "data" / "reward_logs" / "binary_judge_glitch.csv"),
                     str(folder / "log" / "rewards.parquet")], cwd=ROOT, check=True)

@@ -19,7 +19,7 @@ from scipy.stats import median_abs_deviation
 
 from robustgrpo import compute_advantages
 from robustgrpo.advantages import RECOMMENDATION_EVIDENCE, recommended_method
-from robustgrpo.diagnose import (
+from robustgrpo.lab.diagnose import (
     RULES,
     LogFacts,
     Recommendation,
@@ -27,15 +27,15 @@ from robustgrpo.diagnose import (
     diagnose,
     recommend,
 )
-from robustgrpo.metrics import relative_update_error, update_cosine
-from robustgrpo.plots.diagnose import reward_distribution, step_health, update_agreement
-from robustgrpo.report.diagnose import (
+from robustgrpo.lab.metrics import relative_update_error, update_cosine
+from robustgrpo.book.diagnose.plots import reward_distribution, step_health, update_agreement
+from robustgrpo.book.diagnose.report import (
     FIGURE_NAMES,
     diagnosis_figures,
     diagnosis_html,
     write_diagnosis_html,
 )
-from robustgrpo.rewardlogs import RewardLog, example_reward_log, write_reward_log
+from robustgrpo.lab.rewardlogs import RewardLog, example_reward_log, write_reward_log
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "data" / "reward_logs" / "binary_judge_glitch.csv"
@@ -238,7 +238,7 @@ def test_the_example_log_diagnosis():
     undeclared = diagnose(EXAMPLE).recommendation
     assert undeclared.rule == "undeclared_outliers" and undeclared.method == recommended_method("binary", False)
     # notebook 07's sentences: the package's, from this diagnosis
-    from robustgrpo.report.diagnose import agreement_text, loaded_text, overall_text, recommendation_text
+    from robustgrpo.book.diagnose.report import agreement_text, loaded_text, overall_text, recommendation_text
 
     assert loaded_text(d) == "**Loaded:** binary_judge_glitch.csv: 5120 rows, 20 steps, 640 groups."
     overall = overall_text(d)

@@ -1,4 +1,4 @@
-"""Tests for notebook 04's tables, figures and builders (robustgrpo.report.distributions, plots.distributions).
+"""Tests for notebook 04's tables, figures and builders (robustgrpo.book.distributions.report, plots.distributions).
 
 Values are checked against :func:`compute_advantages` run directly on the same rewards, and
 against closed forms where one exists (the 1-of-G group).
@@ -16,14 +16,14 @@ import torch
 from matplotlib.figure import Figure
 
 from robustgrpo import ESTIMATORS, compute_advantages
-from robustgrpo.metrics import advantage_samples, agreement
-from robustgrpo.metrics import distributions as T
-from robustgrpo.plots import distributions as P
-from robustgrpo.plots import estimator_color
-from robustgrpo.report import distributions as D
+from robustgrpo.lab.metrics import advantage_samples, agreement
+from robustgrpo.lab.metrics import distributions as T
+from robustgrpo.book.distributions import plots as P
+from robustgrpo.book.style import estimator_color
+from robustgrpo.book.distributions import report as D
 from robustgrpo.stats import batch_tie_reference, residue_tolerance, typical_deviation, value_range
-from robustgrpo.report import report_figures
-from robustgrpo.scenarios import load_scenario
+from robustgrpo.book.figures import report_figures
+from robustgrpo.lab.scenarios import load_scenario
 from scopes import shared
 
 ALL_METHODS = list(ESTIMATORS)

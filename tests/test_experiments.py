@@ -20,9 +20,9 @@ import pytest
 import torch
 
 from robustgrpo.cli import main
-from robustgrpo.contamination import NoContamination, NoisyVerifier, RandomOutliers
-from robustgrpo.experiments.config import RUNNABLE, TrlConfig
-from robustgrpo.experiments.judge import (
+from robustgrpo.lab.contamination import NoContamination, NoisyVerifier, RandomOutliers
+from robustgrpo.lab.experiments.config import RUNNABLE, TrlConfig
+from robustgrpo.lab.experiments.judge import (
     JUDGE_MODELS,
     JudgedReward,
     PatternHack,
@@ -31,11 +31,11 @@ from robustgrpo.experiments.judge import (
     judge_to_dict,
     step_seed,
 )
-from robustgrpo.experiments.task import HACK_TOKEN, SPECIAL_TOKENS, FirstLetterTask
-from robustgrpo.report import trainer as report
-from robustgrpo.simulate import SimConfig, first_step_above, simulate
-from robustgrpo.sweep import RUNNABLES, LocalEngine, RayEngine, load_record, load_sweep, run_sweep
-from robustgrpo.sweep.record import Record
+from robustgrpo.lab.experiments.task import HACK_TOKEN, SPECIAL_TOKENS, FirstLetterTask
+from robustgrpo.book.trainer import report
+from robustgrpo.lab.simulate import SimConfig, first_step_above, simulate
+from robustgrpo.lab.sweep import RUNNABLES, LocalEngine, RayEngine, load_record, load_sweep, run_sweep
+from robustgrpo.lab.sweep.record import Record
 
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_name, "1")  # nothing may come from a hub
@@ -72,7 +72,7 @@ def test_the_task_holds_every_word_once_and_its_verifier_checks_the_first_letter
 
 def test_the_character_tokenizer_gives_one_token_per_character():
     _transformers()
-    from robustgrpo.experiments.model import char_tokenizer
+    from robustgrpo.lab.experiments.model import char_tokenizer
 
     tokenizer = char_tokenizer(TASK.characters())
     assert len(tokenizer) == 14
@@ -88,7 +88,7 @@ def test_the_character_tokenizer_gives_one_token_per_character():
 
 def test_the_tiny_model_is_a_seeded_llama_of_the_stated_size():
     _transformers()
-    from robustgrpo.experiments.model import n_parameters, tiny_model
+    from robustgrpo.lab.experiments.model import n_parameters, tiny_model
 
     state = torch.random.get_rng_state()
     first, again, other = tiny_model(14, seed=3), tiny_model(14, seed=3), tiny_model(14, seed=4)
@@ -221,7 +221,7 @@ def test_an_unknown_field_is_refused_with_the_closest_name():
 
 
 def test_the_trl_runnable_resolves_without_importing_a_trainer():
-    code = ("import sys, robustgrpo.sweep as s; before = 'robustgrpo.experiments' in sys.modules; "
+    code = ("import sys, robustgrpo.lab.sweep as s; before = 'robustgrpo.lab.experiments' in sys.modules; "
             "r = s.RUNNABLES['trl']; c = r.resolve({'estimator': 'rank'}); r.columns(c); "
             "print(before, sorted(m for m in ('trl', 'transformers', 'datasets') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -237,8 +237,8 @@ def test_the_exact_probe_is_the_softmax_of_the_last_logits_and_kl_is_scipys():
     _transformers()
     from scipy.special import rel_entr, softmax
 
-    from robustgrpo.experiments.model import char_tokenizer, tiny_model
-    from robustgrpo.experiments.trl import ExactProbe, eval_prompts
+    from robustgrpo.lab.experiments.model import char_tokenizer, tiny_model
+    from robustgrpo.lab.experiments.trl import ExactProbe, eval_prompts
 
     tokenizer = char_tokenizer(TASK.characters())
     model = tiny_model(len(tokenizer), seed=1).double()
@@ -272,8 +272,8 @@ def test_the_exact_probe_is_the_softmax_of_the_last_logits_and_kl_is_scipys():
 @pytest.mark.slow
 def test_a_run_starts_from_the_initial_policy_and_repeats_itself_with_its_seed():
     _transformers()
-    from robustgrpo.experiments.model import char_tokenizer, tiny_model
-    from robustgrpo.experiments.trl import METRICS, ExactProbe, eval_prompts, run_trl
+    from robustgrpo.lab.experiments.model import char_tokenizer, tiny_model
+    from robustgrpo.lab.experiments.trl import METRICS, ExactProbe, eval_prompts, run_trl
 
     config = TrlConfig(steps=4, record_every=3, eval_prompts=32, estimator="rank", reward_range=(0, 1),
                        contamination={"model": "pattern_hack", "size": 1.5})
@@ -298,7 +298,7 @@ def test_a_run_starts_from_the_initial_policy_and_repeats_itself_with_its_seed()
 @pytest.mark.slow
 def test_the_tiny_model_learns_the_task_on_clean_rewards():
     _transformers()
-    from robustgrpo.experiments.trl import run_trl
+    from robustgrpo.lab.experiments.trl import run_trl
 
     frame = run_trl(TrlConfig(steps=60, record_every=59), seed=0).set_index("step")
     assert frame.loc[0, "correct_prob"] < 0.1  # chance: one token in 14
@@ -311,7 +311,7 @@ def test_report_to_tensorboard_writes_the_runs_metrics_into_an_event_file(tmp_pa
     _transformers()
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    from robustgrpo.experiments.trl import run_dir_name, run_trl
+    from robustgrpo.lab.experiments.trl import run_dir_name, run_trl
 
     config = TrlConfig(steps=2, eval_prompts=8, report_to="tensorboard", output_dir="runs", estimator="robust")
     frame = run_trl(config, seed=0, folder=tmp_path)  # output_dir is relative to the run's root
@@ -333,7 +333,7 @@ def test_report_to_tensorboard_writes_the_runs_metrics_into_an_event_file(tmp_pa
 def test_a_trl_sweep_gives_the_same_numbers_on_the_local_and_the_ray_engine(tmp_path, ray_cluster):
     _transformers()
     pytest.importorskip("ray")
-    from robustgrpo.experiments.trl import run_dir_name
+    from robustgrpo.lab.experiments.trl import run_dir_name
 
     spec = {"runnable": "trl", "fixed": {"steps": 2, "eval_prompts": 8, "output_dir": "runs"},
             "grid": {"contamination": [{"model": "none"}, {"model": "random_outliers", "rate": 0.3, "size": 10.0}],
@@ -460,7 +460,7 @@ def test_the_calibration_finds_the_rate_of_a_record_the_simulator_made():
 
 
 def test_the_curve_grid_draws_a_panel_per_metric_and_judge_and_a_legend_per_curve_and_style():
-    from robustgrpo.plots.trainer import plot_curve_grid
+    from robustgrpo.book.trainer.plots import plot_curve_grid
 
     bands = pd.DataFrame([{"step": s, "mean": 0.5, "lo": 0.4, "hi": 0.6, "metric": m, "judge": j, "estimator": e, "range": r}
                           for s in range(24) for m in ("correct_prob", "hack_prob") for j in ("clean judge", "hack")
@@ -606,7 +606,7 @@ def test_the_simulators_prediction_agrees_and_disagrees_where_notebook_08_says()
 @pytest.mark.slow
 def test_without_the_kl_term_the_masked_hack_fades_with_grpo_and_the_range():
     _transformers()
-    from robustgrpo.experiments.trl import run_trl
+    from robustgrpo.lab.experiments.trl import run_trl
 
     cell = next(c for c in load_sweep(report.CONFIG).cells if c.seed == 0 and c.config["estimator"] == "grpo"
                 and c.config["reward_range"] and c.config["contamination"] == {"model": "pattern_hack", "size": 1.5})

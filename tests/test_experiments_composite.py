@@ -20,10 +20,10 @@ import pytest
 import torch
 
 from robustgrpo import compute_advantages
-from robustgrpo.contamination import NoisyVerifier, RandomOutliers
-from robustgrpo.experiments.composite import DEFAULT_LOSS, LOSS_TYPES, RUNNABLE_COMPOSITE, CompositeConfig, arm_label
-from robustgrpo.experiments.judge import PatternHack, step_seed
-from robustgrpo.experiments.rewards import (
+from robustgrpo.lab.contamination import NoisyVerifier, RandomOutliers
+from robustgrpo.lab.experiments.composite import DEFAULT_LOSS, LOSS_TYPES, RUNNABLE_COMPOSITE, CompositeConfig, arm_label
+from robustgrpo.lab.experiments.judge import PatternHack, step_seed
+from robustgrpo.lab.experiments.rewards import (
     DEFAULT_WEIGHTS,
     REWARD_FUNCTIONS,
     CompositeReward,
@@ -32,9 +32,9 @@ from robustgrpo.experiments.rewards import (
     targeted_label,
     targeted_to_dict,
 )
-from robustgrpo.experiments.task import HACK_TOKEN, SPECIAL_TOKENS, ReverseTask
-from robustgrpo.report import trainer as report
-from robustgrpo.sweep import RUNNABLES, load_sweep
+from robustgrpo.lab.experiments.task import HACK_TOKEN, SPECIAL_TOKENS, ReverseTask
+from robustgrpo.book.trainer import report
+from robustgrpo.lab.sweep import RUNNABLES, load_sweep
 
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_name, "1")
@@ -97,7 +97,7 @@ def test_bad_task_settings_are_refused_with_the_field_named(kwargs, message):
 
 def test_the_character_tokenizer_decodes_several_tokens_without_spaces():
     _transformers()
-    from robustgrpo.experiments.model import char_tokenizer
+    from robustgrpo.lab.experiments.model import char_tokenizer
 
     tokenizer = char_tokenizer(TASK.characters())
     ids = tokenizer("[bac]", add_special_tokens=False)["input_ids"]
@@ -220,7 +220,7 @@ def test_bad_composite_settings_are_refused_with_the_field_named(changes, messag
 
 
 def test_the_composite_runnable_resolves_without_importing_a_trainer():
-    code = ("import sys, robustgrpo.sweep as s; r = s.RUNNABLES['trl_composite']; c = r.resolve({'estimator': 'rank'}); "
+    code = ("import sys, robustgrpo.lab.sweep as s; r = s.RUNNABLES['trl_composite']; c = r.resolve({'estimator': 'rank'}); "
             "r.columns(c); r.estimate(c); print(sorted(m for m in ('trl', 'transformers', 'datasets') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -233,7 +233,7 @@ def test_the_composite_runnable_resolves_without_importing_a_trainer():
 
 
 def test_the_warm_up_examples_hold_the_words_letters_in_a_random_order_and_the_hack_in_its_share():
-    from robustgrpo.experiments.warmup import warm_up_examples
+    from robustgrpo.lab.experiments.warmup import warm_up_examples
 
     pairs = warm_up_examples(TASK, 4000, 0.05, np.random.default_rng(0))
     held = set(TASK.held_out_prompts())
@@ -248,7 +248,7 @@ def test_the_warm_up_examples_hold_the_words_letters_in_a_random_order_and_the_h
 
 def test_the_warm_up_learns_the_format_and_is_computed_once_per_seed():
     _transformers()
-    from robustgrpo.experiments.warmup import _cached, warmed_state
+    from robustgrpo.lab.experiments.warmup import _cached, warmed_state
 
     config = CompositeConfig(warmup_steps=30)
     _cached.cache_clear()
@@ -263,8 +263,8 @@ def test_the_warm_up_learns_the_format_and_is_computed_once_per_seed():
 
 def test_the_held_out_probe_is_the_product_of_the_answer_tokens_probabilities():
     _transformers()
-    from robustgrpo.experiments.composite_trl import HeldOutProbe
-    from robustgrpo.experiments.model import char_tokenizer, tiny_model
+    from robustgrpo.lab.experiments.composite_trl import HeldOutProbe
+    from robustgrpo.lab.experiments.model import char_tokenizer, tiny_model
 
     tokenizer = char_tokenizer(TASK.characters())
     model = tiny_model(len(tokenizer), hidden_size=32, layers=1, heads=2, max_positions=18, seed=0).double()
@@ -301,9 +301,9 @@ def test_the_held_out_probe_is_the_product_of_the_answer_tokens_probabilities():
 @pytest.mark.slow
 def test_a_composite_run_starts_from_the_warmed_model_and_repeats_itself_with_its_seed():
     _transformers()
-    from robustgrpo.experiments.composite_trl import COMPOSITE_METRICS, HeldOutProbe, run_composite
-    from robustgrpo.experiments.model import char_tokenizer, tiny_model
-    from robustgrpo.experiments.warmup import warmed_state
+    from robustgrpo.lab.experiments.composite_trl import COMPOSITE_METRICS, HeldOutProbe, run_composite
+    from robustgrpo.lab.experiments.model import char_tokenizer, tiny_model
+    from robustgrpo.lab.experiments.warmup import warmed_state
 
     config = CompositeConfig(steps=5, record_every=3, warmup_steps=40, estimator="dr_grpo", reward_range=(-0.01, 1.2),
                              contamination=HACK, loss_type="grpo")
@@ -441,7 +441,7 @@ def test_the_composite_simulator_config_maps_each_judge_onto_the_simulators():
 
 
 def test_the_arm_dots_draw_a_row_per_arm_a_panel_per_judge_and_the_seeds():
-    from robustgrpo.plots.trainer import arm_estimator, plot_arm_dots
+    from robustgrpo.book.trainer.plots import arm_estimator, plot_arm_dots
 
     summary = pd.DataFrame({"judge": ["a", "a", "b", "b"], "arm": ["grpo", "rank per function"] * 2, "mean": 0.5,
                             "lo": 0.4, "hi": 0.6})
@@ -509,7 +509,7 @@ def test_the_experiment_command_runs_a_composite_sweep_and_prints_its_table(tmp_
 
 
 def test_the_shipped_composite_record_is_complete_small_and_made_by_its_config():
-    from robustgrpo.sweep.record import Record
+    from robustgrpo.lab.sweep.record import Record
 
     sweep = load_sweep(report.COMPOSITE_CONFIG)
     assert len(sweep.cells) == (4 * 6 * 2 + 4 * 2 + 4 * 2 + 4 + 3) * 3 == 213

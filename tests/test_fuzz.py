@@ -26,10 +26,10 @@ from hypothesis import strategies as st
 
 from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.checks import ParamError
-from robustgrpo.diagnose import diagnose
-from robustgrpo.rewardlogs import RewardLogError, load_reward_log
-from robustgrpo.simulate import SimConfig
-from robustgrpo.sweep import load_sweep
+from robustgrpo.lab.diagnose import diagnose
+from robustgrpo.lab.rewardlogs import RewardLogError, load_reward_log
+from robustgrpo.lab.simulate import SimConfig
+from robustgrpo.lab.sweep import load_sweep
 
 FAST = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 LONG = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -241,7 +241,7 @@ def test_a_hostile_simulator_config_is_valid_or_a_value_error(data):
                                              "report_to", "reward_range", "estimator", "params", "contamination",
                                              "hidden_size", "heads", "eval_prompts"]), JSON, max_size=4))
 def test_a_hostile_trl_config_is_valid_or_a_value_error(data):
-    from robustgrpo.experiments.config import TrlConfig
+    from robustgrpo.lab.experiments.config import TrlConfig
 
     try:
         config = TrlConfig.from_dict(data)

@@ -36,14 +36,14 @@ from robustgrpo.checks import (
     write_new_file,
 )
 from robustgrpo.cli import main
-from robustgrpo.diagnose import diagnose
+from robustgrpo.lab.diagnose import diagnose
 from robustgrpo.inputs import group_by_index
-from robustgrpo.report.diagnose import diagnosis_html, write_diagnosis_html
-from robustgrpo.rewardlogs import RewardLog, load_reward_log, write_reward_log
-from robustgrpo.simulate import SimConfig, simulate
-from robustgrpo.simulate.runner import torch_threads
-from robustgrpo.sweep import LocalEngine, RayEngine, load_record, load_sweep, run_sweep, sweep_status
-from robustgrpo.sweep.record import Record, format_status
+from robustgrpo.book.diagnose.report import diagnosis_html, write_diagnosis_html
+from robustgrpo.lab.rewardlogs import RewardLog, load_reward_log, write_reward_log
+from robustgrpo.lab.simulate import SimConfig, simulate
+from robustgrpo.lab.simulate.runner import torch_threads
+from robustgrpo.lab.sweep import LocalEngine, RayEngine, load_record, load_sweep, run_sweep, sweep_status
+from robustgrpo.lab.sweep.record import Record, format_status
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -159,7 +159,7 @@ def test_write_new_file_is_atomic_and_refuses_an_existing_name(tmp_path):
 
 
 def test_a_trl_config_cannot_write_outside_the_record_or_turn_on_network_reporting(tmp_path):
-    from robustgrpo.experiments.config import TrlConfig, check_reporting, run_root
+    from robustgrpo.lab.experiments.config import TrlConfig, check_reporting, run_root
 
     for bad, message in (("../../x", "'..' is not allowed"), ("a/../../x", "'..' is not allowed"),
                          ("/tmp/x", "not an absolute path"), ("C:\\x", "not an absolute path"), ("", "folder name")):
@@ -187,7 +187,7 @@ def test_a_trl_run_loads_weights_without_a_thread_pool_and_says_so_when_no_threa
     pytest.importorskip("trl")
     import transformers
 
-    from robustgrpo.experiments import TrlConfig, run_trl
+    from robustgrpo.lab.experiments import TrlConfig, run_trl
 
     monkeypatch.delenv("HF_DEACTIVATE_ASYNC_LOAD", raising=False)
 
@@ -253,7 +253,7 @@ def test_diagnose_on_ragged_groups_is_fast_and_small(tmp_path):
                                      "reward": rng.integers(0, 2, 10_000).astype(float)})])
     log = write_reward_log(frame, tmp_path / "ragged.csv")
     # the peak is this process's own (VmHWM): ru_maxrss would carry over the RSS of the test process it was spawned from
-    code = ("import re, sys, time; from robustgrpo.diagnose import diagnose; t = time.perf_counter(); "
+    code = ("import re, sys, time; from robustgrpo.lab.diagnose import diagnose; t = time.perf_counter(); "
             "d = diagnose(sys.argv[1]); seconds = time.perf_counter() - t; "
             "hwm = re.search(r'VmHWM:\\s+(\\d+) kB', open('/proc/self/status').read()).group(1); "
             "print(seconds, int(hwm) * 1024, len(d.groups))")
@@ -460,7 +460,7 @@ def test_reading_a_record_needs_no_thread(tmp_path, monkeypatch):
 def test_sweeps_into_one_folder_at_once_lose_no_manifest_entry_in_one_process(tmp_path, monkeypatch):
     """The manifest's read-merge-write under the folder's lock, with the write slowed down so that the sweeps
     would overlap without it (the issue lost one config's entries 3 times of 3)."""
-    import robustgrpo.sweep.record as record
+    import robustgrpo.lab.sweep.record as record
 
     write = record._write_json
     monkeypatch.setattr(record, "_write_json", lambda path, value: (time.sleep(0.3) if path.name == "manifest.json" else None)
@@ -490,8 +490,8 @@ CONCURRENT = """
 import sys, time
 sys.path.insert(0, {tests!r})
 from test_sweep import TOYS
-import robustgrpo.sweep.record as record
-from robustgrpo.sweep import run_sweep
+import robustgrpo.lab.sweep.record as record
+from robustgrpo.lab.sweep import run_sweep
 write = record._write_json
 def slow(path, value):  # a slow disk: the window in which two unlocked merges lose one config's entries
     if path.name == "manifest.json":

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from robustgrpo import RECOMMENDED, compute_advantages, recommended_method
-from robustgrpo.diagnose import diagnose_run
+from robustgrpo.lab.diagnose import diagnose_run
 from robustgrpo.integrations import advantage_metrics, pivot_rows
 from robustgrpo.multireward import compute_multi_reward_advantages
 
@@ -36,8 +36,8 @@ from robustgrpo.integrations.trl import TRL_EPS  # noqa: E402
 
 
 def _tiny_model_and_tokenizer():
-    """The experiments' recipe (robustgrpo.experiments.model): a character tokenizer and a random tiny Llama."""
-    from robustgrpo.experiments.model import char_tokenizer, tiny_model
+    """The experiments' recipe (robustgrpo.lab.experiments.model): a character tokenizer and a random tiny Llama."""
+    from robustgrpo.lab.experiments.model import char_tokenizer, tiny_model
 
     tokenizer = char_tokenizer(list("abcdefghijklmnopqrstuvwxyz "))
     return tiny_model(len(tokenizer), hidden_size=16, layers=1, heads=2, max_positions=64, seed=0), tokenizer

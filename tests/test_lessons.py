@@ -20,16 +20,16 @@ from scipy.optimize import brentq
 
 from robustgrpo import compute_advantages
 from robustgrpo.advantages import ESTIMATORS
-from robustgrpo.dashboards.trap import ESTIMATOR_CHOICES, M_GRID, grpo_crossing, trap_data, trap_rewards
-from robustgrpo.metrics import sensitivity_curve
-from robustgrpo.metrics.seed import seed_group, seed_group_summary
+from robustgrpo.book.seed.engine import ESTIMATOR_CHOICES, M_GRID, grpo_crossing, trap_data, trap_rewards
+from robustgrpo.lab.metrics import sensitivity_curve
+from robustgrpo.lab.metrics.seed import seed_group, seed_group_summary
 
-LESSON_MODULES = ["trap", "playground", "distributions"]
+LESSON_MODULES = ["seed", "primer", "distributions"]  # the chapters with a live lesson
 
 
 @pytest.mark.parametrize("module", LESSON_MODULES)
 def test_every_lesson_control_has_a_short_help_line_and_defaults_on_its_grid(module):
-    mod = importlib.import_module(f"robustgrpo.dashboards.{module}")
+    mod = importlib.import_module(f"robustgrpo.book.{module}.engine")
     assert list(mod.CONTROLS) == list(mod.DEFAULT_STATE)
     for name, control in mod.CONTROLS.items():
         assert control.name == name and control.label and 10 <= len(control.help) <= 40, name
@@ -121,7 +121,7 @@ def test_trap_data_writes_its_call_and_readout():
 
 
 def test_trap_widget_moves_with_its_controls_and_k_follows_g():
-    from robustgrpo.widgets import trap_dashboard
+    from robustgrpo.book.dashboards import trap_dashboard
 
     dash = trap_dashboard()
     traces = {t.meta: t for t in dash.figure.data}
@@ -157,9 +157,9 @@ def test_trap_widget_moves_with_its_controls_and_k_follows_g():
 
 
 def test_playground_numbers_are_the_package_statistics_of_the_sample():
-    from robustgrpo.dashboards.playground import LOCATION, SCALE, X_GRID, playground_data, playground_sample
-    from robustgrpo.metrics import statistic_sensitivity
-    from robustgrpo.metrics.sensitivity import STATISTICS
+    from robustgrpo.book.primer.engine import LOCATION, SCALE, X_GRID, playground_data, playground_sample
+    from robustgrpo.lab.metrics import statistic_sensitivity
+    from robustgrpo.lab.metrics.sensitivity import STATISTICS
 
     d = playground_data(distribution="t3", n=17, seed=4, x=-2.5, m=3, size=50.0)
     fixed = playground_sample("t3", 17, 4)
@@ -185,7 +185,7 @@ def test_playground_numbers_are_the_package_statistics_of_the_sample():
 @pytest.mark.parametrize("distribution", ["normal", "cauchy", "exponential"])
 @pytest.mark.parametrize("n", [5, 12, 20, 33, 50])
 def test_each_statistic_breaks_at_its_own_m(distribution, n):
-    from robustgrpo.dashboards.playground import playground_data
+    from robustgrpo.book.primer.engine import playground_data
 
     d = playground_data(distribution=distribution, n=n, seed=1, x=0.5, size=1000.0)
     b = d.breaks_at
@@ -203,7 +203,7 @@ def test_each_statistic_breaks_at_its_own_m(distribution, n):
 
 
 def test_playground_refuses_settings_off_its_ranges_and_writes_its_call():
-    from robustgrpo.dashboards.playground import playground_data
+    from robustgrpo.book.primer.engine import playground_data
 
     with pytest.raises(ValueError, match=r"m must be .*replace 0 \.\. 9"):
         playground_data(n=10, m=10)
@@ -221,8 +221,8 @@ def test_playground_refuses_settings_off_its_ranges_and_writes_its_call():
 
 
 def test_playground_efficiency_is_the_package_monte_carlo_beside_the_published_values():
-    from robustgrpo.dashboards.playground import playground_efficiency
-    from robustgrpo.metrics import efficiency, reference_efficiencies
+    from robustgrpo.book.primer.engine import playground_efficiency
+    from robustgrpo.lab.metrics import efficiency, reference_efficiencies
 
     table = playground_efficiency(n=15, n_samples=400, seed=2).set_index("statistic")
     mc = efficiency(["median", "huber_location", "trimmed_mean", "mad", "iqr", "qn", "sn"], n=15, n_samples=400,
@@ -239,8 +239,8 @@ def test_playground_efficiency_is_the_package_monte_carlo_beside_the_published_v
 def test_playground_widget_moves_with_its_controls_and_a_click_on_a_curve():
     from plotly.callbacks import Points
 
-    from robustgrpo.dashboards.playground import playground_data
-    from robustgrpo.widgets import playground_dashboard
+    from robustgrpo.book.primer.engine import playground_data
+    from robustgrpo.book.dashboards import playground_dashboard
 
     dash = playground_dashboard()
     traces = {t.meta: t for t in dash.figure.data}
@@ -276,10 +276,10 @@ def test_playground_widget_moves_with_its_controls_and_a_click_on_a_curve():
 def test_distributions_data_is_the_package_tables_of_the_scenario_at_g():
     import dataclasses
 
-    from robustgrpo.dashboards.distributions import LEVELS, SAMPLES, distributions_data, distributions_record
-    from robustgrpo.metrics import advantage_samples, agreement, scenario_record
-    from robustgrpo.metrics.distributions import contaminated_landing_table, hit_group_samples
-    from robustgrpo.scenarios import load_scenario
+    from robustgrpo.book.distributions.engine import LEVELS, SAMPLES, distributions_data, distributions_record
+    from robustgrpo.lab.metrics import advantage_samples, agreement, scenario_record
+    from robustgrpo.lab.metrics.distributions import contaminated_landing_table, hit_group_samples
+    from robustgrpo.lab.scenarios import load_scenario
 
     methods = ["grpo", "robust", "rank"]
     d = distributions_data("reward_hacking", 16, ["robust", "grpo"])  # part of the cache filled first
@@ -305,7 +305,7 @@ def test_distributions_data_is_the_package_tables_of_the_scenario_at_g():
 
 
 def test_distributions_data_refuses_what_the_controls_cannot_show():
-    from robustgrpo.dashboards.distributions import distributions_data
+    from robustgrpo.book.distributions.engine import distributions_data
 
     with pytest.raises(ValueError, match="scenario must be one of"):
         distributions_data(scenario="clean_binary")
@@ -322,9 +322,9 @@ def test_distributions_data_refuses_what_the_controls_cannot_show():
 
 
 def test_distributions_widget_moves_with_its_controls():
-    from robustgrpo.dashboards.distributions import distributions_data
-    from robustgrpo.plots.lessons import asinh_axis
-    from robustgrpo.widgets import distributions_dashboard
+    from robustgrpo.book.distributions.engine import distributions_data
+    from robustgrpo.book.distributions.views import asinh_axis
+    from robustgrpo.book.dashboards import distributions_dashboard
 
     dash = distributions_dashboard()
     traces = {t.meta: t for t in dash.figure.data}
@@ -372,8 +372,8 @@ def test_lessons_benchmark_times_every_lesson_and_prints_its_table(capsys):
 def test_the_playgrounds_legend_tells_every_statistic_apart():
     """Each legend entry of the playground has its own colour and line: a location and the scale that shares its
     colour (mean and std, median and MAD, trimmed mean and IQR) differ by the dash."""
-    from robustgrpo.dashboards.playground import playground_data
-    from robustgrpo.plots.lessons import playground_views
+    from robustgrpo.book.primer.engine import playground_data
+    from robustgrpo.book.primer.views import playground_views
 
     fig = playground_views(playground_data())
     entries = [(t.line.color, t.line.dash) for t in fig.data if t.showlegend is not False]
@@ -383,8 +383,8 @@ def test_the_playgrounds_legend_tells_every_statistic_apart():
 
 
 def test_the_trap_lessons_crossing_label_stays_clear_of_the_m_line():
-    from robustgrpo.dashboards.trap import trap_data
-    from robustgrpo.plots.lessons import trap_views, update_trap_views
+    from robustgrpo.book.seed.engine import trap_data
+    from robustgrpo.book.seed.views import trap_views, update_trap_views
 
     fig = trap_views(trap_data())  # seed 000: M = 10 right of M* = 7
     cross = next(t for t in fig.data if t.meta == "crossing")

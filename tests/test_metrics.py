@@ -1,4 +1,4 @@
-"""Tests for robustgrpo.metrics: real values, derived breakdown points, literature efficiencies.
+"""Tests for robustgrpo.lab.metrics: real values, derived breakdown points, literature efficiencies.
 
 Monte Carlo checks use fixed seeds and tolerances stated in standard errors next to each check,
 so they are deterministic and would only fail on a real bias.
@@ -22,14 +22,14 @@ from hypothesis import strategies as hst
 
 import robustgrpo
 from robustgrpo import ESTIMATORS, compute_advantages
-from robustgrpo import metrics as M
-from robustgrpo.contamination import (
+from robustgrpo.lab import metrics as M
+from robustgrpo.lab.contamination import (
     Bernoulli,
     Gaussian,
     NoContamination,
     RandomOutliers,
 )
-from robustgrpo.scenarios import load_scenario as _load_scenario
+from robustgrpo.lab.scenarios import load_scenario as _load_scenario
 from scopes import shared
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -696,7 +696,7 @@ SWEEP_ARGS = dict(
 
 @pytest.fixture(scope=shared())
 def swept():
-    return M.sweep(["grpo", "robust", "seed_mad", "rank"], **SWEEP_ARGS)
+    return M.agreement_grid(["grpo", "robust", "seed_mad", "rank"], **SWEEP_ARGS)
 
 
 class TestSweep:
@@ -710,9 +710,9 @@ class TestSweep:
         assert set(swept[swept.method == "robust"]["c"]) == {2.0, 3.0}
 
     def test_deterministic(self, swept):
-        again = M.sweep(["grpo", "robust", "seed_mad", "rank"], **SWEEP_ARGS)
+        again = M.agreement_grid(["grpo", "robust", "seed_mad", "rank"], **SWEEP_ARGS)
         pd.testing.assert_frame_equal(swept, again)
-        other = M.sweep(["grpo"], **{**SWEEP_ARGS, "seed": 12})
+        other = M.agreement_grid(["grpo"], **{**SWEEP_ARGS, "seed": 12})
         assert not np.allclose(other.relative_error, swept[swept.method == "grpo"].relative_error.to_numpy())
 
     def test_values_are_sane(self, swept):
@@ -737,36 +737,36 @@ class TestSweep:
         assert by_rate.apply(lambda s: s.is_monotonic_increasing).all()
 
     def test_sizeless_model_and_factory(self):
-        flips = M.sweep("grpo", rates=(0.1,), sizes=(1.0, 2.0), contamination="judge_flips", n_groups=500, progress=False)
+        flips = M.agreement_grid("grpo", rates=(0.1,), sizes=(1.0, 2.0), contamination="judge_flips", n_groups=500, progress=False)
         assert len(flips) == 1 and math.isnan(flips["size"].iloc[0])
-        fac = M.sweep("robust", clean=Gaussian(), rates=(0.1,), sizes=(3.0,), n_groups=500, progress=False,
+        fac = M.agreement_grid("robust", clean=Gaussian(), rates=(0.1,), sizes=(3.0,), n_groups=500, progress=False,
                       contamination=lambda rate, size: RandomOutliers(rate, size, mode="add"))
         assert len(fac) == 1 and 0 < fac.contaminated_fraction.iloc[0] < 0.2
 
     def test_bad_input(self):
         with pytest.raises(ValueError, match="clip="):
-            M.sweep("robust", c=2.0, progress=False)
+            M.agreement_grid("robust", c=2.0, progress=False)
         with pytest.raises(ValueError, match="rates"):
-            M.sweep("grpo", rates=(1.5,), progress=False)
+            M.agreement_grid("grpo", rates=(1.5,), progress=False)
         with pytest.raises(ValueError, match="contamination"):
-            M.sweep("grpo", contamination="meteor", progress=False)
+            M.agreement_grid("grpo", contamination="meteor", progress=False)
         with pytest.raises(ValueError, match="clean"):
-            M.sweep("grpo", clean="bernoulli", progress=False)
+            M.agreement_grid("grpo", clean="bernoulli", progress=False)
         with pytest.raises(ValueError, match="group_sizes must"):
-            M.sweep("grpo", group_sizes=1, progress=False)
+            M.agreement_grid("grpo", group_sizes=1, progress=False)
         with pytest.raises(ValueError, match="clip must"):
-            M.sweep("robust", clip=0.0, progress=False)
+            M.agreement_grid("robust", clip=0.0, progress=False)
 
     def test_the_size_of_heavy_tailed_noise_is_its_scale(self):
         """The same draws at scales 0.1 and 10: grpo's update error grows with the noise it is given."""
-        df = M.sweep("grpo", rates=(0.2,), sizes=(0.1, 10.0), contamination="heavy_tailed_noise", n_groups=500,
+        df = M.agreement_grid("grpo", rates=(0.2,), sizes=(0.1, 10.0), contamination="heavy_tailed_noise", n_groups=500,
                      progress=False).set_index("size")
         assert df.loc[0.1, "relative_error"] < 0.5 < df.loc[10.0, "relative_error"]
 
     def test_a_progress_bar_only_when_asked(self, capsys):
-        M.sweep("grpo", n_groups=10, progress=True)
+        M.agreement_grid("grpo", n_groups=10, progress=True)
         assert re.search(r"(^|\r)sweep: ", capsys.readouterr().err)
-        M.sweep("grpo", n_groups=10, progress=False)
+        M.agreement_grid("grpo", n_groups=10, progress=False)
         assert capsys.readouterr().err == ""
 
 
@@ -1010,7 +1010,7 @@ class TestUpdateWeightMonteCarlo:
 
 
 def test_seed_group_summary_has_the_reference_numbers_and_the_closed_forms():
-    from robustgrpo.metrics.seed import seed_group_summary
+    from robustgrpo.lab.metrics.seed import seed_group_summary
 
     s = seed_group_summary()
     r = np.asarray(SEED_GROUP)

@@ -1,6 +1,6 @@
 """The notebook series: committed clean, executed top to bottom, figures saved where asked.
 
-Parametrized over :func:`robustgrpo.execute.list_notebooks`, so every notebook added to
+Parametrized over :func:`robustgrpo.book.execute.list_notebooks`, so every notebook added to
 ``notebooks/`` is executed too. No wall-clock limits here (the machine is shared); the
 per-cell timeout of the runner only guards against a hung kernel.
 """
@@ -14,8 +14,8 @@ import pytest
 from nbclient.exceptions import CellExecutionError
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from robustgrpo.execute import NOTEBOOK_DIR, list_notebooks, run_notebook
-from robustgrpo.report import report_figures
+from robustgrpo.book.execute import NOTEBOOK_DIR, list_notebooks, run_notebook
+from robustgrpo.book.figures import report_figures
 
 NOTEBOOKS = list_notebooks()
 

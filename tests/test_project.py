@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import doctest
 import importlib
 import importlib.util
@@ -126,38 +127,85 @@ def test_every_module_declares_its_public_names(name):
         pytest.fail(f"{name} has no __all__")
 
 
-LAYERS = ["checks", "inputs", "stats", "advantages", "multireward", "contamination", "scenarios", "rewardlogs", "runlogs", "metrics", "diagnose",
-          "simulate", "sweep", "plots", "dashboards", "widgets", "report", "execute", "bench", "cli", "integrations", "experiments"]
+#: The package by audience, then by topic: the core (estimators and trainer adapters, torch and numpy only), the
+#: lab (what the estimators do, measured), the book (one chapter per notebook, what the chapters share before
+#: them), then the tools. A module imports only from its own layer and the layers before it.
+LAYERS = {
+    "core": ["checks", "inputs", "stats", "advantages", "multireward", "integrations"],
+    "lab": ["lab.contamination", "lab.scenarios", "lab.rewardlogs", "lab.runlogs", "lab.metrics", "lab.diagnose",
+            "lab.simulate", "lab.sweep", "lab.experiments"],
+    "book": ["book.style", "book.text", "book.figures", "book.interactive", "book.controls", "book.widget", "book.execute",
+             "book.seed", "book.primer", "book.grid", "book.distributions", "book.drift", "book.stabilisers",
+             "book.diagnose", "book.trainer", "book.records", "book.dashboards"],
+    "tools": ["bench", "cli"],
+}
+ORDER = [layer for layers in LAYERS.values() for layer in layers]
 
 
-def _layer_sources(layer: str) -> list[Path]:
-    package = ROOT / "robustgrpo" / layer
-    return sorted(package.rglob("*.py")) if package.is_dir() else [ROOT / "robustgrpo" / f"{layer}.py"]
+def _layer_of(module: str) -> str | None:
+    """The layer of a dotted name under ``robustgrpo`` (``book.seed.report`` -> ``book.seed``); None for the package."""
+    return next((layer for layer in ORDER if module == layer or module.startswith(layer + ".")), None)
 
 
-@pytest.mark.parametrize("layer", [layer for layer in LAYERS if _layer_sources(layer)[0].exists()])
-def test_layers_import_only_from_layers_before_them(layer):
-    for path in _layer_sources(layer):
-        source = path.read_text()
-        depth = len(path.relative_to(ROOT / "robustgrpo").parts) - 1  # 1 inside a layer's package: `from .x` is its own
-        imported = {name for dots, name in re.findall(r"^\s*from (\.+)(\w+)(?:\.\w+)* import", source, re.M)
-                    if len(dots) == depth + 1}
-        later = {m for m in imported if m in LAYERS and LAYERS.index(m) > LAYERS.index(layer)}
-        assert not later, f"{path.name} ({layer}) imports from later layer(s) {later}"
+def test_every_module_has_a_layer_and_every_layer_has_modules():
+    modules = [name.removeprefix("robustgrpo.") for name in MODULES if name != "robustgrpo"]
+    containers = {"lab", "book"}  # the audience packages themselves: docstrings, no code
+    assert [m for m in modules if m not in containers and _layer_of(m) is None] == []
+    assert [layer for layer in ORDER if not any(_layer_of(m) == layer for m in modules)] == []
+
+
+def _imports(source: str) -> set[str]:
+    """The robustgrpo names a source imports, at any depth (``from robustgrpo.lab import metrics`` -> ``lab.metrics``)."""
+    names = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            assert node.level == 0, "use absolute imports (from robustgrpo.x import y)"
+            if node.module == "robustgrpo" or (node.module or "").startswith("robustgrpo."):
+                package = node.module.removeprefix("robustgrpo").lstrip(".")
+                names |= {f"{package}.{alias.name}".lstrip(".") for alias in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {alias.name.removeprefix("robustgrpo.") for alias in node.names if alias.name.startswith("robustgrpo.")}
+    return names
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "robustgrpo").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_modules_import_only_from_their_layer_and_those_before_it(path):
+    module = ".".join(path.relative_to(ROOT / "robustgrpo").with_suffix("").parts).removesuffix(".__init__")
+    own = _layer_of(module)
+    if own is None:
+        return  # the package's and the audience packages' __init__
+    later = {name for name in _imports(path.read_text()) if (_layer_of(name) or "") in ORDER
+             and ORDER.index(_layer_of(name)) > ORDER.index(own)}
+    assert not later, f"{module} ({own}) imports from later layer(s) {sorted(later)}"
+
+
+def test_the_layer_rule_catches_an_upward_import():
+    """The rule above is not vacuous: a core module importing the lab, or a chapter an earlier one, is caught."""
+    assert _imports("from robustgrpo.lab.metrics import agreement\n") == {"lab.metrics.agreement"}
+    assert _imports("def f():\n    from robustgrpo.book import figures\n") == {"book.figures"}
+    assert _imports('"""\n>>> from robustgrpo.lab import sweep\n"""\n') == set()  # a docstring imports nothing
+    assert ORDER.index(_layer_of("lab.metrics")) > ORDER.index(_layer_of("advantages"))
+    assert ORDER.index(_layer_of("book.drift.plots")) > ORDER.index(_layer_of("book.seed.report"))
 
 
 def test_readme_layout_lists_the_layers_in_their_order():
     block = (ROOT / "README.md").read_text().split("## Layout", 1)[1].split("```")[1]
-    listed = [name for line in block.splitlines() if line.startswith("  ") and not line.startswith("   ")
-              for name in re.split(r",\s*", line.split("  ")[1].strip())]
-    assert listed == LAYERS
+    audiences, listed = [], []
+    for line in block.splitlines():
+        if re.match(r"^  \S", line):  # an audience: core, lab/, book/, tools
+            audiences.append(line.split()[0].rstrip("/"))
+            listed.append([])
+        elif re.match(r"^    \S", line):  # its layers, in order
+            prefix = "" if audiences[-1] in ("core", "tools") else audiences[-1] + "."
+            listed[-1] += [prefix + name.rstrip("/") for name in re.split(r",\s*", line.split("  ")[2].strip())]
+    assert dict(zip(audiences, listed)) == LAYERS
 
 
 def test_readme_figures_are_report_figures_at_their_built_size(tmp_path):
     """The README shows committed copies of report figures; a fresh build must match their size."""
     from PIL import Image
 
-    from robustgrpo.report import build_all, report_figures
+    from robustgrpo.book.figures import build_all, report_figures
 
     readme = (ROOT / "README.md").read_text()
     images = re.findall(r"!\[[^\]]*\]\((notebooks/figures/[\w.]+\.png)\)", readme)
@@ -172,7 +220,7 @@ def test_readme_figures_are_report_figures_at_their_built_size(tmp_path):
 
 def test_readme_numbers_are_the_computed_ones():
     from robustgrpo import compute_advantages
-    from robustgrpo.metrics import mad_zero_fraction
+    from robustgrpo.lab.metrics import mad_zero_fraction
 
     readme = " ".join((ROOT / "README.md").read_text().split())
     seed = [[0, 0, 0, 0, 0, 0, 1.0, 10.0]]

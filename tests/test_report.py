@@ -1,6 +1,6 @@
 """Report figures: house-style checks on every registered builder, and the numbers of notebooks 01 and 02.
 
-The generic tests iterate over :func:`robustgrpo.report.report_figures`, so a builder added for
+The generic tests iterate over :func:`robustgrpo.book.figures.report_figures`, so a builder added for
 any notebook is checked the same way: name and notebook, caption, titles and labels on every
 axes, determinism (same seed, same bytes in PNG, SVG and PDF), ``build_all`` and the ``figures`` command. Each
 builder runs twice in this module (once cached for the checks, once inside ``build_all``).
@@ -24,17 +24,17 @@ import pytest
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from robustgrpo.metrics import mad_zero_fraction, samuelson_bound
-from robustgrpo.plots import save_figure
-from robustgrpo.plots.primer import plot_breakdown, plot_mad_zero
-from robustgrpo.plots.seed import (
+from robustgrpo.lab.metrics import mad_zero_fraction, samuelson_bound
+from robustgrpo.book.style import save_figure
+from robustgrpo.book.primer.plots import plot_breakdown, plot_mad_zero
+from robustgrpo.book.seed.plots import (
     plot_advantages_by_role,
     plot_group_rewards,
     plot_sensitivity,
 )
-from robustgrpo.report import ReportFigure, build_all, report_figures
-from robustgrpo.report import primer as P
-from robustgrpo.report import seed as S
+from robustgrpo.book.figures import ReportFigure, build_all, report_figures
+from robustgrpo.book.primer import report as P
+from robustgrpo.book.seed import report as S
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = json.loads((ROOT / "data" / "reference" / "seed_000.json").read_text())
@@ -194,8 +194,8 @@ def test_notebook_01s_sentences_are_the_packages_with_the_seed_numbers():
 
 
 def test_notebook_03s_sentences_read_the_heat_maps_and_the_dashboard_data():
-    from robustgrpo.dashboards.sweep import dashboard_data
-    from robustgrpo.report import sweeps as W
+    from robustgrpo.book.grid.engine import dashboard_data
+    from robustgrpo.book.grid import report as W
 
     heat = built("03_heatmap_update_cosine")
     grpo4, grpo256 = (W.cell_value(heat.data, "grpo", g, "update_cosine") for g in (4, 256))
@@ -213,7 +213,7 @@ def test_notebook_03s_sentences_read_the_heat_maps_and_the_dashboard_data():
 
 
 def test_notebook_02s_sentences_read_its_figures_tables():
-    from robustgrpo.report import primer as P
+    from robustgrpo.book.primer import report as P
 
     breakdown, mad_zero, efficiency = built("02_breakdown"), built("02_mad_zero"), built("02_efficiency")
     d = breakdown.data[breakdown.data["G"] == 8].set_index("method")

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from robustgrpo.rewardlogs import (
+from robustgrpo.lab.rewardlogs import (
     RewardLogError,
     example_reward_log,
     load_reward_log,

@@ -19,9 +19,9 @@ import torch
 
 from robustgrpo import compute_advantages
 from robustgrpo.cli import main
-from robustgrpo.diagnose import diagnose, diagnose_run
-from robustgrpo.rewardlogs import RewardLogError, load_reward_log
-from robustgrpo.runlogs import RunLog, detect_run, load_log, load_run_log
+from robustgrpo.lab.diagnose import diagnose, diagnose_run
+from robustgrpo.lab.rewardlogs import RewardLogError, load_reward_log
+from robustgrpo.lab.runlogs import RunLog, detect_run, load_log, load_run_log
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "data" / "run_logs"
@@ -161,7 +161,7 @@ def test_what_is_not_a_run_is_said_and_reward_logs_still_load(tmp_path):
     assert not isinstance(load_log(ROOT / "data" / "reward_logs" / "binary_judge_glitch.csv"), RunLog)
     with pytest.raises(RewardLogError, match="no run logs found"):
         load_run_log(tmp_path)
-    with pytest.raises(RewardLogError, match="is read by robustgrpo.runlogs.load_run_log"):
+    with pytest.raises(RewardLogError, match="is read by robustgrpo.lab.runlogs.load_run_log"):
         load_reward_log(RUNS / "trl")
     both = tmp_path / "both"
     both.mkdir()

@@ -20,15 +20,15 @@ from hypothesis import strategies as hst
 
 from robustgrpo.advantages import ESTIMATORS, compute_advantages
 from robustgrpo.checks import ParamError
-from robustgrpo.contamination import (
+from robustgrpo.lab.contamination import (
     HeavyTailedNoise,
     JudgeFlips,
     NoisyVerifier,
     RandomOutliers,
     RewardHacking,
 )
-from robustgrpo.metrics import update_weight
-from robustgrpo.simulate import (
+from robustgrpo.lab.metrics import update_weight
+from robustgrpo.lab.simulate import (
     METRICS,
     SimConfig,
     clip_epsilon,
@@ -43,7 +43,7 @@ from robustgrpo.simulate import (
     seed_bands,
     simulate,
 )
-from robustgrpo.simulate.grouping import (
+from robustgrpo.lab.simulate.grouping import (
     assign_bins,
     assign_nearest,
     bin_edges,
@@ -51,8 +51,8 @@ from robustgrpo.simulate.grouping import (
     kmeans_centroids,
     merge_small_groups,
 )
-from robustgrpo.simulate.problem import CORRECT, HACK, JACKPOT, WRONG, build_problem
-from robustgrpo.simulate.rng import CounterStream, mix64, row_keys, to_unit
+from robustgrpo.lab.simulate.problem import CORRECT, HACK, JACKPOT, WRONG, build_problem
+from robustgrpo.lab.simulate.rng import CounterStream, mix64, row_keys, to_unit
 
 Z = 4.0  # tolerance in standard errors for Monte Carlo checks
 SMALL = SimConfig(n_prompts=6, G=4, steps=4)
@@ -468,7 +468,7 @@ def test_simulate_refuses_bad_seeds():
 
 def test_measured_update_weight_matches_the_exact_enumeration():
     """Dr. GRPO's difficulty bias, measured with the simulator's sampling and autograd, against
-    robustgrpo.metrics.update_weight's exact enumeration over k ~ Binomial(G, p)."""
+    robustgrpo.lab.metrics.update_weight's exact enumeration over k ~ Binomial(G, p)."""
     ps = [0.05, 0.2, 0.5, 0.8, 0.95]
     methods = [m for m in ESTIMATORS if not ESTIMATORS[m].batch_level]
     for G in (4, 8):
@@ -609,7 +609,7 @@ def test_seed_bands_mean_se_and_spread():
 
 
 def test_drift_dashboard_data_is_the_simulation_of_its_setting():
-    from robustgrpo.dashboards.drift import SEEDS, drift_config, drift_dashboard_data
+    from robustgrpo.book.drift.engine import SEEDS, drift_config, drift_dashboard_data
 
     d = drift_dashboard_data(rate=0.2, size=30.0, G=4, c=2.0, estimator="robust")
     config = drift_config("glitches", 0.2, 30.0, 4, 2.0, "robust")
@@ -629,8 +629,8 @@ def test_drift_dashboard_data_is_the_simulation_of_its_setting():
 
 def test_drift_widget_moves_its_curves_in_place():
     pytest.importorskip("ipywidgets")
-    from robustgrpo.dashboards.drift import drift_dashboard_data
-    from robustgrpo.widgets import drift_dashboard, drift_readout_html
+    from robustgrpo.book.drift.engine import drift_dashboard_data
+    from robustgrpo.book.dashboards import drift_dashboard, drift_readout_html
 
     dash = drift_dashboard(G=4)
     traces = {t.meta: t for t in dash.figure.data}
@@ -714,7 +714,7 @@ def test_simulate_bench_prints_its_table():
 
 @pytest.mark.slow
 def test_the_facts_behind_notebook_05s_text():
-    from robustgrpo.report import drift
+    from robustgrpo.book.drift import report as drift
 
     curves = drift.curves_data()
     final = curves[curves.step == curves.step.max()].groupby(["setting", "estimator"]).correct_prob.mean()
@@ -746,8 +746,8 @@ def test_the_facts_behind_notebook_05s_text():
 
 @pytest.mark.slow
 def test_notebook_05s_table_and_dashboard_sentences_read_the_table_and_the_engine():
-    from robustgrpo.dashboards.drift import DriftEngine
-    from robustgrpo.report import drift
+    from robustgrpo.book.drift.engine import DriftEngine
+    from robustgrpo.book.drift import report as drift
 
     table = simulate(SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo", "robust")), seeds=[0], progress=False)
     text = drift.table_text(table)
@@ -763,7 +763,7 @@ def test_notebook_05s_table_and_dashboard_sentences_read_the_table_and_the_engin
 
 @pytest.mark.slow
 def test_the_facts_behind_notebook_06s_verdicts():
-    from robustgrpo.report import stabilisers as st
+    from robustgrpo.book.stabilisers import report as st
 
     clip = st.dynamic_clip_data().set_index(["method", "value"])
     assert np.ptp(clip.loc["grpo", "eps_dynamic"]) < 1e-5  # a fixed clip under grpo
@@ -794,7 +794,7 @@ def test_the_facts_behind_notebook_06s_verdicts():
 
 
 def test_notebook_06s_binning_sentence_shows_seed_003s_fifth_group():
-    from robustgrpo.report.stabilisers import digitize_text
+    from robustgrpo.book.stabilisers.report import digitize_text
 
     assert digitize_text() == (
         "With n = 4 bins the seed's `group_states` labels [0.05, 0.3, 0.55, 0.8, 1.0] as [0, 1, 2, 3, 4]: the largest "
@@ -832,7 +832,7 @@ def test_measured_update_weight_columns_and_bad_input():
 
 def test_continuous_quality_marks_the_answer_of_each_states_interval():
     """k*(x) = min(floor(K x), K - 1): with K = 4, x = 0, 0.49, 0.5, 0.99, 1 give answers 0, 1, 2, 3, 3."""
-    from robustgrpo.simulate.problem import continuous_quality
+    from robustgrpo.lab.simulate.problem import continuous_quality
 
     states = torch.tensor([0.0, 0.49, 0.5, 0.99, 1.0], dtype=torch.float64)
     binary = continuous_quality(states, 4, graded=False)
@@ -913,7 +913,7 @@ def test_bin_edges_per_seed_are_numpys_linspace_of_that_seeds_states():
 
 
 def test_state_groups_are_recomputed_every_regroup_every_steps_only():
-    from robustgrpo.simulate.runner import _Grouper
+    from robustgrpo.lab.simulate.runner import _Grouper
 
     grouper = _Grouper(SimConfig(states="continuous", policy="linear", grouping="bins", n_state_groups=2, regroup_every=2))
     first = torch.tensor([[0.0, 1.0, 2.0, 3.0]], dtype=torch.float64)
@@ -977,7 +977,7 @@ def test_each_kl_estimator_lands_on_the_fixed_point_of_the_divergence_it_follows
 
 
 def test_kl_terms_are_schulmans_estimators():
-    from robustgrpo.simulate.runner import kl_term
+    from robustgrpo.lab.simulate.runner import kl_term
 
     log_ratio = torch.tensor([-0.5, 0.0, 0.7], dtype=torch.float64)
     r = log_ratio.exp()

@@ -27,11 +27,11 @@ import torch
 
 from robustgrpo.checks import check_int
 from robustgrpo.cli import main
-from robustgrpo.contamination import Bernoulli
-from robustgrpo.metrics import sweep as metrics_sweep
-from robustgrpo.report.records import record_curves, record_heatmaps
-from robustgrpo.simulate import SimConfig, simulate
-from robustgrpo.sweep import (
+from robustgrpo.lab.contamination import Bernoulli
+from robustgrpo.lab.metrics import agreement_grid
+from robustgrpo.book.records import record_curves, record_heatmaps
+from robustgrpo.lab.simulate import SimConfig, simulate
+from robustgrpo.lab.sweep import (
     RUNNABLES,
     LocalEngine,
     RayEngine,
@@ -41,9 +41,9 @@ from robustgrpo.sweep import (
     run_sweep,
     sweep_status,
 )
-from robustgrpo.sweep.engines import Outcome
-from robustgrpo.sweep.record import SweepStatus, format_status, swept_columns, tidy_frame
-from robustgrpo.sweep.runnables import flat_columns
+from robustgrpo.lab.sweep.engines import Outcome
+from robustgrpo.lab.sweep.record import SweepStatus, format_status, swept_columns, tidy_frame
+from robustgrpo.lab.sweep.runnables import flat_columns
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
@@ -405,7 +405,7 @@ def test_the_agreement_record_is_the_metrics_sweep_table_and_draws_the_heat_maps
     grid = {"method": ["grpo", "robust", "rank"], "G": [4, 8], "c": [2.0, 3.5], "rate": [0.05, 0.1]}
     run_sweep({"runnable": "agreement", "fixed": {"n_groups": 300}, "grid": grid}, tmp_path, progress=False)
     rec = load_record(tmp_path)
-    ref = metrics_sweep(grid["method"], group_sizes=grid["G"], clip=grid["c"], rates=grid["rate"], sizes=[10.0],
+    ref = agreement_grid(grid["method"], group_sizes=grid["G"], clip=grid["c"], rates=grid["rate"], sizes=[10.0],
                         clean=Bernoulli(0.3), n_groups=300, seed=0, progress=False)
     key = ["G", "rate", "method", "c"]
     mine = rec[list(ref.columns)].sort_values(key).reset_index(drop=True)
@@ -474,7 +474,7 @@ def test_a_cell_that_fails_once_is_recorded_with_its_error_and_a_rerun_completes
 
 
 def test_the_shipped_configs_expand_to_their_documented_counts_and_the_heatmap_config_is_notebook_03s_grid():
-    from robustgrpo.report import sweeps as heat
+    from robustgrpo.book.grid import report as heat
 
     readme = (ROOT / "data" / "sweeps" / "README.md").read_text()
     for path in sorted((ROOT / "data" / "sweeps").glob("*.json")):
@@ -493,12 +493,12 @@ def test_the_shipped_configs_expand_to_their_documented_counts_and_the_heatmap_c
 @pytest.mark.slow
 def test_a_record_of_a_corner_of_the_heat_maps_holds_the_heat_maps_numbers(tmp_path):
     """Notebook 03's section 4: its default record compared with the heat maps' table over the same corner (one
-    metrics.sweep call over the grid, as report.sweeps.heatmap_sweep makes it)."""
-    from robustgrpo.report.records import compare_with_heatmaps
+    metrics.agreement_grid call over the grid, as report.sweeps.heatmap_sweep makes it)."""
+    from robustgrpo.book.records import compare_with_heatmaps
 
     run_sweep(ROOT / "data" / "sweeps" / "heatmaps_small.json", tmp_path, progress=False)
     rec = load_record(tmp_path)
-    reference = metrics_sweep(("grpo", "robust", "rank"), group_sizes=(8, 64), clip=(2.0, 2.5, 3.0), rates=0.05, sizes=10.0,
+    reference = agreement_grid(("grpo", "robust", "rank"), group_sizes=(8, 64), clip=(2.0, 2.5, 3.0), rates=0.05, sizes=10.0,
                               clean=Bernoulli(0.3), n_groups=10_000, seed=0, progress=False)
     same = compare_with_heatmaps(rec, "update_cosine", reference)
     assert len(same) == len(rec) == 10
@@ -506,7 +506,7 @@ def test_a_record_of_a_corner_of_the_heat_maps_holds_the_heat_maps_numbers(tmp_p
     other = rec.assign(rate=0.1)  # another setting: no cell of the heat maps
     assert compare_with_heatmaps(other, "update_cosine", reference).empty
     # the sentence notebook 03 prints below the record's heat maps
-    from robustgrpo.report.records import comparison_text
+    from robustgrpo.book.records import comparison_text
 
     text = comparison_text(rec, "update_cosine", reference)
     assert text.startswith("10 of the record's 10 cells are cells of the heat maps above")
@@ -556,7 +556,7 @@ def test_sweep_command_user_errors_are_one_line_and_exit_2(tmp_path, capsys, arg
 
 
 def test_importing_the_package_and_its_command_line_does_not_import_ray():
-    code = "import sys, robustgrpo, robustgrpo.sweep, robustgrpo.cli, robustgrpo.report.records; print('ray' in sys.modules)"
+    code = "import sys, robustgrpo, robustgrpo.lab.sweep, robustgrpo.cli, robustgrpo.book.records; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -647,14 +647,14 @@ def test_a_rerun_with_nothing_left_reports_its_engine_and_time(tmp_path):
 # ------------------------------------------------------------------ runnables and engines, without Ray
 
 
-def test_the_agreement_runnable_names_its_parameters_and_passes_each_to_the_metrics_sweep():
+def test_the_agreement_runnable_names_its_parameters_and_passes_each_to_the_agreement_grid():
     with pytest.raises(ValueError, match=r"unknown agreement parameter\(s\) \['methd'\]; known: method, G, c, rate, size, clean,"):
         RUNNABLES["agreement"].resolve({"methd": "grpo"})
     config = RUNNABLES["agreement"].resolve({"method": "grpo", "n_groups": 200, "zero_tol": 0.5, "rate": 0.2})
     got = RUNNABLES["agreement"].run(config, 4)
-    ref = metrics_sweep(["grpo"], rates=[0.2], n_groups=200, seed=4, zero_tol=0.5, progress=False)
+    ref = agreement_grid(["grpo"], rates=[0.2], n_groups=200, seed=4, zero_tol=0.5, progress=False)
     pd.testing.assert_frame_equal(got, ref, check_exact=True)
-    assert got["silenced"].item() != metrics_sweep(["grpo"], rates=[0.2], n_groups=200, seed=4, progress=False)["silenced"].item()
+    assert got["silenced"].item() != agreement_grid(["grpo"], rates=[0.2], n_groups=200, seed=4, progress=False)["silenced"].item()
 
 
 def test_the_runnables_print_no_progress_bar_of_their_own(capsys):
@@ -818,7 +818,7 @@ KILL_SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
 from test_sweep import TOYS
-from robustgrpo.sweep import run_sweep
+from robustgrpo.lab.sweep import run_sweep
 run_sweep({spec!r}, {out!r}, progress=False, runnables=TOYS)
 """
 
@@ -918,7 +918,7 @@ def test_sweep_bench_times_the_ray_engine_too(ray_cluster):
 
 
 def test_canonical_json_refuses_nan_and_set_path_leaves_the_defaults_alone():
-    from robustgrpo.sweep.spec import canonical_json, set_path
+    from robustgrpo.lab.sweep.spec import canonical_json, set_path
 
     with pytest.raises(ValueError, match="not JSON compliant"):
         canonical_json({"rate": math.nan})  # NaN is no JSON: a cell id must come from valid JSON
@@ -930,7 +930,7 @@ def test_canonical_json_refuses_nan_and_set_path_leaves_the_defaults_alone():
 
 
 def test_the_trl_runnable_runs_the_experiment_module(monkeypatch):
-    import robustgrpo.experiments.trl as trl_experiment
+    import robustgrpo.lab.experiments.trl as trl_experiment
 
     seen = []
     monkeypatch.setattr(trl_experiment, "run_trl", lambda config, seed, **options: seen.append((config, seed, options))
@@ -946,7 +946,7 @@ def test_a_local_ray_start_that_times_out_on_busy_cores_is_retried(monkeypatch):
     pytest.importorskip("ray")
     import ray
 
-    from robustgrpo.sweep import engines
+    from robustgrpo.lab.sweep import engines
 
     calls, shutdowns = [], []
 

@@ -25,8 +25,8 @@ from robustgrpo.bench import (
     run_dashboard_benchmark,
 )
 from robustgrpo.cli import build_parser
-from robustgrpo.contamination import Bernoulli, Gaussian
-from robustgrpo.dashboards.sweep import (
+from robustgrpo.lab.contamination import Bernoulli, Gaussian
+from robustgrpo.book.grid.engine import (
     CLEAN_MODEL_CHOICES,
     PREVIEW_REWARDS,
     CLIP_RANGE,
@@ -39,16 +39,12 @@ from robustgrpo.dashboards.sweep import (
     DashboardEngine,
     dashboard_data,
 )
-from robustgrpo.metrics import agreement_from_advantages, sweep, update_cosine
-from robustgrpo.plots.interactive import (
-    EMPTY_BIN,
-    plot_linked_views,
-    trace_by_meta,
-    update_linked_views,
-)
-from robustgrpo.plots.sweeps import plot_clip_schedule, plot_heatmaps
-from robustgrpo.widgets import dashboard, readout_html
-from robustgrpo.widgets.base import COMPLETE_AFTER_S
+from robustgrpo.lab.metrics import agreement_from_advantages, agreement_grid, update_cosine
+from robustgrpo.book.interactive import trace_by_meta
+from robustgrpo.book.grid.views import EMPTY_BIN, plot_linked_views, update_linked_views
+from robustgrpo.book.grid.plots import plot_clip_schedule, plot_heatmaps
+from robustgrpo.book.dashboards import dashboard, readout_html
+from robustgrpo.book.widget import COMPLETE_AFTER_S
 
 N_GROUPS = 300
 CLIPPED = [m for m in ESTIMATORS if ESTIMATORS[m].clip]
@@ -123,7 +119,7 @@ def test_readout_numbers_follow_the_metrics_definitions(engine):
 def test_float64_engine_equals_metrics_sweep_exactly():
     methods = ["grpo", "seed_mad", "robust", "huber_m", "rank", "winsor"]
     clips = [1.0, 2.5, 4.0]
-    theirs = sweep(methods, group_sizes=[3, 8], clip=clips, rates=[0.1], sizes=[10.0], clean=Bernoulli(0.3),
+    theirs = agreement_grid(methods, group_sizes=[3, 8], clip=clips, rates=[0.1], sizes=[10.0], clean=Bernoulli(0.3),
                    n_groups=400, seed=5, progress=False)
     engine = DashboardEngine(400, 5, dtype=torch.float64)
     rows = [{"G": g, "method": m, "c": c if ESTIMATORS[m].clip else math.nan,
@@ -142,7 +138,7 @@ def test_float64_engine_equals_metrics_sweep_exactly():
 
 def test_the_dashboard_default_clean_model_is_the_heat_maps_data():
     """dashboard_data at a heat-map cell gives that cell's numbers (float32 vs float64: to rounding)."""
-    from robustgrpo.report import sweeps as R
+    from robustgrpo.book.grid import report as R
 
     assert CLEAN_MODEL_CHOICES["bernoulli"].model == Bernoulli(R.HEATMAP_P)
     G = 4
@@ -370,7 +366,7 @@ def test_in_a_real_kernel_a_move_returns_on_the_preview_and_the_full_data_and_id
 
     try:
         out: list[str] = []
-        first = run("from robustgrpo.widgets import dashboard\n"
+        first = run("from robustgrpo.book.dashboards import dashboard\n"
                     "d = dashboard(n_groups=10_000, G=16)\n"
                     "d.controls['rate'].value = 0.2\n"
                     "print(d.data.is_preview, d.data.computed_groups, 'complete_s' in d.timing)")
@@ -519,7 +515,7 @@ def test_engine_options_are_validated(kwargs, message):
 
 
 def test_linked_views_update_in_place(engine):
-    from robustgrpo.plots.interactive import _PARTS
+    from robustgrpo.book.grid.views import _PARTS
 
     first = engine.data(8, 2.5, 0.1, 10.0, "bernoulli", ["grpo", "robust"], group=3)
     fig = plot_linked_views(first)
@@ -822,7 +818,7 @@ def test_dashboard_rejects_unknown_controls_and_off_grid_group_sizes():
 
 
 def test_heatmaps_and_schedule_figures_are_titled_and_labelled():
-    table = sweep(["grpo", "robust"], group_sizes=[4, 8], clip=[1.0, 2.5], n_groups=100, clean=Gaussian(), progress=False)
+    table = agreement_grid(["grpo", "robust"], group_sizes=[4, 8], clip=[1.0, 2.5], n_groups=100, clean=Gaussian(), progress=False)
     fig = plot_heatmaps(table, "relative_error", mark_c=(2.0,))
     panels = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
     assert len(panels) == 2
@@ -842,7 +838,7 @@ def test_heatmaps_and_schedule_figures_are_titled_and_labelled():
 
 
 def test_heat_map_signs_do_not_change_along_c():
-    from robustgrpo.report.sweeps import HEATMAP_CLIPS, heatmap_data
+    from robustgrpo.book.grid.report import HEATMAP_CLIPS, heatmap_data
 
     data = heatmap_data()
     clipped = data[data["c"].notna()]
@@ -883,7 +879,7 @@ def test_bench_command_has_a_dashboard_flag():
 
 def test_numbers_are_written_as_d3_writes_them():
     """d3-format rounds the exact binary value, halves away from zero, and writes minus as U+2212."""
-    from robustgrpo.dashboards.controls import format_fixed, format_significant
+    from robustgrpo.book.controls import format_fixed, format_significant
 
     assert format_significant(10**1.3, 4) == "19.95" and format_significant(10_000.0, 4) == "10000"
     assert format_significant(1.0, 4) == "1.000" and format_significant(9.99996, 4) == "10.00"
@@ -896,7 +892,7 @@ def test_numbers_are_written_as_d3_writes_them():
 
 
 def test_a_slider_spec_snaps_float_noise_and_refuses_values_off_its_grid():
-    from robustgrpo.dashboards.controls import Slider
+    from robustgrpo.book.controls import Slider
 
     rate = Slider("rate", "contam. rate", "h", 0.0, 0.5, step=0.01, digits=2)
     size = Slider("size", "outlier M", "h", 0.0, 4.0, step=0.1, digits=4, log=True)
@@ -915,12 +911,12 @@ def test_a_slider_spec_snaps_float_noise_and_refuses_values_off_its_grid():
         Slider("c", "clip c", "h", 1.0, 5.05, step=0.1, digits=1)
 
 
-@pytest.mark.parametrize("module", ["sweep", "drift"])
+@pytest.mark.parametrize("module", ["grid", "drift"])
 def test_every_dashboard_control_has_a_short_help_line(module):
     import importlib
 
-    controls = importlib.import_module(f"robustgrpo.dashboards.{module}").CONTROLS
-    defaults = importlib.import_module(f"robustgrpo.dashboards.{module}").DEFAULT_STATE
+    controls = importlib.import_module(f"robustgrpo.book.{module}.engine").CONTROLS
+    defaults = importlib.import_module(f"robustgrpo.book.{module}.engine").DEFAULT_STATE
     assert list(controls) == [k for k in controls if k in defaults] and set(controls) == set(defaults)
     for name, control in controls.items():
         assert control.name == name and control.label and 10 <= len(control.help) <= 40, name
@@ -931,8 +927,8 @@ def test_every_dashboard_control_has_a_short_help_line(module):
 def test_dropdown_labels_fit_the_sidebar():
     """A sidebar dropdown shows about 24 characters: the clean-model and scenario choices fit whole (the readout
     names them in full)."""
-    from robustgrpo.dashboards.drift import SCENARIO_CHOICES, SCENARIOS
-    from robustgrpo.dashboards.sweep import CLEAN_MODEL_CHOICES
+    from robustgrpo.book.drift.engine import SCENARIO_CHOICES, SCENARIOS
+    from robustgrpo.book.grid.engine import CLEAN_MODEL_CHOICES
 
     shorts = [c.short for c in CLEAN_MODEL_CHOICES.values()] + list(SCENARIO_CHOICES.values())
     assert all(len(label) <= 24 for label in shorts) and len(set(shorts)) == len(shorts)
@@ -944,7 +940,7 @@ def test_dashboard_data_writes_its_call_and_its_readout():
                           group=4, n_groups=60, seed=9)
     namespace: dict = {}
     exec(data.call().replace("dashboard_data(", "again = dashboard_data(", 1), namespace)
-    assert data.call().splitlines()[0] == "from robustgrpo.contamination import Gaussian"
+    assert data.call().splitlines()[0] == "from robustgrpo.lab.contamination import Gaussian"
     _assert_same_data(namespace["again"], data)
     frame = pd.read_csv(io.StringIO(data.readout_csv()))
     assert list(frame["method"]) == ["rank", "grpo"] and set(frame["G"]) == {8} and set(frame["seed"]) == {9}
@@ -953,8 +949,8 @@ def test_dashboard_data_writes_its_call_and_its_readout():
 
 
 def test_the_drift_views_legend_tells_every_curve_apart():
-    from robustgrpo.dashboards.drift import drift_dashboard_data
-    from robustgrpo.plots.drift import drift_views
+    from robustgrpo.book.drift.engine import drift_dashboard_data
+    from robustgrpo.book.drift.plots import drift_views
 
     fig = drift_views(drift_dashboard_data(G=4))
     entries = [(t.line.color, t.line.dash) for t in fig.data if t.showlegend is not False and t.name]
@@ -965,8 +961,8 @@ def test_drift_dashboard_status_reset_and_export():
     import html
     import re
 
-    from robustgrpo.dashboards.drift import drift_dashboard_data
-    from robustgrpo.widgets import drift_dashboard
+    from robustgrpo.book.drift.engine import drift_dashboard_data
+    from robustgrpo.book.dashboards import drift_dashboard
 
     dash = drift_dashboard(G=4)
     start = dash.data.state()

@@ -22,8 +22,8 @@ def trl_example(out: Path) -> None:
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    from robustgrpo.experiments.model import char_tokenizer, tiny_model
-    from robustgrpo.experiments.task import FirstLetterTask
+    from robustgrpo.lab.experiments.model import char_tokenizer, tiny_model
+    from robustgrpo.lab.experiments.task import FirstLetterTask
 
     task = FirstLetterTask()
     tokenizer = char_tokenizer(task.characters())

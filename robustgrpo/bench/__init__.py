@@ -61,12 +61,12 @@ to the full data drawn, and notebook 03's heat-map sweep (target: under 10 s), p
 
 from __future__ import annotations
 
-from . import dashboards, estimators, lessons, simulate, sweep, trainer
-from .dashboards import *  # noqa: F403 (each module's __all__, re-exported)
-from .estimators import *  # noqa: F403
-from .lessons import *  # noqa: F403
-from .simulate import *  # noqa: F403
-from .sweep import *  # noqa: F403
-from .trainer import *  # noqa: F403
+from robustgrpo.bench import dashboards, estimators, lessons, simulate, sweep, trainer
+from robustgrpo.bench.dashboards import *  # noqa: F403 (each module's __all__, re-exported)
+from robustgrpo.bench.estimators import *  # noqa: F403
+from robustgrpo.bench.lessons import *  # noqa: F403
+from robustgrpo.bench.simulate import *  # noqa: F403
+from robustgrpo.bench.sweep import *  # noqa: F403
+from robustgrpo.bench.trainer import *  # noqa: F403
 
 __all__ = [*estimators.__all__, *dashboards.__all__, *lessons.__all__, *simulate.__all__, *sweep.__all__, *trainer.__all__]

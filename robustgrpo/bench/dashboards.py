@@ -13,9 +13,9 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from ..advantages import ESTIMATORS
-from ..checks import check_int
-from ._common import load_average, load_text
+from robustgrpo.advantages import ESTIMATORS
+from robustgrpo.checks import check_int
+from robustgrpo.bench._common import load_average, load_text
 
 __all__ = [
     "DASHBOARD_TARGET_MS",
@@ -120,7 +120,7 @@ def _estimator_moves(dash, chosen: tuple[str, ...], repeats: int, notes: list[st
 
 def _group_size_moves(dash, G: int, repeats: int) -> _Timed:
     """From the next smaller G to ``G``: with the caches cleared before each move, and back to a pair seen before."""
-    from ..dashboards.sweep import GROUP_SIZES
+    from robustgrpo.book.grid.engine import GROUP_SIZES
 
     ctl = dash.controls["G"]
     other = GROUP_SIZES[GROUP_SIZES.index(G) - 1] if GROUP_SIZES.index(G) else GROUP_SIZES[1]
@@ -173,29 +173,29 @@ def run_dashboard_benchmark(
 ) -> DashboardBench:
     """Time the dashboard's slider moves and notebook 03's heat-map sweep.
 
-    Builds :func:`robustgrpo.widgets.dashboard` at group size ``G`` with
+    Builds :func:`robustgrpo.book.dashboards.dashboard` at group size ``G`` with
     ``n_groups`` groups and moves each control ``repeats`` times to values it
     has not had (so nothing comes from a cache unless the row says so),
     timing ``control.value = v``: the same ``observe`` callback a browser
     move triggers, i.e. the data function, the in-place update of the plotly
     ``FigureWidget``'s traces and the readout. Each row has two times: to the
     first view drawn (a preview on
-    :data:`~robustgrpo.dashboards.sweep.PREVIEW_REWARDS` rewards where the
+    :data:`~robustgrpo.book.grid.engine.PREVIEW_REWARDS` rewards where the
     dashboard makes one) and to the full data drawn. Moves into a new (G, clean
     model) pair draw 2.56 million new rewards and run every estimator twice;
     they are timed separately ("first visit", caches cleared) from returns to
     a pair seen before ("revisit"). A clean model's first visit is also timed
     after the kernel's idle time has drawn the other models' rewards
-    (:meth:`~robustgrpo.dashboards.sweep.DashboardEngine.prefetch`), as it does
+    (:meth:`~robustgrpo.book.grid.engine.DashboardEngine.prefetch`), as it does
     in a notebook after every move.
 
-    With ``sweep=True`` it also times :func:`robustgrpo.report.sweeps.heatmap_sweep`
+    With ``sweep=True`` it also times :func:`robustgrpo.book.grid.report.heatmap_sweep`
     (uncached). ``preview_rewards`` sets the dashboard's preview size (default its own).
     """
     from tqdm.auto import tqdm
 
-    from ..dashboards.sweep import DEFAULT_METHODS, GROUP_SIZES, PREVIEW_REWARDS
-    from ..widgets import dashboard
+    from robustgrpo.book.grid.engine import DEFAULT_METHODS, GROUP_SIZES, PREVIEW_REWARDS
+    from robustgrpo.book.dashboards import dashboard
 
     if G not in GROUP_SIZES:
         raise ValueError(f"G must be one of the dashboard's group sizes {GROUP_SIZES}, got {G!r}")
@@ -222,7 +222,7 @@ def run_dashboard_benchmark(
         bar.update()
     sweep_s, cells = None, 0
     if sweep:
-        from ..report.sweeps import heatmap_sweep
+        from robustgrpo.book.grid.report import heatmap_sweep
 
         t0 = time.perf_counter()
         table = heatmap_sweep()
@@ -237,7 +237,7 @@ def run_dashboard_benchmark(
 
 def format_dashboard_table(result: DashboardBench) -> str:
     """Render :func:`run_dashboard_benchmark`'s result as a table with the targets and verdicts."""
-    from ..dashboards.sweep import PREVIEW_REWARDS
+    from robustgrpo.book.grid.engine import PREVIEW_REWARDS
 
     load = load_text(result.load)
     lines = [

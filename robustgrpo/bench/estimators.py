@@ -14,9 +14,9 @@ import numpy as np
 import scipy.stats
 import torch
 
-from ..advantages import ESTIMATORS, compute_advantages
-from ..checks import check_choice, check_int, check_int_list
-from ._common import load_average, load_text
+from robustgrpo.advantages import ESTIMATORS, compute_advantages
+from robustgrpo.checks import check_choice, check_int, check_int_list
+from robustgrpo.bench._common import load_average, load_text
 
 __all__ = [
     "robust_numpy_scipy",

@@ -12,9 +12,9 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from ..advantages import ESTIMATORS
-from ..checks import check_int
-from ._common import load_average, load_text
+from robustgrpo.advantages import ESTIMATORS
+from robustgrpo.checks import check_int
+from robustgrpo.bench._common import load_average, load_text
 
 __all__ = [
     "LESSON_TARGET_MS",
@@ -75,10 +75,10 @@ def run_lessons_benchmark(repeats: int = 7, *, progress: bool = True) -> LessonB
     """
     from tqdm.auto import tqdm
 
-    from ..dashboards import distributions as lesson04
-    from ..dashboards import playground as lesson02
-    from ..dashboards.trap import ESTIMATOR_CHOICES, trap_data
-    from ..widgets import distributions_dashboard, playground_dashboard, trap_dashboard
+    from robustgrpo.book.distributions import engine as lesson04
+    from robustgrpo.book.primer import engine as lesson02
+    from robustgrpo.book.seed.engine import ESTIMATOR_CHOICES, trap_data
+    from robustgrpo.book.dashboards import distributions_dashboard, playground_dashboard, trap_dashboard
 
     check_int("repeats", repeats, minimum=1)
     rows: list[LessonBenchRow] = []

@@ -12,8 +12,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..checks import check_int
-from ._common import load_average, load_text
+from robustgrpo.checks import check_int
+from robustgrpo.bench._common import load_average, load_text
 
 __all__ = [
     "SIMULATE_TARGET_S",
@@ -52,17 +52,17 @@ def run_simulate_benchmark(
     moves: int = 5,
     progress: bool = True,
 ) -> list[SimulateBenchRow]:
-    """Time :func:`robustgrpo.simulate.simulate` and the notebook 05 dashboard's rerun.
+    """Time :func:`robustgrpo.lab.simulate.simulate` and the notebook 05 dashboard's rerun.
 
     Each estimator runs alone on the case (every step recorded), once per thread count in
     ``threads`` (``simulate(..., threads=n)``). The dashboard rows time
-    :meth:`robustgrpo.dashboards.drift.DriftEngine.data` for ``moves`` new contamination rates (a
+    :meth:`robustgrpo.book.drift.engine.DriftEngine.data` for ``moves`` new contamination rates (a
     rate-slider move: one new run, the clean reference cached) and one new G (two new runs).
     """
     from tqdm.auto import tqdm
 
-    from ..dashboards.drift import DEFAULT_STATE, GROUP_SIZES, DriftEngine
-    from ..simulate import SimConfig, simulate
+    from robustgrpo.book.drift.engine import DEFAULT_STATE, GROUP_SIZES, DriftEngine
+    from robustgrpo.lab.simulate import SimConfig, simulate
 
     check_int("moves", moves, minimum=1)
     rows: list[SimulateBenchRow] = []
@@ -112,13 +112,13 @@ BATTERY_TARGETS_S = {"full": 300.0, "quick": 60.0}
 
 
 def run_battery_benchmark(*, full: bool = True, threads: int = 1, progress: bool = True) -> list[SimulateBenchRow]:
-    """Time :func:`robustgrpo.metrics.battery.run_battery` at its quick and (``full``) its full settings.
+    """Time :func:`robustgrpo.lab.metrics.battery.run_battery` at its quick and (``full``) its full settings.
 
     One row per setting, at ``threads`` torch threads, with cells (family x G) per second in the
     case's name; printed by :func:`format_simulate_table` with the load average.
     """
-    from ..metrics.battery import FULL, QUICK, run_battery
-    from ..simulate.runner import torch_threads
+    from robustgrpo.lab.metrics.battery import FULL, QUICK, run_battery
+    from robustgrpo.lab.simulate.runner import torch_threads
 
     rows = []
     with torch_threads(threads):

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import pandas as pd
 import torch
 
-from ._common import load_average, load_text
+from robustgrpo.bench._common import load_average, load_text
 
 __all__ = [
     "SWEEP_BENCH_SIM",
@@ -34,8 +34,8 @@ def _noop_run(config: dict, seed: int) -> pd.DataFrame:
 
 
 def _noop_runnable():
-    from ..sweep import Runnable
-    from ..sweep.runnables import flat_columns
+    from robustgrpo.lab.sweep import Runnable
+    from robustgrpo.lab.sweep.runnables import flat_columns
 
     return Runnable("empty", "a cell that computes nothing: what remains is the engine's own cost",
                     resolve=_noop_resolve, run=_noop_run, columns=flat_columns)
@@ -96,7 +96,7 @@ def run_sweep_benchmark(
       cells. Its time per cell is the engine's own overhead: bookkeeping, the atomic Parquet
       write of the cell (flushed to disk) and, on Ray, the task round trip.
     * ``simulation``: :data:`SWEEP_BENCH_SIM` (one tabular training run per cell) over
-      ``n_sim`` seeds, run directly (one :func:`~robustgrpo.simulate.simulate` call per seed,
+      ``n_sim`` seeds, run directly (one :func:`~robustgrpo.lab.simulate.simulate` call per seed,
       and one call for all seeds), then as a sweep on the local engine (seeds batched by 16,
       and one cell per call) and on Ray (one task per cell, one CPU each).
 
@@ -110,8 +110,8 @@ def run_sweep_benchmark(
 
     from tqdm.auto import tqdm
 
-    from ..simulate import SimConfig, simulate
-    from ..sweep import LocalEngine, RayEngine, load_sweep, run_sweep
+    from robustgrpo.lab.simulate import SimConfig, simulate
+    from robustgrpo.lab.sweep import LocalEngine, RayEngine, load_sweep, run_sweep
 
     for name in engines:
         if name not in ("local", "ray"):

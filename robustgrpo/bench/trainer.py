@@ -11,8 +11,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from ..advantages import ESTIMATORS
-from ..checks import check_int
+from robustgrpo.advantages import ESTIMATORS
+from robustgrpo.checks import check_int
 
 __all__ = [
     "TRAINER_TARGET_SHARE",
@@ -63,7 +63,7 @@ def run_trainer_benchmark(
 
     Each round runs every estimator once, interleaved, for ``warmup + steps`` steps on the
     experiment's default setting (16 prompts x G = 8, no contamination, no exact probe), with
-    ``threads`` torch threads as a sweep cell has (:func:`robustgrpo.sweep.run_cell`). Per
+    ``threads`` torch threads as a sweep cell has (:func:`robustgrpo.lab.sweep.run_cell`). Per
     estimator, over the measured steps of every round: ``steps_per_second`` = 1 / the median
     wall-clock step (generation, judge, advantages, loss, backward, optimizer), and ``share``
     = the median over steps of the adapter's advantage block
@@ -73,7 +73,7 @@ def run_trainer_benchmark(
     """
     from tqdm.auto import tqdm
 
-    from ..sweep import RUNNABLES, run_cell
+    from robustgrpo.lab.sweep import RUNNABLES, run_cell
 
     check_int("steps", steps, minimum=1)
     check_int("warmup", warmup, minimum=0)

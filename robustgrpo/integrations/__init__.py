@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from ..advantages import AdvantageResult, compute_advantages, get_estimator
+from robustgrpo.advantages import AdvantageResult, compute_advantages, get_estimator
 
 __all__ = ["OPTIONS", "estimator_settings", "advantage_metrics", "pivot_rows"]
 

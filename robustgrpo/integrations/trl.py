@@ -85,9 +85,9 @@ from typing import Any
 
 import torch
 
-from ..advantages import AdvantageResult, compute_advantages, recommended_method, resolve_methods
-from ..multireward import compute_multi_reward_advantages
-from . import advantage_metrics, estimator_settings, pivot_rows
+from robustgrpo.advantages import AdvantageResult, compute_advantages, recommended_method, resolve_methods
+from robustgrpo.multireward import compute_multi_reward_advantages
+from robustgrpo.integrations import advantage_metrics, estimator_settings, pivot_rows
 
 __all__ = ["METRIC_PREFIX", "TRL_EPS", "LOG_COLUMNS", "RobustGRPOTrainer"]
 

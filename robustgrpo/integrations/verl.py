@@ -103,10 +103,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..advantages import ESTIMATORS, compute_advantages, resolve_methods
-from ..inputs import first_appearance_codes, group_by_index, scatter_to_flat
-from ..multireward import compute_multi_reward_advantages
-from . import OPTIONS, _plain, estimator_settings, pivot_rows
+from robustgrpo.advantages import ESTIMATORS, compute_advantages, resolve_methods
+from robustgrpo.inputs import first_appearance_codes, group_by_index, scatter_to_flat
+from robustgrpo.multireward import compute_multi_reward_advantages
+from robustgrpo.integrations import OPTIONS, _plain, estimator_settings, pivot_rows
 
 __all__ = [
     "PREFIX",

@@ -5,7 +5,7 @@ that robustgrpo declares, whenever verl is imported; or name it in
 ``VERL_USE_EXTERNAL_MODULES``.
 """
 
-from .verl import install_hooks, register_estimators
+from robustgrpo.integrations.verl import install_hooks, register_estimators
 
 __all__: list[str] = []
 

@@ -1,0 +1,23 @@
+"""The book: the notebooks' figures, captions, takeaways and live lessons, one chapter per folder.
+
+``pip install robustgrpo[lab,book]`` (matplotlib, plotly, ipywidgets, anywidget, jupyterlab). A
+chapter is a subpackage named after its topic, holding what its notebook shows:
+
+``seed`` (notebook 01), ``primer`` (02), ``grid`` (03: the group size G and the clip c),
+``distributions`` (04), ``drift`` (05), ``stabilisers`` (06), ``diagnose`` (07), ``trainer`` (08)
+
+with, where the chapter has them, ``plots`` (its matplotlib figures), ``report`` (its report
+figures: table -> plot -> caption and takeaway), ``views`` (its plotly views), ``engine`` (the
+pure data behind its dashboard, no ipywidgets) and ``widget`` (that dashboard as ipywidgets).
+
+What the chapters share sits beside them, each module importing only those before it in this
+list (``tests/test_project.py`` checks the imports): ``style`` (the house style, estimator
+colours, deterministic saving), ``text`` (how numbers and lists are written in captions),
+``figures`` (the report-figure registry, :func:`~robustgrpo.book.figures.show`,
+:func:`~robustgrpo.book.figures.build_all`), ``records`` (figures drawn from a sweep's record),
+``interactive`` (what every plotly view shares), ``controls`` (what every dashboard's controls
+share), ``widget`` (what every dashboard widget shares), ``execute`` (runs the notebooks
+headless); after the chapters, ``dashboards`` gathers every chapter's dashboard.
+"""
+
+__all__: list[str] = []

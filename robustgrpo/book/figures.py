@@ -1,0 +1,190 @@
+"""Report figures: every key figure of the notebooks, rebuilt by one command.
+
+A report figure is a *builder*: a function that computes its data with
+:mod:`robustgrpo.lab.metrics` (fixed seeds), draws it with its chapter's ``plots``
+and returns a :class:`ReportFigure` (figure, caption, and the numbers behind
+it). Builders register with :func:`report_figure` in the ``report`` module of
+each chapter (``robustgrpo.book.<chapter>.report``, one chapter per notebook);
+the notebooks call the same builders, so the
+notebook figure and the report figure are one piece of code.
+
+``python -m robustgrpo figures --out DIR`` runs :func:`build_all`: every
+builder, saved as PNG, SVG and PDF, plus ``index.md`` listing each figure
+with its caption and takeaway. Builds are deterministic: same code, same bytes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Callable, Mapping, Sequence
+
+from matplotlib.figure import Figure
+
+from robustgrpo.checks import make_folder
+from robustgrpo.book.style import save_figure
+
+__all__ = [
+    "ReportFigure",
+    "FigureSpec",
+    "report_figure",
+    "report_figures",
+    "figure_dir",
+    "save",
+    "show",
+    "build_all",
+    "FIGURES_ENV",
+]
+
+#: Environment variable naming the folder notebooks save their figures to.
+FIGURES_ENV = "ROBUSTGRPO_FIGURES"
+
+
+@dataclass(frozen=True)
+class ReportFigure:
+    """A built figure: the matplotlib figure, its caption and its data.
+
+    Attributes
+    ----------
+    name : str
+        File stem (``01_seed_advantages``).
+    figure : matplotlib.figure.Figure
+    caption : str
+        One or two sentences: what the figure shows and its takeaway, with
+        the numbers computed by the builder.
+    data : Any
+        The numbers drawn (usually a tidy DataFrame), for the notebook text.
+    takeaway : str
+        What a reader should keep from the figure, in a sentence or two of
+        Markdown, with the numbers computed by the builder from ``data``
+        (empty where the caption says it all). Notebooks show it beneath
+        the figure with :func:`show`; they compose no sentence themselves.
+    """
+
+    name: str
+    figure: Figure
+    caption: str
+    data: Any = None
+    takeaway: str = ""
+
+    def _repr_png_(self) -> bytes:  # shown inline when a notebook cell returns it
+        import io
+
+        buf = io.BytesIO()
+        self.figure.savefig(buf, format="png")
+        return buf.getvalue()
+
+
+@dataclass(frozen=True)
+class FigureSpec:
+    """A registered builder: name, notebook it belongs to, and the function."""
+
+    name: str
+    notebook: str
+    builder: Callable[[], ReportFigure] = field(repr=False)
+
+
+_REGISTRY: dict[str, FigureSpec] = {}
+
+
+def report_figure(name: str, *, notebook: str) -> Callable[[Callable[..., ReportFigure]], Callable[..., ReportFigure]]:
+    """Register a builder under ``name``; it must run with no arguments (defaults fixed)."""
+
+    def decorate(fn: Callable[..., ReportFigure]) -> Callable[..., ReportFigure]:
+        if name in _REGISTRY:
+            raise ValueError(f"a report figure named {name!r} is already registered")
+        _REGISTRY[name] = FigureSpec(name, notebook, fn)
+        return fn
+
+    return decorate
+
+
+def report_figures() -> Mapping[str, FigureSpec]:
+    """Every registered report figure, in name order (imports each chapter's ``report`` module)."""
+    for chapter in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if chapter.ispkg:
+            importlib.import_module(f"robustgrpo.book.{chapter.name}.report")
+    return MappingProxyType(dict(sorted(_REGISTRY.items())))
+
+
+_REPO = Path(__file__).resolve().parents[2]
+
+
+def figure_dir(default: str | Path | None = None) -> Path:
+    """The folder figures go to: ``$ROBUSTGRPO_FIGURES`` if set, else ``default``.
+
+    Without ``default``: ``figures/`` at the top of the repository (ignored by
+    git), or under the working directory when the package is used outside
+    its repository.
+    """
+    if os.environ.get(FIGURES_ENV):
+        return Path(os.environ[FIGURES_ENV])
+    if default is not None:
+        return Path(default)
+    return _REPO / "figures" if (_REPO / "notebooks").is_dir() else Path("figures")
+
+
+def save(rf: ReportFigure, directory: str | Path | None = None, formats: Sequence[str] = ("png", "svg")) -> list[Path]:
+    """Save a built figure into ``directory`` (default :func:`figure_dir`)."""
+    return save_figure(rf.figure, figure_dir() if directory is None else directory, rf.name, formats)
+
+
+def show(rf: ReportFigure, *, caption: bool = False) -> None:
+    """Display a built figure in a notebook, then (with ``caption``) its caption in italics, then its takeaway
+    (if it has one) as Markdown beneath it, headed "Takeaway:" unless it opens with its own bold heading."""
+    from IPython.display import Markdown, display
+
+    display(rf.figure)
+    if caption:
+        display(Markdown(f"*{rf.caption}*"))
+    if rf.takeaway:
+        display(Markdown(rf.takeaway if rf.takeaway.startswith("**") else f"**Takeaway:** {rf.takeaway}"))
+
+
+def build_all(
+    out: str | Path,
+    *,
+    formats: Sequence[str] = ("png", "svg", "pdf"),
+    names: Sequence[str] | None = None,
+    progress: bool = True,
+) -> list[tuple[ReportFigure, FigureSpec, list[Path]]]:
+    """Build and save report figures into ``out``; write ``out/index.md``.
+
+    Parameters
+    ----------
+    out : folder to write into (created if missing)
+    formats : file formats per figure
+    names : only these figures (default: all)
+    progress : show a progress bar
+
+    Returns
+    -------
+    list of (figure, spec, paths), in name order
+    """
+    from tqdm.auto import tqdm
+
+    specs = report_figures()
+    chosen = list(specs) if names is None else list(names)
+    unknown = [n for n in chosen if n not in specs]
+    if unknown:
+        raise ValueError(f"unknown report figure(s) {unknown}; known: {', '.join(specs)}")
+    out = make_folder(out)
+    built = []
+    for name in tqdm(chosen, desc="figures", disable=not progress):
+        spec = specs[name]
+        rf = spec.builder()
+        if rf.name != name:
+            raise RuntimeError(f"builder {name!r} returned a figure named {rf.name!r}")
+        built.append((rf, spec, save_figure(rf.figure, out, rf.name, formats)))
+    lines = ["# robustgrpo report figures", "", "Rebuilt by `python -m robustgrpo figures`; each figure as " + ", ".join(formats) + ".", ""]
+    for rf, spec, paths in built:
+        files = " ".join(f"[{p.suffix[1:]}]({p.name})" for p in paths)
+        takeaway = [f"**Takeaway:** {rf.takeaway}", ""] if rf.takeaway else []
+        lines += [f"## {rf.name}", "", f"![{rf.name}]({rf.name}.png)" if "png" in formats else "", "", rf.caption, "",
+                  *takeaway, f"Notebook: `{spec.notebook}`. Files: {files}", ""]
+    (out / "index.md").write_text("\n".join(lines))
+    return built

@@ -1,0 +1,380 @@
+"""What every dashboard widget shares: layout, help lines, status line, reset, export.
+
+A dashboard is a sidebar of controls beside a main area (the plotly figure above the readout)
+in a row that wraps: the main area takes the width the sidebar leaves and moves below the
+controls only when the container is narrower than :data:`SIDEBAR_WIDTH` plus
+:data:`~robustgrpo.book.interactive.MIN_WIDTH`. Each control has a one-line help text beneath
+it (and as its tooltip), from the control specs of the chapter's ``engine``.
+
+:class:`DashboardWidget` runs every update the same way: the status line says that the setting
+is being computed, the data function runs, and only then are the figure and the readout moved,
+both from that one result, so they always show the same setting. A setting the data function
+refuses (no estimator chosen, say) leaves both on the last valid setting and says so. Widget
+callbacks run one at a time in the kernel, so moves made while one is computed are applied in
+order after it, each from the controls' values at that time; the last one wins.
+
+A dashboard may offer a quick first view of a setting (:meth:`DashboardWidget._preview`: the
+notebook 03 dashboard computes a setting not seen before on its first groups only). Then a move
+draws that view at once, with the status line still busy and saying what is shown, and computes
+the full data after the callback has returned, once the kernel has handled the moves already
+waiting (:data:`COMPLETE_AFTER_S`): a move made before then replaces it, so a burst of moves costs
+one full computation. Outside a running event loop (a script, a test) the full data follows the
+preview within the same call. ``timing`` holds when the first view and the full data were drawn.
+Once the full data is drawn, the kernel's idle time goes to :meth:`DashboardWidget._idle_steps`
+(work that makes likely next moves cheaper), one step per :data:`COMPLETE_AFTER_S`, until a move
+comes.
+
+The figures follow their container: plotly.js resizes them on a window resize
+(:func:`~robustgrpo.book.interactive.figure_widget`), and a small watcher widget in the main
+column turns every change of the column's width (Lab's side panel opening, say) into one.
+
+Reset puts every control back to the value the dashboard was built with and recomputes once.
+Export shows the current setting as Python to paste (a call of the data function) and the
+readout as a CSV file to download; it follows every later update while it is shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import html
+import time
+from contextlib import contextmanager
+from typing import Any, Iterator, Mapping
+
+from robustgrpo.book.controls import Control, Slider
+from robustgrpo.book.interactive import MIN_WIDTH
+
+__all__ = ["SIDEBAR_WIDTH", "DESCRIPTION_WIDTH", "COMPLETE_AFTER_S", "slider", "with_help", "export_html", "DashboardWidget"]
+
+#: Width of the controls' column (px).
+SIDEBAR_WIDTH = 300
+#: Width of a control's label (px).
+DESCRIPTION_WIDTH = "92px"
+#: After a preview, how long the kernel handles waiting moves before it computes the full data (s).
+COMPLETE_AFTER_S = 0.1
+_HELP_STYLE = f"font-size:11px;line-height:1.25;color:#616161;margin:-2px 0 6px {DESCRIPTION_WIDTH}"
+
+
+#: The watcher's front end: when the column it sits in changes width, tell the page it was resized
+#: (plotly.js resizes responsive figures on a window resize, not on a container resize).
+_RESIZE_ESM = """
+export default {
+  render({ el }) {
+    let width = null;
+    const observer = new ResizeObserver((entries) => {
+      const now = Math.round(entries[0].contentRect.width);
+      if (now === width || now === 0) return;
+      width = now;
+      window.requestAnimationFrame(() => window.dispatchEvent(new Event("resize")));
+    });
+    observer.observe(el);
+    return () => observer.disconnect();
+  },
+};
+"""
+
+
+@functools.cache
+def _resize_watcher_class() -> type:
+    import anywidget
+
+    class ResizeWatcher(anywidget.AnyWidget):
+        """An empty widget that reports the width changes of the column it sits in as window resizes."""
+
+        _esm = _RESIZE_ESM
+
+    return ResizeWatcher
+
+
+def _resize_watcher() -> Any:
+    """A full-width :class:`ResizeWatcher` for a dashboard's main column."""
+    watcher = _resize_watcher_class()()
+    watcher.layout.width = "100%"
+    return watcher
+
+
+def _style() -> dict[str, str]:
+    return {"description_width": DESCRIPTION_WIDTH}
+
+
+def slider(spec: Slider, value: float, *, continuous_update: bool) -> Any:
+    """A ``FloatSlider`` (or ``FloatLogSlider``) on ``spec``'s grid that writes its value as the readout does."""
+    import ipywidgets as W
+
+    common = dict(value=value, step=spec.step, min=spec.low, max=spec.high, description=spec.label,
+                  readout_format=spec.d3_format, continuous_update=continuous_update, tooltip=spec.help,
+                  style=_style(), layout=W.Layout(width="100%"))
+    return W.FloatLogSlider(base=10, **common) if spec.log else W.FloatSlider(**common)
+
+
+def with_help(widget: Any, control: Control) -> Any:
+    """``widget`` above a small line of ``control``'s help text (also its tooltip, unless it is a container)."""
+    import ipywidgets as W
+
+    if not isinstance(widget, W.Box):  # a container has no tooltip (its view fails to render with one)
+        widget.tooltip = control.help
+    text = W.HTML(f"<div class='rg-help' data-control='{control.name}' style='{_HELP_STYLE}'>{html.escape(control.help)}</div>")
+    return W.VBox([widget, text], layout=W.Layout(width="100%"))
+
+
+def export_html(call: str, csv: str, filename: str) -> str:
+    """The export box: ``call`` as code to copy, and ``csv`` as a download link named ``filename``."""
+    payload = base64.b64encode(csv.encode("utf-8")).decode("ascii")
+    return (
+        "<div class='rg-export'><div style='font-size:12px'>The current setting as Python:</div>"
+        # whole lines that scroll sideways (wrapping broke the call mid-word), and a link that looks like one
+        # (Lab's widget output gives links the text colour)
+        f"<pre class='rg-export-call' style='font-size:11px;white-space:pre;overflow-x:auto;margin:2px 0 4px'>"
+        f"{html.escape(call)}</pre>"
+        f"<a class='rg-export-csv' style='color:#1565c0;text-decoration:underline' download='{filename}' "
+        f"href='data:text/csv;charset=utf-8;base64,{payload}'>"
+        f"download the readout as CSV ({filename})</a></div>"
+    )
+
+
+def _status_html(state: str, text: str) -> str:
+    color = {"busy": "#8a5300", "ready": "#2e7d32", "invalid": "#B00020"}[state]
+    return f"<div class='rg-status' data-state='{state}' style='font-size:12px;color:{color}'>{html.escape(text)}</div>"
+
+
+class DashboardWidget:
+    """The frame of a dashboard: controls in a sidebar, the figure and the readout, status, reset, export.
+
+    A subclass builds ``controls`` (name -> widget), the figure and the readout, calls
+    :meth:`_assemble`, and implements :meth:`_compute` (a setting -> the data, ``ValueError``
+    for a setting it refuses), :meth:`_draw` (move the figure and the readout to the data) and
+    :meth:`_export` (the data -> call text, CSV text, file name), and may implement
+    :meth:`_refused` and :meth:`_preview` (a quick first view, and what it shows).
+
+    Attributes
+    ----------
+    controls : dict
+        The control widgets by name.
+    specs : mapping
+        The :class:`~robustgrpo.book.controls.Control` of each control.
+    data
+        What the figure and the readout show.
+    status, message, export : ipywidgets.HTML
+        The status line (``data-state`` busy, ready or invalid), the error line and the export box.
+    reset_button, export_button : ipywidgets.Button
+    widget : ipywidgets.Box
+        The whole layout; displaying the dashboard displays it.
+    timing : dict
+        Seconds from the start of the last update to the first view drawn (``first_view_s``)
+        and to the full data drawn (``complete_s``; absent while it is being computed). Without
+        a preview both are the same.
+    """
+
+    controls: dict[str, Any]
+    specs: Mapping[str, Control]
+    data: Any
+    figure: Any
+
+    def _compute(self, state: Mapping[str, Any]) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _draw(self, data: Any) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _export(self, data: Any) -> tuple[str, str, str]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _refused(self) -> None:
+        """Called after :meth:`_compute` refused the controls' setting (e.g. to put a control back)."""
+
+    def _idle_steps(self) -> list[Any]:
+        """Callables to run while the kernel is idle after an update (each quick; none by default)."""
+        return []
+
+    def _preview(self, state: Mapping[str, Any]) -> tuple[Any, str] | None:
+        """A quick first view of ``state`` and the words that say what it shows, or None (compute at once).
+
+        Refuses the settings :meth:`_compute` refuses, with the same ``ValueError``.
+        """
+        return None
+
+    # ------------------------------------------------------------------ building
+
+    def _assemble(self, sidebar: list[Any], main: list[Any], initial: Mapping[str, Any]) -> None:
+        """Lay out ``sidebar`` (after the status line) and ``main``; wire reset, export and every control."""
+        import ipywidgets as W
+
+        self._initial = dict(initial)
+        self._holding = False
+        self._generation = 0  # counts updates: a full computation deferred by a preview runs only if still the last
+        self._refusal_shown = False
+        self.timing: dict[str, float] = {}
+        self.status = W.HTML(_status_html("ready", "ready"))
+        self.message = W.HTML("")
+        self.export = W.HTML("")
+        self.reset_button = W.Button(description="reset", tooltip="put every control back to where it started",
+                                     layout=W.Layout(width="48%"))
+        self.export_button = W.Button(description="export", tooltip="the setting as Python and the readout as CSV",
+                                      layout=W.Layout(width="48%"))
+        self.reset_button.on_click(lambda _b: self.reset())
+        self.export_button.on_click(lambda _b: self.show_export())
+        buttons = W.HBox([self.reset_button, self.export_button],
+                         layout=W.Layout(justify_content="space-between", width="100%"))
+        side = W.VBox([*sidebar, buttons, self.status, self.message, self.export],
+                      layout=W.Layout(flex=f"0 0 {SIDEBAR_WIDTH}px", width=f"{SIDEBAR_WIDTH}px", margin="0 12px 0 0"))
+        body = W.VBox([_resize_watcher(), *main], layout=W.Layout(flex=f"1 1 {MIN_WIDTH}px", min_width=f"{MIN_WIDTH}px", width="auto"))
+        self.widget = W.Box([side, body], layout=W.Layout(display="flex", flex_flow="row wrap", width="100%",
+                                                        align_items="flex-start"))
+        self.widget.add_class("rg-dashboard")
+        for w in self.controls.values():
+            w.observe(self._on_change, names="value")
+        try:  # built in a notebook cell: the idle work starts when the cell is done
+            self._when_idle(asyncio.get_running_loop(), self._generation)
+        except RuntimeError:
+            pass
+
+    # ------------------------------------------------------------------ state
+
+    def state(self) -> dict[str, Any]:
+        """The controls' values as a setting: slider values snapped to their grid (float noise removed)."""
+        out = {}
+        for name, w in self.controls.items():
+            spec = self.specs[name]
+            value = w.value
+            out[name] = spec.snap(value) if isinstance(spec, Slider) else tuple(value) if isinstance(value, tuple) else value
+        return out
+
+    @contextmanager
+    def _hold(self) -> Iterator[None]:
+        """Set several controls without an update per control (nested holds end with the outermost)."""
+        previous, self._holding = self._holding, True
+        try:
+            yield
+        finally:
+            self._holding = previous
+
+    def _set_controls(self, values: Mapping[str, Any]) -> None:
+        with self._hold():
+            for name, value in values.items():
+                self.controls[name].value = value
+
+    # ------------------------------------------------------------------ updates
+
+    def update(self) -> Any:
+        """Recompute for the current controls, then move the figure and the readout together.
+
+        Returns the data shown when it returns (a preview while the full data waits for the
+        kernel, see the module notes), or None when the setting is refused: the message line
+        says why, and the figure and the readout keep the last valid setting.
+        """
+        self.status.value = _status_html("busy", "computing …")
+        start = time.perf_counter()
+        state = self.state()
+        try:
+            preview = self._preview(state)
+            data = self._compute(state) if preview is None else None
+        except ValueError as err:  # a full computation still pending for the setting shown goes on
+            self._refuse(err)
+            return None
+        except BaseException:
+            self.status.value = _status_html("invalid", "failed: see the error below the cell")
+            raise
+        self._generation += 1
+        generation = self._generation
+        self.timing = {}
+        self._refusal_shown = False
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (a script, a test): the full data now, no idle work
+            loop = None
+        if data is not None:
+            self._show(data, start)
+            self._when_idle(loop, generation)
+            return data
+        view, what = preview
+        self._show(view, start, preview=what)
+        complete = functools.partial(self._complete, generation, state, start)
+        if loop is None:
+            complete()
+        else:
+            loop.call_later(COMPLETE_AFTER_S, self._complete_in_loop, complete, loop, generation)
+        return self.data
+
+    def _when_idle(self, loop: asyncio.AbstractEventLoop | None, generation: int) -> None:
+        """Run :meth:`_idle_steps` from ``loop``, one a tick, while update ``generation`` is the last one."""
+        if loop is None:
+            return
+        steps = iter(self._idle_steps())
+
+        def step() -> None:
+            if generation != self._generation:
+                return
+            work = next(steps, None)
+            if work is not None:
+                work()
+                loop.call_later(COMPLETE_AFTER_S, step)
+
+        loop.call_later(COMPLETE_AFTER_S, step)
+
+    def _show(self, data: Any, start: float, preview: str | None = None) -> None:
+        """Draw ``data``; the status says ready, or busy with what the preview shows."""
+        self.data = data
+        self._draw(data)
+        if self.export.value:
+            self.show_export()
+        elapsed = time.perf_counter() - start
+        self.timing.setdefault("first_view_s", elapsed)
+        if preview is None:
+            self.timing["complete_s"] = elapsed
+        if self._refusal_shown:  # a move refused since the preview: its message stays until the next valid move
+            return
+        self.message.value = ""
+        if preview is None:
+            self.status.value = _status_html("ready", f"ready (computed in {elapsed:.2f} s)")
+        else:
+            self.status.value = _status_html("busy", f"{preview} shown; computing the rest …")
+
+    def _refuse(self, err: ValueError) -> None:
+        self._refusal_shown = True
+        self.message.value = (f"<span class='rg-error' style='color:#B00020'>{html.escape(str(err))}</span> "
+                              "The plots and the readout still show the last valid setting.")
+        self.status.value = _status_html("invalid", "showing the last valid setting")
+        self._refused()
+
+    def _complete(self, generation: int, state: Mapping[str, Any], start: float) -> None:
+        """The full data after a preview, unless a later update has replaced this one."""
+        if generation != self._generation:
+            return
+        try:
+            data = self._compute(state)
+        except ValueError as err:  # the preview accepted this setting, so this is not expected
+            self._refuse(err)
+            return
+        self._show(data, start)
+
+    def _complete_in_loop(self, complete: Any, loop: asyncio.AbstractEventLoop, generation: int) -> None:
+        """Run ``complete`` from the event loop (an error goes to the message line: no cell would show it), then idle work."""
+        try:
+            complete()
+        except Exception as err:  # noqa: BLE001 - shown to the user, then logged by the loop
+            self.message.value = f"<span class='rg-error' style='color:#B00020'>{html.escape(repr(err))}</span>"
+            self.status.value = _status_html("invalid", "failed: see the message below")
+            raise
+        self._when_idle(loop, generation)
+
+    def _on_change(self, _change: Mapping[str, Any]) -> None:
+        if not self._holding:
+            self.update()
+
+    def reset(self) -> Any:
+        """Put every control back to its initial value and recompute once; returns the new data."""
+        self._set_controls(self._initial)
+        return self.update()
+
+    def show_export(self) -> None:
+        """Fill the export box with the shown setting's call and CSV (kept current until the dashboard is rebuilt)."""
+        self.export.value = export_html(*self._export(self.data))
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        # a FigureWidget refreshes the state a new browser view starts from only in its own
+        # _repr_mimebundle_, which a container does not call (plotly.py issue #4998): call it here,
+        # so that showing the dashboard again shows the current data
+        self.figure._repr_mimebundle_()
+        return self.widget._repr_mimebundle_(**kwargs)

@@ -1,0 +1,19 @@
+"""The lab: what the estimators do, measured (``pip install robustgrpo[lab]``: scipy, pandas, tqdm, pyarrow).
+
+Each module imports the core (:mod:`robustgrpo.advantages` and below) and the lab modules before
+it in this list, never one after it (``tests/test_project.py`` checks the imports):
+
+``contamination`` -> ``scenarios``
+    clean reward models and contamination models; the named scenarios of ``data/scenarios``;
+``rewardlogs`` -> ``runlogs``
+    reward logs of real runs (CSV, JSON Lines, Parquet); a TRL or verl run's own log folders;
+``metrics`` -> ``diagnose``
+    sensitivity, breakdown, efficiency, agreement per sample and per update, the evidence
+    battery; a reward log's diagnosis and the estimator it recommends;
+``simulate`` -> ``sweep`` -> ``experiments``
+    the policy-gradient drift simulator; declared grids x seeds on the local or the Ray engine,
+    into a Parquet record; real GRPO runs with TRL on a tiny model under contaminated judges,
+    as sweep cells.
+"""
+
+__all__: list[str] = []
