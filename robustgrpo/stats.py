@@ -1332,11 +1332,6 @@ def _cluster_ranks(
     return ranks
 
 
-def _soft_midranks_by_search(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -> torch.Tensor:
-    """:func:`soft_midranks` from sorted values, binary search and prefix sums (any row)."""
-    return _ranks_by_search(sort_valid(x, mask).contiguous(), x.contiguous(), t)
-
-
 def _ranks_by_search(s: torch.Tensor, q: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     """The soft mid-rank each value of ``q`` would have among the sorted valid values ``s`` (``+inf`` after them).
 

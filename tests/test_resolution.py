@@ -255,11 +255,18 @@ def _midranks_by_definition(x: np.ndarray, valid: np.ndarray, t: float) -> np.nd
     return 0.5 + (h * valid[None, :]).sum(-1)
 
 
+def _soft_midranks_by_search(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -> torch.Tensor:
+    """:func:`soft_midranks` by its binary-search path on every row (the package takes it for long wide clusters only)."""
+    from robustgrpo.stats import _ranks_by_search, sort_valid
+
+    return _ranks_by_search(sort_valid(x, mask).contiguous(), x.contiguous(), t)
+
+
 @pytest.mark.parametrize("kind", ["ties", "near_ties", "ramps", "long_chains", "mixed"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_soft_midranks_follow_their_definition(kind, dtype):
     """Both paths (sorted clusters, and binary search for long wide clusters) against the formula."""
-    from robustgrpo.stats import _soft_midranks_by_search, tie_tolerance
+    from robustgrpo.stats import tie_tolerance
 
     rng = np.random.default_rng(["ties", "near_ties", "ramps", "long_chains", "mixed"].index(kind))
     size, G = 300, 12
@@ -314,7 +321,7 @@ def test_soft_midranks_fast_paths_are_the_definition_and_the_search_to_rounding(
     apart. In float32 both stay within max(3e-4, 1.3e-5 G) of the definition evaluated in float64 (values near 1
     carry rounding of 6e-8, and a difference divided by 2t = 0.002 makes that 3e-5 per pair).
     """
-    from robustgrpo.stats import _soft_midranks_by_search, tie_tolerance
+    from robustgrpo.stats import tie_tolerance
 
     rng = np.random.default_rng(G)
     worst = 0.0
@@ -359,7 +366,7 @@ def test_each_path_of_soft_midranks_runs_and_agrees_with_the_search(monkeypatch)
         t = stats.tie_tolerance(xt, None, 1e-3 if kind != "long_chains" else 0.01)
         got = stats.soft_midranks(xt, None, t)
         assert {name for name, _ in calls} >= expected, (kind, why, calls)
-        torch.testing.assert_close(got, stats._soft_midranks_by_search(xt, None, t), rtol=0, atol=1e-9)
+        torch.testing.assert_close(got, _soft_midranks_by_search(xt, None, t), rtol=0, atol=1e-9)
     # two tie clusters each 0.6 t wide: their gaps add up to more than t, so the widths are looked up, and both are ties
     t = torch.tensor([1e-3], dtype=torch.float64)
     x2 = torch.tensor([[0.0, 0.0002, 0.0004, 0.0006, 0.0006, 0.5, 0.5002, 0.5004, 0.5006, 0.5006]], dtype=torch.float64)
@@ -368,7 +375,7 @@ def test_each_path_of_soft_midranks_runs_and_agrees_with_the_search(monkeypatch)
     calls.clear()
     xt = torch.tensor(np.where(np.arange(400)[:, None] < 380, x["0/1"], wide_ties))
     t = stats.tie_tolerance(xt, None, 1e-3)
-    torch.testing.assert_close(stats.soft_midranks(xt, None, t), stats._soft_midranks_by_search(xt, None, t), rtol=0, atol=1e-9)
+    torch.testing.assert_close(stats.soft_midranks(xt, None, t), _soft_midranks_by_search(xt, None, t), rtol=0, atol=1e-9)
     assert ("_band_ranks", 400) not in calls and any(name == "_band_ranks" and rows < 400 for name, rows in calls)
 
 
@@ -385,7 +392,7 @@ def test_the_search_on_the_sorted_row_gives_every_value_the_rank_of_the_search_i
     for m in (None, mask):
         t = stats.tie_tolerance(xt, m, 1e-2)
         got = stats.soft_midranks(xt, m, t)
-        expected = stats._soft_midranks_by_search(xt, m, t)
+        expected = _soft_midranks_by_search(xt, m, t)
         valid = torch.ones_like(xt, dtype=torch.bool) if m is None else m
         assert torch.equal(got[valid], expected[valid])
         assert bool(torch.isfinite(got).all())
