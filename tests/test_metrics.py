@@ -689,17 +689,17 @@ class TestMadZeroFraction:
 # ------------------------------------------------------------------------ sweep
 
 
-SWEEP_ARGS = dict(
+GRID_ARGS = dict(
     group_sizes=(4, 8), clip=(2.0, 3.0), rates=(0.0, 0.05, 0.2), sizes=(5.0, 50.0), n_groups=2000, seed=11, progress=False
 )
 
 
 @pytest.fixture(scope=shared())
 def swept():
-    return M.agreement_grid(["grpo", "robust", "seed_mad", "rank"], **SWEEP_ARGS)
+    return M.agreement_grid(["grpo", "robust", "seed_mad", "rank"], **GRID_ARGS)
 
 
-class TestSweep:
+class TestAgreementGrid:
     def test_shape_and_columns(self, swept):
         # per cell: grpo and rank once (c = NaN), robust and seed_mad once per c
         assert len(swept) == 2 * 3 * 2 * (2 + 2 * 2)
@@ -710,9 +710,9 @@ class TestSweep:
         assert set(swept[swept.method == "robust"]["c"]) == {2.0, 3.0}
 
     def test_deterministic(self, swept):
-        again = M.agreement_grid(["grpo", "robust", "seed_mad", "rank"], **SWEEP_ARGS)
+        again = M.agreement_grid(["grpo", "robust", "seed_mad", "rank"], **GRID_ARGS)
         pd.testing.assert_frame_equal(swept, again)
-        other = M.agreement_grid(["grpo"], **{**SWEEP_ARGS, "seed": 12})
+        other = M.agreement_grid(["grpo"], **{**GRID_ARGS, "seed": 12})
         assert not np.allclose(other.relative_error, swept[swept.method == "grpo"].relative_error.to_numpy())
 
     def test_values_are_sane(self, swept):
@@ -765,7 +765,7 @@ class TestSweep:
 
     def test_a_progress_bar_only_when_asked(self, capsys):
         M.agreement_grid("grpo", n_groups=10, progress=True)
-        assert re.search(r"(^|\r)sweep: ", capsys.readouterr().err)
+        assert re.search(r"(^|\r)agreement grid: ", capsys.readouterr().err)
         M.agreement_grid("grpo", n_groups=10, progress=False)
         assert capsys.readouterr().err == ""
 

@@ -401,7 +401,7 @@ def test_the_record_holds_one_atomic_parquet_file_per_cell_a_manifest_and_the_co
     assert {"true_reward", "cos_clean", "G", "contamination", "contamination.rate", "estimator"} <= set(table.column_names)
 
 
-def test_the_agreement_record_is_the_metrics_sweep_table_and_draws_the_heat_maps(tmp_path):
+def test_the_agreement_record_is_the_agreement_grid_table_and_draws_the_heat_maps(tmp_path):
     grid = {"method": ["grpo", "robust", "rank"], "G": [4, 8], "c": [2.0, 3.5], "rate": [0.05, 0.1]}
     run_sweep({"runnable": "agreement", "fixed": {"n_groups": 300}, "grid": grid}, tmp_path, progress=False)
     rec = load_record(tmp_path)

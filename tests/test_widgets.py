@@ -116,7 +116,7 @@ def test_readout_numbers_follow_the_metrics_definitions(engine):
     assert summary.set_index("method").loc["robust", "sign_agreement"] == data.sign_agreement["robust"]
 
 
-def test_float64_engine_equals_metrics_sweep_exactly():
+def test_float64_engine_equals_metrics_agreement_grid_exactly():
     methods = ["grpo", "seed_mad", "robust", "huber_m", "rank", "winsor"]
     clips = [1.0, 2.5, 4.0]
     theirs = agreement_grid(methods, group_sizes=[3, 8], clip=clips, rates=[0.1], sizes=[10.0], clean=Bernoulli(0.3),

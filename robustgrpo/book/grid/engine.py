@@ -65,7 +65,7 @@ between (``DashboardData.computed_groups``).
 Computation is in float32 (as trainers run it; float64 doubles the memory
 traffic): :func:`dashboard_data` matches ``compute_advantages`` on the same
 float32 rewards exactly, and :func:`robustgrpo.lab.metrics.agreement_grid` (float64) to
-float32 rounding. ``DashboardEngine(dtype=torch.float64)`` matches the sweep exactly.
+float32 rounding. ``DashboardEngine(dtype=torch.float64)`` matches :func:`~robustgrpo.lab.metrics.agreement_grid` exactly.
 """
 
 from __future__ import annotations
@@ -104,10 +104,9 @@ from robustgrpo.lab.contamination import (
     hit_uniforms,
 )
 from robustgrpo.lab.metrics import (
-    derived_seed,  # the per-G seeds of metrics.sweep: same data as the heat maps
-    relative_update_error,
+    derived_seed,  # the per-G seeds of metrics.agreement_grid: same data as the heat maps
     sign_changes,
-    update_cosine,
+    update_agreement,
 )
 from robustgrpo.book.controls import Control, Slider, check_methods, format_call
 
@@ -461,7 +460,7 @@ def _clip_key(method: str, c: float) -> tuple[str, float | None]:
 
 
 class DashboardEngine:
-    r"""The cached computation behind the dashboard (and the heat maps' sweep).
+    r"""The cached computation behind the dashboard (and the heat maps' grid).
 
     Parameters
     ----------
@@ -471,7 +470,7 @@ class DashboardEngine:
         Base seed; the data of group size G come from the same derived seeds
         as :func:`robustgrpo.lab.metrics.agreement_grid` with this seed.
     dtype : torch.dtype
-        float32 (default: half the memory traffic) or float64 (the sweep's
+        float32 (default: half the memory traffic) or float64 (agreement_grid's
         dtype: then every number equals :func:`robustgrpo.lab.metrics.agreement_grid`'s).
     n_bins : int
         Histogram bins; odd, so that 0 is the centre of a bin.
@@ -557,12 +556,12 @@ class DashboardEngine:
         return float(np.sum(x.numpy(), dtype=np.float64))
 
     def _draw_clean(self, G: int, clean_model: CleanKey) -> torch.Tensor:
-        """The clean rewards of metrics.sweep's seed for G: float64 draws as it makes them, then cast."""
+        """The clean rewards of metrics.agreement_grid's seed for G: float64 draws as it makes them, then cast."""
         seed = derived_seed(self.seed, 1, G)
         return _clean_model_of(clean_model).sample(self.n_groups, G, seed=seed, dtype=torch.float64).to(self.dtype)
 
     def _draw_uniforms(self, G: int) -> torch.Tensor:
-        """The hit uniforms of metrics.sweep's contamination seed for G (every rate compares against them)."""
+        """The hit uniforms of metrics.agreement_grid's contamination seed for G (every rate compares against them)."""
         return hit_uniforms((self.n_groups, G), derived_seed(self.seed, 2, G))
 
     def _clean_state(self, G: int, clean_model: CleanKey) -> _CleanState:
@@ -673,9 +672,8 @@ class DashboardEngine:
         r"""Update cosine and relative error against the clean update, cosine with the reference clean update,
         and the clipped count at c (cached per c).
 
-        Every sample counts, the contaminated ones included (:func:`metrics.update_cosine`,
-        :func:`metrics.relative_update_error`). ``a``: the contaminated advantages at c, when the caller
-        has them already.
+        Every sample counts, the contaminated ones included: :func:`metrics.update_agreement`, the function
+        behind the heat maps' numbers. ``a``: the contaminated advantages at c, when the caller has them already.
         """
         key = _clip_key(method, c)
         if key in st.clip_stats:
@@ -684,8 +682,8 @@ class DashboardEngine:
         a_clean = self._clipped_at(cl, method, c, "clean_at_c")
         if cl.reference is None:
             cl.reference = compute_advantages(cl.rewards, REFERENCE).advantages
-        values = (update_cosine(a_clean, a), relative_update_error(a_clean, a), update_cosine(cl.reference, a),
-                  self._n_clipped(st, method, c))
+        update = update_agreement(a_clean, a, reference=cl.reference)
+        values = (update["update_cosine"], update["relative_error"], update["reference_cosine"], self._n_clipped(st, method, c))
         return st.clip_stats.get(key, lambda: values)
 
     def _histogram(

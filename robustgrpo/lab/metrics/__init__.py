@@ -67,6 +67,7 @@ from robustgrpo.lab.metrics.agreement import (
     agreement_from_advantages,
     relative_update_error,
     sign_changes,
+    update_agreement,
     update_cosine,
 )
 from robustgrpo.lab.metrics.binary import (
@@ -99,6 +100,7 @@ __all__ = [
     "breakdown_table",
     "update_cosine",
     "relative_update_error",
+    "update_agreement",
     "sign_changes",
     "agreement_from_advantages",
     "agreement",

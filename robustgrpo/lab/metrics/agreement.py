@@ -34,6 +34,7 @@ from robustgrpo.lab.metrics._common import (
 __all__ = [
     "update_cosine",
     "relative_update_error",
+    "update_agreement",
     "sign_changes",
     "agreement_from_advantages",
     "agreement",
@@ -99,6 +100,26 @@ def relative_update_error(reference: torch.Tensor, other: torch.Tensor, valid: t
         a, b = torch.where(valid, a, 0.0), torch.where(valid, b, 0.0)
     na = float(a.norm())
     return float((b - a).norm()) / na if na > 0 else math.nan
+
+
+def update_agreement(
+    clean_advantages: torch.Tensor, advantages: torch.Tensor, valid: torch.Tensor | None = None, *,
+    reference: torch.Tensor | None = None,
+) -> dict[str, float]:
+    r"""The update-level agreement of :func:`agreement_from_advantages`, alone (what the heat maps and the grid dashboard draw).
+
+    ``update_cosine`` (:func:`update_cosine` of :math:`A` and :math:`\tilde A`), ``relative_error``
+    (:func:`relative_update_error`) and ``reference_cosine`` (the cosine of :math:`\tilde A` with
+    ``reference``; NaN without one), every valid sample counted.
+
+    >>> update_agreement(torch.tensor([[1.0, -1.0]]), torch.tensor([[2.0, -2.0]]))
+    {'update_cosine': 1.0, 'relative_error': 1.0, 'reference_cosine': nan}
+    """
+    return dict(
+        update_cosine=update_cosine(clean_advantages, advantages, valid),
+        relative_error=relative_update_error(clean_advantages, advantages, valid),
+        reference_cosine=math.nan if reference is None else update_cosine(reference, advantages, valid),
+    )
 
 
 def sign_changes(
@@ -205,11 +226,7 @@ def agreement_from_advantages(
     """
     a, c, keep = clean_advantages.to(DTYPE), advantages.to(DTYPE), keep.to(torch.bool)
     n_keep = int(keep.sum())
-    update = dict(
-        update_cosine=update_cosine(a, c, valid),
-        relative_error=relative_update_error(a, c, valid),
-        reference_cosine=math.nan if reference is None else update_cosine(reference, c, valid),
-    )
+    update = update_agreement(a, c, valid, reference=reference)
     nan = math.nan
     if n_keep == 0:
         return dict(n_compared=0, **update, sign_agreement=nan, flipped=nan, silenced=nan, silent_clean=nan,

@@ -172,7 +172,7 @@ def agreement_grid(
             variants.append((m, math.nan, per_method[m]))
 
     rows: list[dict[str, Any]] = []
-    bar = _bar(len(gs) * len(rs) * len(ss) * len(variants), progress, "sweep")
+    bar = _bar(len(gs) * len(rs) * len(ss) * len(variants), progress, "agreement grid")
     for g in gs:
         clean_r = clean.sample(n_groups, g, seed=derived_seed(seed, 1, g), dtype=DTYPE)
         cache: dict = {}

@@ -15,7 +15,7 @@ say) means adding one entry to :data:`RUNNABLES`.
 * ``agreement``: one cell of :func:`robustgrpo.lab.metrics.agreement_grid`, the agreement of one estimator's
   policy update with the clean update at one (G, c, contamination rate, outlier size); the
   seed is the sweep's base seed, so a record over G x c x method is the table of
-  ``metrics.sweep`` over that grid, the table the heat maps draw
+  ``metrics.agreement_grid`` over that grid, the table the heat maps draw
   (:func:`robustgrpo.book.grid.plots.plot_heatmaps`). ``c`` is dropped (None) for estimators
   without a clip and ``size`` for ``judge_flips``, so grid points that differ only there are
   one cell.
