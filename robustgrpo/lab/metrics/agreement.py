@@ -112,8 +112,9 @@ def update_agreement(
     (:func:`relative_update_error`) and ``reference_cosine`` (the cosine of :math:`\tilde A` with
     ``reference``; NaN without one), every valid sample counted.
 
-    >>> update_agreement(torch.tensor([[1.0, -1.0]]), torch.tensor([[2.0, -2.0]]))
-    {'update_cosine': 1.0, 'relative_error': 1.0, 'reference_cosine': nan}
+    >>> out = update_agreement(torch.tensor([[1.0, -1.0]]), torch.tensor([[2.0, -2.0]]))
+    >>> round(out["update_cosine"], 12), out["relative_error"], out["reference_cosine"]
+    (1.0, 1.0, nan)
     """
     return dict(
         update_cosine=update_cosine(clean_advantages, advantages, valid),
