@@ -230,12 +230,16 @@ class Grouping:
         ``[B]`` the group keys, in order of first appearance.
     group_size : int
         G, the largest group's size.
+    regular : bool
+        Every group has G samples and they stand group by group, in order (verl's layout): then
+        :meth:`pad` is a reshape and :func:`scatter_to_flat` a flatten, with no index arithmetic.
     """
 
     group: torch.Tensor
     slot: torch.Tensor
     keys: np.ndarray
     group_size: int
+    regular: bool = False
 
     @property
     def n_groups(self) -> int:
@@ -272,6 +276,8 @@ class Grouping:
     def pad(self, flat: torch.Tensor, fill: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
         """Scatter ``[N]`` values into a ``[B, G]`` tensor and its validity mask."""
         shape = (self.n_groups, self.group_size)
+        if self.regular:  # (a copy: the caller's values are never written through the padded tensor)
+            return flat.reshape(shape).clone(), torch.ones(shape, dtype=torch.bool, device=flat.device)
         group, slot = self.group.to(flat.device), self.slot.to(flat.device)
         padded = torch.full(shape, fill, dtype=flat.dtype, device=flat.device)
         padded[group, slot] = flat
@@ -421,6 +427,9 @@ def group_by_index(index: ArrayLike, n: int) -> Grouping:
         None or NaN, or it mixes strings and numbers (``[1, "1"]`` would
         otherwise be one group).
     """
+    runs = _grouping_of_runs(index, n)
+    if runs is not None:
+        return runs
     idx = _index_array(index)
     if idx.ndim != 1:
         raise ValueError(f"index must be one-dimensional (one group key per reward), got shape {idx.shape}")
@@ -444,8 +453,49 @@ def group_by_index(index: ArrayLike, n: int) -> Grouping:
     )
 
 
+def _grouping_of_runs(index: Any, n: int) -> Grouping | None:
+    """:func:`group_by_index` for verl's layout, without converting every key: None where it does not apply.
+
+    verl's ``uid`` is an object array of Python strings in which each prompt's samples stand
+    together. The run heads are found by comparing the objects themselves (``!=``, in C); only
+    the heads are checked (:func:`_index_array`: a key that is None, NaN or of another kind than
+    its neighbour differs from it, so it heads a run) and converted, and only they are sorted to
+    see that no key heads two runs. Then each run is a group, in order, and a sample's slot is its
+    place in its run. Anything else (no object array, no runs, a key in two runs, a bad key, keys
+    that cannot be compared) returns None: the general path groups it or says what is wrong.
+    """
+    if not (isinstance(index, np.ndarray) and index.dtype == object and index.ndim == 1 and len(index) == n > 1):
+        return None
+    change = np.empty(n, dtype=bool)
+    change[0] = True
+    try:
+        np.not_equal(index[1:], index[:-1], out=change[1:])
+    except (TypeError, ValueError):  # keys whose comparison is not one bool (arrays, lists)
+        return None
+    heads = np.flatnonzero(change)
+    if len(heads) == n:
+        return None
+    first = index[heads]
+    try:
+        keys = _index_array(first)
+    except ValueError:  # the general path names the key at its position in the whole index
+        return None
+    if len(set(first.tolist())) != len(heads):  # a key in two runs (a set of the heads: no sort of the strings)
+        return None
+    lengths = np.diff(np.append(heads, n))
+    return Grouping(
+        group=torch.from_numpy(np.repeat(np.arange(len(heads), dtype=np.int64), lengths)),
+        slot=torch.from_numpy(np.arange(n, dtype=np.int64) - np.repeat(heads, lengths)),
+        keys=keys,
+        group_size=int(lengths.max()),
+        regular=bool((lengths == lengths[0]).all()),
+    )
+
+
 def scatter_to_flat(padded: torch.Tensor, grouping: Grouping) -> torch.Tensor:
     """Read a ``[B, G]`` tensor back into the flat order of ``grouping``."""
+    if grouping.regular:
+        return padded.reshape(-1)
     return padded[grouping.group.to(padded.device), grouping.slot.to(padded.device)]
 
 
