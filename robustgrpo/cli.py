@@ -4,7 +4,8 @@ Commands
 --------
 demo        seed 000's poisoned group through every estimator, next to the clean group
 estimators  the catalogue: names, formulas, parameters
-bench       time every estimator against idiomatic grpo and numpy + scipy (--trainer: inside TRL's trainer)
+bench       time every estimator against idiomatic grpo and numpy + scipy (--trainer: inside TRL's trainer;
+            --adapters: the verl adapter on verl's layout)
 figures     rebuild every report figure (PNG, SVG, PDF) and an index into a folder
 notebooks   execute the notebook series into a folder, their figures beside them
 battery     the evidence battery: every estimator's update against the exact gradient, and the
@@ -124,6 +125,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from robustgrpo.bench import format_trainer_table, run_trainer_benchmark
 
         _say(format_trainer_table(run_trainer_benchmark(progress=not args.no_progress)))
+        return 0
+    if args.adapters:
+        from robustgrpo.bench import format_adapter_table, run_adapter_benchmark
+
+        _say(format_adapter_table(run_adapter_benchmark(repeats=args.repeats, progress=not args.no_progress)))
         return 0
     if args.battery:
         from robustgrpo.bench import format_simulate_table, run_battery_benchmark
@@ -416,6 +422,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="time the sweep engines: per-cell overhead and cells per second, local and Ray")
     bench.add_argument("--trainer", action="store_true",
                        help="time real TRL trainer steps per estimator and the estimator's share of a step (needs trl)")
+    bench.add_argument("--adapters", action="store_true",
+                       help="time the verl adapter on verl's layout (token-level rewards, string uids) against the "
+                            "idiomatic grpo")
     bench.set_defaults(func=_cmd_bench)
     figures = sub.add_parser("figures", help="rebuild every report figure into a folder")
     figures.add_argument("--out", required=True, help="folder to write the figures and index.md into")

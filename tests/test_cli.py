@@ -117,6 +117,7 @@ USER_ERRORS = [
     (["bench", "--simulate=yes"], "argument --simulate: ignored explicit argument 'yes'"),
     (["bench", "--sweep=1"], "argument --sweep: ignored explicit argument '1'"),
     (["bench", "--trainer=1"], "argument --trainer: ignored explicit argument '1'"),
+    (["bench", "--adapters=1"], "argument --adapters: ignored explicit argument '1'"),
     (["bench", "--lessons=1"], "argument --lessons: ignored explicit argument '1'"),
     (["bench", "--dashboard", "--threads", "0"], "argument --threads: must be >= 1, got 0"),
     (["bench", "--threads", "1", "--shapes", "8x4"], "--threads applies to --dashboard and --lessons only"),

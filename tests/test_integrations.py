@@ -6,6 +6,7 @@ verl comes with the ``verl`` extra (``python3 tasks.py setup`` installs it).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -115,6 +116,30 @@ def test_verl_adapter_set_to_grpo_gives_verls_own_grpo_numbers():
     ref, _ = core_algos.compute_grpo_outcome_advantage(rewards[perm], mask[perm], uid[perm.numpy()], norm_adv_by_std_in_grpo=False)
     single = _singletons(uid[perm.numpy()])
     torch.testing.assert_close(dr[~single], ref[~single], rtol=1e-6, atol=1e-6)
+
+
+def test_the_adapter_benchmark_times_one_computation_four_ways_on_verls_layout():
+    """Every row of ``bench --adapters`` computes the same GRPO advantages on the batch it times (so its ratios
+    compare like with like), and the table names each row, its ratio and the adapter's target."""
+    from robustgrpo.bench import ADAPTER_TARGET, adapters, format_adapter_table, run_adapter_benchmark
+
+    batch = adapters.verl_layout(64, 8, 5, seed=3)
+    args = {k: batch[k] for k in ("token_level_rewards", "response_mask", "index")}
+    assert len(set(batch["index"].tolist())) == 64 and batch["index"].dtype == object
+    assert torch.equal(batch["token_level_rewards"].sum(-1) > 0, (batch["token_level_rewards"] * batch["response_mask"]).sum(-1) > 0)
+    base = adapters._idiomatic(batch)
+    torch.testing.assert_close(adapters._idiomatic_by_uid(batch), base, rtol=0, atol=0)
+    torch.testing.assert_close(core_algos.compute_grpo_vectorized_outcome_advantage(**args)[0], base, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(verl_estimator("grpo")(**args)[0], base, rtol=1e-6, atol=1e-6)
+    result = run_adapter_benchmark(groups=64, G=8, length=5, repeats=2, progress=False)
+    cases = [r.case for r in result.rows]
+    assert cases == ["grpo (idiomatic, groups by position)", "grpo (idiomatic, numpy.unique over the uids)",
+                     "verl's grpo_vectorized", "adapter: grpo", "adapter: robust"]
+    assert result.rows[0].ratio == 1.0 and all(r.ms > 0 for r in result.rows)
+    assert [r.target for r in result.rows] == [None, None, None, ADAPTER_TARGET, ADAPTER_TARGET]
+    text = format_adapter_table(result)
+    assert "load average" in text and "1 torch thread(s)" in text and "64 prompts x G=8" in text
+    assert re.search(r"^adapter: robust +[\d.]+ +[\d.]+ +<= 2x: (met|NOT met)$", text, re.M)
 
 
 def test_verls_compute_advantage_dispatches_to_our_estimator_with_settings_from_the_config():

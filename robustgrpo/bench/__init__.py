@@ -3,7 +3,8 @@
 :mod:`~robustgrpo.bench.estimators` (the catalogue), :mod:`~robustgrpo.bench.dashboards` (notebook 03's
 dashboard and heat-map sweep), :mod:`~robustgrpo.bench.lessons` (the live lessons),
 :mod:`~robustgrpo.bench.simulate` (the drift simulator and the evidence battery),
-:mod:`~robustgrpo.bench.sweep` (the sweep engines), :mod:`~robustgrpo.bench.trainer` (real TRL steps).
+:mod:`~robustgrpo.bench.sweep` (the sweep engines), :mod:`~robustgrpo.bench.trainer` (real TRL steps),
+:mod:`~robustgrpo.bench.adapters` (the verl adapter on verl's layout).
 This package re-exports each one's functions.
 
 
@@ -47,6 +48,12 @@ steps per second per estimator on the experiment's tiny model (the ``trl`` runna
 share of a step the estimator's advantage block takes (target: under 5 %), measured side by
 side in one run with one torch thread, printed by :func:`format_trainer_table`.
 
+``python -m robustgrpo bench --adapters`` runs :func:`run_adapter_benchmark`: the verl adapter on
+verl's own layout (65536 prompts x G = 16, token-level 0/1 rewards, 36-character string uids), side
+by side with the idiomatic GRPO on the same batch grouped by position (target: the adapter within
+2x), the same GRPO grouping by uid with ``numpy.unique``, and verl's ``grpo_vectorized``, at one
+torch thread, printed by :func:`format_adapter_table` with the load average.
+
 ``python -m robustgrpo bench --lessons`` runs :func:`run_lessons_benchmark`: every control of the
 live lessons of notebooks 01, 02 and 04 at the largest sizes they offer, the data function alone
 and the move through the widget (target: median under 150 ms), printed by
@@ -61,7 +68,8 @@ to the full data drawn, and notebook 03's heat-map sweep (target: under 10 s), p
 
 from __future__ import annotations
 
-from robustgrpo.bench import dashboards, estimators, lessons, simulate, sweep, trainer
+from robustgrpo.bench import adapters, dashboards, estimators, lessons, simulate, sweep, trainer
+from robustgrpo.bench.adapters import *  # noqa: F403
 from robustgrpo.bench.dashboards import *  # noqa: F403 (each module's __all__, re-exported)
 from robustgrpo.bench.estimators import *  # noqa: F403
 from robustgrpo.bench.lessons import *  # noqa: F403
@@ -69,4 +77,5 @@ from robustgrpo.bench.simulate import *  # noqa: F403
 from robustgrpo.bench.sweep import *  # noqa: F403
 from robustgrpo.bench.trainer import *  # noqa: F403
 
-__all__ = [*estimators.__all__, *dashboards.__all__, *lessons.__all__, *simulate.__all__, *sweep.__all__, *trainer.__all__]
+__all__ = [*estimators.__all__, *adapters.__all__, *dashboards.__all__, *lessons.__all__, *simulate.__all__, *sweep.__all__,
+           *trainer.__all__]
