@@ -5,7 +5,7 @@ Commands
 demo        seed 000's poisoned group through every estimator, next to the clean group
 estimators  the catalogue: names, formulas, parameters
 bench       time every estimator against idiomatic grpo and numpy + scipy (--trainer: inside TRL's trainer;
-            --adapters: the verl adapter on verl's layout)
+            --adapters: the verl adapter on verl's layout; --scaling: time and memory as B and G grow)
 figures     rebuild every report figure (PNG, SVG, PDF) and an index into a folder
 notebooks   execute the notebook series into a folder, their figures beside them
 battery     the evidence battery: every estimator's update against the exact gradient, and the
@@ -125,6 +125,11 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         from robustgrpo.bench import format_trainer_table, run_trainer_benchmark
 
         _say(format_trainer_table(run_trainer_benchmark(progress=not args.no_progress)))
+        return 0
+    if args.scaling:
+        from robustgrpo.bench import format_scaling_table, run_scaling_benchmark
+
+        _say(format_scaling_table(run_scaling_benchmark(repeats=min(args.repeats, 3), progress=not args.no_progress)))
         return 0
     if args.adapters:
         from robustgrpo.bench import format_adapter_table, run_adapter_benchmark
@@ -422,6 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="time the sweep engines: per-cell overhead and cells per second, local and Ray")
     bench.add_argument("--trainer", action="store_true",
                        help="time real TRL trainer steps per estimator and the estimator's share of a step (needs trl)")
+    bench.add_argument("--scaling", action="store_true",
+                       help="time every estimator as B and G grow (ns per reward) and probe its peak memory")
     bench.add_argument("--adapters", action="store_true",
                        help="time the verl adapter on verl's layout (token-level rewards, string uids) against the "
                             "idiomatic grpo")

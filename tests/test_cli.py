@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -74,6 +75,28 @@ def test_bench_threads_set_for_the_run_and_restored(monkeypatch, capsys, mode):
     assert seen == [1, before]
 
 
+def test_the_scaling_bench_times_every_size_and_its_memory_probe_sees_the_output():
+    """``bench --scaling`` at small sizes: a row per method and size with its step from the size before, and a memory
+    probe that sees what a call must hold (the idiomatic GRPO's output alone is one input) and marks the target."""
+    from robustgrpo.bench import MEMORY_TARGET, format_scaling_table, peak_memory, run_scaling_benchmark
+
+    result = run_scaling_benchmark(["robust"], batches=(100, 400), group_sizes=(4, 16), repeats=1, memory_shapes=(),
+                                   progress=False)
+    assert [(r.sweep, r.method, r.B, r.G) for r in result.rows] == [
+        ("B", m, b, 16) for b in (100, 400) for m in ("grpo (idiomatic)", "robust")] + [
+        ("G", m, 2**20 // g, g) for g in (4, 16) for m in ("grpo (idiomatic)", "robust")]
+    assert all(r.ns_per_reward > 0 for r in result.rows)
+    first, second = result.rows[1], result.rows[3]  # robust at B = 100, then 400
+    assert math.isnan(first.step) and second.step == pytest.approx(second.ns_per_reward / first.ns_per_reward)
+    text = format_scaling_table(result)
+    assert "ns per reward as B grows at G = 16" in text and re.search(r"^robust +[\d.]+[ *] +[\d.]+[ *]$", text, re.M)
+    one_input = 4 * 4096 * 256
+    extra = peak_memory("grpo (idiomatic)", (4096, 256))
+    assert one_input <= extra <= MEMORY_TARGET * one_input  # its output, and the mean and std rows
+    with pytest.raises(ValueError, match="method must be one of"):
+        peak_memory("nope", (8, 8))
+
+
 def test_bench_prints_a_table_with_ratios():
     out = _run("bench", "--shapes", "256x16", "64x64", "--repeats", "2", "--no-progress")
     for name in (*ESTIMATORS, "grpo (idiomatic)", "robust (numpy+scipy)"):
@@ -118,6 +141,7 @@ USER_ERRORS = [
     (["bench", "--sweep=1"], "argument --sweep: ignored explicit argument '1'"),
     (["bench", "--trainer=1"], "argument --trainer: ignored explicit argument '1'"),
     (["bench", "--adapters=1"], "argument --adapters: ignored explicit argument '1'"),
+    (["bench", "--scaling=1"], "argument --scaling: ignored explicit argument '1'"),
     (["bench", "--lessons=1"], "argument --lessons: ignored explicit argument '1'"),
     (["bench", "--dashboard", "--threads", "0"], "argument --threads: must be >= 1, got 0"),
     (["bench", "--threads", "1", "--shapes", "8x4"], "--threads applies to --dashboard and --lessons only"),

@@ -4,7 +4,8 @@
 dashboard and heat-map sweep), :mod:`~robustgrpo.bench.lessons` (the live lessons),
 :mod:`~robustgrpo.bench.simulate` (the drift simulator and the evidence battery),
 :mod:`~robustgrpo.bench.sweep` (the sweep engines), :mod:`~robustgrpo.bench.trainer` (real TRL steps),
-:mod:`~robustgrpo.bench.adapters` (the verl adapter on verl's layout).
+:mod:`~robustgrpo.bench.adapters` (the verl adapter on verl's layout), :mod:`~robustgrpo.bench.scaling`
+(time and memory as B and G grow).
 This package re-exports each one's functions.
 
 
@@ -48,6 +49,12 @@ steps per second per estimator on the experiment's tiny model (the ``trl`` runna
 share of a step the estimator's advantage block takes (target: under 5 %), measured side by
 side in one run with one torch thread, printed by :func:`format_trainer_table`.
 
+``python -m robustgrpo bench --scaling`` runs :func:`run_scaling_benchmark`: every estimator and the
+idiomatic GRPO as B grows from 10^3 to 10^6 at G = 16 and as G grows from 4 to 1024 at B x G = 2^20
+(nanoseconds per reward; a step more than 1.5x the size before is marked), and each one's peak
+memory beyond its input (:func:`peak_memory`, target within 4x the input), printed by
+:func:`format_scaling_table`.
+
 ``python -m robustgrpo bench --adapters`` runs :func:`run_adapter_benchmark`: the verl adapter on
 verl's own layout (65536 prompts x G = 16, token-level 0/1 rewards, 36-character string uids), side
 by side with the idiomatic GRPO on the same batch grouped by position (target: the adapter within
@@ -68,8 +75,9 @@ to the full data drawn, and notebook 03's heat-map sweep (target: under 10 s), p
 
 from __future__ import annotations
 
-from robustgrpo.bench import adapters, dashboards, estimators, lessons, simulate, sweep, trainer
+from robustgrpo.bench import adapters, dashboards, estimators, lessons, scaling, simulate, sweep, trainer
 from robustgrpo.bench.adapters import *  # noqa: F403
+from robustgrpo.bench.scaling import *  # noqa: F403
 from robustgrpo.bench.dashboards import *  # noqa: F403 (each module's __all__, re-exported)
 from robustgrpo.bench.estimators import *  # noqa: F403
 from robustgrpo.bench.lessons import *  # noqa: F403
@@ -77,5 +85,5 @@ from robustgrpo.bench.simulate import *  # noqa: F403
 from robustgrpo.bench.sweep import *  # noqa: F403
 from robustgrpo.bench.trainer import *  # noqa: F403
 
-__all__ = [*estimators.__all__, *adapters.__all__, *dashboards.__all__, *lessons.__all__, *simulate.__all__, *sweep.__all__,
+__all__ = [*estimators.__all__, *scaling.__all__, *adapters.__all__, *dashboards.__all__, *lessons.__all__, *simulate.__all__, *sweep.__all__,
            *trainer.__all__]

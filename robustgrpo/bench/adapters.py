@@ -120,7 +120,9 @@ def run_adapter_benchmark(
         "grpo (idiomatic, numpy.unique over the uids)": (lambda: _idiomatic_by_uid(batch), None),
     }
     try:
-        from verl.trainer.ppo.core_algos import compute_grpo_vectorized_outcome_advantage as verl_vectorized
+        from verl.trainer.ppo.core_algos import (
+            compute_grpo_vectorized_outcome_advantage as verl_vectorized,
+        )
     except ImportError:  # the verl extra is not installed: that row is left out
         verl_vectorized = None
     if verl_vectorized is not None:
