@@ -41,6 +41,28 @@ SCREENS = ((1280, 800), (1920, 1080))
 TIMEOUT = 120_000
 
 
+#: Busy processes :func:`cpu_burner` starts: one per core, so the kernel, the server and the browser share the
+#: machine with as much other work as they have cores (a laptop in a lecture, a shared CI machine).
+BURNERS = os.cpu_count() or 2
+
+
+@contextmanager
+def cpu_burner(processes: int = BURNERS) -> Iterator[None]:
+    """Keep ``processes`` busy loops running beside the block (at the tests' own priority), then stop them.
+
+    The consistency tests run under it: whatever a move computes late must not overwrite what a later move
+    showed, and every wait is on a condition, so a loaded machine may only make them slower, not wrong.
+    """
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -26,6 +26,7 @@ from browser_util import (
     SCREENS,
     STATES,
     check_layout,
+    cpu_burner,
     exported_call,
     open_dashboard,
     press,
@@ -137,76 +138,77 @@ def _assert_shows(page, data: DashboardData) -> None:
 def test_every_move_keeps_the_readout_and_the_plots_on_the_setting_the_controls_show(chromium, url, tmp_path):
     page, watch = open_dashboard(chromium, url, (1280, 800))
     try:
-        page.evaluate(STATES)
-        start, _ = _exported(page)
-        assert start.state() == dashboard_data().state()
-        _assert_shows(page, start)
+        with cpu_burner():  # the machine loaded from the first move on (see cpu_burner)
+            page.evaluate(STATES)
+            start, _ = _exported(page)
+            assert start.state() == dashboard_data().state()
+            _assert_shows(page, start)
 
-        press(page, "clip c", "ArrowRight")  # one move, then bursts that arrive while the kernel computes
-        _settle(page)
-        press(page, "clip c", "ArrowRight", times=4)
-        press(page, "group size G", "ArrowRight", times=2)
-        page.locator(".rg-dashboard .widget-dropdown select").select_option(label=CLEAN_MODEL_CHOICES["gaussian"].short)
-        press(page, "contam. rate", "ArrowRight", times=3)
-        press(page, "outlier M", "ArrowRight")
-        _settle(page)
-        data, call = _exported(page)
-        assert (data.G, data.c, data.rate, data.clean_model) == (32, 3.0, 0.08, "gaussian"), call
-        assert data.size == CONTROLS["size"].snap(10 ** 1.1)
-        _assert_shows(page, data)
+            press(page, "clip c", "ArrowRight")  # one move, then bursts that arrive while the kernel computes
+            _settle(page)
+            press(page, "clip c", "ArrowRight", times=4)
+            press(page, "group size G", "ArrowRight", times=2)
+            page.locator(".rg-dashboard .widget-dropdown select").select_option(label=CLEAN_MODEL_CHOICES["gaussian"].short)
+            press(page, "contam. rate", "ArrowRight", times=3)
+            press(page, "outlier M", "ArrowRight")
+            _settle(page)
+            data, call = _exported(page)
+            assert (data.G, data.c, data.rate, data.clean_model) == (32, 3.0, 0.08, "gaussian"), call
+            assert data.size == CONTROLS["size"].snap(10 ** 1.1)
+            _assert_shows(page, data)
 
-        estimators = page.locator(".rg-dashboard select[multiple]")
-        estimators.select_option(["grpo", "robust", "rank"])
-        _settle(page)
-        estimators.select_option([])  # nothing chosen: refused, the views stay where they were
-        page.wait_for_selector(".rg-error:has-text('no estimator is chosen')", timeout=TIMEOUT)
-        page.wait_for_selector(".rg-status[data-state='invalid']", timeout=TIMEOUT)
-        shown, _ = _exported(page)
-        assert shown.methods == ("grpo", "robust", "rank")
-        _assert_shows(page, shown)
-        estimators.select_option(["grpo", "seed_mad", "robust", "rank"])
-        _settle(page)
+            estimators = page.locator(".rg-dashboard select[multiple]")
+            estimators.select_option(["grpo", "robust", "rank"])
+            _settle(page)
+            estimators.select_option([])  # nothing chosen: refused, the views stay where they were
+            page.wait_for_selector(".rg-error:has-text('no estimator is chosen')", timeout=TIMEOUT)
+            page.wait_for_selector(".rg-status[data-state='invalid']", timeout=TIMEOUT)
+            shown, _ = _exported(page)
+            assert shown.methods == ("grpo", "robust", "rank")
+            _assert_shows(page, shown)
+            estimators.select_option(["grpo", "seed_mad", "robust", "rank"])
+            _settle(page)
 
-        group = page.locator(".rg-dashboard .widget-text", has_text="group shown").locator("input")
-        page.get_by_role("button", name="next contaminated", exact=True).click()
-        page.wait_for_function("() => document.querySelector('.rg-readout span[data-key=\"group\"]').textContent !== '0'",
-                               timeout=TIMEOUT)
-        _settle(page)
-        data, _ = _exported(page)
-        assert data.group > 0 and data.group_contaminated.any() and group.input_value() == str(data.group)
-        _assert_shows(page, data)
-        group.fill("99999")
-        group.press("Enter")
-        page.wait_for_selector(".rg-error:has-text('group shown must be')", timeout=TIMEOUT)
-        page.wait_for_function(f"(g) => document.querySelector('.rg-dashboard .widget-text input').value === g",
-                               arg=str(data.group), timeout=TIMEOUT)  # the box goes back to the group shown
+            group = page.locator(".rg-dashboard .widget-text", has_text="group shown").locator("input")
+            page.get_by_role("button", name="next contaminated", exact=True).click()
+            page.wait_for_function("() => document.querySelector('.rg-readout span[data-key=\"group\"]').textContent !== '0'",
+                                   timeout=TIMEOUT)
+            _settle(page)
+            data, _ = _exported(page)
+            assert data.group > 0 and data.group_contaminated.any() and group.input_value() == str(data.group)
+            _assert_shows(page, data)
+            group.fill("99999")
+            group.press("Enter")
+            page.wait_for_selector(".rg-error:has-text('group shown must be')", timeout=TIMEOUT)
+            page.wait_for_function("(g) => document.querySelector('.rg-dashboard .widget-text input').value === g",
+                                   arg=str(data.group), timeout=TIMEOUT)  # the box goes back to the group shown
 
-        press(page, "contam. rate", "Home")  # rate 0: nothing contaminated, and the panel says so
-        _settle(page)
-        data, _ = _exported(page)
-        assert data.rate == 0.0 and data.contaminated_fraction == 0
-        _assert_shows(page, data)
-        with page.expect_download() as download:
-            page.locator("a.rg-export-csv").click()
-        csv = pd.read_csv(download.value.path())
-        expected = data.readout_frame()
-        assert list(csv.columns) == list(expected.columns) and list(csv["method"]) == list(data.methods)
-        numeric = expected.select_dtypes("number").columns
-        np.testing.assert_allclose(csv[numeric].to_numpy(float), expected[numeric].to_numpy(float), rtol=0, atol=0)
+            press(page, "contam. rate", "Home")  # rate 0: nothing contaminated, and the panel says so
+            _settle(page)
+            data, _ = _exported(page)
+            assert data.rate == 0.0 and data.contaminated_fraction == 0
+            _assert_shows(page, data)
+            with page.expect_download() as download:
+                page.locator("a.rg-export-csv").click()
+            csv = pd.read_csv(download.value.path())
+            expected = data.readout_frame()
+            assert list(csv.columns) == list(expected.columns) and list(csv["method"]) == list(data.methods)
+            numeric = expected.select_dtypes("number").columns
+            np.testing.assert_allclose(csv[numeric].to_numpy(float), expected[numeric].to_numpy(float), rtol=0, atol=0)
 
-        page.get_by_role("button", name="reset", exact=True).click()
-        page.wait_for_function("() => document.querySelector('.rg-readout span[data-key=\"G\"]').textContent === '16'",
-                               timeout=TIMEOUT)
-        _settle(page)
-        data, _ = _exported(page)
-        assert data.state() == dashboard_data().state()
-        _assert_shows(page, data)
+            page.get_by_role("button", name="reset", exact=True).click()
+            page.wait_for_function("() => document.querySelector('.rg-readout span[data-key=\"G\"]').textContent === '16'",
+                                   timeout=TIMEOUT)
+            _settle(page)
+            data, _ = _exported(page)
+            assert data.state() == dashboard_data().state()
+            _assert_shows(page, data)
 
-        states = page.evaluate("() => window.rgStates")
-        assert "busy" in states and states[-1] == "ready", states
-        assert widget_errors(page) == 0
-        assert watch.errors == [], f"the kernel sent errors: {watch.errors}"
-        assert watch.frames > 50, "the kernel messages were not seen"
+            states = page.evaluate("() => window.rgStates")
+            assert "busy" in states and states[-1] == "ready", states
+            assert widget_errors(page) == 0
+            assert watch.errors == [], f"the kernel sent errors: {watch.errors}"
+            assert watch.frames > 50, "the kernel messages were not seen"
     finally:
         page.close()
 
