@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 import pandas as pd
@@ -234,3 +235,58 @@ def test_a_large_new_setting_shows_a_preview_at_once_then_the_full_data(chromium
         assert widget_errors(page) == 0 and watch.errors == []
     finally:
         page.close()
+
+
+#: JavaScript: from now on, per key press in the page, record in ``window.rgLatency`` when it came, when the figure
+#: first changed after it, and when the status line came back to ready after leaving it.
+LATENCY = """() => {
+  window.rgLatency = [];
+  let current = null;
+  document.addEventListener('keydown', () => {
+    current = {key: performance.now(), change: null, left: false, ready: null};
+    window.rgLatency.push(current);
+  }, true);
+  const plot = document.querySelector('.rg-dashboard .js-plotly-plot');
+  new MutationObserver(() => { if (current && current.change === null) current.change = performance.now(); })
+    .observe(plot, {childList: true, subtree: true, attributes: true, characterData: true});
+  new MutationObserver(() => {
+    const s = document.querySelector('.rg-status'); const state = s && s.dataset.state;
+    if (!current || current.ready !== null || !state) return;
+    if (state !== 'ready') current.left = true; else if (current.left) current.ready = performance.now();
+  }).observe(document.body, {childList: true, subtree: true, attributes: true});
+}"""
+
+
+def test_key_press_latency_as_the_user_sees_it_is_reported_per_control(chromium, url, artifacts):
+    """Key press to the figure's first change and to ready, per slider, at G = 16 and at G = 256, measured in the
+    page (a report, not a budget: this machine is shared); every press changes the figure before it says ready."""
+    page, watch = open_dashboard(chromium, url, (1280, 800))
+    rows = []
+    try:
+        page.evaluate(LATENCY)
+        for size, start in (("G = 16", None), ("G = 256", "End")):
+            if start:
+                press(page, "group size G", start)
+                _settle(page)
+            for label in SLIDERS:
+                for i, key in enumerate(("ArrowLeft", "ArrowRight", "ArrowLeft", "ArrowRight")):
+                    count = page.evaluate("() => window.rgLatency.length")
+                    press(page, label, key)
+                    page.wait_for_function(f"() => window.rgLatency.length > {count} && "
+                                           "window.rgLatency[window.rgLatency.length - 1].ready !== null", timeout=TIMEOUT)
+                    _settle(page)  # nothing of this move left to arrive before the next one
+                    last = page.evaluate("() => window.rgLatency[window.rgLatency.length - 1]")
+                    assert last["change"] is not None and last["key"] <= last["change"] <= last["ready"], (label, last)
+                    rows.append((size, label, last["change"] - last["key"], last["ready"] - last["key"]))
+        assert widget_errors(page) == 0 and watch.errors == []
+    finally:
+        page.close()
+    table = ["| setting | control | key to first change (ms, median) | key to ready (ms, median) |", "|---|---|---|---|"]
+    for size in ("G = 16", "G = 256"):
+        for label in SLIDERS:
+            mine = [r for r in rows if r[:2] == (size, label)]
+            table.append(f"| {size} | {label} | {np.median([r[2] for r in mine]):.0f} | {np.median([r[3] for r in mine]):.0f} |")
+    load = ", ".join(f"{v:.2f}" for v in os.getloadavg())
+    report = "\n".join(table) + f"\n\nload average {load}; a slider moved back and forth, each move settled before the next\n"
+    (artifacts / "grid_latency.md").write_text(report)
+    print(report)
