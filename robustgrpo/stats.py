@@ -1307,6 +1307,7 @@ def _cluster_ranks(
         # with a margin for rounding, holds no wide one (ties, jittered ties) and needs no look-up
         linked = torch.minimum(gap, 2 * tt).sum(-1) - 2 * t * apart.sum(-1)
         check = ~(linked <= t * (1 - 4 * G * G * torch.finfo(s.dtype).eps))
+    check &= t > 0  # with t = 0 a cluster is a run of exact ties: no width, never wide
     rows = torch.nonzero(check).squeeze(-1)
     if rows.numel():  # the width s[last] - s[first] of each value's cluster (invalid entries: NaN, never wide)
         sr, fr, lr = (v.index_select(0, rows) for v in (s, first, last))
