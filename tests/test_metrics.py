@@ -763,6 +763,15 @@ class TestAgreementGrid:
                      progress=False).set_index("size")
         assert df.loc[0.1, "relative_error"] < 0.5 < df.loc[10.0, "relative_error"]
 
+    def test_without_rank_metrics_the_other_columns_are_the_same_numbers(self, swept):
+        """rank_metrics=False (the heat maps' grid) leaves out exactly the four columns that rank each group."""
+        lean = M.agreement_grid(["grpo", "robust", "seed_mad", "rank"], **GRID_ARGS, rank_metrics=False)
+        ranked = {"rank_correlation", "rank_undefined", "best_eligible", "best_negative_rate"}
+        assert ranked <= set(swept.columns) and list(lean.columns) == [c for c in swept.columns if c not in ranked]
+        pd.testing.assert_frame_equal(lean, swept[list(lean.columns)], check_exact=True)
+        with pytest.raises(ValueError, match="rank_metrics must be True or False, got 'no'"):
+            M.agreement_grid("grpo", rank_metrics="no", progress=False)
+
     def test_a_progress_bar_only_when_asked(self, capsys):
         M.agreement_grid("grpo", n_groups=10, progress=True)
         assert re.search(r"(^|\r)agreement grid: ", capsys.readouterr().err)

@@ -88,7 +88,8 @@ def heatmap_sweep(progress: bool = False) -> pd.DataFrame:
     """Run the heat maps' sweep (uncached; :func:`heatmap_data` caches it).
 
     Returns the :func:`robustgrpo.lab.metrics.agreement_grid` table: one row per
-    (G, method, c), c = NaN for the estimators without a clip.
+    (G, method, c), c = NaN for the estimators without a clip, without the
+    columns that rank each group (no heat map here draws them).
     """
     return agreement_grid(
         HEATMAP_METHODS,
@@ -100,6 +101,7 @@ def heatmap_sweep(progress: bool = False) -> pd.DataFrame:
         n_groups=N_GROUPS,
         seed=SEED,
         progress=progress,
+        rank_metrics=False,
     )
 
 

@@ -169,6 +169,7 @@ def agreement_from_advantages(
     valid: torch.Tensor | None = None,
     zero_tol: float = 1e-8,
     reference: torch.Tensor | None = None,
+    rank_metrics: bool = True,
 ) -> dict[str, float]:
     r"""Agreement between clean and contaminated advantages of ``[B, G]`` groups.
 
@@ -215,6 +216,10 @@ def agreement_from_advantages(
         :math:`\tau`: advantages with :math:`|A| \le \tau` count as 0.
     reference : torch.Tensor, optional
         ``[B, G]`` reference advantages for ``reference_cosine``.
+    rank_metrics : bool
+        False leaves out ``rank_correlation``, ``rank_undefined``,
+        ``best_eligible`` and ``best_negative_rate`` (the two sorts per call
+        they need are most of its time at large G).
 
     Returns
     -------
@@ -229,6 +234,10 @@ def agreement_from_advantages(
     n_keep = int(keep.sum())
     update = update_agreement(a, c, valid, reference=reference)
     nan = math.nan
+    if not rank_metrics:
+        signs = sign_changes(a, c, keep, zero_tol=zero_tol) if n_keep else dict.fromkeys(
+            ("sign_agreement", "flipped", "silenced", "silent_clean", "woken"), nan)
+        return dict(n_compared=n_keep, **update, **signs)
     if n_keep == 0:
         return dict(n_compared=0, **update, sign_agreement=nan, flipped=nan, silenced=nan, silent_clean=nan,
                     woken=nan, rank_correlation=nan, rank_undefined=float(a.shape[0]), best_eligible=0,
@@ -286,6 +295,7 @@ def _agreement_rows(
     entry: Mapping[str, Any] | None = None,
     reference: str | None = None,
     compute: Callable[[torch.Tensor, str, Mapping[str, Any]], AdvantageResult] | None = None,
+    rank_metrics: bool = True,
 ) -> list[dict[str, Any]]:
     """One agreement row per method; ``compute(rewards, method, params)`` runs the estimators."""
     entry = dict(entry or {})
@@ -325,7 +335,7 @@ def _agreement_rows(
         cr = clean
         if rows is not None:
             a_clean, a, cr = a_clean[rows], a[rows], clean[rows]
-        metrics = agreement_from_advantages(a_clean, a, keep, cr, zero_tol=zero_tol, reference=ref)
+        metrics = agreement_from_advantages(a_clean, a, keep, cr, zero_tol=zero_tol, reference=ref, rank_metrics=rank_metrics)
         fb, clip = _diag_rates(res, rows, g)
         fb_clean, clip_clean = _diag_rates(res_clean, rows, g)
         out.append(

@@ -88,6 +88,7 @@ def agreement_grid(
     zero_tol: float = 1e-8,
     reference: str | None = "rloo",
     progress: bool = True,
+    rank_metrics: bool = True,
     **params: Any,
 ) -> pd.DataFrame:
     r"""Agreement metrics (:func:`agreement`) over a grid of G, c, rate and outlier size.
@@ -133,6 +134,10 @@ def agreement_grid(
         As in :func:`agreement`.
     progress : bool
         Show a progress bar (tqdm).
+    rank_metrics : bool
+        False leaves out the columns that rank each group
+        (:func:`agreement_from_advantages`): a grid that draws none of them
+        runs in about half the time.
     **params
         Other estimator parameters, broadcast; the clip parameter itself must
         be given through ``clip``.
@@ -143,6 +148,8 @@ def agreement_grid(
         One row per (G, rate, size, method, c): columns ``G``, ``rate``,
         ``size``, ``method``, ``c`` then the columns of :func:`agreement`.
     """
+    if not isinstance(rank_metrics, bool):
+        raise ValueError(f"rank_metrics must be True or False, got {rank_metrics!r}")
     names = resolve_methods(methods)
     clip_names = {ESTIMATORS[m].clip for m in names if ESTIMATORS[m].clip}
     clash = sorted(clip_names & set(params))
@@ -196,7 +203,7 @@ def agreement_grid(
             data = model.apply(clean_r, seed=derived_seed(seed, 2, g))
             for m, c, kw in variants:
                 (row,) = _agreement_rows(data, [m], {m: kw}, subset, zero_tol, cache, g, bar.update,
-                                         reference=reference, compute=compute)
+                                         reference=reference, compute=compute, rank_metrics=rank_metrics)
                 rows.append({"G": g, "rate": rate, "size": size, "method": m, "c": c,
                              **{k: v for k, v in row.items() if k not in ("method", "G")}})
     bar.close()
