@@ -171,6 +171,27 @@ def test_seed_group_figure_draws_the_scenario():
     assert f"{REF['mean']:.3f}" in rf.caption
 
 
+def test_show_puts_the_figure_then_its_takeaway_then_its_numbers_folded(monkeypatch):
+    """What a notebook cell shows: the figure, the takeaway in the open, and (asked for) the caption inside a
+    collapsed view whose summary names it; nothing else."""
+    import IPython.display
+
+    from robustgrpo.book.figures import NUMBERS_SUMMARY, show
+
+    shown = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
+    rf = built("03_heatmap_update_cosine")
+    show(rf, caption=True)
+    assert shown[0] is rf.figure and len(shown) == 3
+    assert shown[1].data == f"**Takeaway:** {rf.takeaway}"
+    folded = shown[2].data
+    assert folded.startswith(f"<details><summary>{NUMBERS_SUMMARY}</summary>\n\n") and folded.endswith("\n\n</details>")
+    assert rf.caption in folded
+    shown.clear()
+    show(rf)  # no caption asked: the figure and its takeaway only
+    assert len(shown) == 2 and rf.caption not in shown[1].data
+
+
 def test_notebook_01s_sentences_are_the_packages_with_the_seed_numbers():
     """Every sentence notebook 01 prints is a function of the package, with the reference numbers of seed 000."""
     from robustgrpo import recommended_method

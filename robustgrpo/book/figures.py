@@ -36,6 +36,8 @@ __all__ = [
     "figure_dir",
     "save",
     "show",
+    "numbers_view",
+    "NUMBERS_SUMMARY",
     "build_all",
     "FIGURES_ENV",
 ]
@@ -133,16 +135,38 @@ def save(rf: ReportFigure, directory: str | Path | None = None, formats: Sequenc
     return save_figure(rf.figure, figure_dir() if directory is None else directory, rf.name, formats)
 
 
+#: The summary line of the collapsed view that holds a figure's caption beneath its takeaway.
+NUMBERS_SUMMARY = "the numbers behind the figure"
+
+
 def show(rf: ReportFigure, *, caption: bool = False) -> None:
-    """Display a built figure in a notebook, then (with ``caption``) its caption in italics, then its takeaway
-    (if it has one) as Markdown beneath it, headed "Takeaway:" unless it opens with its own bold heading."""
+    """Display a built figure in a notebook, then its takeaway (if it has one) as Markdown beneath it, headed
+    "Takeaway:" unless it opens with its own bold heading, then (with ``caption``) its caption, folded.
+
+    The caption, the figure's numbers sentence by sentence, sits in a collapsed ``<details>`` view
+    (:data:`NUMBERS_SUMMARY`): a reader sees the figure and the sentence that matters, and opens the
+    numbers when wanted (Lab, Voila and exported HTML all fold it).
+    """
     from IPython.display import Markdown, display
 
     display(rf.figure)
-    if caption:
-        display(Markdown(f"*{rf.caption}*"))
     if rf.takeaway:
         display(Markdown(rf.takeaway if rf.takeaway.startswith("**") else f"**Takeaway:** {rf.takeaway}"))
+    if caption:
+        display(Markdown(numbers_view(rf.caption)))
+
+
+def numbers_view(caption: str) -> str:
+    """``caption`` as Markdown folded under :data:`NUMBERS_SUMMARY` (blank lines around it: Markdown inside HTML).
+
+    >>> print(numbers_view("*x* = 1."))
+    <details><summary>the numbers behind the figure</summary>
+    <BLANKLINE>
+    *x* = 1.
+    <BLANKLINE>
+    </details>
+    """
+    return f"<details><summary>{NUMBERS_SUMMARY}</summary>\n\n{caption}\n\n</details>"
 
 
 def build_all(
