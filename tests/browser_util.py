@@ -109,9 +109,9 @@ def server(args: Sequence[str], cwd: Path, log: Path, env: dict[str, str]) -> It
 
 
 @contextmanager
-def voila(notebook: Path, workdir: Path) -> Iterator[str]:
-    """Serve ``notebook`` with Voilà; yield its URL. The log is ``workdir/voila.log``."""
-    args = ["voila", str(notebook), "--no-browser", "--Voila.ip=127.0.0.1"]
+def voila(notebook: Path, workdir: Path, theme: str = "light") -> Iterator[str]:
+    """Serve ``notebook`` with Voilà in ``theme`` (light or dark); yield its URL. The log is ``workdir/voila.log``."""
+    args = ["voila", str(notebook), "--no-browser", "--Voila.ip=127.0.0.1", f"--theme={theme}"]
     with server(args, notebook.parent, workdir / "voila.log", kernel_env(workdir / "figures")) as port:
         yield f"http://127.0.0.1:{port}/"
 

@@ -10,13 +10,26 @@ function computes for the new setting; the kernel sent no error.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
-from browser_util import ROOT, TIMEOUT, check_layout, open_dashboard, press, readout_span, settled_layout, voila, widget_errors
+from browser_util import (
+    ROOT,
+    TIMEOUT,
+    check_layout,
+    open_dashboard,
+    press,
+    readout_span,
+    settled_layout,
+    voila,
+    widget_errors,
+)
 
 from robustgrpo.book.distributions.engine import distributions_data
 from robustgrpo.book.primer.engine import playground_data
 from robustgrpo.book.seed.engine import trap_data
+from robustgrpo.book.widget import contrast_ratio
 
 pytestmark = pytest.mark.slow
 
@@ -59,6 +72,44 @@ def _check_page(page, watch, artifacts, name: str) -> None:
 def trap_url(tmp_path_factory):
     with voila(PAGES / "01_trap.ipynb", tmp_path_factory.mktemp("voila-trap")) as address:
         yield address
+
+
+@pytest.fixture(scope="module")
+def trap_dark_url(tmp_path_factory):
+    with voila(PAGES / "01_trap.ipynb", tmp_path_factory.mktemp("voila-trap-dark"), theme="dark") as address:
+        yield address
+
+
+#: JavaScript: the page's background, then the colour of the help lines, the status, the warning and the readout.
+TEXT_COLOURS_SHOWN = """() => [getComputedStyle(document.body).backgroundColor,
+  ...['.rg-help', '.rg-status', '.rg-alert', '.rg-readout'].map(s => getComputedStyle(document.querySelector('.rg-dashboard ' + s)).color)]"""
+
+
+def _hex(css: str, background: str | None = None) -> str:
+    """A computed CSS colour (``rgb(...)`` or ``rgba(...)``, blended over ``background``) as ``#rrggbb``."""
+    *rgb, alpha = [float(v) for v in re.findall(r"[\d.]+", css)] + ([1.0] if css.startswith("rgb(") else [])
+    if alpha < 1:
+        under = [int(background[i:i + 2], 16) for i in (1, 3, 5)]
+        rgb = [alpha * c + (1 - alpha) * u for c, u in zip(rgb, under)]
+    return "#" + "".join(f"{round(c):02x}" for c in rgb)
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_lessons_text_reads_in_the_light_and_the_dark_theme(chromium, trap_url, trap_dark_url, artifacts, theme):
+    """Help lines, status, the red warning and the readout keep WCAG AA contrast (4.5:1) on the page Voila draws in
+    either theme (the dark one had grey-on-black help and dark red warnings)."""
+    page, watch = _open(chromium, trap_url if theme == "light" else trap_dark_url)
+    try:
+        page.wait_for_selector(".rg-dashboard .rg-alert", timeout=TIMEOUT)  # M = 10 is above M* = 7: the warning shows
+        background, *texts = page.evaluate(TEXT_COLOURS_SHOWN)
+        background = _hex(background)
+        assert (background == "#ffffff") is (theme == "light")
+        for name, colour in zip((".rg-help", ".rg-status", ".rg-alert", ".rg-readout"), texts):
+            assert contrast_ratio(_hex(colour, background), background) >= 4.5, (theme, name, colour, background)
+        page.screenshot(path=artifacts / f"voila_lesson_01_trap_{theme}_{PROJECTOR[0]}x{PROJECTOR[1]}.png")
+        assert widget_errors(page) == 0 and watch.errors == []
+    finally:
+        page.close()
 
 
 def _assert_trap_shows(page, M: float, k: int, G: int) -> None:

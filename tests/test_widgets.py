@@ -680,7 +680,22 @@ def test_export_shows_the_call_and_the_csv_of_the_setting_on_display(dash):
     assert "c=3.0," in html.unescape(dash.export.value)
     # the call keeps its lines whole (it scrolls sideways) and the CSV link looks like a link
     assert re.search(r"<pre class='rg-export-call' style='[^']*white-space:pre;overflow-x:auto", text)
-    assert re.search(r"<a class='rg-export-csv' style='color:#[0-9a-f]{6};text-decoration:underline'", text)
+    assert re.search(r"<a class='rg-export-csv' style='text-decoration:underline'", text)
+    assert "a.rg-export-csv { color: #1565c0; }" in dash._theme.value  # a link's colour, in either theme
+
+
+def test_every_coloured_text_reads_in_the_light_and_the_dark_theme():
+    """Each colour of the dashboards' text keeps WCAG AA contrast (4.5:1) on its theme's background, and the style
+    every dashboard carries gives the dark one where the page says the theme is dark."""
+    from robustgrpo.book.widget import TEXT_COLOURS, contrast_ratio, theme_style
+
+    assert contrast_ratio("#777777", "#ffffff") == pytest.approx(4.48, abs=0.01)  # WCAG's own example of a fail
+    for selector, (light, dark) in TEXT_COLOURS.items():
+        assert contrast_ratio(light, "#ffffff") >= 4.5, (selector, light)
+        assert contrast_ratio(dark, "#111111") >= 4.5, (selector, dark)
+        first = selector.split(",")[0].strip()
+        assert f"body[data-jp-theme-light='false'] .rg-dashboard {first}" in theme_style()
+    assert {".rg-help", ".rg-error", "a.rg-export-csv"} <= {s.strip() for sel in TEXT_COLOURS for s in sel.split(",")}
 
 
 def test_trace_data_are_plain_lists_so_the_browser_reply_raises_nothing(dash):

@@ -46,7 +46,8 @@ from typing import Any, Iterator, Mapping
 from robustgrpo.book.controls import Control, Slider
 from robustgrpo.book.interactive import MIN_WIDTH
 
-__all__ = ["SIDEBAR_WIDTH", "DESCRIPTION_WIDTH", "COMPLETE_AFTER_S", "slider", "with_help", "export_html", "DashboardWidget"]
+__all__ = ["SIDEBAR_WIDTH", "DESCRIPTION_WIDTH", "COMPLETE_AFTER_S", "TEXT_COLOURS", "theme_style", "contrast_ratio", "slider",
+           "with_help", "export_html", "DashboardWidget"]
 
 #: Width of the controls' column (px).
 SIDEBAR_WIDTH = 300
@@ -54,7 +55,47 @@ SIDEBAR_WIDTH = 300
 DESCRIPTION_WIDTH = "92px"
 #: After a preview, how long the kernel handles waiting moves before it computes the full data (s).
 COMPLETE_AFTER_S = 0.1
-_HELP_STYLE = f"font-size:11px;line-height:1.25;color:#616161;margin:-2px 0 6px {DESCRIPTION_WIDTH}"
+_HELP_STYLE = f"font-size:11px;line-height:1.25;margin:-2px 0 6px {DESCRIPTION_WIDTH}"
+#: The dashboards' coloured text, by CSS selector: (colour in the light theme, colour in the dark theme). Lab and Voila
+#: mark the dark theme on the page's body (``data-jp-theme-light="false"``); each colour keeps at least 4.5:1 against
+#: its theme's background (white, #111111): WCAG AA for small text (:func:`contrast_ratio`; a test checks both).
+TEXT_COLOURS: dict[str, tuple[str, str]] = {
+    ".rg-muted, .rg-help": ("#616161", "#b0b0b0"),
+    ".rg-alert, .rg-error, .rg-status[data-state='invalid']": ("#B00020", "#ff6e6e"),
+    ".rg-status[data-state='busy']": ("#8a5300", "#ffb74d"),
+    ".rg-status[data-state='ready']": ("#2e7d32", "#81c784"),
+    "a.rg-export-csv": ("#1565c0", "#90caf9"),
+}
+
+
+def theme_style() -> str:
+    """A ``<style>`` element giving :data:`TEXT_COLOURS` in either theme (one per dashboard; identical copies are harmless).
+
+    >>> print(theme_style().splitlines()[1])
+    body[data-jp-theme-light='false'] .rg-dashboard .rg-muted, body[data-jp-theme-light='false'] .rg-dashboard .rg-help { color: #b0b0b0; }
+    """
+    rules = []
+    for selector, (light, dark) in TEXT_COLOURS.items():
+        parts = [s.strip() for s in selector.split(",")]
+        rules.append(f"{', '.join(f'.rg-dashboard {s}' for s in parts)} {{ color: {light}; }}")
+        rules.append(f"{', '.join(f'body[data-jp-theme-light={chr(39)}false{chr(39)}] .rg-dashboard {s}' for s in parts)} "
+                     f"{{ color: {dark}; }}")
+    return "<style>" + "\n".join(rules) + "</style>"
+
+
+def contrast_ratio(foreground: str, background: str) -> float:
+    """WCAG's contrast ratio of two ``#RRGGBB`` colours: (L1 + 0.05) / (L2 + 0.05) of their relative luminances.
+
+    >>> round(contrast_ratio("#000000", "#ffffff"), 1)
+    21.0
+    """
+    def luminance(colour: str) -> float:
+        channels = [int(colour.lstrip("#")[i:i + 2], 16) / 255 for i in (0, 2, 4)]
+        r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    high, low = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
 
 
 #: The watcher's front end: when the column it sits in changes width, tell the page it was resized
@@ -128,15 +169,16 @@ def export_html(call: str, csv: str, filename: str) -> str:
         # (Lab's widget output gives links the text colour)
         f"<pre class='rg-export-call' style='font-size:11px;white-space:pre;overflow-x:auto;margin:2px 0 4px'>"
         f"{html.escape(call)}</pre>"
-        f"<a class='rg-export-csv' style='color:#1565c0;text-decoration:underline' download='{filename}' "
+        f"<a class='rg-export-csv' style='text-decoration:underline' download='{filename}' "
         f"href='data:text/csv;charset=utf-8;base64,{payload}'>"
         f"download the readout as CSV ({filename})</a></div>"
     )
 
 
 def _status_html(state: str, text: str) -> str:
-    color = {"busy": "#8a5300", "ready": "#2e7d32", "invalid": "#B00020"}[state]
-    return f"<div class='rg-status' data-state='{state}' style='font-size:12px;color:{color}'>{html.escape(text)}</div>"
+    if state not in ("busy", "ready", "invalid"):
+        raise ValueError(f"state must be 'busy', 'ready' or 'invalid', got {state!r}")
+    return f"<div class='rg-status' data-state='{state}' style='font-size:12px'>{html.escape(text)}</div>"
 
 
 class DashboardWidget:
@@ -207,6 +249,7 @@ class DashboardWidget:
         self._refusal_shown = False
         self.timing: dict[str, float] = {}
         self.status = W.HTML(_status_html("ready", "ready"))
+        self._theme = W.HTML(theme_style(), layout=W.Layout(display="none"))  # the text colours of either theme
         self.message = W.HTML("")
         self.export = W.HTML("")
         self.reset_button = W.Button(description="reset", tooltip="put every control back to where it started",
@@ -219,7 +262,7 @@ class DashboardWidget:
                          layout=W.Layout(justify_content="space-between", width="100%"))
         side = W.VBox([*sidebar, buttons, self.status, self.message, self.export],
                       layout=W.Layout(flex=f"0 0 {SIDEBAR_WIDTH}px", width=f"{SIDEBAR_WIDTH}px", margin="0 12px 0 0"))
-        body = W.VBox([_resize_watcher(), *main], layout=W.Layout(flex=f"1 1 {MIN_WIDTH}px", min_width=f"{MIN_WIDTH}px", width="auto"))
+        body = W.VBox([_resize_watcher(), self._theme, *main], layout=W.Layout(flex=f"1 1 {MIN_WIDTH}px", min_width=f"{MIN_WIDTH}px", width="auto"))
         self.widget = W.Box([side, body], layout=W.Layout(display="flex", flex_flow="row wrap", width="100%",
                                                         align_items="flex-start"))
         self.widget.add_class("rg-dashboard")
@@ -333,7 +376,7 @@ class DashboardWidget:
 
     def _refuse(self, err: ValueError) -> None:
         self._refusal_shown = True
-        self.message.value = (f"<span class='rg-error' style='color:#B00020'>{html.escape(str(err))}</span> "
+        self.message.value = (f"<span class='rg-error'>{html.escape(str(err))}</span> "
                               "The plots and the readout still show the last valid setting.")
         self.status.value = _status_html("invalid", "showing the last valid setting")
         self._refused()
@@ -354,7 +397,7 @@ class DashboardWidget:
         try:
             complete()
         except Exception as err:  # noqa: BLE001 - shown to the user, then logged by the loop
-            self.message.value = f"<span class='rg-error' style='color:#B00020'>{html.escape(repr(err))}</span>"
+            self.message.value = f"<span class='rg-error'>{html.escape(repr(err))}</span>"
             self.status.value = _status_html("invalid", "failed: see the message below")
             raise
         self._when_idle(loop, generation)

@@ -45,18 +45,18 @@ def playground_readout_html(data: PlaygroundData) -> str:
                    ("statistic", "T", "T without x", "SC(x)", "|T_m − T_0|", "breaks at m"))
     rows = []
     for r in data.readout_frame().itertuples():
-        broken = " style='color:#B00020'" if r.broken else ""
+        broken = " class='rg-alert'" if r.broken else ""
         breaks = (f"{r.breaks_at:g}" if not math.isnan(r.breaks_at)
                   else "never: falls to 0" if data.collapses(r.statistic) else "never")
         cells = "".join(f"<td style='padding:0 6px;text-align:right' data-stat='{r.statistic}' data-key='{key}'>"
                         f"{_num(getattr(r, key))}</td>" for key in ("estimate", "without", "sensitivity", "shift"))
         rows.append(f"<tr data-stat='{r.statistic}'{broken}><td style='padding:0 6px'><b>{r.statistic}</b> "
-                    f"<span style='color:#616161'>({r.kind})</span></td>{cells}"
+                    f"<span class='rg-muted'>({r.kind})</span></td>{cells}"
                     f"<td style='padding:0 6px;text-align:right' data-stat='{r.statistic}' data-key='breaks_at'>"
                     f"{breaks}</td></tr>")
     return (f"<div class='rg-readout rg-playground-readout' style='font-size:13px;line-height:1.3'><div>{setting}</div>"
             f"<table class='rg-table'><tr>{head}</tr>{''.join(rows)}</table>"
-            "<div style='font-size:12px;color:#616161'>red: broken at the m set (it follows the outlier).</div></div>")
+            "<div class='rg-muted' style='font-size:12px'>red: broken at the m set (it follows the outlier).</div></div>")
 
 
 def efficiency_html(table: pd.DataFrame) -> str:

@@ -34,7 +34,7 @@ def trap_readout_html(data: TrapData) -> str:
     grpo = data.M > data.crossing
     crossing = (f'grpo\'s advantage of a correct answer crosses 0 at M* = G − k = '
                 f'<b><span data-key="crossing">{data.crossing:g}</span></b>: '
-                + ("<span style='color:#B00020'>above it, as now, the correct answers are pushed down</span>"
+                + ("<span class='rg-alert'>above it, as now, the correct answers are pushed down</span>"
                    if grpo else "below it, as now, they are still pushed up"))
     head = "".join(f"<th style='padding:0 6px'>{h}</th>" for h in ("estimator", "A wrong", "A correct", "A glitch"))
     rows = "".join(
