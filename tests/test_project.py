@@ -242,3 +242,11 @@ def test_readmes_estimator_table_has_a_row_per_registered_estimator_in_the_regis
     table = readme.split("| `grpo` |", 1)[1].split("\n\n", 1)[0]
     rows = ["grpo"] + re.findall(r"^\| `(\w+)` \|", table, flags=re.MULTILINE)
     assert rows == list(ESTIMATORS), "README's estimator table and the registry differ: add or remove the row"
+
+
+def test_every_notebook_or_page_the_readme_and_the_notebooks_name_exists():
+    """A renamed Voila page or notebook leaves no stale name behind in README or in a notebook's prose."""
+    texts = [(ROOT / "README.md").read_text()] + [p.read_text() for p in (ROOT / "notebooks").rglob("*.ipynb")]
+    named = {n for text in texts for n in re.findall(r"notebooks/(?:dashboards/)?[\w.-]+\.ipynb", text)}
+    assert "notebooks/dashboards/03_grid.ipynb" in named
+    assert [n for n in sorted(named) if not (ROOT / n).exists()] == []
