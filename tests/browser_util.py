@@ -201,10 +201,11 @@ def overlaps(items: list[dict]) -> list[tuple[str, str]]:
     return found
 
 
-def check_layout(layout: dict, *, on_screen: bool) -> None:
+def check_layout(layout: dict, *, on_screen: bool, beside: bool = True) -> None:
     """The dashboard fills its container, its figure fills its column, and no text meets another.
 
     ``on_screen``: the controls and the whole figure lie inside the viewport (no scrolling needed).
+    ``beside``: the figure stands beside the controls; False (a narrow window): above them, and on screen.
     """
     width = layout["dashboard"][2] - layout["dashboard"][0]
     svg_width = layout["svg"][2] - layout["svg"][0]
@@ -212,7 +213,11 @@ def check_layout(layout: dict, *, on_screen: bool) -> None:
     assert abs(svg_width - column) <= 2, f"the figure is {svg_width:.0f} px wide in a {column:.0f} px column"
     assert column >= 0.6 * width, f"the figure's column is {column:.0f} px of a {width:.0f} px dashboard"
     side, plot = layout["sidebar"], layout["svg"]
-    assert plot[0] >= side[2], "the figure is not beside the controls"
+    if beside:
+        assert plot[0] >= side[2], "the figure is not beside the controls"
+    else:
+        assert plot[3] <= side[1], "the figure is not above the controls"
+        assert plot[3] <= layout["viewport"][1], f"the figure ends at {plot[3]:.0f} px, below a {layout['viewport'][1]} px screen"
     texts = layout["titles"] + layout["axis_titles"] + layout["legend"]
     assert not overlaps(texts), f"overlapping texts: {overlaps(texts)}"
     for t in layout["titles"]:  # every title inside the figure: not clipped

@@ -47,6 +47,8 @@ pytestmark = pytest.mark.slow
 
 PAGE = ROOT / "notebooks" / "dashboards" / "03_grid.ipynb"
 TIMEOUT = 120_000
+#: A window too narrow for the controls and the figure side by side.
+NARROW = (800, 1000)
 #: slider label -> readout key
 SLIDERS = {CONTROLS[k].label: k for k in ("G", "c", "rate", "size")}
 
@@ -67,6 +69,12 @@ def test_page_opens_on_the_dashboard_fits_both_screens_and_follows_the_window(ch
             assert layout["dashboard"][1] < 200, "a screen of prose before the dashboard"
             check_layout(layout, on_screen=True)
             page.screenshot(path=artifacts / f"voila_grid_{size[0]}x{size[1]}.png")
+        # a window too narrow for both side by side: the figure first, whole on screen, the controls beneath it
+        page.set_viewport_size({"width": NARROW[0], "height": NARROW[1]})
+        check_layout(settled_layout(page), on_screen=False, beside=False)
+        page.screenshot(path=artifacts / f"voila_grid_{NARROW[0]}x{NARROW[1]}.png")
+        page.set_viewport_size({"width": large[0], "height": large[1]})
+        check_layout(settled_layout(page), on_screen=True)  # and back beside them when the window widens
         assert widget_errors(page) == 0 and watch.errors == []
     finally:
         page.close()

@@ -46,7 +46,7 @@ from typing import Any, Iterator, Mapping
 from robustgrpo.book.controls import Control, Slider
 from robustgrpo.book.interactive import MIN_WIDTH
 
-__all__ = ["SIDEBAR_WIDTH", "DESCRIPTION_WIDTH", "COMPLETE_AFTER_S", "TEXT_COLOURS", "theme_style", "contrast_ratio", "slider",
+__all__ = ["SIDEBAR_WIDTH", "DESCRIPTION_WIDTH", "COMPLETE_AFTER_S", "TEXT_COLOURS", "theme_style", "narrow_style", "contrast_ratio", "slider",
            "with_help", "export_html", "DashboardWidget"]
 
 #: Width of the controls' column (px).
@@ -81,6 +81,20 @@ def theme_style() -> str:
         rules.append(f"{', '.join(f'body[data-jp-theme-light={chr(39)}false{chr(39)}] .rg-dashboard {s}' for s in parts)} "
                      f"{{ color: {dark}; }}")
     return "<style>" + "\n".join(rules) + "</style>"
+
+
+def narrow_style() -> str:
+    """A ``<style>`` element that puts the figure above the controls where the two do not fit side by side.
+
+    The dashboard is a CSS size container: narrower than the sidebar plus :data:`MIN_WIDTH` (an 800 px
+    window, a narrow Lab column), the main column wraps onto a line of its own and, ordered first,
+    stands above the controls, so the figure is what the page opens on.
+
+    >>> "@container (max-width: 831px)" in narrow_style()
+    True
+    """
+    return ("<style>.rg-dashboard { container-type: inline-size; } "
+            f"@container (max-width: {SIDEBAR_WIDTH + 12 + MIN_WIDTH - 1}px) {{ .rg-dashboard .rg-main {{ order: -1; }} }}</style>")
 
 
 def contrast_ratio(foreground: str, background: str) -> float:
@@ -249,7 +263,8 @@ class DashboardWidget:
         self._refusal_shown = False
         self.timing: dict[str, float] = {}
         self.status = W.HTML(_status_html("ready", "ready"))
-        self._theme = W.HTML(theme_style(), layout=W.Layout(display="none"))  # the text colours of either theme
+        # the text colours of either theme, and the figure first where it cannot stand beside the controls
+        self._theme = W.HTML(theme_style() + narrow_style(), layout=W.Layout(display="none"))
         self.message = W.HTML("")
         self.export = W.HTML("")
         self.reset_button = W.Button(description="reset", tooltip="put every control back to where it started",
@@ -263,6 +278,7 @@ class DashboardWidget:
         side = W.VBox([*sidebar, buttons, self.status, self.message, self.export],
                       layout=W.Layout(flex=f"0 0 {SIDEBAR_WIDTH}px", width=f"{SIDEBAR_WIDTH}px", margin="0 12px 0 0"))
         body = W.VBox([_resize_watcher(), self._theme, *main], layout=W.Layout(flex=f"1 1 {MIN_WIDTH}px", min_width=f"{MIN_WIDTH}px", width="auto"))
+        body.add_class("rg-main")
         self.widget = W.Box([side, body], layout=W.Layout(display="flex", flex_flow="row wrap", width="100%",
                                                         align_items="flex-start"))
         self.widget.add_class("rg-dashboard")

@@ -182,7 +182,7 @@ def plot_linked_views(
         shapes=clip_lines,
         hovermode="closest",
     )
-    autosized(fig, height=height, margin=dict(l=60, r=15, t=75, b=45))
+    autosized(fig, height=height, margin=dict(l=60, r=15, t=95, b=45))  # room for a legend of two rows (narrow windows)
     fig.update_annotations(font_size=13, selector=dict(name=None))  # the panel titles
     fig.update_xaxes(title_text="sample, sorted by reward", row=1, col=1)
     fig.update_yaxes(title_text="reward", row=1, col=1)
