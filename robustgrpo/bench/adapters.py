@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from robustgrpo.bench._common import load_average, load_text
+from robustgrpo.bench.estimators import grpo_idiomatic
 from robustgrpo.checks import check_int
 
 __all__ = [
@@ -78,8 +79,7 @@ def verl_layout(groups: int, G: int, length: int, *, p: float = 0.3, seed: int =
 def _idiomatic(batch: dict, eps: float = 1e-6) -> torch.Tensor:
     """The GRPO every trainer writes, on a batch whose groups stand in order (no uids read): the baseline."""
     scores = batch["token_level_rewards"].sum(-1).view(-1, batch["G"])
-    std, mean = torch.std_mean(scores, dim=-1, keepdim=True)
-    return ((scores - mean) / (std + eps)).view(-1, 1) * batch["response_mask"]
+    return grpo_idiomatic(scores, eps).view(-1, 1) * batch["response_mask"]
 
 
 def _idiomatic_by_uid(batch: dict, eps: float = 1e-6) -> torch.Tensor:
@@ -87,10 +87,8 @@ def _idiomatic_by_uid(batch: dict, eps: float = 1e-6) -> torch.Tensor:
     scores = batch["token_level_rewards"].sum(-1)
     _, inverse = np.unique(batch["index"], return_inverse=True)
     order = torch.from_numpy(np.argsort(inverse, kind="stable"))
-    grouped = scores[order].view(-1, batch["G"])
-    std, mean = torch.std_mean(grouped, dim=-1, keepdim=True)
     flat = torch.empty_like(scores)
-    flat[order] = ((grouped - mean) / (std + eps)).view(-1)
+    flat[order] = grpo_idiomatic(scores[order].view(-1, batch["G"]), eps).view(-1)
     return flat.unsqueeze(-1) * batch["response_mask"]
 
 
