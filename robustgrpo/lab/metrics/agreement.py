@@ -218,8 +218,8 @@ def agreement_from_advantages(
         ``[B, G]`` reference advantages for ``reference_cosine``.
     rank_metrics : bool
         False leaves out ``rank_correlation``, ``rank_undefined``,
-        ``best_eligible`` and ``best_negative_rate`` (the two sorts per call
-        they need are most of its time at large G).
+        ``best_eligible`` and ``best_negative_rate``, and the two sorts per
+        call they need.
 
     Returns
     -------

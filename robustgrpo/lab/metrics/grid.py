@@ -136,8 +136,8 @@ def agreement_grid(
         Show a progress bar (tqdm).
     rank_metrics : bool
         False leaves out the columns that rank each group
-        (:func:`agreement_from_advantages`): a grid that draws none of them
-        runs in about half the time.
+        (:func:`agreement_from_advantages`), and the two sorts per cell
+        they need (``bench --dashboard`` times the heat maps' grid without them).
     **params
         Other estimator parameters, broadcast; the clip parameter itself must
         be given through ``clip``.
