@@ -18,6 +18,7 @@ from browser_util import (
     ROOT,
     TIMEOUT,
     check_layout,
+    cpu_burner,
     open_dashboard,
     press,
     readout_span,
@@ -236,5 +237,79 @@ def test_lesson_04_moving_g_by_keyboard_and_the_scenario_redraws_both_views(chro
         _wait_span(page, "scenario", "reward_hacking")
         _assert_distributions_show(page, G=16, scenario="reward_hacking")
         _check_page(page, watch, artifacts, "04_distributions")
+    finally:
+        page.close()
+
+
+#: JavaScript: from now on, record in ``window.rgReady`` the figure's tag and the expected one each time the status
+#: line says ready (observed after the dashboard's own watcher, which runs first: it was created first).
+READY_TAGS = """() => { window.rgReady = []; new MutationObserver(() => {
+  const s = document.querySelector('.rg-status');
+  if (s && s.dataset.state === 'ready') window.rgReady.push([s.dataset.shown, s.dataset.expected]);
+}).observe(document.body, {childList: true, subtree: true, attributes: true}); }"""
+
+#: JavaScript: make the figure carry ``tag`` (as a stale or foreign drawing would) and let plotly say it redrew.
+RETAG = """(tag) => { const gd = document.querySelector('.rg-dashboard .js-plotly-plot');
+  gd.layout.meta = tag; gd.emit('plotly_afterplot'); }"""
+
+
+def test_the_status_says_ready_only_while_the_figure_shows_the_last_drawing(chromium, trap_url):
+    """With the machine loaded, every "ready" the page shows comes with the figure tagged as the kernel's last
+    drawing; a figure that shows another drawing turns the status to "drawing the figure" until it is right."""
+    from robustgrpo.book.widget import DRAWING_TEXT
+
+    page, watch = _open(chromium, trap_url)
+    try:
+        with cpu_burner():
+            page.evaluate(READY_TAGS)
+            press(page, "outlier M", "ArrowLeft", times=5)
+            press(page, "group size G", "ArrowRight", times=2)
+            _wait_span(page, "G", "10")
+            _wait_span(page, "M", "7.5")
+            _assert_trap_shows(page, 7.5, 1, 10)
+            ready = page.evaluate("() => window.rgReady")
+            assert ready and all(shown == expected and shown.startswith("update ") for shown, expected in ready), ready
+            last = ready[-1][1]
+            page.evaluate(RETAG, "a drawing of another setting")
+            page.wait_for_selector(f".rg-status[data-state='busy']:has-text('{DRAWING_TEXT}')", timeout=TIMEOUT)
+            page.evaluate(RETAG, last)
+            page.wait_for_selector(".rg-status[data-state='ready']", timeout=TIMEOUT)
+        assert widget_errors(page) == 0 and watch.errors == []
+    finally:
+        page.close()
+
+
+@pytest.fixture(scope="module")
+def failing_figure_url(tmp_path_factory):
+    """The trap lesson whose figure widget fails to start (its front-end module throws), as a busy machine made
+    anywidget's models fail; the watcher is told to wait 2 s for the figure."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    folder = tmp_path_factory.mktemp("voila-failing")
+    source = ("from robustgrpo.book.dashboards import trap_dashboard\n"
+              "lesson = trap_dashboard()\n"
+              "lesson.figure._esm = \"export default { render() { throw new Error('a figure that does not start'); } };\"\n"
+              "lesson._watcher.start_timeout_ms = 2000\n"
+              "lesson")
+    nb = new_notebook(cells=[new_code_cell(source)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, folder / "failing.ipynb")
+    with voila(folder / "failing.ipynb", folder) as address:
+        yield address
+
+
+def test_a_figure_that_does_not_start_says_so_and_offers_a_reload(chromium, failing_figure_url):
+    from robustgrpo.book.widget import FAILED_START_TEXT
+
+    page = chromium.new_page(viewport={"width": PROJECTOR[0], "height": PROJECTOR[1]})
+    try:
+        page.goto(failing_figure_url, timeout=TIMEOUT)
+        page.wait_for_selector(".rg-status[data-state='failed'] button.rg-reload", timeout=TIMEOUT)
+        assert page.locator(".rg-status").inner_text().startswith(FAILED_START_TEXT)
+        assert page.locator(".rg-dashboard .js-plotly-plot").count() == 0
+        with page.expect_navigation(timeout=TIMEOUT):
+            page.locator("button.rg-reload").click()
+        page.wait_for_selector(".rg-status[data-state='failed'] button.rg-reload", timeout=TIMEOUT)  # a fresh page
     finally:
         page.close()

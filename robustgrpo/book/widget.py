@@ -28,6 +28,15 @@ The figures follow their container: plotly.js resizes them on a window resize
 (:func:`~robustgrpo.book.interactive.figure_widget`), and a small watcher widget in the main
 column turns every change of the column's width (Lab's side panel opening, say) into one.
 
+The same watcher confirms in the page what the kernel cannot see: that the figure drawn is the
+one the readout describes. Every drawing carries a tag (the figure's ``layout.meta``: which
+update drew it, preview or full data) sent in the same message as its traces, and the watcher
+learns the tag of the last drawing. The status line says "ready" only while the figure in the
+page carries that tag; until then it says :data:`DRAWING_TEXT`. A figure that has not appeared
+:data:`FIGURE_START_S` after the dashboard was shown (its widget failed to load, as a busy
+machine can make happen) turns the status line into :data:`FAILED_START_TEXT` with a reload
+button.
+
 Reset puts every control back to the value the dashboard was built with and recomputes once.
 Export shows the current setting as Python to paste (a call of the data function) and the
 readout as a CSV file to download; it follows every later update while it is shown.
@@ -39,6 +48,7 @@ import asyncio
 import base64
 import functools
 import html
+import json
 import time
 from contextlib import contextmanager
 from typing import Any, Iterator, Mapping
@@ -61,7 +71,7 @@ _HELP_STYLE = f"font-size:11px;line-height:1.25;margin:-2px 0 6px {DESCRIPTION_W
 #: its theme's background (white, #111111): WCAG AA for small text (:func:`contrast_ratio`; a test checks both).
 TEXT_COLOURS: dict[str, tuple[str, str]] = {
     ".rg-muted, .rg-help": ("#616161", "#b0b0b0"),
-    ".rg-alert, .rg-error, .rg-status[data-state='invalid']": ("#B00020", "#ff6e6e"),
+    ".rg-alert, .rg-error, .rg-status[data-state='invalid'], .rg-status[data-state='failed']": ("#B00020", "#ff6e6e"),
     ".rg-status[data-state='busy']": ("#8a5300", "#ffb74d"),
     ".rg-status[data-state='ready']": ("#2e7d32", "#81c784"),
     "a.rg-export-csv": ("#1565c0", "#90caf9"),
@@ -112,40 +122,112 @@ def contrast_ratio(foreground: str, background: str) -> float:
     return (high + 0.05) / (low + 0.05)
 
 
-#: The watcher's front end: when the column it sits in changes width, tell the page it was resized
-#: (plotly.js resizes responsive figures on a window resize, not on a container resize).
-_RESIZE_ESM = """
+#: How long the front end waits for the figure to be drawn before it says that it did not start (s).
+FIGURE_START_S = 20.0
+#: What the status line says while the kernel has finished a setting that the figure has not drawn yet.
+DRAWING_TEXT = "drawing the figure …"
+#: What the status line says when the figure has not been drawn :data:`FIGURE_START_S` after the page showed it.
+FAILED_START_TEXT = "the figure did not start (a widget failed to load): reload the page"
+
+#: The watcher's front end. (1) When the column it sits in changes width, tell the page it was resized (plotly.js
+#: resizes responsive figures on a window resize, not on a container resize). (2) Confirm the figure: the kernel
+#: tags each drawing of the figure (``layout.meta``) and tells the watcher the tag of the last one (``setting``);
+#: the status line says "ready" only once the figure in the page carries that tag, and says "drawing the figure"
+#: until then; a figure not drawn within ``start_timeout_ms`` turns the status line into a failure with a reload
+#: button (it goes back as soon as the figure appears). What the kernel wrote stays in ``data-kernel-state`` and
+#: ``data-kernel-text``; the figure's tag and the expected one in ``data-shown`` and ``data-expected``.
+_WATCHER_ESM = """
 export default {
-  render({ el }) {
+  render({ model, el }) {
     let width = null;
-    const observer = new ResizeObserver((entries) => {
+    const resize = new ResizeObserver((entries) => {
       const now = Math.round(entries[0].contentRect.width);
       if (now === width || now === 0) return;
       width = now;
       window.requestAnimationFrame(() => window.dispatchEvent(new Event("resize")));
     });
-    observer.observe(el);
-    return () => observer.disconnect();
+    resize.observe(el);
+
+    const started = performance.now();
+    let hooked = null;
+    const set = (status, state, text, reload) => {
+      const same = status.dataset.state === state && status.dataset.front === String(reload)
+        && status.firstChild && status.firstChild.textContent === text;
+      if (same) return;
+      status.dataset.state = state;
+      status.dataset.front = String(reload);
+      status.replaceChildren(document.createTextNode(text));
+      if (reload) {
+        const button = document.createElement("button");
+        button.className = "rg-reload";
+        button.textContent = "reload";
+        button.style.marginLeft = "6px";
+        button.addEventListener("click", () => window.location.reload());
+        status.appendChild(button);
+      }
+    };
+    const check = () => {
+      const dash = el.closest(".rg-dashboard");
+      const status = dash && dash.querySelector(".rg-status");
+      if (!status) return;
+      const gd = dash.querySelector(".js-plotly-plot");
+      if (gd && gd !== hooked && typeof gd.on === "function") {
+        hooked = gd;
+        for (const name of ["plotly_afterplot", "plotly_relayout", "plotly_restyle", "plotly_update"]) gd.on(name, check);
+      }
+      if (status.dataset.kernelState === undefined) {  // a status line the kernel has just written
+        status.dataset.kernelState = status.dataset.state;
+        status.dataset.kernelText = status.textContent;
+      }
+      const expected = model.get("setting");
+      const shown = gd && gd.layout && gd.layout.meta !== undefined ? String(gd.layout.meta) : "";
+      status.dataset.expected = expected;
+      status.dataset.shown = shown;
+      const drawn = Boolean(gd && gd._fullLayout && gd.querySelector(".main-svg"));
+      const kernel = status.dataset.kernelState;
+      if (!drawn && performance.now() - started >= model.get("start_timeout_ms")) {
+        set(status, "failed", __FAILED__, true);
+      } else if (kernel === "ready" && (!drawn || shown !== expected)) {
+        set(status, "busy", __DRAWING__, false);
+      } else {
+        set(status, kernel, status.dataset.kernelText, false);
+      }
+    };
+    const observer = new MutationObserver(check);
+    const start = () => {
+      const dash = el.closest(".rg-dashboard");
+      if (!dash) { window.requestAnimationFrame(start); return; }
+      observer.observe(dash, { childList: true, subtree: true });
+      check();
+    };
+    start();
+    model.on("change:setting", check);
+    const timer = setTimeout(check, model.get("start_timeout_ms"));
+    return () => { resize.disconnect(); observer.disconnect(); clearTimeout(timer); };
   },
 };
 """
 
 
 @functools.cache
-def _resize_watcher_class() -> type:
+def _figure_watcher_class() -> type:
     import anywidget
+    import traitlets
 
-    class ResizeWatcher(anywidget.AnyWidget):
-        """An empty widget that reports the width changes of the column it sits in as window resizes."""
+    class FigureWatcher(anywidget.AnyWidget):
+        """An empty widget in a dashboard's main column: reports its width changes as window resizes, and
+        confirms in the page that the figure shows the last drawing the kernel made (see :data:`_WATCHER_ESM`)."""
 
-        _esm = _RESIZE_ESM
+        _esm = _WATCHER_ESM.replace("__FAILED__", json.dumps(FAILED_START_TEXT)).replace("__DRAWING__", json.dumps(DRAWING_TEXT))
+        setting = traitlets.Unicode("").tag(sync=True)
+        start_timeout_ms = traitlets.Int(int(FIGURE_START_S * 1000)).tag(sync=True)
 
-    return ResizeWatcher
+    return FigureWatcher
 
 
-def _resize_watcher() -> Any:
-    """A full-width :class:`ResizeWatcher` for a dashboard's main column."""
-    watcher = _resize_watcher_class()()
+def _figure_watcher() -> Any:
+    """A full-width :class:`FigureWatcher` for a dashboard's main column."""
+    watcher = _figure_watcher_class()()
     watcher.layout.width = "100%"
     return watcher
 
@@ -277,7 +359,9 @@ class DashboardWidget:
                          layout=W.Layout(justify_content="space-between", width="100%"))
         side = W.VBox([*sidebar, buttons, self.status, self.message, self.export],
                       layout=W.Layout(flex=f"0 0 {SIDEBAR_WIDTH}px", width=f"{SIDEBAR_WIDTH}px", margin="0 12px 0 0"))
-        body = W.VBox([_resize_watcher(), self._theme, *main], layout=W.Layout(flex=f"1 1 {MIN_WIDTH}px", min_width=f"{MIN_WIDTH}px", width="auto"))
+        self._watcher = _figure_watcher()
+        self._tag(self._watcher_tag(0, None))  # the figure as built shows the initial data
+        body = W.VBox([self._watcher, self._theme, *main], layout=W.Layout(flex=f"1 1 {MIN_WIDTH}px", min_width=f"{MIN_WIDTH}px", width="auto"))
         body.add_class("rg-main")
         self.widget = W.Box([side, body], layout=W.Layout(display="flex", flex_flow="row wrap", width="100%",
                                                         align_items="flex-start"))
@@ -375,7 +459,11 @@ class DashboardWidget:
     def _show(self, data: Any, start: float, preview: str | None = None) -> None:
         """Draw ``data``; the status says ready, or busy with what the preview shows."""
         self.data = data
-        self._draw(data)
+        tag = self._watcher_tag(self._generation, preview)
+        with self.figure.batch_update():  # one message: the new traces carry their tag
+            self._draw(data)
+            self.figure.layout.meta = tag
+        self._watcher.setting = tag
         if self.export.value:
             self.show_export()
         elapsed = time.perf_counter() - start
@@ -389,6 +477,16 @@ class DashboardWidget:
             self.status.value = _status_html("ready", f"ready (computed in {elapsed:.2f} s)")
         else:
             self.status.value = _status_html("busy", f"{preview} shown; computing the rest …")
+
+    @staticmethod
+    def _watcher_tag(generation: int, preview: str | None) -> str:
+        """The tag of a drawing of the figure: which update drew it, and whether it is that update's preview."""
+        return f"update {generation}: {'preview' if preview else 'full data'}"
+
+    def _tag(self, tag: str) -> None:
+        """Tag the figure as it is now, and tell the front end that this is the drawing to confirm."""
+        self.figure.layout.meta = tag
+        self._watcher.setting = tag
 
     def _refuse(self, err: ValueError) -> None:
         self._refusal_shown = True
