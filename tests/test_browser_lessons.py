@@ -86,6 +86,22 @@ TEXT_COLOURS_SHOWN = """() => [getComputedStyle(document.body).backgroundColor,
   ...['.rg-help', '.rg-status', '.rg-alert', '.rg-readout'].map(s => getComputedStyle(document.querySelector('.rg-dashboard ' + s)).color)]"""
 
 
+#: The screens every page is photographed on: a narrow window, a projector, a laptop, a desktop.
+SCREENSHOT_SIZES = ((800, 1000), (1280, 720), (1280, 800), (1920, 1080))
+#: Windows this wide or narrower show the figure above the controls.
+NARROW_WIDTH = 800
+
+
+def _white_share(png: bytes) -> float:
+    """The share of the pixels of a PNG screenshot that are white or nearly (every channel above 240)."""
+    import io
+
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+    return float((pixels > 240).all(axis=-1).mean())
+
+
 def _hex(css: str, background: str | None = None) -> str:
     """A computed CSS colour (``rgb(...)`` or ``rgba(...)``, blended over ``background``) as ``#rrggbb``."""
     *rgb, alpha = [float(v) for v in re.findall(r"[\d.]+", css)] + ([1.0] if css.startswith("rgb(") else [])
@@ -98,7 +114,8 @@ def _hex(css: str, background: str | None = None) -> str:
 @pytest.mark.parametrize("theme", ["light", "dark"])
 def test_the_lessons_text_reads_in_the_light_and_the_dark_theme(chromium, trap_url, trap_dark_url, artifacts, theme):
     """Help lines, status, the red warning and the readout keep WCAG AA contrast (4.5:1) on the page Voila draws in
-    either theme (the dark one had grey-on-black help and dark red warnings)."""
+    either theme (the dark one had grey-on-black help and dark red warnings), the figure is not a white block on the
+    dark page, and the page lays out on four screens (screenshots of each)."""
     page, watch = _open(chromium, trap_url if theme == "light" else trap_dark_url)
     try:
         page.wait_for_selector(".rg-dashboard .rg-alert", timeout=TIMEOUT)  # M = 10 is above M* = 7: the warning shows
@@ -107,7 +124,15 @@ def test_the_lessons_text_reads_in_the_light_and_the_dark_theme(chromium, trap_u
         assert (background == "#ffffff") is (theme == "light")
         for name, colour in zip((".rg-help", ".rg-status", ".rg-alert", ".rg-readout"), texts):
             assert contrast_ratio(_hex(colour, background), background) >= 4.5, (theme, name, colour, background)
-        page.screenshot(path=artifacts / f"voila_lesson_01_trap_{theme}_{PROJECTOR[0]}x{PROJECTOR[1]}.png")
+        white = _white_share(page.locator(".rg-dashboard .js-plotly-plot").screenshot())
+        if theme == "light":
+            assert white > 0.5, f"the figure is {white:.0%} white on the light page"
+        else:  # plotly draws on white: the dark page's figure is turned dark (it was a white block)
+            assert white < 0.01, f"the figure is {white:.0%} white on the dark page"
+        for size in SCREENSHOT_SIZES:
+            page.set_viewport_size({"width": size[0], "height": size[1]})
+            check_layout(settled_layout(page), on_screen=False, beside=size[0] > NARROW_WIDTH)
+            page.screenshot(path=artifacts / f"voila_lesson_01_trap_{theme}_{size[0]}x{size[1]}.png")
         assert widget_errors(page) == 0 and watch.errors == []
     finally:
         page.close()

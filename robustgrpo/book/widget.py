@@ -56,7 +56,7 @@ from typing import Any, Iterator, Mapping
 from robustgrpo.book.controls import Control, Slider
 from robustgrpo.book.interactive import MIN_WIDTH
 
-__all__ = ["SIDEBAR_WIDTH", "DESCRIPTION_WIDTH", "COMPLETE_AFTER_S", "TEXT_COLOURS", "theme_style", "narrow_style", "contrast_ratio", "slider",
+__all__ = ["SIDEBAR_WIDTH", "DESCRIPTION_WIDTH", "COMPLETE_AFTER_S", "TEXT_COLOURS", "DARK_FIGURE_FILTER", "theme_style", "narrow_style", "contrast_ratio", "slider",
            "with_help", "export_html", "DashboardWidget"]
 
 #: Width of the controls' column (px).
@@ -78,8 +78,15 @@ TEXT_COLOURS: dict[str, tuple[str, str]] = {
 }
 
 
+#: How a dashboard's figure is drawn in the dark theme: plotly draws on white, so the figure is inverted (a dark
+#: background, light text and grid) and turned half way round the colour wheel, which brings every hue back to
+#: itself (blue stays blue, vermillion stays vermillion), lighter where it was dark.
+DARK_FIGURE_FILTER = "invert(0.9) hue-rotate(180deg)"
+
+
 def theme_style() -> str:
-    """A ``<style>`` element giving :data:`TEXT_COLOURS` in either theme (one per dashboard; identical copies are harmless).
+    """A ``<style>`` element giving :data:`TEXT_COLOURS` in either theme, and the figure :data:`DARK_FIGURE_FILTER`
+    in the dark one (one per dashboard; identical copies are harmless).
 
     >>> print(theme_style().splitlines()[1])
     body[data-jp-theme-light='false'] .rg-dashboard .rg-muted, body[data-jp-theme-light='false'] .rg-dashboard .rg-help { color: #b0b0b0; }
@@ -90,6 +97,7 @@ def theme_style() -> str:
         rules.append(f"{', '.join(f'.rg-dashboard {s}' for s in parts)} {{ color: {light}; }}")
         rules.append(f"{', '.join(f'body[data-jp-theme-light={chr(39)}false{chr(39)}] .rg-dashboard {s}' for s in parts)} "
                      f"{{ color: {dark}; }}")
+    rules.append(f"body[data-jp-theme-light='false'] .rg-dashboard .js-plotly-plot {{ filter: {DARK_FIGURE_FILTER}; }}")
     return "<style>" + "\n".join(rules) + "</style>"
 
 

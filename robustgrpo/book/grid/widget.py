@@ -35,6 +35,10 @@ def _fmt(value: float, digits: int = 4) -> str:
     return "n/a" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
+#: Rows the estimator list shows at once (it scrolls to the others): the default choice in view, and the controls
+#: ending above the bottom of a 1280 x 720 screen.
+ESTIMATOR_ROWS = 8
+
 #: Readout columns: key of :class:`DashboardData`, header.
 READOUT_COLUMNS = (
     ("update_cosine", "update cosine"),
@@ -148,7 +152,7 @@ class Dashboard(DashboardWidget):
             "clean_model": W.Dropdown(options=[(v.short, k) for k, v in CLEAN_MODEL_CHOICES.items()],
                                       value=s["clean_model"], description=CONTROLS["clean_model"].label, style=style,
                                       layout=full),
-            "methods": W.SelectMultiple(options=list(ESTIMATORS), value=s["methods"], rows=len(ESTIMATORS),
+            "methods": W.SelectMultiple(options=list(ESTIMATORS), value=s["methods"], rows=ESTIMATOR_ROWS,
                                         description=CONTROLS["methods"].label, style=style, layout=full),
             "group": W.IntText(value=s["group"], description=CONTROLS["group"].label, style=style,
                                tooltip=CONTROLS["group"].help, layout=W.Layout(width="155px")),

@@ -55,7 +55,7 @@ def trap_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
                          subplot_titles=("the rewards, by answer", "their advantages", "a correct answer's advantage as M moves"))
     fig = go.Figure(base)
     for role, (color, symbol, name) in _ROLES.items():
-        fig.add_trace(go.Scatter(meta=f"reward:{role}", name=name, mode="markers", legendgroup="rewards",
+        fig.add_trace(go.Scatter(meta=f"reward:{role}", name=name, mode="markers",
                                  marker=dict(color=color, symbol=symbol, size=11, line=dict(width=1, color="white")),
                                  hovertemplate=f"{name}: %{{y:.4g}}<extra></extra>"), row=1, col=1)
     for key, color, dash in (("mean", MEAN_COLOR, "solid"), ("median", MEDIAN_COLOR, "dash")):
@@ -78,8 +78,10 @@ def trap_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
                              hovertemplate="grpo's advantage of a correct answer is 0 at M = %{x:.4g}<extra></extra>"),
                   row=2, col=1)
     fig.update_layout(template="plotly_white", hovermode="closest",
-                      legend=dict(orientation="h", yanchor="bottom", y=1.1, x=0, font=dict(size=12)))
-    autosized(fig, height=height, margin=dict(l=60, r=15, t=80, b=45))
+                      # the legend hangs from the top of the figure, not from the panels: a legend anchored to the panels
+                      # pushed the top margin when it took two rows and was left there, over the titles, when the window widened
+                      legend=dict(orientation="h", yref="container", yanchor="top", y=1, x=0, font=dict(size=12)))
+    autosized(fig, height=height, margin=dict(l=60, r=15, t=125, b=45))  # room for a legend of three rows (Lab's column)
     fig.update_annotations(font_size=14)
     # the top panels' axis is named in their title: an x title there met the bottom panel's title once the
     # legend took three lines in a narrow column (JupyterLab's, beside the controls)
