@@ -338,3 +338,27 @@ def test_a_figure_that_does_not_start_says_so_and_offers_a_reload(chromium, fail
         page.wait_for_selector(".rg-status[data-state='failed'] button.rg-reload", timeout=TIMEOUT)  # a fresh page
     finally:
         page.close()
+
+
+def test_save_figure_downloads_the_figure_as_drawn_and_the_about_box_opens(chromium, trap_url):
+    from PIL import Image
+
+    from robustgrpo.book.dashboards import TrapDashboard
+    from robustgrpo.book.widget import HOW_TO, SAVE_SCALE
+
+    page, watch = _open(chromium, trap_url)
+    try:
+        with page.expect_download(timeout=TIMEOUT) as download:
+            page.locator(".rg-dashboard button.rg-save-figure").click()
+        assert download.value.suggested_filename == f"{TrapDashboard.FIGURE_NAME}.png"
+        image = Image.open(download.value.path())
+        box = page.locator(".rg-dashboard .js-plotly-plot .main-svg").first.bounding_box()
+        assert image.size == (round(SAVE_SCALE * box["width"]), round(SAVE_SCALE * box["height"]))
+        assert 0.5 < _white_share(open(download.value.path(), "rb").read()) < 0.99  # a drawn figure, on white
+        about = page.locator(".rg-dashboard details.rg-about")
+        assert not about.locator("li").first.is_visible()
+        about.locator("summary").click()
+        assert about.locator("li").count() == len(HOW_TO) and about.locator("li").first.is_visible()
+        assert widget_errors(page) == 0 and watch.errors == []
+    finally:
+        page.close()

@@ -7,8 +7,10 @@ wall-clock limits: the speed targets live in ``python -m robustgrpo bench --dash
 
 from __future__ import annotations
 
+import html
 import io
 import math
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -589,8 +591,27 @@ def test_dashboard_builds_every_control_in_its_documented_range(dash):
         assert f"data-control='{name}'" in _html_of(dash.widget)
     side, main = dash.widget.children
     assert dash.figure in main.children and dash.readout in main.children
-    assert dash.status in side.children and dash.reset_button in side.children[-4].children
+    buttons = side.children[-5].children
+    assert dash.status in side.children and buttons == (dash.reset_button, dash.export_button, dash.save_button)
+    assert side.children[-1] is dash.about and "about this dashboard" in dash.about.value
+    assert dash.figure._config["toImageButtonOptions"] == {"filename": "robustgrpo_grid", "scale": 2}
     assert "rg-readout" in dash.readout.value and "data-state='ready'" in dash.status.value
+
+
+def test_every_dashboard_says_what_it_shows_and_saves_its_figure_under_its_own_name():
+    from robustgrpo.book import dashboards
+    from robustgrpo.book.widget import HOW_TO, DashboardWidget, about_html
+
+    classes = [dashboards.Dashboard, dashboards.DriftDashboard, dashboards.TrapDashboard, dashboards.PlaygroundDashboard,
+               dashboards.DistributionsDashboard]
+    assert {c for c in vars(dashboards).values() if isinstance(c, type) and issubclass(c, DashboardWidget)} == set(classes)
+    names = [c.FIGURE_NAME for c in classes]
+    assert len(set(names)) == len(names) and all(re.fullmatch(r"robustgrpo_[a-z]+", n) for n in names)
+    for c in classes:
+        assert 100 < len(c.ABOUT) < 500 and c.ABOUT.endswith("."), c.__name__
+        box = about_html(c.ABOUT)
+        assert box.startswith("<details class='rg-about'") and html.escape(c.ABOUT) in box
+        assert box.count("<li>") == len(HOW_TO)
 
 
 def _html_of(widget) -> str:

@@ -39,7 +39,9 @@ button.
 
 Reset puts every control back to the value the dashboard was built with and recomputes once.
 Export shows the current setting as Python to paste (a call of the data function) and the
-readout as a CSV file to download; it follows every later update while it is shown.
+readout as a CSV file to download; it follows every later update while it is shown. Save figure
+downloads the figure as a PNG, drawn by plotly.js in the page. A folded "about this dashboard"
+box under the buttons says what the dashboard shows and how it is used.
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ from robustgrpo.book.controls import Control, Slider
 from robustgrpo.book.interactive import MIN_WIDTH
 
 __all__ = ["SIDEBAR_WIDTH", "DESCRIPTION_WIDTH", "COMPLETE_AFTER_S", "TEXT_COLOURS", "DARK_FIGURE_FILTER", "theme_style", "narrow_style", "contrast_ratio", "slider",
-           "with_help", "export_html", "DashboardWidget"]
+           "with_help", "export_html", "about_html", "HOW_TO", "SAVE_SCALE", "DashboardWidget"]
 
 #: Width of the controls' column (px).
 SIDEBAR_WIDTH = 300
@@ -240,6 +242,69 @@ def _figure_watcher() -> Any:
     return watcher
 
 
+#: The save button's front end: plotly.js saves the figure it drew as a PNG (its modebar's own download button,
+#: with the file name and scale of the figure's ``toImageButtonOptions``); no kernel round trip, so it works while
+#: the kernel computes.
+_SAVE_ESM = """
+export default {
+  render({ el }) {
+    const button = document.createElement("button");
+    button.className = "jupyter-button widget-button rg-save-figure";
+    button.textContent = "save figure";
+    button.title = "download the figure as a PNG image";
+    button.style.width = "100%";
+    button.style.margin = "var(--jp-widgets-margin, 2px) 0";  // in line with the ipywidgets buttons beside it
+    button.style.height = "var(--jp-widgets-inline-height, 28px)";
+    button.addEventListener("click", () => {
+      const dash = el.closest(".rg-dashboard");
+      const gd = dash && dash.querySelector(".js-plotly-plot");
+      const download = gd && gd.querySelector('.modebar-btn[data-title^="Download plot as a"]');
+      if (download) download.click();
+      else button.title = "the figure has not been drawn yet: nothing to save";
+    });
+    el.appendChild(button);
+    return () => button.remove();
+  },
+};
+"""
+
+
+@functools.cache
+def _save_button_class() -> type:
+    import anywidget
+
+    class SaveFigureButton(anywidget.AnyWidget):
+        """A button that downloads the dashboard's figure as a PNG, drawn by plotly.js in the page (see :data:`_SAVE_ESM`)."""
+
+        _esm = _SAVE_ESM
+
+    return SaveFigureButton
+
+
+#: Scale of a saved figure's PNG (2: twice the pixels of the figure on screen, sharp in a report).
+SAVE_SCALE = 2
+
+#: How every dashboard is used, for its "about" box (the dashboard's own sentence comes first).
+HOW_TO = (
+    "Move a slider by dragging its handle, or click the handle and use the arrow keys (Home and End jump to the "
+    "ends); hover a control for its help.",
+    "The status line says <i>busy</i> while a setting is computed and <i>ready</i> once the figure in the page "
+    "shows it; a setting a control cannot take is refused in red, and the figure stays on the last valid one.",
+    "<b>reset</b> puts every control back; <b>export</b> writes the setting as Python to paste and the readout as a "
+    "CSV file; <b>save figure</b> downloads the figure as a PNG image.",
+    "Every number comes from the package's tested functions (the export's call computes the same data); the "
+    "notebook named above the dashboard explains what the figure shows.",
+)
+
+
+def about_html(about: str) -> str:
+    """A folded "about this dashboard" box: ``about`` (what the dashboard shows), then :data:`HOW_TO`."""
+    items = "".join(f"<li>{item}</li>" for item in HOW_TO)
+    return (f"<details class='rg-about' style='font-size:12px;line-height:1.35;margin:4px 0'>"
+            f"<summary style='cursor:pointer'>about this dashboard</summary>"
+            f"<p style='margin:4px 0'>{html.escape(about)}</p><ul style='margin:0;padding-left:18px'>{items}</ul></details>")
+
+
 def _style() -> dict[str, str]:
     return {"description_width": DESCRIPTION_WIDTH}
 
@@ -305,6 +370,10 @@ class DashboardWidget:
     status, message, export : ipywidgets.HTML
         The status line (``data-state`` busy, ready or invalid), the error line and the export box.
     reset_button, export_button : ipywidgets.Button
+    save_button
+        Downloads the figure as a PNG, in the page (plotly.js draws it; the kernel is not asked).
+    about : ipywidgets.HTML
+        The folded "about this dashboard" box: :attr:`ABOUT`, then :data:`HOW_TO`.
     widget : ipywidgets.Box
         The whole layout; displaying the dashboard displays it.
     timing : dict
@@ -317,6 +386,10 @@ class DashboardWidget:
     specs: Mapping[str, Control]
     data: Any
     figure: Any
+    #: What the dashboard shows, in a sentence or two (its "about" box).
+    ABOUT: str
+    #: The file name (no extension) of the figure the save button downloads.
+    FIGURE_NAME: str
 
     def _compute(self, state: Mapping[str, Any]) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -358,14 +431,17 @@ class DashboardWidget:
         self.message = W.HTML("")
         self.export = W.HTML("")
         self.reset_button = W.Button(description="reset", tooltip="put every control back to where it started",
-                                     layout=W.Layout(width="48%"))
+                                     layout=W.Layout(width="32%"))
         self.export_button = W.Button(description="export", tooltip="the setting as Python and the readout as CSV",
-                                      layout=W.Layout(width="48%"))
+                                      layout=W.Layout(width="32%"))
+        self.save_button = _save_button_class()(layout=W.Layout(width="32%"))
+        self.figure._config = {**self.figure._config, "toImageButtonOptions": {"filename": self.FIGURE_NAME, "scale": SAVE_SCALE}}
         self.reset_button.on_click(lambda _b: self.reset())
         self.export_button.on_click(lambda _b: self.show_export())
-        buttons = W.HBox([self.reset_button, self.export_button],
+        buttons = W.HBox([self.reset_button, self.export_button, self.save_button],
                          layout=W.Layout(justify_content="space-between", width="100%"))
-        side = W.VBox([*sidebar, buttons, self.status, self.message, self.export],
+        self.about = W.HTML(about_html(self.ABOUT))
+        side = W.VBox([*sidebar, buttons, self.status, self.message, self.export, self.about],
                       layout=W.Layout(flex=f"0 0 {SIDEBAR_WIDTH}px", width=f"{SIDEBAR_WIDTH}px", margin="0 12px 0 0"))
         self._watcher = _figure_watcher()
         self._tag(self._watcher_tag(0, None))  # the figure as built shows the initial data

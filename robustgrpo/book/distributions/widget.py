@@ -59,6 +59,13 @@ class DistributionsDashboard(DashboardWidget):
     (:func:`~robustgrpo.book.distributions.views.distributions_views`), the ``readout``, and what every dashboard
     has. Build it with :func:`distributions_dashboard`."""
 
+    ABOUT = (
+        "A contamination scenario at group size G: the ECDF of each estimator's advantages (contaminated and "
+        "clean) and where the contaminated samples land; the readout gives each estimator's update cosine, "
+        "sign agreement and the median advantage of a contaminated sample."
+    )
+    FIGURE_NAME = "robustgrpo_distributions"
+
     def __init__(self, state: Mapping[str, Any]) -> None:
         import ipywidgets as W
 

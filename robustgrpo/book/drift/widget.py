@@ -54,6 +54,14 @@ class DriftDashboard(DashboardWidget):
     ``status``, ``message``, reset and export); ``widget`` is the whole layout. Build it with
     :func:`drift_dashboard`; displaying the object displays ``widget``."""
 
+    ABOUT = (
+        "Short policy-gradient trainings of a toy policy with one estimator, on rewards contaminated as set "
+        "(scenario, rate, outlier size) and on clean rewards, over several seeds: the top panel shows the "
+        "true reward of both (seed bands) and, in the hack scenario, the probability of the hacked answer; "
+        "the bottom one the cosine of each update with the clean one. Each move reruns the trainings."
+    )
+    FIGURE_NAME = "robustgrpo_drift"
+
     def __init__(self, engine: DriftEngine, state: Mapping[str, Any]) -> None:
         import ipywidgets as W
 

@@ -118,6 +118,14 @@ class Dashboard(DashboardWidget):
     back to the group shown and the message line says why.
     """
 
+    ABOUT = (
+        "Groups of G rewards from a clean reward model, a fraction of them replaced by a glitch of reward M. "
+        "The top panels show one group's rewards and each estimator's advantages (hollow: on the clean "
+        "rewards); the histograms show every advantage of the uncontaminated and the contaminated samples; "
+        "the readout compares each estimator's policy update with the one on clean rewards."
+    )
+    FIGURE_NAME = "robustgrpo_grid"
+
     def __init__(self, engine: DashboardEngine, state: Mapping[str, Any], preview_rewards: int = PREVIEW_REWARDS) -> None:
         import ipywidgets as W
 

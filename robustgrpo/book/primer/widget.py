@@ -81,6 +81,14 @@ class PlaygroundDashboard(DashboardWidget):
     (:func:`~robustgrpo.book.primer.views.playground_views`), the ``readout``, the ``efficiency_button``
     and its ``efficiency`` box, and what every dashboard has. Build it with :func:`playground_dashboard`."""
 
+    ABOUT = (
+        "A sample from the distribution chosen, one point x you move, and m values you replace by an outlier. "
+        "The panels show the sample with its locations, the sensitivity curves SC(x) of the location and the "
+        "scale statistics (how far one point at x moves each), and how far m replaced values move them; the "
+        "efficiency button runs a Monte Carlo of each statistic's efficiency at this sample size."
+    )
+    FIGURE_NAME = "robustgrpo_playground"
+
     def __init__(self, state: Mapping[str, Any]) -> None:
         import ipywidgets as W
 

@@ -54,6 +54,13 @@ class TrapDashboard(DashboardWidget):
     (:func:`~robustgrpo.book.seed.views.trap_views`), the ``readout``, and what every dashboard has
     (:class:`~robustgrpo.book.widget.DashboardWidget`). Build it with :func:`trap_dashboard`."""
 
+    ABOUT = (
+        "Seed 000's group: G answers, k of them correct (reward 1), the rest wrong (0), and one judge glitch "
+        "of reward M. The panels show the rewards with their mean and median, each estimator's advantages, "
+        "and a correct answer's advantage as M moves; the readout says where grpo's crosses 0 (M* = G - k)."
+    )
+    FIGURE_NAME = "robustgrpo_trap"
+
     def __init__(self, state: Mapping[str, Any]) -> None:
         import ipywidgets as W
 
