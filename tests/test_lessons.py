@@ -321,6 +321,25 @@ def test_distributions_data_refuses_what_the_controls_cannot_show():
     assert frame["method"].tolist() == ["rank"] and frame["update_cosine"].iloc[0] == d.agreement.loc["rank", "update_cosine"]
 
 
+@pytest.mark.parametrize("G", [4, 8, 16, 32])
+def test_the_distributions_axes_keep_a_tick_each_side_of_zero_and_every_point(G):
+    """Each x axis shows A = -1 and 1 (at G = 32 every ECDF value lay above -0.4 and the axis kept no tick left of
+    0) and every point drawn, inside a 5 % margin."""
+    from robustgrpo.book.distributions.engine import GROUP_SIZES, distributions_data
+    from robustgrpo.book.distributions.views import ASINH_TICKS, distributions_views
+
+    assert GROUP_SIZES == (4, 8, 16, 32)
+    fig = distributions_views(distributions_data(G=G))
+    for axis, prefix in ((fig.layout.xaxis, "ecdf"), (fig.layout.xaxis2, "land")):
+        low, high = axis.range
+        xs = [x for t in fig.data if t.visible is not False and t.meta.startswith(prefix) for x in t.x if x is not None]
+        left, right = min(min(xs), math.asinh(-1)), max(max(xs), math.asinh(1))
+        pad = 0.05 * (right - left)
+        assert (low, high) == pytest.approx((left - pad, right + pad), rel=1e-12)
+        shown = [t for t in ASINH_TICKS if low <= math.asinh(t) <= high]
+        assert -1.0 in shown and 1.0 in shown, (prefix, shown)
+
+
 def test_distributions_widget_moves_with_its_controls():
     from robustgrpo.book.distributions.engine import distributions_data
     from robustgrpo.book.distributions.views import asinh_axis

@@ -16,7 +16,7 @@ from robustgrpo.advantages import ESTIMATORS
 from robustgrpo.book.interactive import LESSON_HEIGHT, autosized, figure_widget, plotly_values, trace_by_meta
 from robustgrpo.book.style import estimator_color
 
-__all__ = ["ASINH_TICKS", "asinh_axis", "distributions_views", "update_distributions_views"]
+__all__ = ["ASINH_TICKS", "ALWAYS_SHOWN", "axis_range", "asinh_axis", "distributions_views", "update_distributions_views"]
 
 #: Advantages with a tick on the steerable views' axis (drawn at asinh(A): linear near 0, logarithmic beyond).
 ASINH_TICKS: tuple[float, ...] = (-1000.0, -100.0, -10.0, -3.0, -1.0, 0.0, 1.0, 3.0, 10.0, 100.0, 1000.0, 10000.0)
@@ -33,6 +33,25 @@ def asinh_axis(values: Any) -> list[float | None]:
     [0.0, 0.881373587019543]
     """
     return plotly_values(np.arcsinh(np.asarray(values, dtype=np.float64)))
+
+
+#: Advantages every x axis of the steerable views shows, whatever the data: ticks on both sides of 0.
+ALWAYS_SHOWN: tuple[float, float] = (-1.0, 1.0)
+
+
+def axis_range(positions: Any) -> list[float]:
+    """The x range of a steerable view: its points (:func:`asinh_axis` positions) and :data:`ALWAYS_SHOWN`, with 5 %
+    of the span as margin on each side. (Plotly's own range fitted the data alone: with every advantage above
+    -0.4, as at G = 32, the axis had no tick left of 0.)
+
+    >>> [round(v, 3) for v in axis_range([0.0, 0.5])]
+    [-0.969, 0.969]
+    """
+    values = np.asarray([v for v in positions if v is not None], dtype=np.float64)
+    low, high = np.arcsinh(ALWAYS_SHOWN)
+    low, high = min(low, values.min(initial=low)), max(high, values.max(initial=high))
+    pad = 0.05 * (high - low)
+    return [float(low - pad), float(high + pad)]
 
 
 def distributions_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
@@ -82,6 +101,7 @@ def update_distributions_views(fig: Any, data: Any) -> None:
     """Move a :func:`distributions_views` figure to ``data`` in place."""
     traces = trace_by_meta(fig)
     chosen = list(data.methods)
+    drawn: dict[str, list[float | None]] = {"ecdf": [], "land": []}  # x of each panel (a trace inside a batch reads as before it)
     with fig.batch_update():
         for m in ESTIMATORS:
             shown = m in chosen
@@ -91,14 +111,18 @@ def update_distributions_views(fig: Any, data: Any) -> None:
                 continue
             row = len(chosen) - 1 - chosen.index(m)  # the first estimator on top
             for key, values in ((f"ecdf:{m}", data.ecdf[m]), (f"ecdf_clean:{m}", data.ecdf_clean[m])):
-                t = traces[key]
-                t.x, t.y, t.customdata = asinh_axis(values), plotly_values(data.levels), plotly_values(values)
+                t, x = traces[key], asinh_axis(values)
+                t.x, t.y, t.customdata = x, plotly_values(data.levels), plotly_values(values)
+                drawn["ecdf"] += x
             for rewards, offset in (("contaminated", 0.15), ("clean", -0.15)):
                 q = data.landed(m, rewards)[list(_QUANTILES)].to_numpy(dtype=np.float64)
-                t = traces[f"land:{m}:{rewards}"]
-                t.x, t.y, t.customdata = asinh_axis(q), [row + offset] * len(q), plotly_values(q)
+                t, x = traces[f"land:{m}:{rewards}"], asinh_axis(q)
+                t.x, t.y, t.customdata = x, [row + offset] * len(q), plotly_values(q)
+                drawn["land"] += x
         fig.layout.yaxis2.update(tickvals=list(range(len(chosen))), ticktext=chosen[::-1],
                                  range=[-0.6, len(chosen) - 0.4])
+        fig.layout.xaxis.range = axis_range(drawn["ecdf"])
+        fig.layout.xaxis2.range = axis_range(drawn["land"])
         # two lines: one ran into the next panel's title in a narrow column (JupyterLab's, beside the controls)
         fig.layout.annotations[0].text = (f"the other samples of the<br>{100 * data.hit_group_fraction:.1f} % of groups "
                                           f"hit (G = {data.G})")
