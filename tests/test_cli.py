@@ -31,6 +31,11 @@ def _table_rows(text: str, title: str) -> dict[str, list[str]]:
     return {line.split()[0]: line.split() for line in block[header + 1 :]}
 
 
+def _table_header(out: str, title: str) -> list[str]:
+    block = out.split(title, 1)[1].strip().split("\n\n", 1)[0].splitlines()
+    return next(line for line in block if line.startswith("estimator")).split()
+
+
 def test_demo_prints_the_true_numbers():
     out = _run("demo")
     assert f"mean {REF['mean']:.3f}" in out
@@ -38,15 +43,23 @@ def test_demo_prints_the_true_numbers():
     poisoned = _table_rows(out, "Advantages, poisoned group:")
     clean = _table_rows(out, "Advantages, clean reference")
     assert set(poisoned) == set(ESTIMATORS) == set(clean)
-    # columns: name, 8 advantages, verdict on the correct answer, fallback, clipped
-    assert poisoned["grpo"][7] == f"{REF['grpo_correct_bessel']:.3f}" == "-0.107"
-    assert poisoned["grpo"][9] == "NEGATIVE"
-    assert poisoned["seed_mad"][7] == f"{REF['seed_mad_correct']:.3f}" == "0.286"
-    assert poisoned["seed_mad"][10] == "yes"  # fell back to the std
-    assert poisoned["robust"][7] == f"{REF['robust_correct']:.3f}"
-    assert poisoned["robust"][8] == "2.500" and poisoned["robust"][9] == "positive"
-    assert clean["grpo"][7] == f"{REF['clean_grpo_correct']:.3f}" == "2.475"
-    assert all(row[9] == "positive" for name, row in clean.items() if name != "winsor")
+    # columns: name, one advantage per distinct reward (0 x6, 1, 10; clean: 0 x7, 1), verdict on the correct answer,
+    # fallback, clipped
+    assert _table_header(out, "Advantages, poisoned group:") == ["estimator", "r=0", "x6", "r=1", "r=10", "correct",
+                                                               "answer", "fallback", "clipped"]
+    assert _table_header(out, "Advantages, clean reference") == ["estimator", "r=0", "x7", "r=1", "correct", "answer",
+                                                                "fallback", "clipped"]
+    assert poisoned["grpo"][2] == f"{REF['grpo_correct_bessel']:.3f}" == "-0.107"
+    assert poisoned["grpo"][4] == "NEGATIVE"
+    assert poisoned["seed_mad"][2] == f"{REF['seed_mad_correct']:.3f}" == "0.286"
+    assert poisoned["seed_mad"][5] == "yes"  # fell back to the std
+    assert poisoned["robust"][2] == f"{REF['robust_correct']:.3f}"
+    assert poisoned["robust"][3] == "2.500" and poisoned["robust"][4] == "positive"
+    assert poisoned["mc_grpo"][1:4] == ["0.000", "1000.000", "10000.000"]
+    assert clean["grpo"][2] == f"{REF['clean_grpo_correct']:.3f}" == "2.475"
+    assert all(row[3] == "positive" for name, row in clean.items() if name != "winsor")
+    for title in ("Advantages, poisoned group:", "Advantages, clean reference"):  # a Lab column's width, no wrapping
+        assert max(len(line) for line in out.split(title, 1)[1].strip().split("\n\n", 1)[0].splitlines()) <= 80
     assert "seed_mad gives it 0.286 instead of about 2.47" in out
 
 

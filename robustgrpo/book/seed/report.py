@@ -448,17 +448,24 @@ def closing_text() -> str:
 
 
 def _advantage_table(rewards: torch.Tensor, correct: int) -> list[str]:
+    """Each estimator's advantages of the group ``rewards`` ``[1, G]``, one column per distinct reward (samples with
+    the same reward get the same advantage from every estimator: a column ``r=0 x6`` stands for six of them), then
+    the verdict on sample ``correct``, whether the fallback scale was used, and how many samples were clipped."""
     def verdict(a: float) -> str:
         return "positive" if a > 0 else "NEGATIVE" if a < 0 else "zero"
 
-    header = f"{'estimator':<11}" + "".join(f"{f'r={r:g}':>10}" for r in rewards[0].tolist())
+    values, first, column, counts = np.unique(rewards[0].numpy(), return_index=True, return_inverse=True, return_counts=True)
+    names = [f"r={v:g}" + (f" x{n}" if n > 1 else "") for v, n in zip(values.tolist(), counts.tolist())]
+    header = f"{'estimator':<11}" + "".join(f"{name:>10}" for name in names)
     lines = [header + "   correct answer   fallback  clipped"]
     for name in ESTIMATORS:
         res = compute_advantages(rewards, name)
-        adv = res.advantages[0].tolist()
+        adv = res.advantages[0].numpy()
+        if not np.array_equal(adv[first][column], adv):  # each sample's advantage is its column's
+            raise RuntimeError(f"{name} gave samples with the same reward different advantages: {adv.tolist()}")
         fallback = "yes" if bool(res.diagnostics.fallback[0]) else "no"
-        row = "".join(f"{v:>10.3f}" for v in adv)
-        lines.append(f"{name:<11}{row}   {verdict(adv[correct]):<16} {fallback:<9} {int(res.diagnostics.n_clipped[0])}")
+        row = "".join(f"{v:>10.3f}" for v in adv[first].tolist())
+        lines.append(f"{name:<11}{row}   {verdict(float(adv[correct])):<16} {fallback:<9} {int(res.diagnostics.n_clipped[0])}")
     return lines
 
 
