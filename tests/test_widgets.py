@@ -896,12 +896,36 @@ def test_dashboard_benchmark_runs_small_and_prints_a_table():
     table = format_dashboard_table(result)
     assert "first view ms" in table and "full data ms" in table and "< 150 ms" in table and "G = 8" in table
     assert all(r.first_ms <= r.ms and r.first_max_ms <= r.max_ms for r in result.rows)
+    for r in result.rows:  # the split: every part measured, and together no more than the move (medians of each)
+        assert r.compute_ms >= 0 and r.draw_ms > 0 and r.serialise_ms > 0 and r.kb > 0, r
+    c_row = next(r for r in result.rows if r.control == "c")
+    assert c_row.compute_ms + c_row.draw_ms + c_row.serialise_ms <= 1.05 * c_row.ms
+    assert "compute" in table and "JSON" in table and "kB" in table
     # with a preview of 8 groups of the 60, a first visit draws the preview first: sooner than the full data
     previewed = run_dashboard_benchmark(G=8, n_groups=60, repeats=2, sweep=False, progress=False, preview_rewards=64)
     first_visit = [r for r in previewed.rows if r.control == "G" and "first visit" in r.case][0]
     assert first_visit.first_ms < first_visit.ms
     with pytest.raises(ValueError, match="G must be one of"):
         run_dashboard_benchmark(G=7, n_groups=10, sweep=False, progress=False)
+
+
+def test_counting_messages_packs_each_widget_message_as_the_kernel_would():
+    import ipywidgets as W
+    from jupyter_client.session import json_packer
+
+    from robustgrpo.bench.dashboards import counting_messages
+
+    text = W.HTML()
+    with counting_messages() as sent:
+        text.value = "x" * 5000
+    assert sent.messages == 1 and sent.seconds > 0
+    packed = json_packer({"msg_type": "comm_msg", "content": {"comm_id": text.comm.comm_id,
+                                                              "data": {"method": "update", "state": {"value": "x" * 5000},
+                                                                       "buffer_paths": []}}, "metadata": {}})
+    assert sent.bytes == len(packed)
+    with counting_messages() as none:
+        pass
+    assert (none.messages, none.bytes) == (0, 0)
 
 
 def test_bench_command_has_a_dashboard_flag():

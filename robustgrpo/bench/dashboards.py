@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -22,6 +23,8 @@ __all__ = [
     "SWEEP_TARGET_S",
     "DashboardBenchRow",
     "DashboardBench",
+    "MessageCount",
+    "counting_messages",
     "run_dashboard_benchmark",
     "format_dashboard_table",
 ]
@@ -32,11 +35,50 @@ DASHBOARD_TARGET_MS = 150.0
 SWEEP_TARGET_S = 10.0
 
 
+@dataclass
+class MessageCount:
+    """What the widgets handed to the kernel under :func:`counting_messages`: messages, bytes, seconds of JSON."""
+
+    messages: int = 0
+    bytes: int = 0
+    seconds: float = 0.0
+
+
+@contextmanager
+def counting_messages() -> Iterator[MessageCount]:
+    """Count the widget messages sent inside the block, and serialise each as the kernel would.
+
+    Outside a kernel a widget's comm drops its messages (``comm.DummyComm``); here each one is packed
+    with ``jupyter_client``'s JSON packer, the kernel session's, and its bytes (binary buffers
+    included) and the packing time are added up: the serialisation share of a move.
+    """
+    import comm
+    from jupyter_client.session import json_packer
+
+    count = MessageCount()
+    original = comm.DummyComm.publish_msg
+
+    def publish(self, msg_type, data=None, metadata=None, buffers=None, **keys):  # noqa: ANN001 - comm's signature
+        start = time.perf_counter()
+        packed = json_packer({"msg_type": msg_type, "content": {"comm_id": self.comm_id, "data": data}, "metadata": metadata or {}})
+        count.seconds += time.perf_counter() - start
+        count.bytes += len(packed) + sum(memoryview(b).nbytes for b in buffers or ())
+        count.messages += 1
+
+    comm.DummyComm.publish_msg = publish
+    try:
+        yield count
+    finally:
+        comm.DummyComm.publish_msg = original
+
+
 @dataclass(frozen=True)
 class DashboardBenchRow:
     """One timed control: what moved, how, and over ``n`` moves the median and worst milliseconds to the first
     view drawn (``first_ms``, ``first_max_ms``: a preview, or the full data when no preview is made) and to the
-    full data drawn (``ms``, ``max_ms``)."""
+    full data drawn (``ms``, ``max_ms``); and the median split of a move (preview and full data together): the
+    data function (``compute_ms``), the drawing in Python (``draw_ms``: the views' and the readout's update,
+    serialisation excluded), the JSON serialisation of the messages (``serialise_ms``) and their size (``kb``)."""
 
     control: str
     case: str
@@ -45,6 +87,10 @@ class DashboardBenchRow:
     n: int
     first_ms: float
     first_max_ms: float
+    compute_ms: float = math.nan
+    draw_ms: float = math.nan
+    serialise_ms: float = math.nan
+    kb: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -63,26 +109,33 @@ class DashboardBench:
     notes: tuple[str, ...] = ()
 
 
+_Move = tuple[float, float, float, float, float, float]  # ms to the first view, to the full data; compute, draw, JSON ms; kB
+
+
 def _timed_moves(
     dash, control, values: Sequence[object], before: Callable[[object], None] | None = None
-) -> list[tuple[float, float]]:
-    """For each value, milliseconds of ``control.value = v`` to the first view drawn and to the full data drawn.
+) -> list[_Move]:
+    """For each value, milliseconds of ``control.value = v`` to the first view drawn and to the full data drawn,
+    and its split (:class:`DashboardBenchRow`).
 
     The callback runs synchronously (no event loop here), so the full data follows a preview within the
-    call; the first view's time is the dashboard's own ``timing`` of that update.
+    call; the first view's time and the split come from the dashboard's own ``timing`` of that update.
     """
     times = []
     for v in values:
         if before is not None:
             before(v)
-        t0 = time.perf_counter()
-        control.value = v
-        complete = 1e3 * (time.perf_counter() - t0)
-        times.append((1e3 * dash.timing.get("first_view_s", complete / 1e3), complete))
+        with counting_messages() as sent:
+            t0 = time.perf_counter()
+            control.value = v
+            complete = 1e3 * (time.perf_counter() - t0)
+        timing = dash.timing
+        times.append((1e3 * timing.get("first_view_s", complete / 1e3), complete, 1e3 * timing.get("compute_s", math.nan),
+                      1e3 * (timing.get("draw_s", math.nan) - sent.seconds), 1e3 * sent.seconds, sent.bytes / 1e3))
     return times
 
 
-_Timed = list[tuple[str, str, list[tuple[float, float]]]]  # (control, case, first-view and full-data ms per move)
+_Timed = list[tuple[str, str, list[_Move]]]  # (control, case, each move's times)
 
 
 def _slider_moves(dash, repeats: int) -> _Timed:
@@ -113,7 +166,7 @@ def _estimator_moves(dash, chosen: tuple[str, ...], repeats: int, notes: list[st
         add_times.append(_timed_moves(dash, dash.controls["methods"], [chosen + (m,)])[0])
         remove_times.append(_timed_moves(dash, dash.controls["methods"], [chosen])[0])
     notes.append("estimator adds (first view / full data): "
-                 + ", ".join(f"{m} {first:.0f} / {full:.0f} ms" for m, (first, full) in zip(added, add_times)))
+                 + ", ".join(f"{m} {move[0]:.0f} / {move[1]:.0f} ms" for m, move in zip(added, add_times)))
     return [("estimators", f"add one not shown before ({len(added)} estimators)", add_times),
             ("estimators", "remove one", remove_times)]
 
@@ -139,7 +192,7 @@ def _clean_model_moves(dash, G: int, repeats: int) -> _Timed:
     start = ctl.value
     models = [key for _label, key in ctl.options if key != start]
 
-    def moves(before: Callable[[], None]) -> list[tuple[float, float]]:
+    def moves(before: Callable[[], None]) -> list[_Move]:
         times = []
         for i in range(repeats):
             ctl.value = start
@@ -216,9 +269,10 @@ def run_dashboard_benchmark(
     bar = tqdm(total=len(timings) + int(sweep), desc="dashboard bench", disable=not progress, leave=False)
     for timing in timings:
         for control, case, times in timing():
-            first, full = np.array(times).T
+            first, full, compute, draw, serialise, kb = np.array(times).T
             rows.append(DashboardBenchRow(control, case, float(np.median(full)), float(np.max(full)), len(times),
-                                          float(np.median(first)), float(np.max(first))))
+                                          float(np.median(first)), float(np.max(first)), float(np.median(compute)),
+                                          float(np.median(draw)), float(np.median(serialise)), float(np.median(kb))))
         bar.update()
     sweep_s, cells = None, 0
     if sweep:
@@ -246,15 +300,20 @@ def format_dashboard_table(result: DashboardBench) -> str:
         f"torch {torch.__version__}, {result.threads} thread(s); load average {load}; dashboard built in {result.build_s:.2f} s",
         "time from control.value = v (data function + in-place FigureWidget update + readout) to the first view drawn",
         f"(a preview on {PREVIEW_REWARDS:,} rewards when the setting is new and larger; the target applies to it) "
-        "and to the full data drawn",
+        "and to the full data drawn.",
+        "Then where a move's time goes (medians; preview and full data together): the data",
+        "function, the drawing in Python (views and readout), the JSON serialisation of the widget messages, and their",
+        "size. The front end's share (plotly.js drawing in the page) is measured where the user sits, by the grid",
+        "page's browser test (it writes grid_latency.md)",
         "",
         f"{'control':<13}{'case':<46}{'moves':>6}{'first view ms':>14}{'max':>8}{'full data ms':>14}{'max':>8}"
-        "   target (first view)",
+        f"{'compute':>9}{'draw':>7}{'JSON':>7}{'kB':>8}   target (first view)",
     ]
     for r in result.rows:
         verdict = "met" if r.first_ms < DASHBOARD_TARGET_MS else "NOT met"
         lines.append(f"{r.control:<13}{r.case[:45]:<46}{r.n:>6}{r.first_ms:>14.1f}{r.first_max_ms:>8.1f}{r.ms:>14.1f}"
-                     f"{r.max_ms:>8.1f}   < {DASHBOARD_TARGET_MS:g} ms: {verdict}")
+                     f"{r.max_ms:>8.1f}{r.compute_ms:>9.1f}{r.draw_ms:>7.1f}{r.serialise_ms:>7.1f}{r.kb:>8.1f}"
+                     f"   < {DASHBOARD_TARGET_MS:g} ms: {verdict}")
     lines += result.notes
     if result.sweep_s is not None:
         verdict = "met" if result.sweep_s < SWEEP_TARGET_S else "NOT met"

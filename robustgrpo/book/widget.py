@@ -379,7 +379,10 @@ class DashboardWidget:
     timing : dict
         Seconds from the start of the last update to the first view drawn (``first_view_s``)
         and to the full data drawn (``complete_s``; absent while it is being computed). Without
-        a preview both are the same.
+        a preview both are the same. Where the time went, summed over the update's drawings
+        (a preview and the full data): the data function (``compute_s``) and the drawing
+        (``draw_s``: the figure's and the readout's update, the widget messages built and handed
+        to the kernel).
     """
 
     controls: dict[str, Any]
@@ -497,6 +500,7 @@ class DashboardWidget:
         try:
             preview = self._preview(state)
             data = self._compute(state) if preview is None else None
+            compute_s = time.perf_counter() - start
         except ValueError as err:  # a full computation still pending for the setting shown goes on
             self._refuse(err)
             return None
@@ -512,11 +516,11 @@ class DashboardWidget:
         except RuntimeError:  # no event loop (a script, a test): the full data now, no idle work
             loop = None
         if data is not None:
-            self._show(data, start)
+            self._show(data, start, compute_s=compute_s)
             self._when_idle(loop, generation)
             return data
         view, what = preview
-        self._show(view, start, preview=what)
+        self._show(view, start, preview=what, compute_s=compute_s)
         complete = functools.partial(self._complete, generation, state, start)
         if loop is None:
             complete()
@@ -540,8 +544,9 @@ class DashboardWidget:
 
         loop.call_later(COMPLETE_AFTER_S, step)
 
-    def _show(self, data: Any, start: float, preview: str | None = None) -> None:
-        """Draw ``data``; the status says ready, or busy with what the preview shows."""
+    def _show(self, data: Any, start: float, preview: str | None = None, *, compute_s: float) -> None:
+        """Draw ``data`` (computed in ``compute_s``); the status says ready, or busy with what the preview shows."""
+        drawing = time.perf_counter()
         self.data = data
         tag = self._watcher_tag(self._generation, preview)
         with self.figure.batch_update():  # one message: the new traces carry their tag
@@ -550,8 +555,11 @@ class DashboardWidget:
         self._watcher.setting = tag
         if self.export.value:
             self.show_export()
-        elapsed = time.perf_counter() - start
+        done = time.perf_counter()
+        elapsed = done - start
         self.timing.setdefault("first_view_s", elapsed)
+        self.timing["compute_s"] = self.timing.get("compute_s", 0.0) + compute_s
+        self.timing["draw_s"] = self.timing.get("draw_s", 0.0) + done - drawing
         if preview is None:
             self.timing["complete_s"] = elapsed
         if self._refusal_shown:  # a move refused since the preview: its message stays until the next valid move
@@ -583,12 +591,13 @@ class DashboardWidget:
         """The full data after a preview, unless a later update has replaced this one."""
         if generation != self._generation:
             return
+        computing = time.perf_counter()
         try:
             data = self._compute(state)
         except ValueError as err:  # the preview accepted this setting, so this is not expected
             self._refuse(err)
             return
-        self._show(data, start)
+        self._show(data, start, compute_s=time.perf_counter() - computing)
 
     def _complete_in_loop(self, complete: Any, loop: asyncio.AbstractEventLoop, generation: int) -> None:
         """Run ``complete`` from the event loop (an error goes to the message line: no cell would show it), then idle work."""
