@@ -167,7 +167,7 @@ def _cmd_notebooks(args: argparse.Namespace) -> int:
 
     runs = run_all(args.out, notebooks=args.only, timeout=args.timeout, progress=not args.no_progress)
     for run in runs:
-        _say(f"{run.source.name:<40} {run.seconds:6.1f} s  -> {run.executed}")
+        _say(f"{run.source.name:<40} {run.seconds:6.1f} s  -> {run.executed} (to read without code: {run.executed.with_suffix('.html').name})")
     _say(f"{len(runs)} notebooks executed; figures in {(Path(args.out) / 'figures').resolve()}")
     return 0
 

@@ -7,6 +7,7 @@ per-cell timeout of the runner only guards against a hung kernel.
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import nbformat
@@ -14,7 +15,7 @@ import pytest
 from nbclient.exceptions import CellExecutionError
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from robustgrpo.book.execute import NOTEBOOK_DIR, list_notebooks, run_notebook
+from robustgrpo.book.execute import NOTEBOOK_DIR, list_notebooks, reading_html, run_notebook
 from robustgrpo.book.figures import report_figures
 
 NOTEBOOKS = list_notebooks()
@@ -61,6 +62,18 @@ def test_notebook_runs_top_to_bottom_and_saves_its_figures(path, tmp_path):
     # (the Lab test in test_browser_lab.py finds the figure cells by the same tag)
     assert figure_cells(executed), f"{path.name} tags no cell as a figure cell"
     assert image_cells(executed) == figure_cells(executed), f"{path.name}: image outputs and 'figure' tags differ"
+    # beside it, the page to read without the code: every figure and every heading, no line of any code cell
+    page = run.executed.with_suffix(".html").read_text(encoding="utf-8")
+    template = reading_html(new_notebook()).count("data:image/png;base64,")  # the page's own (its stylesheet's)
+    assert page.count("data:image/png;base64,") - template == sum(
+        "image/png" in o.get("data", {}) for c in executed.cells for o in c.get("outputs", []))
+    assert "<div class=\"jp-CodeMirrorEditor" not in page and "<div class=\"jp-InputPrompt" not in page
+    for cell in executed.cells:
+        if cell.cell_type == "code":
+            imports = [line for line in cell.source.splitlines() if line.startswith(("from robustgrpo", "import "))]
+            assert not any(html.escape(line) in page for line in imports), imports
+        elif cell.source.startswith("# "):
+            assert html.escape(cell.source.splitlines()[0][2:]).split()[0] in page
     # a matplotlib Figure shown without an inline backend prints as "<Figure size ...>" instead of a picture
     for i, cell in enumerate(executed.cells):
         for output in cell.get("outputs", []):

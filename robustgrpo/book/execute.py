@@ -18,7 +18,8 @@ from typing import Sequence
 
 from robustgrpo.checks import check_int, decode_utf8, make_folder
 
-__all__ = ["NOTEBOOK_DIR", "NotebookRun", "list_notebooks", "resolve_notebook", "read_notebook", "run_notebook", "run_all"]
+__all__ = ["NOTEBOOK_DIR", "NotebookRun", "list_notebooks", "resolve_notebook", "read_notebook", "run_notebook", "reading_html",
+           "run_all"]
 
 #: The committed notebooks (without outputs).
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
@@ -78,7 +79,8 @@ def read_notebook(path: str | Path):
 def run_notebook(
     path: str | Path, *, figures: str | Path, out: str | Path | None = None, timeout: int = 600
 ) -> NotebookRun:
-    """Execute one notebook; save the executed copy in ``out`` if given.
+    """Execute one notebook; save the executed copy in ``out`` if given, and beside it the same notebook as a
+    page to read without the code (:func:`reading_html`, ``<name>.html``).
 
     Raises ``nbclient.exceptions.CellExecutionError`` (with the failing
     cell's traceback) if any cell raises.
@@ -114,7 +116,19 @@ def run_notebook(
         executed = Path(out) / path.name
         executed.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, executed)
+        executed.with_suffix(".html").write_text(reading_html(nb), encoding="utf-8")
     return NotebookRun(path, executed, seconds)
+
+
+def reading_html(nb) -> str:
+    """An executed notebook as one HTML page to read without its code: the prose, the printed text and the
+    figures, no code cell's source and no prompt (nbconvert's HTML export with the inputs left out). The
+    dashboards need a kernel: they show in Lab or on their Voilà pages, not here."""
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _resources = exporter.from_notebook_node(nb)
+    return body
 
 
 def run_all(
