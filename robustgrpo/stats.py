@@ -1274,7 +1274,7 @@ def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None, band:
 
 def _cluster_ranks(
     s: torch.Tensor, t: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor | None, beyond: torch.Tensor,
-    slow: torch.Tensor,
+    slow: torch.Tensor, band: int = _RAMP_BAND,
 ) -> torch.Tensor:
     r"""Soft mid-ranks of sorted rows, for rows where the band misses pairs (see :func:`soft_midranks`).
 
@@ -1286,8 +1286,10 @@ def _cluster_ranks(
     running extrema: ``first`` is the last cluster start at or before k,
     ``last`` the first cluster end at or after k. A value of a wider cluster,
     and every value of the other rows, takes the band sum of
-    :func:`_band_ranks`; a row where that misses a pair of a wide cluster is
-    ranked by :func:`_ranks_by_search` (binary search over the sorted row).
+    :func:`_band_ranks` over ``band`` neighbours to either side; a row where
+    that misses a pair of a wide cluster is ranked by :func:`_ranks_by_search`
+    (binary search over the sorted row). ``beyond`` is :func:`_beyond_band` of
+    the rows for :data:`_RAMP_BAND`; a wider ``band`` computes its own.
     """
     G = s.shape[-1]
     tt = t.unsqueeze(-1)
@@ -1316,13 +1318,15 @@ def _cluster_ranks(
     rows = banded.any(-1)
     few = int(rows.sum())
     if few:
-        D = _RAMP_BAND + 1
+        D = band + 1
+        if band != _RAMP_BAND:
+            beyond = _beyond_band(s, tt, band)
         missed = torch.nn.functional.pad(beyond, (0, D)) | torch.nn.functional.pad(beyond, (D, 0))
         if 8 * few > rows.numel():
-            ranks = torch.where(banded, _band_ranks(s, tt, n), ranks)
+            ranks = torch.where(banded, _band_ranks(s, tt, n, band), ranks)
         else:  # the band sum on those rows only (the same per-row result)
-            band = _band_ranks(s[rows], tt[rows], None if n is None else n[rows])
-            ranks[rows] = torch.where(banded[rows], band, ranks[rows])
+            summed = _band_ranks(s[rows], tt[rows], None if n is None else n[rows], band)
+            ranks[rows] = torch.where(banded[rows], summed, ranks[rows])
         search = (wide & missed).any(-1)
         if bool(search.any()):
             # the sorted row as the queries (ascending: a faster search; and already in sorted order); an invalid
@@ -1417,6 +1421,9 @@ def soft_midranks(
     beyond = _beyond_band(s, tt)
     slow = beyond.any(-1, keepdim=True)  # rows where the band misses a pair
     few = int(slow.sum())
+    # the cluster path sums the wider band where rows are long enough: continuous rewards beside a run of tied
+    # glitches (which no band holds) then search only where seven neighbours miss a pair, not three
+    band = _WIDE_BAND if s.shape[-1] > _WIDE_BAND + 1 else _RAMP_BAND
     if few and s.shape[-1] > _WIDE_BAND + 1:
         missed = slow & _beyond_band(s, tt, _WIDE_BAND).any(-1, keepdim=True)  # rows the wider band misses too
         n_missed = int(missed.sum())
@@ -1426,17 +1433,17 @@ def soft_midranks(
             if n_missed:
                 rows = missed.squeeze(-1)
                 ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
-                                             None if n is None else n[rows], beyond[rows], slow[rows])
+                                             None if n is None else n[rows], beyond[rows], slow[rows], band)
             return torch.empty_like(ranks).scatter_(-1, order, ranks)
     if few == 0:
         ranks = _band_ranks(s, tt, n)
     elif 8 * few > slow.numel():  # many: every row through the cluster path (band rows stay band rows)
-        ranks = _cluster_ranks(s, t, mask, n, beyond, slow)
+        ranks = _cluster_ranks(s, t, mask, n, beyond, slow, band)
     else:  # a few: only those rows (the same per-row result, without the cluster work on the others)
         rows = slow.squeeze(-1)
         ranks = _band_ranks(s, tt, n)
         ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
-                                     None if n is None else n[rows], beyond[rows], slow[rows])
+                                     None if n is None else n[rows], beyond[rows], slow[rows], band)
     return torch.empty_like(ranks).scatter_(-1, order, ranks)
 
 

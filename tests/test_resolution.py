@@ -317,8 +317,9 @@ def test_soft_midranks_fast_paths_are_the_definition_and_the_search_to_rounding(
 
     The band sum replaced the search on rows with long chains of near-ties whose values all have their
     neighbours within 2t nearby: the two differ by rounding only. Measured here over every kind of rows,
-    masked and not, at three resolutions: at most 4e-12 (float64) and 1.5e-4 (float32, ranks up to 64)
-    apart. In float32 both stay within max(3e-4, 1.3e-5 G) of the definition evaluated in float64 (values near 1
+    masked and not, at three resolutions: at most 4.1e-12 (float64) and 1.8e-4 (float32, ranks up to 64)
+    apart, since the cluster path's band sums seven neighbours to either side on rows longer than eight
+    (2.0e-12 and 9e-5 when it summed three). In float32 both stay within max(3e-4, 1.3e-5 G) of the definition evaluated in float64 (values near 1
     carry rounding of 6e-8, and a difference divided by 2t = 0.002 makes that 3e-5 per pair).
     """
     from robustgrpo.stats import tie_tolerance
@@ -340,7 +341,7 @@ def test_soft_midranks_fast_paths_are_the_definition_and_the_search_to_rounding(
                 tol = 1e-9 if dtype == torch.float64 else max(3e-4, 1.3e-5 * G)
                 np.testing.assert_allclose(got[mask], expected[mask], rtol=0, atol=tol, err_msg=f"{kind} {resolution}")
                 worst = max(worst, float(np.abs(got - searched)[mask].max()))
-    assert worst <= (4e-12 if dtype == torch.float64 else 1.5e-4), worst
+    assert worst <= (5e-12 if dtype == torch.float64 else 2e-4), worst
 
 
 def test_each_path_of_soft_midranks_runs_and_agrees_with_the_search(monkeypatch):
