@@ -329,27 +329,45 @@ def test_in_the_kernel_loop_idle_time_draws_the_other_clean_models_until_a_move_
 
     dash, _drawn = _previewing_dashboard(monkeypatch)
     others = [key for key in CLEAN_MODEL_CHOICES if key != "bernoulli"]
+    methods = dash.data.methods
+
+    def prefetched(G: int) -> bool:  # every other model's clean rewards drawn and every estimator shown run on them
+        states = [dash.engine._clean.peek((G, key)) for key in others]
+        return all(st is not None and set(methods) <= set(st.methods) and st.reference is not None for st in states)
+
+    async def until_prefetched(G: int) -> None:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 60
+        while not prefetched(G):
+            assert loop.time() < end, "the idle work never finished"
+            await asyncio.sleep(0.02)
 
     async def session():
         dash.controls["rate"].value = 0.2
         await _until_ready(dash)
-        await asyncio.sleep(len(others) * (COMPLETE_AFTER_S + 0.1))
-        assert all(dash.engine._clean.peek((16, key)) is not None for key in others)
+        await until_prefetched(16)
         dash.engine.clear()
         dash.controls["G"].value = 8  # replaced at once: neither its full data nor its idle work runs
         dash.controls["G"].value = 24
         await _until_ready(dash)
-        await asyncio.sleep(len(others) * (COMPLETE_AFTER_S + 0.1))
+        await until_prefetched(24)
 
     asyncio.run(session())
-    assert all(dash.engine._clean.peek((24, key)) is not None for key in others)
+    assert prefetched(24)
     assert all(dash.engine._clean.peek((8, key)) is None for key in others)
+    steps = dash._idle_steps()  # the rewards of each model first, then one estimator of one model a step
+    assert len(steps) == len(others) * (1 + len(methods))
     # the draws are the ones a visit makes: the data after a prefetch equals the data without one
     e = DashboardEngine(40, seed=3)
     e.prefetch(8, "gaussian")
     _assert_same_data(e.data(G=8, clean_model="gaussian"), dashboard_data(G=8, clean_model="gaussian", n_groups=40, seed=3))
     with pytest.raises(ValueError, match="clean_model must be one of"):
         e.prefetch(8, "nope")
+    e.prefetch(8, "gaussian", "robust")  # an estimator's clean advantages too: still the data a visit computes
+    assert "robust" in e._clean.peek((8, "gaussian")).methods
+    _assert_same_data(e.data(G=8, clean_model="gaussian"), dashboard_data(G=8, clean_model="gaussian", n_groups=40, seed=3))
+    with pytest.raises(ValueError, match="nope"):
+        e.prefetch(8, "gaussian", "nope")
 
 
 @pytest.mark.slow

@@ -200,10 +200,10 @@ def _clean_model_moves(dash, G: int, repeats: int) -> _Timed:
             times += _timed_moves(dash, ctl, [models[i % len(models)]])
         return times
 
-    def idle_time() -> None:  # what the kernel's idle time does after the previous move: the draws, no estimator
+    def idle_time() -> None:  # what the kernel's idle time does after the previous move, every step of it
         engine.clear()
-        for key in models:
-            engine.prefetch(G, key)
+        for step in dash._idle_steps():
+            step()
 
     cold = moves(engine.clear)
     after_idle = moves(idle_time)
@@ -238,8 +238,9 @@ def run_dashboard_benchmark(
     model) pair draw 2.56 million new rewards and run every estimator twice;
     they are timed separately ("first visit", caches cleared) from returns to
     a pair seen before ("revisit"). A clean model's first visit is also timed
-    after the kernel's idle time has drawn the other models' rewards
-    (:meth:`~robustgrpo.book.grid.engine.DashboardEngine.prefetch`), as it does
+    after the kernel's idle time has drawn the other models' rewards and run the
+    estimators shown on them (every step of the widget's idle work,
+    :meth:`~robustgrpo.book.grid.engine.DashboardEngine.prefetch`), as it does
     in a notebook after every move.
 
     With ``sweep=True`` it also times :func:`robustgrpo.book.grid.report.heatmap_sweep`

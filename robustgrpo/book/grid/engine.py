@@ -594,6 +594,12 @@ class DashboardEngine:
             )
         return state.methods[method]
 
+    def _reference(self, cl: _CleanState) -> torch.Tensor:
+        """The reference estimator's advantages of the clean rewards (computed once per clean state)."""
+        if cl.reference is None:
+            cl.reference = compute_advantages(cl.rewards, REFERENCE).advantages
+        return cl.reference
+
     def _n_clipped(self, state: _CleanState | _ContaminatedState, method: str, c: float) -> int:
         r"""Samples clipped at c: :math:`\#\{|A_i(\infty)| > c\}`, the count ``compute_advantages`` reports."""
         ev = self._method(state, method)
@@ -680,9 +686,7 @@ class DashboardEngine:
             return st.clip_stats[key]
         a = self._clipped_at(st, method, c, "at_c") if a is None else a
         a_clean = self._clipped_at(cl, method, c, "clean_at_c")
-        if cl.reference is None:
-            cl.reference = compute_advantages(cl.rewards, REFERENCE).advantages
-        update = update_agreement(a_clean, a, reference=cl.reference)
+        update = update_agreement(a_clean, a, reference=self._reference(cl))
         values = (update["update_cosine"], update["relative_error"], update["reference_cosine"], self._n_clipped(st, method, c))
         return st.clip_stats.get(key, lambda: values)
 
@@ -828,16 +832,23 @@ class DashboardEngine:
             for m in check_methods(methods)
         )
 
-    def prefetch(self, G: int, clean_model: CleanKey) -> None:
-        """Draw the clean rewards of ``(G, clean_model)`` and the hit uniforms of G now (cached for later visits).
+    def prefetch(self, G: int, clean_model: CleanKey, method: str | None = None) -> None:
+        """Draw the clean rewards of ``(G, clean_model)`` and the hit uniforms of G now (cached for later visits);
+        with ``method``, also run that estimator and the reference one on those clean rewards.
 
         The float64 draw (2.56 million rewards at G = 256 with 10^4 groups) is most of a first
-        visit's preview; done in idle time, it leaves that visit only the estimators to run
-        (``bench --dashboard`` times a first visit with and without it).
+        visit's preview, and the clean rewards' estimators are about half of its full data (every
+        setting of the pair compares with them); done in idle time, they leave that visit only the
+        contaminated rewards' work (``bench --dashboard`` times a first visit with and without it).
         """
         G, _, _, _, clean_model = self._validate(G, 1.0, 0.0, 1.0, clean_model)
-        self._clean_state(G, clean_model)
+        if method is not None:
+            check_methods([method])
+        cl = self._clean_state(G, clean_model)
         self._uniforms(G)
+        if method is not None:
+            self._method(cl, method)
+            self._reference(cl)
 
     def preview_data(
         self,

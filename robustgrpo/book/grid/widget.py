@@ -108,7 +108,8 @@ class Dashboard(DashboardWidget):
     data function, then :func:`~robustgrpo.book.grid.views.update_linked_views`
     (trace data changed in place) and the readout. In the kernel's idle
     time the clean rewards of the other clean models are drawn at the G
-    shown (:meth:`DashboardEngine.prefetch`). A setting not computed
+    shown, then the estimators shown run on them (:meth:`DashboardEngine.prefetch`), one
+    short step at a time until a move comes. A setting not computed
     before, when ``n_groups`` is more than twice what ``preview_rewards``
     rewards hold, is first drawn from ``preview_rewards // G`` groups
     (:meth:`~robustgrpo.book.grid.engine.DashboardEngine.preview_data`), then
@@ -207,9 +208,12 @@ class Dashboard(DashboardWidget):
         self.readout.value = readout_html(data)
 
     def _idle_steps(self) -> list[Any]:
-        """Draw the clean rewards of the other clean models at the G shown, one model a step."""
-        G, shown = self.data.G, self.data.clean_model
-        return [functools.partial(self.engine.prefetch, G, key) for key in CLEAN_MODEL_CHOICES if key != shown]
+        """Draw the clean rewards of the other clean models at the G shown, one model a step; then run each
+        estimator shown on them, one model and estimator a step."""
+        G, shown, methods = self.data.G, self.data.clean_model, self.data.methods
+        others = [key for key in CLEAN_MODEL_CHOICES if key != shown]
+        return ([functools.partial(self.engine.prefetch, G, key) for key in others]
+                + [functools.partial(self.engine.prefetch, G, key, m) for key in others for m in methods])
 
     def _refused(self) -> None:
         if self.controls["group"].value != self.data.group:  # an index out of range: show the group on display
