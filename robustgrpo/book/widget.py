@@ -368,7 +368,8 @@ class DashboardWidget:
     data
         What the figure and the readout show.
     status, message, export : ipywidgets.HTML
-        The status line (``data-state`` busy, ready or invalid), the error line and the export box.
+        The status line (``data-state`` busy, ready or invalid; the page's watcher may show busy while the figure
+        is drawn, or failed), the error line and the export box.
     reset_button, export_button : ipywidgets.Button
     save_button
         Downloads the figure as a PNG, in the page (plotly.js draws it; the kernel is not asked).

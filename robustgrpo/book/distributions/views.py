@@ -45,7 +45,7 @@ def axis_range(positions: Any) -> list[float]:
     -0.4, as at G = 32, the axis had no tick left of 0.)
 
     >>> [round(v, 3) for v in axis_range([0.0, 0.5])]
-    [-0.969, 0.969]
+    [-0.97, 0.97]
     """
     values = np.asarray([v for v in positions if v is not None], dtype=np.float64)
     low, high = np.arcsinh(ALWAYS_SHOWN)
