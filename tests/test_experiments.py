@@ -459,6 +459,35 @@ def test_the_calibration_finds_the_rate_of_a_record_the_simulator_made():
     assert agree["agree"].all() and (agree["difference"] == 0.0).all()
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["trl_contamination", "trl_composite"])
+def test_the_shipped_calibration_is_what_fitting_the_shipped_record_gives(name):
+    """data/records/calibration.json holds calibrate_lr's result for each shipped record, which notebook 08's
+    figures read instead of refitting; refitting here must give it to the last bit (else: write_calibration())."""
+    table = report.shipped_record() if name == "trl_contamination" else report.composite_record()
+    shipped = json.loads(report.CALIBRATION.read_text())[name]
+    assert shipped["fingerprint"] == report.record_fingerprint(table)
+    fitted = report._fitted(name, table)
+    assert fitted == shipped
+    lr, tried = report.shipped_calibration(name, table)
+    assert lr == fitted["lr"] and tried.to_numpy().tolist() == fitted["tried"]
+
+
+def test_a_calibration_fitted_to_another_table_is_not_used(tmp_path, monkeypatch):
+    table = report.shipped_record()
+    stale = json.loads(report.CALIBRATION.read_text())
+    stale["trl_contamination"]["lr"] = 1.0  # what a record changed since would leave: a wrong rate ...
+    stale["trl_contamination"]["fingerprint"] = "0" * 64  # ... fitted to another table
+    monkeypatch.setattr(report, "CALIBRATION", tmp_path / "calibration.json")
+    (tmp_path / "calibration.json").write_text(json.dumps(stale))
+    refits = []
+    monkeypatch.setattr(report, "calibrate_lr", lambda *a, **k: refits.append(k) or (0.5, pd.DataFrame({"lr": [0.5], "error": [0.0]})))
+    assert report.shipped_calibration("trl_contamination", table)[0] == 0.5 and len(refits) == 1
+    assert report.record_fingerprint(table) != report.record_fingerprint(table.assign(correct_prob=table["correct_prob"] + 1e-9))
+    with pytest.raises(ValueError, match="no shipped record 'nope'"):
+        report.shipped_calibration("nope", table)
+
+
 def test_the_curve_grid_draws_a_panel_per_metric_and_judge_and_a_legend_per_curve_and_style():
     from robustgrpo.book.trainer.plots import plot_curve_grid
 

@@ -2,7 +2,8 @@ r"""Report figures of notebook 08: real GRPO runs with TRL under contaminated ju
 
 Everything is read from a record of the ``trl`` runnable (:mod:`robustgrpo.lab.experiments`): by
 default the shipped one, :data:`RECORD`, made by :data:`COMMAND` from :data:`CONFIG`. The
-drift simulator's prediction for the same judges is computed here, once per process (cached):
+drift simulator's prediction for the same judges is computed here, once per process (cached), at
+the learning rate fitted to the record (for the shipped records read from :data:`CALIBRATION`):
 
 * the simulator's problem is the run's: ``prompts_per_step`` prompts, one answer per token of
   the vocabulary (``vocab_size``), the measured initial probabilities of the correct answer
@@ -54,6 +55,10 @@ __all__ = [
     "SIM_ESTIMATORS",
     "SIM_SEEDS",
     "CALIBRATION_LRS",
+    "CALIBRATION",
+    "record_fingerprint",
+    "shipped_calibration",
+    "write_calibration",
     "METRIC_LABELS",
     "trainer_record",
     "shipped_record",
@@ -387,10 +392,66 @@ def simulator_prediction(table: pd.DataFrame, lr: float, seeds: Sequence[int] = 
     return pd.concat(frames, ignore_index=True)
 
 
+#: The learning rates :func:`calibrate_lr` fits to the shipped records, shipped beside them (the figures of notebook 08
+#: read them instead of refitting: 5 s each). Each entry names the record's fingerprint (:func:`record_fingerprint`)
+#: and the fit's settings; :func:`write_calibration` writes it, and a test refits both records and compares.
+CALIBRATION = _REPO / "data" / "records" / "calibration.json"
+
+
+def record_fingerprint(table: pd.DataFrame) -> str:
+    """A SHA-256 of a record's table (its values, column names and order): what a shipped calibration was fitted to."""
+    import hashlib
+
+    digest = hashlib.sha256(",".join(map(str, table.columns)).encode())
+    digest.update(pd.util.hash_pandas_object(table, index=False).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _calibration_settings(name: str) -> dict[str, Any]:
+    """The arguments of :func:`calibrate_lr` for the shipped record ``name`` (``trl_contamination``, ``trl_composite``)."""
+    if name == "trl_contamination":
+        return {"lrs": CALIBRATION_LRS, "arm": "grpo", "make_config": simulator_config}
+    if name == "trl_composite":
+        return {"lrs": COMPOSITE_CALIBRATION_LRS, "arm": COMPOSITE_CALIBRATION_ARM, "make_config": composite_simulator_config}
+    raise ValueError(f"no shipped record {name!r}; pass 'trl_contamination' or 'trl_composite'")
+
+
+def _fitted(name: str, table: pd.DataFrame) -> dict[str, Any]:
+    settings = _calibration_settings(name)
+    lr, tried = calibrate_lr(table, settings["lrs"], arm=settings["arm"], make_config=settings["make_config"])
+    return {"fingerprint": record_fingerprint(table), "lrs": list(settings["lrs"]), "seeds": list(SIM_SEEDS),
+            "arm": settings["arm"], "lr": lr, "tried": tried[["lr", "error"]].to_numpy().tolist()}
+
+
+def shipped_calibration(name: str, table: pd.DataFrame) -> tuple[float, pd.DataFrame]:
+    """:func:`calibrate_lr` of the shipped record ``name`` whose table is ``table``: read from :data:`CALIBRATION`
+    when it was fitted to this table with these settings, refitted otherwise (a record or a setting changed since)."""
+    import json
+
+    settings = _calibration_settings(name)
+    entry = json.loads(CALIBRATION.read_text()).get(name) if CALIBRATION.is_file() else None
+    current = entry is not None and entry["fingerprint"] == record_fingerprint(table) and entry["lrs"] == list(
+        settings["lrs"]) and entry["seeds"] == list(SIM_SEEDS) and entry["arm"] == settings["arm"]
+    if not current:
+        return calibrate_lr(table, settings["lrs"], arm=settings["arm"], make_config=settings["make_config"])
+    return float(entry["lr"]), pd.DataFrame(entry["tried"], columns=["lr", "error"])
+
+
+def write_calibration(path: str | os.PathLike[str] = CALIBRATION) -> dict[str, Any]:
+    """Fit the learning rate to both shipped records and write :data:`CALIBRATION` (run after re-recording one,
+    or after changing the simulator; one torch thread, as the notebooks run); returns what it wrote."""
+    import json
+
+    fitted = {"trl_contamination": _fitted("trl_contamination", _shipped()),
+              "trl_composite": _fitted("trl_composite", _shipped_composite())}
+    Path(path).write_text(json.dumps(fitted, indent=1) + "\n")
+    return fitted
+
+
 @functools.lru_cache(maxsize=1)
 def _shipped_prediction() -> tuple[float, pd.DataFrame, pd.DataFrame]:
     table = _shipped()
-    lr, tried = calibrate_lr(table)
+    lr, tried = shipped_calibration("trl_contamination", table)
     return lr, tried, simulator_prediction(table, lr)
 
 
@@ -1082,7 +1143,9 @@ def composite_calibrated_prediction(table: pd.DataFrame) -> tuple[float, pd.Data
 
 @functools.lru_cache(maxsize=1)
 def _shipped_composite_prediction() -> tuple[float, pd.DataFrame, pd.DataFrame]:
-    return composite_calibrated_prediction(_shipped_composite())
+    table = _shipped_composite()
+    lr, tried = shipped_calibration("trl_composite", table)
+    return lr, tried, composite_simulator_prediction(table, lr)
 
 
 def composite_simulator_prediction(table: pd.DataFrame, lr: float, seeds: Sequence[int] = SIM_SEEDS,
