@@ -1228,6 +1228,10 @@ _RAMP_BAND = 3
 #: The wider band rows take where the first misses a pair (continuous rewards at large G, whose tolerance spans a few
 #: neighbours): seven offsets are cheaper than the binary search of :func:`_ranks_by_search`.
 _WIDE_BAND = 7
+#: Wider bands still, tried in turn where most rows need more than :data:`_WIDE_BAND` (continuous rewards at G = 1024
+#: beside an outlier: about twenty neighbours within 2t): a band of D offsets costs about D passes over the rows,
+#: still less than the binary search up to D = 63.
+_WIDER_BANDS = (15, 31, 63)
 
 
 def _beyond_band(s: torch.Tensor, tt: torch.Tensor, band: int = _RAMP_BAND) -> torch.Tensor:
@@ -1259,7 +1263,8 @@ def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None, band:
     two_t = 2 * torch.where(tt > 0, tt, torch.ones((), dtype=s.dtype, device=s.device))
     # gap / 2t as a product with 1 / 2t, unless that overflows (a subnormal t: rewards near the smallest normal number)
     inv = None if bool((two_t < 1 / torch.finfo(s.dtype).max).any()) else 1 / two_t
-    ranks = (pos + 1).to(s.dtype).expand_as(s).clone()
+    # the terms are summed apart from the positions: small numbers carry less rounding than ranks up to G
+    delta = torch.zeros_like(s)
     for d in range(1, min(band, G - 1) + 1):  # offsets, not samples: a few vectorised steps
         gap = s[..., d:] - s[..., :-d]
         phi = (1 - (gap / two_t if inv is None else gap * inv)).clamp_(0, 0.5)
@@ -1267,9 +1272,9 @@ def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None, band:
             phi = torch.where(tt > 0, phi, torch.where(gap == 0, 0.5, zero))
         if n is not None:
             phi = torch.where(pos[d:] < n, phi, zero)
-        ranks[..., :-d] += phi
-        ranks[..., d:] -= phi
-    return ranks
+        delta[..., :-d] += phi
+        delta[..., d:] -= phi
+    return delta.add_((pos + 1).to(s.dtype))
 
 
 def _cluster_ranks(
@@ -1424,12 +1429,14 @@ def soft_midranks(
     # the cluster path sums the wider band where rows are long enough: continuous rewards beside a run of tied
     # glitches (which no band holds) then search only where seven neighbours miss a pair, not three
     band = _WIDE_BAND if s.shape[-1] > _WIDE_BAND + 1 else _RAMP_BAND
-    if few and s.shape[-1] > _WIDE_BAND + 1:
-        missed = slow & _beyond_band(s, tt, _WIDE_BAND).any(-1, keepdim=True)  # rows the wider band misses too
+    for wide in (_WIDE_BAND, *_WIDER_BANDS) if few else ():
+        if s.shape[-1] <= wide + 1:
+            break
+        missed = slow & _beyond_band(s, tt, wide).any(-1, keepdim=True)  # rows the wider band misses too
         n_missed = int(missed.sum())
         if 8 * n_missed <= few:  # it holds most rows the first band misses: its sum on every row (a zero term changes
             # no sum, so the rows the first band held get the same ranks), the cluster path on the rest
-            ranks = _band_ranks(s, tt, n, _WIDE_BAND)
+            ranks = _band_ranks(s, tt, n, wide)
             if n_missed:
                 rows = missed.squeeze(-1)
                 ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
