@@ -1278,26 +1278,28 @@ def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None, band:
 
 
 def _cluster_ranks(
-    s: torch.Tensor, t: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor | None, beyond: torch.Tensor,
-    slow: torch.Tensor, band: int = _RAMP_BAND,
+    s: torch.Tensor, t: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor | None, slow: torch.Tensor,
 ) -> torch.Tensor:
     r"""Soft mid-ranks of sorted rows, for rows where the band misses pairs (see :func:`soft_midranks`).
 
-    In the rows flagged ``slow`` (``[..., 1]``: :func:`_beyond_band` of the
-    row, ``beyond``, holds a True) a cluster (a run of sorted neighbours at
+    In the rows flagged ``slow`` (``[..., 1]``: :func:`_beyond_band` of the row
+    at :data:`_RAMP_BAND` holds a True) a cluster (a run of sorted neighbours at
     most ``2 t`` apart) no wider than ``t`` is a tie: its values, in sorted
     positions ``first .. last``, share the rank
     :math:`(\mathrm{first} + \mathrm{last})/2 + 1`. The positions come from
     running extrema: ``first`` is the last cluster start at or before k,
     ``last`` the first cluster end at or after k. A value of a wider cluster,
     and every value of the other rows, takes the band sum of
-    :func:`_band_ranks` over ``band`` neighbours to either side; a row where
-    that misses a pair of a wide cluster is ranked by :func:`_ranks_by_search`
-    (binary search over the sorted row). ``beyond`` is :func:`_beyond_band` of
-    the rows for :data:`_RAMP_BAND`; a wider ``band`` computes its own.
+    :func:`_band_ranks` over :data:`_WIDE_BAND` neighbours to either side
+    (:data:`_RAMP_BAND` in rows of at most eight: continuous rewards beside a
+    run of tied glitches, which no band holds, then search only where seven
+    neighbours miss a pair, not three); a row where that misses a pair of a
+    wide cluster is ranked by :func:`_ranks_by_search` (binary search over the
+    sorted row).
     """
     G = s.shape[-1]
     tt = t.unsqueeze(-1)
+    band = _WIDE_BAND if G > _WIDE_BAND + 1 else _RAMP_BAND
     pos = torch.arange(G, dtype=torch.int16 if G < 2**15 else torch.int64, device=s.device)  # (cummax is fast on int16)
     gap = s[..., 1:] - s[..., :-1]
     apart = ~(gap <= 2 * tt)  # a cluster ends between k and k + 1 (also at and after invalid entries)
@@ -1324,8 +1326,7 @@ def _cluster_ranks(
     few = int(rows.sum())
     if few:
         D = band + 1
-        if band != _RAMP_BAND:
-            beyond = _beyond_band(s, tt, band)
+        beyond = _beyond_band(s, tt, band)
         missed = torch.nn.functional.pad(beyond, (0, D)) | torch.nn.functional.pad(beyond, (D, 0))
         if 8 * few > rows.numel():
             ranks = torch.where(banded, _band_ranks(s, tt, n, band), ranks)
@@ -1423,12 +1424,8 @@ def soft_midranks(
         s = sorted_x
     n = None if mask is None else mask.sum(-1, keepdim=True)  # valid values come first in sorted order
     tt = t.unsqueeze(-1)
-    beyond = _beyond_band(s, tt)
-    slow = beyond.any(-1, keepdim=True)  # rows where the band misses a pair
+    slow = _beyond_band(s, tt).any(-1, keepdim=True)  # rows where the band misses a pair
     few = int(slow.sum())
-    # the cluster path sums the wider band where rows are long enough: continuous rewards beside a run of tied
-    # glitches (which no band holds) then search only where seven neighbours miss a pair, not three
-    band = _WIDE_BAND if s.shape[-1] > _WIDE_BAND + 1 else _RAMP_BAND
     for wide in (_WIDE_BAND, *_WIDER_BANDS) if few else ():
         if s.shape[-1] <= wide + 1:
             break
@@ -1440,17 +1437,17 @@ def soft_midranks(
             if n_missed:
                 rows = missed.squeeze(-1)
                 ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
-                                             None if n is None else n[rows], beyond[rows], slow[rows], band)
+                                             None if n is None else n[rows], slow[rows])
             return torch.empty_like(ranks).scatter_(-1, order, ranks)
     if few == 0:
         ranks = _band_ranks(s, tt, n)
     elif 8 * few > slow.numel():  # many: every row through the cluster path (band rows stay band rows)
-        ranks = _cluster_ranks(s, t, mask, n, beyond, slow, band)
+        ranks = _cluster_ranks(s, t, mask, n, slow)
     else:  # a few: only those rows (the same per-row result, without the cluster work on the others)
         rows = slow.squeeze(-1)
         ranks = _band_ranks(s, tt, n)
         ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
-                                     None if n is None else n[rows], beyond[rows], slow[rows], band)
+                                     None if n is None else n[rows], slow[rows])
     return torch.empty_like(ranks).scatter_(-1, order, ranks)
 
 
