@@ -416,9 +416,16 @@ def _calibration_settings(name: str) -> dict[str, Any]:
     raise ValueError(f"no shipped record {name!r}; pass 'trl_contamination' or 'trl_composite'")
 
 
-def _fitted(name: str, table: pd.DataFrame) -> dict[str, Any]:
+def _fit(name: str, table: pd.DataFrame) -> tuple[float, pd.DataFrame]:
+    """:func:`calibrate_lr` of ``table`` with the settings of the shipped record ``name``."""
     settings = _calibration_settings(name)
-    lr, tried = calibrate_lr(table, settings["lrs"], arm=settings["arm"], make_config=settings["make_config"])
+    return calibrate_lr(table, settings["lrs"], arm=settings["arm"], make_config=settings["make_config"])
+
+
+def _fitted(name: str, table: pd.DataFrame) -> dict[str, Any]:
+    """:func:`_fit` as :data:`CALIBRATION` stores it, with the fingerprint and the settings it was fitted with."""
+    settings = _calibration_settings(name)
+    lr, tried = _fit(name, table)
     return {"fingerprint": record_fingerprint(table), "lrs": list(settings["lrs"]), "seeds": list(SIM_SEEDS),
             "arm": settings["arm"], "lr": lr, "tried": tried[["lr", "error"]].to_numpy().tolist()}
 
@@ -433,7 +440,7 @@ def shipped_calibration(name: str, table: pd.DataFrame) -> tuple[float, pd.DataF
     current = entry is not None and entry["fingerprint"] == record_fingerprint(table) and entry["lrs"] == list(
         settings["lrs"]) and entry["seeds"] == list(SIM_SEEDS) and entry["arm"] == settings["arm"]
     if not current:
-        return calibrate_lr(table, settings["lrs"], arm=settings["arm"], make_config=settings["make_config"])
+        return _fit(name, table)
     return float(entry["lr"]), pd.DataFrame(entry["tried"], columns=["lr", "error"])
 
 
@@ -1136,8 +1143,7 @@ def composite_calibrated_prediction(table: pd.DataFrame) -> tuple[float, pd.Data
     """The simulator's learning rate fitted to a multi-token record (:func:`calibrate_lr` on
     :data:`COMPOSITE_CALIBRATION_ARM` over :data:`COMPOSITE_CALIBRATION_LRS`), the rates tried, and its prediction
     for every judge at that rate (:func:`composite_simulator_prediction`)."""
-    lr, tried = calibrate_lr(table, COMPOSITE_CALIBRATION_LRS, arm=COMPOSITE_CALIBRATION_ARM,
-                             make_config=composite_simulator_config)
+    lr, tried = _fit("trl_composite", table)
     return lr, tried, composite_simulator_prediction(table, lr)
 
 
