@@ -737,6 +737,39 @@ def test_every_coloured_text_reads_in_the_light_and_the_dark_theme():
     assert {".rg-help", ".rg-error", "a.rg-export-csv"} <= {s.strip() for sel in TEXT_COLOURS for s in sel.split(",")}
 
 
+def _css_filter(colour: str, css: str) -> tuple[float, float, float]:
+    """``colour`` through a CSS filter of ``invert(a) hue-rotate(Ndeg)`` with the matrices of the Filter Effects spec."""
+    (amount, degrees), = re.findall(r"^invert\(([\d.]+)\) hue-rotate\((\d+)deg\)$", css)
+    a, angle = float(amount), math.radians(float(degrees))
+    c, s = math.cos(angle), math.sin(angle)
+    rotate = np.array([[0.213 + 0.787 * c - 0.213 * s, 0.715 - 0.715 * c - 0.715 * s, 0.072 - 0.072 * c + 0.928 * s],
+                       [0.213 - 0.213 * c + 0.143 * s, 0.715 + 0.285 * c + 0.140 * s, 0.072 - 0.072 * c - 0.283 * s],
+                       [0.213 - 0.213 * c - 0.787 * s, 0.715 - 0.715 * c + 0.715 * s, 0.072 + 0.928 * c + 0.072 * s]])
+    rgb = np.array([int(colour.lstrip("#")[i:i + 2], 16) / 255 for i in (0, 2, 4)])
+    return tuple(np.clip(rotate @ (a * (1 - rgb) + (1 - a) * rgb), 0, 1))
+
+
+def test_the_dark_figure_filter_darkens_the_background_and_keeps_every_estimator_colour_s_hue():
+    """What DARK_FIGURE_FILTER's comment says: plotly's white turns dark, and each chromatic estimator colour keeps its
+    hue (within 5 degrees); greys and black have no hue to keep."""
+    import colorsys
+
+    from robustgrpo.book.style import estimator_color
+    from robustgrpo.book.widget import DARK_FIGURE_FILTER, contrast_ratio
+
+    background = "#%02x%02x%02x" % tuple(round(255 * v) for v in _css_filter("#ffffff", DARK_FIGURE_FILTER))
+    assert contrast_ratio(background, "#000000") < 1.5  # near black
+    chromatic = 0
+    for m in ESTIMATORS:
+        hue, _, saturation = colorsys.rgb_to_hls(*(int(estimator_color(m)[i:i + 2], 16) / 255 for i in (1, 3, 5)))
+        if saturation < 0.2:
+            continue
+        chromatic += 1
+        turned = colorsys.rgb_to_hls(*_css_filter(estimator_color(m), DARK_FIGURE_FILTER))[0]
+        assert abs((360 * (turned - hue) + 180) % 360 - 180) < 5, m
+    assert chromatic >= 8
+
+
 def test_trace_data_are_plain_lists_so_the_browser_reply_raises_nothing(dash):
     """A numpy array held by a FigureWidget trace made plotly raise on every browser reply (one traceback per move)."""
     dash.controls["G"].value = 16
