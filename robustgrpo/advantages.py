@@ -76,6 +76,7 @@ from robustgrpo.inputs import (
     ArrayLike,
     apply_nan_policy,
     as_tensor,
+    count_true,
     count_valid,
     distinct_names,
     group_by_index,
@@ -97,6 +98,7 @@ from robustgrpo.stats import (
     masked_std,
     median_of_sorted,
     resolve_towards,
+    row_blocks,
     resolved_weight,
     soft_midranks,
     sort_valid,
@@ -222,7 +224,7 @@ class Groups(NamedTuple):
     ``median`` ``[B]`` its median (:func:`~robustgrpo.stats.median_of_sorted`),
     for an estimator registered with ``sorts``: the entry point sorts once
     and every order statistic comes from that sort. ``order`` ``[B, G]``
-    (``sorts="order"``) is the permutation that sorts each row
+    (``sorts="order"``, of dtype :data:`ORDER_DTYPE`) is the permutation that sorts each row
     (``sorted = rewards.gather(-1, order)`` with invalid entries at
     ``+inf``). None where not computed. ``scratch`` is a contiguous
     ``[B, G]`` buffer of the rewards' dtype, or None: the entry point's own
@@ -631,8 +633,16 @@ def _clip(z: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
 
     Clamps ``z`` itself: callers pass a temporary of their own.
     """
-    clipped = z.abs() > c
+    clipped = (z > c).logical_or_(z < -c)  # (|z| > c without a temporary of z's size)
     return z.clamp_(-c, c), clipped
+
+
+def _buffer(g: Groups) -> torch.Tensor | None:
+    """A buffer of the rewards' shape an estimator may overwrite: the entry point's sorted rewards (read
+    them first), or None (a fresh result) where there are none."""
+    if g.sorted is None or g.sorted.dtype != g.rewards.dtype or g.sorted.shape != g.rewards.shape:
+        return None
+    return g.sorted
 
 
 def _sorted(g: Groups) -> torch.Tensor:
@@ -650,9 +660,10 @@ def _tolerance(g: Groups, resolution: float) -> torch.Tensor:
     return tie_tolerance(g.rewards, g.mask, resolution, g.span, g.spread if g.reference is None else g.reference, g.floor)
 
 
-def _mean_std(g: Groups, ddof: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _mean_std(g: Groups, ddof: int, work: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each group's mean and std (:func:`~robustgrpo.stats.masked_std`, in ``work`` when given)."""
     centre = masked_mean(g.rewards, g.mask, g.n)
-    return centre, masked_std(g.rewards, g.mask, g.n, centre, ddof)
+    return centre, masked_std(g.rewards, g.mask, g.n, centre, ddof, work=work)
 
 
 class RobustParts(NamedTuple):
@@ -706,12 +717,16 @@ def _robust_parts(g: Groups, resolution: float) -> RobustParts:
         finite = torch.isfinite(sorted_u)
         weights = torch.where(finite, resolved_weight(sorted_u, t), zero)
         b = continuous_lower_median(sorted_u, weights).unsqueeze(-1)
-    capped = torch.minimum(sorted_u, b)
-    if finite is not None:
-        capped = torch.where(finite, capped, zero)
-    # the sum of squares of values <= b, computed on capped / b so that huge rewards cannot overflow
+    # the sum of squares of values <= b, computed on capped / b so that huge rewards cannot overflow (in blocks of
+    # rows: the capped values are a temporary of the rewards' size, and every buffer of that size is in use)
     unit = torch.where(b > 0, b, torch.ones((), dtype=r.dtype, device=r.device))
-    s_fb = unit.squeeze(-1) * torch.sqrt(capped.div_(unit).square_().sum(-1) / (n - 1).clamp_min(1).to(r.dtype))
+    squares = []
+    for rows in row_blocks(sorted_u):
+        capped = torch.minimum(sorted_u[rows], b[rows])
+        if finite is not None:
+            capped.masked_fill_(~finite[rows], 0)
+        squares.append(capped.div_(unit[rows]).square_().sum(-1))
+    s_fb = unit.squeeze(-1) * torch.sqrt(torch.cat(squares) / (n - 1).clamp_min(1).to(r.dtype))
     # t / sqrt(n - 1) bounds the scale from below, so that a group whose deviations are all near-ties
     # gets advantages that grow continuously from 0; s_fb is at least that once a deviation is resolved
     t_floor = t / (n - 1).clamp_min(1).to(r.dtype).sqrt()
@@ -862,8 +877,10 @@ def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
     """
     r, mask, n = g.rewards, g.mask, g.n
     centre = median_of_sorted(_sorted(g), n, lower=True)
-    absd = (r - centre.unsqueeze(-1)).abs()
-    sigma = SEED_MAD_CONSTANT * median_of_sorted(sort_valid(absd, mask), n, lower=True)
+    # the absolute deviations, sorted in place (in the sorted rewards' buffer, which nothing reads after the median)
+    absd = torch.sub(r, centre.unsqueeze(-1), out=_buffer(g)).abs_()
+    sigma = SEED_MAD_CONSTANT * median_of_sorted(sort_valid(absd, mask, inplace=True), n, lower=True)
+    del absd
     mean = masked_mean(r, mask, n)
     fallback = ~(sigma > eps)
     scale = torch.where(fallback, masked_std(r, mask, n, mean, 1) + eps, sigma)
@@ -1008,7 +1025,8 @@ def _count_quotients_above(sorted_u: torch.Tensor, scale: torch.Tensor, c: float
     return torch.where(ok, counted, torch.count_nonzero(sorted_u / scale.unsqueeze(-1) > c_t, dim=-1).clamp_max(n))
 
 
-def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None, *,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
     r"""Blom's normal scores :math:`\Phi^{-1}((R - 3/8) / (n + 1/4))` of mid-ranks R in groups of n.
 
     Ranks that are whole or half numbers (all of them unless rewards ramp into
@@ -1017,13 +1035,13 @@ def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None
     n = G when ``mask`` is None), so the quantile function runs only on the
     others. The table has one row per distinct size, so it is never larger than
     about twice the batch (a row per possible size, 0 .. G, would be quadratic
-    in G: 4 GB for one group of 16,384).
+    in G: 4 GB for one group of 16,384). Written into ``out`` (``ranks``'
+    shape and dtype, another buffer) when given; computed in blocks of rows
+    (:func:`~robustgrpo.stats.row_blocks`), so the look-up's indices are a
+    block's size.
     """
     G = ranks.shape[-1]
-    twice = 2 * ranks
     wide = torch.int32 if (G + 1) * (2 * G + 1) < 2**31 else torch.int64
-    index = twice.to(wide).clamp_(0, 2 * G)  # (ranks are >= 1/2; invalid entries' ranks are unused)
-    back = index.to(ranks.dtype)
     if mask is not None:
         present, row = torch.unique(n, return_inverse=True)
         sizes = present.to(torch.float64)
@@ -1031,19 +1049,27 @@ def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None
         sizes = torch.full((1,), float(G), dtype=torch.float64, device=ranks.device)
     j = torch.arange(2 * G + 1, dtype=torch.float64, device=ranks.device)
     table = torch.special.ndtri(((j / 2 - 0.375) / (sizes.unsqueeze(-1) + 0.25)).clamp(1e-12, 1 - 1e-12)).to(ranks.dtype)
-    if mask is not None:
-        index += (row.to(wide) * (2 * G + 1)).unsqueeze(-1)
-    z = table.view(-1).index_select(0, index.view(-1)).view(ranks.shape)
-    if torch.equal(twice, back):  # every rank on the table
-        return z
-    # the quantile function only on the ranks between table entries (gathered, computed, scattered back)
-    off = torch.nonzero((twice != back).view(-1)).squeeze(-1)
-    if mask is None:
-        size = float(G)
-    else:
-        size = n.to(ranks.dtype).unsqueeze(-1).expand(ranks.shape).reshape(-1).index_select(0, off)
-    p = (ranks.reshape(-1).index_select(0, off) - 0.375) / (size + 0.25)
-    z.view(-1).index_copy_(0, off, torch.special.ndtri(p.clamp_(1e-12, 1 - 1e-12)))
+    z = torch.empty_like(ranks, memory_format=torch.contiguous_format) if out is None else out
+    for rows in row_blocks(ranks):
+        rb, zb = ranks[rows], z[rows]
+        twice = 2 * rb
+        index = twice.to(wide).clamp_(0, 2 * G)  # (ranks are >= 1/2; invalid entries' ranks are unused)
+        off = twice != index.to(ranks.dtype)  # ranks between table entries
+        del twice
+        if mask is not None:
+            index += (row[rows].to(wide) * (2 * G + 1)).unsqueeze(-1)
+        torch.index_select(table.view(-1), 0, index.view(-1), out=zb.view(-1))
+        del index
+        if not bool(off.any()):  # every rank on the table
+            continue
+        # the quantile function only on the ranks between table entries (gathered, computed, scattered back)
+        at = torch.nonzero(off.view(-1)).squeeze(-1)
+        if mask is None:
+            size = float(G)
+        else:
+            size = n[rows].to(ranks.dtype).unsqueeze(-1).expand(rb.shape).reshape(-1).index_select(0, at)
+        p = (rb.reshape(-1).index_select(0, at) - 0.375) / (size + 0.25)
+        zb.view(-1).index_copy_(0, at, torch.special.ndtri(p.clamp_(1e-12, 1 - 1e-12)))
     return z
 
 
@@ -1085,11 +1111,13 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
     outranks the correct answers shares the top ranks with them.
     """
     r, mask, n = g.rewards, g.mask, g.n
-    ranks = soft_midranks(r, mask, _tolerance(g, resolution), sorted_x=g.sorted if g.order is not None else None, order=g.order)
-    z = _blom_scores(ranks, n, mask)
+    # the band sums in the entry point's scratch buffer, the ranks in the sorted rewards' (read first), the scores
+    # in the scratch buffer again (the band sums are spent): no temporary of the rewards' size beyond a block's
+    ranks = soft_midranks(r, mask, _tolerance(g, resolution), sorted_x=g.sorted if g.order is not None else None,
+                          order=g.order, work=g.scratch, out=_buffer(g) if g.order is not None else None)
+    z = _blom_scores(ranks, n, mask, out=g.scratch)
     centre = masked_mean(z, mask, n)
-    adv = z - centre.unsqueeze(-1)
-    return Computed(adv, centre, torch.ones_like(centre), _none(centre), None)
+    return Computed(z.sub_(centre.unsqueeze(-1)), centre, torch.ones_like(centre), _none(centre), None)
 
 
 @register(
@@ -1143,9 +1171,10 @@ def _huber_m(
     resolved = parts.shrunk.add_(parts.centre.unsqueeze(-1))
     centre, scale, _ = huber_proposal2(
         resolved, g.mask, g.n, parts.centre, parts.scale, c=huber_c, tol=tol, maxiter=maxiter,
-        min_scale=min_scale * parts.scale,
+        min_scale=min_scale * parts.scale, work=_buffer(g),  # (the sorted rewards' buffer, free: it held the parts' sorted u)
     )
-    adv, clipped = _clip((resolved - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c)
+    # (in the sorted rewards' buffer: the standardised values the fixed point held there are spent)
+    adv, clipped = _clip(torch.sub(resolved, centre.unsqueeze(-1), out=_buffer(g)).div_(scale.unsqueeze(-1)), c)
     return Computed(adv, centre, scale, parts.fallback, clipped)
 
 
@@ -1210,7 +1239,7 @@ def _batch_huber(g: Groups, *, c: float, huber_c: float) -> Computed:
         r, mask, n, value_range(r, mask) if g.spread is None else g.spread, g.floor, g.batch, _median(g))
     one = torch.ones((), dtype=r.dtype, device=r.device)
     scale = (one if typical is None else torch.where(typical > 0, typical, one)).expand(n.shape)  # (NaN > 0 is False)
-    centre = huber_location(r, mask, n, _median(g), scale, c=huber_c)
+    centre = huber_location(r, mask, n, _median(g), scale, c=huber_c, work=_buffer(g))  # (the median is read first)
     adv, clipped = _clip((r - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c)
     return Computed(adv, centre, scale.clone(), _none(centre), clipped)
 
@@ -1267,15 +1296,18 @@ def _winsor(g: Groups, *, limits: float, eps: float, ddof: int, resolution: floa
     r, mask, n = g.rewards, g.mask, g.n
     centre0 = _median(g)
     t = _tolerance(g, resolution)
-    resolved = resolve_towards(r, centre0, t)
     # resolving is monotone in the reward, so the bounds are the resolved order statistics of the sorted rewards
-    low, high = (resolve_towards(v.unsqueeze(-1), centre0, t).squeeze(-1) for v in winsor_bounds(_sorted(g), n, limits, limits))
-    w = torch.minimum(torch.maximum(resolved, low.unsqueeze(-1)), high.unsqueeze(-1))
-    centre, scale = _mean_std(Groups(w, mask, n), ddof)
+    low, high = (resolve_towards(v.unsqueeze(-1), centre0, t)
+                 for v in winsor_bounds(_sorted(g), n, limits, limits))
+    free = [b for b in (g.scratch, _buffer(g)) if b is not None]  # (the sorted rewards are read: both are free)
+    w = resolve_towards(r, centre0, t, out=free[0] if free else None)
+    clipped = _valid((w < low).logical_or_(w > high), mask)  # the values winsorizing moves (low <= high)
+    w = torch.minimum(torch.maximum(w, low, out=w), high, out=w)
+    centre, scale = _mean_std(Groups(w, mask, n), ddof, free[1] if len(free) > 1 else None)
     denominator = (scale + eps + t).unsqueeze(-1)
-    # winsorizing can make a group constant (G = 5: one value per tail); with eps = t = 0 that is 0/0
-    adv = torch.where(denominator > 0, (w - centre.unsqueeze(-1)) / denominator, torch.zeros((), dtype=w.dtype, device=w.device))
-    return Computed(adv, centre, scale, _none(centre), _valid(w != resolved, mask))
+    # winsorizing can make a group constant (G = 5: one value per tail); with eps = t = 0 that is 0/0: those get 0
+    adv = w.sub_(centre.unsqueeze(-1)).div_(denominator).masked_fill_(~(denominator > 0), 0.0)
+    return Computed(adv, centre, scale, _none(centre), clipped)
 
 
 # ---------------------------------------------------------------- entry point
@@ -1340,8 +1372,8 @@ def _count(flags: torch.Tensor | None, keep: torch.Tensor | None, n: torch.Tenso
     if flags is None:
         return torch.zeros_like(n)
     if keep is not None and keep.shape[-1] == 1:  # whole groups kept or not: count, then drop (no [B, G] mask)
-        return torch.count_nonzero(flags, dim=-1) * keep.squeeze(-1)
-    return torch.count_nonzero(flags if keep is None else flags & keep, dim=-1)
+        return count_true(flags) * keep.squeeze(-1)
+    return count_true(flags if keep is None else flags & keep)
 
 
 def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None):
@@ -1429,12 +1461,33 @@ def _batch_ids(batch: ArrayLike | None, n_rows: int, grouping: Any, device: torc
     return torch.from_numpy(np.unique(rows, return_inverse=True)[1].reshape(-1).astype(np.int64)).to(device)
 
 
+def _index_dtype() -> torch.dtype:
+    """int32 where this torch gathers and scatters with 32-bit indices (recent releases), else int64 (a group of
+    2**31 rewards is more than any call holds)."""
+    probe = torch.zeros(1, 2)
+    try:
+        at = torch.tensor([[1, 0]], dtype=torch.int32)
+        torch.empty_like(probe).scatter_(-1, at, probe.gather(-1, at))
+    except (RuntimeError, TypeError):
+        return torch.int64
+    return torch.int32
+
+
+#: The dtype of the sorting permutation the entry point hands a ``sorts="order"`` estimator (``Groups.order``).
+ORDER_DTYPE = _index_dtype()
+
+
 def _sort_groups(values: torch.Tensor, valid: torch.Tensor | None, sorts: str) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Each group's valid rewards ascending (``+inf`` after them), and with ``sorts="order"`` the sorting permutation."""
     filled = fill_invalid(values, valid, math.inf)
-    if sorts == "order":
-        order = argsort_last(filled)
-        return filled.gather(-1, order), order
+    if sorts == "order":  # in blocks of rows: the 64-bit permutation a sort returns is a block's size
+        order = torch.empty(filled.shape, dtype=ORDER_DTYPE, device=filled.device)
+        ordered = torch.empty_like(filled, memory_format=torch.contiguous_format)
+        for rows in row_blocks(filled):
+            block = argsort_last(filled[rows])
+            order[rows] = block
+            torch.gather(filled[rows], -1, block, out=ordered[rows])
+        return ordered, order
     return sort_last(filled, inplace=filled is not values), None
 
 
@@ -1657,6 +1710,7 @@ def compute_advantages(
                              f"{tuple(scale_given.shape)}")
     out = est.compute(Groups(values, valid, n, span, spread, reference, floor, batch_ids, scale_given, sorted_values, median,
                              order, scratch), **bound)
+    del ordered, sorted_values, order, scratch  # (the sort and the scratch buffer, freed unless they hold the result)
 
     dtype, device = values.dtype, values.device
     zero = torch.zeros((), dtype=dtype, device=device)

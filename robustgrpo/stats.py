@@ -36,7 +36,7 @@ from typing import Callable, Literal
 import numpy as np
 import torch
 
-from robustgrpo.inputs import ArrayLike, apply_nan_policy, as_tensor, to_kind, validate_mask
+from robustgrpo.inputs import ArrayLike, apply_nan_policy, as_tensor, count_true, to_kind, validate_mask
 
 __all__ = [
     "MAD_NORMAL_SCALE",
@@ -77,6 +77,8 @@ __all__ = [
     "resolved_quantile",
     "soft_midranks",
     "resolve_towards",
+    "row_blocks",
+    "ROW_BLOCK",
     "median",
     "mad",
     "iqr",
@@ -117,6 +119,26 @@ def sort_last(x: torch.Tensor, *, inplace: bool = False) -> torch.Tensor:
             return x
         return torch.from_numpy(np.sort(x.detach().numpy(), axis=-1))
     return torch.sort(x, dim=-1).values
+
+
+#: Values per block where a row-wise computation runs over blocks of rows (:func:`row_blocks`).
+ROW_BLOCK = 2**16
+
+
+def row_blocks(x: torch.Tensor, block: int | None = None) -> list[slice]:
+    """Slices of ``x``'s rows (its first dimension; the last is a row's values) holding about ``block`` values each
+    (default :data:`ROW_BLOCK`).
+
+    For computations whose rows are independent and that need several temporaries of the rows' size
+    (an iteration, a capped sum of squares): run block by block, those temporaries stay a block's
+    size (a few MiB, in a CPU's cache) however large the batch, with the same result for every row.
+    One slice (all rows) when they hold at most ``block`` values.
+
+    >>> row_blocks(torch.zeros(10, 4), block=16)
+    [slice(0, 4, None), slice(4, 8, None), slice(8, 12, None)]
+    """
+    step = max(1, (ROW_BLOCK if block is None else block) // max(x.shape[-1], 1))
+    return [slice(i, i + step) for i in range(0, max(x.shape[0], 1), step)]
 
 
 def fill_invalid(x: torch.Tensor, mask: torch.Tensor | None, value: float) -> torch.Tensor:
@@ -197,7 +219,8 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor) -> 
 
 
 def masked_std(
-    x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, centre: torch.Tensor, ddof: int = 1
+    x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, centre: torch.Tensor, ddof: int = 1, *,
+    work: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""Root mean square deviation from ``centre`` with ``n - ddof`` in the denominator.
 
@@ -205,13 +228,17 @@ def masked_std(
 
     computed as :math:`k \sqrt{\sum ((x_i - c)/k)^2 / (n - \mathrm{ddof})}` with
     :math:`k = \max_i |x_i - c|`, so that squares of large rewards (1e30 in
-    float32) do not overflow. Rows with ``n <= ddof`` give 0.
+    float32) do not overflow. Rows with ``n <= ddof`` give 0. One temporary of
+    ``x``'s size (the deviations, scaled and squared in place), or ``work``,
+    a buffer of ``x``'s shape the caller does not need any more.
     """
     zero = torch.zeros((), dtype=x.dtype, device=x.device)
-    d = fill_invalid(x - centre.unsqueeze(-1), mask, 0.0)
-    k = d.abs().amax(-1, keepdim=True)
+    d = torch.sub(x, centre.unsqueeze(-1), out=work)
+    if mask is not None:
+        d.masked_fill_(~mask, 0.0)
+    k = torch.maximum(d.amax(-1, keepdim=True), d.amin(-1, keepdim=True).neg_())  # max |d| (without a pass of abs)
     k = torch.where(k > 0, k, torch.ones((), dtype=x.dtype, device=x.device))
-    ss = (d / k).square().sum(-1)
+    ss = d.div_(k).square_().sum(-1)
     dof = (n - ddof).to(x.dtype)
     return torch.where(dof > 0, k.squeeze(-1) * torch.sqrt(ss / dof.clamp_min(1)), zero)
 
@@ -238,6 +265,7 @@ def huber_location(
     *,
     c: float = 1.5,
     maxiter: int = 50,
+    work: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""Huber's M-estimate of location at a known scale, row by row.
 
@@ -253,18 +281,23 @@ def huber_location(
     starting from ``start`` (the median). A row whose split holds nothing
     inside keeps its start, which is then a root (every value clipped, as many
     above as below, up to the median). The influence of any one value on
-    :math:`\mu` is at most :math:`c s / |I|`, however far it lies.
+    :math:`\mu` is at most :math:`c s / |I|`, however far it lies. The steps
+    use one buffer of ``x``'s shape: ``work`` when given (the caller's, which
+    it then holds the last step's values in), else a temporary.
     """
-    valid = torch.ones_like(x, dtype=torch.bool) if mask is None else mask
     s = scale.unsqueeze(-1) if scale.ndim == start.ndim else scale
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
     mu = start
+    d = work  # one buffer of x's size for the deviations and the values inside, reused by every step
     for _ in range(maxiter):  # Newton steps on the split (converges in a few), over all rows at once
-        d = x - mu.unsqueeze(-1)
-        below, above = valid & (d < -c * s), valid & (d > c * s)
-        inside = valid & ~below & ~above
-        k = inside.sum(-1)
-        mean_in = fill_invalid(x, inside, 0.0).sum(-1) / k.clamp_min(1).to(x.dtype)
-        step = mean_in + c * s.squeeze(-1) * (above.sum(-1) - below.sum(-1)).to(x.dtype) / k.clamp_min(1).to(x.dtype)
+        d = torch.sub(x, mu.unsqueeze(-1), out=d)
+        below, above = d < -c * s, d > c * s
+        inside = ~(below | above)
+        if mask is not None:
+            below, above, inside = below & mask, above & mask, inside & mask
+        k = count_true(inside)
+        mean_in = torch.where(inside, x, zero, out=d).sum(-1) / k.clamp_min(1).to(x.dtype)
+        step = mean_in + c * s.squeeze(-1) * (count_true(above) - count_true(below)).to(x.dtype) / k.clamp_min(1).to(x.dtype)
         new = torch.where(k > 0, step, mu)
         if torch.equal(new, mu):
             break
@@ -283,6 +316,7 @@ def huber_proposal2(
     tol: float = 1e-8,
     maxiter: int = 30,
     min_scale: torch.Tensor | None = None,
+    work: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     r"""Huber's proposal 2: joint M-estimate of location and scale, row by row.
 
@@ -335,6 +369,10 @@ def huber_proposal2(
     shrinks towards 0 (with one value of eight apart, by a factor of about
     0.41 per plain step).
 
+    ``work`` (optional, ``x``'s shape and dtype) is a buffer the caller no
+    longer needs: the standardised values are written there instead of into
+    a temporary.
+
     Returns
     -------
     location, scale : torch.Tensor
@@ -344,12 +382,30 @@ def huber_proposal2(
     converged : torch.Tensor
         Boolean flags, False where ``maxiter`` ran out.
     """
-    gamma = huber_gamma(c)
     batch = location.shape  # rows are flattened to one dimension and the results shaped back
     x = x.reshape(-1, x.shape[-1])
     mask = None if mask is None else mask.reshape(x.shape)
     n, location, scale = n.reshape(-1), location.reshape(-1), scale.reshape(-1)
     min_scale = None if min_scale is None else min_scale.reshape(-1)
+    work = None if work is None else work.view(x.shape)
+    # rows in blocks (each row's steps are its own): the steps' temporaries stay a block's size
+    parts = [_huber_proposal2_rows(*(None if v is None else v[rows] for v in (x, mask, n, location, scale, min_scale, work)),
+                                   c, tol, maxiter) for rows in row_blocks(x, HUBER_ROW_BLOCK)]
+    return tuple(torch.cat(v).reshape(batch) for v in zip(*parts))
+
+
+#: Values per block of :func:`huber_proposal2`'s rows: larger than :data:`ROW_BLOCK`, as each block pays the steps'
+#: per-call overhead again (2**16 doubled its time at G = 256; 2**18 keeps its time and its peak memory within 4x the
+#: input, which a single block of 2**20 values exceeds).
+HUBER_ROW_BLOCK = 2**18
+
+
+def _huber_proposal2_rows(
+    x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, location: torch.Tensor, scale: torch.Tensor,
+    min_scale: torch.Tensor | None, work: torch.Tensor | None, c: float, tol: float, maxiter: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:func:`huber_proposal2` on ``[R, G]`` rows (``n``, ``location``, ``scale``, ``min_scale``: ``[R]``)."""
+    gamma = huber_gamma(c)
     fixed = (scale <= 0) | (n < 2)
     one = torch.ones((), dtype=x.dtype, device=x.device)
     zero = torch.zeros((), dtype=x.dtype, device=x.device)
@@ -364,10 +420,12 @@ def huber_proposal2(
     rows = torch.nonzero(~done).squeeze(-1)  # the rows still moving, compacted
     if rows.numel() == len(done):  # every row moves: no copy
         u, valid, shift_r, unit_r, nf, floor, loc, scl = x, mask, shift, unit, n, floor_all, out_loc.clone(), out_scale
+        u = torch.sub(u, shift_r.unsqueeze(-1), out=work)
     else:
         u, valid, shift_r, unit_r, nf, floor, loc, scl = _take(rows, x, mask, shift, unit, n, floor_all, out_loc, out_scale)
-    u = (u - shift_r.unsqueeze(-1)).div_(unit_r.unsqueeze(-1))
-    u = u if valid is None else torch.where(valid, u, zero)
+        u = u.sub_(shift_r.unsqueeze(-1))  # (a copy of the rows)
+    u = u.div_(unit_r.unsqueeze(-1))
+    u = u if valid is None else u.masked_fill_(~valid, 0)
     nf = nf.to(x.dtype)
 
     now = _huber_objective(u, valid, nf, loc, scl, c, gamma)  # F at the current point, carried between steps
@@ -377,11 +435,15 @@ def huber_proposal2(
             break
         cs = c * scl.unsqueeze(-1)
         dev = u - loc.unsqueeze(-1)
-        inside = dev.abs() <= cs
-        outside = ~inside
+        above, below = dev > cs, dev < -cs  # (|dev| > cs on either side: cs >= 0)
+        del dev  # (freed before the objective's temporaries; the grown step recomputes its rows')
+        outside = above.logical_or_(below)
+        inside = ~outside
         if valid is not None:
-            inside, outside = inside & valid, outside & valid
-        above_minus_below = torch.sign(dev).mul_(as_weights(outside, u.dtype)).sum(-1)
+            inside, outside, below = inside & valid, outside & valid, below & valid
+        # |U| - |L| = (|U| + |L|) - 2 |L|, counted (exact: the sum of signs it stands for is an integer)
+        above_minus_below = (count_true(outside) - 2 * count_true(below)).to(u.dtype)
+        del below
         # the exact step for this split, taken where it exists and does not raise the objective
         new_loc, new_scale, solvable = _huber_split_solution(u, inside, above_minus_below, nf, floor, c, gamma)
         new_f = _huber_objective(u, valid, nf, new_loc, torch.where(solvable, new_scale, one), c, gamma)
@@ -389,8 +451,10 @@ def huber_proposal2(
         grown = torch.zeros_like(jump)
         if not bool(solvable.all()):
             grow = torch.nonzero(~solvable).squeeze(-1)
+            ug, lg = _take(grow, u, loc)
             lg, sg, fg, ok = _huber_grown_step(
-                *_take(grow, u, valid, nf, floor, dev, cs, inside, outside, above_minus_below, now), c, gamma, slack)
+                *_take(grow, u, valid, nf, floor), ug - lg.unsqueeze(-1),
+                *_take(grow, cs, inside, outside, above_minus_below, now), c, gamma, slack)
             for v, w in ((new_loc, lg), (new_scale, sg), (new_f, fg), (grown, ok)):
                 v.index_copy_(0, grow, w)
         jump = jump | grown
@@ -412,9 +476,7 @@ def huber_proposal2(
             rows, u, valid, nf, floor, loc, scl, now, stuck = _take(
                 torch.nonzero(~conv).squeeze(-1), rows, u, valid, nf, floor, loc, scl, now, stuck)
     out_loc[rows], out_scale[rows] = loc, scl  # rows that ran out of steps keep their last iterate
-    location = shift + unit * out_loc
-    scale = torch.where(fixed, out_scale, unit * out_scale)
-    return location.reshape(batch), scale.reshape(batch), done.reshape(batch)
+    return shift + unit * out_loc, torch.where(fixed, out_scale, unit * out_scale), done
 
 
 def _take(index: torch.Tensor, *tensors: torch.Tensor | None) -> tuple[torch.Tensor | None, ...]:
@@ -884,8 +946,7 @@ def _resolved_quantile_by_selection(u: torch.Tensor, t: torch.Tensor, q: float, 
     tn = t.detach().reshape(-1).numpy()
     # weight 1 exactly where u >= t (t > 0; (u / t) rounds below 1 for u < t), or where u > 0 (t <= 0: weights [u > 0])
     t_one = np.where(tn > 0, tn, np.finfo(un.dtype).smallest_subnormal).astype(un.dtype)[:, None]
-    full = un >= t_one
-    n_full = int(np.count_nonzero(full))
+    n_full = int(np.count_nonzero(un >= t_one))  # (one array of flags alive at a time)
     positive = un > 0
     n_positive = int(np.count_nonzero(positive))
     if n_positive == 0:
@@ -893,7 +954,7 @@ def _resolved_quantile_by_selection(u: torch.Tensor, t: torch.Tensor, q: float, 
     flat = un.reshape(-1)
     if n_full == n_positive:
         return _select_with_unit_weights(flat, n_full, q, t.dtype, inplace=owned)
-    partial = np.flatnonzero(np.not_equal(positive, full, out=positive))  # (0 < u < t: every weight-1 value is positive)
+    partial = np.flatnonzero(np.not_equal(positive, un >= t_one, out=positive))  # (0 < u < t: weight-1 values are positive)
     weights = np.clip(flat[partial] / tn[partial // G].astype(un.dtype), 0, 1)  # (as resolved_weight rounds them)
     return _select_with_partial_weights(flat, n_full, partial, weights, q, t.dtype, inplace=owned)
 
@@ -1131,7 +1192,8 @@ def resolved_quantile(sorted_u: torch.Tensor, n: torch.Tensor, t: torch.Tensor, 
     dtype = sorted_u.dtype
     # the counts of zeros (u < the smallest positive float) and of u < t, by one search of the sorted rows
     tiny = torch.full_like(t, torch.finfo(dtype).smallest_normal * torch.finfo(dtype).eps)
-    counts = torch.searchsorted(sorted_u.contiguous(), torch.stack([tiny, t], -1).reshape(*t.shape, 2).contiguous())
+    counts = torch.searchsorted(sorted_u.contiguous(), torch.stack([tiny, t], -1).reshape(*t.shape, 2).contiguous(),
+                                out_int32=G < 2**31)
     zeros, below = counts.unbind(-1)
     below = torch.where(t > 0, below, zeros)  # (t <= 0 or NaN: weights [u > 0])
     n_ones = n - below
@@ -1204,8 +1266,8 @@ def _quantile_at_unit_weights(sorted_u: torch.Tensor, below: torch.Tensor, total
     i = (below + k - 1).clamp_(0, G - 1)
     if not bool(some.all()):
         i = torch.where(some, i, torch.zeros_like(i))
-    picked = sorted_u.gather(-1, torch.stack([(i - 1).clamp_min_(0), i], -1))
-    x_prev, x_i = picked.unbind(-1)
+    x_i = sorted_u.gather(-1, i.unsqueeze(-1)).squeeze(-1)
+    x_prev = sorted_u.gather(-1, i.sub_(1).clamp_min_(0).unsqueeze(-1)).squeeze(-1)
     frac = (2 * (p - (s_k - 1))).clamp_(0, 1)
     if not bool(some.all()):
         frac = torch.where(some, frac, torch.ones((), dtype=frac.dtype, device=frac.device))
@@ -1247,14 +1309,23 @@ def _beyond_band(s: torch.Tensor, tt: torch.Tensor, band: int = _RAMP_BAND) -> t
     return s[..., D:] - s[..., :-D] <= 2 * tt
 
 
-def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None, band: int = _RAMP_BAND) -> torch.Tensor:
+def _rows_beyond_band(s: torch.Tensor, tt: torch.Tensor, band: int = _RAMP_BAND) -> torch.Tensor:
+    """``[..., 1]``: the rows where :func:`_beyond_band` holds a True (computed in blocks of rows, so its gaps are a
+    block's size)."""
+    return torch.cat([_beyond_band(s[rows], tt[rows], band).any(-1, keepdim=True) for rows in row_blocks(s)])
+
+
+def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None, band: int = _RAMP_BAND, *,
+                out: torch.Tensor | None = None) -> torch.Tensor:
     r"""Soft mid-ranks of sorted rows from neighbours up to ``band`` positions away.
 
     :math:`R_k = k + 1 + \sum_{0 < d \le D} \varphi(s_{k+d} - s_k) - \varphi(s_k - s_{k-d})`
     with :math:`\varphi(\Delta) = \min(\max(1 - \Delta / 2t, 0), 1/2)` (1/2 for
     ties when t = 0): exact for every value whose neighbours within 2t lie
     within D positions (see :func:`_beyond_band`). ``n`` (valid values per
-    row, first in sorted order) is None when all are valid.
+    row, first in sorted order) is None when all are valid. Written into
+    ``out`` (``s``'s shape) when given; computed in blocks of rows
+    (:func:`row_blocks`), so the gaps are a block's size.
     """
     G = s.shape[-1]
     pos = torch.arange(G, device=s.device)
@@ -1264,16 +1335,18 @@ def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None, band:
     # gap / 2t as a product with 1 / 2t, unless that overflows (a subnormal t: rewards near the smallest normal number)
     inv = None if bool((two_t < 1 / torch.finfo(s.dtype).max).any()) else 1 / two_t
     # the terms are summed apart from the positions: small numbers carry less rounding than ranks up to G
-    delta = torch.zeros_like(s)
-    for d in range(1, min(band, G - 1) + 1):  # offsets, not samples: a few vectorised steps
-        gap = s[..., d:] - s[..., :-d]
-        phi = (1 - (gap / two_t if inv is None else gap * inv)).clamp_(0, 0.5)
-        if exact_ties:
-            phi = torch.where(tt > 0, phi, torch.where(gap == 0, 0.5, zero))
-        if n is not None:
-            phi = torch.where(pos[d:] < n, phi, zero)
-        delta[..., :-d] += phi
-        delta[..., d:] -= phi
+    delta = torch.zeros_like(s) if out is None else out.zero_()
+    for rows in row_blocks(s):
+        sb, db, tb = s[rows], delta[rows], two_t[rows] if inv is None else inv[rows]
+        for d in range(1, min(band, G - 1) + 1):  # offsets, not samples: a few vectorised steps
+            gap = sb[..., d:] - sb[..., :-d]
+            phi = (gap.div_(tb) if inv is None else gap.mul_(tb)).neg_().add_(1).clamp_(0, 0.5)  # 1 - gap / 2t
+            if exact_ties:
+                phi = torch.where(tt[rows] > 0, phi, torch.where(sb[..., d:] - sb[..., :-d] == 0, 0.5, zero))
+            if n is not None:
+                phi = phi.masked_fill_(~(pos[d:] < n[rows]), 0)
+            db[..., :-d] += phi
+            db[..., d:] -= phi
     return delta.add_((pos + 1).to(s.dtype))
 
 
@@ -1382,7 +1455,7 @@ def _ranks_by_search(s: torch.Tensor, q: torch.Tensor, t: torch.Tensor) -> torch
 
 def soft_midranks(
     x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor, *, sorted_x: torch.Tensor | None = None,
-    order: torch.Tensor | None = None,
+    order: torch.Tensor | None = None, work: torch.Tensor | None = None, out: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""Mid-ranks with the tie tolerance ``t`` (per row): continuous in ``x``.
 
@@ -1415,6 +1488,10 @@ def soft_midranks(
     the whole row. ``order`` and ``sorted_x``, when given, are the
     permutation that sorts each row (invalid entries last) and the sorted
     row (``+inf`` at invalid entries), from a caller that has them.
+    ``work`` and ``out`` (``x``'s shape and dtype, optional) are buffers the
+    caller does not need: the band sum is written into ``work`` and the
+    ranks into ``out``, which may be ``sorted_x`` itself (read before it is
+    written).
     """
     if order is None or sorted_x is None:
         filled = fill_invalid(x, mask, math.inf)
@@ -1424,41 +1501,56 @@ def soft_midranks(
         s = sorted_x
     n = None if mask is None else mask.sum(-1, keepdim=True)  # valid values come first in sorted order
     tt = t.unsqueeze(-1)
-    slow = _beyond_band(s, tt).any(-1, keepdim=True)  # rows where the band misses a pair
+    slow = _rows_beyond_band(s, tt)  # rows where the band misses a pair
     few = int(slow.sum())
     for wide in (_WIDE_BAND, *_WIDER_BANDS) if few else ():
         if s.shape[-1] <= wide + 1:
             break
-        missed = slow & _beyond_band(s, tt, wide).any(-1, keepdim=True)  # rows the wider band misses too
+        missed = slow & _rows_beyond_band(s, tt, wide)  # rows the wider band misses too
         n_missed = int(missed.sum())
         if 8 * n_missed <= few:  # it holds most rows the first band misses: its sum on every row (a zero term changes
             # no sum, so the rows the first band held get the same ranks), the cluster path on the rest
-            ranks = _band_ranks(s, tt, n, wide)
+            ranks = _band_ranks(s, tt, n, wide, out=work)
             if n_missed:
                 rows = missed.squeeze(-1)
                 ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
                                              None if n is None else n[rows], slow[rows])
-            return torch.empty_like(ranks).scatter_(-1, order, ranks)
+            return _unsort(ranks, order, out)
     if few == 0:
-        ranks = _band_ranks(s, tt, n)
+        ranks = _band_ranks(s, tt, n, out=work)
     elif 8 * few > slow.numel():  # many: every row through the cluster path (band rows stay band rows)
         ranks = _cluster_ranks(s, t, mask, n, slow)
     else:  # a few: only those rows (the same per-row result, without the cluster work on the others)
         rows = slow.squeeze(-1)
-        ranks = _band_ranks(s, tt, n)
+        ranks = _band_ranks(s, tt, n, out=work)
         ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
                                      None if n is None else n[rows], slow[rows])
-    return torch.empty_like(ranks).scatter_(-1, order, ranks)
+    return _unsort(ranks, order, out)
 
 
-def resolve_towards(x: torch.Tensor, centre: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+def _unsort(values: torch.Tensor, order: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+    """Values in sorted order put back where ``order`` took them from (in ``out`` when given), in blocks of rows: a
+    32-bit ``order`` is widened for the scatter a block at a time."""
+    out = torch.empty_like(values, memory_format=torch.contiguous_format) if out is None else out
+    for rows in row_blocks(values):
+        out[rows].scatter_(-1, order[rows], values[rows])
+    return out
+
+
+def resolve_towards(x: torch.Tensor, centre: torch.Tensor, t: torch.Tensor, *, out: torch.Tensor | None = None
+                    ) -> torch.Tensor:
     r"""Values with their near-ties to ``centre`` resolved: :math:`c + \operatorname{shrink}(x - c, t)`.
 
     Values within ``t`` of the centre become the centre exactly; the others
-    move ``t`` towards it. Continuous, and monotone in ``x``.
+    move ``t`` towards it. Continuous, and monotone in ``x``. Computed as
+    :math:`c + (d - \operatorname{clip}(d, -t, t))` with :math:`d = x - c`,
+    the same numbers (:math:`d \mp t` rounds as :math:`\pm(|d| - t)` does),
+    in ``out`` when given (``x``'s shape) with one temporary of that size.
     """
     c = centre.unsqueeze(-1)
-    return c + shrink(x - c, t)
+    tt = t.unsqueeze(-1)
+    d = torch.sub(x, c, out=out)
+    return d.sub_(torch.clamp(d, -tt, tt)).add_(c)
 
 
 # ------------------------------------------------------------ public reductions

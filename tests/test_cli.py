@@ -110,6 +110,18 @@ def test_the_scaling_bench_times_every_size_and_its_memory_probe_sees_the_output
         peak_memory("nope", (8, 8))
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("method", ESTIMATORS)
+def test_every_estimator_holds_at_most_four_inputs_beyond_its_input(method):
+    """Issue 23's memory target, probed as ``bench --scaling`` probes it: a call on 2**20 float32 rewards (G = 16 and
+    256) raises the process's peak resident memory by at most MEMORY_TARGET times the input's bytes."""
+    from robustgrpo.bench import MEMORY_TARGET, peak_memory
+
+    for shape in ((65536, 16), (4096, 256)):
+        extra = peak_memory(method, shape)
+        assert extra <= MEMORY_TARGET * 4 * shape[0] * shape[1], (method, shape, extra / (4 * shape[0] * shape[1]))
+
+
 def test_bench_prints_a_table_with_ratios():
     out = _run("bench", "--shapes", "256x16", "64x64", "--repeats", "2", "--no-progress")
     for name in (*ESTIMATORS, "grpo (idiomatic)", "robust (numpy+scipy)"):

@@ -128,3 +128,24 @@ def test_group_by_index_errors():
         group_by_index([1, 2, 3], 4)
     with pytest.raises(ValueError, match="empty"):
         group_by_index([], 0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(G=st.sampled_from([1, 2, 16, 254, 255, 256, 509, 510, 511, 1024]), p=st.floats(0, 1), seed=st.integers(0, 2**16))
+def test_count_true_counts_what_a_sum_counts_for_rows_of_every_length(G, p, seed):
+    """Rows summed as bytes (up to 255) or in blocks of 255 count exactly what ``flags.sum(-1)`` counts, also on
+    strided views."""
+    from robustgrpo.inputs import count_true
+
+    flags = torch.rand(5, G, generator=torch.Generator().manual_seed(seed)) < p
+    assert torch.equal(count_true(flags), flags.sum(-1))
+    assert count_true(flags).dtype == torch.long
+    assert torch.equal(count_true(flags[:, ::2]), flags[:, ::2].sum(-1))
+    assert torch.equal(count_true(flags.T), flags.T.sum(-1))
+
+
+def test_count_true_refuses_what_is_not_boolean():
+    from robustgrpo.inputs import count_true
+
+    with pytest.raises(ValueError, match="counts booleans, got torch.float32"):
+        count_true(torch.ones(2, 3))

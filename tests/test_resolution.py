@@ -352,7 +352,7 @@ def test_each_path_of_soft_midranks_runs_and_agrees_with_the_search(monkeypatch)
     calls: list[tuple[str, int]] = []
     for name in ("_band_ranks", "_cluster_ranks", "_ranks_by_search"):
         inner = getattr(stats, name)
-        monkeypatch.setattr(stats, name, lambda *a, inner=inner, name=name: calls.append((name, len(a[0]))) or inner(*a))
+        monkeypatch.setattr(stats, name, lambda *a, inner=inner, name=name, **k: calls.append((name, len(a[0]))) or inner(*a, **k))
     rng = np.random.default_rng(3)
     x = _rank_kinds(rng, 400, 16)
     wide_ties = np.round(rng.random((400, 16)) * 4) / 4 + rng.choice([0.0, 0.004], (400, 16))  # clusters wider than t
