@@ -111,9 +111,17 @@ def server(args: Sequence[str], cwd: Path, log: Path, env: dict[str, str]) -> It
 @contextmanager
 def voila(notebook: Path, workdir: Path, theme: str = "light") -> Iterator[str]:
     """Serve ``notebook`` with Voilà in ``theme`` (light or dark); yield its URL. The log is ``workdir/voila.log``."""
-    args = ["voila", str(notebook), "--no-browser", "--Voila.ip=127.0.0.1", f"--theme={theme}"]
+    args = ["voila", str(notebook), "--no-browser", "--Voila.ip=127.0.0.1", f"--theme={theme}",
+            "--VoilaConfiguration.allow_theme_override=YES"]  # (so that one server serves both: see themed)
     with server(args, notebook.parent, workdir / "voila.log", kernel_env(workdir / "figures")) as port:
         yield f"http://127.0.0.1:{port}/"
+
+
+def themed(url: str, theme: str) -> str:
+    """The page at ``url`` (a :func:`voila` server's) in ``theme`` ("light" or "dark"), by Voilà's query argument."""
+    if theme not in ("light", "dark"):
+        raise ValueError(f"theme must be 'light' or 'dark', got {theme!r}")
+    return f"{url}?theme={theme}"
 
 
 @contextmanager
@@ -226,6 +234,39 @@ def check_layout(layout: dict, *, on_screen: bool, beside: bool = True) -> None:
         height = layout["viewport"][1]
         assert side[3] <= height and plot[3] <= height, (
             f"controls end at {side[3]:.0f} px, the figure at {plot[3]:.0f} px: not both on a {height} px screen")
+
+
+#: The screens every page is photographed on: a narrow window, a projector, a laptop, a desktop.
+SCREENSHOT_SIZES = ((800, 1000), (1280, 720), (1280, 800), (1920, 1080))
+#: Windows this wide or narrower show the figure above the controls.
+NARROW_WIDTH = 800
+
+
+def white_share(png: bytes) -> float:
+    """The share of the pixels of a PNG screenshot that are white or nearly (every channel above 240)."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+    return float((pixels > 240).all(axis=-1).mean())
+
+
+def check_screens(page, artifacts: Path, name: str, theme: str) -> None:
+    """The open dashboard page in ``theme``: its figure drawn on white (light) or turned dark (not a white block on
+    the dark page), then laid out at every size of :data:`SCREENSHOT_SIZES` (:func:`check_layout`: the figure beside
+    the controls, or above them in a narrow window; no text meets another), each photographed as
+    ``voila_<name>_<theme>_<width>x<height>.png``."""
+    white = white_share(page.locator(".rg-dashboard .js-plotly-plot").first.screenshot())
+    if theme == "light":
+        assert white > 0.5, f"the figure is {white:.0%} white on the light page"
+    else:
+        assert white < 0.01, f"the figure is {white:.0%} white on the dark page"
+    for size in SCREENSHOT_SIZES:
+        page.set_viewport_size({"width": size[0], "height": size[1]})
+        check_layout(settled_layout(page), on_screen=False, beside=size[0] > NARROW_WIDTH)
+        page.screenshot(path=artifacts / f"voila_{name}_{theme}_{size[0]}x{size[1]}.png")
 
 
 def settled_layout(page, index: int = 0) -> dict:

@@ -27,6 +27,7 @@ from browser_util import (
     SCREENS,
     STATES,
     check_layout,
+    check_screens,
     cpu_burner,
     exported_call,
     open_dashboard,
@@ -36,6 +37,7 @@ from browser_util import (
     settle,
     settled_layout,
     slider_readouts,
+    themed,
     voila,
     widget_errors,
 )
@@ -77,6 +79,17 @@ def test_page_opens_on_the_dashboard_fits_both_screens_and_follows_the_window(ch
         page.screenshot(path=artifacts / f"voila_grid_{NARROW[0]}x{NARROW[1]}.png")
         page.set_viewport_size({"width": large[0], "height": large[1]})
         check_layout(settled_layout(page), on_screen=True)  # and back beside them when the window widens
+        assert widget_errors(page) == 0 and watch.errors == []
+    finally:
+        page.close()
+
+
+def test_page_lays_out_on_four_screens_in_the_dark_theme(chromium, url, artifacts):
+    """The dark page at 800 x 1000, 1280 x 720, 1280 x 800 and 1920 x 1080 (the light one is above): the figure fills
+    its column beside (or above) the controls, no text meets another, and the figure is dark, not a white block."""
+    page, watch = open_dashboard(chromium, themed(url, "dark"), SCREENS[1])
+    try:
+        check_screens(page, artifacts, "grid", "dark")
         assert widget_errors(page) == 0 and watch.errors == []
     finally:
         page.close()

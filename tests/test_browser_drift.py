@@ -22,6 +22,7 @@ from browser_util import (
     SCREENS,
     STATES,
     check_layout,
+    check_screens,
     cpu_burner,
     exported_call,
     open_dashboard,
@@ -31,6 +32,7 @@ from browser_util import (
     settle,
     settled_layout,
     slider_readouts,
+    themed,
     voila,
     widget_errors,
 )
@@ -65,6 +67,18 @@ def test_page_opens_on_the_dashboard_and_fits_both_screens(chromium, url, artifa
             assert layout["dashboard"][1] < 200, "a screen of prose before the dashboard"
             check_layout(layout, on_screen=True)
             page.screenshot(path=artifacts / f"voila_drift_{size[0]}x{size[1]}.png")
+        assert widget_errors(page) == 0 and watch.errors == []
+    finally:
+        page.close()
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_page_lays_out_on_four_screens_in_both_themes(chromium, url, artifacts, theme):
+    """At 800 x 1000, 1280 x 720, 1280 x 800 and 1920 x 1080, in the light and the dark theme: the figure fills its
+    column beside (or above) the controls, no text meets another, and the dark page's figure is dark."""
+    page, watch = open_dashboard(chromium, themed(url, theme), SCREENS[1])
+    try:
+        check_screens(page, artifacts, "drift", theme)
         assert widget_errors(page) == 0 and watch.errors == []
     finally:
         page.close()

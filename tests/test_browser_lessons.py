@@ -18,12 +18,15 @@ from browser_util import (
     ROOT,
     TIMEOUT,
     check_layout,
+    check_screens,
     cpu_burner,
     open_dashboard,
     press,
     readout_span,
     settled_layout,
+    themed,
     voila,
+    white_share,
     widget_errors,
 )
 
@@ -75,31 +78,11 @@ def trap_url(tmp_path_factory):
         yield address
 
 
-@pytest.fixture(scope="module")
-def trap_dark_url(tmp_path_factory):
-    with voila(PAGES / "01_trap.ipynb", tmp_path_factory.mktemp("voila-trap-dark"), theme="dark") as address:
-        yield address
 
 
 #: JavaScript: the page's background, then the colour of the help lines, the status, the warning and the readout.
 TEXT_COLOURS_SHOWN = """() => [getComputedStyle(document.body).backgroundColor,
   ...['.rg-help', '.rg-status', '.rg-alert', '.rg-readout'].map(s => getComputedStyle(document.querySelector('.rg-dashboard ' + s)).color)]"""
-
-
-#: The screens every page is photographed on: a narrow window, a projector, a laptop, a desktop.
-SCREENSHOT_SIZES = ((800, 1000), (1280, 720), (1280, 800), (1920, 1080))
-#: Windows this wide or narrower show the figure above the controls.
-NARROW_WIDTH = 800
-
-
-def _white_share(png: bytes) -> float:
-    """The share of the pixels of a PNG screenshot that are white or nearly (every channel above 240)."""
-    import io
-
-    from PIL import Image
-
-    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
-    return float((pixels > 240).all(axis=-1).mean())
 
 
 def _hex(css: str, background: str | None = None) -> str:
@@ -112,11 +95,11 @@ def _hex(css: str, background: str | None = None) -> str:
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
-def test_the_lessons_text_reads_in_the_light_and_the_dark_theme(chromium, trap_url, trap_dark_url, artifacts, theme):
+def test_the_lessons_text_reads_in_the_light_and_the_dark_theme(chromium, trap_url, artifacts, theme):
     """Help lines, status, the red warning and the readout keep WCAG AA contrast (4.5:1) on the page Voila draws in
     either theme (the dark one had grey-on-black help and dark red warnings), the figure is not a white block on the
     dark page, and the page lays out on four screens (screenshots of each)."""
-    page, watch = _open(chromium, trap_url if theme == "light" else trap_dark_url)
+    page, watch = _open(chromium, themed(trap_url, theme))
     try:
         page.wait_for_selector(".rg-dashboard .rg-alert", timeout=TIMEOUT)  # M = 10 is above M* = 7: the warning shows
         background, *texts = page.evaluate(TEXT_COLOURS_SHOWN)
@@ -124,15 +107,7 @@ def test_the_lessons_text_reads_in_the_light_and_the_dark_theme(chromium, trap_u
         assert (background == "#ffffff") is (theme == "light")
         for name, colour in zip((".rg-help", ".rg-status", ".rg-alert", ".rg-readout"), texts):
             assert contrast_ratio(_hex(colour, background), background) >= 4.5, (theme, name, colour, background)
-        white = _white_share(page.locator(".rg-dashboard .js-plotly-plot").screenshot())
-        if theme == "light":
-            assert white > 0.5, f"the figure is {white:.0%} white on the light page"
-        else:  # plotly draws on white: the dark page's figure is turned dark (it was a white block)
-            assert white < 0.01, f"the figure is {white:.0%} white on the dark page"
-        for size in SCREENSHOT_SIZES:
-            page.set_viewport_size({"width": size[0], "height": size[1]})
-            check_layout(settled_layout(page), on_screen=False, beside=size[0] > NARROW_WIDTH)
-            page.screenshot(path=artifacts / f"voila_lesson_01_trap_{theme}_{size[0]}x{size[1]}.png")
+        check_screens(page, artifacts, "lesson_01_trap", theme)  # (plotly draws on white: the dark page turns it dark)
         assert widget_errors(page) == 0 and watch.errors == []
     finally:
         page.close()
@@ -251,6 +226,21 @@ TRACES_CUSTOM = """() => { const gd = document.querySelector('.rg-dashboard .js-
   return gd.data.map(t => ({meta: t.meta, customdata: t.customdata ? Array.from(t.customdata) : null})); }"""
 
 
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize("lesson", ["02_playground", "04_distributions"])
+def test_the_other_lessons_lay_out_on_four_screens_in_both_themes(chromium, request, artifacts, lesson, theme):
+    """Lessons 02 and 04 as the trap lesson above: at 800 x 1000, 1280 x 720, 1280 x 800 and 1920 x 1080, in the light
+    and the dark theme, the figure fills its column beside (or above) the controls and no text meets another; the
+    dark page's figure is dark (screenshots of each)."""
+    url = request.getfixturevalue("playground_url" if lesson == "02_playground" else "distributions_url")
+    page, watch = _open(chromium, themed(url, theme))
+    try:
+        check_screens(page, artifacts, f"lesson_{lesson}", theme)
+        assert widget_errors(page) == 0 and watch.errors == [], f"the kernel sent errors: {watch.errors}"
+    finally:
+        page.close()
+
+
 def test_lesson_04_moving_g_by_keyboard_and_the_scenario_redraws_both_views(chromium, distributions_url, artifacts):
     page, watch = _open(chromium, distributions_url)
     try:
@@ -354,7 +344,7 @@ def test_save_figure_downloads_the_figure_as_drawn_and_the_about_box_opens(chrom
         image = Image.open(download.value.path())
         box = page.locator(".rg-dashboard .js-plotly-plot .main-svg").first.bounding_box()
         assert image.size == (round(SAVE_SCALE * box["width"]), round(SAVE_SCALE * box["height"]))
-        assert 0.5 < _white_share(open(download.value.path(), "rb").read()) < 0.99  # a drawn figure, on white
+        assert 0.5 < white_share(open(download.value.path(), "rb").read()) < 0.99  # a drawn figure, on white
         about = page.locator(".rg-dashboard details.rg-about")
         assert not about.locator("li").first.is_visible()
         about.locator("summary").click()

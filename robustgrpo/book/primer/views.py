@@ -81,8 +81,10 @@ def playground_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
     fig.add_trace(go.Scatter(meta="bd:now", name="m", mode="lines", showlegend=False, hoverinfo="skip",
                              line=dict(color=CONTAMINATED_COLOR, width=1.5, dash="dot")), row=2, col=2)
     fig.update_layout(template="plotly_white", hovermode="closest", clickmode="event",
-                      legend=dict(orientation="h", yanchor="bottom", y=1.1, x=0, font=dict(size=12)))
-    autosized(fig, height=height, margin=dict(l=60, r=15, t=80, b=45))
+                      # hung from the top of the figure (as the trap lesson's): a legend anchored to the panels, two rows
+                      # in a narrow window, was left over the panel titles when the window widened
+                      legend=dict(orientation="h", yref="container", yanchor="top", y=1, x=0, font=dict(size=12)))
+    autosized(fig, height=height, margin=dict(l=60, r=15, t=115, b=45))  # room for a legend of three rows
     fig.update_annotations(font_size=13)  # four panel titles in a narrow column
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, range=[-1.2, 1.2], row=1, col=1)
     fig.update_xaxes(title_text="value", row=1, col=1)
