@@ -913,20 +913,38 @@ _NOT_SELECTED = object()
 _TIE_SAMPLE = 4096
 
 
+#: How far, in standard deviations of a sample quantile's rank, :func:`_ranked_values` widens its bracket.
+_BRACKET_SD = 5.0
+
+
 def _ranked_values(u: np.ndarray, a: int, b: int, inplace: bool = False) -> np.ndarray:
     """The values of ranks ``a .. b`` (0-based, inclusive) of the flat ``u``, ascending: ``np.sort(u)[a:b + 1]``.
 
-    By selection (``numpy.partition``, linear time) where the values are
-    mostly distinct; numpy's SIMD selection slows down by an order of
-    magnitude on some heavily tied data (90 % zeros), which a seeded sample
-    detects, and those are sorted (numpy's SIMD sort is fast on ties).
-    ``inplace=True`` reorders ``u`` itself instead of a copy.
+    Large arrays: a seeded sample of :data:`_TIE_SAMPLE` values brackets the
+    ranks (its order statistics :data:`_BRACKET_SD` standard deviations of a
+    sample quantile's rank either side), one pass counts the values below
+    the bracket and keeps those inside it, and a sort of those few gives the
+    ranks. The bracket is checked (as many values below it as rank ``a``
+    allows, enough up to its top for rank ``b``), so the result is exact for
+    any data; a bracket that misses (about one call in a million), or holds
+    more than a quarter of the values, falls back to a selection
+    (``numpy.partition``, linear time). Heavily tied data (a quarter of the
+    sample's neighbours equal) are sorted instead: numpy's SIMD selection
+    slows down by an order of magnitude on some of them (90 % zeros), and
+    its SIMD sort is fast on ties. ``inplace=True`` lets the
+    fallback reorder ``u`` itself instead of a copy.
     """
     N = u.size
-    part = u if inplace else u.copy()
+    distinct = False
     if N > 4 * _TIE_SAMPLE:
         sample = np.sort(u[np.random.default_rng(N).integers(0, N, _TIE_SAMPLE)])
-        if np.count_nonzero(sample[1:] == sample[:-1]) <= _TIE_SAMPLE // 4:
+        distinct = np.count_nonzero(sample[1:] == sample[:-1]) <= _TIE_SAMPLE // 4
+        picked = _ranked_values_in_bracket(u, a, b, sample) if distinct else None
+        if picked is not None:
+            return picked
+    part = u if inplace else u.copy()
+    if N > 4 * _TIE_SAMPLE:
+        if distinct:
             part.partition(a)
             if b == a:
                 return part[a: a + 1].copy()
@@ -935,6 +953,28 @@ def _ranked_values(u: np.ndarray, a: int, b: int, inplace: bool = False) -> np.n
             return np.sort(tail[: b - a + 1])
     part.sort()
     return part[a: b + 1].copy()
+
+
+def _ranked_values_in_bracket(u: np.ndarray, a: int, b: int, sample: np.ndarray) -> np.ndarray | None:
+    """:func:`_ranked_values` from the values between two order statistics of the sorted ``sample`` of ``u``, or
+    None where that bracket does not hold ranks ``a .. b`` or holds more than a quarter of ``u``."""
+    N, S = u.size, sample.size
+    margin = _BRACKET_SD * math.sqrt(S) / 2  # (a sample quantile's rank has standard deviation at most sqrt(S) / 2)
+    lo_at, hi_at = math.floor(a * S / N - margin), math.ceil((b + 1) * S / N + margin)
+    if lo_at < 0 and hi_at >= S:
+        return None  # (the bracket is the whole array)
+    lo = sample[lo_at] if lo_at >= 0 else -np.inf
+    hi = sample[hi_at] if hi_at < S else np.inf
+    below, pieces = 0, []
+    for start in range(0, N, ROW_BLOCK):  # (in blocks: the flags stay a block's size)
+        block = u[start:start + ROW_BLOCK]
+        keep = block >= lo
+        below += block.size - int(np.count_nonzero(keep))
+        pieces.append(block[np.logical_and(keep, block <= hi, out=keep)])
+    inside = np.concatenate(pieces)
+    if below > a or below + inside.size <= b or inside.size > N // 4:
+        return None
+    return np.sort(inside)[a - below: b - below + 1]
 
 
 def _resolved_quantile_by_selection(u: torch.Tensor, t: torch.Tensor, q: float, owned: bool = False):
@@ -955,6 +995,7 @@ def _resolved_quantile_by_selection(u: torch.Tensor, t: torch.Tensor, q: float, 
     if n_full == n_positive:
         return _select_with_unit_weights(flat, n_full, q, t.dtype, inplace=owned)
     partial = np.flatnonzero(np.not_equal(positive, un >= t_one, out=positive))  # (0 < u < t: weight-1 values are positive)
+    del positive
     weights = np.clip(flat[partial] / tn[partial // G].astype(un.dtype), 0, 1)  # (as resolved_weight rounds them)
     return _select_with_partial_weights(flat, n_full, partial, weights, q, t.dtype, inplace=owned)
 

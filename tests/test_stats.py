@@ -451,3 +451,25 @@ def test_order_statistic_clamps_k_and_sort_valid_reuses_memory_when_asked():
     assert out.data_ptr() == x.data_ptr() and x.tolist() == [[1.0, 2.0, 3.0]]
     y = torch.tensor([[3.0, 1.0, 2.0]])
     assert stats.sort_valid(y, None).tolist() == [[1.0, 2.0, 3.0]] and y.tolist() == [[3.0, 1.0, 2.0]]
+
+
+@pytest.mark.parametrize("kind", ["uniform", "90 % zeros", "five values", "cauchy", "half zeros", "sorted", "reversed"])
+def test_ranked_values_are_the_sorted_arrays_ranks_whatever_the_data(kind):
+    """The bracket a sample sets (then the selection or sort it falls back to) returns exactly ``np.sort(u)[a:b+1]``:
+    on distinct values, heavy ties, a few values, heavy tails, sorted and reversed arrays, at the ends and inside."""
+    rng = np.random.default_rng(len(kind))
+    for N in (20_000, 70_001, 300_000):
+        u = {
+            "uniform": rng.random(N).astype(np.float32),
+            "90 % zeros": np.where(rng.random(N) < 0.9, 0, rng.random(N)).astype(np.float32),
+            "five values": rng.integers(0, 5, N).astype(np.float64),
+            "cauchy": np.abs(rng.standard_cauchy(N)),
+            "half zeros": np.concatenate([np.zeros(N // 2), rng.random(N - N // 2)]),
+            "sorted": np.sort(rng.random(N)),
+            "reversed": np.sort(rng.random(N))[::-1].copy(),
+        }[kind]
+        expected = np.sort(u)
+        for a in (0, 1, N // 5, int(0.8 * N), N - 41, N - 1):
+            b = min(N - 1, a + 40)
+            np.testing.assert_array_equal(stats._ranked_values(u.copy(), a, b), expected[a:b + 1], err_msg=f"{N} {a}")
+            np.testing.assert_array_equal(stats._ranked_values(u.copy(), a, a), expected[a:a + 1])
