@@ -1038,3 +1038,19 @@ def test_seed_group_summary_has_the_reference_numbers_and_the_closed_forms():
     # mc_grpo: (r - median 0) / (raw MAD 0 + eps 1e-3)
     assert (s["mc_grpo_correct"], s["mc_grpo_outlier"]) == (pytest.approx(1e3), pytest.approx(1e4))
     assert (s["split_lower_median"], s["split_median"]) == (0.0, 0.5)
+
+
+@pytest.mark.parametrize("tol", [1e-8, 0.1, 0.3, 1e-30, 0.0, 2.5])
+def test_the_three_valued_sign_compares_float32_advantages_with_the_tolerance_as_float64_does(tol):
+    """``sign_changes`` no longer copies float32 advantages to float64 to compare them with ``zero_tol``: its threshold
+    in float32 must give the float64 comparison's answer on every value, at the tolerance's own float32 rounding and
+    its neighbours too (1e-8 and 0.1 round up in float32, 0.3 rounds down)."""
+    from robustgrpo.lab.metrics.agreement import _sign
+
+    t32 = torch.tensor(tol, dtype=torch.float32)
+    edges = torch.stack([t32, torch.nextafter(t32, torch.tensor(math.inf)), torch.nextafter(t32, torch.tensor(-math.inf))])
+    a = torch.cat([(torch.rand(100_000, generator=torch.Generator().manual_seed(1)) - 0.5) * 4 * max(tol, 1e-6),
+                   edges, -edges])
+    expected = (a.double() > tol).to(torch.int8) - (a.double() < -tol).to(torch.int8)
+    assert torch.equal(_sign(a, tol), expected)
+    assert torch.equal(_sign(a.double(), tol), expected)

@@ -20,6 +20,7 @@ from robustgrpo.advantages import (
     split_settings,
 )
 from robustgrpo.checks import check_choice, check_real
+from robustgrpo.inputs import count_true
 from robustgrpo.lab.contamination import (
     Contaminated,
 )
@@ -51,8 +52,41 @@ def _midranks(x: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
 
 
 def _sign(a: torch.Tensor, tol: float) -> torch.Tensor:
-    """Three-valued sign as int8: 0 where |a| <= tol."""
-    return (a > tol).to(torch.int8) - (a < -tol).to(torch.int8)
+    """Three-valued sign as int8: 0 where |a| <= tol (``tol`` compared exactly, as a float64 would be, in ``a``'s dtype).
+
+    ``a > tol`` in ``a``'s own dtype would round ``tol`` to it first; for a value of that dtype, being above the real
+    ``tol`` is being above the largest value of the dtype at or below it, so that is the threshold compared (no
+    float64 copy of ``a``).
+    """
+    threshold = torch.tensor(tol, dtype=torch.float64).to(a.dtype)
+    if float(threshold) > tol:
+        threshold = torch.nextafter(threshold, torch.tensor(-math.inf, dtype=a.dtype))
+    threshold = threshold.to(a.device)
+    return (a > threshold).to(torch.int8) - (a < -threshold).to(torch.int8)
+
+
+def _as_update(advantages: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    """Advantages in float64, 0 where not ``valid``: the update they stand for (see :func:`update_cosine`)."""
+    a = advantages.to(DTYPE)
+    return a if valid is None else torch.where(valid, a, 0.0)
+
+
+def _cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    na, nb = float(a.norm()), float(b.norm())
+    if not (na > 0 and nb > 0):
+        return math.nan
+    # (a dot product, not a sum of a product array: no temporary of the batch's size)
+    return max(-1.0, min(1.0, float(torch.dot(a.reshape(-1), b.reshape(-1))) / (na * nb)))  # rounding can step outside [-1, 1]
+
+
+def _relative_error(a: torch.Tensor, b: torch.Tensor) -> float:
+    na = float(a.norm())
+    return float((b - a).norm()) / na if na > 0 else math.nan
+
+
+def _count(flags: torch.Tensor) -> int:
+    """How many ``flags`` are True (counted as bytes: no 64-bit copy of the flags)."""
+    return int(count_true(flags.reshape(-1)))
 
 
 def update_cosine(reference: torch.Tensor, other: torch.Tensor, valid: torch.Tensor | None = None) -> float:
@@ -74,13 +108,7 @@ def update_cosine(reference: torch.Tensor, other: torch.Tensor, valid: torch.Ten
     >>> round(update_cosine(torch.tensor([[1.0, -1.0]]), torch.tensor([[2.0, -2.0]])), 12)
     1.0
     """
-    a, b = reference.to(DTYPE), other.to(DTYPE)
-    if valid is not None:
-        a, b = torch.where(valid, a, 0.0), torch.where(valid, b, 0.0)
-    na, nb = float(a.norm()), float(b.norm())
-    if not (na > 0 and nb > 0):
-        return math.nan
-    return max(-1.0, min(1.0, float((a * b).sum()) / (na * nb)))  # rounding can step just outside [-1, 1]
+    return _cosine(_as_update(reference, valid), _as_update(other, valid))
 
 
 def relative_update_error(reference: torch.Tensor, other: torch.Tensor, valid: torch.Tensor | None = None) -> float:
@@ -95,11 +123,7 @@ def relative_update_error(reference: torch.Tensor, other: torch.Tensor, valid: t
     >>> relative_update_error(torch.tensor([[3.0, -4.0]]), torch.tensor([[3.0, 0.0]]))
     0.8
     """
-    a, b = reference.to(DTYPE), other.to(DTYPE)
-    if valid is not None:
-        a, b = torch.where(valid, a, 0.0), torch.where(valid, b, 0.0)
-    na = float(a.norm())
-    return float((b - a).norm()) / na if na > 0 else math.nan
+    return _relative_error(_as_update(reference, valid), _as_update(other, valid))
 
 
 def update_agreement(
@@ -116,10 +140,11 @@ def update_agreement(
     >>> round(out["update_cosine"], 12), out["relative_error"], out["reference_cosine"]
     (1.0, 1.0, nan)
     """
+    a, b = _as_update(clean_advantages, valid), _as_update(advantages, valid)  # (converted once for the three)
     return dict(
-        update_cosine=update_cosine(clean_advantages, advantages, valid),
-        relative_error=relative_update_error(clean_advantages, advantages, valid),
-        reference_cosine=math.nan if reference is None else update_cosine(reference, advantages, valid),
+        update_cosine=_cosine(a, b),
+        relative_error=_relative_error(a, b),
+        reference_cosine=math.nan if reference is None else _cosine(_as_update(reference, valid), b),
     )
 
 
@@ -143,13 +168,13 @@ def sign_changes(
     looking like one that says the right thing. NaN where a denominator is 0.
     """
     keep = compared.to(torch.bool)
-    sa, sc = _sign(clean_advantages.to(DTYPE), zero_tol), _sign(advantages.to(DTYPE), zero_tol)
+    sa, sc = _sign(clean_advantages, zero_tol), _sign(advantages, zero_tol)
     signal = keep & (sa != 0)
     quiet = keep & (sa == 0)
-    n_signal, n_quiet, n_keep = int(signal.sum()), int(quiet.sum()), int(keep.sum())
+    n_signal, n_quiet, n_keep = _count(signal), _count(quiet), _count(keep)
 
     def frac(part: torch.Tensor, whole: int) -> float:
-        return int(part.sum()) / whole if whole else math.nan
+        return _count(part) / whole if whole else math.nan
 
     return dict(
         sign_agreement=frac(signal & (sc == sa), n_signal),
