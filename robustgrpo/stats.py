@@ -986,16 +986,17 @@ def _resolved_quantile_by_selection(u: torch.Tensor, t: torch.Tensor, q: float, 
     tn = t.detach().reshape(-1).numpy()
     # weight 1 exactly where u >= t (t > 0; (u / t) rounds below 1 for u < t), or where u > 0 (t <= 0: weights [u > 0])
     t_one = np.where(tn > 0, tn, np.finfo(un.dtype).smallest_subnormal).astype(un.dtype)[:, None]
-    n_full = int(np.count_nonzero(un >= t_one))  # (one array of flags alive at a time)
-    positive = un > 0
-    n_positive = int(np.count_nonzero(positive))
+    blocks = row_blocks(un)  # (the flags a block's size at a time)
+    n_full = sum(int(np.count_nonzero(un[rows] >= t_one[rows])) for rows in blocks)
+    n_positive = sum(int(np.count_nonzero(un[rows] > 0)) for rows in blocks)
     if n_positive == 0:
         return None
     flat = un.reshape(-1)
     if n_full == n_positive:
         return _select_with_unit_weights(flat, n_full, q, t.dtype, inplace=owned)
-    partial = np.flatnonzero(np.not_equal(positive, un >= t_one, out=positive))  # (0 < u < t: weight-1 values are positive)
-    del positive
+    # the partial weights: 0 < u < t (every weight-1 value is positive), as flat indices
+    partial = np.concatenate([np.flatnonzero(np.not_equal(un[rows] > 0, un[rows] >= t_one[rows])) + rows.start * G
+                              for rows in blocks])
     weights = np.clip(flat[partial] / tn[partial // G].astype(un.dtype), 0, 1)  # (as resolved_weight rounds them)
     return _select_with_partial_weights(flat, n_full, partial, weights, q, t.dtype, inplace=owned)
 
