@@ -700,11 +700,11 @@ def _robust_parts(g: Groups, resolution: float) -> RobustParts:
     r, mask, n = g.rewards, g.mask, g.n
     centre = _median(g)
     t = _tolerance(g, resolution)
-    d = r - centre.unsqueeze(-1) if g.scratch is None else torch.sub(r, centre.unsqueeze(-1), out=g.scratch)
+    d = torch.sub(r, centre.unsqueeze(-1), out=g.scratch)  # (a new array without one)
     # with a finite range every valid deviation is finite (|r - m| <= max - min, and rounding is monotone)
     bounded = g.spread is not None and bool(torch.isfinite(g.spread).all()) and bool(torch.isfinite(t).all())
     # (the sorted rewards are read: their buffer may hold the deviations)
-    u = d.abs() if g.sorted is None or g.sorted.dtype != d.dtype else torch.abs(d, out=g.sorted)
+    u = torch.abs(d, out=_buffer(g))
     u = u.sub_(t.unsqueeze(-1)).clamp_min_(0)
     shrunk = torch.copysign(u, d, out=d)  # sign(d) max(|d| - t, 0) (u >= 0: copysign is that product)
     sorted_u = sort_valid(u, mask, inplace=True)  # invalid entries last, as +inf

@@ -451,9 +451,9 @@ def _huber_proposal2_rows(
         grown = torch.zeros_like(jump)
         if not bool(solvable.all()):
             grow = torch.nonzero(~solvable).squeeze(-1)
-            ug, lg = _take(grow, u, loc)
+            ug, vg, nfg, flg, locg = _take(grow, u, valid, nf, floor, loc)
             lg, sg, fg, ok = _huber_grown_step(
-                *_take(grow, u, valid, nf, floor), ug - lg.unsqueeze(-1),
+                ug, vg, nfg, flg, ug - locg.unsqueeze(-1),
                 *_take(grow, cs, inside, outside, above_minus_below, now), c, gamma, slack)
             for v, w in ((new_loc, lg), (new_scale, sg), (new_f, fg), (grown, ok)):
                 v.index_copy_(0, grow, w)
@@ -986,17 +986,19 @@ def _resolved_quantile_by_selection(u: torch.Tensor, t: torch.Tensor, q: float, 
     tn = t.detach().reshape(-1).numpy()
     # weight 1 exactly where u >= t (t > 0; (u / t) rounds below 1 for u < t), or where u > 0 (t <= 0: weights [u > 0])
     t_one = np.where(tn > 0, tn, np.finfo(un.dtype).smallest_subnormal).astype(un.dtype)[:, None]
-    blocks = row_blocks(un)  # (the flags a block's size at a time)
-    n_full = sum(int(np.count_nonzero(un[rows] >= t_one[rows])) for rows in blocks)
-    n_positive = sum(int(np.count_nonzero(un[rows] > 0)) for rows in blocks)
+    n_full = n_positive = 0
+    partial = []  # the partial weights: 0 < u < t (every weight-1 value is positive), as flat indices
+    for rows in row_blocks(un):  # (the flags a block's size at a time)
+        full, positive = un[rows] >= t_one[rows], un[rows] > 0
+        n_full += int(np.count_nonzero(full))
+        n_positive += int(np.count_nonzero(positive))
+        partial.append(np.flatnonzero(np.not_equal(positive, full, out=positive)) + rows.start * G)
     if n_positive == 0:
         return None
     flat = un.reshape(-1)
     if n_full == n_positive:
         return _select_with_unit_weights(flat, n_full, q, t.dtype, inplace=owned)
-    # the partial weights: 0 < u < t (every weight-1 value is positive), as flat indices
-    partial = np.concatenate([np.flatnonzero(np.not_equal(un[rows] > 0, un[rows] >= t_one[rows])) + rows.start * G
-                              for rows in blocks])
+    partial = np.concatenate(partial)
     weights = np.clip(flat[partial] / tn[partial // G].astype(un.dtype), 0, 1)  # (as resolved_weight rounds them)
     return _select_with_partial_weights(flat, n_full, partial, weights, q, t.dtype, inplace=owned)
 
