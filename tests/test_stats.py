@@ -473,3 +473,23 @@ def test_ranked_values_are_the_sorted_arrays_ranks_whatever_the_data(kind):
             b = min(N - 1, a + 40)
             np.testing.assert_array_equal(stats._ranked_values(u.copy(), a, b), expected[a:b + 1], err_msg=f"{N} {a}")
             np.testing.assert_array_equal(stats._ranked_values(u.copy(), a, a), expected[a:a + 1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_resolve_towards_gives_the_centre_plus_the_shrunk_deviation_to_the_bit(dtype):
+    """``resolve_towards`` computes :math:`c + (d - \\operatorname{clip}(d, -t, t))`, which its docstring says rounds as
+    :math:`c + \\operatorname{shrink}(d, t)` does: checked on jittered ties, values at exactly ``t``, a zero ``t`` and
+    huge values, with and without an output buffer."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.cat([torch.randn(200, 16, generator=g, dtype=dtype),
+                   torch.round(torch.rand(200, 16, generator=g, dtype=dtype)) + 1e-3 * torch.randn(200, 16, generator=g, dtype=dtype),
+                   1e30 * torch.randn(200, 16, generator=g, dtype=dtype)])
+    centre = x.median(-1).values
+    t = torch.cat([torch.full((200,), 0.3, dtype=dtype), torch.full((100,), 2e-3, dtype=dtype),
+                   torch.zeros(100, dtype=dtype), torch.full((200,), 1e29, dtype=dtype)])
+    x[:5, 0] = centre[:5] + t[:5]  # exactly t away
+    expected = centre.unsqueeze(-1) + stats.shrink(x - centre.unsqueeze(-1), t)
+    assert torch.equal(stats.resolve_towards(x, centre, t), expected)
+    buffer = torch.empty_like(x)
+    assert stats.resolve_towards(x, centre, t, out=buffer).data_ptr() == buffer.data_ptr()
+    assert torch.equal(buffer, expected)
