@@ -103,6 +103,7 @@ from robustgrpo.stats import (
     soft_midranks,
     sort_valid,
     tie_tolerance,
+    value_extremes,
     value_range,
     residue_tolerance,
     resolved_quantile,
@@ -1401,7 +1402,8 @@ def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None
 
 
 def _apply_reward_range(
-    values: torch.Tensor, valid: torch.Tensor | None, reward_range: Any, policy: str, residue: torch.Tensor
+    values: torch.Tensor, valid: torch.Tensor | None, reward_range: Any, policy: str, residue: torch.Tensor,
+    extremes: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """Count, then clip, mask or refuse the valid rewards outside ``reward_range``; also return its width.
 
@@ -1409,7 +1411,10 @@ def _apply_reward_range(
     group's float ``residue`` (``0.1 + 0.2 + 0.4`` summed in float32 can land
     one ulp above 0.7: that is the range's top, not a glitch). Returns the
     values, the validity mask, the flags of the rewards outside (None without
-    a range) and the range's width (None without a range).
+    a range, or where none lies outside) and the range's width (None without
+    a range). ``extremes``: each group's smallest and largest valid reward
+    (:func:`~robustgrpo.stats.value_extremes`); where every group's lie
+    within the range (the same comparisons, per group), no reward is tested.
     """
     if policy not in ("clip", "mask", "raise"):
         raise ValueError(f"out_of_range must be 'clip', 'mask' or 'raise', got {policy!r}")
@@ -1421,11 +1426,13 @@ def _apply_reward_range(
         raise ValueError(f"reward_range must be a pair (lo, hi) of numbers, got {reward_range!r}") from None
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"reward_range must be finite with lo < hi, got {reward_range!r}")
+    span = torch.tensor(hi - lo, dtype=values.dtype, device=values.device)
+    if extremes is not None and not bool(((extremes[0] < lo - residue) | (extremes[1] > hi + residue)).any()):
+        return values, valid, None, span
     slack = residue.unsqueeze(-1)
     outside = _valid((values < lo - slack) | (values > hi + slack), valid)
-    span = torch.tensor(hi - lo, dtype=values.dtype, device=values.device)
     if not bool(outside.any()):
-        return values, valid, outside, span
+        return values, valid, None, span
     if policy == "raise":
         first = float(values[outside][0])
         raise ValueError(
@@ -1502,6 +1509,14 @@ def _resort_changed(ordered: tuple[torch.Tensor, torch.Tensor | None], values: t
     rows = torch.nonzero(changed).squeeze(-1)
     part = _sort_groups(values.index_select(0, rows), None if valid is None else valid.index_select(0, rows), sorts)
     return tuple(None if whole is None else whole.index_copy(0, rows, new) for whole, new in zip(ordered, part))
+
+
+def _extremes_of_sorted(sorted_values: torch.Tensor, n: torch.Tensor, full: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`~robustgrpo.stats.value_extremes` of each group from its sorted valid rewards."""
+    if full:
+        return sorted_values[..., 0], sorted_values[..., -1]
+    largest = order_statistic(sorted_values, n - 1)
+    return sorted_values[..., 0], torch.where(n > 0, largest, torch.full((), -math.inf, dtype=largest.dtype, device=largest.device))
 
 
 def _range_of_sorted(sorted_values: torch.Tensor, n: torch.Tensor, full: bool) -> torch.Tensor:
@@ -1675,18 +1690,23 @@ def compute_advantages(
     values, valid, poisoned = apply_nan_policy(values, valid, nan_policy)
     # one sort of each group serves the residue, the tie reference and the estimator (sorts="values"/"order")
     ordered = _sort_groups(values, valid, est.sorts) if est.sorts is not None and tol is None else None
+    n = count_valid(values, valid)
     if tol is None:
-        pre_median = None if ordered is None else median_of_sorted(ordered[0], count_valid(values, valid))
+        pre_median = None if ordered is None else median_of_sorted(ordered[0], n)
         residue = torch.nan_to_num(residue_tolerance(values, valid, arrived, sorted_x=None if ordered is None else ordered[0],
                                                      median=pre_median), nan=0.0, posinf=0.0)
     else:
         residue = torch.full(values.shape[:-1], float(tol), dtype=values.dtype, device=values.device)
-    values, valid, outside, span = _apply_reward_range(values, valid, reward_range, out_of_range, residue)
+    extremes = None  # (each group's smallest and largest reward, for the range's test and the spread)
+    if reward_range is not None:
+        extremes = value_extremes(values, valid) if ordered is None else _extremes_of_sorted(ordered[0], n, valid is None)
+    values, valid, outside, span = _apply_reward_range(values, valid, reward_range, out_of_range, residue, extremes)
+    if outside is not None:  # (some rewards fell outside the range: the counts, sorts and extremes change)
+        n, extremes = count_valid(values, valid), None
     if est.sorts is not None:
         ordered = _sort_groups(values, valid, est.sorts) if ordered is None else _resort_changed(ordered, values, valid, outside, est.sorts)
     sorted_values, order = (None, None) if ordered is None else ordered
-    n = count_valid(values, valid)
-    spread = value_range(values, valid) if sorted_values is None else _range_of_sorted(sorted_values, n, valid is None)
+    spread = value_range(values, valid, extremes) if sorted_values is None else _range_of_sorted(sorted_values, n, valid is None)
     median = None
     if sorted_values is not None:  # (the median before the range holds where no reward fell outside it)
         median = pre_median if tol is None and outside is None else median_of_sorted(sorted_values, n)

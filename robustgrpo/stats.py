@@ -60,6 +60,7 @@ __all__ = [
     "huber_location",
     "winsor_bounds",
     "DEFAULT_RESOLUTION",
+    "value_extremes",
     "value_range",
     "tie_tolerance",
     "RESIDUE_ULPS",
@@ -632,10 +633,16 @@ def winsor_bounds(
 DEFAULT_RESOLUTION = 1e-3
 
 
-def value_range(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """``max - min`` of the valid values of each row (0 for a row with no valid value)."""
-    hi = fill_invalid(x, mask, -math.inf).amax(-1)
-    lo = fill_invalid(x, mask, math.inf).amin(-1)
+def value_extremes(x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The smallest and the largest valid value of each row (``+inf`` and ``-inf`` for a row with no valid value)."""
+    return fill_invalid(x, mask, math.inf).amin(-1), fill_invalid(x, mask, -math.inf).amax(-1)
+
+
+def value_range(x: torch.Tensor, mask: torch.Tensor | None,
+                extremes: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+    """``max - min`` of the valid values of each row (0 for a row with no valid value); ``extremes``:
+    :func:`value_extremes` of the same values, where the caller has them."""
+    lo, hi = value_extremes(x, mask) if extremes is None else extremes
     return torch.where(hi >= lo, hi - lo, torch.zeros((), dtype=x.dtype, device=x.device))
 
 

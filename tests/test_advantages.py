@@ -19,6 +19,7 @@ from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.advantages import Groups, _robust_parts
 from robustgrpo.bench import robust_numpy_scipy
 from robustgrpo.lab.scenarios import load_scenario
+from robustgrpo.stats import residue_tolerance
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = json.loads((ROOT / "data" / "reference" / "seed_000.json").read_text())
@@ -778,8 +779,12 @@ def test_the_bench_times_each_kind_at_each_thread_count_and_restores_the_count()
     before = torch.get_num_threads()
     rows = run_benchmark([(64, 16)], repeats=1, progress=False, rewards=["0/1"], threads=[1])
     assert {(r.rewards, r.threads, r.shape) for r in rows} == {("0/1", 1, (64, 16))}
-    assert {r.label for r in rows} == {"grpo (idiomatic)", *ESTIMATORS, "robust (numpy+scipy)"}
+    assert {r.label for r in rows} == {"grpo (idiomatic)", *ESTIMATORS, "robust (numpy+scipy)", "grpo +range", "robust +range",
+                                       "rank +range"}
     assert next(r.ratio for r in rows if r.label == "grpo (idiomatic)") == 1.0
+    assert {r.label for r in rows if r.range_ratio is not None} == {"grpo +range", "robust +range", "rank +range"}
+    by = {r.label: r for r in rows}
+    assert by["robust +range"].range_ratio == pytest.approx(by["robust +range"].ms / by["robust"].ms)  # (one repeat)
     assert torch.get_num_threads() == before
     with pytest.raises(ValueError, match="each of threads must be an integer >= 1, got 0"):
         run_benchmark([(64, 16)], repeats=1, progress=False, threads=[0])
@@ -882,6 +887,36 @@ def test_a_declared_range_tolerates_its_own_bound_in_float_residue():
     assert int(res.diagnostics.n_out_of_range[0]) == 0
     res = compute_advantages(group + 1e-3, "dr_grpo", reward_range=(0.0, 0.7))
     assert int(res.diagnostics.n_out_of_range[0]) == 7  # a thousandth beyond is outside
+
+
+@pytest.mark.parametrize("name", ["grpo", "robust", "rank"])  # (no sort, the sort of values, the sort with its order)
+@pytest.mark.parametrize("masked", [False, True])
+def test_the_count_outside_a_declared_range_is_every_valid_reward_beyond_a_bound_by_more_than_its_residue(name, masked):
+    """Groups whose extremes lie within the range skip the per-reward test; the counts and the advantages
+    equal the per-reward rule's, also with rewards one ulp either side of each bound's tolerance and
+    invalid entries far outside."""
+    g = torch.Generator().manual_seed(3)
+    lo, hi = 0.0, 0.7
+    r = torch.rand(64, 8, generator=g, dtype=torch.float32) * 0.7
+    residue = residue_tolerance(r, None)
+    edge = torch.stack([torch.full_like(residue, lo) - residue, torch.full_like(residue, hi) + residue], -1)
+    nudged = torch.stack([torch.nextafter(edge, edge + 1), torch.nextafter(edge, edge - 1)], -1).reshape(64, 4)
+    pick = torch.randint(0, 4, (64,), generator=g)
+    r[:, 0] = torch.where(torch.arange(64) % 2 == 0, nudged.gather(1, pick[:, None]).squeeze(1), r[:, 0])
+    mask = torch.rand(64, 8, generator=g) > 0.2 if masked else None
+    if masked:
+        r[:, 7] = torch.where(mask[:, 7], r[:, 7], torch.tensor(50.0))  # (invalid glitches never count)
+    residue = residue_tolerance(r, mask)  # (what the entry point measures: the typical magnitude moved a little)
+    beyond = (r < lo - residue[:, None]) | (r > hi + residue[:, None])
+    expected = (beyond if mask is None else beyond & mask).sum(-1)
+    assert 0 < int(expected.sum()) < 32  # (both verdicts met)
+    res = compute_advantages(r, name, mask=mask, reward_range=(lo, hi))
+    assert torch.equal(res.diagnostics.n_out_of_range, expected)
+    keep = ~beyond if mask is None else mask & ~beyond
+    same = compute_advantages(torch.where(keep, r, 0.5), name, mask=keep, reward_range=(lo, hi))
+    assert torch.equal(res.advantages, same.advantages)
+    clean = compute_advantages(r[1::2], name, mask=None if mask is None else mask[1::2], reward_range=(lo, hi))
+    assert int(clean.diagnostics.n_out_of_range.sum()) == int(expected[1::2].sum())
 
 
 @pytest.mark.parametrize("name", sorted(n for n in EXPECTED_NAMES if ESTIMATORS[n].depends_on_batch))

@@ -29,6 +29,9 @@ __all__ = [
     "format_table",
     "DEFAULT_SHAPES",
     "ESTIMATOR_TARGETS",
+    "RANGE_ESTIMATORS",
+    "BENCH_RANGES",
+    "RANGE_TARGET",
 ]
 
 
@@ -99,6 +102,8 @@ class BenchRow:
     threads: int
     ms: float
     ratio: float
+    #: rows ``"<estimator> +range"`` only: the median per-repeat ratio to the same estimator without the range
+    range_ratio: float | None = None
 
 
 #: Speed targets of the estimators: (estimator, G) -> the most times idiomatic grpo it may take,
@@ -110,6 +115,15 @@ ESTIMATOR_TARGETS: dict[tuple[str, int], float] = {
 
 #: The kinds of rewards the estimators are timed on (real runs produce all three); see :func:`bench_rewards`.
 BENCH_REWARDS: tuple[str, ...] = ("uniform+outlier", "0/1", "0/1+jitter")
+
+#: The estimators also timed with a declared ``reward_range`` (rows ``"<estimator> +range"``): the plain one, the
+#: default (its tie reference then comes from the range) and the one whose ties cost most.
+RANGE_ESTIMATORS: tuple[str, ...] = ("grpo", "robust", "rank")
+#: The range declared for each kind of rewards: one that holds every reward, as a run's range does when no
+#: reward function misbehaves (the outlier of ``uniform+outlier`` is 10, its top).
+BENCH_RANGES: dict[str, tuple[float, float]] = {"uniform+outlier": (0.0, 10.0), "0/1": (0.0, 1.0), "0/1+jitter": (-0.01, 1.01)}
+#: The most a declared range that holds every reward may add to an estimator's time (a fraction).
+RANGE_TARGET = 0.2
 
 
 def bench_rewards(kind: str, shape: tuple[int, int], generator: torch.Generator) -> torch.Tensor:
@@ -172,7 +186,7 @@ def run_benchmark(
     initial = torch.get_num_threads()
     counts = list(dict.fromkeys(check_int_list("threads", list(threads), minimum=1) if threads is not None else [1, initial]))
     gen = torch.Generator().manual_seed(seed)
-    labels = ("grpo (idiomatic)", *ESTIMATORS, "robust (numpy+scipy)")
+    labels = ("grpo (idiomatic)", *ESTIMATORS, *(f"{name} +range" for name in RANGE_ESTIMATORS), "robust (numpy+scipy)")
     rows: list[BenchRow] = []
     bar = tqdm(total=len(shapes) * len(kinds) * (repeats + 1), desc="bench", disable=not progress, leave=False)
     try:
@@ -184,6 +198,8 @@ def run_benchmark(
                     "grpo (idiomatic)": lambda: grpo_idiomatic(r),
                     "robust (numpy+scipy)": lambda: robust_numpy_scipy(r_np),
                     **{label: (lambda label=label: compute_advantages(r, label)) for label in ESTIMATORS},
+                    **{f"{name} +range": (lambda name=name, span=BENCH_RANGES[kind]: compute_advantages(r, name, reward_range=span))
+                       for name in RANGE_ESTIMATORS},
                 }
                 times = {(label, k): [] for label in labels for k in counts}
                 for round_ in range(repeats + 1):  # round 0 warms up
@@ -199,8 +215,10 @@ def run_benchmark(
                     base = np.asarray(times[("grpo (idiomatic)", k)])
                     for label in labels:
                         t = np.asarray(times[(label, k)])
+                        plain = label.removesuffix(" +range")
+                        added = float(np.median(t / np.asarray(times[(plain, k)]))) if plain != label else None
                         rows.append(BenchRow(label, tuple(shape), kind, k, 1e3 * float(np.median(t)),
-                                             float(np.median(t / base))))
+                                             float(np.median(t / base)), added))
     finally:
         torch.set_num_threads(initial)
         bar.close()
@@ -226,6 +244,13 @@ def format_table(rows: Sequence[BenchRow]) -> str:
             verdict = "met" if r.ratio <= limit else "NOT met"
             lines.append(f"target {r.label} <= {limit:g}x grpo at G={r.shape[1]} ({r.shape[0]}x{r.shape[1]}, {r.rewards}, "
                          f"{r.threads} thread{'s' if r.threads > 1 else ''}): {r.ratio:.2f}x, {verdict}")
+    for r in rows:
+        if r.range_ratio is not None:
+            added = r.range_ratio - 1
+            verdict = "met" if added <= RANGE_TARGET else "NOT met"
+            lines.append(f"target a declared reward_range {BENCH_RANGES[r.rewards]} adds <= {RANGE_TARGET:.0%} to "
+                         f"{r.label.removesuffix(' +range')} at {r.shape[0]}x{r.shape[1]} ({r.rewards}, {r.threads} "
+                         f"thread{'s' if r.threads > 1 else ''}): {added:+.0%}, {verdict}")
     for r in rows:
         if r.label == "robust" and ("robust (numpy+scipy)", r.shape, r.rewards, r.threads) in by:
             speedup = by[("robust (numpy+scipy)", r.shape, r.rewards, r.threads)].ms / r.ms
