@@ -661,6 +661,38 @@ def test_moving_a_slider_updates_the_same_figure_and_the_readout(dash):
     assert "data-state='ready'" in dash.status.value
 
 
+@pytest.mark.parametrize("control, value", [("c", 3.1), ("rate", 0.2), ("G", 16), ("methods", ("rank", "grpo"))])
+def test_a_move_sends_the_figure_as_one_message_then_the_readout(dash, control, value):
+    """One plotly_update carries the traces, the layout and the drawing's tag (the page redraws once); the readout's
+    new value goes after it, so the numbers never change a redraw ahead of the figure they describe."""
+    sent = []  # (widget, state key) of every message with a value, in order
+
+    def spy_on(name, widget):
+        original = widget.send_state
+
+        def send_state(key=None):
+            keys = [key] if isinstance(key, str) else list(key) if key is not None else list(widget.keys)
+            sent.extend((name, k) for k in keys if getattr(widget, k) is not None)
+            return original(key)
+
+        widget.send_state = send_state
+
+    spy_on("figure", dash.figure)
+    spy_on("readout", dash.readout)
+    before = dash.figure._last_layout_edit_id
+    dash.controls[control].value = value
+    plotly_messages = [k for who, k in sent if who == "figure" and k.startswith("_py2js_")]
+    assert plotly_messages == ["_py2js_update"], sent
+    assert dash.figure._last_layout_edit_id == before + 1  # (plotly numbers each message it sends)
+    assert sent.index(("readout", "value")) > sent.index(("figure", "_py2js_update")), sent
+    assert dash.figure.layout.meta == dash._watcher.setting and dash.figure.layout.meta.endswith("full data")
+    by = trace_by_meta(dash.figure)
+    assert len(by["group:clean"].y) + len(by["group:contaminated"].y) == dash.data.G
+    order = np.argsort(dash.data.group_rewards, kind="stable")
+    for method in dash.data.methods:  # (the restyled values arrived with the batch)
+        np.testing.assert_allclose(by[f"adv:{method}"].y, np.asarray(dash.data.group_advantages[method])[order])
+
+
 def test_slider_values_with_float_noise_are_read_as_the_grid_point_the_slider_shows(dash):
     dash.controls["rate"].value = 0.1 + 0.01  # 0.11000000000000001, as the browser's step arithmetic sends it
     dash.controls["size"].value = 10 ** 1.2999999999999998

@@ -8,7 +8,8 @@ it (and as its tooltip), from the control specs of the chapter's ``engine``.
 
 :class:`DashboardWidget` runs every update the same way: the status line says that the setting
 is being computed, the data function runs, and only then are the figure and the readout moved,
-both from that one result, so they always show the same setting. A setting the data function
+both from that one result, so they always show the same setting: the figure by one message (the
+page redraws it once), then the readout. A setting the data function
 refuses (no estimator chosen, say) leaves both on the last valid setting and says so. Widget
 callbacks run one at a time in the kernel, so moves made while one is computed are applied in
 order after it, each from the controls' values at that time; the last one wins.
@@ -363,6 +364,10 @@ class DashboardWidget:
     ----------
     controls : dict
         The control widgets by name.
+    figure : plotly.graph_objects.FigureWidget
+        Moved by one ``plotly_update`` message per drawing (its traces, its layout and its tag).
+    readout : ipywidgets.HTML
+        The numbers of the setting shown; its new value is sent after the figure's message.
     specs : mapping
         The :class:`~robustgrpo.book.controls.Control` of each control.
     data
@@ -550,7 +555,9 @@ class DashboardWidget:
         drawing = time.perf_counter()
         self.data = data
         tag = self._watcher_tag(self._generation, preview)
-        with self.figure.batch_update():  # one message: the new traces carry their tag
+        # one message for the figure (its new traces carry their tag), sent before the readout's: the page redraws the
+        # figure once, and the readout changes after it, not a redraw's time ahead of the figure it describes
+        with self.readout.hold_sync(), self.figure.batch_update():
             self._draw(data)
             self.figure.layout.meta = tag
         self._watcher.setting = tag

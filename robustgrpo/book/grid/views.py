@@ -8,7 +8,7 @@
 2. *that group's advantages per estimator*, in the same sample order, each
    estimator in its house colour (:data:`~robustgrpo.book.style.ESTIMATOR_COLORS`),
    hollow markers for the advantages the clean rewards would have given,
-   dashed lines at ±c;
+   dashed lines at ±c (above :data:`MAX_MARKERS` samples, every k-th marker);
 3. *the advantages of the uncontaminated samples of every group* (of the
    groups computed so far, in a preview: the title says so), one step line
    per estimator (a histogram on a log count axis);
@@ -45,12 +45,18 @@ from robustgrpo.advantages import ESTIMATORS
 from robustgrpo.book.interactive import CLEAN_SAMPLE_COLOR, CONTAMINATED_COLOR, autosized, figure_widget, plotly_values, trace_by_meta
 from robustgrpo.book.style import estimator_color
 
-__all__ = ["EMPTY_BIN", "FIGURE_HEIGHT", "LinkedViewData", "plot_linked_views", "update_linked_views"]
+__all__ = ["EMPTY_BIN", "FIGURE_HEIGHT", "MAX_MARKERS", "LinkedViewData", "plot_linked_views", "update_linked_views"]
 
 #: Height drawn for an empty histogram bin: below the count axis, so a line drops out of view there.
 EMPTY_BIN = 0.5
 #: Height of the linked views (px): with the controls beside them, on one 1280 x 800 screen.
 FIGURE_HEIGHT = 560
+#: The most markers each estimator's advantages (and their hollow clean twins) draw: above it, plotly draws every
+#: k-th (its ``marker.maxdisplayed``, staggered between traces), the line still through every sample. At G = 256
+#: the panel's 2,000 markers, each an SVG element, were most of a redraw in the page (key press to the first change
+#: 304 -> 143 ms, to ready 365 -> 172 ms for a c move, measured by the browser test); 256 markers on a panel a few
+#: hundred pixels wide overlap anyway.
+MAX_MARKERS = 64
 
 _PARTS = {"uncontaminated": (2, 3), "contaminated": (3, 4)}  # histogram part -> (subplot row, axis suffix)
 _NO_HITS = "no_hits"  # name of the note shown in the contaminated panel when nothing is hit
@@ -153,11 +159,11 @@ def plot_linked_views(
     for m in names:
         color = estimator_color(m)
         fig.add_trace(go.Scatter(meta=f"adv:{m}", name=m, legendgroup=m, mode="lines+markers",
-                                 line=dict(color=color, width=1.5), marker=dict(color=color, size=6),
+                                 line=dict(color=color, width=1.5), marker=dict(color=color, size=6, maxdisplayed=MAX_MARKERS),
                                  hovertemplate=f"{m}: sample %{{customdata}}, A = %{{y:.4g}}<extra></extra>"),
                       row=1, col=2)
         fig.add_trace(go.Scatter(meta=f"adv_clean:{m}", name=f"{m} (clean rewards)", legendgroup=m, showlegend=False,
-                                 mode="markers", marker=dict(color=color, size=7, symbol="circle-open"),
+                                 mode="markers", marker=dict(color=color, size=7, symbol="circle-open", maxdisplayed=MAX_MARKERS),
                                  hovertemplate=f"{m} on clean rewards: sample %{{customdata}}, A = %{{y:.4g}}<extra></extra>"),
                       row=1, col=2)
     fig.add_trace(go.Scatter(meta="adv:clip", name="±c", mode="lines", hoverinfo="skip",
@@ -209,6 +215,11 @@ def _restyle_changed(fig: Any, traces: Mapping[str, Any], values: Mapping[str, M
     is not validated element by element as an assignment like ``trace.y = ...`` is, which took
     most of an update's time: the values must already be what plotly stores (lists of floats,
     ints or None; see :func:`plotly_values`).
+
+    Inside ``fig.batch_update()`` the values join the batch's trace edits instead (where plotly
+    keeps the assignments it batches, applied the same way, unvalidated, when the batch ends), so
+    the batch's one ``plotly_update`` message carries them with the layout: the page redraws the
+    figure once per move, not once for the traces and again for the layout.
     """
     from plotly.basedatatypes import Undefined
 
@@ -222,6 +233,11 @@ def _restyle_changed(fig: Any, traces: Mapping[str, Any], values: Mapping[str, M
             if not same:
                 changed.setdefault(index[meta], {})[name] = value
     if not changed:
+        return
+    batch = getattr(fig, "_batch_trace_edits", None) if getattr(fig, "_in_batch_mode", False) else None
+    if isinstance(batch, dict):  # (plotly's own batch: an OrderedDict of trace index -> {property: value})
+        for i, props in changed.items():
+            batch.setdefault(i, {}).update(props)
         return
     ids = sorted(changed)
     names = sorted({name for props in changed.values() for name in props})
