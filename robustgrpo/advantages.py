@@ -1401,25 +1401,32 @@ def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None
     return padded, valid, kind, grouping, arrived
 
 
+#: A declared range that masks rewards in at most this share of the groups computes those groups apart
+#: (:func:`_compute_apart`): the others need no ``[B, G]`` mask.
+APART_SHARE = 0.25
+
+
 def _apply_reward_range(
     values: torch.Tensor, valid: torch.Tensor | None, reward_range: Any, policy: str, residue: torch.Tensor,
     extremes: tuple[torch.Tensor, torch.Tensor] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
     """Count, then clip, mask or refuse the valid rewards outside ``reward_range``; also return its width.
 
     A reward counts as outside when it lies beyond a bound by more than its
     group's float ``residue`` (``0.1 + 0.2 + 0.4`` summed in float32 can land
     one ulp above 0.7: that is the range's top, not a glitch). Returns the
     values, the validity mask, the flags of the rewards outside (None without
-    a range, or where none lies outside) and the range's width (None without
-    a range). ``extremes``: each group's smallest and largest valid reward
-    (:func:`~robustgrpo.stats.value_extremes`); where every group's lie
-    within the range (the same comparisons, per group), no reward is tested.
+    a range, or where none lies outside), the range's width (None without
+    a range) and the groups holding a reward outside (``[k]`` long, where
+    ``extremes`` were given; else None). ``extremes``: each group's smallest
+    and largest valid reward (:func:`~robustgrpo.stats.value_extremes`); a
+    group holds a reward outside exactly when one of them lies outside (the
+    same comparisons, per group), so only those groups' rewards are tested.
     """
     if policy not in ("clip", "mask", "raise"):
         raise ValueError(f"out_of_range must be 'clip', 'mask' or 'raise', got {policy!r}")
     if reward_range is None:
-        return values, valid, None, None
+        return values, valid, None, None, None
     try:
         lo, hi = (float(v) for v in reward_range)
     except (TypeError, ValueError):
@@ -1427,12 +1434,20 @@ def _apply_reward_range(
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"reward_range must be finite with lo < hi, got {reward_range!r}")
     span = torch.tensor(hi - lo, dtype=values.dtype, device=values.device)
-    if extremes is not None and not bool(((extremes[0] < lo - residue) | (extremes[1] > hi + residue)).any()):
-        return values, valid, None, span
-    slack = residue.unsqueeze(-1)
-    outside = _valid((values < lo - slack) | (values > hi + slack), valid)
-    if not bool(outside.any()):
-        return values, valid, None, span
+    hit = None
+    if extremes is not None:
+        hit = torch.nonzero((extremes[0] < lo - residue) | (extremes[1] > hi + residue)).squeeze(-1)
+        if hit.numel() == 0:
+            return values, valid, None, span, hit
+    if hit is not None and hit.numel() <= APART_SHARE * values.shape[0]:  # (a few groups: test their rewards only)
+        part, slack = values.index_select(0, hit), residue.index_select(0, hit).unsqueeze(-1)
+        flags = _valid((part < lo - slack) | (part > hi + slack), None if valid is None else valid.index_select(0, hit))
+        outside = torch.zeros(values.shape, dtype=torch.bool, device=values.device).index_copy_(0, hit, flags)
+    else:
+        slack = residue.unsqueeze(-1)
+        outside = _valid((values < lo - slack) | (values > hi + slack), valid)
+        if hit is None and not bool(outside.any()):
+            return values, valid, None, span, None
     if policy == "raise":
         first = float(values[outside][0])
         raise ValueError(
@@ -1440,9 +1455,9 @@ def _apply_reward_range(
             "fix the reward function, or pass out_of_range='clip' or 'mask'"
         )
     if policy == "clip":
-        return torch.where(outside, values.clamp(lo, hi), values), valid, outside, span
+        return torch.where(outside, values.clamp(lo, hi), values), valid, outside, span, hit
     keep = ~outside if valid is None else valid & ~outside
-    return values, keep, outside, span
+    return values, keep, outside, span, hit
 
 
 def _batch_ids(batch: ArrayLike | None, n_rows: int, grouping: Any, device: torch.device) -> torch.Tensor | None:
@@ -1499,14 +1514,15 @@ def _sort_groups(values: torch.Tensor, valid: torch.Tensor | None, sorts: str) -
 
 
 def _resort_changed(ordered: tuple[torch.Tensor, torch.Tensor | None], values: torch.Tensor, valid: torch.Tensor | None,
-                    outside: torch.Tensor | None, sorts: str) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """:func:`_sort_groups` after the reward range, from the sort before it: only groups with rewards outside sort again."""
+                    outside: torch.Tensor | None, sorts: str, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """:func:`_sort_groups` after the reward range, from the sort before it: only groups with rewards outside sort
+    again (``rows``, where the caller has them)."""
     if outside is None:
         return ordered
-    changed = outside.any(-1)
-    if not bool(changed.any()):
+    if rows is None:
+        rows = torch.nonzero(outside.any(-1)).squeeze(-1)
+    if rows.numel() == 0:
         return ordered
-    rows = torch.nonzero(changed).squeeze(-1)
     part = _sort_groups(values.index_select(0, rows), None if valid is None else valid.index_select(0, rows), sorts)
     return tuple(None if whole is None else whole.index_copy(0, rows, new) for whole, new in zip(ordered, part))
 
@@ -1542,6 +1558,63 @@ def _tie_reference(values: torch.Tensor, valid: torch.Tensor | None, n: torch.Te
     typical = typical_deviation(values, valid, n, spread, residue, batch, median)
     alone = torch.bincount(batch)[batch] < 2
     return batch_tie_reference(spread, torch.where(alone, torch.full_like(typical, math.nan), typical))
+
+
+def _compute(est: Estimator, bound: Mapping[str, Any], values: torch.Tensor, valid: torch.Tensor | None, n: torch.Tensor,
+             span: torch.Tensor | None, extremes: tuple[torch.Tensor, torch.Tensor] | None,
+             ordered: tuple[torch.Tensor, torch.Tensor | None] | None, median: torch.Tensor | None, floor: torch.Tensor | None,
+             batch_ids: torch.Tensor | None, reference: torch.Tensor | None, tie_reference: Any, residue: torch.Tensor,
+             scale_given: torch.Tensor | None) -> tuple[Computed, torch.Tensor]:
+    """The estimator on groups ready for it (after the range; sorted where it sorts): their spread, median and
+    tie reference where it needs them, then its result; returns the result and the spread."""
+    sorted_values, order = (None, None) if ordered is None else ordered
+    del ordered
+    spread = value_range(values, valid, extremes) if sorted_values is None else _range_of_sorted(sorted_values, n, valid is None)
+    if sorted_values is None:
+        median = None
+    elif median is None:
+        median = median_of_sorted(sorted_values, n)
+    scratch = None
+    if reference is None and span is None and "resolution" in est.defaults and tie_reference == "batch":
+        scratch = torch.empty_like(values, memory_format=torch.contiguous_format)
+        reference = _tie_reference(values, valid, n, spread, residue, batch_ids, median, scratch)
+    out = est.compute(Groups(values, valid, n, span, spread, reference, floor, batch_ids, scale_given, sorted_values, median,
+                             order, scratch), **bound)
+    return out, spread
+
+
+def _compute_apart(est: Estimator, bound: Mapping[str, Any], values: torch.Tensor, valid: torch.Tensor, apart: torch.Tensor,
+                   span: torch.Tensor, floor: torch.Tensor | None, batch_ids: torch.Tensor | None, residue: torch.Tensor,
+                   n: torch.Tensor, extremes: tuple[torch.Tensor, torch.Tensor] | None,
+                   ordered: tuple[torch.Tensor, torch.Tensor | None] | None, median: torch.Tensor | None
+                   ) -> tuple[Computed, torch.Tensor, torch.Tensor]:
+    """A per-group estimator on a call whose declared range masked rewards of the groups ``apart`` only (dense input).
+
+    With a declared range no group's result depends on another's (the tie tolerance comes from the range, not
+    from the batch), so the estimator runs on every group as it came, without a mask (``n``, ``extremes``,
+    ``ordered`` and ``median`` from before the range), and again on the groups ``apart`` with their mask; their
+    rows replace those of the first run, with zeros at their masked rewards. Each group gets what a call on it
+    alone gives, and the masked arithmetic (a ``[B, G]`` selection per step) covers the few groups that need it.
+    Returns the result, the groups' valid counts and their spread.
+    """
+    if est.sorts is not None and ordered is None:
+        ordered = _sort_groups(values, None, est.sorts)
+    out, spread = _compute(est, bound, values, None, n, span, extremes, ordered, median, floor, batch_ids, None, "batch", residue, None)
+    del ordered
+    part_values, part_valid = values.index_select(0, apart), valid.index_select(0, apart)
+    part_n = count_valid(part_values, part_valid)
+    part_ordered = None if est.sorts is None else _sort_groups(part_values, part_valid, est.sorts)
+    part, part_spread = _compute(est, bound, part_values, part_valid, part_n, span, None, part_ordered, None,
+                                 None if floor is None else floor.index_select(0, apart),
+                                 None if batch_ids is None else batch_ids.index_select(0, apart), None, "batch",
+                                 residue.index_select(0, apart), None)
+    part = part._replace(advantages=part.advantages.masked_fill(~part_valid, 0))  # (what the entry point's mask does)
+    def merge(whole: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:  # (in place where the first run's result is its own)
+        own = whole.is_contiguous() and whole.untyped_storage().data_ptr() != values.untyped_storage().data_ptr()
+        return whole.index_copy_(0, apart, rows) if own else whole.index_copy(0, apart, rows)
+
+    merged = Computed(*(None if whole is None else merge(whole, rows) for whole, rows in zip(out, part)))
+    return merged, merge(n, part_n), merge(spread, part_spread)
 
 
 def compute_advantages(
@@ -1687,6 +1760,20 @@ def compute_advantages(
             raise ValueError("tie_reference as an array must be 1-D, finite and >= 0 (one reference range per group)")
     values, valid, kind, grouping, arrived = _prepare(rewards, mask, index)
     batch_ids = _batch_ids(batch, values.shape[0], grouping, values.device)
+    reference = None
+    if given_reference is not None:
+        if given_reference.numel() != values.shape[0]:
+            raise ValueError(f"tie_reference has {given_reference.numel()} ranges but there are {values.shape[0]} groups")
+        reference = given_reference.to(dtype=values.dtype, device=values.device)
+    scale_given = None
+    if batch_scale is not None:
+        if not est.batch_level:
+            raise ValueError(f"batch_scale applies to the batch-level estimators "
+                             f"({', '.join(m for m, e in _REGISTRY.items() if e.batch_level)}), not {method!r}")
+        scale_given = torch.as_tensor(np.asarray(batch_scale, dtype=np.float64)).to(dtype=values.dtype, device=values.device)
+        if scale_given.shape != (values.shape[0],) or not bool(torch.isfinite(scale_given).all()) or bool((scale_given < 0).any()):
+            raise ValueError(f"batch_scale must hold one finite scale >= 0 per group ({values.shape[0]}), got shape "
+                             f"{tuple(scale_given.shape)}")
     values, valid, poisoned = apply_nan_policy(values, valid, nan_policy)
     # one sort of each group serves the residue, the tie reference and the estimator (sorts="values"/"order")
     ordered = _sort_groups(values, valid, est.sorts) if est.sorts is not None and tol is None else None
@@ -1700,37 +1787,24 @@ def compute_advantages(
     extremes = None  # (each group's smallest and largest reward, for the range's test and the spread)
     if reward_range is not None:
         extremes = value_extremes(values, valid) if ordered is None else _extremes_of_sorted(ordered[0], n, valid is None)
-    values, valid, outside, span = _apply_reward_range(values, valid, reward_range, out_of_range, residue, extremes)
-    if outside is not None:  # (some rewards fell outside the range: the counts, sorts and extremes change)
-        n, extremes = count_valid(values, valid), None
-    if est.sorts is not None:
-        ordered = _sort_groups(values, valid, est.sorts) if ordered is None else _resort_changed(ordered, values, valid, outside, est.sorts)
-    sorted_values, order = (None, None) if ordered is None else ordered
-    spread = value_range(values, valid, extremes) if sorted_values is None else _range_of_sorted(sorted_values, n, valid is None)
-    median = None
-    if sorted_values is not None:  # (the median before the range holds where no reward fell outside it)
-        median = pre_median if tol is None and outside is None else median_of_sorted(sorted_values, n)
-    reference = scratch = None
-    if given_reference is not None:
-        if given_reference.numel() != values.shape[0]:
-            raise ValueError(f"tie_reference has {given_reference.numel()} ranges but there are {values.shape[0]} groups")
-        reference = given_reference.to(dtype=values.dtype, device=values.device)
-    elif span is None and "resolution" in est.defaults and tie_reference == "batch":
-        scratch = torch.empty_like(values, memory_format=torch.contiguous_format)
-        reference = _tie_reference(values, valid, n, spread, residue, batch_ids, median, scratch)
+    dense = valid is None
+    values, valid, outside, span, hit = _apply_reward_range(values, valid, reward_range, out_of_range, residue, extremes)
     floor = residue if tol is None else None
-    scale_given = None
-    if batch_scale is not None:
-        if not est.batch_level:
-            raise ValueError(f"batch_scale applies to the batch-level estimators "
-                             f"({', '.join(m for m, e in _REGISTRY.items() if e.batch_level)}), not {method!r}")
-        scale_given = torch.as_tensor(np.asarray(batch_scale, dtype=np.float64)).to(dtype=values.dtype, device=values.device)
-        if scale_given.shape != (values.shape[0],) or not bool(torch.isfinite(scale_given).all()) or bool((scale_given < 0).any()):
-            raise ValueError(f"batch_scale must hold one finite scale >= 0 per group ({values.shape[0]}), got shape "
-                             f"{tuple(scale_given.shape)}")
-    out = est.compute(Groups(values, valid, n, span, spread, reference, floor, batch_ids, scale_given, sorted_values, median,
-                             order, scratch), **bound)
-    del ordered, sorted_values, order, scratch  # (the sort and the scratch buffer, freed unless they hold the result)
+    apart = None
+    if out_of_range == "mask" and dense and reference is None and not est.batch_level and hit is not None:
+        apart = hit if 0 < hit.numel() <= APART_SHARE * values.shape[0] else None
+    if apart is not None:  # a few groups lost rewards to the range: those apart, the others as if nothing were masked
+        out, n, spread = _compute_apart(est, bound, values, valid, apart, span, floor, batch_ids, residue, n, extremes, ordered,
+                                        pre_median if tol is None else None)
+    else:
+        if outside is not None:  # (some rewards fell outside the range: the counts, sorts and extremes change)
+            n, extremes = count_valid(values, valid), None
+        if est.sorts is not None:
+            ordered = _sort_groups(values, valid, est.sorts) if ordered is None else _resort_changed(ordered, values, valid, outside, est.sorts, hit)
+        median = pre_median if tol is None and outside is None else None  # (the median before the range, where it holds)
+        out, spread = _compute(est, bound, values, valid, n, span, extremes, ordered, median, floor, batch_ids, reference, tie_reference,
+                               residue, scale_given)
+    del ordered  # (the sort, freed unless it holds the result)
 
     dtype, device = values.dtype, values.device
     zero = torch.zeros((), dtype=dtype, device=device)
@@ -1739,7 +1813,8 @@ def compute_advantages(
     degenerate = (n >= 2) & (spread <= residue)
     defined = ~(empty | single | degenerate)
     keep = _valid(defined.unsqueeze(-1), valid)
-    if valid is None:  # whole groups dropped: fill their rows (no [B, G] selection)
+    if valid is None or apart is not None:  # whole groups dropped: fill their rows (no [B, G] selection; the groups
+        # apart have zeros at their masked rewards already)
         dropped = torch.nonzero(~defined).squeeze(-1)
         adv = out.advantages if dropped.numel() == 0 else out.advantages.index_fill(0, dropped, 0)
     else:

@@ -779,12 +779,14 @@ def test_the_bench_times_each_kind_at_each_thread_count_and_restores_the_count()
     before = torch.get_num_threads()
     rows = run_benchmark([(64, 16)], repeats=1, progress=False, rewards=["0/1"], threads=[1])
     assert {(r.rewards, r.threads, r.shape) for r in rows} == {("0/1", 1, (64, 16))}
-    assert {r.label for r in rows} == {"grpo (idiomatic)", *ESTIMATORS, "robust (numpy+scipy)", "grpo +range", "robust +range",
-                                       "rank +range"}
+    ranged = {f"{name}{case}" for name in ("grpo", "robust", "rank") for case in (" +range", " +range, glitched")}
+    glitched = {f"{name}, glitched" for name in ("grpo", "robust", "rank")}
+    assert {r.label for r in rows} == {"grpo (idiomatic)", *ESTIMATORS, "robust (numpy+scipy)", *ranged, *glitched}
     assert next(r.ratio for r in rows if r.label == "grpo (idiomatic)") == 1.0
-    assert {r.label for r in rows if r.range_ratio is not None} == {"grpo +range", "robust +range", "rank +range"}
+    assert {r.label for r in rows if r.range_ratio is not None} == ranged
     by = {r.label: r for r in rows}
     assert by["robust +range"].range_ratio == pytest.approx(by["robust +range"].ms / by["robust"].ms)  # (one repeat)
+    assert by["rank +range, glitched"].range_ratio == pytest.approx(by["rank +range, glitched"].ms / by["rank, glitched"].ms)
     assert torch.get_num_threads() == before
     with pytest.raises(ValueError, match="each of threads must be an integer >= 1, got 0"):
         run_benchmark([(64, 16)], repeats=1, progress=False, threads=[0])
@@ -917,6 +919,42 @@ def test_the_count_outside_a_declared_range_is_every_valid_reward_beyond_a_bound
     assert torch.equal(res.advantages, same.advantages)
     clean = compute_advantages(r[1::2], name, mask=None if mask is None else mask[1::2], reward_range=(lo, hi))
     assert int(clean.diagnostics.n_out_of_range.sum()) == int(expected[1::2].sum())
+
+
+@pytest.mark.parametrize("name", sorted(n for n in EXPECTED_NAMES if not ESTIMATORS[n].batch_level))
+@pytest.mark.parametrize("kind", ["composite", "continuous"])
+def test_with_a_declared_range_each_group_gets_what_a_call_on_it_alone_gives(name, kind):
+    """A range that masks glitches in a few groups: those groups are computed apart, the others without a mask.
+    Either way every group's advantages and diagnostics are, to the bit, those of a call on its own kind of
+    groups alone: a glitch in one group changes nothing in another. Among the masked: a group left with one
+    valid reward and a group left with none."""
+    g = torch.Generator().manual_seed(11)
+    B, G = 40, 12
+    if kind == "composite":  # correctness + a format term + a length penalty, in float32
+        r = ((torch.rand(B, G, generator=g) < 0.4).float() + 0.2 * (torch.rand(B, G, generator=g) < 0.8).float()
+             - 0.1 * torch.rand(B, G, generator=g))
+    else:
+        r = torch.rand(B, G, generator=g)
+    hit = [3, 17, 29, 30, 31]
+    r[31, :] = 1.0  # equal rewards once its glitch is masked: a degenerate group
+    r[31, 2] = 99.0
+    r[3, 5] = 50.0
+    r[17, 0], r[17, 7] = -9.0, 1e4
+    r[29, 1:] = 7.0  # one valid reward left
+    r[30, :] = -3.0  # none left
+    span = (-0.2, 1.2)
+    res = compute_advantages(r, name, reward_range=span)
+    others = [i for i in range(B) if i not in hit]
+    alone = {tuple(hit): compute_advantages(r[hit], name, reward_range=span),
+             tuple(others): compute_advantages(r[others], name, reward_range=span)}
+    for rows, part in alone.items():
+        assert torch.equal(res.advantages[list(rows)], part.advantages), rows
+        for field in ("centre", "scale", "n_valid", "degenerate", "singleton", "empty", "fallback", "n_clipped", "n_out_of_range"):
+            whole, own = getattr(res.diagnostics, field)[list(rows)], getattr(part.diagnostics, field)
+            assert torch.equal(whole, own) or (whole.is_floating_point() and torch.equal(whole.isnan(), own.isnan())
+                                               and torch.equal(whole.nan_to_num(), own.nan_to_num())), (field, rows)
+    assert res.diagnostics.n_out_of_range[hit].tolist() == [1, 2, G - 1, G, 1] and bool(res.diagnostics.degenerate[31])
+    assert float(res.advantages[hit[0], 5]) == 0.0 and bool(res.diagnostics.singleton[29]) and bool(res.diagnostics.empty[30])
 
 
 @pytest.mark.parametrize("name", sorted(n for n in EXPECTED_NAMES if ESTIMATORS[n].depends_on_batch))
