@@ -1593,7 +1593,7 @@ def _compute_apart(est: Estimator, bound: Mapping[str, Any], values: torch.Tenso
     With a declared range no group's result depends on another's (the tie tolerance comes from the range, not
     from the batch), so the estimator runs on every group as it came, without a mask (``n``, ``extremes``,
     ``ordered`` and ``median`` from before the range), and again on the groups ``apart`` with their mask; their
-    rows replace those of the first run, with zeros at their masked rewards. Each group gets what a call on it
+    rows replace those of the first run, with zeros and no clip flag at their masked rewards. Each group gets what a call on it
     alone gives, and the masked arithmetic (a ``[B, G]`` selection per step) covers the few groups that need it.
     Returns the result, the groups' valid counts and their spread.
     """
@@ -1608,7 +1608,9 @@ def _compute_apart(est: Estimator, bound: Mapping[str, Any], values: torch.Tenso
                                  None if floor is None else floor.index_select(0, apart),
                                  None if batch_ids is None else batch_ids.index_select(0, apart), None, "batch",
                                  residue.index_select(0, apart), None)
-    part = part._replace(advantages=part.advantages.masked_fill(~part_valid, 0))  # (what the entry point's mask does)
+    masked = ~part_valid  # (what the entry point's mask does: no advantage, no clip there)
+    part = part._replace(advantages=part.advantages.masked_fill(masked, 0),
+                         clipped=None if part.clipped is None else part.clipped & part_valid)
     def merge(whole: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:  # (in place where the first run's result is its own)
         own = whole.is_contiguous() and whole.untyped_storage().data_ptr() != values.untyped_storage().data_ptr()
         return whole.index_copy_(0, apart, rows) if own else whole.index_copy(0, apart, rows)
@@ -1812,9 +1814,9 @@ def compute_advantages(
     single = n == 1
     degenerate = (n >= 2) & (spread <= residue)
     defined = ~(empty | single | degenerate)
-    keep = _valid(defined.unsqueeze(-1), valid)
-    if valid is None or apart is not None:  # whole groups dropped: fill their rows (no [B, G] selection; the groups
-        # apart have zeros at their masked rewards already)
+    # (the groups apart come with zeros and no clip flag at their masked rewards: whole groups are kept or dropped)
+    keep = _valid(defined.unsqueeze(-1), valid if apart is None else None)
+    if valid is None or apart is not None:  # whole groups dropped: fill their rows (no [B, G] selection)
         dropped = torch.nonzero(~defined).squeeze(-1)
         adv = out.advantages if dropped.numel() == 0 else out.advantages.index_fill(0, dropped, 0)
     else:
