@@ -95,14 +95,15 @@ def test_the_scaling_bench_times_every_size_and_its_memory_probe_sees_the_output
 
     result = run_scaling_benchmark(["robust"], batches=(100, 400), group_sizes=(4, 16), repeats=1, memory_shapes=(),
                                    progress=False)
+    timed = ("grpo (idiomatic)", "robust", "r - 1, new array", "r - 1, into buffer")  # (and the two reference rows)
     assert [(r.sweep, r.method, r.B, r.G) for r in result.rows] == [
-        ("B", m, b, 16) for b in (100, 400) for m in ("grpo (idiomatic)", "robust")] + [
-        ("G", m, 2**20 // g, g) for g in (4, 16) for m in ("grpo (idiomatic)", "robust")]
+        ("B", m, b, 16) for b in (100, 400) for m in timed] + [("G", m, 2**20 // g, g) for g in (4, 16) for m in timed]
     assert all(r.ns_per_reward > 0 for r in result.rows)
-    first, second = result.rows[1], result.rows[3]  # robust at B = 100, then 400
+    first, second = result.rows[1], result.rows[5]  # robust at B = 100, then 400
     assert math.isnan(first.step) and second.step == pytest.approx(second.ns_per_reward / first.ns_per_reward)
     text = format_scaling_table(result)
     assert "ns per reward as B grows at G = 16" in text and re.search(r"^robust +[\d.]+[ *] +[\d.]+[ *]$", text, re.M)
+    assert re.search(r"^r - 1, into buffer +[\d.]+[ *] +[\d.]+[ *]$", text, re.M) and "the price of fresh memory" in text
     one_input = 4 * 4096 * 256
     extra = peak_memory("grpo (idiomatic)", (4096, 256))
     assert one_input <= extra <= MEMORY_TARGET * one_input  # its output, and the mean and std rows

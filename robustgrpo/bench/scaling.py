@@ -27,6 +27,8 @@ __all__ = [
     "SCALING_REWARDS",
     "SUPERLINEAR_STEP",
     "MEMORY_TARGET",
+    "REFERENCE_NEW",
+    "REFERENCE_BUFFER",
     "ScalingRow",
     "MemoryRow",
     "Scaling",
@@ -47,6 +49,12 @@ SUPERLINEAR_STEP = 1.5
 #: The target: an estimator's peak memory beyond the input within this many times the input's bytes.
 MEMORY_TARGET = 4.0
 _IDIOMATIC = "grpo (idiomatic)"
+#: Reference rows of the time sweeps: one elementwise operation (r - 1) writing a new array, and the same written
+#: into a buffer allocated once. A step in the first that the second lacks is the price of fresh memory (the allocator
+#: maps a large array anew, and the system faults in its pages on first write), which every estimator pays per
+#: temporary, not the arithmetic's.
+REFERENCE_NEW = "r - 1, new array"
+REFERENCE_BUFFER = "r - 1, into buffer"
 
 
 @dataclass(frozen=True)
@@ -145,7 +153,8 @@ def run_scaling_benchmark(
     machine noise hits all alike), at ``threads`` torch threads, on float32 ``rewards`` of
     :func:`~robustgrpo.bench.estimators.bench_rewards`; a row gives the median nanoseconds per
     reward and its step from the size before (flagged where above :data:`SUPERLINEAR_STEP`).
-    Then :func:`peak_memory` of every method at ``memory_shapes`` (target: within
+    The time sweeps also hold :data:`REFERENCE_NEW` and :data:`REFERENCE_BUFFER`. Then
+    :func:`peak_memory` of every method at ``memory_shapes`` (target: within
     :data:`MEMORY_TARGET` times the input).
     """
     from tqdm.auto import tqdm
@@ -155,6 +164,7 @@ def run_scaling_benchmark(
     names = [_IDIOMATIC, *(ESTIMATORS if methods is None else methods)]
     for name in names[1:]:
         check_choice("method", name, tuple(ESTIMATORS))
+    timed = [*names, REFERENCE_NEW, REFERENCE_BUFFER]
     check_choice("rewards", rewards, BENCH_REWARDS)
     check_int("repeats", repeats, minimum=1)
     check_int_list("batches", batches, minimum=1)
@@ -166,14 +176,18 @@ def run_scaling_benchmark(
     with torch_threads(threads):
         for sweep, shape in plan:
             r = bench_rewards(rewards, shape, torch.Generator().manual_seed(0))
-            times: dict[str, list[float]] = {name: [] for name in names}
+            buffer = torch.empty_like(r)
+            calls = {name: (lambda name=name: _call(name, r)) for name in names}
+            calls[REFERENCE_NEW] = lambda: torch.sub(r, 1.0)
+            calls[REFERENCE_BUFFER] = lambda: torch.sub(r, 1.0, out=buffer)
+            times: dict[str, list[float]] = {name: [] for name in timed}
             for repeat in range(repeats + 1):  # the first round warms up and is not counted
-                for name in names:
+                for name in timed:
                     start = time.perf_counter()
-                    _call(name, r)
+                    calls[name]()
                     if repeat:
                         times[name].append(time.perf_counter() - start)
-            for name in names:
+            for name in timed:
                 ns = 1e9 * float(np.median(times[name])) / r.numel()
                 before = previous.get((sweep, name))
                 rows.append(ScalingRow(sweep, name, shape[0], shape[1], ns, ns / before if before else float("nan")))
@@ -208,6 +222,10 @@ def format_scaling_table(result: Scaling) -> str:
                 cells.append(f"{r.ns_per_reward:>11.1f}{mark}")
             lines.append(f"{name:<18}" + "".join(cells))
         lines.append("")
+    if any(r.method == REFERENCE_NEW for r in result.rows):
+        lines += [f"({REFERENCE_NEW!r} and {REFERENCE_BUFFER!r}: one elementwise operation writing a fresh array, and the "
+                  "same into an array allocated once; a step in the first and not the second is the price of fresh "
+                  "memory, which every temporary of an estimator pays, not of its arithmetic)", ""]
     if result.memory:
         lines.append(f"peak memory beyond the input, in MiB and in inputs (target <= {MEMORY_TARGET:g}x)")
         shapes = list(dict.fromkeys((m.B, m.G) for m in result.memory))
