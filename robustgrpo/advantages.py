@@ -1593,9 +1593,9 @@ def _compute_apart(est: Estimator, bound: Mapping[str, Any], values: torch.Tenso
     With a declared range no group's result depends on another's (the tie tolerance comes from the range, not
     from the batch), so the estimator runs on every group as it came, without a mask (``n``, ``extremes``,
     ``ordered`` and ``median`` from before the range), and again on the groups ``apart`` with their mask; their
-    rows replace those of the first run, with zeros and no clip flag at their masked rewards. Each group gets what a call on it
-    alone gives, and the masked arithmetic (a ``[B, G]`` selection per step) covers the few groups that need it.
-    Returns the result, the groups' valid counts and their spread.
+    rows replace those of the first run, with zeros and no clip flag at their masked rewards. Each group gets
+    what a call on it alone gives, and the masked arithmetic (a ``[B, G]`` selection per step) covers the few
+    groups that need it. Returns the result, the groups' valid counts and their spread.
     """
     if est.sorts is not None and ordered is None:
         ordered = _sort_groups(values, None, est.sorts)
@@ -1608,15 +1608,20 @@ def _compute_apart(est: Estimator, bound: Mapping[str, Any], values: torch.Tenso
                                  None if floor is None else floor.index_select(0, apart),
                                  None if batch_ids is None else batch_ids.index_select(0, apart), None, "batch",
                                  residue.index_select(0, apart), None)
-    masked = ~part_valid  # (what the entry point's mask does: no advantage, no clip there)
-    part = part._replace(advantages=part.advantages.masked_fill(masked, 0),
+    # (what the entry point's mask does at the masked rewards: no advantage, no clip)
+    part = part._replace(advantages=part.advantages.masked_fill(~part_valid, 0),
                          clipped=None if part.clipped is None else part.clipped & part_valid)
-    def merge(whole: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:  # (in place where the first run's result is its own)
-        own = whole.is_contiguous() and whole.untyped_storage().data_ptr() != values.untyped_storage().data_ptr()
-        return whole.index_copy_(0, apart, rows) if own else whole.index_copy(0, apart, rows)
+    merged = Computed(*(None if whole is None else _put_rows(whole, apart, rows, values) for whole, rows in zip(out, part)))
+    return merged, _put_rows(n, apart, part_n, values), _put_rows(spread, apart, part_spread, values)
 
-    merged = Computed(*(None if whole is None else merge(whole, rows) for whole, rows in zip(out, part)))
-    return merged, merge(n, part_n), merge(spread, part_spread)
+
+def _put_rows(whole: torch.Tensor, rows: torch.Tensor, new: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """``whole`` with its ``rows`` replaced by ``new``: in place for a contiguous ``[B, G]`` array of its own (not the
+    caller's ``values``, which an estimator may hand back), else in a copy (the ``[B]`` results, which an
+    estimator may share between fields, cost little to copy)."""
+    own = (whole.dim() == 2 and whole.is_contiguous()
+           and whole.untyped_storage().data_ptr() != values.untyped_storage().data_ptr())
+    return whole.index_copy_(0, rows, new) if own else whole.index_copy(0, rows, new)
 
 
 def compute_advantages(
