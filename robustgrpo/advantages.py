@@ -1527,20 +1527,17 @@ def _resort_changed(ordered: tuple[torch.Tensor, torch.Tensor | None], values: t
     return tuple(None if whole is None else whole.index_copy(0, rows, new) for whole, new in zip(ordered, part))
 
 
-def _extremes_of_sorted(sorted_values: torch.Tensor, n: torch.Tensor, full: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`~robustgrpo.stats.value_extremes` of each group from its sorted valid rewards."""
-    if full:
+def _group_extremes(values: torch.Tensor, valid: torch.Tensor | None, n: torch.Tensor,
+                    ordered: tuple[torch.Tensor, torch.Tensor | None] | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`~robustgrpo.stats.value_extremes` of each group, read off its sorted valid rewards where ``ordered``
+    holds them (:func:`_sort_groups`; ``n`` valid per group)."""
+    if ordered is None:
+        return value_extremes(values, valid)
+    sorted_values = ordered[0]
+    if valid is None:
         return sorted_values[..., 0], sorted_values[..., -1]
     largest = order_statistic(sorted_values, n - 1)
     return sorted_values[..., 0], torch.where(n > 0, largest, torch.full((), -math.inf, dtype=largest.dtype, device=largest.device))
-
-
-def _range_of_sorted(sorted_values: torch.Tensor, n: torch.Tensor, full: bool) -> torch.Tensor:
-    """``max - min`` of each group from its sorted valid rewards (:func:`~robustgrpo.stats.value_range`'s values)."""
-    if full:
-        return sorted_values[..., -1] - sorted_values[..., 0]
-    spread = order_statistic(sorted_values, n - 1) - sorted_values[..., 0]
-    return torch.where(n > 0, spread, torch.zeros((), dtype=spread.dtype, device=spread.device))
 
 
 def _tie_reference(values: torch.Tensor, valid: torch.Tensor | None, n: torch.Tensor, spread: torch.Tensor,
@@ -1567,9 +1564,9 @@ def _compute(est: Estimator, bound: Mapping[str, Any], values: torch.Tensor, val
              scale_given: torch.Tensor | None) -> tuple[Computed, torch.Tensor]:
     """The estimator on groups ready for it (after the range; sorted where it sorts): their spread, median and
     tie reference where it needs them, then its result; returns the result and the spread."""
+    spread = value_range(values, valid, _group_extremes(values, valid, n, ordered) if extremes is None else extremes)
     sorted_values, order = (None, None) if ordered is None else ordered
     del ordered
-    spread = value_range(values, valid, extremes) if sorted_values is None else _range_of_sorted(sorted_values, n, valid is None)
     if sorted_values is None:
         median = None
     elif median is None:
@@ -1793,7 +1790,7 @@ def compute_advantages(
         residue = torch.full(values.shape[:-1], float(tol), dtype=values.dtype, device=values.device)
     extremes = None  # (each group's smallest and largest reward, for the range's test and the spread)
     if reward_range is not None:
-        extremes = value_extremes(values, valid) if ordered is None else _extremes_of_sorted(ordered[0], n, valid is None)
+        extremes = _group_extremes(values, valid, n, ordered)
     dense = valid is None
     values, valid, outside, span, hit = _apply_reward_range(values, valid, reward_range, out_of_range, residue, extremes)
     floor = residue if tol is None else None
