@@ -136,7 +136,8 @@ def test_trl_trainer_trains_on_our_advantages_and_names_the_estimator(tmp_path, 
     trainer.train()
 
     assert len(returned) == 2 and len(recorder.loss) == 2 and len(recorder.reported) == 2  # two steps, one batch each
-    for rewards, ours, used, logged in zip(returned, recorder.ours, recorder.loss, recorder.reported):
+    for rewards, ours, used, logged, trl_own in zip(returned, recorder.ours, recorder.loss, recorder.reported,
+                                                     recorder.trl_own):
         grouped = torch.tensor(_nan(rewards)).view(-1, 4)
         expected = compute_advantages(grouped, "robust", nan_policy="omit", c=2.0).advantages.reshape(-1)
         trl_default = compute_advantages(grouped, "grpo", nan_policy="omit", eps=1e-4).advantages.reshape(-1)
@@ -147,11 +148,23 @@ def test_trl_trainer_trains_on_our_advantages_and_names_the_estimator(tmp_path, 
         assert float(used["advantages"].max()) == 2.0  # the glitch, clipped at c = 2
         assert int((used["advantages"] == 0).sum()) >= 1  # the unscorable completion gets 0, as in TRL
         result = compute_advantages(grouped, "robust", nan_policy="omit", c=2.0)
-        for name, value in advantage_metrics(result, trl_default.view(-1, 4), ~torch.isnan(grouped)).items():
+        # the signs are compared with TRL's own advantages, as its step computed them
+        for name, value in advantage_metrics(result, trl_own["advantages"].view(-1, 4), ~torch.isnan(grouped)).items():
             assert logged[f"robustgrpo/{name}"] == pytest.approx(value)
         assert logged["robustgrpo/clipped_fraction"] == pytest.approx(1 / 7)  # the 10 among 7 scored completions
         assert logged["robustgrpo/estimator/robust"] == 1.0
         assert 0 < logged["robustgrpo/advantage_seconds"] < logged["step_time"]  # the adapter's block, inside the step
+    # TRL's own advantages are read from its log, bit for bit; where the log is shorter than the batch they are
+    # recomputed as TRL computes them
+    per_func = torch.tensor(_nan(returned[-1])).unsqueeze(-1)
+    marked = torch.arange(8.0) - 3.5  # (values no estimator gives these rewards: they can only come from the log)
+    trainer._logs["advantages"].extend(marked.tolist())
+    assert torch.equal(trainer._robust_advantages(per_func, 4)[1].reshape(-1), marked)
+    trainer._logs["advantages"].clear()
+    trainer._logs["advantages"].extend([0.0] * 7)
+    recomputed = trainer._robust_advantages(per_func, 4)[1]
+    torch.testing.assert_close(recomputed, compute_advantages(per_func.view(-1, 4), "grpo", nan_policy="omit",
+                                                              eps=1e-4).advantages, rtol=0, atol=0)
     # the policy moved, and the logged advantages are the ones used
     assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
     table = pd.read_parquet(tmp_path / "completions" / "completions_00002.parquet")

@@ -61,7 +61,7 @@ ones TRL logged.
 * The trainer's metrics gain ``robustgrpo/fallback_rate``, ``robustgrpo/clipped_fraction``,
   ``robustgrpo/sign_flip_fraction`` and ``robustgrpo/out_of_range_fraction``
   (:func:`~robustgrpo.integrations.advantage_metrics`; signs against TRL's own advantages for
-  the same aggregation), ``robustgrpo/advantage_seconds`` (the wall-clock seconds of this
+  the same aggregation, as TRL's step computed and logged them), ``robustgrpo/advantage_seconds`` (the wall-clock seconds of this
   block, the time the adapter adds to a step) and ``robustgrpo/estimator/<name>``. TRL's
   ``reward``, ``reward_std`` and ``frac_reward_zero_std`` describe rewards and stay as they
   are.
@@ -81,6 +81,7 @@ import logging
 import math
 import time
 from functools import lru_cache
+from itertools import islice
 from typing import Any
 
 import torch
@@ -192,22 +193,37 @@ def _trainer_class() -> type:
             self._gathered_rewards = rewards_per_func  # [N over all processes, reward functions]
             return rewards_per_func
 
+        def _trl_own_advantages(self, n: int, device: torch.device) -> torch.Tensor | None:
+            """The advantages TRL's own step just computed for the whole batch (the last ``n`` it logged), or None
+            where its log keeps fewer (a log shorter than the batch: TRL's ``generation_batch_size``)."""
+            logged = self._logs["advantages"]
+            if len(logged) < n:
+                return None
+            return torch.tensor(list(islice(logged, len(logged) - n, None)), dtype=torch.float32, device=device)
+
         def _robust_advantages(self, per_func: torch.Tensor, group: int) -> tuple[AdvantageResult, torch.Tensor, torch.Tensor]:
-            """The estimator's advantages ``[B, G]``, TRL's own for the same rewards, and the valid samples."""
+            """The estimator's advantages ``[B, G]``, TRL's own for the same rewards, and the valid samples.
+
+            TRL's own are read from its log, where it has just put them; recomputed (``grpo`` with TRL's eps, the
+            same aggregation) only where the log is shorter than the batch.
+            """
             weights = self.reward_weights.to(per_func.device)
+            trl_own = self._trl_own_advantages(per_func.shape[0], per_func.device)
             if self._aggregation == "normalize_then_sum":
                 grouped = per_func.view(-1, group, per_func.shape[-1])
                 result = compute_multi_reward_advantages(grouped, weights.tolist(), self.advantage_method,
                                                          nan_policy="omit", **self.advantage_params)
-                reference = compute_multi_reward_advantages(grouped, weights.tolist(), "grpo", nan_policy="omit",
-                                                            eps=TRL_EPS).advantages
-                return result, reference, ~torch.isnan(grouped).all(-1)
+                if trl_own is None:
+                    trl_own = compute_multi_reward_advantages(grouped, weights.tolist(), "grpo", nan_policy="omit",
+                                                              eps=TRL_EPS).advantages
+                return result, trl_own.view(-1, group), ~torch.isnan(grouped).all(-1)
             rewards = (per_func * weights.unsqueeze(0)).nansum(dim=1)
             rewards[torch.isnan(per_func).all(dim=1)] = math.nan  # unscorable, as TRL
             grouped = rewards.view(-1, group)
             result = compute_advantages(grouped, self.advantage_method, nan_policy="omit", **self.advantage_params)
-            reference = compute_advantages(grouped, "grpo", nan_policy="omit", eps=TRL_EPS).advantages
-            return result, reference, ~torch.isnan(grouped)
+            if trl_own is None:
+                trl_own = compute_advantages(grouped, "grpo", nan_policy="omit", eps=TRL_EPS).advantages
+            return result, trl_own.view(-1, group), ~torch.isnan(grouped)
 
         def _generate_and_score_completions(self, inputs):
             output = super()._generate_and_score_completions(inputs)
