@@ -43,7 +43,7 @@ from browser_util import (
 )
 
 from robustgrpo.book.grid.engine import CLEAN_MODEL_CHOICES, CONTROLS, DashboardData, dashboard_data
-from robustgrpo.book.grid.views import MAX_MARKERS
+from robustgrpo.book.grid.views import MAX_MARKERS, MAX_REWARD_MARKERS
 from robustgrpo.book.grid.widget import READOUT_COLUMNS
 
 pytestmark = pytest.mark.slow
@@ -299,12 +299,19 @@ def test_key_press_latency_as_the_user_sees_it_is_reported_per_control(chromium,
             if start:
                 press(page, "group size G", start)
                 _settle(page)
-                # the advantage panel draws at most MAX_MARKERS markers per trace; the rewards panel every sample
+                # the advantage panel draws at most MAX_MARKERS markers per trace; the rewards panel at most
+                # MAX_REWARD_MARKERS uncontaminated ones (on a line through them all), and every contaminated sample
                 data, _ = _exported(page)
                 drawn = page.evaluate("() => document.querySelectorAll('.rg-dashboard .js-plotly-plot path.point').length")
-                rewards = data.G + int(data.group_contaminated.sum())  # (and the clean reward of each hit)
+                hits = int(data.group_contaminated.sum())
+                clean = math.ceil((data.G - hits) / math.ceil((data.G - hits) / MAX_REWARD_MARKERS))  # (every k-th)
+                rewards = clean + 2 * hits  # (each contaminated sample and its clean reward)
                 thinned = 2 * len(data.methods) * MAX_MARKERS  # (each estimator's advantages and its clean ones)
-                assert abs(drawn - rewards - thinned) <= 2 * len(data.methods), (drawn, rewards, thinned)
+                assert data.G - hits > MAX_REWARD_MARKERS and data.G > MAX_MARKERS
+                assert abs(drawn - rewards - thinned) <= 2 * len(data.methods) + 1, (drawn, rewards, thinned)
+                line = page.evaluate("() => document.querySelector('.rg-dashboard .js-plotly-plot').data"
+                                     ".find(t => t.meta === 'group:clean').mode")
+                assert line == "lines+markers", line
             for label in SLIDERS:
                 for i, key in enumerate(("ArrowLeft", "ArrowRight", "ArrowLeft", "ArrowRight")):
                     count = page.evaluate("() => window.rgLatency.length")

@@ -43,7 +43,7 @@ from robustgrpo.book.grid.engine import (
 )
 from robustgrpo.lab.metrics import agreement_from_advantages, agreement_grid, update_cosine
 from robustgrpo.book.interactive import trace_by_meta
-from robustgrpo.book.grid.views import EMPTY_BIN, plot_linked_views, update_linked_views
+from robustgrpo.book.grid.views import EMPTY_BIN, MAX_REWARD_MARKERS, plot_linked_views, update_linked_views
 from robustgrpo.book.grid.plots import plot_clip_schedule, plot_heatmaps
 from robustgrpo.book.dashboards import dashboard, readout_html
 from robustgrpo.book.widget import COMPLETE_AFTER_S
@@ -818,7 +818,7 @@ def test_trace_data_are_plain_lists_so_the_browser_reply_raises_nothing(dash):
 
 MOVES = st.lists(
     st.one_of(
-        st.tuples(st.just("G"), st.sampled_from([2, 5, 8, 16])),
+        st.tuples(st.just("G"), st.sampled_from([2, 5, 8, 16, 96])),  # (96: the rewards panel draws a line)
         st.tuples(st.just("c"), st.sampled_from([1.0, 2.5, 3.7, 5.0])),
         st.tuples(st.just("rate"), st.sampled_from([0.0, 0.05, 0.5, 0.1 + 0.01])),
         st.tuples(st.just("size"), st.sampled_from([1.0, 10.0, 10 ** 1.2999999999999998, 10_000.0])),
@@ -849,6 +849,8 @@ def _assert_figure_shows(fig, data: DashboardData) -> None:
         assert list(traces[f"hist:{m}:contaminated"].customdata) == data.counts_contaminated[m].tolist(), m
     assert list(traces["group:contaminated"].y) == data.group_rewards[order][hit].astype(float).tolist()
     assert list(traces["group:clean"].y) == data.group_rewards[order][~hit].astype(float).tolist()
+    # a line through the uncontaminated rewards once plotly draws only every k-th of their markers
+    assert traces["group:clean"].mode == ("lines+markers" if int((~hit).sum()) > MAX_REWARD_MARKERS else "markers")
     assert list(traces["adv:clip"].y) == [data.c, data.c, None, -data.c, -data.c]
     assert traces["adv:clip"].visible is bool(data.clip_methods)
     assert fig.layout.annotations[0].text == f"rewards of group {data.group}"
@@ -1129,3 +1131,16 @@ def test_drift_dashboard_status_reset_and_export():
     assert drift_dashboard(G=4, estimator="dr_grpo").controls["c"].disabled
     with pytest.raises(ValueError, match="c must be on the clip c slider's grid"):
         drift_dashboard(c=2.55)
+
+
+def test_above_its_marker_limit_the_rewards_panel_draws_a_line_through_every_reward():
+    """Plotly draws every k-th marker above MAX_REWARD_MARKERS uncontaminated rewards; the line keeps them all."""
+    dash = dashboard(n_groups=10, G=16, seed=4)
+    clean = trace_by_meta(dash.figure)["group:clean"]
+    assert clean.mode == "markers" and clean.marker.maxdisplayed == MAX_REWARD_MARKERS
+    dash.controls["G"].value = 96
+    hit = dash.data.group_contaminated
+    assert clean.mode == "lines+markers" and len(clean.y) == 96 - int(hit.sum()) > MAX_REWARD_MARKERS
+    _assert_figure_shows(dash.figure, dash.data)
+    dash.controls["G"].value = 16
+    assert clean.mode == "markers"

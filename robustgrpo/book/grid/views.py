@@ -2,9 +2,10 @@
 
 :func:`plot_linked_views` builds one plotly ``FigureWidget`` with four panels:
 
-1. *rewards of one group*, sorted, uncontaminated samples in grey,
-   contaminated samples highlighted, with the clean reward each of them had
-   (hollow);
+1. *rewards of one group*, sorted, uncontaminated samples in grey (above
+   :data:`MAX_REWARD_MARKERS` of them, every k-th marker on a line through
+   them all), contaminated samples highlighted, with the clean reward each of
+   them had (hollow);
 2. *that group's advantages per estimator*, in the same sample order, each
    estimator in its house colour (:data:`~robustgrpo.book.style.ESTIMATOR_COLORS`),
    hollow markers for the advantages the clean rewards would have given,
@@ -45,18 +46,23 @@ from robustgrpo.advantages import ESTIMATORS
 from robustgrpo.book.interactive import CLEAN_SAMPLE_COLOR, CONTAMINATED_COLOR, autosized, figure_widget, plotly_values, trace_by_meta
 from robustgrpo.book.style import estimator_color
 
-__all__ = ["EMPTY_BIN", "FIGURE_HEIGHT", "MAX_MARKERS", "LinkedViewData", "plot_linked_views", "update_linked_views"]
+__all__ = ["EMPTY_BIN", "FIGURE_HEIGHT", "MAX_MARKERS", "MAX_REWARD_MARKERS", "LinkedViewData", "plot_linked_views", "update_linked_views"]
 
 #: Height drawn for an empty histogram bin: below the count axis, so a line drops out of view there.
 EMPTY_BIN = 0.5
 #: Height of the linked views (px): with the controls beside them, on one 1280 x 800 screen.
 FIGURE_HEIGHT = 560
 #: The most markers each estimator's advantages (and their hollow clean twins) draw: above it, plotly draws every
-#: k-th (its ``marker.maxdisplayed``, staggered between traces), the line still through every sample. At G = 256
-#: the panel's 2,000 markers, each an SVG element, were most of a redraw in the page (key press to the first change
-#: 304 -> 143 ms, to ready 365 -> 172 ms for a c move, measured by the browser test); 256 markers on a panel a few
-#: hundred pixels wide overlap anyway.
-MAX_MARKERS = 64
+#: k-th (its ``marker.maxdisplayed``, staggered between traces), the line still through every sample. Each marker is
+#: an SVG element that plotly styles on every redraw, and every move redraws the whole figure (a data or a layout
+#: edit alike), about 0.1 ms per marker in the page. At G = 256 the panel's 2,000 markers were most of a redraw (key
+#: press to the first change 304 -> 143 ms for a c move with 64, measured by the browser test); 32 of them and 64
+#: reward markers took a redraw in the page from 116-120 to 76-83 ms. 256 markers on a panel a few hundred pixels
+#: wide overlap anyway.
+MAX_MARKERS = 32
+#: The most uncontaminated reward markers the rewards panel draws: above it every k-th, on a grey line through
+#: every reward (every contaminated sample and its clean reward keep their markers).
+MAX_REWARD_MARKERS = 64
 
 _PARTS = {"uncontaminated": (2, 3), "contaminated": (3, 4)}  # histogram part -> (subplot row, axis suffix)
 _NO_HITS = "no_hits"  # name of the note shown in the contaminated panel when nothing is hit
@@ -147,7 +153,8 @@ def plot_linked_views(
     fig = go.Figure(base)  # filled as a plain figure, then wrapped: see the end of this function
     marker_line = dict(width=1, color="white")
     fig.add_trace(go.Scatter(meta="group:clean", name="uncontaminated sample", mode="markers", legendgroup="samples",
-                             marker=dict(color=CLEAN_SAMPLE_COLOR, size=7, line=marker_line),
+                             marker=dict(color=CLEAN_SAMPLE_COLOR, size=7, line=marker_line, maxdisplayed=MAX_REWARD_MARKERS),
+                             line=dict(color=CLEAN_SAMPLE_COLOR, width=1),
                              hovertemplate="sample %{customdata}: reward %{y:.4g}<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Scatter(meta="group:before", name="its clean reward", mode="markers", legendgroup="samples",
                              marker=dict(color=CONTAMINATED_COLOR, size=8, symbol="circle-open"),
@@ -247,8 +254,9 @@ def _restyle_changed(fig: Any, traces: Mapping[str, Any], values: Mapping[str, M
 def update_linked_views(fig: Any, data: LinkedViewData) -> None:
     """Move a :func:`plot_linked_views` figure to ``data``, in place.
 
-    Sends the traces' ``x``, ``y``, ``customdata`` and ``visible`` that
-    changed (as lists, :func:`plotly_values`) in one restyle, then the ±c
+    Sends the traces' ``x``, ``y``, ``customdata`` and ``visible`` (and the
+    rewards panel's ``mode``: a line through the uncontaminated rewards above
+    :data:`MAX_REWARD_MARKERS` of them) that changed (as lists, :func:`plotly_values`) in one restyle, then the ±c
     lines, the count axes' ranges, the first panel's title and the
     no-contamination note inside one ``fig.batch_update()``; no trace is
     added or removed, so the figure and its trace objects stay the same.
@@ -276,7 +284,8 @@ def update_linked_views(fig: Any, data: LinkedViewData) -> None:
     order_ids = _indices(order)
     x_all = plotly_values(x)
     values: dict[str, dict[str, Any]] = {
-        "group:clean": dict(x=plotly_values(x[~hit]), y=plotly_values(rewards[~hit]), customdata=_indices(order[~hit])),
+        "group:clean": dict(x=plotly_values(x[~hit]), y=plotly_values(rewards[~hit]), customdata=_indices(order[~hit]),
+                            mode="markers" if int((~hit).sum()) <= MAX_REWARD_MARKERS else "lines+markers"),
         "group:contaminated": dict(x=plotly_values(x[hit]), y=plotly_values(rewards[hit]), customdata=_indices(order[hit])),
         "group:before": dict(x=plotly_values(x[hit]), y=plotly_values(clean_rewards[hit]), customdata=_indices(order[hit])),
     }
