@@ -43,7 +43,7 @@ from browser_util import (
 )
 
 from robustgrpo.book.grid.engine import CLEAN_MODEL_CHOICES, CONTROLS, DashboardData, dashboard_data
-from robustgrpo.book.grid.views import MAX_MARKERS, MAX_REWARD_MARKERS
+from robustgrpo.book.grid.views import MARGIN, MAX_MARKERS, MAX_REWARD_MARKERS
 from robustgrpo.book.grid.widget import READOUT_COLUMNS
 
 pytestmark = pytest.mark.slow
@@ -279,7 +279,10 @@ LATENCY = """() => {
   new MutationObserver(changed).observe(plot, {childList: true, subtree: true, attributes: true, characterData: true});
   new MutationObserver(() => { changed(); if (current && current.ready === null) current.final = performance.now(); })
     .observe(document.querySelector('.rg-readout').parentElement, {childList: true, subtree: true, characterData: true});
-  plot.on('plotly_afterplot', () => { if (current && current.ready === null) current.plotted = performance.now(); });
+  window.rgMargins = [];  // the figure's margins at every drawing: plotly lays a figure out twice when they change
+  plot.on('plotly_afterplot', () => {
+    const m = plot._fullLayout._size; window.rgMargins.push([m.l, m.r, m.t, m.b].join(' '));
+    if (current && current.ready === null) current.plotted = performance.now(); });
   new MutationObserver(() => {
     const s = document.querySelector('.rg-status'); const state = s && s.dataset.state;
     if (!current || current.ready !== null || !state) return;
@@ -326,6 +329,9 @@ def test_key_press_latency_as_the_user_sees_it_is_reported_per_control(chromium,
                     rows.append((size, label, last["change"] - last["key"], last["plotted"] - last["key"],
                                  last["final"] - last["key"], last["ready"] - last["key"]))
         assert widget_errors(page) == 0 and watch.errors == []
+        # no setting moved a margin (a preview's count labels "1000" and the full data's "10k" did, on every new G)
+        margins = set(page.evaluate("() => window.rgMargins"))
+        assert margins == {" ".join(str(MARGIN[k]) for k in "lrtb")}, margins
     finally:
         page.close()
     table = ["| setting | control | key press to the first change: the kernel's first answer, drawn | "

@@ -46,7 +46,7 @@ from robustgrpo.advantages import ESTIMATORS
 from robustgrpo.book.interactive import CLEAN_SAMPLE_COLOR, CONTAMINATED_COLOR, autosized, figure_widget, plotly_values, trace_by_meta
 from robustgrpo.book.style import estimator_color
 
-__all__ = ["EMPTY_BIN", "FIGURE_HEIGHT", "MAX_MARKERS", "MAX_REWARD_MARKERS", "LinkedViewData", "plot_linked_views", "update_linked_views"]
+__all__ = ["EMPTY_BIN", "FIGURE_HEIGHT", "MARGIN", "MAX_MARKERS", "MAX_REWARD_MARKERS", "LinkedViewData", "plot_linked_views", "update_linked_views"]
 
 #: Height drawn for an empty histogram bin: below the count axis, so a line drops out of view there.
 EMPTY_BIN = 0.5
@@ -60,6 +60,8 @@ FIGURE_HEIGHT = 560
 #: reward markers took a redraw in the page from 116-120 to 76-83 ms. 256 markers on a panel a few hundred pixels
 #: wide overlap anyway.
 MAX_MARKERS = 32
+#: The figure's margins (px): wide enough that no setting's labels push them (see :func:`plot_linked_views`).
+MARGIN = dict(l=70, r=20, t=95, b=55)
 #: The most uncontaminated reward markers the rewards panel draws: above it every k-th, on a grey line through
 #: every reward (every contaminated sample and its clean reward keep their markers).
 MAX_REWARD_MARKERS = 64
@@ -195,7 +197,11 @@ def plot_linked_views(
         shapes=clip_lines,
         hovermode="closest",
     )
-    autosized(fig, height=height, margin=dict(l=60, r=15, t=95, b=45))  # room for a legend of two rows (narrow windows)
+    # room for a legend of two rows (narrow windows) above, and beside and below the panels for the widest tick labels
+    # and axis titles any setting draws ("1000" on a count axis, an edge bin's label): plotly widens a margin that
+    # labels overflow and then lays the whole figure out again, which a preview and its full data (counts "1000" and
+    # "10k") made it do on every new G
+    autosized(fig, height=height, margin=MARGIN)
     fig.update_annotations(font_size=13, selector=dict(name=None))  # the panel titles
     fig.update_xaxes(title_text="sample, sorted by reward", row=1, col=1)
     fig.update_yaxes(title_text="reward", row=1, col=1)
