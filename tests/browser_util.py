@@ -299,6 +299,44 @@ def slider_readouts(page) -> dict[str, str]:
     return page.evaluate(SLIDER_READOUTS)
 
 
+#: JavaScript: from now on record the margins of every dashboard figure at each of its drawings (``window.rgMargins``,
+#: "figure index: l r t b"). Plotly widens a margin that a label overflows and then lays the whole figure out again.
+WATCH_MARGINS = """() => { window.rgMargins = [];
+  document.querySelectorAll('.rg-dashboard .js-plotly-plot').forEach((gd, i) => gd.on('plotly_afterplot', () => {
+    const m = gd._fullLayout._size; window.rgMargins.push(`${i}: ${m.l} ${m.r} ${m.t} ${m.b}`); })); }"""
+
+
+def move_and_wait(page, label: str, key: str) -> bool:
+    """Press ``key`` on the slider ``label``; when its value changed, wait for the kernel's new drawing to be the one
+    the figure shows and the status to say ready (the figure watcher's tags). False where the value did not move."""
+    before = slider_readouts(page)[label]
+    tag = page.evaluate("() => document.querySelector('.rg-dashboard .rg-status').dataset.expected")
+    press(page, label, key)
+    if slider_readouts(page)[label] == before:
+        return False
+    page.wait_for_function(
+        "(tag) => { const s = document.querySelector('.rg-dashboard .rg-status'); return s.dataset.expected !== tag "
+        "&& s.dataset.state === 'ready' && s.dataset.shown === s.dataset.expected; }", arg=tag, timeout=TIMEOUT)
+    return True
+
+
+def check_margins_stay(page) -> None:
+    """Move every slider of the dashboard to both ends and back, each move drawn before the next: every figure's
+    margins stay where they were (a label pushing one makes plotly lay the figure out a second time on that move)."""
+    page.evaluate(WATCH_MARGINS)
+    moved = 0
+    for label in slider_readouts(page):
+        for key in ("End", "Home", "ArrowRight"):
+            moved += move_and_wait(page, label, key)
+    margins = page.evaluate("() => window.rgMargins")
+    assert moved >= len(slider_readouts(page)) and len(margins) >= moved, (moved, margins)
+    by_figure: dict[str, set[str]] = {}
+    for entry in margins:
+        figure, _, sizes = entry.partition(": ")
+        by_figure.setdefault(figure, set()).add(sizes)
+    assert all(len(seen) == 1 for seen in by_figure.values()), by_figure
+
+
 def open_dashboard(chromium, url: str, size: tuple[int, int]):
     """A new page at ``url`` with a :class:`KernelWatch`, once its dashboard is drawn and ready."""
     page = chromium.new_page(viewport={"width": size[0], "height": size[1]}, accept_downloads=True)

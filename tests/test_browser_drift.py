@@ -22,6 +22,7 @@ from browser_util import (
     SCREENS,
     STATES,
     check_layout,
+    check_margins_stay,
     check_screens,
     cpu_burner,
     exported_call,
@@ -67,6 +68,17 @@ def test_page_opens_on_the_dashboard_and_fits_both_screens(chromium, url, artifa
             assert layout["dashboard"][1] < 200, "a screen of prose before the dashboard"
             check_layout(layout, on_screen=True)
             page.screenshot(path=artifacts / f"voila_drift_{size[0]}x{size[1]}.png")
+        assert widget_errors(page) == 0 and watch.errors == []
+    finally:
+        page.close()
+
+
+def test_no_slider_setting_moves_a_margin_so_plotly_lays_the_figure_out_once(chromium, url):
+    """Every slider to both ends and back: the figure's margins stay put (a label that outgrows one makes plotly
+    widen it and lay the whole figure out again on that move)."""
+    page, watch = open_dashboard(chromium, url, SCREENS[1])
+    try:
+        check_margins_stay(page)
         assert widget_errors(page) == 0 and watch.errors == []
     finally:
         page.close()

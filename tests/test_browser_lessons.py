@@ -18,6 +18,7 @@ from browser_util import (
     ROOT,
     TIMEOUT,
     check_layout,
+    check_margins_stay,
     check_screens,
     cpu_burner,
     open_dashboard,
@@ -224,6 +225,20 @@ def _assert_distributions_show(page, **state) -> None:
 
 TRACES_CUSTOM = """() => { const gd = document.querySelector('.rg-dashboard .js-plotly-plot');
   return gd.data.map(t => ({meta: t.meta, customdata: t.customdata ? Array.from(t.customdata) : null})); }"""
+
+
+@pytest.mark.parametrize("lesson", ["01_trap", "02_playground", "04_distributions"])
+def test_no_slider_setting_moves_a_margin_so_plotly_lays_each_figure_out_once(chromium, request, lesson):
+    """Every slider to both ends and back: each figure's margins stay put (the trap lesson's k and c moved its left
+    margin by the width of a tick label, so plotly laid the figure out twice on those moves)."""
+    url = request.getfixturevalue({"01_trap": "trap_url", "02_playground": "playground_url",
+                                   "04_distributions": "distributions_url"}[lesson])
+    page, watch = _open(chromium, url)
+    try:
+        check_margins_stay(page)
+        assert widget_errors(page) == 0 and watch.errors == [], f"the kernel sent errors: {watch.errors}"
+    finally:
+        page.close()
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
