@@ -24,7 +24,9 @@ __all__ = [
 ]
 
 
-TRAINER_TARGET_SHARE = 0.05
+#: The advantage block's share of a step that the target allows: 1 % of the shipped experiment's step (a 1-layer,
+#: 32-wide model with one-token completions, 30 to 50 ms a step, where the block's fixed per-call overhead decides).
+TRAINER_TARGET_SHARE = 0.01
 #: Estimators of the trainer case: the whole catalogue.
 TRAINER_BENCH_ESTIMATORS = tuple(ESTIMATORS)
 
@@ -67,8 +69,8 @@ def run_trainer_benchmark(
     estimator, over the measured steps of every round: ``steps_per_second`` = 1 / the median
     wall-clock step (generation, judge, advantages, loss, backward, optimizer), and ``share``
     = the median over steps of the adapter's advantage block
-    (``robustgrpo/advantage_seconds``: the estimator, TRL's grpo for the sign comparison, the
-    diagnostics) divided by that step's time. Target: ``share`` under
+    (``robustgrpo/advantage_seconds``: the estimator, TRL's own advantages read from its log for the
+    sign comparison, the diagnostics) divided by that step's time. Target: ``share`` under
     :data:`TRAINER_TARGET_SHARE`. Needs the ``integrations`` extra.
     """
     from tqdm.auto import tqdm
