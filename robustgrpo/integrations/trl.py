@@ -61,8 +61,9 @@ ones TRL logged.
 * The trainer's metrics gain ``robustgrpo/fallback_rate``, ``robustgrpo/clipped_fraction``,
   ``robustgrpo/sign_flip_fraction`` and ``robustgrpo/out_of_range_fraction``
   (:func:`~robustgrpo.integrations.advantage_metrics`; signs against TRL's own advantages for
-  the same aggregation, as TRL's step computed and logged them), ``robustgrpo/advantage_seconds`` (the wall-clock seconds of this
-  block, the time the adapter adds to a step) and ``robustgrpo/estimator/<name>``. TRL's
+  the same aggregation, as TRL's step computed and logged them),
+  ``robustgrpo/advantage_seconds`` (the wall-clock seconds of this block, the time the adapter
+  adds to a step) and ``robustgrpo/estimator/<name>``. TRL's
   ``reward``, ``reward_std`` and ``frac_reward_zero_std`` describe rewards and stay as they
   are.
 * The completions log (``log_completions=True``: ``output_dir/completions/*.parquet``) gains

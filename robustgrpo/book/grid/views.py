@@ -262,10 +262,11 @@ def update_linked_views(fig: Any, data: LinkedViewData) -> None:
 
     Sends the traces' ``x``, ``y``, ``customdata`` and ``visible`` (and the
     rewards panel's ``mode``: a line through the uncontaminated rewards above
-    :data:`MAX_REWARD_MARKERS` of them) that changed (as lists, :func:`plotly_values`) in one restyle, then the ±c
-    lines, the count axes' ranges, the first panel's title and the
-    no-contamination note inside one ``fig.batch_update()``; no trace is
-    added or removed, so the figure and its trace objects stay the same.
+    :data:`MAX_REWARD_MARKERS` of them) that changed (as lists,
+    :func:`plotly_values`) in one restyle, then the ±c lines, the count
+    axes' ranges, the first panel's title and the no-contamination note inside
+    one ``fig.batch_update()``; no trace is added or removed, so the figure
+    and its trace objects stay the same.
 
     Raises
     ------
