@@ -71,7 +71,12 @@ def plotly_values(values: Any) -> list[float | None]:
 
 
 def autosized(fig: Any, *, height: int, margin: Mapping[str, int]) -> None:
-    """Size ``fig`` to its container: ``autosize`` on, no width, the given height and margins."""
+    """Size ``fig`` to its container: ``autosize`` on, no width, the given height and margins.
+
+    The margins should hold every setting's tick labels, axis titles and legend: plotly widens a margin that a
+    label overflows and then lays the whole figure out a second time, on every move whose labels change its width.
+    The browser tests move every slider of each page to both ends and check that no margin moves.
+    """
     fig.update_layout(autosize=True, width=None, height=height, margin=dict(margin))
 
 

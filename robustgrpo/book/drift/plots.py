@@ -369,8 +369,6 @@ def drift_views(data, *, height: int = 560):
     fig.add_trace(go.Scatter(meta="cos", name="cosine with the clean update", mode="lines",
                              line=dict(color=VIEW_COLORS["cos"])), row=2, col=1)  # its own colour: one legend
     fig.update_layout(template="plotly_white", legend=dict(orientation="h", yanchor="bottom", y=1.08, x=0))
-    # room for every setting's tick labels and axis titles (plotly widens a margin a label overflows and lays the
-    # figure out again)
     autosized(fig, height=height, margin=dict(l=66, r=15, t=70, b=55))
     fig.update_annotations(font_size=13)
     fig.update_yaxes(title_text="true reward (seed mean)", row=1, col=1)

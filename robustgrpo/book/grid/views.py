@@ -197,10 +197,8 @@ def plot_linked_views(
         shapes=clip_lines,
         hovermode="closest",
     )
-    # room for a legend of two rows (narrow windows) above, and beside and below the panels for the widest tick labels
-    # and axis titles any setting draws ("1000" on a count axis, an edge bin's label): plotly widens a margin that
-    # labels overflow and then lays the whole figure out again, which a preview and its full data (counts "1000" and
-    # "10k") made it do on every new G
+    # room for a legend of two rows (narrow windows) above; l: a preview's count labels "1000" are wider than the
+    # full data's "10k", which moved the margin on every new G (see autosized)
     autosized(fig, height=height, margin=MARGIN)
     fig.update_annotations(font_size=13, selector=dict(name=None))  # the panel titles
     fig.update_xaxes(title_text="sample, sorted by reward", row=1, col=1)

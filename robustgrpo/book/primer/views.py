@@ -85,8 +85,6 @@ def playground_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
                       # in a narrow window, was left over the panel titles when the window widened
                       legend=dict(orientation="h", yref="container", yanchor="top", y=1, x=0, font=dict(size=12)))
     autosized(fig, height=height, margin=dict(l=60, r=20, t=115, b=55))  # room for a legend of three rows
-    # (and for every setting's tick labels and axis titles: plotly widens a margin a label overflows and lays the
-    # figure out again)
     fig.update_annotations(font_size=13)  # four panel titles in a narrow column
     fig.update_yaxes(showticklabels=False, showgrid=False, zeroline=False, range=[-1.2, 1.2], row=1, col=1)
     fig.update_xaxes(title_text="value", row=1, col=1)

@@ -82,8 +82,7 @@ def trap_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
                       # pushed the top margin when it took two rows and was left there, over the titles, when the window widened
                       legend=dict(orientation="h", yref="container", yanchor="top", y=1, x=0, font=dict(size=12)))
     autosized(fig, height=height, margin=dict(l=66, r=20, t=125, b=55))  # room for a legend of three rows (Lab's column)
-    # (beside and below the panels: room for every setting's tick labels and axis titles, so that plotly never widens
-    # a margin and lays the figure out again, as it did on k and c moves when a label outgrew 60 px)
+    # (l: the k and c moves drew labels 62 px wide; see autosized)
     fig.update_annotations(font_size=14)
     # the top panels' axis is named in their title: an x title there met the bottom panel's title once the
     # legend took three lines in a narrow column (JupyterLab's, beside the controls)
