@@ -351,7 +351,10 @@ def huber_proposal2(
     exists (a denominator > 0, something inside, a positive scale) and does
     not raise F; splits therefore cannot cycle. A split with no solution
     means the scale must grow: the step then tries the split with the nearest
-    outside value(s) taken inside. A row with no acceptable exact step takes
+    outside value(s) taken inside and the split with every value inside, and
+    takes the one with the lower F (on 0/1 rewards with jitter the outside
+    values are a tight cluster that comes inside at once: one at a time, each
+    try fails). A row with no acceptable exact step takes
     the plain step, or, when that happens twice running, a coordinate step
     (the scale that solves the scale equation at the current location,
     exactly, then the location step at that scale), which cannot creep along
@@ -504,7 +507,8 @@ def _huber_grown_step(
     now: torch.Tensor, c: float, gamma: float, slack: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """For rows whose split has no exact solution (the scale must grow): the exact step of the split
-    with the nearest outside value(s) taken inside.
+    with the nearest outside value(s) taken inside, or of the split with every value inside, whichever
+    has the lower objective.
 
     Returns the location, scale and objective of that step and where it is taken: only where it
     lowers the objective strictly (its point is not a fixed point unless the next step's own split
@@ -516,7 +520,16 @@ def _huber_grown_step(
     amb = above_minus_below - torch.sign(dev).mul_(as_weights(nearest, u.dtype)).sum(-1)
     loc, scl, ok = _huber_split_solution(u, inside | nearest, amb, nf, floor, c, gamma)
     f = _huber_objective(u, valid, nf, loc, torch.where(ok, scl, one), c, gamma)
-    return loc, scl, f, ok & (f < now - slack * now.abs())
+    ok = ok & (f < now - slack * now.abs())
+    # every value inside: where the outside values are a tight cluster (0/1 rewards with jitter), taking in the
+    # nearest one fails again and again, and the plain and coordinate steps creep towards this split
+    every = torch.ones_like(inside) if valid is None else valid
+    loc_all, scl_all, ok_all = _huber_split_solution(u, every, torch.zeros_like(amb), nf, floor, c, gamma)
+    f_all = _huber_objective(u, valid, nf, loc_all, torch.where(ok_all, scl_all, one), c, gamma)
+    ok_all = ok_all & (f_all < now - slack * now.abs())
+    better = ok_all & (~ok | (f_all < f))
+    return (torch.where(better, loc_all, loc), torch.where(better, scl_all, scl), torch.where(better, f_all, f),
+            ok | ok_all)
 
 
 def _huber_plain_step(

@@ -743,6 +743,23 @@ def test_huber_m_reaches_its_fixed_point_in_six_steps(kind):
     torch.testing.assert_close(six.diagnostics.scale, converged.diagnostics.scale, rtol=1e-10, atol=0)
 
 
+def test_huber_m_takes_a_tight_cluster_inside_at_once():
+    """0/1 rewards of 256 with jitter far below the gap (the bench's "0/1+jitter"): where the fixed point has every
+    value inside, the outside correct answers come in together at the first step; taken one at a time, each try
+    failed and the plain and coordinate steps crept there in up to ten steps."""
+    from robustgrpo.bench.estimators import bench_rewards
+
+    r = bench_rewards("0/1+jitter", (512, 256), torch.Generator().manual_seed(0)).double()
+    two = compute_advantages(r, "huber_m", maxiter=2, tol=1e-12)
+    converged = compute_advantages(r, "huber_m", maxiter=1000, tol=1e-14)
+    torch.testing.assert_close(two.advantages, converged.advantages, rtol=0, atol=1e-9)
+    torch.testing.assert_close(two.diagnostics.scale, converged.diagnostics.scale, rtol=1e-10, atol=0)
+    # the rows this is about: every value inside at the fixed point (|A| <= huber_c), which the first split left out
+    ones = (r > 0.5).sum(-1)
+    everything = (converged.advantages.abs() <= 1.5).all(-1) & (ones >= 67) & (ones <= 71)
+    assert int(everything.sum()) >= 50
+
+
 def test_resolve_methods_names_the_argument_in_its_errors():
     resolve = robustgrpo.advantages.resolve_methods
     assert resolve(None) == list(ESTIMATORS) and resolve("rank") == ["rank"]
