@@ -1165,7 +1165,9 @@ def _huber_m(
     for :math:`c_H = 1.5`) the M-scale of proposal 2 shrinks towards 0 at
     every step; ``min_scale`` stops it at a quarter of the starting scale,
     which keeps the result continuous and independent of ``maxiter``. Rows
-    that do not converge in ``maxiter`` steps use the last iterate.
+    that do not converge in ``maxiter`` steps use the last iterate. With
+    ``min_scale=0`` a group whose resolved rewards all tie has M-scale 0 and
+    gets advantages 0 (its reported scale is the dtype's smallest normal).
     ``fallback`` flags groups that started from the fallback scale.
     """
     parts = _robust_parts(g, resolution)
@@ -1174,6 +1176,9 @@ def _huber_m(
         resolved, g.mask, g.n, parts.centre, parts.scale, c=huber_c, tol=tol, maxiter=maxiter,
         min_scale=min_scale * parts.scale, work=_buffer(g),  # (the sorted rewards' buffer, free: it held the parts' sorted u)
     )
+    # with min_scale = 0 a group whose resolved rewards all tie has M-scale 0: its advantages are 0 / tiny = 0, as a
+    # constant group's are in robust (and a reward off the tie would be clipped to +-c, the limit as the scale -> 0)
+    scale = scale.clamp_min(torch.finfo(scale.dtype).tiny)
     # (in the sorted rewards' buffer: the standardised values the fixed point held there are spent)
     adv, clipped = _clip(torch.sub(resolved, centre.unsqueeze(-1), out=_buffer(g)).div_(scale.unsqueeze(-1)), c)
     return Computed(adv, centre, scale, parts.fallback, clipped)

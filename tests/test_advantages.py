@@ -760,6 +760,20 @@ def test_huber_m_takes_a_tight_cluster_inside_at_once():
     assert int(everything.sum()) >= 50
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_huber_m_without_a_scale_floor_gives_a_group_tied_within_the_tolerance_zero(dtype):
+    """min_scale = 0 lets the M-scale of a group whose rewards all tie within the tie tolerance (wrong answers with a
+    tiny length term) reach 0; its advantages are 0, as robust's, not 0 / 0 (which raised an overflow error)."""
+    gen = torch.Generator().manual_seed(4)
+    r = (torch.rand(64, 16, generator=gen) < 0.3).to(dtype)
+    r[5] = 0.0
+    r += 1e-4 * torch.randn(64, 16, generator=gen, dtype=dtype)
+    res = compute_advantages(r, "huber_m", min_scale=0.0)
+    assert torch.equal(res.advantages[5], torch.zeros(16, dtype=dtype))
+    assert float(res.diagnostics.scale[5]) == torch.finfo(dtype).tiny
+    assert bool(torch.isfinite(res.advantages).all()) and float(res.advantages.abs().max()) <= 2.5
+
+
 def test_resolve_methods_names_the_argument_in_its_errors():
     resolve = robustgrpo.advantages.resolve_methods
     assert resolve(None) == list(ESTIMATORS) and resolve("rank") == ["rank"]
