@@ -1831,6 +1831,14 @@ def compute_advantages(
     if singleton == "reward":
         adv = torch.where(_valid(single.unsqueeze(-1), valid), values, adv)
     if not bool(torch.isfinite(adv.sum())) and not bool(torch.isfinite(adv).all()):
+        by_zero = torch.nonzero(~torch.isfinite(adv).all(-1) & (out.scale == 0)).squeeze(-1)
+        if by_zero.numel():  # a scale of 0 (a setting let it reach 0), not huge rewards
+            floors = [p.name for p in est.parameters if p.name in ("eps", "min_scale")]
+            raise ValueError(
+                f"{method} divides by a scale of 0 in {by_zero.numel()} group(s) (the first: group "
+                f"{int(by_zero[0])}, whose rewards tie too much for its scale); "
+                + (f"pass {' or '.join(f'{name} > 0' for name in floors)}" if floors else "choose another estimator")
+            )
         raise ValueError(
             f"{method} advantages overflow {dtype} (non-finite results) for these rewards (largest |reward| "
             f"{float(fill_invalid(values, valid, 0.0).abs().max()):.3g}); "

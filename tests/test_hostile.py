@@ -369,6 +369,17 @@ def test_float64_rewards_that_overflow_are_told_what_to_do_instead():
         compute_advantages(torch.tensor([[3e38, -3e38, 0.0, 0.0]]), "rloo")
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_scale_of_zero_is_named_with_the_setting_that_allowed_it(dtype):
+    """mc_grpo with eps = 0 on a 0/1 group (its raw MAD is 0) divides by 0: the error names the group and eps, not a
+    reward overflow (whose advice, float64 or rescaling, cannot help)."""
+    r = torch.tensor([[0.0, 1.0, 2.0, 3.0], [0.0, 0.0, 0.0, 1.0]], dtype=dtype)
+    with pytest.raises(ValueError, match=r"^mc_grpo divides by a scale of 0 in 1 group\(s\) \(the first: group 1, "
+                                         r"whose rewards tie too much for its scale\); pass eps > 0$"):
+        compute_advantages(r, "mc_grpo", eps=0.0)
+    assert compute_advantages(r[:1], "mc_grpo", eps=0.0).advantages.tolist() == [[-1.5, -0.5, 0.5, 1.5]]
+
+
 # -------------------------------------------------------------------------- sweep records
 
 
