@@ -432,25 +432,29 @@ def _huber_proposal2_rows(
     u = u if valid is None else u.masked_fill_(~valid, 0)
     nf = nf.to(x.dtype)
 
-    now = _huber_objective(u, valid, nf, loc, scl, c, gamma)  # F at the current point, carried between steps
+    # the steps' temporaries of the rows' size, allocated once: a fresh one per step costs more than the step's
+    # own arithmetic where the memory comes back from the system each time (page faults)
+    floats = torch.empty((2, *u.shape), dtype=u.dtype, device=u.device)
+    flags = torch.empty((3, *u.shape), dtype=torch.bool, device=u.device)
+    now = _huber_objective(u, valid, nf, loc, scl, c, gamma, work=floats)  # F at the current point, carried between steps
     stuck = torch.zeros_like(rows)  # consecutive steps without an exact step, per row
     for _ in range(maxiter):
         if rows.numel() == 0:
             break
+        work, (above, below, inside) = floats[:, : len(rows)], flags[:, : len(rows)]
         cs = c * scl.unsqueeze(-1)
-        dev = u - loc.unsqueeze(-1)
-        above, below = dev > cs, dev < -cs  # (|dev| > cs on either side: cs >= 0)
-        del dev  # (freed before the objective's temporaries; the grown step recomputes its rows')
+        dev = torch.sub(u, loc.unsqueeze(-1), out=work[0])
+        torch.gt(dev, cs, out=above), torch.lt(dev, -cs, out=below)  # (|dev| > cs on either side: cs >= 0)
         outside = above.logical_or_(below)
-        inside = ~outside
+        torch.logical_not(outside, out=inside)
         if valid is not None:
-            inside, outside, below = inside & valid, outside & valid, below & valid
+            inside.logical_and_(valid), outside.logical_and_(valid), below.logical_and_(valid)
         # |U| - |L| = (|U| + |L|) - 2 |L|, counted (exact: the sum of signs it stands for is an integer)
         above_minus_below = (count_true(outside) - 2 * count_true(below)).to(u.dtype)
         del below
         # the exact step for this split, taken where it exists and does not raise the objective
-        new_loc, new_scale, solvable = _huber_split_solution(u, inside, above_minus_below, nf, floor, c, gamma)
-        new_f = _huber_objective(u, valid, nf, new_loc, torch.where(solvable, new_scale, one), c, gamma)
+        new_loc, new_scale, solvable = _huber_split_solution(u, inside, above_minus_below, nf, floor, c, gamma, work=work)
+        new_f = _huber_objective(u, valid, nf, new_loc, torch.where(solvable, new_scale, one), c, gamma, work=work)
         jump = solvable & (new_f <= now + slack * now.abs())
         grown = torch.zeros_like(jump)
         if not bool(solvable.all()):
@@ -489,13 +493,14 @@ def _take(index: torch.Tensor, *tensors: torch.Tensor | None) -> tuple[torch.Ten
 
 
 def _huber_objective(u: torch.Tensor, valid: torch.Tensor | None, nf: torch.Tensor, loc: torch.Tensor,
-                     scl: torch.Tensor, c: float, gamma: float) -> torch.Tensor:
+                     scl: torch.Tensor, c: float, gamma: float, work: torch.Tensor | None = None) -> torch.Tensor:
     r"""Huber's jointly convex objective :math:`F(\mu, s)` of :func:`huber_proposal2`, per row.
 
     :math:`\rho_c(z) = m (2|z| - m) / 2` with :math:`m = \min(|z|, c)` (Huber 1981, section 7.7).
+    ``work`` (optional, ``[2, *u.shape]``) holds the temporaries.
     """
-    z = (u - loc.unsqueeze(-1)).div_(scl.unsqueeze(-1)).abs_()
-    m = z.clamp_max(c)
+    z = torch.sub(u, loc.unsqueeze(-1), out=None if work is None else work[0]).div_(scl.unsqueeze(-1)).abs_()
+    m = torch.clamp_max(z, c, out=None if work is None else work[1])
     rho = z.mul_(2).sub_(m).mul_(m)
     total = (rho if valid is None else rho.masked_fill_(~valid, 0)).sum(-1)
     return scl * (0.5 * total + 0.5 * (nf - 1) * gamma)
@@ -570,6 +575,7 @@ def _huber_split_solution(
     floor: torch.Tensor,
     c: float,
     gamma: float,
+    work: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     r"""Proposal 2's fixed point for one split of the values (see :func:`huber_proposal2`).
 
@@ -579,12 +585,16 @@ def _huber_split_solution(
 
     The sums over I multiply by the flags (:func:`as_weights`) instead of
     selecting with ``torch.where``, several times slower on the CPU where the
-    flags change from value to value.
+    flags change from value to value. ``work`` (optional, ``[2, *u.shape]``)
+    holds the temporaries.
     """
-    weight = as_weights(inside, u.dtype)
+    if work is None:
+        weight, spare = as_weights(inside, u.dtype), None
+    else:
+        weight, spare = work[1].copy_(inside.view(torch.uint8)), work[0]
     n_in = weight.sum(-1)
-    mean_in = (u * weight).sum(-1) / n_in.clamp_min(1)
-    ss_in = (u - mean_in.unsqueeze(-1)).square_().mul_(weight).sum(-1)
+    mean_in = torch.mul(u, weight, out=spare).sum(-1) / n_in.clamp_min(1)
+    ss_in = torch.sub(u, mean_in.unsqueeze(-1), out=spare).square_().mul_(weight).sum(-1)
     b = c * above_minus_below.to(u.dtype) / n_in.clamp_min(1)
     denom = (nf - 1) * gamma - n_in * b.square() - (nf - n_in) * c * c
     scale = torch.maximum(torch.sqrt(ss_in / torch.where(denom > 0, denom, 1.0)), floor)
