@@ -435,13 +435,13 @@ def _huber_proposal2_rows(
     # the steps' temporaries of the rows' size, allocated once: a fresh one per step costs more than the step's
     # own arithmetic where the memory comes back from the system each time (page faults)
     floats = torch.empty((2, *u.shape), dtype=u.dtype, device=u.device)
-    flags = torch.empty((3, *u.shape), dtype=torch.bool, device=u.device)
+    flags = torch.empty((4, *u.shape), dtype=torch.bool, device=u.device)
     now = _huber_objective(u, valid, nf, loc, scl, c, gamma, work=floats)  # F at the current point, carried between steps
     stuck = torch.zeros_like(rows)  # consecutive steps without an exact step, per row
     for _ in range(maxiter):
         if rows.numel() == 0:
             break
-        work, (above, below, inside) = floats[:, : len(rows)], flags[:, : len(rows)]
+        work, (above, inside, below, _) = floats[:, : len(rows)], flags[:, : len(rows)]
         cs = c * scl.unsqueeze(-1)
         dev = torch.sub(u, loc.unsqueeze(-1), out=work[0])
         torch.gt(dev, cs, out=above), torch.lt(dev, -cs, out=below)  # (|dev| > cs on either side: cs >= 0)
@@ -457,7 +457,15 @@ def _huber_proposal2_rows(
         new_f = _huber_objective(u, valid, nf, new_loc, torch.where(solvable, new_scale, one), c, gamma, work=work)
         jump = solvable & (new_f <= now + slack * now.abs())
         grown = torch.zeros_like(jump)
-        if not bool(solvable.all()):
+        if not bool(solvable.all()) and 4 * int(count_true(solvable)) <= len(rows):
+            # three rows in four or more (0/1 groups' first step): the grown step on every row, in the buffers
+            # (below's is free), instead of copies of most of them
+            dev = torch.sub(u, loc.unsqueeze(-1), out=work[0])
+            lg, sg, fg, ok = _huber_grown_step(u, valid, nf, floor, dev, cs, inside, outside, above_minus_below, now,
+                                               c, gamma, slack, work=work, flags=flags[2:, : len(rows)])
+            grown = ok & ~solvable
+            new_loc, new_scale, new_f = (torch.where(solvable, a, b) for a, b in ((new_loc, lg), (new_scale, sg), (new_f, fg)))
+        elif not bool(solvable.all()):
             grow = torch.nonzero(~solvable).squeeze(-1)
             ug, vg, nfg, flg, locg = _take(grow, u, valid, nf, floor, loc)
             lg, sg, fg, ok = _huber_grown_step(
@@ -509,7 +517,8 @@ def _huber_objective(u: torch.Tensor, valid: torch.Tensor | None, nf: torch.Tens
 def _huber_grown_step(
     u: torch.Tensor, valid: torch.Tensor | None, nf: torch.Tensor, floor: torch.Tensor, dev: torch.Tensor,
     cs: torch.Tensor, inside: torch.Tensor, outside: torch.Tensor, above_minus_below: torch.Tensor,
-    now: torch.Tensor, c: float, gamma: float, slack: float,
+    now: torch.Tensor, c: float, gamma: float, slack: float, work: torch.Tensor | None = None,
+    flags: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """For rows whose split has no exact solution (the scale must grow): the exact step of the split
     with the nearest outside value(s) taken inside, or of the split with every value inside, whichever
@@ -517,20 +526,31 @@ def _huber_grown_step(
 
     Returns the location, scale and objective of that step and where it is taken: only where it
     lowers the objective strictly (its point is not a fixed point unless the next step's own split
-    confirms it).
+    confirms it). ``work`` (``[2, *u.shape]``, ``dev`` in its first slot) and ``flags`` (``[2, *u.shape]``
+    booleans), optional, hold the temporaries.
     """
     one = torch.ones((), dtype=u.dtype, device=u.device)
-    excess = torch.where(outside, dev.abs() - cs, math.inf)
-    nearest = outside & (excess <= excess.min(-1, keepdim=True).values)
-    amb = above_minus_below - torch.sign(dev).mul_(as_weights(nearest, u.dtype)).sum(-1)
-    loc, scl, ok = _huber_split_solution(u, inside | nearest, amb, nf, floor, c, gamma)
-    f = _huber_objective(u, valid, nf, loc, torch.where(ok, scl, one), c, gamma)
+    if work is None:
+        excess = torch.where(outside, dev.abs() - cs, math.inf)
+        nearest = outside & (excess <= excess.min(-1, keepdim=True).values)
+        signs = torch.sign(dev).mul_(as_weights(nearest, u.dtype))
+        grown, every = inside | nearest, torch.ones_like(inside) if valid is None else valid
+    else:
+        excess = torch.abs(dev, out=work[1]).sub_(cs)
+        excess = torch.where(outside, excess, torch.full((), math.inf, dtype=u.dtype, device=u.device), out=excess)
+        nearest = torch.le(excess, excess.min(-1, keepdim=True).values, out=flags[0]).logical_and_(outside)
+        signs = torch.sign(dev, out=work[1]).mul_(nearest)  # (x 0 or 1, as the weights: the same sum)
+        grown, every = torch.logical_or(inside, nearest, out=flags[1]), None
+    amb = above_minus_below - signs.sum(-1)
+    loc, scl, ok = _huber_split_solution(u, grown, amb, nf, floor, c, gamma, work=work)
+    f = _huber_objective(u, valid, nf, loc, torch.where(ok, scl, one), c, gamma, work=work)
     ok = ok & (f < now - slack * now.abs())
     # every value inside: where the outside values are a tight cluster (0/1 rewards with jitter), taking in the
     # nearest one fails again and again, and the plain and coordinate steps creep towards this split
-    every = torch.ones_like(inside) if valid is None else valid
-    loc_all, scl_all, ok_all = _huber_split_solution(u, every, torch.zeros_like(amb), nf, floor, c, gamma)
-    f_all = _huber_objective(u, valid, nf, loc_all, torch.where(ok_all, scl_all, one), c, gamma)
+    if every is None:
+        every = flags[0].fill_(True) if valid is None else valid
+    loc_all, scl_all, ok_all = _huber_split_solution(u, every, torch.zeros_like(amb), nf, floor, c, gamma, work=work)
+    f_all = _huber_objective(u, valid, nf, loc_all, torch.where(ok_all, scl_all, one), c, gamma, work=work)
     ok_all = ok_all & (f_all < now - slack * now.abs())
     better = ok_all & (~ok | (f_all < f))
     return (torch.where(better, loc_all, loc), torch.where(better, scl_all, scl), torch.where(better, f_all, f),
