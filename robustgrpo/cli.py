@@ -103,6 +103,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         run_dashboard_benchmark,
     )
 
+    if args.malloc is not None:
+        from robustgrpo.bench._common import pin_allocator
+
+        _say(pin_allocator(args.malloc))
     if args.threads is not None and not (args.dashboard or args.lessons):
         raise ValueError("--threads applies to --dashboard and --lessons only (the estimator table times 1 thread "
                          "and torch's default, --simulate 1 and 2)")
@@ -432,6 +436,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--adapters", action="store_true",
                        help="time the verl adapter on verl's layout (token-level rewards, string uids) against the "
                             "idiomatic grpo")
+    bench.add_argument("--malloc", choices=["fresh", "reuse"],
+                       help="pin glibc's allocator thresholds for the run (Linux): 'fresh' makes every large temporary "
+                            "pay its page faults, 'reuse' lets it reuse memory; by default glibc moves them as it goes, "
+                            "and ratios move with them")
     bench.set_defaults(func=_cmd_bench)
     figures = sub.add_parser("figures", help="rebuild every report figure into a folder")
     figures.add_argument("--out", required=True, help="folder to write the figures and index.md into")

@@ -123,6 +123,38 @@ def test_every_estimator_holds_at_most_four_inputs_beyond_its_input(method):
         assert extra <= MEMORY_TARGET * 4 * shape[0] * shape[1], (method, shape, extra / (4 * shape[0] * shape[1]))
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+@pytest.mark.parametrize("mode", ["fresh", "reuse"])
+def test_bench_pins_the_allocator_when_asked_and_says_so(mode):
+    """--malloc pins glibc's thresholds in the bench's own process (a subprocess here: the setting lasts) and prints
+    what it set above the table."""
+    from robustgrpo.bench._common import ALLOCATOR_MODES
+
+    out = _run("bench", "--shapes", "64x16", "--repeats", "1", "--no-progress", "--malloc", mode)
+    assert out.splitlines()[0] == f"allocator: glibc thresholds pinned ({mode}): {ALLOCATOR_MODES[mode][2]}"
+    assert "grpo (idiomatic)" in out
+
+
+def test_pin_allocator_refuses_what_it_cannot_set():
+    from robustgrpo.bench._common import M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, pin_allocator
+
+    class Libc:  # records the calls; refuses them when told to
+        def __init__(self, accept):
+            self.accept, self.calls = accept, []
+
+        def mallopt(self, param, value):
+            self.calls.append((param, value))
+            return int(self.accept)
+
+    ok = Libc(True)
+    assert pin_allocator("fresh", libc=ok).startswith("allocator: glibc thresholds pinned (fresh): ")
+    assert ok.calls == [(M_MMAP_THRESHOLD, 128 * 1024), (M_TRIM_THRESHOLD, 128 * 1024)]
+    with pytest.raises(ValueError, match=r"^--malloc needs glibc's allocator \(Linux\)"):
+        pin_allocator("reuse", libc=Libc(False))
+    with pytest.raises(ValueError, match=r"^allocator mode must be one of \['fresh', 'reuse'\], got 'warm'$"):
+        pin_allocator("warm")
+
+
 def test_bench_prints_a_table_with_ratios():
     out = _run("bench", "--shapes", "256x16", "64x64", "--repeats", "2", "--no-progress")
     for name in (*ESTIMATORS, "grpo (idiomatic)", "robust (numpy+scipy)"):
@@ -176,6 +208,7 @@ USER_ERRORS = [
     (["bench", "--lessons=1"], "argument --lessons: ignored explicit argument '1'"),
     (["bench", "--dashboard", "--threads", "0"], "argument --threads: must be >= 1, got 0"),
     (["bench", "--threads", "1", "--shapes", "8x4"], "--threads applies to --dashboard and --lessons only"),
+    (["bench", "--malloc", "warm"], "argument --malloc: invalid choice: 'warm' (choose from 'fresh', 'reuse')"),
     (["figures"], "the following arguments are required: --out"),
     (["figures", "--out"], "argument --out: expected one argument"),
     (["figures", "--out", "{tmp}", "--only", "no_such_figure"], "unknown report figure(s) ['no_such_figure']; known: 01_"),

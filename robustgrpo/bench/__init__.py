@@ -36,6 +36,10 @@ it masks (rows ``"<estimator> +range, glitched"`` against
 to the same estimator on the same rewards without the range. The table says
 which targets are not met.
 
+``--malloc fresh`` or ``--malloc reuse`` (any of these benches) pins glibc's allocator thresholds for the
+run (:func:`~robustgrpo.bench._common.pin_allocator`): by default glibc moves them as memory is freed,
+so whether a large temporary pays its page faults, and with it a ratio, depends on what ran before.
+
 ``python -m robustgrpo bench --simulate`` runs :func:`run_simulate_benchmark`: the drift
 simulator at 256 prompts x G = 16 x 500 steps x 8 seeds with a tabular policy (target: under
 20 s on two cores), at one and at two torch threads side by side, and the notebook 05
