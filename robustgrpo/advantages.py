@@ -464,6 +464,10 @@ def register(
     """
     if name in _REGISTRY:
         raise ValueError(f"an estimator named {name!r} is already registered")
+    shadowed = [p.name for p in parameters if p.name in CALL_KEYWORDS]
+    if shadowed:
+        raise ValueError(f"parameter(s) {shadowed} of {name!r} share a name with compute_advantages' own keywords, "
+                         f"which would take the value instead; rename them")
     if clip is not None and clip not in {p.name for p in parameters}:
         raise ValueError(f"clip parameter {clip!r} of {name!r} is not among its parameters")
     taken = {e.simplicity: e.name for e in _REGISTRY.values()}
@@ -512,6 +516,9 @@ def resolve_methods(methods: str | Sequence[str] | None = None) -> list[str]:
 
 #: Keywords of :func:`compute_advantages` itself rather than of an estimator: every estimator takes them.
 ENTRY_OPTIONS: tuple[str, ...] = ("reward_range", "out_of_range", "tol", "singleton", "nan_policy", "tie_reference")
+#: Every keyword of :func:`compute_advantages` itself: no estimator parameter may take one of these names (the call
+#: would hand the value to compute_advantages, never to the estimator).
+CALL_KEYWORDS: tuple[str, ...] = ("rewards", "method", "mask", "index", "batch", "batch_scale", *ENTRY_OPTIONS)
 
 
 def split_settings(methods: Sequence[str], settings: Mapping[str, Any], *, shared: Iterable[str] = (),
@@ -1130,7 +1137,7 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
         RESOLUTION_PARAM,
         Parameter("min_scale", 0.25, "lower bound on the M-scale, as a fraction of the starting (robust) scale", fraction_up_to_one),
         Parameter("maxiter", 30, "iterations of the fixed point", positive_int),
-        Parameter("tol", 1e-8, "relative convergence tolerance", positive),
+        Parameter("rtol", 1e-8, "relative convergence tolerance of the fixed point", positive),
     ),
     scaling="invariant",
     clip="c",
@@ -1146,7 +1153,7 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
     sorts="values",
 )
 def _huber_m(
-    g: Groups, *, c: float, huber_c: float, resolution: float, min_scale: float, maxiter: int, tol: float
+    g: Groups, *, c: float, huber_c: float, resolution: float, min_scale: float, maxiter: int, rtol: float
 ) -> Computed:
     r"""Joint M-estimate of location and scale, then a Huber clip.
 
@@ -1173,7 +1180,7 @@ def _huber_m(
     parts = _robust_parts(g, resolution)
     resolved = parts.shrunk.add_(parts.centre.unsqueeze(-1))
     centre, scale, _ = huber_proposal2(
-        resolved, g.mask, g.n, parts.centre, parts.scale, c=huber_c, tol=tol, maxiter=maxiter,
+        resolved, g.mask, g.n, parts.centre, parts.scale, c=huber_c, tol=rtol, maxiter=maxiter,
         min_scale=min_scale * parts.scale, work=_buffer(g),  # (the sorted rewards' buffer, free: it held the parts' sorted u)
     )
     # with min_scale = 0 a group whose resolved rewards all tie has M-scale 0: its advantages are 0 / tiny = 0, as a

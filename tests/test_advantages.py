@@ -172,6 +172,35 @@ def test_register_rejects_duplicates():
     assert "new" not in ESTIMATORS
 
 
+def test_no_estimator_parameter_can_be_shadowed_by_compute_advantages_own_keywords():
+    """A parameter named like one of compute_advantages' keywords never reaches its estimator (huber_m's convergence
+    ``tol`` did not: ``tol=`` set the degenerate spread instead, and with a declared range the range's tolerance)."""
+    import inspect
+
+    from robustgrpo.advantages import CALL_KEYWORDS, Parameter
+
+    own = [k for k, v in inspect.signature(compute_advantages).parameters.items() if v.kind is not v.VAR_KEYWORD]
+    assert sorted(CALL_KEYWORDS) == sorted(own)
+    for name in ("tol", "batch", "reward_range"):
+        with pytest.raises(ValueError, match=rf"parameter\(s\) \['{name}'\] of 'new' share a name with compute_advantages"):
+            robustgrpo.register("new", "again", parameters=(Parameter(name, 1.0, "a setting", lambda v: None),),
+                                scaling="invariant", source="test", breakdown=ESTIMATORS["grpo"].breakdown,
+                                simplicity=99, colour="#123456")(lambda g: None)
+    assert "new" not in ESTIMATORS
+
+
+def test_huber_m_takes_its_convergence_tolerance():
+    """rtol reaches the fixed point: a loose tolerance stops the steps early, and the degenerate spread (tol) is
+    compute_advantages' own, untouched by it."""
+    gen = torch.Generator().manual_seed(5)
+    r = torch.randint(0, 11, (256, 32), generator=gen).double() / 10 + 1e-3 * torch.randn(256, 32, generator=gen, dtype=torch.float64)
+    loose = compute_advantages(r, "huber_m", rtol=0.5)
+    tight = compute_advantages(r, "huber_m", rtol=1e-14)
+    assert loose.params["rtol"] == 0.5 and tight.params["rtol"] == 1e-14
+    assert float((loose.diagnostics.scale - tight.diagnostics.scale).abs().max()) > 1e-6
+    torch.testing.assert_close(tight.advantages, compute_advantages(r, "huber_m").advantages, rtol=0, atol=1e-6)
+
+
 def test_each_estimator_has_its_own_colour_on_the_registry_and_the_figures_read_it():
     from robustgrpo.book.style import ESTIMATOR_COLORS, estimator_color
 
@@ -737,8 +766,8 @@ def test_huber_m_reaches_its_fixed_point_in_six_steps(kind):
         "partial_credit": torch.randint(0, 5, (4000, 16), generator=gen).double() / 4,
         "cauchy": torch.tan(torch.pi * (torch.rand(4000, 16, generator=gen, dtype=torch.float64) - 0.5)),
     }[kind]
-    six = compute_advantages(r, "huber_m", maxiter=6, tol=1e-12)
-    converged = compute_advantages(r, "huber_m", maxiter=1000, tol=1e-14)
+    six = compute_advantages(r, "huber_m", maxiter=6, rtol=1e-12)
+    converged = compute_advantages(r, "huber_m", maxiter=1000, rtol=1e-14)
     torch.testing.assert_close(six.advantages, converged.advantages, rtol=0, atol=1e-9)
     torch.testing.assert_close(six.diagnostics.scale, converged.diagnostics.scale, rtol=1e-10, atol=0)
 
@@ -750,8 +779,8 @@ def test_huber_m_takes_a_tight_cluster_inside_at_once():
     from robustgrpo.bench.estimators import bench_rewards
 
     r = bench_rewards("0/1+jitter", (512, 256), torch.Generator().manual_seed(0)).double()
-    two = compute_advantages(r, "huber_m", maxiter=2, tol=1e-12)
-    converged = compute_advantages(r, "huber_m", maxiter=1000, tol=1e-14)
+    two = compute_advantages(r, "huber_m", maxiter=2, rtol=1e-12)
+    converged = compute_advantages(r, "huber_m", maxiter=1000, rtol=1e-14)
     torch.testing.assert_close(two.advantages, converged.advantages, rtol=0, atol=1e-9)
     torch.testing.assert_close(two.diagnostics.scale, converged.diagnostics.scale, rtol=1e-10, atol=0)
     # the rows this is about: every value inside at the fixed point (|A| <= huber_c), which the first split left out
