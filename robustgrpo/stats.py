@@ -31,7 +31,7 @@ Conventions
 from __future__ import annotations
 
 import math
-from typing import Callable, Literal
+from typing import Callable, Literal, NamedTuple
 
 import numpy as np
 import torch
@@ -349,19 +349,23 @@ def huber_proposal2(
 
     with :math:`\rho_c` Huber's loss, so an exact step is taken only where it
     exists (a denominator > 0, something inside, a positive scale) and does
-    not raise F; splits therefore cannot cycle. A split with no solution
-    means the scale must grow: the step then tries the split with the nearest
-    outside value(s) taken inside and the split with every value inside, and
-    takes the one with the lower F (on 0/1 rewards with jitter the outside
-    values are a tight cluster that comes inside at once: one at a time, each
-    try fails). A row with no acceptable exact step takes
-    the plain step, or, when that happens twice running, a coordinate step
-    (the scale that solves the scale equation at the current location,
-    exactly, then the location step at that scale), which cannot creep along
-    a valley of F as the plain step can. On 0/1, near-tie, partial-credit,
-    normal, Cauchy and outlier groups of 16 every row converges within six
-    steps, where the plain iteration leaves up to 60 % of them unconverged
-    after 30 (see :func:`huber`). A row stops once :math:`|s - s'| \le s' \cdot tol` and
+    not raise F; splits therefore cannot cycle. Where the split has no
+    solution (the scale must grow) or its solution raises F (a cluster just
+    outside the clip point: the denominator is small and the solution far
+    off), the step tries the split with the nearest outside value(s) taken
+    inside and the split with every value inside, and takes the one with the
+    lower F (on 0/1 rewards with jitter the outside values are a tight
+    cluster that comes inside at once: one at a time, each try fails). A row
+    with no acceptable step takes the plain step, and, when that happens
+    three times running, the fixed point from a search over every split
+    (:math:`O(n^2)` candidates from prefix sums; the plain step can creep
+    along a valley of F, growing the scale by a few percent per step, for a
+    hundred steps). On 0/1, near-tie, partial-credit, normal, Cauchy,
+    outlier, judge-scale and clustered composite groups of 8 to 256 every
+    row converges within six steps, where the plain iteration leaves up to
+    60 % of Cauchy groups of 16 unconverged after 30 (see :func:`huber`).
+    Tied values with no ``min_scale`` may have no minimum (F falls as the
+    scale goes to 0); those rows run out of steps. A row stops once :math:`|s - s'| \le s' \cdot tol` and
     :math:`|\mu - \mu'| \le s' \cdot tol`; only the rows still moving are
     computed. The iteration runs on the
     standardised values :math:`(x - \mu_0)/s_0` (the fixed point is affine
@@ -399,9 +403,10 @@ def huber_proposal2(
 
 
 #: Values per block of :func:`huber_proposal2`'s rows: larger than :data:`ROW_BLOCK`, as each block pays the steps'
-#: per-call overhead again (2**16 doubled its time at G = 256; 2**18 keeps its time and its peak memory within 4x the
-#: input, which a single block of 2**20 values exceeds).
-HUBER_ROW_BLOCK = 2**18
+#: per-call overhead again (2**16 doubled its time at G = 256). 2**17 keeps huber_m's peak memory at about 3.7x the
+#: input at 65536 x 16 (2**18 held 4.1x once the grown step also ran on rows whose exact step raised F; a single block
+#: of 2**20 values exceeds 4x), at about 15 % more time there.
+HUBER_ROW_BLOCK = 2**17
 
 
 def _huber_proposal2_rows(
@@ -457,28 +462,42 @@ def _huber_proposal2_rows(
         new_f = _huber_objective(u, valid, nf, new_loc, torch.where(solvable, new_scale, one), c, gamma, work=work)
         jump = solvable & (new_f <= now + slack * now.abs())
         grown = torch.zeros_like(jump)
-        if not bool(solvable.all()) and 4 * int(count_true(solvable)) <= len(rows):
+        if not bool(jump.all()) and 4 * int(count_true(jump)) <= len(rows):
             # three rows in four or more (0/1 groups' first step): the grown step on every row, in the buffers
             # (below's is free), instead of copies of most of them
             dev = torch.sub(u, loc.unsqueeze(-1), out=work[0])
             lg, sg, fg, ok = _huber_grown_step(u, valid, nf, floor, dev, cs, inside, outside, above_minus_below, now,
                                                c, gamma, slack, work=work, flags=flags[2:, : len(rows)])
-            grown = ok & ~solvable
-            new_loc, new_scale, new_f = (torch.where(solvable, a, b) for a, b in ((new_loc, lg), (new_scale, sg), (new_f, fg)))
-        elif not bool(solvable.all()):
-            grow = torch.nonzero(~solvable).squeeze(-1)
+            grown = ok & ~jump
+            new_loc, new_scale, new_f = (torch.where(jump, a, b) for a, b in ((new_loc, lg), (new_scale, sg), (new_f, fg)))
+        elif not bool(jump.all()):
+            # (also where the split's exact step exists but raises F: a cluster just outside the clip point, whose
+            # split's denominator is small and its solution far off; the plain step would creep towards it)
+            grow = torch.nonzero(~jump).squeeze(-1)
             ug, vg, nfg, flg, locg = _take(grow, u, valid, nf, floor, loc)
-            lg, sg, fg, ok = _huber_grown_step(
-                ug, vg, nfg, flg, ug - locg.unsqueeze(-1),
-                *_take(grow, cs, inside, outside, above_minus_below, now), c, gamma, slack)
+            taken = _take(grow, cs, inside, outside, above_minus_below, now)
+            # (the gathered rows' temporaries in the buffers too: the exact step's are spent, below's is free)
+            wg = work[:, : len(grow)]
+            lg, sg, fg, ok = _huber_grown_step(ug, vg, nfg, flg, torch.sub(ug, locg.unsqueeze(-1), out=wg[0]), *taken,
+                                               c, gamma, slack, work=wg, flags=flags[2:, : len(grow)])
             for v, w in ((new_loc, lg), (new_scale, sg), (new_f, fg), (grown, ok)):
                 v.index_copy_(0, grow, w)
+            del ug, vg, taken  # (copies of rows: not held through the plain step)
         jump = jump | grown
         stuck = torch.where(jump, 0, stuck + 1)
         if not bool(jump.all()):
             other = torch.nonzero(~jump).squeeze(-1)
             uo, vo, nfo, flo, loco, sclo, ino, sto = _take(other, u, valid, nf, floor, loc, scl, inside, stuck)
-            lo_, so_, fo = _huber_plain_step(uo, vo, nfo, flo, loco, sclo, ino, sto >= 2, c, gamma)
+            lo_, so_, fo = _huber_plain_step(uo, vo, nfo, flo, loco, sclo, ino, c, gamma)
+            if bool((sto >= 3).any()):
+                # stuck for a third step: the fixed point by trying every split (the plain step can creep along a
+                # valley of F for hundreds of steps)
+                pick = torch.nonzero(sto >= 3).squeeze(-1)
+                up, vp, nfp, flp = _take(pick, uo, vo, nfo, flo)
+                ls, ss, found = _huber_split_search(up, vp, nfp, flp, c, gamma)
+                fs = _huber_objective(up, vp, nfp, ls, torch.where(found, ss, one), c, gamma)
+                for v, w in ((lo_, ls), (so_, ss), (fo, fs)):
+                    v.index_copy_(0, pick, torch.where(found, w, v.index_select(0, pick)))
             for v, w in ((new_loc, lo_), (new_scale, so_), (new_f, fo)):
                 v.index_copy_(0, other, w)
         conv = ((scl - new_scale).abs() <= new_scale * tol) & ((loc - new_loc).abs() <= new_scale * tol) & ~grown
@@ -546,7 +565,7 @@ def _huber_grown_step(
     f = _huber_objective(u, valid, nf, loc, torch.where(ok, scl, one), c, gamma, work=work)
     ok = ok & (f < now - slack * now.abs())
     # every value inside: where the outside values are a tight cluster (0/1 rewards with jitter), taking in the
-    # nearest one fails again and again, and the plain and coordinate steps creep towards this split
+    # nearest one fails again and again, and the plain step creeps towards this split
     if every is None:
         every = flags[0].fill_(True) if valid is None else valid
     loc_all, scl_all, ok_all = _huber_split_solution(u, every, torch.zeros_like(amb), nf, floor, c, gamma, work=work)
@@ -559,12 +578,9 @@ def _huber_grown_step(
 
 def _huber_plain_step(
     u: torch.Tensor, valid: torch.Tensor | None, nf: torch.Tensor, floor: torch.Tensor, loc: torch.Tensor,
-    scl: torch.Tensor, inside: torch.Tensor, coordinate: torch.Tensor, c: float, gamma: float,
+    scl: torch.Tensor, inside: torch.Tensor, c: float, gamma: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """For rows with no acceptable exact step: the plain step (location, then scale), or, where
-    ``coordinate`` (a row stuck for a second step), the coordinate step: the scale that minimises
-    the objective at this location, exactly, then the location step at that scale. The plain step
-    alone can creep along a valley of the objective for hundreds of steps.
+    """For rows with no acceptable exact step: the plain step (location, then scale).
 
     Returns the new location, scale and objective.
     """
@@ -575,15 +591,6 @@ def _huber_plain_step(
     inside_sq = (u - new_loc.unsqueeze(-1)).square_().mul_(as_weights(inside, u.dtype)).sum(-1)
     outside_sq = (scl * c).square() * (nf - inside.sum(-1))
     new_scale = torch.maximum(torch.sqrt((inside_sq + outside_sq) / ((nf - 1) * gamma)), floor)
-    if bool(coordinate.any()):
-        vc = torch.ones_like(u[coordinate], dtype=torch.bool) if valid is None else valid[coordinate]
-        uc, mc = u[coordinate], loc[coordinate]
-        sc = torch.maximum(_huber_scale_at(uc, vc, mc, c, gamma), floor[coordinate])
-        lc = torch.where(vc, torch.clamp(uc, (mc - c * sc).unsqueeze(-1), (mc + c * sc).unsqueeze(-1)), zero)
-        lc = lc.sum(-1) / nf[coordinate]
-        positive = sc > 0  # (a scale of 0: values tie at the location, no min_scale; keep the plain step)
-        new_loc[coordinate] = torch.where(positive, lc, new_loc[coordinate])
-        new_scale[coordinate] = torch.where(positive, sc, new_scale[coordinate])
     return new_loc, new_scale, _huber_objective(u, valid, nf, new_loc, new_scale, c, gamma)
 
 
@@ -621,31 +628,120 @@ def _huber_split_solution(
     return mean_in + b * scale, scale, (n_in > 0) & (denom > 0) & (scale > 0)
 
 
-def _huber_scale_at(u: torch.Tensor, valid: torch.Tensor, loc: torch.Tensor, c: float, gamma: float) -> torch.Tensor:
-    r"""The scale that solves proposal 2's scale equation at a fixed location, row by row.
+#: Candidate splits per block of :func:`_huber_split_search`: its dozen temporaries stay about 128 KiB each.
+HUBER_SEARCH_BLOCK = 2**14
 
-    With :math:`d_i = u_i - \mu`, the root of
-    :math:`\sum_i \min(d_i^2, c^2 s^2) = (n - 1)\gamma s^2` (unique: the left
-    side over :math:`s^2` falls from :math:`n c^2` to 0). With the squared
-    deviations sorted, :math:`e_{(1)} \le \dots \le e_{(n)}`, the root with
-    k of them inside is :math:`s^2 = \sum_{j \le k} e_{(j)} / ((n-1)\gamma - (n-k) c^2)`;
-    the answer is the candidate whose k is consistent. Rows need n >= 2.
+
+def _huber_split_search(
+    u: torch.Tensor, valid: torch.Tensor | None, nf: torch.Tensor, floor: torch.Tensor, c: float, gamma: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r"""Proposal 2's fixed point by trying every split, for rows the steps could not move far enough.
+
+    With the values sorted, a split is a window: I the values ``a .. b - 1``
+    (0-based), L the ``a`` below, U the ``n - b`` above. For each of the
+    :math:`n(n+1)/2` windows the split's exact solution (see
+    :func:`huber_proposal2`; prefix sums give :math:`\bar u_I` and
+    :math:`\sum_I (u - \bar u_I)^2` at once), and the same location
+    equation at the floor scale :math:`s = s_{min}`, are checked for
+    consistency: the window's values inside :math:`[\mu - cs, \mu + cs]`,
+    its neighbours outside (to :math:`10^{-9}` of the values' size, for
+    rounding). The fixed point is consistent with its own split, and every
+    consistent point is feasible, so the consistent point of lowest
+    objective :math:`F` (for a consistent split, F of the split in closed form) is the fixed point, with
+    the floor where it binds. Sums in float64 (float32's prefix sums lose the
+    spread of a tight cluster far from 0).
+
+    Time and memory grow as :math:`n^2` per row: :func:`huber_proposal2`
+    calls this only for rows stuck for three steps (a cluster just outside a
+    clip point, which the plain step approaches by a few percent per step),
+    over blocks of about :data:`HUBER_SEARCH_BLOCK` candidates (rows, or
+    ranges of a row's lower cut ``a``), each block's best kept as it goes.
+
+    Returns the location, the scale and whether a consistent split was found.
     """
-    e = torch.where(valid, (u - loc.unsqueeze(-1)).square(), torch.full((), math.inf, dtype=u.dtype, device=u.device))
-    e = sort_last(e, inplace=True)  # (numpy's SIMD sort on the CPU: torch's is an order of magnitude slower on rows)
-    n = valid.sum(-1, keepdim=True)
-    k = torch.arange(e.shape[-1] + 1, device=u.device)  # values inside: 0 .. G
-    prefix = torch.nn.functional.pad(torch.where(torch.isfinite(e), e, 0).cumsum(-1), (1, 0))
-    denom = (n - 1) * gamma - (n - k) * c * c
-    s2 = prefix / torch.where(denom > 0, denom, 1)
-    low = torch.nn.functional.pad(e, (1, 0))  # e_(k), 0 for k = 0
-    high = torch.cat([e, torch.full_like(e[..., :1], math.inf)], -1)  # e_(k+1)
-    high = torch.where(k < n, high, math.inf)
-    consistent = (denom > 0) & (k <= n) & (low <= c * c * s2) & (c * c * s2 <= high)
-    # the first consistent k (several only where values tie at the boundary; they give the same root)
-    first = torch.where(consistent, k, e.shape[-1] + 1).min(-1, keepdim=True).values.clamp_max(e.shape[-1])
-    return s2.gather(-1, first).squeeze(-1).sqrt()
+    wide = torch.float64 if u.device.type != "mps" else u.dtype  # (MPS has no float64)
+    x = sort_valid(u.to(wide), valid)  # [R, G], invalid last as +inf
+    R, G = x.shape
+    finite = torch.where(torch.isfinite(x), x, 0)
+    zero = torch.zeros((R, 1), dtype=wide, device=u.device)
+    rows = _SplitRows(
+        s1=torch.cat([zero, finite.cumsum(-1)], -1),  # [R, G + 1]: the sum of the k smallest
+        s2=torch.cat([zero, finite.square().cumsum(-1)], -1),
+        low_edge=torch.cat([torch.full((R, 1), -math.inf, dtype=wide, device=u.device), x], -1),  # x_(k-1) at k
+        high_edge=torch.cat([x, torch.full((R, 1), math.inf, dtype=wide, device=u.device)], -1),  # x_(k) at k
+        n=nf.to(wide), floor=floor.to(wide),
+        slack=1e-9 * (finite.abs().amax(-1) + 1),  # (rounding at the clip points)
+    )
+    lowest = torch.full((R,), math.inf, dtype=wide, device=u.device)
+    best_loc, best_scale = torch.zeros_like(lowest), torch.zeros_like(lowest)
+    per_row = (G + 1) ** 2
+    row_step = max(1, HUBER_SEARCH_BLOCK // per_row)
+    cut_step = G + 1 if row_step > 1 else max(1, HUBER_SEARCH_BLOCK // (G + 1))
+    for r0 in range(0, R, row_step):  # (blocks of candidates: rows, or ranges of the lower cut a of one row)
+        block = slice(r0, r0 + row_step)
+        for a0 in range(0, G + 1, cut_step):
+            value, loc, scale = _huber_split_candidates(rows, block, a0, min(a0 + cut_step, G + 1), c, gamma)
+            better = value < lowest[block]
+            lowest[block] = torch.where(better, value, lowest[block])
+            best_loc[block] = torch.where(better, loc, best_loc[block])
+            best_scale[block] = torch.where(better, scale, best_scale[block])
+    return best_loc.to(u.dtype), best_scale.to(u.dtype), torch.isfinite(lowest)
 
+
+class _SplitRows(NamedTuple):
+    """Per-row sums and edges of the sorted values, shared by every block of :func:`_huber_split_search`."""
+
+    s1: torch.Tensor
+    s2: torch.Tensor
+    low_edge: torch.Tensor
+    high_edge: torch.Tensor
+    n: torch.Tensor
+    floor: torch.Tensor
+    slack: torch.Tensor
+
+
+def _huber_split_candidates(
+    rows: _SplitRows, block: slice, a_start: int, a_stop: int, c: float, gamma: float,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The lowest F over the consistent candidates with lower cut ``a_start <= a < a_stop`` of the rows ``block``:
+    F, location and scale per row (F = +inf where none is consistent)."""
+    s1, s2 = rows.s1[block], rows.s2[block]
+    R, K = s1.shape  # K = G + 1
+    n, low, slack = (v[block].view(R, 1, 1) for v in (rows.n, rows.floor, rows.slack))
+    a = torch.arange(a_start, a_stop, device=s1.device, dtype=s1.dtype).view(1, -1, 1)
+    b = torch.arange(K, device=s1.device, dtype=s1.dtype).view(1, 1, -1)  # the window a .. b - 1: [R, a, b]
+    s1a, s2a = s1[:, a_start:a_stop].unsqueeze(-1), s2[:, a_start:a_stop].unsqueeze(-1)
+    n_in = (b - a).clamp_min(1)
+    mean = (s1.unsqueeze(1) - s1a).div_(n_in)
+    ss = (s2.unsqueeze(1) - s2a).sub_(mean.square().mul_(n_in)).clamp_min_(0)
+    slope = ((n - b) - a).mul_(c / n_in)  # c (|U| - |L|) / |I|
+    # the split's scale is sqrt(ss / (2 half_denom)) (see huber_proposal2)
+    half_denom = slope.square().mul_(-n_in).add_((n - 1) * gamma - (n - n_in) * (c * c)).mul_(0.5)
+    windows = (a < b) & (b <= n)
+    free = (ss / torch.where(half_denom > 0, 2 * half_denom, 1)).sqrt_().clamp_min_(low)
+    free_ok = windows & (half_denom > 0) & (free > 0)
+    first_in, below = rows.high_edge[block, a_start:a_stop].unsqueeze(-1), rows.low_edge[block, a_start:a_stop].unsqueeze(-1)
+    last_in, above = rows.low_edge[block].unsqueeze(1), rows.high_edge[block].unsqueeze(1)
+    outside_sum = ((s1[:, -1:].unsqueeze(1) - s1.unsqueeze(1)) - s1a).mul_(c)  # c (sum_U u - sum_L u)
+    best = torch.full((R,), math.inf, dtype=s1.dtype, device=s1.device)
+    best_loc, best_scale = torch.zeros_like(best), torch.zeros_like(best)
+    for scale, allowed in ((free, free_ok), (low.expand_as(free), windows & (low > 0))):
+        loc = slope * scale + mean
+        reach = c * scale
+        # consistent: x_(a) and x_(b-1) inside [loc - cs, loc + cs], x_(a-1) below it and x_(b) above it
+        allowed = (allowed & (first_in >= loc - reach - slack) & (last_in <= loc + reach + slack)
+                   & (below < loc - reach + slack) & (above > loc + reach - slack))
+        # F of the split at its point, with sum_I (u - loc)^2 = ss + |I| (slope s)^2 and c (|U| - |L|) = slope |I|:
+        # ss / 2s + s (half_denom + |I| slope^2) + c (sum_U u - sum_L u) - loc slope |I|
+        objective = (ss / (2 * scale)).add_((half_denom + n_in * slope.square()).mul_(scale)).add_(outside_sum)
+        objective = objective.sub_(loc * slope * n_in).masked_fill_(~allowed, math.inf).flatten(1)
+        value, at = objective.min(-1)
+        better = value < best
+        best = torch.where(better, value, best)
+        best_loc = torch.where(better, loc.flatten(1).gather(-1, at.unsqueeze(-1)).squeeze(-1), best_loc)
+        best_scale = torch.where(better, scale.expand_as(loc).flatten(1).gather(-1, at.unsqueeze(-1)).squeeze(-1), best_scale)
+        del loc, reach, allowed, objective
+    return best, best_loc, best_scale
 
 def winsor_bounds(
     sorted_x: torch.Tensor, n: torch.Tensor, lower: float, upper: float

@@ -756,15 +756,23 @@ def test_describe_estimators_lists_every_estimator_with_its_parameters():
     assert any(line.strip().startswith("parameters: -;") for line in lines)  # an estimator without parameters
 
 
-@pytest.mark.parametrize("kind", ["binary", "near_ties", "partial_credit", "cauchy"])
-def test_huber_m_reaches_its_fixed_point_in_six_steps(kind):
+@pytest.mark.parametrize("G", [16, 128])
+@pytest.mark.parametrize("kind", ["binary", "near_ties", "partial_credit", "cauchy", "judge", "composite"])
+def test_huber_m_reaches_its_fixed_point_in_six_steps(kind, G):
     gen = torch.Generator().manual_seed(3)
-    base = (torch.rand(4000, 16, generator=gen, dtype=torch.float64) < 0.3).double()
+    shape = (64_000 // G, G)
+    base = (torch.rand(shape, generator=gen, dtype=torch.float64) < 0.3).double()
+    # a composite: correctness 0/1, a format bonus of 0.1, a length term of 1e-3, and a glitch of 10 now and then
+    composite = (base + 0.1 * (torch.rand(shape, generator=gen, dtype=torch.float64) < 0.7)
+                 + 1e-3 * torch.rand(shape, generator=gen, dtype=torch.float64)
+                 + 10.0 * (torch.rand(shape, generator=gen, dtype=torch.float64) < 0.05))
     r = {
         "binary": base,
-        "near_ties": base + 1e-4 * torch.randn(4000, 16, generator=gen, dtype=torch.float64),
-        "partial_credit": torch.randint(0, 5, (4000, 16), generator=gen).double() / 4,
-        "cauchy": torch.tan(torch.pi * (torch.rand(4000, 16, generator=gen, dtype=torch.float64) - 0.5)),
+        "near_ties": base + 1e-4 * torch.randn(shape, generator=gen, dtype=torch.float64),
+        "partial_credit": torch.randint(0, 5, shape, generator=gen).double() / 4,
+        "cauchy": torch.tan(torch.pi * (torch.rand(shape, generator=gen, dtype=torch.float64) - 0.5)),
+        "judge": torch.randint(1, 11, shape, generator=gen).double(),
+        "composite": composite,
     }[kind]
     six = compute_advantages(r, "huber_m", maxiter=6, rtol=1e-12)
     converged = compute_advantages(r, "huber_m", maxiter=1000, rtol=1e-14)
