@@ -501,10 +501,12 @@ def test_order_statistic_clamps_k_and_sort_valid_reuses_memory_when_asked():
     assert stats.sort_valid(y, None).tolist() == [[1.0, 2.0, 3.0]] and y.tolist() == [[3.0, 1.0, 2.0]]
 
 
-@pytest.mark.parametrize("kind", ["uniform", "90 % zeros", "five values", "cauchy", "half zeros", "sorted", "reversed"])
+@pytest.mark.parametrize("kind", ["uniform", "90 % zeros", "five values", "cauchy", "half zeros", "sorted", "reversed",
+                                  "ties in the bracket"])
 def test_ranked_values_are_the_sorted_arrays_ranks_whatever_the_data(kind):
     """The bracket a sample sets (then the selection or sort it falls back to) returns exactly ``np.sort(u)[a:b+1]``:
-    on distinct values, heavy ties, a few values, heavy tails, sorted and reversed arrays, at the ends and inside."""
+    on distinct values, heavy ties, a few values, heavy tails, sorted and reversed arrays, at the ends and inside,
+    and where one value holds most of a bracket but too little of the whole array to make it count as tied."""
     rng = np.random.default_rng(len(kind))
     for N in (20_000, 70_001, 300_000):
         u = {
@@ -515,6 +517,7 @@ def test_ranked_values_are_the_sorted_arrays_ranks_whatever_the_data(kind):
             "half zeros": np.concatenate([np.zeros(N // 2), rng.random(N - N // 2)]),
             "sorted": np.sort(rng.random(N)),
             "reversed": np.sort(rng.random(N))[::-1].copy(),
+            "ties in the bracket": np.where(rng.random(N) < 0.1, np.float32(0.8), rng.random(N).astype(np.float32)),
         }[kind]
         expected = np.sort(u)
         for a in (0, 1, N // 5, int(0.8 * N), N - 41, N - 1):
