@@ -17,7 +17,7 @@ from statsmodels.robust.scale import Huber
 import robustgrpo
 from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.advantages import Groups, _robust_parts
-from robustgrpo.bench import robust_numpy_scipy
+from robustgrpo.bench import SORT_FLOOR, median_mad_clip_numpy, robust_numpy_scipy
 from robustgrpo.lab.scenarios import load_scenario
 from robustgrpo.stats import residue_tolerance
 
@@ -407,6 +407,26 @@ def test_against_independent_oracle(name, batch):
 def test_the_benchmarks_numpy_robust_is_the_estimator(batch):
     r = BATCHES[batch]
     np.testing.assert_allclose(robust_numpy_scipy(r), compute_advantages(r, "robust").advantages, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("G", [1, 2, 3, 8, 16, 17, 63, 64, 65, 256])
+def test_the_benchmarks_one_sort_floor_is_median_mad_and_clip(G):
+    """The bench's one-sort numpy row against numpy's median and scipy's normal MAD, clipped: odd and even G on both
+    sides of the transpose, continuous rewards, integer ties, 0/1 rows whose MAD is 0 (advantage 0) and a glitch of
+    1e6, in float64 and float32."""
+    rng = np.random.default_rng(G)
+    r = rng.normal(size=(600, G))
+    r[::3] = np.round(r[::3])
+    r[::5, 0] = 1e6
+    r[::7] = rng.random((len(r[::7]), G)) < 0.3
+    centre = np.median(r, axis=-1, keepdims=True)
+    scale = scipy.stats.median_abs_deviation(r, axis=-1, scale="normal")[:, None]
+    assert 0 < int((scale == 0).sum()) < len(r) or G == 1  # (a single reward has MAD 0)
+    expected = np.where(scale > 0, np.clip((r - centre) / np.where(scale > 0, scale, 1), -2.5, 2.5), 0)
+    np.testing.assert_allclose(median_mad_clip_numpy(r), expected, rtol=1e-12, atol=1e-12)
+    got32 = median_mad_clip_numpy(r.astype(np.float32), c=1.5)
+    assert got32.dtype == np.float32
+    np.testing.assert_allclose(got32, np.clip(expected, -1.5, 1.5), rtol=2e-5, atol=2e-5)
 
 
 def test_mc_grpo_matches_its_training_code_on_odd_groups():
@@ -849,7 +869,7 @@ def test_the_bench_times_each_kind_at_each_thread_count_and_restores_the_count()
     assert {(r.rewards, r.threads, r.shape) for r in rows} == {("0/1", 1, (64, 16))}
     ranged = {f"{name}{case}" for name in ("grpo", "robust", "rank") for case in (" +range", " +range, glitched")}
     glitched = {f"{name}, glitched" for name in ("grpo", "robust", "rank")}
-    assert {r.label for r in rows} == {"grpo (idiomatic)", *ESTIMATORS, "robust (numpy+scipy)", *ranged, *glitched}
+    assert {r.label for r in rows} == {"grpo (idiomatic)", *ESTIMATORS, "robust (numpy+scipy)", SORT_FLOOR, *ranged, *glitched}
     assert next(r.ratio for r in rows if r.label == "grpo (idiomatic)") == 1.0
     assert {r.label for r in rows if r.range_ratio is not None} == ranged
     by = {r.label: r for r in rows}

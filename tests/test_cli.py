@@ -157,17 +157,19 @@ def test_pin_allocator_refuses_what_it_cannot_set():
 
 def test_bench_prints_a_table_with_ratios():
     out = _run("bench", "--shapes", "256x16", "64x64", "--repeats", "2", "--no-progress")
-    for name in (*ESTIMATORS, "grpo (idiomatic)", "robust (numpy+scipy)"):
+    for name in (*ESTIMATORS, "grpo (idiomatic)", "robust (numpy+scipy)", "median, MAD, clip (np)"):
         assert name in out
     assert "torch threads 1 and " in out and "load average" in out
     # one row per estimator, shape and kind of rewards: ms and x grpo at one thread and at the default count
     rows = [line for line in out.splitlines()
             if re.match(r"^\S.*\s\d+x\d+\s+(uniform\+outlier|0/1|0/1\+jitter)(\s+[\d.]+){4}$", line)]
-    assert len(rows) == 2 * 3 * (len(ESTIMATORS) + 2 + 9)  # (+9: grpo, robust and rank with a range, glitched, both)
+    assert len(rows) == 2 * 3 * (len(ESTIMATORS) + 3 + 9)  # (+3: the references; +9: grpo, robust and rank with a range, glitched, both)
     assert all(float(x) > 0 for r in rows for x in r.split()[-4:])
     assert all(r.split()[-3] == r.split()[-1] == "1.00" for r in rows if r.startswith("grpo (idiomatic)"))
     for kind in ("uniform+outlier", "0/1", "0/1+jitter"):
         assert f"faster than numpy+scipy at 256x16 ({kind}, 1 thread)" in out
+        line = f"target median, MAD and clip by one numpy sort per row < 1x grpo at 256x16 ({kind}, 1 thread)"
+        assert re.search(re.escape(line) + r": \d+\.\d\dx, (met|NOT met) \(robust \d+\.\dx this floor\)$", out, re.M), line
         for G, shape in ((16, "256x16"), (64, "64x64")):
             for target in ("robust <= 1.2x", "rank <= 3x", "huber_m <= 3x", "winsor <= 3x"):
                 line = f"target {target} grpo at G={G} ({shape}, {kind}, 1 thread)"

@@ -19,7 +19,11 @@ torch thread and at the default thread count, side by side in one run with:
   ``std, mean = torch.std_mean(r, dim=-1, keepdim=True); (r - mean) / (std + eps)``;
 * ``robust (numpy+scipy)``: the same computation as the ``robust`` estimator
   written with numpy array operations (:func:`robust_numpy_scipy`; the tests
-  check it equals the estimator).
+  check it equals the estimator);
+* ``median, MAD, clip (np)``: the median/MAD idea alone, every order
+  statistic from one numpy sort per row (:func:`median_mad_clip_numpy`; the
+  tests check it against numpy's median and scipy's MAD): the floor that
+  ``robust``'s tie tolerance, typical gap, fallback scale and checks add to.
 
 Ratios are measured in the same process, interleaved (each repeat runs every
 case once, in turn, at each thread count), so machine noise hits all rows
@@ -27,7 +31,8 @@ alike; a row's ratio is the median of its per-repeat ratios. The targets
 (:data:`ESTIMATOR_TARGETS`), on every kind of rewards and at every thread
 count: ``robust`` within 1.2x grpo and ``rank``, ``huber_m`` and ``winsor``
 within 3x at G = 16, 64 and 256 (the shapes timed of those), ``robust`` at
-least 3x faster than numpy + scipy, and a declared ``reward_range``
+least 3x faster than numpy + scipy, the one-sort floor under 1x grpo (the
+line also gives ``robust``'s time over it), and a declared ``reward_range``
 (:data:`BENCH_RANGES`) adding at most 20 % to ``grpo``, ``robust`` and
 ``rank``: on the rewards as they are, which it holds (rows
 ``"<estimator> +range"``), and with a glitch of 50 in one group of 100, which

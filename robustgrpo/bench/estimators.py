@@ -15,11 +15,15 @@ import scipy.stats
 import torch
 
 from robustgrpo.advantages import ESTIMATORS, compute_advantages
+from robustgrpo.stats import MAD_TO_SIGMA
 from robustgrpo.checks import check_choice, check_int, check_int_list
 from robustgrpo.bench._common import load_average, load_text
 
 __all__ = [
     "robust_numpy_scipy",
+    "median_mad_clip_numpy",
+    "SORT_FLOOR",
+    "SORT_FLOOR_TARGET",
     "grpo_idiomatic",
     "BenchRow",
     "BENCH_REWARDS",
@@ -94,6 +98,60 @@ def robust_numpy_scipy(rewards: np.ndarray, c: float = 2.5, resolution: float = 
     return np.where(degenerate[:, None], 0.0, adv).astype(r.dtype)
 
 
+def median_mad_clip_numpy(rewards: np.ndarray, c: float = 2.5) -> np.ndarray:
+    r"""Median, MAD and clip in numpy, every order statistic from one sort per row: the floor of the median/MAD idea.
+
+    .. math:: m = \operatorname{med}_i r_i, \quad s = 1.482602\ldots \operatorname{med}_i |r_i - m|, \quad
+              A_i = \operatorname{clip}((r_i - m) / s, -c, c)
+
+    (seed 000's estimator without its std fallback; the division is a
+    product with :math:`1/s`, within an ulp of it), 0 in a row whose MAD
+    is 0 (more than half its rewards tie: every 0/1 group not split in
+    half). None of ``robust``'s tie tolerance, batch typical gap, fallback
+    scale, masks or checks: what is left is the cost of the idea itself,
+    which the bench sets beside the idiomatic GRPO and ``robust``. The
+    median of :math:`|r - m|` comes from the sorted row :math:`x`: the
+    :math:`k + 1` values nearest :math:`m` are neighbours in sorted order, so
+
+    .. math:: |r - m|_{(k)} = \min_i \max(m - x_{(i)},\ x_{(i + k)} - m)
+
+    (0-based). numpy's minimum along a row costs per row, so rows of fewer
+    than :data:`_TRANSPOSE_BELOW` values are transposed first and the
+    minimum runs across them. ``[B, G]`` float arrays.
+    """
+    r = np.asarray(rewards)
+    G = r.shape[-1]
+    x = np.sort(r, axis=-1)
+    across = G < _TRANSPOSE_BELOW
+    if across:
+        x = x.T.copy()  # [G, B]: a column per group
+    k1, k2 = (G - 1) // 2, G // 2
+    part = (lambda i, j: x[i:j]) if across else (lambda i, j: x[:, i:j])
+    m = 0.5 * part(k1, k1 + 1) + 0.5 * part(k2, k2 + 1)  # [1, B] or [B, 1]
+
+    def abs_deviation(k: int) -> np.ndarray:  # |r - m|_(k) of every group
+        below = np.subtract(m, part(0, G - k))
+        return np.maximum(below, np.subtract(part(k, G), m), out=below).min(axis=0 if across else 1)
+
+    low = abs_deviation(k1)
+    mad = low if k2 == k1 else 0.5 * low + 0.5 * abs_deviation(k2)
+    scale = MAD_TO_SIGMA * mad
+    inverse = np.divide(1, scale, out=np.zeros_like(scale), where=scale > 0)
+    adv = np.subtract(r, m.reshape(-1, 1))
+    np.multiply(adv, inverse[:, None], out=adv)
+    return np.clip(adv, -c, c, out=adv)
+
+
+#: Rows shorter than this are transposed before :func:`median_mad_clip_numpy` takes its minima (measured crossover).
+_TRANSPOSE_BELOW = 64
+
+
+#: The row of :func:`median_mad_clip_numpy` in the bench's table.
+SORT_FLOOR = "median, MAD, clip (np)"
+#: Its target: under this many times the idiomatic grpo.
+SORT_FLOOR_TARGET = 1.0
+
+
 @dataclass(frozen=True)
 class BenchRow:
     """One timed case: label, shape, kind of rewards, torch threads, median milliseconds, ratio to idiomatic grpo."""
@@ -165,7 +223,7 @@ def run_benchmark(
     rewards: Sequence[str] = BENCH_REWARDS,
     threads: Sequence[int] | None = None,
 ) -> list[BenchRow]:
-    """Time every estimator, the idiomatic grpo and the numpy+scipy robust.
+    """Time every estimator, the idiomatic grpo, the numpy+scipy robust and the one-sort numpy floor.
 
     For every shape and kind of rewards (:func:`bench_rewards`), each repeat
     runs every case once, in turn, at each torch thread count of ``threads``
@@ -194,7 +252,7 @@ def run_benchmark(
     counts = list(dict.fromkeys(check_int_list("threads", list(threads), minimum=1) if threads is not None else [1, initial]))
     gen = torch.Generator().manual_seed(seed)
     ranged = [f"{name}{case}" for case in (" +range", ", glitched", " +range, glitched") for name in RANGE_ESTIMATORS]
-    labels = ("grpo (idiomatic)", *ESTIMATORS, *ranged, "robust (numpy+scipy)")
+    labels = ("grpo (idiomatic)", *ESTIMATORS, *ranged, "robust (numpy+scipy)", SORT_FLOOR)
     rows: list[BenchRow] = []
     bar = tqdm(total=len(shapes) * len(kinds) * (repeats + 1), desc="bench", disable=not progress, leave=False)
     try:
@@ -208,6 +266,7 @@ def run_benchmark(
                 calls: dict[str, Callable[[], object]] = {
                     "grpo (idiomatic)": lambda: grpo_idiomatic(r),
                     "robust (numpy+scipy)": lambda: robust_numpy_scipy(r_np),
+                    SORT_FLOOR: lambda: median_mad_clip_numpy(r_np),
                     **{label: (lambda label=label: compute_advantages(r, label)) for label in ESTIMATORS},
                     **{f"{name} +range": (lambda name=name: compute_advantages(r, name, reward_range=span)) for name in RANGE_ESTIMATORS},
                     **{f"{name}, glitched": (lambda name=name: compute_advantages(glitched, name)) for name in RANGE_ESTIMATORS},
@@ -266,6 +325,14 @@ def format_table(rows: Sequence[BenchRow]) -> str:
                          f"{r.label.replace(' +range', '').removesuffix(', glitched')} at {r.shape[0]}x{r.shape[1]} ({r.rewards}"
                          f"{f', masking a glitch in 1 group of {GLITCH_EVERY}' if glitched else ''}, {r.threads} "
                          f"thread{'s' if r.threads > 1 else ''}): {added:+.0%}, {verdict}")
+    for r in rows:
+        if r.label == SORT_FLOOR:
+            verdict = "met" if r.ratio < SORT_FLOOR_TARGET else "NOT met"
+            robust = by.get(("robust", r.shape, r.rewards, r.threads))
+            beside = f" (robust {robust.ms / r.ms:.1f}x this floor)" if robust is not None else ""
+            lines.append(f"target median, MAD and clip by one numpy sort per row < {SORT_FLOOR_TARGET:g}x grpo at "
+                         f"{r.shape[0]}x{r.shape[1]} ({r.rewards}, {r.threads} thread{'s' if r.threads > 1 else ''}): "
+                         f"{r.ratio:.2f}x, {verdict}{beside}")
     for r in rows:
         if r.label == "robust" and ("robust (numpy+scipy)", r.shape, r.rewards, r.threads) in by:
             speedup = by[("robust (numpy+scipy)", r.shape, r.rewards, r.threads)].ms / r.ms
