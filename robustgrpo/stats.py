@@ -1080,15 +1080,17 @@ def _ranked_values(u: np.ndarray, a: int, b: int, inplace: bool = False) -> np.n
     (``numpy.partition``, linear time). Heavily tied data (a quarter of the
     sample's neighbours equal) are sorted instead: numpy's SIMD selection
     slows down by an order of magnitude on some of them (90 % zeros), and
-    its SIMD sort is fast on ties. ``inplace=True`` lets the
-    fallback reorder ``u`` itself instead of a copy.
+    its SIMD sort is fast on ties; but where the sample holds one value
+    across the whole bracket, one pass of counts first checks that the
+    ranks are that value (:func:`_ranked_values_at_a_tie`). ``inplace=True``
+    lets the fallback reorder ``u`` itself instead of a copy.
     """
     N = u.size
     distinct = False
     if N > 4 * _TIE_SAMPLE:
         sample = np.sort(u[np.random.default_rng(N).integers(0, N, _TIE_SAMPLE)])
         distinct = np.count_nonzero(sample[1:] == sample[:-1]) <= _TIE_SAMPLE // 4
-        picked = _ranked_values_in_bracket(u, a, b, sample) if distinct else None
+        picked = _ranked_values_in_bracket(u, a, b, sample) if distinct else _ranked_values_at_a_tie(u, a, b, sample)
         if picked is not None:
             return picked
     part = u if inplace else u.copy()
@@ -1096,6 +1098,32 @@ def _ranked_values(u: np.ndarray, a: int, b: int, inplace: bool = False) -> np.n
         return _select_ranks(part, a, b)
     part.sort()
     return part[a: b + 1].copy()
+
+
+def _bracket_positions(N: int, a: int, b: int, S: int) -> tuple[int, int]:
+    """The positions in a sorted sample of S values of ``N`` that bracket ranks ``a .. b`` (:data:`_BRACKET_SD` standard
+    deviations of a sample quantile's rank, at most sqrt(S) / 2, either side); either may fall outside the sample."""
+    margin = _BRACKET_SD * math.sqrt(S) / 2
+    return math.floor(a * S / N - margin), math.ceil((b + 1) * S / N + margin)
+
+
+def _ranked_values_at_a_tie(u: np.ndarray, a: int, b: int, sample: np.ndarray) -> np.ndarray | None:
+    """:func:`_ranked_values` where the sorted ``sample`` of ``u`` holds one value across the whole bracket of ranks
+    ``a .. b``: one pass counts the values below it and up to it, and where ranks ``a .. b`` lie between those
+    counts they are all that value (on 0/1 rewards most deviations are one of two values). None otherwise."""
+    N, S = u.size, sample.size
+    lo_at, hi_at = _bracket_positions(N, a, b, S)
+    if lo_at < 0 or hi_at >= S or sample[lo_at] != sample[hi_at]:
+        return None
+    value = sample[lo_at]
+    below = upto = 0
+    for start in range(0, N, ROW_BLOCK):  # (in blocks: the flags stay a block's size)
+        block = u[start:start + ROW_BLOCK]
+        below += int(np.count_nonzero(block < value))
+        upto += int(np.count_nonzero(block <= value))
+    if below <= a and b < upto:
+        return np.full(b - a + 1, value, dtype=u.dtype)
+    return None
 
 
 def _select_ranks(part: np.ndarray, a: int, b: int) -> np.ndarray:
@@ -1113,8 +1141,7 @@ def _ranked_values_in_bracket(u: np.ndarray, a: int, b: int, sample: np.ndarray)
     """:func:`_ranked_values` from the values between two order statistics of the sorted ``sample`` of ``u``, or
     None where that bracket does not hold ranks ``a .. b`` or holds more than a quarter of ``u``."""
     N, S = u.size, sample.size
-    margin = _BRACKET_SD * math.sqrt(S) / 2  # (a sample quantile's rank has standard deviation at most sqrt(S) / 2)
-    lo_at, hi_at = math.floor(a * S / N - margin), math.ceil((b + 1) * S / N + margin)
+    lo_at, hi_at = _bracket_positions(N, a, b, S)
     if lo_at < 0 and hi_at >= S:
         return None  # (the bracket is the whole array)
     lo = sample[lo_at] if lo_at >= 0 else -np.inf
