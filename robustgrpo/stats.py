@@ -1151,7 +1151,7 @@ def _ranked_values_in_bracket(u: np.ndarray, a: int, b: int, sample: np.ndarray)
         block = u[start:start + ROW_BLOCK]
         keep = block >= lo
         below += block.size - int(np.count_nonzero(keep))
-        pieces.append(block[np.logical_and(keep, block <= hi, out=keep)])
+        pieces.append(np.compress(np.logical_and(keep, block <= hi, out=keep), block))
     inside = np.concatenate(pieces)  # (a new array: ours to reorder)
     if below > a or below + inside.size <= b or inside.size > N // 4:
         return None
@@ -1175,9 +1175,10 @@ def _resolved_quantile_by_selection(u: torch.Tensor, t: torch.Tensor, q: float, 
     partial = []  # the partial weights: 0 < u < t (every weight-1 value is positive), as flat indices
     for rows in row_blocks(un):  # (the flags a block's size at a time)
         full, positive = un[rows] >= t_one[rows], un[rows] > 0
-        n_full += int(np.count_nonzero(full))
-        n_positive += int(np.count_nonzero(positive))
-        partial.append(np.flatnonzero(np.not_equal(positive, full, out=positive)) + rows.start * G)
+        block_full, block_positive = int(np.count_nonzero(full)), int(np.count_nonzero(positive))
+        n_full, n_positive = n_full + block_full, n_positive + block_positive
+        if block_positive > block_full:  # (most blocks hold no partial weight: no search for one)
+            partial.append(np.flatnonzero(np.not_equal(positive, full, out=positive)) + rows.start * G)
     if n_positive == 0:
         return None
     flat = un.reshape(-1)
