@@ -1073,14 +1073,15 @@ def _ranked_values(u: np.ndarray, a: int, b: int, inplace: bool = False) -> np.n
     sample quantile's rank either side), one pass counts the values below
     the bracket and keeps those inside it, and a selection among those few
     gives the ranks (a sort where the sample ties within the bracket: more
-    than one neighbour in :data:`_BRACKET_TIES` equal). The bracket is checked (as many values below it as rank ``a``
-    allows, enough up to its top for rank ``b``), so the result is exact for
-    any data; a bracket that misses (about one call in a million), or holds
-    more than a quarter of the values, falls back to a selection
-    (``numpy.partition``, linear time). Heavily tied data (a quarter of the
-    sample's neighbours equal) are sorted instead: numpy's SIMD selection
-    slows down by an order of magnitude on some of them (90 % zeros), and
-    its SIMD sort is fast on ties; but where the sample holds one value
+    than one neighbour in :data:`_BRACKET_TIES` equal). The bracket is
+    checked (as many values below it as rank ``a`` allows, enough up to its
+    top for rank ``b``), so the result is exact for any data; a bracket that
+    misses (about one call in a million), or holds more than a quarter of
+    the values, falls back to a selection (``numpy.partition``, linear
+    time). Heavily tied data (a quarter of the sample's neighbours equal)
+    are sorted instead: numpy's SIMD selection slows down by an order of
+    magnitude on some of them (90 % zeros), and its SIMD sort is fast on
+    ties; but where the sample holds one value
     across the whole bracket, one pass of counts first checks that the
     ranks are that value (:func:`_ranked_values_at_a_tie`). ``inplace=True``
     lets the fallback reorder ``u`` itself instead of a copy.

@@ -163,7 +163,8 @@ def test_bench_prints_a_table_with_ratios():
     # one row per estimator, shape and kind of rewards: ms and x grpo at one thread and at the default count
     rows = [line for line in out.splitlines()
             if re.match(r"^\S.*\s\d+x\d+\s+(uniform\+outlier|0/1|0/1\+jitter)(\s+[\d.]+){4}$", line)]
-    assert len(rows) == 2 * 3 * (len(ESTIMATORS) + 3 + 9)  # (+3: the references; +9: grpo, robust and rank with a range, glitched, both)
+    # (+3: the idiomatic grpo and the two numpy references; +9: grpo, robust and rank with a range, glitched, both)
+    assert len(rows) == 2 * 3 * (len(ESTIMATORS) + 3 + 9)
     assert all(float(x) > 0 for r in rows for x in r.split()[-4:])
     assert all(r.split()[-3] == r.split()[-1] == "1.00" for r in rows if r.startswith("grpo (idiomatic)"))
     for kind in ("uniform+outlier", "0/1", "0/1+jitter"):

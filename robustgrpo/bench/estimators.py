@@ -15,9 +15,9 @@ import scipy.stats
 import torch
 
 from robustgrpo.advantages import ESTIMATORS, compute_advantages
-from robustgrpo.stats import MAD_TO_SIGMA
 from robustgrpo.checks import check_choice, check_int, check_int_list
 from robustgrpo.bench._common import load_average, load_text
+from robustgrpo.stats import MAD_TO_SIGMA
 
 __all__ = [
     "robust_numpy_scipy",
