@@ -1081,16 +1081,16 @@ def _ranked_values(u: np.ndarray, a: int, b: int, inplace: bool = False) -> np.n
     time). Heavily tied data (a quarter of the sample's neighbours equal)
     are sorted instead: numpy's SIMD selection slows down by an order of
     magnitude on some of them (90 % zeros), and its SIMD sort is fast on
-    ties; but where the sample holds one value
-    across the whole bracket, one pass of counts first checks that the
-    ranks are that value (:func:`_ranked_values_at_a_tie`). ``inplace=True``
-    lets the fallback reorder ``u`` itself instead of a copy.
+    ties; but where the sample holds one value across the whole bracket,
+    one pass of counts first checks that the ranks are that value
+    (:func:`_ranked_values_at_a_tie`). ``inplace=True`` lets the fallback
+    reorder ``u`` itself instead of a copy.
     """
     N = u.size
     distinct = False
     if N > 4 * _TIE_SAMPLE:
         sample = np.sort(u[np.random.default_rng(N).integers(0, N, _TIE_SAMPLE)])
-        distinct = np.count_nonzero(sample[1:] == sample[:-1]) <= _TIE_SAMPLE // 4
+        distinct = _tied_neighbours(sample) <= _TIE_SAMPLE // 4
         picked = _ranked_values_in_bracket(u, a, b, sample) if distinct else _ranked_values_at_a_tie(u, a, b, sample)
         if picked is not None:
             return picked
@@ -1099,6 +1099,11 @@ def _ranked_values(u: np.ndarray, a: int, b: int, inplace: bool = False) -> np.n
         return _select_ranks(part, a, b)
     part.sort()
     return part[a: b + 1].copy()
+
+
+def _tied_neighbours(sorted_values: np.ndarray) -> int:
+    """How many neighbours of the ascending ``sorted_values`` are equal (a sample's measure of ties)."""
+    return int(np.count_nonzero(sorted_values[1:] == sorted_values[:-1]))
 
 
 def _bracket_positions(N: int, a: int, b: int, S: int) -> tuple[int, int]:
@@ -1156,9 +1161,9 @@ def _ranked_values_in_bracket(u: np.ndarray, a: int, b: int, sample: np.ndarray)
     inside = np.concatenate(pieces)  # (a new array: ours to reorder)
     if below > a or below + inside.size <= b or inside.size > N // 4:
         return None
-    # the few ranks by selection (4x faster than a sort of the bracket), unless the sample ties within it
+    # the few ranks by selection (linear time), unless the sample ties within the bracket
     in_sample = sample[max(lo_at, 0): min(hi_at, S - 1) + 1]
-    if np.count_nonzero(in_sample[1:] == in_sample[:-1]) > in_sample.size // _BRACKET_TIES:
+    if _tied_neighbours(in_sample) > in_sample.size // _BRACKET_TIES:
         return np.sort(inside)[a - below: b - below + 1]
     return _select_ranks(inside, a - below, b - below)
 
