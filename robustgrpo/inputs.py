@@ -210,13 +210,17 @@ def apply_nan_policy(
     return torch.where(mask, values, zero), mask, poisoned
 
 
+#: The longest run of flags :func:`count_true` sums in one 16-bit integer (its largest value).
+_COUNT_BLOCK = 2**15 - 1
+
+
 def count_true(flags: torch.Tensor) -> torch.Tensor:
     """How many of each row's boolean ``flags`` (along the last dimension) are True: ``[...]`` long.
 
     The same numbers as ``flags.sum(-1)``, without its copy of the flags as 64-bit integers (eight
-    bytes per entry: twice a float32 input's size) on the CPU: rows of up to 255 entries are summed
-    as bytes, longer rows in blocks of 255 whose byte sums are then added (a block of the same
-    entries, so every count is exact).
+    bytes per entry: twice a float32 input's size) on the CPU: rows of up to 32,767 entries are
+    summed as 16-bit integers (a count never exceeds its row's length, so every count is exact),
+    longer rows in blocks of that length whose sums are then added.
 
     >>> count_true(torch.tensor([[True, False, True], [False, False, False]]))
     tensor([2, 0])
@@ -225,11 +229,12 @@ def count_true(flags: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"count_true counts booleans, got {flags.dtype}: compare first (x != 0)")
     G = flags.shape[-1]
     as_bytes = flags.view(torch.uint8)
-    if G <= 255:
-        return as_bytes.sum(-1, dtype=torch.uint8).long()
-    whole = G - G % 255
-    counts = as_bytes[..., :whole].unflatten(-1, (whole // 255, 255)).sum(-1, dtype=torch.uint8).sum(-1, dtype=torch.long)
-    return counts if whole == G else counts + as_bytes[..., whole:].sum(-1, dtype=torch.uint8)
+    if G <= _COUNT_BLOCK:
+        return as_bytes.sum(-1, dtype=torch.int16).long()
+    whole = G - G % _COUNT_BLOCK
+    counts = as_bytes[..., :whole].unflatten(-1, (whole // _COUNT_BLOCK, _COUNT_BLOCK)).sum(-1, dtype=torch.int16)
+    counts = counts.sum(-1, dtype=torch.long)
+    return counts if whole == G else counts + as_bytes[..., whole:].sum(-1, dtype=torch.int16)
 
 
 def count_valid(values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:

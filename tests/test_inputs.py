@@ -131,10 +131,11 @@ def test_group_by_index_errors():
 
 
 @settings(max_examples=60, deadline=None)
-@given(G=st.sampled_from([1, 2, 16, 254, 255, 256, 509, 510, 511, 1024]), p=st.floats(0, 1), seed=st.integers(0, 2**16))
+@given(G=st.sampled_from([1, 2, 16, 255, 256, 1024, 32766, 32767, 32768, 65534, 65535, 70001]), p=st.floats(0, 1),
+       seed=st.integers(0, 2**16))
 def test_count_true_counts_what_a_sum_counts_for_rows_of_every_length(G, p, seed):
-    """Rows summed as bytes (up to 255) or in blocks of 255 count exactly what ``flags.sum(-1)`` counts, also on
-    strided views."""
+    """Rows summed as 16-bit integers (up to 32,767 entries) or in blocks of 32,767 count exactly what
+    ``flags.sum(-1)`` counts, also on strided views and on rows all True (a count at the 16-bit maximum)."""
     from robustgrpo.inputs import count_true
 
     flags = torch.rand(5, G, generator=torch.Generator().manual_seed(seed)) < p
@@ -142,6 +143,8 @@ def test_count_true_counts_what_a_sum_counts_for_rows_of_every_length(G, p, seed
     assert count_true(flags).dtype == torch.long
     assert torch.equal(count_true(flags[:, ::2]), flags[:, ::2].sum(-1))
     assert torch.equal(count_true(flags.T), flags.T.sum(-1))
+    full = torch.ones(2, G, dtype=torch.bool)
+    assert count_true(full).tolist() == [G, G]
 
 
 def test_count_true_refuses_what_is_not_boolean():
