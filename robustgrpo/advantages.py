@@ -105,6 +105,7 @@ from robustgrpo.stats import (
     tie_tolerance,
     value_extremes,
     value_range,
+    residue_bound,
     residue_tolerance,
     resolved_quantile,
     batch_tie_reference,
@@ -215,7 +216,8 @@ class Groups(NamedTuple):
     range capped by the batch, :func:`~robustgrpo.stats.batch_tie_reference`;
     None: the group's own range), and ``floor`` ``[B]`` the rewards' float
     residue (:func:`~robustgrpo.stats.residue_tolerance`; None: no floor),
-    below which no difference counts. ``batch`` ``[B]`` long is the training
+    below which no difference counts (None also for an estimator that does
+    not read it, :attr:`Estimator.reads_floor`). ``batch`` ``[B]`` long is the training
     batch of each group (ids ``0 .. K-1``), or None when every group is of
     one batch: a batch-level statistic is taken per batch. ``batch_scale``
     ``[B]``, when given, is that statistic per group, computed by the caller
@@ -380,6 +382,13 @@ class Estimator:
         {'ddof': 0}
         """
         return {k: v for k, v in settings.items() if k in self.defaults}
+
+    @property
+    def reads_floor(self) -> bool:
+        """Whether it reads :attr:`Groups.floor`, the float residue below which no difference counts: the
+        estimators that sort or take a ``resolution`` (their tie tolerance). For any other the entry point
+        passes no floor and computes the residue only where its own rules need it."""
+        return self.sorts is not None or "resolution" in self.defaults
 
     @property
     def order_based(self) -> bool:
@@ -1380,10 +1389,13 @@ class AdvantageResult:
     groups: np.ndarray | None = None
 
 
-def _count(flags: torch.Tensor | None, keep: torch.Tensor | None, n: torch.Tensor) -> torch.Tensor:
-    """Per-group count of the ``flags`` (None: none) among the entries ``keep`` (None: all), shaped like ``n``."""
+def _count(flags: torch.Tensor | None, keep: torch.Tensor | None, n: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+    """Per-group count of the ``flags`` (None: none) among the entries ``keep`` (None: all), shaped like ``n``;
+    ``rows``: the only groups that can hold a flag (None: any), whose flags alone are counted."""
     if flags is None:
         return torch.zeros_like(n)
+    if rows is not None and keep is None:
+        return torch.zeros_like(n).index_copy_(0, rows, count_true(flags.index_select(0, rows)))
     if keep is not None and keep.shape[-1] == 1:  # whole groups kept or not: count, then drop (no [B, G] mask)
         return count_true(flags) * keep.squeeze(-1)
     return count_true(flags if keep is None else flags & keep)
@@ -1418,6 +1430,27 @@ def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None
 APART_SHARE = 0.25
 
 
+def _range_bounds(reward_range: Any) -> tuple[float, float]:
+    """``reward_range`` as two floats ``lo < hi``, or a ``ValueError`` naming what is wrong with it."""
+    try:
+        lo, hi = (float(v) for v in reward_range)
+    except (TypeError, ValueError):
+        raise ValueError(f"reward_range must be a pair (lo, hi) of numbers, got {reward_range!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"reward_range must be finite with lo < hi, got {reward_range!r}")
+    return lo, hi
+
+
+def _exact_residue_at(residue: torch.Tensor, rows: torch.Tensor, values: torch.Tensor, valid: torch.Tensor | None,
+                      arrived: torch.dtype | None) -> torch.Tensor:
+    """``residue`` with the groups ``rows`` given their :func:`~robustgrpo.stats.residue_tolerance` (a sort of
+    those groups only)."""
+    if rows.numel() == 0:
+        return residue
+    part = residue_tolerance(values.index_select(0, rows), None if valid is None else valid.index_select(0, rows), arrived)
+    return residue.index_copy(0, rows, torch.nan_to_num(part, nan=0.0, posinf=0.0))
+
+
 def _apply_reward_range(
     values: torch.Tensor, valid: torch.Tensor | None, reward_range: Any, policy: str, residue: torch.Tensor,
     extremes: tuple[torch.Tensor, torch.Tensor] | None = None,
@@ -1439,12 +1472,7 @@ def _apply_reward_range(
         raise ValueError(f"out_of_range must be 'clip', 'mask' or 'raise', got {policy!r}")
     if reward_range is None:
         return values, valid, None, None, None
-    try:
-        lo, hi = (float(v) for v in reward_range)
-    except (TypeError, ValueError):
-        raise ValueError(f"reward_range must be a pair (lo, hi) of numbers, got {reward_range!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise ValueError(f"reward_range must be finite with lo < hi, got {reward_range!r}")
+    lo, hi = _range_bounds(reward_range)
     span = torch.tensor(hi - lo, dtype=values.dtype, device=values.device)
     hit = None
     if extremes is not None:
@@ -1794,18 +1822,29 @@ def compute_advantages(
     # one sort of each group serves the residue, the tie reference and the estimator (sorts="values"/"order")
     ordered = _sort_groups(values, valid, est.sorts) if est.sorts is not None and tol is None else None
     n = count_valid(values, valid)
-    if tol is None:
+    # an estimator that reads no floor needs the residue only where it decides the range's slack or the degenerate
+    # rule: elsewhere its bound from the extremes serves (no sort), and it is computed exactly where it may decide
+    bounded = tol is None and not est.reads_floor
+    pre_median = extremes = None  # (extremes: each group's smallest and largest reward, for the range's test and the spread)
+    if bounded:
+        extremes = value_extremes(values, valid)
+        residue = residue_bound(extremes, arrived)
+        if reward_range is not None:  # (the groups reaching beyond a bound: whether by more than their residue)
+            lo, hi = _range_bounds(reward_range)
+            residue = _exact_residue_at(residue, torch.nonzero((extremes[0] < lo) | (extremes[1] > hi)).squeeze(-1),
+                                        values, valid, arrived)
+    elif tol is None:
         pre_median = None if ordered is None else median_of_sorted(ordered[0], n)
         residue = torch.nan_to_num(residue_tolerance(values, valid, arrived, sorted_x=None if ordered is None else ordered[0],
                                                      median=pre_median), nan=0.0, posinf=0.0)
     else:
         residue = torch.full(values.shape[:-1], float(tol), dtype=values.dtype, device=values.device)
-    extremes = None  # (each group's smallest and largest reward, for the range's test and the spread)
-    if reward_range is not None:
+    if reward_range is not None and extremes is None:
         extremes = _group_extremes(values, valid, n, ordered)
     dense = valid is None
+    arrived_values, arrived_valid = values, valid  # (what the residue is of)
     values, valid, outside, span, hit = _apply_reward_range(values, valid, reward_range, out_of_range, residue, extremes)
-    floor = residue if tol is None else None
+    floor = residue if tol is None and not bounded else None
     apart = None
     if out_of_range == "mask" and dense and reference is None and not est.batch_level and hit is not None:
         apart = hit if 0 < hit.numel() <= APART_SHARE * values.shape[0] else None
@@ -1826,6 +1865,9 @@ def compute_advantages(
     zero = torch.zeros((), dtype=dtype, device=device)
     empty = n == 0
     single = n == 1
+    if bounded:  # (the exact residue where a spread above 0 is within its bound: there it decides the rule)
+        residue = _exact_residue_at(residue, torch.nonzero((n >= 2) & (spread > 0) & (spread <= residue)).squeeze(-1),
+                                    arrived_values, arrived_valid, arrived)
     degenerate = (n >= 2) & (spread <= residue)
     defined = ~(empty | single | degenerate)
     # (the groups apart come with zeros and no clip flag at their masked rewards: whole groups are kept or dropped)
@@ -1872,7 +1914,7 @@ def compute_advantages(
         empty=to_kind(empty, kind),
         fallback=to_kind(out.fallback & defined, kind),
         n_clipped=to_kind(_count(out.clipped, keep, n) if out.n_clipped is None else torch.where(defined, out.n_clipped, 0), kind),
-        n_out_of_range=to_kind(_count(outside, None, n), kind),
+        n_out_of_range=to_kind(_count(outside, None, n, hit), kind),
     )
     return AdvantageResult(
         advantages=to_kind(adv, kind),

@@ -65,6 +65,7 @@ __all__ = [
     "tie_tolerance",
     "RESIDUE_ULPS",
     "residue_tolerance",
+    "residue_bound",
     "abs_median_of_sorted",
     "typical_deviation",
     "segment_quantile",
@@ -831,6 +832,24 @@ def residue_tolerance(
     else:
         magnitude = median_of_sorted(sort_valid(x.abs(), mask), n)
     return (RESIDUE_ULPS * eps) * magnitude
+
+
+def residue_bound(extremes: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtype | None = None) -> torch.Tensor:
+    r"""An upper bound of :func:`residue_tolerance` from each row's smallest and largest valid value.
+
+    .. math:: \bar\tau = 4\,\epsilon_{dtype} \max(|x_{(1)}|, |x_{(n)}|) \ge \tau
+
+    since the median of :math:`|x|` is at most its largest value (and the
+    rounded product grows with it). ``extremes``:
+    :func:`value_extremes`; ``dtype`` as in :func:`residue_tolerance`. A row
+    with no valid value gets 0, as there. A caller whose rows' spread exceeds
+    this bound knows them above their residue without the sort the residue
+    takes.
+    """
+    lo, hi = extremes
+    eps = torch.finfo(lo.dtype if dtype is None else dtype).eps
+    bound = (RESIDUE_ULPS * eps) * torch.maximum(lo.abs(), hi.abs())
+    return torch.where(hi >= lo, bound, torch.zeros((), dtype=bound.dtype, device=bound.device))
 
 
 def abs_median_of_sorted(sorted_x: torch.Tensor, n: torch.Tensor, median: torch.Tensor | None = None) -> torch.Tensor:

@@ -19,7 +19,7 @@ from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.advantages import Groups, _robust_parts
 from robustgrpo.bench import SORT_FLOOR, median_mad_clip_numpy, robust_numpy_scipy
 from robustgrpo.lab.scenarios import load_scenario
-from robustgrpo.stats import residue_tolerance
+from robustgrpo.stats import residue_bound, residue_tolerance, value_extremes, value_range
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = json.loads((ROOT / "data" / "reference" / "seed_000.json").read_text())
@@ -1007,6 +1007,61 @@ def test_the_count_outside_a_declared_range_is_every_valid_reward_beyond_a_bound
     assert torch.equal(res.advantages, same.advantages)
     clean = compute_advantages(r[1::2], name, mask=None if mask is None else mask[1::2], reward_range=(lo, hi))
     assert int(clean.diagnostics.n_out_of_range.sum()) == int(expected[1::2].sum())
+
+
+def _ulp_rows(dtype: np.dtype, seed: int, B: int = 400, G: int = 6) -> np.ndarray:
+    """Rows of values a few ulps apart about a centre, some just below a power of two (where the ulp halves), some
+    negative: their spreads fall below, between and above their residue and its bound from the largest value."""
+    rng = np.random.default_rng(seed)
+    centre = rng.choice(np.array([1.0, 2.0, 0.75, -3.0, 1024.0, 0.1], dtype=dtype), B)
+    rows = np.repeat(centre[:, None], G, 1)
+    steps = rng.integers(0, 9, (B, G))
+    towards = np.where(rng.random(B) < 0.5, -np.inf, np.inf).astype(dtype)[:, None]
+    for _ in range(8):  # (a test's data, not a hot path: each value moves by its own number of ulps)
+        rows = np.where(steps > 0, np.nextafter(rows, towards), rows)
+        steps -= 1
+    return rows
+
+
+NO_FLOOR = sorted(n for n in EXPECTED_NAMES if not ESTIMATORS[n].reads_floor)
+
+
+@pytest.mark.parametrize("name", NO_FLOOR)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("masked", [False, True])
+def test_an_estimator_reading_no_floor_rules_on_each_group_s_exact_residue(name, dtype, masked):
+    """The entry point takes the residue of an estimator that reads no floor from a bound (4 eps of the largest
+    |reward|) and computes it exactly where the bound could decide otherwise: the degenerate flags, the count
+    outside a declared range and the advantages are those of the exact residue of every group, also for groups
+    whose spread lies between the residue and the bound."""
+    assert "grpo" in NO_FLOOR and not any(ESTIMATORS[n].reads_floor for n in NO_FLOOR)
+    assert all(ESTIMATORS[n].reads_floor for n in ("robust", "rank", "huber_m", "winsor", "batch_huber"))
+    r = _ulp_rows(np.dtype(dtype), seed=4)
+    mask = np.random.default_rng(5).random(r.shape) > 0.25 if masked else None
+    t = torch.as_tensor(r).to(torch.float32 if dtype == np.float16 else None)  # (what the entry point computes on)
+    m = None if mask is None else torch.as_tensor(mask)
+    residue = residue_tolerance(t, m, torch.float16 if dtype == np.float16 else None)
+    spread, n = value_range(t, m), (t.shape[-1] if m is None else m.sum(-1))
+    bound = residue_bound(value_extremes(t, m), torch.float16 if dtype == np.float16 else None)
+    assert bool((residue <= bound).all())
+    between = (spread > residue) & (spread <= bound) & (n >= 2)
+    expected = (n >= 2) & (spread <= residue)
+    assert int(between.sum()) > 0 and 0 < int(expected.sum()) < r.shape[0]  # (every verdict met, the bound's trap too)
+    res = compute_advantages(r, name, mask=mask)
+    assert torch.equal(torch.as_tensor(res.diagnostics.degenerate), expected)
+    adv = torch.as_tensor(res.advantages)
+    assert bool((adv[expected] == 0).all()) and bool((adv[between].abs().amax(-1) > 0).all())
+    # a declared range whose bounds are centres: rewards a few ulps beyond them lie within or beyond their residue,
+    # and a glitch in every third group puts its bound from the largest |reward| far above that residue
+    lo, hi = -3.0, 1.0
+    r[::3, -1] = np.where(np.arange(0, r.shape[0], 3) % 2, 50, -50)
+    t = torch.as_tensor(r).to(torch.float32 if dtype == np.float16 else None)
+    residue = residue_tolerance(t, m, torch.float16 if dtype == np.float16 else None)
+    beyond = (t < lo - residue[:, None]) | (t > hi + residue[:, None])
+    near = (t.abs() < 10) & ((t > hi) | (t < lo))
+    assert bool((near & beyond).any()) and bool((near & ~beyond).any())
+    ranged = compute_advantages(r, name, mask=mask, reward_range=(lo, hi), out_of_range="clip")
+    assert torch.equal(torch.as_tensor(ranged.diagnostics.n_out_of_range), (beyond if m is None else beyond & m).sum(-1))
 
 
 @pytest.mark.parametrize("name", sorted(n for n in EXPECTED_NAMES if not ESTIMATORS[n].batch_level))
