@@ -25,6 +25,7 @@ Conversion rules (nothing is coerced silently; every rule is listed here):
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence, Union
 
@@ -485,39 +486,68 @@ def _grouping_of_runs(index: Any, n: int) -> Grouping | None:
     """:func:`group_by_index` for verl's layout, without converting every key: None where it does not apply.
 
     verl's ``uid`` is an object array of Python strings in which each prompt's samples stand
-    together. The run heads are found by comparing the objects themselves (``!=``, in C); only
-    the heads are checked (:func:`_index_array`: a key that is None, NaN or of another kind than
-    its neighbour differs from it, so it heads a run) and converted, and only they are sorted to
-    see that no key heads two runs. Then each run is a group, in order, and a sample's slot is its
-    place in its run. Anything else (no object array, no runs, a key in two runs, a bad key, keys
-    that cannot be compared) returns None: the general path groups it or says what is wrong.
+    together, each prompt's one string object repeated (``numpy.repeat``). The run heads are
+    found first by the objects' identity (:func:`_identity_run_heads`: where a neighbour is
+    another object), then, where that fails (distinct objects of one value side by side, or
+    every sample its own object), by comparing the objects themselves (``!=``, in C). Only the
+    heads are checked (:func:`_index_array`: a key that is None, NaN or of another kind than its
+    neighbour heads a run) and converted, and only they are hashed to see that no key heads two
+    runs. Then each run is a group, in order, and a sample's slot is its place in its run.
+    Anything else (no object array, no runs, a key in two runs, a bad key, keys that cannot be
+    compared or hashed) returns None: the general path groups it or says what is wrong.
     """
     if not (isinstance(index, np.ndarray) and index.dtype == object and index.ndim == 1 and len(index) == n > 1):
         return None
-    change = np.empty(n, dtype=bool)
+    for find_heads in (_identity_run_heads, _value_run_heads):  # (the second only where the first fails)
+        heads = find_heads(index)
+        if heads is None or len(heads) == n:
+            continue
+        first = index[heads]
+        try:
+            keys = _index_array(first)
+            distinct = len(set(first.tolist())) == len(heads)  # (a set of the heads: no sort of the strings)
+        except (ValueError, TypeError):  # the general path names the key at its position in the whole index
+            return None
+        if not distinct:  # a key heads two runs: distinct objects of one value side by side, or a key in two places
+            continue
+        lengths = np.diff(np.append(heads, n))
+        return Grouping(
+            group=torch.from_numpy(np.repeat(np.arange(len(heads), dtype=np.int64), lengths)),
+            slot=torch.from_numpy(np.arange(n, dtype=np.int64) - np.repeat(heads, lengths)),
+            keys=keys,
+            group_size=int(lengths.max()),
+            regular=bool((lengths == lengths[0]).all()),
+        )
+    return None
+
+
+def _identity_run_heads(index: np.ndarray) -> np.ndarray | None:
+    """Where each run of one object starts in a contiguous object array (its buffer's item addresses compared),
+    or None for an array whose buffer is not one block.
+
+    One pass of integer comparisons: the items are not touched. One object is one value, so every run of
+    one object lies within a run of equal keys; two runs of distinct objects of one value side by side are
+    two runs here (the caller's check of distinct heads catches them).
+    """
+    if not index.flags.c_contiguous:
+        return None
+    addresses = np.ctypeslib.as_array((ctypes.c_ssize_t * len(index)).from_address(index.ctypes.data))
+    change = np.empty(len(index), dtype=bool)
+    change[0] = True
+    np.not_equal(addresses[1:], addresses[:-1], out=change[1:])
+    return np.flatnonzero(change)
+
+
+def _value_run_heads(index: np.ndarray) -> np.ndarray | None:
+    """Where each run of equal keys starts in an object array (neighbours compared with ``!=``), or None for keys
+    whose comparison is not one bool (arrays, lists)."""
+    change = np.empty(len(index), dtype=bool)
     change[0] = True
     try:
         np.not_equal(index[1:], index[:-1], out=change[1:])
-    except (TypeError, ValueError):  # keys whose comparison is not one bool (arrays, lists)
+    except (TypeError, ValueError):
         return None
-    heads = np.flatnonzero(change)
-    if len(heads) == n:
-        return None
-    first = index[heads]
-    try:
-        keys = _index_array(first)
-    except ValueError:  # the general path names the key at its position in the whole index
-        return None
-    if len(set(first.tolist())) != len(heads):  # a key in two runs (a set of the heads: no sort of the strings)
-        return None
-    lengths = np.diff(np.append(heads, n))
-    return Grouping(
-        group=torch.from_numpy(np.repeat(np.arange(len(heads), dtype=np.int64), lengths)),
-        slot=torch.from_numpy(np.arange(n, dtype=np.int64) - np.repeat(heads, lengths)),
-        keys=keys,
-        group_size=int(lengths.max()),
-        regular=bool((lengths == lengths[0]).all()),
-    )
+    return np.flatnonzero(change)
 
 
 def scatter_to_flat(padded: torch.Tensor, grouping: Grouping) -> torch.Tensor:
