@@ -71,7 +71,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, NamedTuple, Sequen
 import numpy as np
 import torch
 
-from robustgrpo.checks import ParamError, check_bool, check_int, check_positive, check_real
+from robustgrpo.checks import ParamError, check_bool, check_int, check_interval, check_positive, check_real
 from robustgrpo.inputs import (
     ArrayLike,
     apply_nan_policy,
@@ -1430,17 +1430,6 @@ def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None
 APART_SHARE = 0.25
 
 
-def _range_bounds(reward_range: Any) -> tuple[float, float]:
-    """``reward_range`` as two floats ``lo < hi``, or a ``ValueError`` naming what is wrong with it."""
-    try:
-        lo, hi = (float(v) for v in reward_range)
-    except (TypeError, ValueError):
-        raise ValueError(f"reward_range must be a pair (lo, hi) of numbers, got {reward_range!r}") from None
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise ValueError(f"reward_range must be finite with lo < hi, got {reward_range!r}")
-    return lo, hi
-
-
 def _exact_residue_at(residue: torch.Tensor, rows: torch.Tensor, values: torch.Tensor, valid: torch.Tensor | None,
                       arrived: torch.dtype | None) -> torch.Tensor:
     """``residue`` with the groups ``rows`` given their :func:`~robustgrpo.stats.residue_tolerance` (a sort of
@@ -1472,7 +1461,7 @@ def _apply_reward_range(
         raise ValueError(f"out_of_range must be 'clip', 'mask' or 'raise', got {policy!r}")
     if reward_range is None:
         return values, valid, None, None, None
-    lo, hi = _range_bounds(reward_range)
+    lo, hi = check_interval("reward_range", reward_range)
     span = torch.tensor(hi - lo, dtype=values.dtype, device=values.device)
     hit = None
     if extremes is not None:
@@ -1830,7 +1819,7 @@ def compute_advantages(
         extremes = value_extremes(values, valid)
         residue = residue_bound(extremes, arrived)
         if reward_range is not None:  # (the groups reaching beyond a bound: whether by more than their residue)
-            lo, hi = _range_bounds(reward_range)
+            lo, hi = check_interval("reward_range", reward_range)
             residue = _exact_residue_at(residue, torch.nonzero((extremes[0] < lo) | (extremes[1] > hi)).squeeze(-1),
                                         values, valid, arrived)
     elif tol is None:

@@ -16,6 +16,8 @@ The rules
 * seeds: integers in ``[0, 2**63)`` (what ``numpy.random.SeedSequence``,
   ``torch.Generator.manual_seed`` and Parquet's int64 columns all accept);
 * probabilities: reals in ``[0, 1]``;
+* intervals (a reward range, a plot's limits): two finite numbers, the first below the second
+  (:func:`check_interval`);
 * choices: one of a fixed list of strings;
 * output folders: made (with their parents) before any work starts, or refused
   with the reason (:func:`make_folder`); an output file is written only where it
@@ -68,6 +70,7 @@ __all__ = [
     "is_real",
     "check_int",
     "check_real",
+    "check_interval",
     "check_positive",
     "check_probability",
     "check_seed",
@@ -182,6 +185,30 @@ def check_real(
     if too_low or too_high:
         raise ParamError(name, requirement, value, hint)
     return v
+
+
+def check_interval(name: str, value: Any, labels: tuple[str, str] = ("lo", "hi")) -> tuple[float, float]:
+    """A pair of finite real numbers ``(a, b)`` with ``a < b``: an interval, its ends named by ``labels``.
+
+    Each end is any number ``float()`` reads (numpy and torch scalars too), never a ``bool`` or a string.
+
+    >>> check_interval("reward_range", (0, 1))
+    (0.0, 1.0)
+    >>> check_interval("limits", (2, 1), ("low", "high"))
+    Traceback (most recent call last):
+    ...
+    robustgrpo.checks.ParamError: limits must be finite with low < high, got (2, 1)
+    """
+    low, high = labels
+    try:
+        if isinstance(value, (str, bytes)) or any(isinstance(v, (bool, np.bool_, str, bytes)) for v in value):
+            raise TypeError
+        a, b = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ParamError(name, f"must be a pair ({low}, {high}) of numbers", value) from None
+    if not (math.isfinite(a) and math.isfinite(b) and a < b):
+        raise ParamError(name, f"must be finite with {low} < {high}", value)
+    return a, b
 
 
 def check_positive(name: str, value: Any, hint: str = "") -> float:

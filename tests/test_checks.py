@@ -12,6 +12,7 @@ from robustgrpo.checks import (
     check_fields,
     check_int,
     check_int_list,
+    check_interval,
     check_positive,
     check_probability,
     check_real,
@@ -42,6 +43,17 @@ def test_real_bounds_open_and_closed():
         with pytest.raises(ParamError):
             check_real("x", bad)
     assert type(check_real("x", np.float32(0.5))) is float
+
+
+def test_an_interval_is_two_finite_numbers_in_order():
+    assert check_interval("reward_range", (0, 1)) == (0.0, 1.0)
+    assert check_interval("r", [np.float32(-1), np.int64(2)]) == (-1.0, 2.0)
+    for bad in ((0,), (0, 1, 2), 5, "01", ("0", "1"), (False, True), (0, np.bool_(True)), None):
+        with pytest.raises(ParamError, match=r"^reward_range must be a pair \(lo, hi\) of numbers, got"):
+            check_interval("reward_range", bad)
+    for bad in ((1, 0), (1, 1), (0, math.nan), (-math.inf, 0)):
+        with pytest.raises(ParamError, match=r"^limits must be finite with low < high, got"):
+            check_interval("limits", bad, ("low", "high"))
 
 
 def test_seed_has_one_rule():

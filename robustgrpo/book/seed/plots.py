@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from robustgrpo.checks import check_int
+from robustgrpo.checks import check_int, check_interval
 from robustgrpo.book.style import estimator_color, house_style, new_figure, require_columns
 
 __all__ = [
@@ -55,16 +55,6 @@ ROLE_TITLES: dict[str, str] = {
 _ADVANTAGE = "advantage $A_i$"
 #: Line styles that keep overlapping curves apart (others are solid).
 _LINESTYLES = {"seed_mad": "--", "huber_m": "-."}
-
-
-def _check_limits(limits: Sequence[float]) -> tuple[float, float]:
-    try:
-        low, high = (float(v) for v in limits)
-    except (TypeError, ValueError):
-        raise ValueError(f"limits must be two numbers (low, high), got {limits!r}") from None
-    if not (np.isfinite(low) and np.isfinite(high) and low < high):
-        raise ValueError(f"limits must be finite with low < high, got {limits!r}")
-    return low, high
 
 
 def _format_value(value: float) -> str:
@@ -195,7 +185,7 @@ def plot_advantages_by_role(
     bad = sorted(set(advantages["condition"]) - {"clean", "poisoned"})
     if bad:
         raise ValueError(f"condition must be 'clean' or 'poisoned', got {bad}")
-    low, high = _check_limits(limits)
+    low, high = check_interval("limits", limits, ("low", "high"))
     titles = {**ROLE_TITLES, **(titles or {})}
     present = list(dict.fromkeys(advantages["role"]))
     roles = [r for r in ROLE_TITLES if r in present] + [r for r in present if r not in ROLE_TITLES]
@@ -275,7 +265,7 @@ def plot_sensitivity(
     absent = [i for i in samples.values() if i not in set(curve["sample"])]
     if absent:
         raise ValueError(f"sample index(es) {absent} are not in the curve (samples {sorted(set(curve['sample']))})")
-    lims = None if limits is None else _check_limits(limits)
+    lims = None if limits is None else check_interval("limits", limits, ("low", "high"))
     methods = list(dict.fromkeys(curve["method"]))
     hidden = _off_scale(curve[curve["sample"].isin(list(samples.values()))], "advantage", lims) if lims else {}
     with house_style():
@@ -374,7 +364,7 @@ def plot_binary_groups(
     bad = sorted(set(table["role"]) - {"correct", "wrong"})
     if bad:
         raise ValueError(f"role must be 'correct' or 'wrong', got {bad}")
-    lims = _check_limits(limits)
+    lims = check_interval("limits", limits, ("low", "high"))
     methods = list(dict.fromkeys(table["method"]))
     titles = {"correct": "Each correct answer (r = 1)", "wrong": "Each wrong answer (r = 0)"}
     hidden = _off_scale(table, "advantage", lims)
