@@ -1441,10 +1441,11 @@ def _exact_residue_at(residue: torch.Tensor, rows: torch.Tensor, values: torch.T
 
 
 def _apply_reward_range(
-    values: torch.Tensor, valid: torch.Tensor | None, reward_range: Any, policy: str, residue: torch.Tensor,
-    extremes: tuple[torch.Tensor, torch.Tensor] | None = None,
+    values: torch.Tensor, valid: torch.Tensor | None, bounds: tuple[float, float] | None, policy: str,
+    residue: torch.Tensor, extremes: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-    """Count, then clip, mask or refuse the valid rewards outside ``reward_range``; also return its width.
+    """Count, then clip, mask or refuse (``policy``, checked by the caller) the valid rewards outside the declared
+    range ``bounds`` (``(lo, hi)``, checked by the caller; None: no range); also return its width.
 
     A reward counts as outside when it lies beyond a bound by more than its
     group's float ``residue`` (``0.1 + 0.2 + 0.4`` summed in float32 can land
@@ -1457,11 +1458,9 @@ def _apply_reward_range(
     group holds a reward outside exactly when one of them lies outside (the
     same comparisons, per group), so only those groups' rewards are tested.
     """
-    if policy not in ("clip", "mask", "raise"):
-        raise ValueError(f"out_of_range must be 'clip', 'mask' or 'raise', got {policy!r}")
-    if reward_range is None:
+    if bounds is None:
         return values, valid, None, None, None
-    lo, hi = check_interval("reward_range", reward_range)
+    lo, hi = bounds
     span = torch.tensor(hi - lo, dtype=values.dtype, device=values.device)
     hit = None
     if extremes is not None:
@@ -1783,6 +1782,9 @@ def compute_advantages(
                          "(or None for the rewards' float residue)")
     if singleton not in ("zero", "reward"):
         raise ValueError(f"singleton must be 'zero' or 'reward', got {singleton!r}")
+    if out_of_range not in ("clip", "mask", "raise"):
+        raise ValueError(f"out_of_range must be 'clip', 'mask' or 'raise', got {out_of_range!r}")
+    bounds = None if reward_range is None else check_interval("reward_range", reward_range)
     given_reference = None
     if isinstance(tie_reference, str):
         if tie_reference not in ("batch", "group"):
@@ -1818,21 +1820,20 @@ def compute_advantages(
     if bounded:
         extremes = value_extremes(values, valid)
         residue = residue_bound(extremes, arrived)
-        if reward_range is not None:  # (the groups reaching beyond a bound: whether by more than their residue)
-            lo, hi = check_interval("reward_range", reward_range)
-            residue = _exact_residue_at(residue, torch.nonzero((extremes[0] < lo) | (extremes[1] > hi)).squeeze(-1),
-                                        values, valid, arrived)
+        if bounds is not None:  # (the groups reaching beyond a bound: whether by more than their residue)
+            beyond = (extremes[0] < bounds[0]) | (extremes[1] > bounds[1])
+            residue = _exact_residue_at(residue, torch.nonzero(beyond).squeeze(-1), values, valid, arrived)
     elif tol is None:
         pre_median = None if ordered is None else median_of_sorted(ordered[0], n)
         residue = torch.nan_to_num(residue_tolerance(values, valid, arrived, sorted_x=None if ordered is None else ordered[0],
                                                      median=pre_median), nan=0.0, posinf=0.0)
     else:
         residue = torch.full(values.shape[:-1], float(tol), dtype=values.dtype, device=values.device)
-    if reward_range is not None and extremes is None:
+    if bounds is not None and extremes is None:
         extremes = _group_extremes(values, valid, n, ordered)
     dense = valid is None
     arrived_values, arrived_valid = values, valid  # (what the residue is of)
-    values, valid, outside, span, hit = _apply_reward_range(values, valid, reward_range, out_of_range, residue, extremes)
+    values, valid, outside, span, hit = _apply_reward_range(values, valid, bounds, out_of_range, residue, extremes)
     floor = residue if tol is None and not bounded else None
     apart = None
     if out_of_range == "mask" and dense and reference is None and not est.batch_level and hit is not None:

@@ -1038,11 +1038,12 @@ def test_an_estimator_reading_no_floor_rules_on_each_group_s_exact_residue(name,
     assert all(ESTIMATORS[n].reads_floor for n in ("robust", "rank", "huber_m", "winsor", "batch_huber"))
     r = _ulp_rows(np.dtype(dtype), seed=4)
     mask = np.random.default_rng(5).random(r.shape) > 0.25 if masked else None
-    t = torch.as_tensor(r).to(torch.float32 if dtype == np.float16 else None)  # (what the entry point computes on)
+    arrived = torch.float16 if dtype == np.float16 else None  # (the residue's dtype; the entry point computes in float32)
+    t = torch.as_tensor(r).to(torch.float32 if arrived else None)
     m = None if mask is None else torch.as_tensor(mask)
-    residue = residue_tolerance(t, m, torch.float16 if dtype == np.float16 else None)
+    residue = residue_tolerance(t, m, arrived)
     spread, n = value_range(t, m), (t.shape[-1] if m is None else m.sum(-1))
-    bound = residue_bound(value_extremes(t, m), torch.float16 if dtype == np.float16 else None)
+    bound = residue_bound(value_extremes(t, m), arrived)
     assert bool((residue <= bound).all())
     between = (spread > residue) & (spread <= bound) & (n >= 2)
     expected = (n >= 2) & (spread <= residue)
@@ -1055,8 +1056,8 @@ def test_an_estimator_reading_no_floor_rules_on_each_group_s_exact_residue(name,
     # and a glitch in every third group puts its bound from the largest |reward| far above that residue
     lo, hi = -3.0, 1.0
     r[::3, -1] = np.where(np.arange(0, r.shape[0], 3) % 2, 50, -50)
-    t = torch.as_tensor(r).to(torch.float32 if dtype == np.float16 else None)
-    residue = residue_tolerance(t, m, torch.float16 if dtype == np.float16 else None)
+    t = torch.as_tensor(r).to(torch.float32 if arrived else None)
+    residue = residue_tolerance(t, m, arrived)
     beyond = (t < lo - residue[:, None]) | (t > hi + residue[:, None])
     near = (t.abs() < 10) & ((t > hi) | (t < lo))
     assert bool((near & beyond).any()) and bool((near & ~beyond).any())
