@@ -165,6 +165,9 @@ def test_bench_prints_a_table_with_ratios():
             if re.match(r"^\S.*\s\d+x\d+\s+(uniform\+outlier|0/1|0/1\+jitter)(\s+[\d.]+){4}$", line)]
     # (+3: the idiomatic grpo and the two numpy references; +9: grpo, robust and rank with a range, glitched, both)
     assert len(rows) == 2 * 3 * (len(ESTIMATORS) + 3 + 9)
+    # the columns line up: every row's shape ends where the header's "shape" does, the longest label included
+    header = next(line for line in out.splitlines() if line.startswith("estimator "))
+    assert {re.search(r"\d+x\d+", r).end() for r in rows} == {header.index("shape") + len("shape")}
     assert all(float(x) > 0 for r in rows for x in r.split()[-4:])
     assert all(r.split()[-3] == r.split()[-1] == "1.00" for r in rows if r.startswith("grpo (idiomatic)"))
     for kind in ("uniform+outlier", "0/1", "0/1+jitter"):

@@ -303,12 +303,13 @@ def format_table(rows: Sequence[BenchRow]) -> str:
     by = {(r.label, r.shape, r.rewards, r.threads): r for r in rows}
     lines = [f"torch {torch.__version__}, float32 CPU, torch threads {' and '.join(map(str, counts))} side by side; "
              f"load average {load_text(load_average())}", ""]
-    lines.append(f"{'estimator':<22}{'shape':>12}  {'rewards':<16}"
+    width = max([len("estimator"), *(len(r.label) for r in rows)]) + 1  # (the longest label still leaves a space)
+    lines.append(f"{'estimator':<{width}}{'shape':>12}  {'rewards':<16}"
                  + "".join(f"{f'ms @{k}':>10}{f'x @{k}':>8}" for k in counts))
     for label, shape, kind in dict.fromkeys((r.label, r.shape, r.rewards) for r in rows):
         cells = "".join(f"{by[(label, shape, kind, k)].ms:>10.2f}{by[(label, shape, kind, k)].ratio:>8.2f}"
                         for k in counts if (label, shape, kind, k) in by)
-        lines.append(f"{label:<22}{f'{shape[0]}x{shape[1]}':>12}  {kind:<16}{cells}")
+        lines.append(f"{label:<{width}}{f'{shape[0]}x{shape[1]}':>12}  {kind:<16}{cells}")
     lines.append("")
     for r in rows:
         limit = ESTIMATOR_TARGETS.get((r.label, r.shape[1]))
