@@ -463,14 +463,28 @@ def test_the_calibration_finds_the_rate_of_a_record_the_simulator_made():
 @pytest.mark.parametrize("name", ["trl_contamination", "trl_composite"])
 def test_the_shipped_calibration_is_what_fitting_the_shipped_record_gives(name):
     """data/records/calibration.json holds calibrate_lr's result for each shipped record, which notebook 08's
-    figures read instead of refitting; refitting here must give it to the last bit (else: write_calibration())."""
+    figures read instead of refitting; refitting here must give it (else: write_calibration()).
+
+    What is exact on any processor is compared exactly: the record's fingerprint (a hash of the values read from
+    the record's files), the settings, the rates tried (grid points and geometric midpoints of them, fixed
+    arithmetic on shipped constants) and the chosen rate. The fit's errors are root mean squares of simulated
+    curves: torch's vector kernels (AVX-512 against AVX2 against none, ATEN_CPU_CAPABILITY) sum in other orders and
+    move them by about one unit in the last place (1.2e-16 and 1.9e-16 relative, measured), so they are compared to
+    a relative 1e-9: a million times that, far below the gaps between the rates' errors that decide the choice
+    (the closest two differ by more than 1e-3 relative).
+    """
     table = report.shipped_record() if name == "trl_contamination" else report.composite_record()
     shipped = json.loads(report.CALIBRATION.read_text())[name]
     assert shipped["fingerprint"] == report.record_fingerprint(table)
     fitted = report._fitted(name, table)
-    assert fitted == shipped
+    assert {k: v for k, v in fitted.items() if k != "tried"} == {k: v for k, v in shipped.items() if k != "tried"}
+    made, kept = np.array(fitted["tried"]), np.array(shipped["tried"])
+    assert made.shape == kept.shape and (made[:, 0] == kept[:, 0]).all()  # the rates tried, exactly
+    np.testing.assert_allclose(made[:, 1], kept[:, 1], rtol=1e-9, atol=0)  # their errors, within the kernels' rounding
+    errors = np.sort(kept[:, 1])
+    assert np.min(np.diff(errors) / errors[1:]) > 1e-3  # the choice is far from a tie the rounding could flip
     lr, tried = report.shipped_calibration(name, table)
-    assert lr == fitted["lr"] and tried.to_numpy().tolist() == fitted["tried"]
+    assert lr == fitted["lr"] and tried.to_numpy().tolist() == shipped["tried"]
 
 
 def test_a_calibration_fitted_to_another_table_is_not_used(tmp_path, monkeypatch):
