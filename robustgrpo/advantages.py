@@ -63,6 +63,8 @@ import dataclasses
 import json
 import math
 import re
+import sys
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -136,6 +138,7 @@ __all__ = [
     "Groups",
     "Computed",
     "GroupDiagnostics",
+    "SilencedGroupsWarning",
     "AdvantageResult",
     "compute_advantages",
     "clip_schedule",
@@ -1350,6 +1353,10 @@ class GroupDiagnostics:
     fallback : the estimator's fallback path ran (e.g. MAD was 0)
     n_clipped : samples whose advantage hit the clip bound (or were winsorized)
     n_out_of_range : valid rewards outside the declared ``reward_range`` (0 without one)
+    silenced : every advantage of the group is 0 although its valid rewards (after the range) differ:
+        they were within the float residue or ``tol`` (then ``degenerate`` too), within the order-based
+        estimators' tie tolerance, or trimmed away (``winsor``). :func:`compute_advantages` warns
+        (:class:`SilencedGroupsWarning`) whenever a group is silenced.
     """
 
     centre: Any
@@ -1361,12 +1368,49 @@ class GroupDiagnostics:
     fallback: Any
     n_clipped: Any
     n_out_of_range: Any
+    silenced: Any
 
     def to_frame(self):
         """The diagnostics as a pandas DataFrame, one row per group."""
         import pandas as pd
 
         return pd.DataFrame({k: np.asarray(v) for k, v in self.__dict__.items()})
+
+
+class SilencedGroupsWarning(UserWarning):
+    """Some groups got all-zero advantages although their rewards differ (``diagnostics.silenced``)."""
+
+
+#: The modules whose calls silence groups on purpose (the battery, the simulator and the figures measure them
+#: through ``diagnostics.silenced``): :func:`compute_advantages` does not warn them. A user's call, or a trainer
+#: adapter's, is warned. (A caller's module, not a warnings filter: a filter set at import is undone by any
+#: ``warnings.catch_warnings`` block the import happens in.)
+QUIET_CALLERS = re.compile(r"robustgrpo\.(lab|book|bench)(\.|$)")
+
+
+def _silenced_reasons(est: Estimator, bound: Mapping[str, Any], residue_count: int, own_count: int,
+                      arrived: torch.dtype, tol: float | None) -> list[str]:
+    """What silenced the groups, each with the setting that would score them (for :class:`SilencedGroupsWarning`)."""
+    reasons = []
+    if residue_count:
+        within = (f"tol={tol:g}" if tol is not None else
+                  f"the float residue of {str(arrived).replace('torch.', '')} rewards")
+        fix = "pass tol=0.0 to score every difference" + (
+            " (or pass the rewards in float32)" if arrived in (torch.float16, torch.bfloat16) and tol is None else "")
+        reasons.append(f"{residue_count} whose rewards differ by no more than {within}: {fix}")
+    if own_count:
+        why, fix = [], []
+        if "limits" in bound:
+            why.append(f"winsorizing (limits={bound['limits']:g}) moves a lone success or failure onto the majority")
+            fix.append("an estimator that keeps a lone answer's sign (dr_grpo, grpo, rank)")
+        if "resolution" in bound:
+            why.append(f"differences within the tie tolerance (resolution={bound['resolution']:g} of the reference range) "
+                       "count as ties")
+            fix.append("a declared reward_range (its width sets the tolerance), or resolution=0")
+        if not why:
+            why, fix = [f"{est.name} gave them 0"], ["another estimator"]
+        reasons.append(f"{own_count} in {est.name} itself ({' or '.join(why)}): use {' or '.join(fix)}")
+    return reasons
 
 
 @dataclass(frozen=True)
@@ -1887,6 +1931,14 @@ def compute_advantages(
         )
     centre = torch.where(empty, zero, out.centre)
     scale = torch.where(empty, zero, out.scale)
+    # groups whose rewards differ (after the range) but whose advantages are all 0: said per group and in a warning
+    silenced = (n >= 2) & (spread > 0) & ~_valid(adv != 0, valid).any(-1) & ~poisoned
+    if bool(silenced.any()) and not QUIET_CALLERS.match(sys._getframe(1).f_globals.get("__name__", "")):
+        by_residue = int((silenced & degenerate).sum())
+        reasons = _silenced_reasons(est, bound, by_residue, int(silenced.sum()) - by_residue, arrived, tol)
+        warnings.warn(f"{method}: {int(silenced.sum())} of {len(n)} groups got all-zero advantages although their "
+                      f"rewards differ (diagnostics.silenced marks them): {'; '.join(reasons)}",
+                      SilencedGroupsWarning, stacklevel=2)
     if bool(poisoned.any()):
         nan = torch.full((), math.nan, dtype=dtype, device=device)
         adv = torch.where(poisoned.unsqueeze(-1), nan, adv)
@@ -1905,6 +1957,7 @@ def compute_advantages(
         fallback=to_kind(out.fallback & defined, kind),
         n_clipped=to_kind(_count(out.clipped, keep, n) if out.n_clipped is None else torch.where(defined, out.n_clipped, 0), kind),
         n_out_of_range=to_kind(_count(outside, None, n, hit), kind),
+        silenced=to_kind(silenced, kind),
     )
     return AdvantageResult(
         advantages=to_kind(adv, kind),

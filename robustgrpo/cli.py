@@ -177,33 +177,54 @@ def _cmd_notebooks(args: argparse.Namespace) -> int:
 
 
 def _cmd_battery(args: argparse.Namespace) -> int:
-    import json
+    from robustgrpo.lab.simulate.runner import torch_threads
 
-    from robustgrpo.advantages import RECOMMENDATION_FILE
-    from robustgrpo.lab.metrics.battery import FULL, QUICK, battery_file, format_recommendations, recommend, recommendation_record, run_battery
-
-    settings = QUICK if args.quick else FULL
     if args.write and args.quick:
         raise ValueError("--write ships the full battery; drop --quick")
     out = make_folder(args.out) if args.out else None
+    with torch_threads(1):  # (small tensors: one thread, and no thread pool fighting other work for the cores)
+        _battery(args.quick, out, args.write, not args.no_progress)
+    return 0
+
+
+def _battery(quick: bool, out: Path | None, write: bool, progress: bool) -> None:
+    """The battery command's work: run, print the rule's answer on both yardsticks, write what was asked."""
+    import json
     import time
 
+    from robustgrpo.advantages import RECOMMENDATION_FILE
+    from robustgrpo.lab.metrics.battery import (CHECK, FULL, QUICK, RULE_COLUMNS, battery_file, format_recommendations,
+                                                recommend, recommendation_record, run_battery)
+    from robustgrpo.lab.simulate.training import format_training, hard_prompt_training, training_file
+
     start = time.perf_counter()
-    table = run_battery(**settings, progress=not args.no_progress)
+    table = run_battery(**(QUICK if quick else FULL), progress=progress)
     seconds = time.perf_counter() - start
     recommendations = recommend(table)
+    normalized = recommend(table, metric="cosine_normalized")
     _say(format_recommendations(recommendations))
-    _say(f"\n{len(table)} rows ({table.groupby(['family', 'G']).ngroups} cells x estimators, declared or not) in {seconds:.0f} s")
+    _say("\nthe same rule on the per-prompt normalised gradient:")
+    _say(format_recommendations(normalized))
+    _say(f"\n{len(table)} rows ({table.groupby(['family', 'G']).ngroups} cells x estimators x draws, declared or not) "
+         f"in {seconds:.0f} s")
     if out is not None:
         table.to_parquet(out / "battery.parquet", index=False)
         recommendations.to_csv(out / "recommendations.csv", index=False)
         _say(f"written: {out / 'battery.parquet'}, {out / 'recommendations.csv'}")
-    if args.write:
+    if write:
+        training = hard_prompt_training()
+        _say("\n" + format_training(training))
+        check = run_battery(**CHECK, progress=progress)
+        same = recommend(check)["method"].tolist() == recommendations["method"].tolist()
+        _say(f"\na second set of problem draws (seed {CHECK['seed']}) recommends "
+             + ("the same in every situation" if same else "otherwise:\n" + format_recommendations(recommend(check))))
         make_folder(battery_file().parent)
         table.to_parquet(battery_file(), index=False)
-        RECOMMENDATION_FILE.write_text(json.dumps(recommendation_record(recommendations), indent=1) + "\n", encoding="utf-8")
-        _say(f"shipped: {battery_file()}, {RECOMMENDATION_FILE}")
-    return 0
+        check[RULE_COLUMNS].to_parquet(battery_file(check=True), index=False)
+        training.to_parquet(training_file(), index=False)
+        record = recommendation_record(recommendations, normalized, recommend(check, metric="cosine_normalized"))
+        RECOMMENDATION_FILE.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+        _say(f"shipped: {battery_file()}, {battery_file(check=True)}, {training_file()}, {RECOMMENDATION_FILE}")
 
 
 def _column(text: str) -> tuple[str, str]:
@@ -455,10 +476,13 @@ def build_parser() -> argparse.ArgumentParser:
     notebooks.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     notebooks.set_defaults(func=_cmd_notebooks)
     battery = sub.add_parser("battery", help="run the evidence battery and print the recommendation per situation")
-    battery.add_argument("--quick", action="store_true", help="G = 8, 16 and 16 seeds instead of G = 4..32 and 64 seeds")
+    battery.add_argument("--quick", action="store_true",
+                         help="G = 8, 16, 2 problem draws and 16 seeds instead of G = 2..64, 5 draws and 32 seeds")
     battery.add_argument("--out", metavar="DIR", help="also write battery.parquet and recommendations.csv into DIR")
     battery.add_argument("--write", action="store_true",
-                         help="ship the result: data/evidence/battery.parquet and robustgrpo/recommendation.json")
+                         help="ship the result: data/evidence/battery.parquet, a second set of draws "
+                              "(battery_check.parquet), the training check (training.parquet) and "
+                              "robustgrpo/recommendation.json")
     battery.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     battery.set_defaults(func=_cmd_battery)
     diag = sub.add_parser("diagnose", help="diagnose a reward log (CSV, JSON Lines, Parquet) or a TRL / verl run folder "

@@ -64,6 +64,8 @@ __all__ = [
     "value_range",
     "tie_tolerance",
     "RESIDUE_ULPS",
+    "HALF_RESIDUE_ULPS",
+    "residue_ulps",
     "residue_tolerance",
     "residue_bound",
     "abs_median_of_sorted",
@@ -786,9 +788,23 @@ def value_range(x: torch.Tensor, mask: torch.Tensor | None,
     return torch.where(hi >= lo, hi - lo, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
-#: Float residue of a sum of a few reward terms: differences up to this many units in the last place of
-#: the rewards' typical magnitude (in the dtype the rewards came in) are rounding, not signal.
+#: Float residue of a sum of a few reward terms: differences up to this many machine epsilons of the
+#: rewards' typical magnitude (in the dtype the rewards came in) are rounding, not signal.
 RESIDUE_ULPS = 4
+#: The same for rewards that arrive in float16 or bfloat16: one epsilon of the magnitude, which lies between
+#: one and two spacings of the dtype there. A difference of one spacing is what one rounding of equal values,
+#: or three terms summed in two orders, produces; two or more are scored. Four epsilons would be four to eight
+#: spacings: 0.125 at a reward of 5 in bfloat16, where a reward model's scores of 5 +- 0.05 differ by one to
+#: five spacings, so every group of such scores would tie.
+HALF_RESIDUE_ULPS = 1
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def residue_ulps(dtype: torch.dtype) -> int:
+    """How many machine epsilons of the rewards' magnitude count as float residue in ``dtype``: :data:`RESIDUE_ULPS`,
+    or :data:`HALF_RESIDUE_ULPS` for float16 and bfloat16."""
+    return HALF_RESIDUE_ULPS if dtype in _HALF else RESIDUE_ULPS
+
 #: :func:`typical_deviation` counts a deviation from the median as resolved over this fraction of its group's range.
 TYPICAL_WEIGHT_RESOLUTION = 1e-6
 #: :func:`batch_tie_reference` caps each group's range at this multiple of the batch's typical deviation.
@@ -802,18 +818,20 @@ def residue_tolerance(
     x: torch.Tensor, mask: torch.Tensor | None, dtype: torch.dtype | None = None, *, sorted_x: torch.Tensor | None = None,
     median: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    r"""The float residue of each row: :math:`\tau = 4\,\epsilon_{dtype} \operatorname{med}_i |x_i|`.
+    r"""The float residue of each row: :math:`\tau = k\,\epsilon_{dtype} \operatorname{med}_i |x_i|`, k = 4 (1 in half precision).
 
     Rewards that are equal on paper come out of a sum of reward functions
     (or a judge's arithmetic) differing by a unit or two in the last place
     (``0.1 + 0.2 + 0.4`` and ``0.4 + 0.2 + 0.1`` in float32 differ by one
-    ulp). Differences up to :data:`RESIDUE_ULPS` ulps of the row's typical
+    ulp). Differences up to :func:`residue_ulps` epsilons of the row's typical
     magnitude (the median of its absolute values, which a glitch does not
     move) are that residue. ``dtype`` is the dtype the rewards arrived in
     (float16 and bfloat16 are upcast before any arithmetic, but their
     residue is theirs: ``eps`` is 9.8e-4 for float16, 7.8e-3 for bfloat16,
-    1.2e-7 for float32, 2.2e-16 for float64); default ``x.dtype``. A row
-    with no valid value gets 0.
+    1.2e-7 for float32, 2.2e-16 for float64); default ``x.dtype``. In half
+    precision k is 1 (:data:`HALF_RESIDUE_ULPS`): one spacing of the dtype is
+    residue, two are signal, since there a few spacings are a visible share of
+    genuine reward differences. A row with no valid value gets 0.
 
     What it cannot see: a sum that cancels to about 0 (``0.1 + 0.2 - 0.3``)
     carries the residue of its terms, not of its value; a row of such sums
@@ -825,19 +843,20 @@ def residue_tolerance(
     (:func:`abs_median_of_sorted`, with the rows' ``median`` where the
     caller has it) instead of a second sort.
     """
-    eps = torch.finfo(x.dtype if dtype is None else dtype).eps
+    dtype = x.dtype if dtype is None else dtype
+    eps = torch.finfo(dtype).eps
     n = torch.full(x.shape[:-1], x.shape[-1], device=x.device) if mask is None else mask.sum(-1)
     if sorted_x is not None:
         magnitude = abs_median_of_sorted(sorted_x, n, median)
     else:
         magnitude = median_of_sorted(sort_valid(x.abs(), mask), n)
-    return (RESIDUE_ULPS * eps) * magnitude
+    return (residue_ulps(dtype) * eps) * magnitude
 
 
 def residue_bound(extremes: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtype | None = None) -> torch.Tensor:
     r"""An upper bound of :func:`residue_tolerance` from each row's smallest and largest valid value.
 
-    .. math:: \bar\tau = 4\,\epsilon_{dtype} \max(|x_{(1)}|, |x_{(n)}|) \ge \tau
+    .. math:: \bar\tau = k\,\epsilon_{dtype} \max(|x_{(1)}|, |x_{(n)}|) \ge \tau
 
     since the median of :math:`|x|` is at most its largest value (and the
     rounded product grows with it). ``extremes``:
@@ -847,8 +866,8 @@ def residue_bound(extremes: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtyp
     takes.
     """
     lo, hi = extremes
-    eps = torch.finfo(lo.dtype if dtype is None else dtype).eps
-    bound = (RESIDUE_ULPS * eps) * torch.maximum(lo.abs(), hi.abs())
+    dtype = lo.dtype if dtype is None else dtype
+    bound = (residue_ulps(dtype) * torch.finfo(dtype).eps) * torch.maximum(lo.abs(), hi.abs())
     return torch.where(hi >= lo, bound, torch.zeros((), dtype=bound.dtype, device=bound.device))
 
 

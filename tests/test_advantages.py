@@ -712,7 +712,8 @@ def test_diagnostics_frame():
     r = (rng.random((100, 8)) < 0.3).astype(float)
     res = compute_advantages(r, "robust")
     frame = res.diagnostics.to_frame()
-    assert list(frame.columns) == ["centre", "scale", "n_valid", "degenerate", "singleton", "empty", "fallback", "n_clipped", "n_out_of_range"]
+    assert list(frame.columns) == ["centre", "scale", "n_valid", "degenerate", "singleton", "empty", "fallback", "n_clipped",
+                                   "n_out_of_range", "silenced"]
     assert len(frame) == 100
     # with 0/1 rewards and G = 8 the MAD is 0 unless the group splits 4/4
     split = r.sum(-1) == 4
@@ -1011,13 +1012,15 @@ def test_the_count_outside_a_declared_range_is_every_valid_reward_beyond_a_bound
 
 def _ulp_rows(dtype: np.dtype, seed: int, B: int = 400, G: int = 6) -> np.ndarray:
     """Rows of values a few ulps apart about a centre, some just below a power of two (where the ulp halves), some
-    negative: their spreads fall below, between and above their residue and its bound from the largest value."""
+    negative: their spreads fall below, between and above their residue and its bound from the largest value (up to
+    8 ulps apart where the residue is 4 eps of the magnitude, up to 3 in half precision, where it is 1 eps)."""
     rng = np.random.default_rng(seed)
     centre = rng.choice(np.array([1.0, 2.0, 0.75, -3.0, 1024.0, 0.1], dtype=dtype), B)
     rows = np.repeat(centre[:, None], G, 1)
-    steps = rng.integers(0, 9, (B, G))
+    most = 3 if dtype == np.float16 else 8
+    steps = rng.integers(0, most + 1, (B, G))
     towards = np.where(rng.random(B) < 0.5, -np.inf, np.inf).astype(dtype)[:, None]
-    for _ in range(8):  # (a test's data, not a hot path: each value moves by its own number of ulps)
+    for _ in range(most):  # (a test's data, not a hot path: each value moves by its own number of ulps)
         rows = np.where(steps > 0, np.nextafter(rows, towards), rows)
         steps -= 1
     return rows
@@ -1031,7 +1034,7 @@ NO_FLOOR = sorted(n for n in EXPECTED_NAMES if not ESTIMATORS[n].reads_floor)
 @pytest.mark.parametrize("masked", [False, True])
 def test_an_estimator_reading_no_floor_rules_on_each_group_s_exact_residue(name, dtype, masked):
     """The entry point takes the residue of an estimator that reads no floor from a bound (4 eps of the largest
-    |reward|) and computes it exactly where the bound could decide otherwise: the degenerate flags, the count
+    |reward|, 1 eps in half precision) and computes it exactly where the bound could decide otherwise: the degenerate flags, the count
     outside a declared range and the advantages are those of the exact residue of every group, also for groups
     whose spread lies between the residue and the bound."""
     assert "grpo" in NO_FLOOR and not any(ESTIMATORS[n].reads_floor for n in NO_FLOOR)

@@ -183,8 +183,10 @@ def test_every_branch_of_the_recommendation_rule_reads_the_battery(change, rule,
     assert rec.method == recommended_method(kind, reward_range_declared=facts.reward_range is not None)
     assert rec.reason and "\n" not in rec.reason and "nan" not in rec.reason
     if rule != "no_signal":  # the battery's own number for the situation is the reason
-        regret = RECOMMENDATION_EVIDENCE[kind, facts.reward_range is not None]["worst_regret"]
-        assert f"within {regret:.3f} of the best" in rec.reason
+        row = RECOMMENDATION_EVIDENCE[kind, facts.reward_range is not None]
+        assert (f"within {row['clean_regret']:.3f} of the best estimator's on clean rewards and within "
+                f"{row['worst_regret']:.3f} under contamination (worst case {row['worst_cell']})") in rec.reason
+        assert bool(row["unprotected"]) == ("unprotected" in rec.reason)
     assert ("reward_kind='composite'" in rec.reason) == (kind == "any" and rule != "no_signal")
     assert [r.name for r in RULES] == ["no_signal", "declared", "undeclared_outliers", "undeclared"]
 

@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 import torch
 
+import robustgrpo
+
 from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.integrations import advantage_metrics, estimator_settings
 from robustgrpo.integrations.verl import (
@@ -66,6 +68,11 @@ def test_advantage_metrics_count_fallbacks_clips_and_opposite_signs():
     assert m["out_of_range_fraction"] == 0.0
     ranged = compute_advantages(rewards, "robust", reward_range=(0, 1))
     assert advantage_metrics(ranged, grpo)["out_of_range_fraction"] == 7 / 16  # the 10 and six rewards above 1
+    assert m["silenced_fraction"] == 0.0
+    lone = torch.tensor([[0, 0, 0, 0, 0, 0, 0, 1.0], [0, 0, 0, 0, 0, 0, 1.0, 1.0]])
+    with pytest.warns(robustgrpo.SilencedGroupsWarning):  # (a trainer's call is warned)
+        trimmed = compute_advantages(lone, "winsor")
+    assert advantage_metrics(trimmed, compute_advantages(lone, "grpo").advantages)["silenced_fraction"] == 0.5
 
 
 # ---------------------------------------------------------------------------------------------- verl

@@ -55,8 +55,9 @@ def rank_oracle(rewards, mask=None, *, resolution=1e-3, tol=None, reward_range=N
     r = np.asarray(rewards, dtype=np.float64)
     valid = np.ones(r.shape, bool) if mask is None else np.asarray(mask, bool).copy()
     groups = [r[b, valid[b]] for b in range(r.shape[0])]
-    # the float residue: 4 ulps of the dtype the rewards came in, at each group's median |r| (or tol)
-    residue = [0.0 if x.size == 0 else (4 * np.finfo(dtype).eps * float(np.median(np.abs(x))) if tol is None else tol)
+    # the float residue: 4 eps of the dtype the rewards came in (1 in half precision), at each group's median |r| (or tol)
+    k = 1 if np.dtype(dtype) == np.float16 else 4
+    residue = [0.0 if x.size == 0 else (k * np.finfo(dtype).eps * float(np.median(np.abs(x))) if tol is None else tol)
                for x in groups]
     span = None
     if reward_range is not None:

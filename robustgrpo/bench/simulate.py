@@ -127,8 +127,9 @@ def run_battery_benchmark(*, full: bool = True, threads: int = 1, progress: bool
             table = run_battery(**settings, progress=progress)
             seconds = time.perf_counter() - t0
             cells = table.groupby(["family", "G"]).ngroups
-            rows.append(SimulateBenchRow(f"battery {name}: {cells} cells x {settings['n_seeds']} seeds "
-                                         f"({cells / seconds:.2f} cells/s)", threads, seconds, BATTERY_TARGETS_S[name]))
+            rows.append(SimulateBenchRow(f"battery {name}: {cells} cells x {settings['draws']} draws x "
+                                         f"{settings['n_seeds']} seeds ({cells / seconds:.2f} cells/s)", threads, seconds,
+                                         BATTERY_TARGETS_S[name]))
     return rows
 
 

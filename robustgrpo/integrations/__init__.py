@@ -116,9 +116,11 @@ def advantage_metrics(result: AdvantageResult, reference: torch.Tensor, valid: t
         advantage hit the clip; ``sign_flip_fraction``: fraction of valid
         samples whose advantage has the opposite strict sign of grpo's,
         :math:`A_i A^{grpo}_i < 0`; ``out_of_range_fraction``: fraction of
-        valid samples outside the declared ``reward_range`` (0 without one).
-        With per-function diagnostics the clip and range fractions count
-        (sample, function) pairs.
+        valid samples outside the declared ``reward_range`` (0 without one);
+        ``silenced_fraction``: fraction of groups whose rewards differ but
+        whose advantages are all 0 (``diagnostics.silenced``). With
+        per-function diagnostics the clip and range fractions count (sample,
+        function) pairs, the silenced fraction (group, function) pairs.
     """
     adv = result.advantages
     valid = torch.ones(adv.shape, dtype=torch.bool, device=adv.device) if valid is None else valid
@@ -132,6 +134,7 @@ def advantage_metrics(result: AdvantageResult, reference: torch.Tensor, valid: t
         "clipped_fraction": float(clipped.sum()) / (n_valid * n_fn),
         "sign_flip_fraction": float(flips.sum()) / n_valid,
         "out_of_range_fraction": float(torch.as_tensor(result.diagnostics.n_out_of_range).sum()) / (n_valid * n_fn),
+        "silenced_fraction": float(torch.as_tensor(result.diagnostics.silenced).float().mean()),
     }
 
 

@@ -59,7 +59,7 @@ ones TRL logged.
   ``advantage_method="mc_grpo"`` (``advantage_params={"compensate_zeros": True}`` is the
   published code's rescaling); training only (evaluation computes no loss).
 * The trainer's metrics gain ``robustgrpo/fallback_rate``, ``robustgrpo/clipped_fraction``,
-  ``robustgrpo/sign_flip_fraction`` and ``robustgrpo/out_of_range_fraction``
+  ``robustgrpo/sign_flip_fraction``, ``robustgrpo/out_of_range_fraction`` and ``robustgrpo/silenced_fraction``
   (:func:`~robustgrpo.integrations.advantage_metrics`; signs against TRL's own advantages for
   the same aggregation, as TRL's step computed and logged them),
   ``robustgrpo/advantage_seconds`` (the wall-clock seconds of this block, the time the adapter

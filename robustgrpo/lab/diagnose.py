@@ -86,6 +86,7 @@ from robustgrpo.advantages import (
 from robustgrpo.checks import ParamError, check_positive, check_real, plain_text
 from robustgrpo.inputs import group_by_index
 from robustgrpo.lab.metrics import relative_update_error, update_cosine
+from robustgrpo.lab.metrics.battery import EFFICIENCY_MARGIN
 from robustgrpo.multireward import compute_multi_reward_advantages
 from robustgrpo.lab.rewardlogs import RewardLog
 from robustgrpo.lab.runlogs import RunLog, load_log
@@ -238,15 +239,20 @@ def _situation_method(f: LogFacts) -> str:
 
 
 def _evidence(kind: str, declared: bool) -> str:
-    """The battery's words on a situation: its recommendation's worst regret there."""
+    """The battery's words on a situation: how close its recommendation is to the best estimator on clean rewards and
+    under contamination, and the contaminated shapes it leaves unprotected."""
     row = RECOMMENDATION_EVIDENCE[kind, declared]
-    regret = row.get("worst_regret")
-    where = f" (worst case {row['worst_cell']})" if row.get("worst_cell") else ""
     said = {"any": "rewards of any kind", "binary": "0/1 rewards", "composite": "summed reward functions",
             "continuous": "model scores"}[kind]
     tail = "with the range declared" if declared else "without a declared range"
-    text = f"on the evidence battery's {said} {tail} its update is within {regret:.3f} of the best estimator's{where}" \
-        if regret is not None else "the evidence battery's recommendation"
+    text = (f"on the evidence battery's {said} {tail} its update is within {row['clean_regret']:.3f} of the best "
+            f"estimator's on clean rewards")
+    if row.get("worst_regret") is not None:
+        text += f" and within {row['worst_regret']:.3f} under contamination (worst case {row['worst_cell']})"
+    if row.get("stage") == "efficiency":
+        text += "; no estimator is that close on every clean shape, so it is the one best on clean rewards"
+    if row.get("unprotected"):
+        text += f"; it leaves these shapes unprotected (more than {EFFICIENCY_MARGIN:g} behind the best): {row['unprotected']}"
     return text
 
 

@@ -99,7 +99,7 @@ def _symlog(ax: Axes, axis: str, linthresh: float, low: float, high: float) -> N
 # ---------------------------------------------------------- one of eight
 
 
-def plot_one_of_eight(table: pd.DataFrame, *, linthresh: float = 1.0) -> Figure:
+def plot_one_of_eight(table: pd.DataFrame, *, linthresh: float = 1.0, labels: Mapping[str, str] | None = None) -> Figure:
     r"""Advantage of the correct and of the wrong answers of one group, per estimator.
 
     One pair of bars per estimator, in the table's order: the correct
@@ -117,6 +117,9 @@ def plot_one_of_eight(table: pd.DataFrame, *, linthresh: float = 1.0) -> Figure:
     linthresh : float
         The y axis is symmetric-log, linear within ``±linthresh``
         (``mc_grpo`` gives the correct answer 1000).
+    labels : mapping, optional
+        Tick label per method (default: its name), e.g. to mark the default
+        estimator and the recommended ones.
 
     Returns
     -------
@@ -164,7 +167,7 @@ def plot_one_of_eight(table: pd.DataFrame, *, linthresh: float = 1.0) -> Figure:
         ax.axhline(0.0, color=_NEUTRAL, linewidth=0.8)
         values = table["advantage"].to_numpy(float)
         _symlog(ax, "y", linthresh, min(3 * values.min(), -2 * linthresh), max(5 * values.max(), 2 * linthresh))
-        ax.set_xticks(x, methods)
+        ax.set_xticks(x, [(labels or {}).get(m, m) for m in methods], fontsize=6.5)
         ax.set_xlabel("estimator")
         ax.set_ylabel(f"advantage (symlog, linear within ±{linthresh:g})")
         ax.set_title(f"One correct answer among {n_correct + n_wrong}: what the correct and the {n_wrong} wrong answers get")
@@ -475,18 +478,26 @@ def plot_contaminated_landing(
     return fig
 
 
-def plot_battery(regrets: pd.DataFrame, recommended: Mapping[tuple[str, bool], str], *, title: str | None = None,
-                 width: str | float = "page") -> Figure:
-    """Every estimator's worst regret per situation, on the tuning shapes and the held-out ones: two annotated grids.
+def plot_battery(regrets: pd.DataFrame, recommended: Mapping[tuple[str, bool], str], *, margin: float = 0.10,
+                 title: str | None = None, width: str | float = "page") -> Figure:
+    """The evidence rule's two stages per situation: three annotated grids of every estimator's worst regret.
+
+    Left, stage 1 (do no harm): the worst regret over the clean tuning shapes; an estimator is eligible where it
+    is at most ``margin`` (numbers in bold). Middle, stage 2: the worst regret over the contaminated tuning shapes,
+    shown for the eligible estimators only (the others greyed out). Right: the worst regret over every held-out
+    shape, the rule's check. The recommendation is outlined in all three.
 
     Parameters
     ----------
     regrets : pandas.DataFrame
         :func:`robustgrpo.lab.metrics.battery.regret_table`: ``kind``,
-        ``reward_range_declared``, ``split``, ``method``, ``worst_regret``.
-        Columns follow the table's method order, rows its situations.
+        ``reward_range_declared``, ``split``, ``method``, ``clean_regret``,
+        ``worst_regret``, ``eligible``. Columns follow the table's method
+        order, rows its situations.
     recommended : mapping
-        (kind, declared) -> the recommended estimator, outlined in both grids.
+        (kind, declared) -> the recommended estimator.
+    margin : float
+        Stage 1's margin (:data:`robustgrpo.lab.metrics.battery.EFFICIENCY_MARGIN`).
     title : str, optional
     width : "column", "page" or inches
 
@@ -494,32 +505,48 @@ def plot_battery(regrets: pd.DataFrame, recommended: Mapping[tuple[str, bool], s
     -------
     matplotlib.figure.Figure
     """
-    require_columns(regrets, ("kind", "reward_range_declared", "split", "method", "worst_regret"), "regrets",
-                    produced_by="robustgrpo.lab.metrics.battery.regret_table")
+    require_columns(regrets, ("kind", "reward_range_declared", "split", "method", "clean_regret", "worst_regret", "eligible"),
+                    "regrets", produced_by="robustgrpo.lab.metrics.battery.regret_table")
     methods = _in_order(regrets["method"])
     labels = regrets["kind"] + np.where(regrets["reward_range_declared"], " + range", "")
     situations = _in_order(labels)
     keys = _in_order(pd.Series(list(zip(regrets["kind"], regrets["reward_range_declared"]))))
+    table = regrets.assign(situation=labels, held=regrets[["clean_regret", "worst_regret"]].max(axis=1))
+    tuning = table[table["split"] == "tuning"]
+
+    def grid(part: pd.DataFrame, column: str) -> np.ndarray:
+        return part.pivot(index="situation", columns="method", values=column).reindex(
+            index=situations, columns=methods).to_numpy(dtype=float)
+
+    eligible = tuning.pivot(index="situation", columns="method", values="eligible").reindex(
+        index=situations, columns=methods).fillna(False).to_numpy(dtype=bool)
+    panels = [("stage 1: clean shapes (eligible: bold)", grid(tuning, "clean_regret"), None),
+              ("stage 2: contaminated shapes, eligible only", grid(tuning, "worst_regret"), eligible),
+              ("check: held-out shapes", grid(table[table["split"] == "held_out"], "held"), None)]
     with house_style():
-        fig, axes = new_figure(width, 1.2 + 0.22 * len(situations), ncols=2, sharey=True)
-        for ax, split in zip(axes[0], ("tuning", "held_out")):
-            part = regrets[regrets["split"] == split].assign(situation=labels[regrets["split"] == split])
-            grid = part.pivot(index="situation", columns="method", values="worst_regret").reindex(index=situations, columns=methods)
-            values = grid.to_numpy(dtype=float)
-            image = ax.imshow(values, cmap="magma_r", vmin=0.0, vmax=0.5, aspect="auto")
+        fig, axes = new_figure(width, 1.3 + 0.22 * len(situations), ncols=3, sharey=True)
+        for ax, (name, values, shown) in zip(axes[0], panels):
+            image = ax.imshow(np.where(shown if shown is not None else True, values, np.nan), cmap="magma_r", vmin=0.0,
+                              vmax=0.5, aspect="auto")
             for (i, j), v in np.ndenumerate(values):
-                if not np.isnan(v):
-                    ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=5.5, color="white" if v > 0.3 else "black")
+                if np.isnan(v):
+                    continue
+                hidden = shown is not None and not shown[i, j]
+                bold = shown is None and name.startswith("stage 1") and v <= margin
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=5,
+                        color="#AAAAAA" if hidden else ("white" if v > 0.3 else "black"),
+                        fontweight="bold" if bold else "normal")
             for i, key in enumerate(keys):
                 j = methods.index(recommended[key])
                 ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="#00A0FF", linewidth=1.6))
-            ax.set_xticks(range(len(methods)), methods, rotation=40, ha="right")
+            ax.set_xticks(range(len(methods)), methods, rotation=50, ha="right")
             ax.set_yticks(range(len(situations)), situations)
             ax.grid(False)
-            ax.set_xlabel("estimator (simplest first)")
-            ax.set_ylabel("situation (kind, range declared)" if split == "tuning" else "same situations")
-            ax.set_title("tuning shapes" if split == "tuning" else "held-out shapes", fontsize=8)
+            ax.set_title(name, fontsize=7.5)
+        axes[0, 0].set_ylabel("situation (kind, range declared)")
+        axes[0, 1].set_xlabel("estimator (simplest first)")
         fig.colorbar(image, ax=axes[0, :].tolist(), shrink=0.8, label="worst regret of the update cosine")
-        fig.suptitle(title or "Worst regret against the best estimator, per situation (outlined: the recommendation)",
-                     fontsize=8.5)
+        fig.suptitle(title or f"The rule's two stages per situation: do no harm (within {margin:g} of the best on clean "
+                     "shapes), then the least worst regret under contamination (outlined: the recommendation)",
+                     fontsize=8)
     return fig

@@ -33,14 +33,14 @@ from functools import partial
 import numpy as np
 import pandas as pd
 
-from robustgrpo.advantages import ESTIMATORS, resolve_methods
+from robustgrpo.advantages import ESTIMATORS, RECOMMENDED, recommended_method, resolve_methods
 from robustgrpo.lab.metrics import (
     advantage_samples,
     agreement,
     samuelson_bound,
     scenario_record,
 )
-from robustgrpo.lab.metrics.battery import load_battery, recommend, regret_table
+from robustgrpo.lab.metrics.battery import EFFICIENCY_MARGIN, cell_table, load_battery, recommend, regret_table
 from robustgrpo.lab.metrics.distributions import (
     DEFAULT_METHODS,
     contaminated_landing_table,
@@ -73,7 +73,9 @@ __all__ = [
     "contaminated_landing_figure",
     "ecdf_figure",
     "battery_figure",
-    "battery_caption",
+    "rule_table",
+    "ranking_table",
+    "training_table",
     "which_estimator_takeaways",
     "closing_takeaways",
 ]
@@ -112,17 +114,27 @@ CLIP: float = ESTIMATORS["robust"].defaults["c"]
 def one_of_eight_figure(methods: str | Sequence[str] = DEFAULT_METHODS, *, group_size: int = 8) -> ReportFigure:
     """One correct answer among ``group_size``: the correct and the wrong answers' advantage per estimator.
 
+    Beside ``methods``: the default of ``compute_advantages(rewards)`` and the
+    estimator the evidence recommends for 0/1 rewards with and without a
+    declared range (:func:`~robustgrpo.advantages.recommended_method`), each
+    marked under its bar.
+
     Returns
     -------
     ReportFigure
         ``04_one_of_eight``; ``data`` is :func:`one_of_eight_table`.
     """
-    table = one_of_eight_table(methods, group_size=group_size, n_correct=1)
+    roles = {RECOMMENDED: ["default"]}
+    for declared in (False, True):
+        roles.setdefault(recommended_method("binary", declared), []).append("0/1 + range" if declared else "0/1, no range")
+    chosen = list(dict.fromkeys([*resolve_methods(methods), *roles]))
+    table = one_of_eight_table(chosen, group_size=group_size, n_correct=1)
     wide = table.pivot(index="method", columns="role", values="advantage").reindex(pd.unique(table["method"]))
     silent = [m for m in wide.index if wide.loc[m, "wrong"] == 0]
     signal = [m for m in wide.index if wide.loc[m, "wrong"] != 0]
     n_wrong = group_size - 1
-    parts = [f"One correct answer among {group_size} (rewards: one 1, {n_wrong} zeros)."]
+    parts = [f"One correct answer among {group_size} (rewards: one 1, {n_wrong} zeros), with the default of "
+             f"compute_advantages ({RECOMMENDED}) and the recommendations for 0/1 rewards marked under their bars."]
     if silent:
         parts.append(
             f"{join(silent)} centre on the median, 0, so the {n_wrong} wrong answers get advantage exactly 0, "
@@ -135,16 +147,18 @@ def one_of_eight_figure(methods: str | Sequence[str] = DEFAULT_METHODS, *, group
             f"(the correct one {join([num(wide.loc[m, 'correct']) for m in signal])})."
         )
     parts.append("Symlog y axis, linear within ±1.")
-    return ReportFigure("04_one_of_eight", plot_one_of_eight(table), " ".join(parts), table,
+    labels = {m: f"{m}\n({', '.join(r)})" for m, r in roles.items()}
+    return ReportFigure("04_one_of_eight", plot_one_of_eight(table, labels=labels), " ".join(parts), table,
                         _one_of_eight_takeaway(wide, n_wrong))
 
 
 def _one_of_eight_takeaway(one: pd.DataFrame, n_wrong: int) -> str:
     """Which estimators give the wrong answers nothing and which a push down (the featured six; empty otherwise)."""
-    if not set(DEFAULT_METHODS) <= set(one.index):
+    if not set(DEFAULT_METHODS) | {RECOMMENDED} <= set(one.index):
         return ""
     return (
-        f"each of the {n_wrong} wrong answers gets {one.loc['robust', 'wrong']:g} from `robust`, "
+        f"the default (`{RECOMMENDED}`) gives the correct answer {one.loc[RECOMMENDED, 'correct']:.3f} and each wrong answer "
+        f"{one.loc[RECOMMENDED, 'wrong']:.3f}; each of the {n_wrong} wrong answers gets {one.loc['robust', 'wrong']:g} from `robust`, "
         f"{one.loc['seed_mad', 'wrong']:g} from `seed_mad` and {one.loc['mc_grpo', 'wrong']:g} from `mc_grpo`, "
         f"but {one.loc['grpo', 'wrong']:.3f} from `grpo`, {one.loc['huber_m', 'wrong']:.3f} from `huber_m` "
         f"and {one.loc['rank', 'wrong']:.3f} from `rank`; `mc_grpo` gives the correct answer "
@@ -447,7 +461,7 @@ del _scenario
 
 @report_figure("04_battery", notebook=NOTEBOOK)
 def battery_figure() -> ReportFigure:
-    """Which estimator, by the evidence battery: every estimator's worst regret per situation.
+    """Which estimator, by the evidence battery: the rule's two stages per situation, and its held-out check.
 
     Reads the shipped battery (``data/evidence/battery.parquet``, what
     ``python -m robustgrpo battery --write`` made; a test reruns its cells)
@@ -458,45 +472,77 @@ def battery_figure() -> ReportFigure:
     regrets = regret_table(table)
     recs = recommend(table)
     recommended = {(r.kind, r.reward_range_declared): r.method for r in recs.itertuples()}
-    fig = plot_battery(regrets, recommended)
-    caption = battery_caption(table, recs)
-    return ReportFigure("04_battery", fig, caption, regrets, caption)
-
-
-def battery_caption(table: pd.DataFrame, recs: pd.DataFrame) -> str:
-    """The battery figure's caption: the rule, what it recommends per situation, and where it falls short."""
-    rec = recs.set_index(["kind", "reward_range_declared"])
-    cos = table[table["aggregation"] == "sum"].set_index(["family", "G", "declared", "method"])["cosine"]
-    n_cells = table.groupby(["family", "G"]).ngroups
-    declared = rec.xs(True, level="reward_range_declared")
-    best_declared = declared["method"].iloc[0] if declared["method"].nunique() == 1 else "a mean-based estimator"
-    unmet = rec[rec["worst_regret"] > 0.05]
-    parts = [
+    fig = plot_battery(regrets, recommended, margin=EFFICIENCY_MARGIN)
+    cells = table.groupby(["family", "G"]).ngroups
+    caption = (
         f"Each estimator's update on {table['family'].nunique()} reward-shape families x G = "
-        f"{'/'.join(str(g) for g in sorted(table['G'].unique()))} ({n_cells} cells, {int(table['n_seeds'].iloc[0])} seeds "
-        "each), against the exact gradient of a softmax policy over answers of known true quality. Regret: the best "
-        "estimator's update cosine minus the estimator's, in a cell; a situation's worst regret is the largest over its "
-        "cells. The rule recommends the smallest worst regret on the tuning shapes, ties within a standard error to the "
-        "simpler estimator (outlined); the right grid checks it on shapes it never saw.",
-        f"With the reward range declared {best_declared} is within "
-        f"{declared['worst_regret'].max():.3f} of the best everywhere (held out: {declared['held_out_regret'].max():.3f}).",
-        "Without a range: "
-        + listing([(f"{kind}", f"{rec.loc[(kind, False), 'method']} (worst regret {rec.loc[(kind, False), 'worst_regret']:.3f}, "
-                               f"held out {rec.loc[(kind, False), 'held_out_regret']:.3f})") for kind in ("binary", "composite", "continuous")])
-        + ".",
-    ]
-    if len(unmet):
-        row = unmet.iloc[0]
-        kind, _ = unmet.index[0]
-        parts.append(f"Rewards of unnamed kind without a range have no estimator within 0.05 of the best everywhere: the "
-                     f"rule's {row['method']} has {row['worst_regret']:.3f} ({row['worst_cell']}); name the kind or declare "
-                     f"the range.")
-    g = 16
-    parts.append(f"rank turns a length penalty into rank steps: on the TRL-style sum (composite_length, G = {g}, range "
-                 f"declared) it reaches {cos['composite_length', g, True, 'rank']:.2f} against dr_grpo's "
-                 f"{cos['composite_length', g, True, 'dr_grpo']:.2f}.")
-    return " ".join(parts)
+        f"{'/'.join(str(g) for g in sorted(table['G'].unique()))} ({cells} cells, {table['draw'].nunique()} draws of each "
+        f"problem x {int(table['n_seeds'].iloc[0])} seeds), against the exact gradient of a softmax policy over answers of "
+        "known true quality. Regret: the best estimator's update cosine minus the estimator's, in a cell. Left: the "
+        "worst regret over the clean tuning shapes (stage 1: eligible where it is at most "
+        f"{EFFICIENCY_MARGIN:g}, in bold); middle: over the contaminated tuning shapes, for the eligible estimators "
+        "(stage 2: the least worst, ties within a standard error to the simpler); right: over the held-out shapes.")
+    any_row = recs.set_index(["kind", "reward_range_declared"]).loc[("any", False)]
+    takeaway = (f"Doing no harm first leaves the mean-centred estimators for rewards of unnamed kind without a range: the "
+                f"default is {any_row['method']}, which leaves glitches unprotected; declare the range, or name the rewards.")
+    return ReportFigure("04_battery", fig, caption, regrets, takeaway)
 
+
+def rule_table(battery: pd.DataFrame | None = None, check: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The rule's answer per situation, on both yardsticks, and what version 0.1.0's rule would have said.
+
+    ``battery``: the shipped battery (default :func:`~robustgrpo.lab.metrics.battery.load_battery`); ``check``: the
+    second set of problem draws (default: the shipped one).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per situation: ``situation``, ``recommended`` (the rule on the exact gradient), ``stage``,
+        ``clean regret`` and ``contaminated regret`` (worst, with the standard error over draws), ``held out``,
+        ``unprotected`` (contaminated shapes more than the margin behind), ``second draws`` (the rule on the second
+        set of draws), ``normalised gradient`` (the rule on the second yardstick, on both sets of draws),
+        ``rule of 0.1.0`` (the one-stage rule of the previous version, on this battery).
+    """
+    table = load_battery() if battery is None else battery
+    again = load_battery(check=True) if check is None else check
+    new, old = recommend(table), recommend(table, margin=None)
+    second = recommend(again)["method"]
+    yard, yard_again = recommend(table, metric="cosine_normalized"), recommend(again, metric="cosine_normalized")
+    return pd.DataFrame({
+        "situation": new["kind"] + np.where(new["reward_range_declared"], " + range", ", no range"),
+        "recommended": new["method"],
+        "stage": new["stage"],
+        "clean regret": new["clean_regret"].map("{:.3f}".format) + " ± " + new["clean_regret_se"].map("{:.3f}".format),
+        "contaminated regret": new["worst_regret"].map("{:.3f}".format) + " ± " + new["worst_regret_se"].map("{:.3f}".format),
+        "held out": new["held_out_regret"].map("{:.3f}".format),
+        "unprotected": new["unprotected"].replace("", "-"),
+        "second draws": second,
+        "normalised gradient": [a if a == b else f"{a} or {b} (by draws)" for a, b in zip(yard["method"], yard_again["method"])],
+        "rule of 0.1.0": old["method"],
+    })
+
+
+def ranking_table(battery: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Before and after: per situation, the five least worst regrets under version 0.1.0's one-stage rule and under the
+    two-stage rule (among the estimators it lets compete), on the shipped battery."""
+    table = load_battery() if battery is None else battery
+    new, old = recommend(table), recommend(table, margin=None)
+    return pd.DataFrame({
+        "situation": new["kind"] + np.where(new["reward_range_declared"], " + range", ", no range"),
+        "rule of 0.1.0 (one stage, every shape)": old["ranking"],
+        "this rule (the eligible, contaminated shapes)": new["ranking"],
+    })
+
+
+def training_table() -> pd.DataFrame:
+    """The training-level check (``data/evidence/training.parquet``): P(correct) on hard prompts per estimator,
+    G and number of steps, one column per (G, steps)."""
+    from robustgrpo.lab.simulate.training import load_training
+
+    shipped = load_training()
+    wide = shipped.pivot_table(index="method", columns=["G", "step"], values="correct", sort=False)
+    wide.columns = [f"G={g}, {k} steps" for g, k in wide.columns]
+    return wide.round(3)
 
 
 def which_estimator_takeaways(zero: pd.DataFrame, glitch: pd.DataFrame, flips: pd.DataFrame,
@@ -510,21 +556,23 @@ def which_estimator_takeaways(zero: pd.DataFrame, glitch: pd.DataFrame, flips: p
     """
     table = load_battery() if battery is None else battery
     rec = recommend(table).set_index(["kind", "reward_range_declared"])
-    cos = table[table["aggregation"] == "sum"].set_index(["family", "G", "declared", "method"])["cosine"]
+    cells = cell_table(table)
+    cos = cells[cells["aggregation"] == "sum"].set_index(["family", "G", "declared", "method"])["cosine"]
 
     def said(kind: str, declared: bool) -> str:
         row = rec.loc[(kind, declared)]
-        return f"`{row['method']}` (worst regret {row['worst_regret']:.3f}, held out {row['held_out_regret']:.3f})"
+        return f"`{row['method']}` (worst regret {row['clean_regret']:.3f} clean, {row['worst_regret']:.3f} contaminated)"
 
     return [
         f"**Declare the reward range** whenever you know it: out-of-range glitches are dropped from their groups "
         f"before any estimator sees them (grpo's update cosine under judge glitches, G = 16: "
         f"{cos['binary_judge_glitch', 16, False, 'grpo']:.2f} without, {cos['binary_judge_glitch', 16, True, 'grpo']:.2f} "
-        f"with), and then the plain mean-centred {said('any', True)} is within a few thousandths of the best estimator "
-        "on every shape of the battery: no robust estimator is needed.",
-        f"**Without a range**, name the rewards: 0/1 verifier rewards {said('binary', False)}; sums of reward "
-        f"functions {said('composite', False)}; a reward model's or judge's scores {said('continuous', False)}. Not "
-        f"named: {said('any', False)}, the least bad worst case, and nothing is within 0.05 of the best everywhere.",
+        f"with), and then the plain mean-centred {said('any', True)} is within 0.05 of the best estimator on every "
+        "shape of the battery, clean or contaminated.",
+        f"**Without a range, do no harm first**: every robust estimator is more than {EFFICIENCY_MARGIN:g} behind the "
+        f"best on some clean shape, so rewards of unnamed kind get {said('any', False)}, which protects against no "
+        f"glitch. Name the rewards for more: 0/1 verifier rewards {said('binary', False)}; sums of reward functions "
+        f"{said('composite', False)}; a reward model's or judge's scores {said('continuous', False)}.",
         f"**`rank`** ignores how large a glitch is and signals every answer (zeros under judge glitches: "
         f"{zero.loc['rank', 'zero_fraction']:.0%}, nearly all in constant groups; best answer pushed below 0 in "
         f"{glitch.loc['rank', 'best_negative_rate']:.1%} of glitched groups), but it forgets how large the reward gaps are: "

@@ -30,7 +30,8 @@ import pandas as pd
 import torch
 
 from robustgrpo.checks import check_int
-from robustgrpo.advantages import ESTIMATORS, compute_advantages, featured_estimators, recommended_method, resolve_methods
+from robustgrpo.advantages import (ESTIMATORS, RECOMMENDED, compute_advantages, featured_estimators, recommended_method,
+                                   resolve_methods)
 from robustgrpo.lab.metrics import advantage_samples, mad_zero_fraction, sensitivity_curve
 from robustgrpo.lab.metrics.seed import SCENARIO, SeedGroup, seed_group, seed_group_summary
 from robustgrpo.book.seed.plots import (
@@ -456,16 +457,18 @@ def _advantage_table(rewards: torch.Tensor, correct: int) -> list[str]:
 
     values, first, column, counts = np.unique(rewards[0].numpy(), return_index=True, return_inverse=True, return_counts=True)
     names = [f"r={v:g}" + (f" x{n}" if n > 1 else "") for v, n in zip(values.tolist(), counts.tolist())]
-    header = f"{'estimator':<11}" + "".join(f"{name:>10}" for name in names)
-    lines = [header + "   correct answer   fallback  clipped"]
+    header = f"{'estimator':<12}" + "".join(f"{name:>10}" for name in names)
+    lines = [header + "   correct answer     fallback  clipped"]
     for name in ESTIMATORS:
         res = compute_advantages(rewards, name)
         adv = res.advantages[0].numpy()
         if not np.array_equal(adv[first][column], adv):  # each sample's advantage is its column's
             raise RuntimeError(f"{name} gave samples with the same reward different advantages: {adv.tolist()}")
         fallback = "yes" if bool(res.diagnostics.fallback[0]) else "no"
+        said = verdict(float(adv[correct])) + (", silenced" if bool(res.diagnostics.silenced[0]) else "")
         row = "".join(f"{v:>10.3f}" for v in adv[first].tolist())
-        lines.append(f"{name:<11}{row}   {verdict(float(adv[correct])):<16} {fallback:<9} {int(res.diagnostics.n_clipped[0])}")
+        label = name + ("*" if name == RECOMMENDED else "")
+        lines.append(f"{label:<12}{row}   {said:<18} {fallback:<9} {int(res.diagnostics.n_clipped[0])}")
     return lines
 
 
@@ -481,6 +484,7 @@ def demo_text() -> str:
     undeclared_method = recommended_method("binary", reward_range_declared=False)
     declared_method = recommended_method("binary", reward_range_declared=True)
     recommended = compute_advantages(g.rewards, undeclared_method).advantages[0]
+    default, default_clean = (compute_advantages(r).advantages[0] for r in (g.rewards, g.clean))
     declared = compute_advantages(g.rewards, declared_method, reward_range=scenario.reward_range).advantages[0]
     lines = [
         scenario.title,
@@ -503,6 +507,10 @@ def demo_text() -> str:
         "its MAD is 0, so it takes the std fallback, which the outlier inflates.",
         f"robust gives it {s['robust_correct']:.3f} (scale {s['robust_scale']:.3f}, bounded fallback), clips the "
         "outlier at c and gives the wrong answers 0.",
+        f"* {RECOMMENDED} is the default, compute_advantages(rewards) with nothing said about the rewards: it keeps the "
+        f"lone success of the clean group ({float(default_clean[correct]):.3f}, each wrong answer "
+        f"{float(default_clean[0]):.3f}) and gives the poisoned group's correct answer {float(default[correct]):.3f}: "
+        "it does no harm on clean rewards and protects against no glitch (notebook 04).",
         f"{undeclared_method} (the evidence battery's recommendation for 0/1 rewards without a range, notebook 04) gives "
         f"it {float(recommended[correct]):.3f} and the wrong answers {float(recommended[0]):.3f}; with "
         f"reward_range={scenario.reward_range} declared the recommendation is {declared_method}: the glitch is masked "
