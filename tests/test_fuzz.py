@@ -294,6 +294,61 @@ def test_a_file_of_random_bytes_is_refused_with_a_reward_log_error(tmp_path_fact
     _check_log(path)
 
 
+# ------------------------------------------------------------------------------------- run folders
+
+
+@st.composite
+def hostile_runs(draw):
+    """A verl dump or a TRL completions file: two prompts of G rows whose fields are plausible but one in twenty
+    hostile: any JSON value in a verl dump, any float (a huge integer for a step) in TRL's typed columns."""
+    trainer = draw(st.sampled_from(["verl", "trl"]))
+    G = draw(st.integers(2, 4))
+    hostile = HOSTILE_VALUE if trainer == "verl" else st.floats(allow_nan=True, allow_infinity=True)
+    rows = []
+    for i in range(2 * G):
+        plausible = {"step": draw(st.integers(0, 2)), "score": draw(st.sampled_from([0.0, 1.0, 10.0])),
+                     "extra": draw(st.sampled_from([0.0, 1.0] if trainer == "trl" else [0.0, 1.0, True]))}
+        row = {k: draw(hostile) if draw(st.integers(0, 19)) == 0 else v for k, v in plausible.items()}
+        rows.append({"input": f"p{i // G}", "output": "o", **row})
+    if trainer == "trl" and draw(st.booleans()):  # a step column of unsigned integers, maybe beyond int64
+        step = draw(st.sampled_from([1, 2**63, 2**64 - 1]))
+        rows = [{**r, "step": np.uint64(step)} for r in rows]
+    return trainer, rows
+
+
+def _write_run(folder, trainer, rows):
+    if trainer == "verl":
+        (folder / "1.jsonl").write_text("".join(json.dumps(r, allow_nan=True, default=str) + "\n" for r in rows))
+        return
+    frame = pd.DataFrame({"step": [r["step"] for r in rows], "prompt": [r["input"] for r in rows], "completion": "o",
+                          "correct": [r["score"] for r in rows], "extra": [r["extra"] for r in rows],
+                          "advantage": [r["extra"] for r in rows]})
+    frame.to_parquet(folder / "completions_00001.parquet")
+
+
+@FAST
+@given(run=hostile_runs())
+def test_a_hostile_run_folder_loads_or_is_refused_and_its_diagnosis_prints_inert(tmp_path_factory, run):
+    """Issue 43: the run-folder reader gets the reward-log discipline; whatever a dump or a completions file holds,
+    the read gives a run or a RewardLogError, and what loads is diagnosed with a finite, inert report."""
+    from robustgrpo.lab.diagnose import diagnose_run
+    from robustgrpo.lab.runlogs import load_run_log
+
+    folder = tmp_path_factory.mktemp("run")
+    _write_run(folder, *run)
+    try:
+        log = load_run_log(folder)
+    except RewardLogError:
+        return
+    assert log.samples["step"].dtype == np.int64 and (log.samples["step"] >= 0).all()
+    assert np.isfinite(log.frame["reward"].to_numpy()).all()
+    try:
+        text = diagnose_run(log, methods=["grpo", "rank"]).text()
+    except ValueError:
+        return
+    assert not (set(text) - {"\n"}) & CONTROL
+
+
 # ----------------------------------------------------------------------------------------- configs
 
 JSON = st.recursive(
