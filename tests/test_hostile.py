@@ -826,3 +826,96 @@ def test_an_empty_or_unwritable_html_path_is_refused_before_the_work(capsys, tar
     assert main(["diagnose", str(EXAMPLE), "--html", target]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1 and re.search(message, captured.err), captured.err
+
+
+# records verify their cells' identity
+
+
+def _rewrite_cell(path: Path, keep_metadata: bool) -> None:
+    """What another tool does to a cell file: read it, change one value, write it again (pandas drops the file's
+    metadata; pyarrow with the schema kept carries it over)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if keep_metadata:
+        table = pq.read_table(path)
+        values = table.column("value").to_pylist()
+        table = table.set_column(table.schema.get_field_index("value"), "value", pa.array([values[0] + 1.0, *values[1:]]))
+        pq.write_table(table, path, write_page_checksum=True)
+    else:
+        frame = pd.read_parquet(path)
+        frame.loc[0, "value"] += 1.0
+        frame.to_parquet(path, index=False)
+
+
+@pytest.mark.parametrize("keep_metadata, why", [
+    (False, r"does not carry its cell's identity \(id, config hash, rows' hash\)"),
+    (True, r"its rows are not those the sweep wrote \(changed since, by another tool\)"),
+])
+def test_a_cell_file_rewritten_by_another_tool_is_corrupt_not_done(tmp_path, keep_metadata, why):
+    """Issue 43: a cell rewritten with an altered value was accepted as done, and the record returned the value."""
+    out, spec = _toy_record(tmp_path)
+    target = sorted((out / "cells").glob("*.parquet"))[0]
+    _rewrite_cell(target, keep_metadata)
+    status = sweep_status(out)
+    assert len(status.done) == 2 and [c["id"] for c in status.corrupt] == [target.stem] and not status.complete
+    assert re.search(why, status.corrupt[0]["error"]), status.corrupt[0]["error"]
+    with pytest.raises(ValueError, match=rf"{target.stem}.parquet: a corrupt cell file"):
+        load_record(out)
+    assert len(load_record(out, partial=True)) == 4
+    again = run_sweep(spec, out, progress=False, runnables=TOYS)
+    assert (again.ran, again.repaired) == (1, 1)
+    record = load_record(out)
+    assert (record["value"] == 100.0 * record["seed"] + 10.0 * record["x"] + record["step"]).all()
+
+
+def test_a_cell_file_written_for_another_config_of_its_id_is_corrupt(tmp_path):
+    """A file whose id is right but whose config hash is not the manifest's config's (the manifest edited, say)."""
+    import pyarrow.parquet as pq
+
+    out, _ = _toy_record(tmp_path)
+    target = sorted((out / "cells").glob("*.parquet"))[0]
+    Record(out)._write_table(target.stem, "0" * 64, pq.read_table(target))
+    problem = Record(out).check_cell(target.stem, Record(out).config_hashes()[target.stem])
+    assert problem == "the file was written for another config than the manifest's for this cell"
+    assert [c["id"] for c in sweep_status(out).corrupt] == [target.stem]
+
+
+def test_stale_temporary_files_anywhere_in_a_record_are_reported_and_removed_on_resume(tmp_path):
+    """A stale root ``.manifest.json.<pid>.tmp`` was never removed (only those in cells/ and failures/ were)."""
+    out, spec = _toy_record(tmp_path)
+    stale = [out / ".manifest.json.4242.tmp", out / "cells" / ".abc.parquet.4242.tmp", out / "failures" / ".x.json.1.tmp"]
+    for path in stale:
+        path.write_text("half")
+    status = sweep_status(out)
+    assert status.partial == 3 and "(3 unfinished write(s) of an interrupted run; the next run removes them)" in format_status(status)
+    assert run_sweep(spec, out, progress=False, runnables=TOYS).skipped == 3
+    assert not any(p.exists() for p in stale) and sweep_status(out).partial == 0
+
+
+def test_cells_written_before_they_carried_their_identity_are_adopted_only_when_their_rows_say_so(tmp_path):
+    """The records shipped before (data/records) carried no config hash or rows' hash: adopt_cells checks each file's
+    rows against its manifest cell (cell_id, seed, config columns) and gives it its identity, rows unchanged."""
+    import pyarrow.parquet as pq
+
+    from robustgrpo.lab.sweep.record import adopt_cells
+
+    out, _ = _toy_record(tmp_path)
+    before = load_record(out)
+    for path in (out / "cells").glob("*.parquet"):  # as an older version wrote them: the rows, no identity
+        pq.write_table(pq.read_table(path).replace_schema_metadata(None), path)
+    assert len(sweep_status(out).corrupt) == 3
+    assert adopt_cells(out, TOYS) == 3 and adopt_cells(out, TOYS) == 0
+    pd.testing.assert_frame_equal(load_record(out), before)
+    assert sweep_status(out).complete
+    target = sorted((out / "cells").glob("*.parquet"))[0]  # a legacy file whose rows are another cell's config
+    pd.read_parquet(target).assign(x=99).to_parquet(target, index=False)
+    with pytest.raises(ValueError, match=rf"{target.stem}.parquet: its rows' 'x' is not its manifest cell's \(\d\); not "
+                                         "adopted: rerun the sweep"):
+        adopt_cells(out, TOYS)
+
+
+@pytest.mark.parametrize("name", ["trl_contamination", "trl_composite"])
+def test_the_shipped_records_carry_their_cells_identity(name):
+    status = sweep_status(ROOT / "data" / "records" / name)
+    assert status.complete and not status.corrupt

@@ -171,7 +171,7 @@ def _write(record: Record, runnable: Runnable, outcome: Outcome, engine: str) ->
     """Write a finished cell (None) or its failure (its one-line error); a frame that cannot be written is a failure too."""
     if outcome.frame is not None:
         try:
-            record.write_cell(outcome.cell, tidy_frame(outcome.cell, outcome.frame, runnable))
+            record.write_cell(outcome.cell, tidy_frame(outcome.cell, outcome.frame, runnable), runnable.name)
             return None
         except Exception as err:  # noqa: BLE001 - e.g. a column Parquet cannot store: the cell's error
             outcome = Outcome(outcome.cell, None, f"cannot write the cell's rows: {type(err).__name__}: {err}",
