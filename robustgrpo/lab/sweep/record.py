@@ -58,6 +58,7 @@ from typing import Any, Callable, IO, Iterator, Mapping
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from robustgrpo.checks import make_folder, read_json
@@ -84,13 +85,24 @@ _ID = re.compile(r"^[0-9a-f]{16}$")
 
 
 def rows_hash(table: pa.Table) -> str:
-    """The sha256 of a cell's rows: its columns' names and Arrow types (not the file's metadata), then each row's
-    64-bit hash of its values (:func:`pandas.util.hash_pandas_object`, which hashes with a fixed key), in order.
+    """The sha256 of a cell's rows, column by column: the column's name, Arrow type and length, its null flags, then
+    its values (integers, floats and booleans as their bytes, nulls as 0; other types as the JSON text of their
+    Python values). The file's metadata is not hashed.
 
-    The same rows give the same hash however they are stored; a changed value, row, column name or type does not.
+    The same rows give the same hash however the file stores them (chunks, compression); a changed value, row,
+    column name or type does not.
     """
-    digest = hashlib.sha256(json.dumps([[f.name, str(f.type)] for f in table.schema]).encode("utf-8"))
-    digest.update(pd.util.hash_pandas_object(table.to_pandas(use_threads=False), index=False).to_numpy().tobytes())
+    digest = hashlib.sha256()
+    for fld, column in zip(table.schema, table.columns):
+        values = column.combine_chunks()
+        digest.update(json.dumps([fld.name, str(fld.type), len(values)]).encode("utf-8"))
+        digest.update(values.is_null().to_numpy(zero_copy_only=False).tobytes())
+        kind = fld.type
+        if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
+            filled = pc.fill_null(values, False if pa.types.is_boolean(kind) else 0)
+            digest.update(filled.to_numpy(zero_copy_only=False).tobytes())
+        else:
+            digest.update(json.dumps(values.to_pylist(), default=str).encode("utf-8"))
     return digest.hexdigest()
 
 
