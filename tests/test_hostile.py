@@ -919,3 +919,40 @@ def test_cells_written_before_they_carried_their_identity_are_adopted_only_when_
 def test_the_shipped_records_carry_their_cells_identity(name):
     status = sweep_status(ROOT / "data" / "records" / name)
     assert status.complete and not status.corrupt
+
+
+# every runnable estimates its size
+
+
+def test_every_runnable_estimates_its_size_and_a_cell_far_beyond_the_machine_is_refused(tmp_path):
+    """Issue 43: the agreement runnable had no estimate: {"n_groups": 10, "G": 10**9} tried to allocate 80 GB."""
+    import dataclasses
+
+    from robustgrpo.lab.sweep import RUNNABLES, Runnable
+
+    assert {f.name for f in dataclasses.fields(Runnable) if f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING} >= {"estimate"}  # a runnable cannot be declared without one
+    for name, runnable in RUNNABLES.items():
+        estimate = runnable.estimate(runnable.defaults)
+        assert estimate.bytes > 0 and estimate.seconds > 0, name
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"this run needs at least 600 GB of memory .*\(10 groups x G = 1,000,000,000 of "
+                                         r"robust\), more than this machine's"):
+        run_sweep({"runnable": "agreement", "fixed": {"n_groups": 10, "G": 10**9}}, tmp_path / "r", progress=False)
+    assert not (tmp_path / "r").exists() and time.perf_counter() - start < 10
+    assert check_estimate(RUNNABLES["agreement"].estimate(RUNNABLES["agreement"].defaults)).bytes == 60.0 * 10_000 * 8
+
+
+@pytest.mark.slow
+def test_the_agreement_estimate_is_below_what_a_cell_takes():
+    """The estimate is a lower bound: a cell of 200,000 x 16 rewards of the costliest method measured (robust) peaks
+    above 60 bytes a reward and takes longer than 30 ns a reward."""
+    code = ("import re, time; from robustgrpo.lab.sweep import RUNNABLES; r = RUNNABLES['agreement']; "
+            "c = r.resolve({'method': 'robust', 'n_groups': 200000, 'G': 16}); "
+            "base = int(re.search(r'VmRSS:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) * 1024; "
+            "t = time.perf_counter(); r.run(c, 0); s = time.perf_counter() - t; "
+            "peak = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) * 1024; "
+            "e = r.estimate(c); print(peak - base, e.bytes, s, e.seconds)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    used, estimated, seconds, estimated_seconds = map(float, done.stdout.split())
+    assert used > estimated and seconds > estimated_seconds, done.stdout

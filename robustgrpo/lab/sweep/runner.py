@@ -56,9 +56,9 @@ class SweepResult:
 
 def largest_cell(sweep: Sweep) -> Estimate | None:
     """The estimate of the sweep's most demanding cell (by time, then memory), from its runnable's
-    :attr:`~robustgrpo.lab.sweep.runnables.Runnable.estimate` (None: the runnable makes none)."""
+    :attr:`~robustgrpo.lab.sweep.runnables.Runnable.estimate` (None: the sweep has no cell)."""
     estimate = sweep.runnable.estimate
-    if estimate is None or not sweep.cells:
+    if not sweep.cells:
         return None
     configs = {c.batch_key: c.config for c in sweep.cells}  # cells that differ only in the seed need the same
     return max((estimate(config) for config in configs.values()), key=lambda e: (e.seconds, e.bytes))
