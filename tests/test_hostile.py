@@ -956,3 +956,35 @@ def test_the_agreement_estimate_is_below_what_a_cell_takes():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     used, estimated, seconds, estimated_seconds = map(float, done.stdout.split())
     assert used > estimated and seconds > estimated_seconds, done.stdout
+
+
+# long outputs stay readable
+
+
+def test_a_long_log_is_shown_by_ranges_of_steps_whose_rows_are_exact(tmp_path, capsys):
+    """Issue 43: 50,000 steps printed a 50,024-line table (now 74 lines). Beyond 200 steps the table shows 50 ranges
+    of consecutive steps, each row the measures over its steps' groups and samples; Diagnosis.steps keeps every step."""
+    rng = np.random.default_rng(1)
+    n_steps, sizes = 1000, rng.integers(1, 6, 3000)
+    frame = pd.DataFrame({"step": np.repeat(np.arange(3000) // 3, sizes), "group": np.repeat([f"g{i}" for i in range(3000)], sizes)})
+    frame["reward"] = rng.integers(0, 2, len(frame)).astype(float)
+    frame["length"] = rng.integers(10, 100, len(frame)).astype(float)
+    log = write_reward_log(frame, tmp_path / "long.csv")
+    d = diagnose(log, methods=["grpo"])
+    assert len(d.steps) == n_steps
+    table, title = d.step_table()
+    assert title.startswith("Per range of 20 steps (1,000 steps in 50 ranges") and len(table) == 51
+    assert table["step"].tolist()[:2] == ["0-19", "20-39"] and table["step"].iloc[-1] == "all"
+    for i in (0, 17, 49):  # each range's row against its rows of the log, computed directly
+        part = frame[(frame["step"] // 20) == i]
+        groups = part.groupby(["step", "group"])["reward"]
+        row = table.iloc[i]
+        assert row["n_groups"] == groups.ngroups and row["n_samples"] == len(part)
+        assert row["group_size_median"] == groups.size().median() and row["mean_reward"] == pytest.approx(part["reward"].mean(), rel=1e-12)
+        assert row["mean_length"] == pytest.approx(part["length"].mean(), rel=1e-12)
+        assert row["frac_reward_zero_std"] == pytest.approx(((groups.size() > 1) & (groups.std() == 0)).mean(), rel=1e-12)
+    short, title = diagnose(frame[frame["step"] < 200].pipe(write_reward_log, tmp_path / "short.csv"), methods=["grpo"]).step_table()
+    assert title == "Per step (last row: the whole log)" and len(short) == 201
+    assert main(["diagnose", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) < 120 and "the table of every step is Diagnosis.steps" in out
