@@ -674,6 +674,14 @@ def test_a_damaged_json_lines_file_is_refused_alike_naming_the_file_and_line(tmp
     assert re.search(rf"diagnose: error: {'log.jsonl' if kind == 'reward log' else '1.jsonl'}: {message}", err), err
 
 
+def test_numbers_of_thousands_of_digits_in_a_csv_are_numbers_out_of_range(tmp_path):
+    """As in JSON: a reward of 5,000 digits is not finite (pandas gave up on it: "not a number"), a step not exact."""
+    path = tmp_path / "long.csv"
+    path.write_text(f"step,group,reward\n0,a,1{'0' * 5000}\n0,a,0\n1{'0' * 5000},a,1\n0,a,1_000\n")
+    log = load_reward_log(path, skip_bad=True)
+    assert log.skipped["reason"].tolist() == ["reward not finite", "step not an exact integer < 2**63", "reward not a number"]
+
+
 @pytest.mark.parametrize("kind", ["reward log", "verl dump"])
 def test_a_byte_order_mark_is_read_alike(tmp_path, kind):
     """A BOM was refused in verl dumps ("Unexpected UTF-8 BOM") where reward logs accepted it."""

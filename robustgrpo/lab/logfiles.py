@@ -254,6 +254,10 @@ def is_number(value: object) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
 
 
+#: A number as CSV text: digits with an optional sign, decimal point and exponent.
+_DECIMAL = r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?"
+
+
 def _numbers(values: pd.Series, text: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Float values, and flags: empty (or null), not a number.
 
@@ -263,9 +267,13 @@ def _numbers(values: pd.Series, text: bool) -> tuple[np.ndarray, np.ndarray, np.
     empty = _is_empty(values)
     if text:
         parsed = pd.to_numeric(values.where(~empty, None), errors="coerce")
-        bad = ~empty & parsed.isna().to_numpy()
-        nan_text = values.astype(str).str.strip().str.lower().isin(["nan", "-nan", "+nan"]).to_numpy()
-        return parsed.to_numpy(dtype=np.float64, na_value=np.nan), empty, bad & ~nan_text
+        parsed = parsed.to_numpy(dtype=np.float64, na_value=np.nan, copy=True)
+        stripped = values.astype(str).str.strip()
+        bad = ~empty & np.isnan(parsed) & ~stripped.str.lower().isin(["nan", "-nan", "+nan"]).to_numpy()
+        # a number pandas gives up on (thousands of digits) is still a number: float64 reads it, as inf if too large
+        long = bad & stripped.str.fullmatch(_DECIMAL).to_numpy(dtype=bool)
+        parsed[long] = [float(v) for v in stripped[long]]
+        return parsed, empty, bad & ~long
     if pd.api.types.is_bool_dtype(values.dtype):
         return np.full(len(values), np.nan), empty, ~empty
     if pd.api.types.is_numeric_dtype(values.dtype):

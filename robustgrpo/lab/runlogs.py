@@ -394,7 +394,7 @@ def _trl_groups(frame: pd.DataFrame, group_size: int | None) -> tuple[pd.DataFra
 
 def _component(values: pd.Series) -> bool:
     """A verl extra info that is a reward component: every value present is a number or a boolean (and one is)."""
-    present = values[~values.isna()] if values.dtype == object else values.dropna()
+    present = values.dropna()
     if present.empty:
         return False
     if _numeric(values) or pd.api.types.is_bool_dtype(values.dtype):
