@@ -81,6 +81,7 @@ from robustgrpo.inputs import (
     count_true,
     count_valid,
     distinct_names,
+    float64_array,
     group_by_index,
     scatter_to_flat,
     source_dtype,
@@ -1743,6 +1744,9 @@ def compute_advantages(
         rewards beyond a bound by no more than it count as inside. A number
         (0 for exactly constant groups only) replaces the residue everywhere:
         ``tol=0.0`` reproduces the trainers' and the papers' code as written.
+        It is compared in the rewards' dtype: a ``tol`` above that dtype's
+        largest number (3.4e38 for float32) is clamped to it, so every group
+        whose spread the dtype holds is degenerate.
     singleton : {"zero", "reward"}
         Advantage of a group with one valid sample: 0 (NeMo-RL) or its raw
         reward (verl).
@@ -1794,6 +1798,9 @@ def compute_advantages(
     AdvantageResult
         ``.advantages`` in the input's kind and shape (flat when ``index`` is
         given), ``.diagnostics`` per group, ``.groups`` keys for ``index``.
+        Rewards that require grad are read detached: the advantages never
+        require grad (they weight the policy's log-probabilities, as every
+        trainer uses them, and are not differentiated through).
 
     Raises
     ------
@@ -1834,7 +1841,7 @@ def compute_advantages(
         if tie_reference not in ("batch", "group"):
             raise ValueError(f"tie_reference must be 'batch', 'group' or an array of reference ranges, got {tie_reference!r}")
     else:
-        given_reference = torch.as_tensor(np.asarray(tie_reference, dtype=np.float64))
+        given_reference = torch.as_tensor(float64_array(tie_reference, "tie_reference"))
         if given_reference.ndim != 1 or not bool(torch.isfinite(given_reference).all()) or bool((given_reference < 0).any()):
             raise ValueError("tie_reference as an array must be 1-D, finite and >= 0 (one reference range per group)")
     values, valid, kind, grouping, arrived = _prepare(rewards, mask, index)
@@ -1849,7 +1856,7 @@ def compute_advantages(
         if not est.batch_level:
             raise ValueError(f"batch_scale applies to the batch-level estimators "
                              f"({', '.join(m for m, e in _REGISTRY.items() if e.batch_level)}), not {method!r}")
-        scale_given = torch.as_tensor(np.asarray(batch_scale, dtype=np.float64)).to(dtype=values.dtype, device=values.device)
+        scale_given = torch.as_tensor(float64_array(batch_scale, "batch_scale")).to(dtype=values.dtype, device=values.device)
         if scale_given.shape != (values.shape[0],) or not bool(torch.isfinite(scale_given).all()) or bool((scale_given < 0).any()):
             raise ValueError(f"batch_scale must hold one finite scale >= 0 per group ({values.shape[0]}), got shape "
                              f"{tuple(scale_given.shape)}")
@@ -1872,7 +1879,9 @@ def compute_advantages(
         residue = torch.nan_to_num(residue_tolerance(values, valid, arrived, sorted_x=None if ordered is None else ordered[0],
                                                      median=pre_median), nan=0.0, posinf=0.0)
     else:
-        residue = torch.full(values.shape[:-1], float(tol), dtype=values.dtype, device=values.device)
+        # (compared in the rewards' dtype: a tol beyond its largest number is that number, above every spread it holds)
+        residue = torch.full(values.shape[:-1], min(float(tol), torch.finfo(values.dtype).max), dtype=values.dtype,
+                             device=values.device)
     if bounds is not None and extremes is None:
         extremes = _group_extremes(values, valid, n, ordered)
     dense = valid is None

@@ -30,7 +30,8 @@ The rules
   character escaped (:func:`plain_text`, :func:`terminal_text`), so a log cannot
   drive the terminal (clear it, set its title) through what is printed;
 * JSON files: read as UTF-8, their errors naming the file, line and column
-  (:func:`read_json`, :func:`decode_utf8`), nesting at most :data:`JSON_MAX_DEPTH` deep.
+  (:func:`read_json`, :func:`decode_utf8`), nesting at most :data:`JSON_MAX_DEPTH` deep, no object
+  repeating a key, an integer too long to convert kept as its text (:func:`loads_json`).
 
 >>> check_int("G", 8, minimum=2)
 8
@@ -84,7 +85,10 @@ __all__ = [
     "read_json",
     "decode_utf8",
     "JSON_MAX_DEPTH",
+    "JSON_MAX_INT_DIGITS",
+    "LongInteger",
     "json_depth_error",
+    "loads_json",
     "plain_text",
     "terminal_text",
     "cpu_limit",
@@ -380,12 +384,62 @@ def json_depth_error(name: str) -> ValueError:
                       "package nests that deep: check the file")
 
 
+#: A JSON integer written with more digits than this is beyond every float64 (10**309) and int64: it is read as a
+#: :class:`LongInteger` (Python's own reader refuses more than 4,300 digits, and converts long ones in quadratic time).
+JSON_MAX_INT_DIGITS = 400
+
+
+class LongInteger(int):
+    """A JSON integer of more than :data:`JSON_MAX_INT_DIGITS` digits: an ``int`` of its sign and number of digits
+    (``±10**(digits - 1)``, so every comparison with a float64 or int64 bound comes out as the written value's
+    would), shown as the text it was written as."""
+
+    text: str
+
+    def __new__(cls, text: str) -> "LongInteger":
+        digits = len(text.lstrip("+-"))
+        value = super().__new__(cls, -(10 ** (digits - 1)) if text.startswith("-") else 10 ** (digits - 1))
+        value.text = text
+        return value
+
+    def __repr__(self) -> str:
+        return self.text
+
+    __str__ = __repr__
+
+
+def _integer(text: str) -> int:
+    return int(text) if len(text) <= JSON_MAX_INT_DIGITS else LongInteger(text)
+
+
+class _DuplicateKey(ValueError):
+    """A JSON object that repeats a key (Python's reader would keep the last value silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        repeated = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        raise _DuplicateKey(repeated)
+    return out
+
+
 def loads_json(text: str, name: str, hint: str = "") -> Any:
-    """Parse JSON text; ``ValueError`` naming ``name`` and the place for a syntax error or too deep a nesting."""
+    """Parse JSON text; ``ValueError`` naming ``name`` and the place for a syntax error, too deep a nesting or an
+    object that repeats a key. An integer of more than :data:`JSON_MAX_INT_DIGITS` digits is a :class:`LongInteger`.
+
+    >>> loads_json('{"a": 1, "a": 2}', "x.json")
+    Traceback (most recent call last):
+    ...
+    ValueError: x.json: a JSON object repeats the key 'a'; keep one
+    """
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_int=_integer, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as err:
         raise ValueError(f"{name}: invalid JSON at line {err.lineno}, column {err.colno}: {err.msg}{hint}") from None
+    except _DuplicateKey as err:
+        raise ValueError(f"{name}: a JSON object repeats the key {str(err)!r}; keep one{hint}") from None
     except RecursionError:
         raise json_depth_error(name) from None
     if _depth(value) > JSON_MAX_DEPTH:
@@ -534,11 +588,15 @@ def check_output_file(path: str | os.PathLike[str], *, inputs: Iterable[str | os
                       force: bool = False) -> Path:
     """Check that a file may be written at ``path``; return it.
 
-    Refused, with ``ValueError`` naming the path and what to do: a folder; a
-    symbolic link (it would write where the link points); one of ``inputs`` (the
-    same file, by any name); a missing folder (it is not made: a misspelt folder
-    should not appear silently); an existing file, unless ``force``.
+    Refused, with ``ValueError`` naming the path and what to do: an empty path; a
+    folder; a symbolic link (it would write where the link points); one of ``inputs``
+    (the same file, by any name); a missing folder (it is not made: a misspelt folder
+    should not appear silently); a folder where no file can be made (a file is made
+    and removed there to find out, so that a read-only or special folder is refused
+    before any work starts); an existing file, unless ``force``.
     """
+    if not str(path).strip():
+        raise ValueError("the output path is empty; pass the file to write")
     path = Path(path)
     if path.is_symlink():
         raise ValueError(f"{str(path)!r} is a symbolic link; outputs never follow one: remove it or pass another path")
@@ -554,6 +612,13 @@ def check_output_file(path: str | os.PathLike[str], *, inputs: Iterable[str | os
         raise ValueError(f"the folder {str(path.parent)!r} does not exist; make it first or pass a path in an existing folder")
     if path.exists() and not force:
         raise ValueError(f"{str(path)!r} exists; pass another path, or --force (force=True) to replace it")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise ValueError(f"cannot write in the folder {str(path.parent)!r} ({err.strerror}); pass a path in a folder you "
+                         "can write to") from None
+    os.close(fd)
+    os.unlink(probe)
     return path
 
 
@@ -566,7 +631,10 @@ def write_new_file(path: Path, write: Callable[[IO[bytes]], None], *, force: boo
     itself, never its target). Call :func:`check_output_file` first for the
     messages.
     """
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as err:
+        raise ValueError(f"cannot write {str(path)!r} ({err.strerror}); pass a path in a folder you can write to") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)

@@ -236,12 +236,10 @@ def _column(text: str) -> tuple[str, str]:
 
 def _cmd_diagnose(args: argparse.Namespace) -> int:
     from robustgrpo.lab.diagnose import diagnose, diagnose_run
-    from robustgrpo.lab.runlogs import RunLog, load_log
+    from robustgrpo.lab.runlogs import RunLog, check_output_path, load_log
 
-    if args.html:  # refused before the work: a folder, a link, the log itself, a missing folder, an existing file
-        from robustgrpo.checks import check_output_file
-
-        check_output_file(args.html, inputs=[args.file], force=args.force)
+    if args.html is not None:  # refused before the work: empty, a folder, a link, a file read, a missing or
+        page = check_output_path(args.file, args.html, force=args.force)  # unwritable folder, an existing file
     elif args.force:
         raise ValueError("--force applies to --html (replace an existing page); add --html OUT")
     log = load_log(args.file, columns=dict(args.column or []), skip_bad=args.skip_bad, group_size=args.group_size,
@@ -253,10 +251,10 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     else:
         diagnosis = diagnose(log, reward_range=args.reward_range, reward_fn=args.reward_fn, reward_kind=args.reward_kind)
         _say(diagnosis.text())
-    if args.html:
+    if args.html is not None:
         from robustgrpo.book.diagnose.report import write_diagnosis_html
 
-        page = write_diagnosis_html(diagnosis, args.html, force=args.force, inputs=[args.file])
+        page = write_diagnosis_html(diagnosis, page, force=args.force, inputs=log.files if isinstance(log, RunLog) else [args.file])
         _say(f"\nHTML report: {page.resolve()}")
     return 0
 

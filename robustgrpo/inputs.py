@@ -18,6 +18,10 @@ Conversion rules (nothing is coerced silently; every rule is listed here):
 
 * torch float32/float64 stay as they are; float16/bfloat16 are upcast to
   float32 (half precision cannot hold the squared deviations of a std);
+* a tensor that requires grad is detached: advantages and statistics are
+  weights computed from the rewards, never differentiated through (every
+  trainer computes them under ``torch.no_grad()``), so results never
+  require grad;
 * integer and boolean rewards become torch's default float dtype (torch
   input) or float64 (numpy and list input);
 * complex, object or string rewards raise ``ValueError``.
@@ -41,6 +45,7 @@ __all__ = [
     "as_tensor",
     "to_kind",
     "source_dtype",
+    "float64_array",
     "validate_mask",
     "apply_nan_policy",
     "count_valid",
@@ -81,7 +86,8 @@ def as_tensor(x: ArrayLike, name: str = "rewards") -> tuple[torch.Tensor, InputK
     Returns
     -------
     tensor : torch.Tensor
-        float32 or float64 (see the module docstring for the rules).
+        float32 or float64, detached from autograd (see the module docstring
+        for the rules).
     kind : {"torch", "numpy", "list"}
         What the caller passed, so results can be converted back.
 
@@ -92,7 +98,7 @@ def as_tensor(x: ArrayLike, name: str = "rewards") -> tuple[torch.Tensor, InputK
     """
     kind = _kind_of(x)
     if kind == "torch":
-        t = x
+        t = x.detach()
         if t.is_complex():
             raise ValueError(f"{name} must be real, got a complex tensor ({t.dtype}); pass the real part explicitly")
         if t.dtype in _HALF_DTYPES:
@@ -129,6 +135,28 @@ def source_dtype(x: ArrayLike, converted: torch.Tensor) -> torch.dtype:
     if isinstance(x, np.ndarray) and x.dtype == np.float16:
         return torch.float16
     return converted.dtype
+
+
+def float64_array(x: Any, name: str) -> np.ndarray:
+    """``x`` (a tensor on any device, that may require grad; an array; a sequence or a number) as a float64 array.
+
+    For the numbers that come with the rewards (weights, reference ranges, scales): a
+    tensor is detached and brought to the CPU first, as :func:`as_tensor` does.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` does not hold real numbers, naming ``name``.
+    """
+    if isinstance(x, torch.Tensor):
+        x = x.detach().cpu()
+        if x.is_complex():
+            raise ValueError(f"{name} must hold real numbers, got a complex tensor ({x.dtype})")
+        x = x.numpy()
+    try:
+        return np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must hold numbers ({' '.join(str(err).split())})") from None
 
 
 def to_kind(t: torch.Tensor, kind: InputKind) -> Any:

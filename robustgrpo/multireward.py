@@ -56,11 +56,10 @@ import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
-import numpy as np
 import torch
 
 from robustgrpo.advantages import RECOMMENDED, AdvantageResult, GroupDiagnostics, compute_advantages
-from robustgrpo.inputs import NAN_POLICIES, ArrayLike, as_tensor, to_kind, validate_mask
+from robustgrpo.inputs import NAN_POLICIES, ArrayLike, as_tensor, float64_array, to_kind, validate_mask
 
 __all__ = [
     "AGGREGATIONS",
@@ -83,11 +82,11 @@ def _weights(weights: Sequence[float] | None, n_fn: int, dtype: torch.dtype, dev
     if isinstance(weights, (str, bytes)) or not hasattr(weights, "__len__"):
         raise ValueError(f"weights must be a sequence of {n_fn} numbers (one per reward function), got {weights!r}")
     try:
-        w = torch.as_tensor(np.asarray(weights, dtype=np.float64), dtype=dtype, device=device)
+        w = torch.as_tensor(float64_array(weights, "weights"), dtype=dtype, device=device)
     except (TypeError, ValueError):
         raise ValueError(f"weights must be a sequence of {n_fn} numbers (one per reward function), got {weights!r}") from None
     if w.ndim != 1 or w.numel() != n_fn:
-        raise ValueError(f"weights must hold {n_fn} numbers (one per reward function, the last axis), got {list(np.asarray(weights).ravel())}")
+        raise ValueError(f"weights must hold {n_fn} numbers (one per reward function, the last axis), got {float64_array(weights, 'weights').ravel().tolist()}")
     if not bool(torch.isfinite(w).all()):
         raise ValueError(f"weights must be finite, got {w.tolist()}")
     return w

@@ -585,3 +585,414 @@ def test_an_address_other_than_the_connected_clusters_is_an_error_not_ignored(ra
     for same in (ray_cluster, "auto", None):  # the connected cluster, by its address or implicitly
         with RayEngine(same).connected():
             pass
+
+
+# ------------------------------------------------------------------- round two (issue 43)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64])
+def test_a_tol_beyond_the_dtypes_largest_number_is_clamped_to_it(dtype):
+    """``tol=1e300`` raised torch's RuntimeError for every dtype but float64 (all 710 unexpected exceptions of the
+    round-two fuzz); it is now the dtype's largest number: every group whose spread the dtype holds is degenerate."""
+    rewards = torch.tensor([[0, 1, 3, 2], [5, 5, 5, 5], [-7, 0, 7, 1]]).to(dtype)
+    out = compute_advantages(rewards, "grpo", tol=1e300)
+    assert out.advantages.abs().sum().item() == 0 and out.diagnostics.degenerate.tolist() == [True, True, True]
+    largest = torch.finfo(out.advantages.dtype).max
+    assert torch.equal(out.advantages, compute_advantages(rewards, "grpo", tol=largest).advantages)
+    # a tol within the range keeps its meaning: spreads 3 and 14 against tol 3
+    assert compute_advantages(rewards, "grpo", tol=3.0).diagnostics.degenerate.tolist() == [True, True, False]
+
+
+# one reader discipline: the same hostile value gets the same answer in a reward log, a verl dump and a TRL file
+
+RUN_LOGS = ROOT / "data" / "run_logs"
+
+
+def _jsonl_lines(kind: str, step: str, reward: str) -> str:
+    """Eight rows (two groups of four) of a reward log or a verl dump, the first row's step and reward written as given
+    (raw JSON text, so that 1e400, NaN and 5,000 digits reach the reader as written)."""
+    rows = []
+    for i in range(8):
+        s, r = (step, reward) if i == 0 else ("1", str(i % 2))
+        prompt = "p" if i < 4 else "q"
+        rows.append(f'{{"step": {s}, "group": "{prompt}", "reward": {r}}}' if kind == "reward log" else
+                    f'{{"input": "{prompt}", "output": "o", "score": {r}, "step": {s}}}')
+    return "".join(row + "\n" for row in rows)
+
+
+def _write_jsonl(tmp_path: Path, kind: str, text: str | bytes) -> Path:
+    data = text.encode() if isinstance(text, str) else text
+    if kind == "reward log":
+        path = tmp_path / "log.jsonl"
+        path.write_bytes(data)
+        return path
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "1.jsonl").write_bytes(data)
+    return tmp_path / "run"
+
+
+@pytest.mark.parametrize("kind", ["reward log", "verl dump"])
+@pytest.mark.parametrize("step, reward, message", [
+    ("1e30", "1", r"line 1, column 'step': not an exact integer < 2\*\*63: '1e\+30'"),
+    (str(2**63), "1", r"line 1, column 'step': not an exact integer < 2\*\*63: '9223372036854775808'"),
+    ("1.7", "1", r"line 1, column 'step': not an integer >= 0: '1.7'"),
+    ("-1", "1", r"line 1, column 'step': not an integer >= 0: '-1'"),
+    ('"x"', "1", r"line 1, column 'step': not a number: 'x'"),
+    ("1", '"high"', r"line 1, column '(reward|score)'( \(score\))?: not a number: 'high'"),
+    ("1", "1e400", r"line 1, column '(reward|score)'( \(score\))?: not finite: 'inf'"),
+    ("1", "NaN", r"line 1, column '(reward|score)'( \(score\))?: empty \(null or NaN\)"),
+    ("1", "1" + "0" * 400, r"line 1, column '(reward|score)'( \(score\))?: not finite: '1000"),
+    ("1", "1" + "0" * 5000, r"line 1, column '(reward|score)'( \(score\))?: not finite: '1000"),
+    ("1", "true", r"line 1, column '(reward|score)'( \(score\))?: not a number: 'True'"),
+])
+def test_a_field_is_checked_alike_in_a_reward_log_and_a_verl_dump(tmp_path, capsys, kind, step, reward, message):
+    """Issue 43: a verl dump's step of 1e30 printed 'step -9223372036854775808' and exited 0, a score of "high" or NaN
+    was "a function returned None", a 400-digit score raised OverflowError: the reward-log checks were not run on it."""
+    path = _write_jsonl(tmp_path, kind, _jsonl_lines(kind, step, reward))
+    assert main(["diagnose", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    name = "log.jsonl" if kind == "reward log" else "1.jsonl"
+    assert re.search(rf"diagnose: error: {name}: {message}", err), err
+
+
+@pytest.mark.parametrize("kind", ["reward log", "verl dump"])
+@pytest.mark.parametrize("data, message", [
+    (b'{"step": 1, "x": ' + b"[" * 50_000 + b"]" * 50_000 + b"}\n", r"line 1 nests JSON more than 64 levels deep"),
+    (b'{"step": 1, "caf\xe9": 1}\n', r"not UTF-8 text: byte 0xe9 at line 1, column 17"),
+    (b'{"step": 1, "step": 2}\n', r"line 1: a JSON object repeats the key 'step'; write each field once per line"),
+    (b'{"step": 1,\n', r"line 1 is not valid JSON"),
+    (b"[1, 2]\n", r"line 1 holds a list, not a JSON object"),
+])
+def test_a_damaged_json_lines_file_is_refused_alike_naming_the_file_and_line(tmp_path, capsys, kind, data, message):
+    """Issue 43: 50,000-deep nesting raised RecursionError from a verl dump (exit 1), non-UTF-8 bytes an error that did not
+    name the file."""
+    path = _write_jsonl(tmp_path, kind, data)
+    assert main(["diagnose", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert re.search(rf"diagnose: error: {'log.jsonl' if kind == 'reward log' else '1.jsonl'}: {message}", err), err
+
+
+def test_numbers_of_thousands_of_digits_in_a_csv_are_numbers_out_of_range(tmp_path):
+    """As in JSON: a reward of 5,000 digits is not finite (pandas gave up on it: "not a number"), a step not exact."""
+    path = tmp_path / "long.csv"
+    path.write_text(f"step,group,reward\n0,a,1{'0' * 5000}\n0,a,0\n1{'0' * 5000},a,1\n0,a,1_000\n")
+    log = load_reward_log(path, skip_bad=True)
+    assert log.skipped["reason"].tolist() == ["reward not finite", "step not an exact integer < 2**63", "reward not a number"]
+
+
+@pytest.mark.parametrize("kind", ["reward log", "verl dump"])
+def test_a_byte_order_mark_is_read_alike(tmp_path, kind):
+    """A BOM was refused in verl dumps ("Unexpected UTF-8 BOM") where reward logs accepted it."""
+    from robustgrpo.lab.runlogs import load_log
+
+    path = _write_jsonl(tmp_path, kind, b"\xef\xbb\xbf" + _jsonl_lines(kind, "1", "1").encode())
+    log = load_log(path)
+    assert len(log.frame[log.frame["reward_fn"] == "score"] if kind == "verl dump" else log.frame) == 8
+
+
+def _trl_run(tmp_path: Path, files: dict[str, pd.DataFrame]) -> Path:
+    folder = tmp_path / "run" / "completions"
+    folder.mkdir(parents=True)
+    for name, frame in files.items():
+        frame.to_parquet(folder / name)
+    return tmp_path / "run"
+
+
+def _trl_frame(step=1, n_prompts=4, G=4, prefix="p", **columns) -> pd.DataFrame:
+    """A TRL completions file: n_prompts x G rows, the prompts in blocks of G, a 0/1 'correct' column."""
+    frame = pd.DataFrame({"step": step, "prompt": np.repeat([f"{prefix}{i}" for i in range(n_prompts)], G), "completion": "c",
+                          "correct": np.tile(np.arange(G) % 2, n_prompts).astype(float), "advantage": 0.0})
+    return frame.assign(**columns)
+
+
+@pytest.mark.parametrize("columns, message", [
+    ({"step": 1e30}, r"row 1, column 'step': not an exact integer < 2\*\*63: '1e\+30' \(16 bad rows in all\)"),
+    ({"step": np.uint64(2**64 - 1)}, r"row 1, column 'step': not an exact integer < 2\*\*63: '18446744073709551615'"),
+    ({"step": 1.7}, r"row 1, column 'step': not an integer >= 0: '1.7'"),
+    ({"correct": np.inf}, r"row 1, column 'correct': not finite: 'inf'"),
+    ({"advantage": "x"}, r"row 1, column 'advantage': not a number: 'x'"),
+])
+def test_a_trl_file_goes_through_the_same_field_checks(tmp_path, capsys, columns, message):
+    """Issue 43: TRL steps of 1e30 and 2**64 - 1 wrapped, 1.7 became 1 (exit 0); an inf reward said "no completion has
+    a finite reward", a string advantage "could not convert string to float" without the file."""
+    run = _trl_run(tmp_path, {"completions_00001.parquet": _trl_frame(**columns)})
+    assert main(["diagnose", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(rf"error: completions_00001.parquet: {message}", err), err
+
+
+def test_a_trl_reward_sum_that_overflows_names_its_row(tmp_path, capsys):
+    """It printed numpy's RuntimeWarning, then "rewards are empty"."""
+    frame = _trl_frame()
+    frame.insert(4, "short", 1.0)
+    run = _trl_run(tmp_path, {"completions_00001.parquet": frame})
+    assert main(["diagnose", str(run), "--reward-weights", "1e308", "1e308"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "RuntimeWarning" not in err
+    assert re.search(r"completions_00001.parquet: row 2: the sum of the reward functions \['correct', 'short'\] with "
+                     r"weights \[1e\+308, 1e\+308\] overflows float64 \(values \[1.0, 1.0\]\); rescale", err), err
+    assert main(["diagnose", str(run), "--reward-weights", "1", "1"]) == 0
+    capsys.readouterr()
+
+
+def test_a_csv_or_parquet_header_naming_a_column_twice_is_refused(tmp_path):
+    """``step,group,reward,reward`` silently used the first reward column."""
+    path = tmp_path / "dup.csv"
+    path.write_text("step,group,reward,reward\n0,a,1,5\n0,a,0,6\n")
+    with pytest.raises(ValueError, match=r"dup.csv: line 1 names the column 'reward' 2 times \(columns 3, 4\); rename"):
+        load_reward_log(path)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table([[0, 0], ["a", "a"], [1.0, 0.0], [5.0, 6.0]], names=["step", "group", "reward", "reward"]),
+                   tmp_path / "dup.parquet")
+    with pytest.raises(ValueError, match=r"dup.parquet: the file names the column 'reward' 2 times \(columns 3, 4\)"):
+        load_reward_log(tmp_path / "dup.parquet")
+
+
+# groups that match what the trainer did, or a clear refusal
+
+
+def test_trl_files_of_one_step_keep_their_groups_apart(tmp_path):
+    """Two files at step 1 with 4 groups each were reported as 4 groups of 4, each holding 8 rows from 2 prompts."""
+    from robustgrpo.lab.runlogs import load_run_log
+
+    run = load_run_log(_trl_run(tmp_path, {"completions_00001.parquet": _trl_frame(),
+                                           "completions_1.parquet": _trl_frame(prefix="q")}))
+    groups = run.samples.groupby(["step", "group"])
+    assert run.group_size == 4 and groups.ngroups == 8 and (groups.size() == 4).all()
+    assert (groups["prompt"].nunique() == 1).all() and run.shared_steps == (1,)
+    assert sorted(run.samples["group"].unique())[:2] == ["completions_00001:0", "completions_00001:1"]
+    assert "1 step(s) written by several files (1): each file's groups kept apart" in run.summary()
+    assert diagnose(run, reward_fn="sum").facts.n_groups == 8
+
+
+@pytest.mark.parametrize("files, message", [
+    ({"completions_00001.parquet": _trl_frame(G=4), "completions_00002.parquet": _trl_frame(step=2, G=3)},
+     r"the files do not agree on the group size: their runs of equal consecutive prompts give groups of 3 in "
+     r"completions_00002.parquet; groups of 4 in completions_00001.parquet; pass the run's num_generations"),
+    ({"completions_00001.parquet": _trl_frame().iloc[:15]},
+     r"completions_00001.parquet: its runs of equal consecutive prompts \(lengths 4, 4, 4, 3\) leave a group size of 1, "
+     r"and TRL's num_generations is at least 2: the file looks truncated"),
+])
+def test_a_trl_group_size_that_cannot_be_inferred_consistently_is_an_error(tmp_path, capsys, files, message):
+    """Files of G = 4 and G = 3 were read as 28 groups of 1, a truncated file of 15 rows for G = 4 as 15 groups of 1:
+    every advantage 0 and a normal-looking report."""
+    run = _trl_run(tmp_path, files)
+    assert main(["diagnose", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(message, err), err
+    assert "--group-size" in err
+    assert main(["diagnose", str(run), "--group-size", "4"]) == 2  # given, the size is checked, never silently 1
+    assert re.search(r"completions_0000[12].parquet: (15 completions is not a whole number of groups of 4|rows 1-4 \(a "
+                     r"group of num_generations=4\) hold 2 prompts)", capsys.readouterr().err)
+
+
+def test_a_verl_dump_of_one_response_per_prompt_is_not_read_as_groups_of_one(tmp_path, capsys):
+    (tmp_path / "1.jsonl").write_text("".join(json.dumps({"input": f"p{i}", "output": "o", "score": 1.0, "step": 1}) + "\n"
+                                              for i in range(5)))
+    assert main(["diagnose", str(tmp_path)]) == 2
+    assert re.search(r"most prompts have one response in the dumps \(5 of 5\), so no group size can be inferred "
+                     r"\(GRPO needs rollout.n >= 2\); pass the run's actor_rollout_ref.rollout.n", capsys.readouterr().err)
+
+
+# outputs never overwrite inputs
+
+
+@pytest.mark.parametrize("trainer, inputs", [("trl", ["completions/completions_00001.parquet",
+                                                      "completions/completions_00003.parquet"]),
+                                             ("verl", ["1.jsonl", "2.jsonl"])])
+def test_html_never_replaces_a_file_of_the_run_nor_adds_one_the_next_read_would_take(tmp_path, capsys, trainer, inputs):
+    """``diagnose RUN --html RUN/completions/completions_00002.parquet --force`` overwrote the run's own log (the check
+    compared the page with the folder, not with the files read from it); the next ``diagnose RUN`` then failed."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(RUN_LOGS / trainer, run)
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    for name in inputs:
+        assert main(["diagnose", str(run), "--html", str(run / name), "--force"]) == 2
+        captured = capsys.readouterr()
+        assert "is an input of this command" in captured.err and captured.out == ""  # refused before the work
+    new = run / ("completions/completions_00009.parquet" if trainer == "trl" else "9.jsonl")
+    assert main(["diagnose", str(run), "--html", str(new)]) == 2
+    assert "is a run file's name in the run folder" in capsys.readouterr().err and not new.exists()
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    assert main(["diagnose", str(run), "--html", str(run / "report.html")]) == 0  # any other name in the folder is fine
+    capsys.readouterr()
+    assert main(["diagnose", str(run)]) == 0
+
+
+@pytest.mark.parametrize("target, message", [("", r"the output path is empty; pass the file to write"),
+                                             ("/proc/r.html", r"cannot write in the folder '/proc' \(")])
+def test_an_empty_or_unwritable_html_path_is_refused_before_the_work(capsys, target, message):
+    """``--html ""`` was ignored; ``--html /proc/r.html`` failed after the whole diagnosis, naming a temporary file."""
+    if target.startswith("/proc") and not Path("/proc").is_dir():
+        pytest.skip("no /proc on this system")
+    assert main(["diagnose", str(EXAMPLE), "--html", target]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and re.search(message, captured.err), captured.err
+
+
+# records verify their cells' identity
+
+
+def _rewrite_cell(path: Path, keep_metadata: bool) -> None:
+    """What another tool does to a cell file: read it, change one value, write it again (pandas drops the file's
+    metadata; pyarrow with the schema kept carries it over)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if keep_metadata:
+        table = pq.read_table(path)
+        values = table.column("value").to_pylist()
+        table = table.set_column(table.schema.get_field_index("value"), "value", pa.array([values[0] + 1.0, *values[1:]]))
+        pq.write_table(table, path, write_page_checksum=True)
+    else:
+        frame = pd.read_parquet(path)
+        frame.loc[0, "value"] += 1.0
+        frame.to_parquet(path, index=False)
+
+
+@pytest.mark.parametrize("keep_metadata, why", [
+    (False, r"does not carry its cell's identity \(id, config hash, rows' hash\)"),
+    (True, r"its rows are not those the sweep wrote \(changed since, by another tool\)"),
+])
+def test_a_cell_file_rewritten_by_another_tool_is_corrupt_not_done(tmp_path, keep_metadata, why):
+    """Issue 43: a cell rewritten with an altered value was accepted as done, and the record returned the value."""
+    out, spec = _toy_record(tmp_path)
+    target = sorted((out / "cells").glob("*.parquet"))[0]
+    _rewrite_cell(target, keep_metadata)
+    status = sweep_status(out)
+    assert len(status.done) == 2 and [c["id"] for c in status.corrupt] == [target.stem] and not status.complete
+    assert re.search(why, status.corrupt[0]["error"]), status.corrupt[0]["error"]
+    with pytest.raises(ValueError, match=rf"{target.stem}.parquet: a corrupt cell file"):
+        load_record(out)
+    assert len(load_record(out, partial=True)) == 4
+    again = run_sweep(spec, out, progress=False, runnables=TOYS)
+    assert (again.ran, again.repaired) == (1, 1)
+    record = load_record(out)
+    assert (record["value"] == 100.0 * record["seed"] + 10.0 * record["x"] + record["step"]).all()
+
+
+def test_a_cell_file_written_for_another_config_of_its_id_is_corrupt(tmp_path):
+    """A file whose id is right but whose config hash is not the manifest's config's (the manifest edited, say)."""
+    import pyarrow.parquet as pq
+
+    out, _ = _toy_record(tmp_path)
+    target = sorted((out / "cells").glob("*.parquet"))[0]
+    Record(out)._write_table(target.stem, "0" * 64, pq.read_table(target))
+    problem = Record(out).check_cell(target.stem, Record(out).config_hashes()[target.stem])
+    assert problem == "the file was written for another config than the manifest's for this cell"
+    assert [c["id"] for c in sweep_status(out).corrupt] == [target.stem]
+
+
+def test_stale_temporary_files_anywhere_in_a_record_are_reported_and_removed_on_resume(tmp_path):
+    """A stale root ``.manifest.json.<pid>.tmp`` was never removed (only those in cells/ and failures/ were)."""
+    out, spec = _toy_record(tmp_path)
+    stale = [out / ".manifest.json.4242.tmp", out / "cells" / ".abc.parquet.4242.tmp", out / "failures" / ".x.json.1.tmp"]
+    for path in stale:
+        path.write_text("half")
+    status = sweep_status(out)
+    assert status.partial == 3 and "(3 unfinished write(s) of an interrupted run; the next run removes them)" in format_status(status)
+    assert run_sweep(spec, out, progress=False, runnables=TOYS).skipped == 3
+    assert not any(p.exists() for p in stale) and sweep_status(out).partial == 0
+
+
+def test_cells_written_before_they_carried_their_identity_are_adopted_only_when_their_rows_say_so(tmp_path):
+    """The records shipped before (data/records) carried no config hash or rows' hash: adopt_cells checks each file's
+    rows against its manifest cell (cell_id, seed, config columns) and gives it its identity, rows unchanged."""
+    import pyarrow.parquet as pq
+
+    from robustgrpo.lab.sweep.record import adopt_cells
+
+    out, _ = _toy_record(tmp_path)
+    before = load_record(out)
+    for path in (out / "cells").glob("*.parquet"):  # as an older version wrote them: the rows, no identity
+        pq.write_table(pq.read_table(path).replace_schema_metadata(None), path)
+    assert len(sweep_status(out).corrupt) == 3
+    assert adopt_cells(out, TOYS) == 3 and adopt_cells(out, TOYS) == 0
+    pd.testing.assert_frame_equal(load_record(out), before)
+    assert sweep_status(out).complete
+    target = sorted((out / "cells").glob("*.parquet"))[0]  # a legacy file whose rows are another cell's config
+    pd.read_parquet(target).assign(x=99).to_parquet(target, index=False)
+    with pytest.raises(ValueError, match=rf"{target.stem}.parquet: its rows' 'x' is not its manifest cell's \(\d\); not "
+                                         "adopted: rerun the sweep"):
+        adopt_cells(out, TOYS)
+
+
+@pytest.mark.parametrize("name", ["trl_contamination", "trl_composite"])
+def test_the_shipped_records_carry_their_cells_identity(name):
+    status = sweep_status(ROOT / "data" / "records" / name)
+    assert status.complete and not status.corrupt
+
+
+# every runnable estimates its size
+
+
+def test_every_runnable_estimates_its_size_and_a_cell_far_beyond_the_machine_is_refused(tmp_path):
+    """Issue 43: the agreement runnable had no estimate: {"n_groups": 10, "G": 10**9} tried to allocate 80 GB."""
+    import dataclasses
+
+    from robustgrpo.lab.sweep import RUNNABLES, Runnable
+
+    assert {f.name for f in dataclasses.fields(Runnable) if f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING} >= {"estimate"}  # a runnable cannot be declared without one
+    for name, runnable in RUNNABLES.items():
+        estimate = runnable.estimate(runnable.defaults)
+        assert estimate.bytes > 0 and estimate.seconds > 0, name
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=r"this run needs at least 600 GB of memory .*\(10 groups x G = 1,000,000,000 of "
+                                         r"robust\), more than this machine's"):
+        run_sweep({"runnable": "agreement", "fixed": {"n_groups": 10, "G": 10**9}}, tmp_path / "r", progress=False)
+    assert not (tmp_path / "r").exists() and time.perf_counter() - start < 10
+    assert check_estimate(RUNNABLES["agreement"].estimate(RUNNABLES["agreement"].defaults)).bytes == 60.0 * 10_000 * 8
+
+
+@pytest.mark.slow
+def test_the_agreement_estimate_is_below_what_a_cell_takes():
+    """The estimate is a lower bound: a cell of 200,000 x 16 rewards of the costliest method measured (robust) peaks
+    above 60 bytes a reward and takes longer than 30 ns a reward."""
+    code = ("import re, time; from robustgrpo.lab.sweep import RUNNABLES; r = RUNNABLES['agreement']; "
+            "c = r.resolve({'method': 'robust', 'n_groups': 200000, 'G': 16}); "
+            "base = int(re.search(r'VmRSS:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) * 1024; "
+            "t = time.perf_counter(); r.run(c, 0); s = time.perf_counter() - t; "
+            "peak = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1)) * 1024; "
+            "e = r.estimate(c); print(peak - base, e.bytes, s, e.seconds)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    used, estimated, seconds, estimated_seconds = map(float, done.stdout.split())
+    assert used > estimated and seconds > estimated_seconds, done.stdout
+
+
+# long outputs stay readable
+
+
+def test_a_long_log_is_shown_by_ranges_of_steps_whose_rows_are_exact(tmp_path, capsys):
+    """Issue 43: 50,000 steps printed a 50,024-line table (now 74 lines). Beyond 200 steps the table shows 50 ranges
+    of consecutive steps, each row the measures over its steps' groups and samples; Diagnosis.steps keeps every step."""
+    rng = np.random.default_rng(1)
+    n_steps, sizes = 1000, rng.integers(1, 6, 3000)
+    frame = pd.DataFrame({"step": np.repeat(np.arange(3000) // 3, sizes), "group": np.repeat([f"g{i}" for i in range(3000)], sizes)})
+    frame["reward"] = rng.integers(0, 2, len(frame)).astype(float)
+    frame["length"] = rng.integers(10, 100, len(frame)).astype(float)
+    log = write_reward_log(frame, tmp_path / "long.csv")
+    d = diagnose(log, methods=["grpo"])
+    assert len(d.steps) == n_steps
+    table, title = d.step_table()
+    assert title.startswith("Per range of 20 steps (1,000 steps in 50 ranges") and len(table) == 51
+    assert table["step"].tolist()[:2] == ["0-19", "20-39"] and table["step"].iloc[-1] == "all"
+    for i in (0, 17, 49):  # each range's row against its rows of the log, computed directly
+        part = frame[(frame["step"] // 20) == i]
+        groups = part.groupby(["step", "group"])["reward"]
+        row = table.iloc[i]
+        assert row["n_groups"] == groups.ngroups and row["n_samples"] == len(part)
+        assert row["group_size_median"] == groups.size().median() and row["mean_reward"] == pytest.approx(part["reward"].mean(), rel=1e-12)
+        assert row["mean_length"] == pytest.approx(part["length"].mean(), rel=1e-12)
+        assert row["frac_reward_zero_std"] == pytest.approx(((groups.size() > 1) & (groups.std() == 0)).mean(), rel=1e-12)
+    short, title = diagnose(frame[frame["step"] < 200].pipe(write_reward_log, tmp_path / "short.csv"), methods=["grpo"]).step_table()
+    assert title == "Per step (last row: the whole log)" and len(short) == 201
+    assert main(["diagnose", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert len(out.splitlines()) < 120 and "the table of every step is Diagnosis.steps" in out

@@ -25,7 +25,7 @@ import pandas as pd
 import pytest
 import torch
 
-from robustgrpo.checks import check_int
+from robustgrpo.checks import Estimate, check_int
 from robustgrpo.cli import main
 from robustgrpo.lab.contamination import Bernoulli
 from robustgrpo.lab.metrics import agreement_grid
@@ -81,7 +81,12 @@ def _toy_run(config, seed):
     return pd.DataFrame({"step": [0, 1], "value": [toy_value(config["x"], seed, s) for s in (0, 1)]})
 
 
-TOY = Runnable("toy", "test runnable", resolve=_toy_resolve, run=_toy_run, columns=flat_columns)
+def small(config) -> Estimate:
+    """The size of a test runnable's cell: nothing to speak of."""
+    return Estimate("a test cell", 0.0, 0.0)
+
+
+TOY = Runnable("toy", "test runnable", resolve=_toy_resolve, run=_toy_run, columns=flat_columns, estimate=small)
 TOYS = {"toy": TOY}
 
 SIM = {"n_prompts": 6, "G": 4, "steps": 5, "contamination": {"model": "random_outliers", "rate": 0.2, "size": 10.0}}
@@ -363,7 +368,7 @@ def test_a_failing_batch_reruns_its_cells_one_by_one_so_only_the_bad_cell_fails(
         return pd.concat([run(config, s).assign(seed=s) for s in seeds])
 
     batchy = Runnable("batchy", "", resolve=lambda c: dict(c), run=run, columns=flat_columns, run_seeds=run_seeds,
-                      batch_exact=lambda c: True)
+                      batch_exact=lambda c: True, estimate=small)
     result = run_sweep({"runnable": "batchy", "seeds": 4}, tmp_path, progress=False, runnables={"batchy": batchy})
     assert result.ran == 3 and [f["label"] for f in result.failed] == ["seed=2"]
     assert result.failed[0]["error"] == "ValueError: seed 2 is cursed"
@@ -600,7 +605,7 @@ def test_a_failure_file_holds_the_cell_its_error_and_traceback(tmp_path):
 
 
 def test_rows_that_parquet_cannot_store_fail_the_cell_with_the_writers_traceback(tmp_path):
-    mixed = Runnable("mixed", "", resolve=lambda c: dict(c), columns=flat_columns,
+    mixed = Runnable("mixed", "", resolve=lambda c: dict(c), columns=flat_columns, estimate=small,
                      run=lambda config, seed: pd.DataFrame({"value": [1.0, "one"]}))
     result = run_sweep({"runnable": "mixed"}, tmp_path, progress=False, runnables={"mixed": mixed})
     (failure,) = result.failed
@@ -675,7 +680,7 @@ def test_each_cell_runs_with_the_sweeps_torch_threads_alone_and_batched(tmp_path
         return pd.DataFrame({"seed": list(seeds), "value": [float(s) for s in seeds]})
 
     threads = Runnable("threads", "", resolve=lambda c: {"batch": False, **c}, run=run, columns=flat_columns, run_seeds=run_seeds,
-                       batch_exact=lambda c: c["batch"])
+                       batch_exact=lambda c: c["batch"], estimate=small)
     before = torch.get_num_threads()
     spec = {"runnable": "threads", "grid": {"batch": [True, False]}, "seeds": 2, "cpus_per_cell": 2}
     run_sweep(spec, tmp_path, progress=False, runnables={"threads": threads})
@@ -771,7 +776,8 @@ def _seed_one_fails(config, seed):
     return pd.DataFrame({"value": [float(seed)]})
 
 
-SEED_ONE_FAILS = {"flaky": Runnable("flaky", "", resolve=lambda c: dict(c), run=_seed_one_fails, columns=flat_columns)}
+SEED_ONE_FAILS = {"flaky": Runnable("flaky", "", resolve=lambda c: dict(c), run=_seed_one_fails, columns=flat_columns,
+                                     estimate=small)}
 
 
 def test_ray_engine_submits_each_cell_with_its_cpus_and_retries_and_reports_each_kind_of_failure(monkeypatch):

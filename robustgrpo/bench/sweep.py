@@ -13,6 +13,7 @@ import pandas as pd
 import torch
 
 from robustgrpo.bench._common import load_average, load_text
+from robustgrpo.checks import Estimate
 
 __all__ = [
     "SWEEP_BENCH_SIM",
@@ -38,7 +39,11 @@ def _noop_runnable():
     from robustgrpo.lab.sweep.runnables import flat_columns
 
     return Runnable("empty", "a cell that computes nothing: what remains is the engine's own cost",
-                    resolve=_noop_resolve, run=_noop_run, columns=flat_columns)
+                    resolve=_noop_resolve, run=_noop_run, columns=flat_columns, estimate=_noop_estimate)
+
+
+def _noop_estimate(config: dict) -> Estimate:
+    return Estimate("a cell that computes nothing", 0.0, 0.0)
 
 
 #: The simulation cell of ``bench --sweep``: one tabular training run (32 prompts, G = 8, 50 steps, grpo).

@@ -109,6 +109,8 @@ __all__ = [
     "OUTLIER_K",
     "TIE_TOL",
     "ZERO_STD_ATOL",
+    "MAX_STEP_ROWS",
+    "STEP_RANGES",
     "LogFacts",
     "Recommendation",
     "Rule",
@@ -126,6 +128,10 @@ OUTLIER_K: float = 5.0
 TIE_TOL: float = 1e-9
 #: A group's std counts as zero at or below this (``torch.isclose(std, 0)``, as TRL).
 ZERO_STD_ATOL: float = 1e-8
+#: Reports show the per-step table of a log of at most this many steps; a longer one by ranges of steps.
+MAX_STEP_ROWS: int = 200
+#: ... in this many ranges of consecutive steps (:meth:`Diagnosis.step_table`).
+STEP_RANGES: int = 50
 _DTYPE = torch.float64
 
 
@@ -386,20 +392,43 @@ class Diagnosis:
     recommendation: Recommendation
     params: Mapping[str, Any] = field(default_factory=dict)
 
+    def step_table(self, max_steps: int = MAX_STEP_ROWS, ranges: int = STEP_RANGES) -> tuple[pd.DataFrame, str]:
+        """The per-step table as reports show it, and its title: every step, then the whole log; or, for a log of
+        more than ``max_steps`` steps, ``ranges`` ranges of consecutive steps (as many steps each, the last
+        fewer), each row the same measures over its steps' groups and samples (exact, as over one step), ``step``
+        naming the range (``"0-999"``). :attr:`steps` holds every step."""
+        n = len(self.steps)
+        if n <= max_steps:
+            return pd.concat([self.steps, self.overall], ignore_index=True), "Per step (last row: the whole log)"
+        width = -(-n // ranges)
+        position = np.arange(n) // width
+        at = dict(zip(self.steps["step"].tolist(), position.tolist()))
+        samples = self.samples[["step", "reward"]].assign(step=self.samples["step"].map(at))
+        table = _per_step(self.groups.assign(step=self.groups["step"].map(at)), samples)
+        if "mean_length" in self.steps:  # (the samples' mean length over a range: the steps' means weighted by their counts)
+            weighted = (self.steps["mean_length"] * self.steps["n_samples"]).groupby(position).sum()
+            table["mean_length"] = (weighted / self.steps["n_samples"].groupby(position).sum()).to_numpy()
+        first, last = self.steps["step"].groupby(position).first(), self.steps["step"].groupby(position).last()
+        table["step"] = [f"{a}-{b}" for a, b in zip(first, last)]
+        title = (f"Per range of {width:,} steps ({n:,} steps in {len(table)} ranges; the table of every step is "
+                 "Diagnosis.steps; last row: the whole log)")
+        return pd.concat([table, self.overall], ignore_index=True), title
+
     def text(self, max_outliers: int = 10) -> str:
         """The plain-text report that ``python -m robustgrpo diagnose`` prints.
 
         Text from the log (file name, reward function, group ids) is shown with its control
         characters escaped (:func:`~robustgrpo.checks.plain_text`): a log cannot drive the terminal.
+        A log of more than :data:`MAX_STEP_ROWS` steps is shown by ranges of steps (:meth:`step_table`).
         """
-        table = pd.concat([self.steps, self.overall], ignore_index=True)
+        table, title = self.step_table()
         shown = table.rename(columns={"group_size_min": "G_min", "group_size_median": "G_median", "group_size_max": "G_max"})
         lines = [f"reward log: {plain_text(self.load_summary)}"]
         if self.reward_fn is not None:
             lines.append(f"reward function: {plain_text(self.reward_fn)}")
         if self.reward_range is not None:
             lines.append(f"declared reward range: [{self.reward_range[0]:g}, {self.reward_range[1]:g}]")
-        lines += ["", "Per step (last row: the whole log)", shown.to_string(index=False, float_format=lambda v: f"{v:.3f}")]
+        lines += ["", title, shown.to_string(index=False, float_format=lambda v: f"{v:.3f}")]
         n_out = len(self.outliers)
         lines += ["", f"Outlier candidates: {n_out}" + (f" (the {min(n_out, max_outliers)} largest |z| below)" if n_out else "")]
         if n_out:

@@ -32,11 +32,13 @@ Nothing is coerced silently and nothing is dropped silently:
   not a finite number >= 0;
 * a step with no groups (every row of it lacks a group id).
 
+The file and every field are read under the one discipline of every log
+(:mod:`robustgrpo.lab.logfiles`, which TRL's and verl's files go through too):
+UTF-8 text with or without a byte-order mark, JSON nested at most
+:data:`~robustgrpo.checks.JSON_MAX_DEPTH` deep, no key or column named twice.
 By default the first problem raises :class:`RewardLogError` (a
 ``ValueError``) naming the file, the line (or row) and the column, and how
-many rows have problems. A file that is not UTF-8 text (CSV, JSON Lines) raises
-naming the line and byte of the first bad byte; a JSON Lines record nested more
-than :data:`~robustgrpo.checks.JSON_MAX_DEPTH` levels deep raises naming its line. With ``skip_bad=True`` (``--skip-bad`` on the
+many rows have problems. With ``skip_bad=True`` (``--skip-bad`` on the
 command line) the bad rows are skipped instead and listed in
 :attr:`RewardLog.skipped`; :meth:`RewardLog.summary` says how many rows were
 skipped and why, and which steps lost every row.
@@ -51,7 +53,7 @@ skip them; line numbers still count them).
 >>> load_reward_log(path)
 Traceback (most recent call last):
 ...
-robustgrpo.lab.rewardlogs.RewardLogError: rewards.csv: line 4, column 'reward': not a number: 'oops' (1 bad row in all); fix the file, or pass skip_bad=True (--skip-bad) to skip bad rows and report them
+robustgrpo.lab.logfiles.RewardLogError: rewards.csv: line 4, column 'reward': not a number: 'oops' (1 bad row in all); fix the file, or pass skip_bad=True (--skip-bad) to skip bad rows and report them
 >>> log = load_reward_log(path, skip_bad=True)
 >>> log.frame[["step", "group", "reward"]].values.tolist()
 [[0, 'a', 1.0], [0, 'a', 0.0]]
@@ -61,8 +63,6 @@ rewards.csv: 2 rows, 1 step, 1 group; skipped 1 of 3 rows: 1 reward not a number
 
 from __future__ import annotations
 
-import io
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -72,7 +72,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from robustgrpo.checks import JSON_MAX_DEPTH, check_int, check_seed, decode_utf8, json_depth_error, loads_json
+from robustgrpo.checks import check_int, check_seed
+from robustgrpo.lab.logfiles import FORMATS, RewardLogError, check_fields, first_problem, format_of, read_table
 from robustgrpo.lab.scenarios import load_scenario
 
 __all__ = [
@@ -99,18 +100,6 @@ COLUMN_ALIASES: Mapping[str, tuple[str, ...]] = {
     "reward_fn": ("reward_fn", "reward_func", "reward_function", "reward_name"),
     "length": ("length", "response_length", "completion_length"),
 }
-#: File suffixes read, by format.
-FORMATS: Mapping[str, tuple[str, ...]] = {
-    "csv": (".csv",),
-    "jsonl": (".jsonl", ".ndjson"),
-    "parquet": (".parquet", ".pq"),
-}
-
-
-class RewardLogError(ValueError):
-    """A reward log that cannot be read as it is; the message names the file, line and column."""
-
-
 @dataclass(frozen=True)
 class RewardLog:
     """A loaded reward log.
@@ -170,82 +159,6 @@ class RewardLog:
 # ------------------------------------------------------------------ reading
 
 
-def _format_of(path: Path) -> str:
-    suffix = path.suffix.lower()
-    for fmt, suffixes in FORMATS.items():
-        if suffix in suffixes:
-            return fmt
-    known = ", ".join(s for suffixes in FORMATS.values() for s in suffixes)
-    raise RewardLogError(f"{path.name}: unknown file type {suffix or '(no suffix)'!r}; reward logs are read from {known}")
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return decode_utf8(path.read_bytes(), path.name)
-    except ValueError as err:
-        raise RewardLogError(str(err)) from None
-
-
-def _read_csv(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    text = _read_text(path)
-    try:
-        raw = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, skip_blank_lines=False)
-    except pd.errors.EmptyDataError:
-        raise RewardLogError(f"{path.name}: the file is empty; a reward log starts with a header line (step,group,reward)") from None
-    except pd.errors.ParserError as err:
-        raise RewardLogError(f"{path.name}: not a readable CSV file ({' '.join(str(err).split())})") from None
-    lines = np.arange(len(raw), dtype=np.int64) + 2  # the header is line 1
-    blank = (raw.fillna("") == "").all(axis=1).to_numpy()
-    return raw[~blank].reset_index(drop=True), lines[~blank]
-
-
-def _read_jsonl(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    text_lines = _read_text(path).split("\n")
-    keep = [i for i, line in enumerate(text_lines) if line.strip()]
-    records = []
-    for i in keep:  # file input, not a hot path: json gives the line of each problem
-        try:
-            record = loads_json(text_lines[i], f"{path.name}: line {i + 1}")
-        except ValueError as err:
-            if str(err) == str(json_depth_error(f"{path.name}: line {i + 1}")):
-                raise RewardLogError(f"{path.name}: line {i + 1} nests JSON more than {JSON_MAX_DEPTH} levels deep; "
-                                     "write one flat JSON object per line") from None
-            message = str(err).split("invalid JSON at ", 1)[-1]
-            raise RewardLogError(f"{path.name}: line {i + 1} is not valid JSON ({message.split(': ', 1)[-1]}); "
-                                 "write one JSON object per line") from None
-        if not isinstance(record, dict):
-            raise RewardLogError(f"{path.name}: line {i + 1} holds a {type(record).__name__}, not a JSON object; write one object per line")
-        records.append(record)
-    if not records:
-        raise RewardLogError(f"{path.name}: the file holds no rows; write one JSON object per line")
-    # object columns keep JSON's own values (pandas would make [2**53 + 1, 1.5] two floats, the step inexact);
-    # a column of only integers that fit int64, or only floats, is then typed (exact, and fast to check)
-    raw = pd.DataFrame(records, dtype=object)
-    for name in raw.columns:
-        kind = pd.api.types.infer_dtype(raw[name], skipna=True)
-        if kind == "floating":
-            raw[name] = raw[name].astype(np.float64)
-        elif kind == "integer" and not raw[name].isna().any():
-            try:
-                raw[name] = raw[name].astype(np.int64)
-            except OverflowError:  # beyond int64: left as Python integers, which the checks refuse exactly
-                pass
-    return raw, np.asarray(keep, dtype=np.int64) + 1
-
-
-def _read_parquet(path: Path) -> tuple[pd.DataFrame, np.ndarray]:
-    import pyarrow.parquet as pq
-
-    try:  # on this thread: no thread pool (a loaded machine may have no thread to give; see sweep.record)
-        raw = pq.ParquetFile(path).read(use_threads=False).to_pandas(use_threads=False)
-    except Exception as err:  # pyarrow raises its own types for corrupt files
-        raise RewardLogError(f"{path.name}: not a readable Parquet file ({' '.join(str(err).split())})") from None
-    return raw.reset_index(drop=True), np.arange(len(raw), dtype=np.int64) + 1
-
-
-_READERS = {"csv": _read_csv, "jsonl": _read_jsonl, "parquet": _read_parquet}
-
-
 def _resolve_columns(raw: pd.DataFrame, columns: Mapping[str, str] | None, name: str) -> dict[str, str]:
     """The file's column for each field present."""
     columns = dict(columns or {})
@@ -274,159 +187,8 @@ def _resolve_columns(raw: pd.DataFrame, columns: Mapping[str, str] | None, name:
     return found
 
 
-def _is_empty(values: pd.Series) -> np.ndarray:
-    return (values.isna() | (values.astype(str).str.strip() == "")).to_numpy()
-
-
-def _to_float(value: object) -> float:
-    """A JSON or Parquet number as float64: inf for an integer beyond float64 (10**400)."""
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf  # type: ignore[operator]
-
-
-def _nested(values: pd.Series, text: bool) -> np.ndarray:
-    """Flags: a JSON object or array where a name belongs (typed input only)."""
-    if text or values.dtype != object:
-        return np.zeros(len(values), dtype=bool)
-    return values.map(lambda v: isinstance(v, (dict, list, tuple, np.ndarray))).to_numpy(dtype=bool)
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-
-
-def _numbers(values: pd.Series, text: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Float values, and flags: empty, not a number.
-
-    Text input (CSV) parses each cell; typed input (JSON, Parquet) takes only
-    real numbers: a string, boolean or timestamp there is not a number.
-    """
-    empty = _is_empty(values)
-    if text:
-        parsed = pd.to_numeric(values.where(~empty, None), errors="coerce")
-        bad = ~empty & parsed.isna().to_numpy()
-        nan_text = values.astype(str).str.strip().str.lower().isin(["nan", "-nan", "+nan"]).to_numpy()
-        return parsed.to_numpy(dtype=np.float64, na_value=np.nan), empty, bad & ~nan_text
-    if pd.api.types.is_bool_dtype(values.dtype):
-        return np.full(len(values), np.nan), empty, ~empty
-    if pd.api.types.is_numeric_dtype(values.dtype):
-        return values.to_numpy(dtype=np.float64, na_value=np.nan), empty, np.zeros(len(values), dtype=bool)
-    is_number = values.map(_is_number).to_numpy(dtype=bool)
-    bad = ~empty & ~is_number
-    out = np.full(len(values), np.nan)
-    ok = ~empty & ~bad
-    out[ok] = values[ok].map(_to_float).to_numpy(dtype=np.float64)
-    return out, empty, bad
-
-
-#: Integers are exact in float64 below this (2**53 + 1 rounds to it); a step written as a decimal or float from it up is refused.
-_EXACT_FLOAT = 2**53
-_INT64_MAX = 2**63 - 1
-
-
-def _steps(values: pd.Series, text: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Exact int64 steps (-1 where bad), and flags: empty, not a number, not an integer >= 0, not exact.
-
-    Integers written as integers (text digits, JSON integers, integer columns) are read
-    exactly, up to 2**63 - 1; decimals and floats are steps only below 2**53, where
-    float64 still tells neighbouring integers apart.
-    """
-    n = len(values)
-    steps = np.full(n, -1, dtype=np.int64)
-    empty = values.isna().to_numpy() if pd.api.types.is_integer_dtype(values.dtype) else _is_empty(values)
-    negative, inexact = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-    # 1. integers written as integers, exactly
-    if text:
-        stripped = values.astype(str).str.strip()
-        written = stripped.str.fullmatch(r"\+?[0-9]+").to_numpy(dtype=bool)  # a minus sign: the float path says why
-        digits = stripped[written].str.lstrip("+").str.lstrip("0").replace("", "0")
-        size = digits.str.len().to_numpy()
-        fits = (size < 19) | ((size == 19) & (digits <= str(_INT64_MAX)).to_numpy())
-        at = np.flatnonzero(written)
-        steps[at[fits]] = digits[fits].to_numpy(dtype=str).astype(np.int64)
-        inexact[at[~fits]] = True
-    elif pd.api.types.is_integer_dtype(values.dtype):  # (bool is not an integer dtype to pandas)
-        written = ~empty
-        if values.dtype.kind == "u":
-            raw = values.to_numpy(dtype=np.uint64, na_value=0)
-            fits = raw <= np.uint64(_INT64_MAX)
-            steps[written & fits] = raw[written & fits].astype(np.int64)
-            inexact |= written & ~fits
-        else:
-            raw = values.to_numpy(dtype=np.int64, na_value=0)
-            steps[written & (raw >= 0)] = raw[written & (raw >= 0)]
-            negative |= written & (raw < 0)
-    elif values.dtype == object:
-        written = ~empty & values.map(lambda v: isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))).to_numpy(dtype=bool)
-        at = np.flatnonzero(written)
-        ints = values.iloc[at]
-        below = ints.map(lambda v: v < 0).to_numpy(dtype=bool)
-        above = ints.map(lambda v: v > _INT64_MAX).to_numpy(dtype=bool)
-        ok = ~below & ~above
-        steps[at[ok]] = ints[ok].to_numpy(dtype=np.int64)
-        negative[at[below]] = True
-        inexact[at[above]] = True
-    else:
-        written = np.zeros(n, dtype=bool)
-    # 2. everything else as a float: integral, >= 0 and below 2**53
-    rest = ~empty & ~written
-    floats, _, bad = _numbers(values.where(~written, 0), text)
-    bad &= rest
-    finite = rest & ~bad & np.isfinite(floats)
-    safe = np.where(finite, floats, 0.0)
-    integral = finite & (safe == np.round(safe))
-    negative |= finite & ((safe < 0) | ~integral)
-    inexact |= integral & (safe >= _EXACT_FLOAT)  # (2**53 + 1 written as a float reads as 2**53: refused too)
-    use = integral & (safe >= 0) & (safe < _EXACT_FLOAT)
-    steps[use] = safe[use].astype(np.int64)
-    not_number = rest & (bad | ~np.isfinite(np.where(bad, 0.0, floats)))
-    return steps, empty, not_number, negative, inexact
-
-
-def _problems(raw: pd.DataFrame, found: Mapping[str, str], text: bool) -> tuple[pd.DataFrame, np.ndarray]:
-    """Canonical columns and, per row, the first problem (column, reason) or ''."""
-    n = len(raw)
-    reason = np.full(n, "", dtype=object)
-    column = np.full(n, "", dtype=object)
-    detail = np.full(n, "", dtype=object)
-
-    def flag(rows: np.ndarray, fld: str, why: str) -> None:
-        new = rows & (reason == "")
-        reason[new] = why
-        column[new] = fld
-        detail[new] = raw[found[fld]].astype(str).to_numpy()[new]
-
-    out = pd.DataFrame(index=raw.index)
-    step, empty, not_number, not_integer, inexact = _steps(raw[found["step"]], text)
-    flag(empty, "step", "step empty")
-    flag(not_number, "step", "step not a number")
-    flag(not_integer, "step", "step not an integer >= 0")
-    flag(inexact, "step", "step not an exact integer < 2**63")
-    out["step"] = np.where(empty | not_number | not_integer | inexact, -1, step)
-    group = raw[found["group"]]
-    flag(_is_empty(group), "group", "group empty")
-    flag(_nested(group, text), "group", "group not a string or number")
-    out["group"] = group.astype(str).str.strip().to_numpy()
-    reward, empty, bad = _numbers(raw[found["reward"]], text)
-    flag(empty, "reward", "reward empty")
-    flag(bad, "reward", "reward not a number")
-    flag(~np.isfinite(np.where(empty | bad, 0.0, reward)), "reward", "reward not finite")
-    out["reward"] = reward
-    if "reward_fn" in found:
-        fn = raw[found["reward_fn"]]
-        flag(_is_empty(fn), "reward_fn", "reward_fn empty")
-        flag(_nested(fn, text), "reward_fn", "reward_fn not a string or number")
-        out["reward_fn"] = fn.astype(str).str.strip().to_numpy()
-    if "length" in found:
-        length, empty, bad = _numbers(raw[found["length"]], text)
-        flag(empty, "length", "length empty")
-        flag(bad | ~np.isfinite(np.where(empty | bad, 0.0, length)) | (np.nan_to_num(length) < 0), "length",
-             "length not a number >= 0")
-        out["length"] = length
-    problems = pd.DataFrame({"column": column, "reason": reason, "value": detail})
-    return out, problems
+#: The kind of each field (:data:`~robustgrpo.lab.logfiles.FIELD_KINDS`).
+_KINDS = {"step": "step", "group": "name", "reward": "number", "reward_fn": "name", "length": "length"}
 
 
 def _check_steps_have_groups(name: str, where: str, frame: pd.DataFrame, problems: pd.DataFrame, lines: np.ndarray) -> None:
@@ -483,31 +245,24 @@ def load_reward_log(
     if path.is_dir():  # a trainer's run folder: robustgrpo.lab.runlogs, a later layer, reads it
         raise RewardLogError(f"{path}: a folder; a TRL or verl run folder is read by robustgrpo.lab.runlogs.load_run_log "
                              "(robustgrpo.lab.runlogs.load_log and diagnose read both); a reward log is a file")
-    fmt = _format_of(path)
+    format_of(path)
     if not path.is_file():
         raise RewardLogError(f"{path}: no such file; pass the path of a reward log ({', '.join(FORMATS)})")
-    raw, lines = _READERS[fmt](path)
-    name, where = path.name, ("row" if fmt == "parquet" else "line")
-    found = _resolve_columns(raw, columns, name)
-    if len(raw) == 0:
+    table = read_table(path, empty="a reward log starts with a header line (step,group,reward)")
+    name, where, lines = table.name, table.where, table.lines
+    found = _resolve_columns(table.frame, columns, name)
+    if len(table.frame) == 0:
         raise RewardLogError(f"{name}: the file holds a header but no rows; write one row per scored sample")
-    frame, problems = _problems(raw, found, text=(fmt == "csv"))
+    frame, problems = check_fields(table, {fld: (col, _KINDS[fld]) for fld, col in found.items()})
     _check_steps_have_groups(name, where, frame, problems, lines)
     bad = (problems["reason"] != "").to_numpy()
     skipped = pd.DataFrame({"line": lines[bad], "column": problems["column"][bad].map(found).to_numpy(),
                             "reason": problems["reason"][bad].to_numpy()})
-    if bad.any() and not skip_bad:
-        first = int(np.argmax(bad))
-        fld = problems["column"][first]
-        why = problems["reason"][first][len(fld) + 1:]  # reasons read "<field> <problem>"
-        value = problems["value"][first]
-        shown = f": {value[:60]!r}{'...' if len(value) > 60 else ''}" if why.startswith("not") else ""
-        label = f"'{fld}'" if found[fld] == fld else f"'{fld}' ({found[fld]})"
-        n_bad = int(bad.sum())
-        raise RewardLogError(
-            f"{name}: {where} {lines[first]}, column {label}: {why}{shown} ({n_bad} bad row{'s' * (n_bad != 1)} in all); "
-            "fix the file, or pass skip_bad=True (--skip-bad) to skip bad rows and report them"
-        )
+    if not skip_bad:
+        error = first_problem(table, found, problems,
+                              "fix the file, or pass skip_bad=True (--skip-bad) to skip bad rows and report them")
+        if error is not None:
+            raise error
     kept = frame[~bad].reset_index(drop=True)
     kept["line"] = lines[~bad]
     if kept.empty:
@@ -527,7 +282,7 @@ def write_reward_log(frame: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
     column is not written).
     """
     path = Path(path)
-    fmt = _format_of(path)
+    fmt = format_of(path)
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise RewardLogError(f"frame lacks column(s) {missing}; a reward log needs {list(REQUIRED)}")

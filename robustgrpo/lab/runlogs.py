@@ -21,13 +21,26 @@ verl (``trainer.rollout_data_dir``)
     of the key, and a multi-turn conversation is scored by its final output as verl's
     ``grpo`` does (the conversation's other output rows are left out and counted).
 
-Grouping is checked against what the trainer did. TRL: every block of ``group_size`` rows
-must hold one prompt and every file a whole number of blocks; ``group_size`` is the run's
-``num_generations`` (default: inferred, the greatest common divisor of the runs of equal
-consecutive prompts). verl without ``uid``: every group must have ``group_size`` responses
-(``actor_rollout_ref.rollout.n``; default: the most common size), and a prompt sampled twice
-in one step (two groups that the dump cannot tell apart) is an error. Each violation is a
-one-line :class:`~robustgrpo.lab.rewardlogs.RewardLogError` naming the file, the rows and the fix.
+Every file is read under the one discipline of every log (:mod:`robustgrpo.lab.logfiles`, as
+reward logs are): UTF-8 with or without a byte-order mark, JSON nested at most 64 deep with no
+key repeated, no column named twice; ``step`` an exact integer in :math:`[0, 2^{63})` (never
+wrapped or truncated); TRL's reward columns and ``advantage`` finite numbers or NaN (a function
+that returned ``None``), verl's ``score`` a finite number and its components finite numbers,
+booleans or missing. The first problem stops the read, naming the file, row (TRL) or line (verl),
+column and fix; a run's files are read whole (no ``skip_bad``: a TRL group is a block of rows).
+
+Grouping is checked against what the trainer did. TRL: a group is a block of ``group_size``
+rows of one file: every block must hold one prompt and every file a whole number of blocks, and
+files that carry the same step keep their groups apart (labelled ``<file stem>:<block>``; the
+summary says which steps). ``group_size`` is the run's ``num_generations``; by default it is
+inferred from each file, as the greatest common divisor of the lengths of its runs of equal
+consecutive prompts, and files that give different sizes, or a size of 1 (TRL's
+``num_generations`` is at least 2: a truncated file, say), are an error that names them and
+asks for it. verl without ``uid``: every group must have ``group_size`` responses
+(``actor_rollout_ref.rollout.n``; default: the most common size, which must be at least 2), and
+a prompt sampled twice in one step (two groups that the dump cannot tell apart) is an error.
+Each violation is a one-line :class:`~robustgrpo.lab.logfiles.RewardLogError` naming the file,
+the rows and the fix.
 
 The reward functions
 --------------------
@@ -35,8 +48,9 @@ TRL: the numeric columns between ``completion`` and ``advantage`` that are not t
 extra columns (``advantage_method``, ``in_loss``), or those named by ``reward_columns``; the
 run's total is ``sum``, the weighted ``nansum`` of the functions (``reward_weights``, the
 run's ``GRPOConfig.reward_weights``; default 1 each, which the summary says), unscorable
-(all NaN) completions left out, as TRL sums them. verl: ``score`` is the total, and numeric
-(or boolean) extra infos are its components.
+(all NaN) completions left out, as TRL sums them (a sum that overflows float64 is an error
+naming its row). verl: ``score`` is the total, and the extra infos that are numbers or booleans
+in every dump that has them are its components (text extra infos are not rewards).
 
 The long-form :attr:`RunLog.frame` holds one row per (sample, reward function) with a
 ``reward_fn`` column (the total included), so :func:`~robustgrpo.lab.diagnose.diagnose` reads a
@@ -52,6 +66,7 @@ are False), for :func:`~robustgrpo.lab.diagnose.diagnose_run`.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -63,9 +78,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from robustgrpo.lab.rewardlogs import RewardLog, RewardLogError, load_reward_log
+from robustgrpo.checks import check_output_file
+from robustgrpo.lab.logfiles import RewardLogError, Table, check_fields, first_problem, is_number, read_table
+from robustgrpo.lab.rewardlogs import RewardLog, load_reward_log
 
-__all__ = ["TRAINERS", "TRL_FILE", "VERL_FILE", "ADAPTER_COLUMNS", "RunLog", "detect_run", "load_run_log", "load_log"]
+__all__ = ["TRAINERS", "TRL_FILE", "VERL_FILE", "ADAPTER_COLUMNS", "RunLog", "detect_run", "check_output_path", "load_run_log",
+           "load_log"]
 
 #: The trainers whose run folders are read.
 TRAINERS: tuple[str, ...] = ("trl", "verl")
@@ -109,6 +127,9 @@ class RunLog(RewardLog):
         TRL files skipped because they repeat the batch of the file before.
     left_out_turns : int
         verl multi-turn rows left out of the groups (a conversation's non-final outputs).
+    shared_steps : tuple of int
+        TRL steps that several files carry (a resumed run, say): each file's groups are kept
+        apart, labelled ``<file stem>:<block>``.
     """
 
     trainer: str = "trl"
@@ -121,6 +142,7 @@ class RunLog(RewardLog):
     files: tuple[Path, ...] = ()
     repeated_files: tuple[str, ...] = ()
     left_out_turns: int = 0
+    shared_steps: tuple[int, ...] = ()
 
     @property
     def where(self) -> str:
@@ -148,10 +170,14 @@ class RunLog(RewardLog):
             text += f"; sum with {weights}"
         if self.repeated_files:
             text += f"; {len(self.repeated_files)} file(s) repeat the batch before them and are skipped"
+        if self.shared_steps:
+            listed = ", ".join(map(str, self.shared_steps[:5])) + (", ..." if len(self.shared_steps) > 5 else "")
+            text += f"; {len(self.shared_steps)} step(s) written by several files ({listed}): each file's groups kept apart"
         if self.left_out_turns:
             text += f"; {self.left_out_turns} intermediate turn(s) of multi-turn conversations left out, as verl's grpo"
         if len(self.skipped):
-            text += f"; {len(self.skipped)} reward value(s) missing (a function returned None)"
+            why = "a function returned None" if self.trainer == "trl" else "an extra info absent or NaN"
+            text += f"; {len(self.skipped)} reward value(s) missing ({why})"
         return text
 
 
@@ -204,6 +230,25 @@ def detect_run(path: str | os.PathLike[str]) -> tuple[str, list[Path]] | None:
     )
 
 
+def check_output_path(path: str | os.PathLike[str], output: str | os.PathLike[str], *, force: bool = False) -> Path:
+    """Check that a file written at ``output`` (a report) replaces no file that reading ``path`` reads, and adds
+    none that it would read next time; return it.
+
+    Besides :func:`~robustgrpo.checks.check_output_file` (run with the files ``path`` reads: the reward log
+    itself, or every file of the run), refused: a name the trainer's files take (``completions_<step>.parquet``,
+    ``<step>.jsonl``) in a folder the run is read from, which the next read would take for a run file.
+    """
+    found = detect_run(path)
+    inputs = [Path(path)] if found is None else found[1]
+    out = check_output_file(output, inputs=inputs, force=force)
+    if found is not None and Path(path).is_dir():
+        folders = {Path(path).resolve(), (Path(path) / "completions").resolve()}
+        if out.parent.resolve() in folders and (TRL_FILE.match(out.name) or VERL_FILE.match(out.name)):
+            raise ValueError(f"{str(out)!r} is a run file's name in the run folder {str(path)!r}: the next read of the run "
+                             "would take it for the trainer's; pass another path")
+    return out
+
+
 # ---------------------------------------------------------------------------------------- reading
 
 
@@ -228,14 +273,26 @@ def _numeric(values: pd.Series) -> bool:
     return pd.api.types.is_numeric_dtype(values.dtype) and not pd.api.types.is_bool_dtype(values.dtype)
 
 
+#: The fix of a run file whose field fails its check: no skipping (a TRL group is a block of consecutive rows).
+_RUN_FIX = "fix or remove the file (a run's files are read whole, as the trainer wrote them)"
+
+
+def _checked(table: Table, fields: Mapping[str, str]) -> pd.DataFrame:
+    """``table``'s frame with ``fields`` (column -> kind) checked (:func:`~robustgrpo.lab.logfiles.check_fields`) and
+    replaced by their values; the first problem raises, naming the file, row or line, column and fix."""
+    values, problems = check_fields(table, {c: (c, kind) for c, kind in fields.items()})
+    error = first_problem(table, {c: c for c in fields}, problems, _RUN_FIX)
+    if error is not None:
+        raise error
+    return table.frame.assign(**{c: values[c].to_numpy() for c in fields})
+
+
 def _read_trl(files: list[Path], reward_columns: Sequence[str] | None) -> tuple[pd.DataFrame, list[str], list[str]]:
     frames, repeated, previous = [], [], None
     functions: list[str] | None = None
     for path in files:
-        try:
-            raw = pd.read_parquet(path)
-        except Exception as err:  # pyarrow's own error types for corrupt files
-            raise RewardLogError(f"{path.name}: not a readable Parquet file ({' '.join(str(err).split())})") from None
+        table = read_table(path)
+        raw = table.frame
         missing = [c for c in ("step", "prompt", "completion", "advantage") if c not in raw.columns]
         if missing:
             raise RewardLogError(f"{path.name}: not a TRL completions file: no column(s) {missing}; it has {list(raw.columns)}")
@@ -258,32 +315,66 @@ def _read_trl(files: list[Path], reward_columns: Sequence[str] | None) -> tuple[
             functions = found
         elif found != functions:
             raise RewardLogError(f"{path.name}: reward columns {found} differ from {functions} in {files[0].name}")
+        # a reward function's NaN is TRL's None (the function could not score the completion)
+        raw = _checked(table, {"step": "step", **dict.fromkeys(found, "number_or_missing"), "advantage": "number_or_missing"})
         raw = raw.assign(prompt=_text(raw["prompt"]), completion=_text(raw["completion"]))
         content = raw.drop(columns=["step"])
         if previous is not None and previous.shape == content.shape and previous.equals(content):
             repeated.append(path.name)
             continue
         previous = content
-        frames.append(raw.assign(file=path.name, line=np.arange(1, len(raw) + 1)))
+        frames.append(raw.assign(file=path.name, line=table.lines))
     return pd.concat(frames, ignore_index=True), functions, repeated
 
 
-def _run_lengths(prompt: pd.Series, file: pd.Series) -> np.ndarray:
-    """Lengths of the runs of equal consecutive prompts (within a file)."""
-    change = (prompt != prompt.shift()) | (file != file.shift())
-    run = change.cumsum().to_numpy()
-    return np.bincount(run)[1:]
+def _run_lengths(prompt: pd.Series) -> np.ndarray:
+    """Lengths of the runs of equal consecutive prompts."""
+    change = prompt != prompt.shift()
+    return np.bincount(change.cumsum().to_numpy())[1:]
 
 
-def _trl_groups(frame: pd.DataFrame, group_size: int | None) -> tuple[pd.DataFrame, int]:
-    size = int(np.gcd.reduce(_run_lengths(frame["prompt"], frame["file"]))) if group_size is None else group_size
+def _lengths_text(lengths: np.ndarray, most: int = 8) -> str:
+    shown = ", ".join(map(str, lengths[:most].tolist()))
+    return shown + (f", ... ({len(lengths)} runs)" if len(lengths) > most else "")
+
+
+_GROUP_SIZE_HINT = "pass the run's num_generations (group_size=, --group-size)"
+
+
+def _trl_group_size(frame: pd.DataFrame) -> int:
+    """The group size every file's runs of equal consecutive prompts give (their greatest common divisor); raises
+    where the files disagree or a file leaves groups of one (TRL's ``num_generations`` is at least 2)."""
+    by_file = {file: _run_lengths(part["prompt"]) for file, part in frame.groupby("file", sort=False)}
+    sizes = {file: int(np.gcd.reduce(lengths)) for file, lengths in by_file.items()}
+    for file, size in sizes.items():
+        if size == 1:
+            raise RewardLogError(
+                f"{file}: its runs of equal consecutive prompts (lengths {_lengths_text(by_file[file])}) leave a group "
+                "size of 1, and TRL's num_generations is at least 2: the file looks truncated or its rows reordered; "
+                f"{_GROUP_SIZE_HINT} to check it")
+    if len(set(sizes.values())) > 1:
+        by_size: dict[int, list[str]] = {}
+        for file, size in sizes.items():
+            by_size.setdefault(size, []).append(file)
+        said = "; ".join(f"groups of {size} in {', '.join(names[:3])}{' and more' if len(names) > 3 else ''}"
+                         for size, names in sorted(by_size.items()))
+        raise RewardLogError(f"the files do not agree on the group size: their runs of equal consecutive prompts give {said}; "
+                             f"{_GROUP_SIZE_HINT}")
+    return next(iter(sizes.values()))
+
+
+def _trl_groups(frame: pd.DataFrame, group_size: int | None) -> tuple[pd.DataFrame, int, tuple[int, ...]]:
+    """Each completion's group (a block of ``group_size`` rows of its file), the size, and the steps several files share.
+
+    A group is local to its file: files that carry the same step keep their groups apart (labelled by the file).
+    """
+    size = _trl_group_size(frame) if group_size is None else group_size
     position = frame.groupby("file", sort=False).cumcount().to_numpy()
     per_file = frame.groupby("file", sort=False).size()
     odd = per_file[per_file % size != 0]
-    hint = "pass the run's num_generations (group_size=, --group-size)"
     if len(odd):
         raise RewardLogError(f"{odd.index[0]}: {int(odd.iloc[0])} completions is not a whole number of groups of {size} "
-                             f"(TRL's num_generations); {hint}")
+                             f"(TRL's num_generations); {_GROUP_SIZE_HINT}")
     block = position // size
     keyed = frame.assign(block=block)
     prompts = keyed.groupby(["file", "block"], sort=False)["prompt"].nunique()
@@ -292,32 +383,46 @@ def _trl_groups(frame: pd.DataFrame, group_size: int | None) -> tuple[pd.DataFra
         file, b = mixed.index[0]
         raise RewardLogError(f"{file}: rows {b * size + 1}-{(b + 1) * size} (a group of num_generations={size}) hold "
                              f"{int(mixed.iloc[0])} prompts; TRL's groups are num_generations consecutive completions of "
-                             f"one prompt: {hint}")
-    return keyed.assign(group=block.astype(str)).drop(columns="block"), size
+                             f"one prompt: {_GROUP_SIZE_HINT}")
+    files_per_step = frame.groupby("step")["file"].nunique()
+    shared = tuple(int(step) for step in files_per_step.index[files_per_step > 1])
+    label = pd.Series(block.astype(str), index=frame.index)
+    in_shared = frame["step"].isin(shared)
+    label[in_shared] = frame.loc[in_shared, "file"].str.removesuffix(".parquet") + ":" + label[in_shared]
+    return keyed.assign(group=label.to_numpy()).drop(columns="block"), size, shared
 
 
-def _read_verl(files: list[Path]) -> pd.DataFrame:
-    frames = []
+def _component(values: pd.Series) -> bool:
+    """A verl extra info that is a reward component: every value present is a number or a boolean (and one is)."""
+    present = values.dropna()
+    if present.empty:
+        return False
+    if _numeric(values) or pd.api.types.is_bool_dtype(values.dtype):
+        return True
+    return bool(present.map(lambda v: is_number(v) or isinstance(v, (bool, np.bool_))).all())
+
+
+def _read_verl(files: list[Path]) -> tuple[pd.DataFrame, list[str]]:
+    """Every dump's rows (``step`` and ``score`` checked) and the reward components: the extra infos that are
+    numbers or booleans in every file that has them (booleans as 0/1; NaN or absent: missing)."""
+    tables = []
     for path in files:
-        lines = path.read_text(encoding="utf-8").split("\n")
-        keep = [i for i, line in enumerate(lines) if line.strip()]
-        records = []
-        for i in keep:  # file input, not a hot path: json gives the line of each problem
-            try:
-                record = json.loads(lines[i])
-            except json.JSONDecodeError as err:
-                raise RewardLogError(f"{path.name}: line {i + 1} is not valid JSON ({err.msg})") from None
-            if not isinstance(record, dict):
-                raise RewardLogError(f"{path.name}: line {i + 1} holds a {type(record).__name__}, not a JSON object")
-            records.append(record)
-        if not records:
-            raise RewardLogError(f"{path.name}: holds no rollouts")
-        raw = pd.DataFrame.from_records(records)
-        missing = [c for c in ("input", "output", "score", "step") if c not in raw.columns]
+        table = read_table(path, empty="verl writes one JSON object per rollout")
+        missing = [c for c in ("input", "output", "score", "step") if c not in table.frame.columns]
         if missing:
-            raise RewardLogError(f"{path.name}: not a verl rollout dump: no field(s) {missing}; it has {list(raw.columns)}")
-        frames.append(raw.assign(file=path.name, line=np.asarray(keep) + 1))
-    return pd.concat(frames, ignore_index=True)
+            raise RewardLogError(f"{path.name}: not a verl rollout dump: no field(s) {missing}; it has "
+                                 f"{list(table.frame.columns)}")
+        tables.append(table)
+    extras = dict.fromkeys(c for t in tables for c in t.frame.columns if c not in _VERL_META)
+    components = [c for c in extras if all(_component(t.frame[c]) for t in tables if c in t.frame.columns)]
+    frames = []
+    for table in tables:
+        present = [c for c in components if c in table.frame.columns]
+        as_numbers = {c: table.frame[c].map(lambda v: float(v) if isinstance(v, (bool, np.bool_)) else v) for c in present}
+        table = dataclasses.replace(table, frame=table.frame.assign(**as_numbers))
+        raw = _checked(table, {"step": "step", "score": "number", **dict.fromkeys(present, "number_or_missing")})
+        frames.append(raw.assign(file=table.name, line=table.lines))
+    return pd.concat(frames, ignore_index=True), components
 
 
 def _verl_groups(frame: pd.DataFrame, group_size: int | None) -> tuple[pd.DataFrame, int | None, int]:
@@ -346,6 +451,10 @@ def _verl_groups(frame: pd.DataFrame, group_size: int | None) -> tuple[pd.DataFr
 def _check_sizes(frame: pd.DataFrame, group_size: int | None, given: bool) -> int:
     sizes = frame.groupby(["file", "step", "group"], sort=False).size()
     size = int(sizes.mode().iloc[0]) if group_size is None else group_size
+    hint = "pass the run's actor_rollout_ref.rollout.n as group_size= (--group-size)"
+    if size == 1 and not given:
+        raise RewardLogError(f"most prompts have one response in the dumps ({int((sizes == 1).sum())} of {len(sizes)}), "
+                             f"so no group size can be inferred (GRPO needs rollout.n >= 2); {hint}")
     wrong = sizes[sizes != size]
     if len(wrong):
         file, step, group = wrong.index[0]
@@ -355,13 +464,8 @@ def _check_sizes(frame: pd.DataFrame, group_size: int | None, given: bool) -> in
                if n % size == 0 else "verl groups actor_rollout_ref.rollout.n responses per prompt")
         source = "given" if given else "most groups have"
         raise RewardLogError(f"{file}: step {step}: the prompt on lines {int(lines.min())}-{int(lines.max())} has {n} "
-                             f"responses where {size} are expected ({source} {size}); {why}; pass the run's "
-                             "actor_rollout_ref.rollout.n as group_size= (--group-size)")
+                             f"responses where {size} are expected ({source} {size}); {why}; {hint}")
     return size
-
-
-def _booleans_as_numbers(frame: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
-    return frame.assign(**{c: frame[c].astype(np.float64) for c in columns})
 
 
 def load_run_log(
@@ -410,7 +514,7 @@ def load_run_log(
                              "score and the reward function's extra infos")
     if trainer == "trl":
         frame, functions, repeated = _read_trl(files, reward_columns)
-        frame, size = _trl_groups(frame, group_size)
+        frame, size, shared = _trl_groups(frame, group_size)
         weights = None
         if reward_weights is not None:
             try:
@@ -422,44 +526,46 @@ def load_run_log(
                                      f"reward function {functions}, got {list(reward_weights)!r}")
         w = np.ones(len(functions)) if weights is None else np.asarray(weights)
         values = frame[functions].to_numpy(dtype=np.float64)
-        total = np.nansum(values * w, axis=1)
-        total[np.isnan(values).all(axis=1)] = np.nan  # unscorable, as TRL
+        with np.errstate(over="ignore", invalid="ignore"):  # (an overflow is told below, with its row)
+            total = np.nansum(values * w, axis=1)
+        unscorable = np.isnan(values).all(axis=1)
+        overflow = ~unscorable & ~np.isfinite(total)
+        if overflow.any():
+            row = frame.iloc[int(np.argmax(overflow))]
+            raise RewardLogError(
+                f"{row['file']}: row {row['line']}: the sum of the reward functions {functions} with weights "
+                f"{w.tolist()} overflows float64 (values {[float(row[f]) for f in functions]}); rescale the reward "
+                "functions or their weights (--reward-weights)")
+        total[unscorable] = np.nan  # unscorable, as TRL
         samples = frame.assign(sum=total)
         if "in_loss" not in samples:
             samples = samples.assign(in_loss=True)
         left_out, total_name = 0, "sum"
     else:
-        frame = _read_verl(files)
+        frame, functions = _read_verl(files)
         frame, size, left_out = _verl_groups(frame, group_size)
-        functions = [c for c in frame.columns if c not in (*_VERL_META, "file", "line", "prompt", "group")
-                     and (_numeric(frame[c]) or pd.api.types.is_bool_dtype(frame[c].dtype))]
-        samples = _booleans_as_numbers(frame, functions).assign(score=pd.to_numeric(frame["score"], errors="coerce"),
-                                                                 in_loss=True)
-        repeated, weights, total_name = [], None, "score"
-    samples["step"] = pd.to_numeric(samples["step"], errors="coerce")
-    if samples["step"].isna().any() or (samples["step"] < 0).any():
-        bad = samples[samples["step"].isna() | (samples["step"] < 0)].iloc[0]
-        raise RewardLogError(f"{bad['file']}: {('row' if trainer == 'trl' else 'line')} {bad['line']}: step is not an integer >= 0")
-    samples["step"] = samples["step"].astype(np.int64)
+        samples = frame.assign(in_loss=True)
+        repeated, weights, total_name, shared = [], None, "score", ()
+    samples = samples.assign(**{c: samples[c].astype(np.float64) for c in [*functions, total_name]})
     keep = ["file", "line", "step", "group", "prompt", *functions, total_name,
             *(c for c in ("advantage", "advantage_method", "in_loss") if c in samples)]
     samples = samples[keep].reset_index(drop=True)
 
     long = samples.melt(id_vars=["file", "line", "step", "group"], value_vars=[*functions, total_name],
                         var_name="reward_fn", value_name="reward")
-    missing = ~np.isfinite(long["reward"].to_numpy(dtype=np.float64))
+    missing = np.isnan(long["reward"].to_numpy(dtype=np.float64))  # (NaN only: inf is refused as the files are read)
     skipped = pd.DataFrame({"line": long["line"][missing].to_numpy(), "column": long["reward_fn"][missing].to_numpy(),
                             "reason": "reward missing"})
     long = long[~missing].reset_index(drop=True)
     if long.empty:
-        raise RewardLogError(f"{path.name}: no completion has a finite reward")
+        raise RewardLogError(f"{path.name}: no completion has a reward (every reward function returned None)")
     long["group"] = long["group"].astype(str)
     source = {"step": "step", "group": "prompt" if trainer == "trl" else ("uid" if size is None else "input"),
               "reward": total_name, "reward_fn": "reward function columns"}
     return RunLog(frame=long, path=path, source_columns=source, n_rows=len(samples) * (len(functions) + 1),
                   skipped=skipped, trainer=trainer, samples=samples, functions=tuple(functions), total=total_name,
                   weights=weights, group_size=size, group_size_given=group_size is not None, files=tuple(files),
-                  repeated_files=tuple(repeated), left_out_turns=left_out)
+                  repeated_files=tuple(repeated), left_out_turns=left_out, shared_steps=shared)
 
 
 def load_log(

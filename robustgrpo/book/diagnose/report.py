@@ -81,6 +81,7 @@ def diagnosis_html(diagnosis: Diagnosis, max_outliers: int = 50) -> str:
     rec = d.recommendation
     settings = ", ".join(f"{k}={v!r}" for k, v in rec.settings.items())
     top = d.outliers.reindex(d.outliers["z"].abs().sort_values(ascending=False).index).head(max_outliers)
+    steps, steps_title = d.step_table()
     figures = diagnosis_figures(d)
     parts = [
         "<!DOCTYPE html>",
@@ -97,7 +98,8 @@ def diagnosis_html(diagnosis: Diagnosis, max_outliers: int = 50) -> str:
         f"<div class='rec'><strong>Recommendation: {esc(rec.method)}{esc(f'({settings})' if settings else '')}</strong>"
         f"<br>{esc(rec.reason)}.</div>",
         "<h2>Per step</h2>",
-        _table(pd.concat([d.steps, d.overall], ignore_index=True)),
+        f"<p>{esc(steps_title)}</p>",
+        _table(steps),
         f"<img alt='group health per step' src='data:image/png;base64,{_png_base64(figures['07_step_health'])}'>",
         f"<h2>Outlier candidates ({len(d.outliers):,})</h2>",
         _table(top) if len(top) else "<p>None.</p>",

@@ -10,15 +10,22 @@ Layout of a record folder::
                             traceback, engine, time
     .lock                   the lock that sweeps writing the folder at once take (below)
 
-Every file is written atomically: to a temporary name in the same folder (a dot file, which
-readers of ``cells/*.parquet`` skip), flushed to disk, then renamed, so a cell file is either
-complete or absent, whenever the process stops. A cell is finished when its file exists and
-reads back whole: its Parquet footer parses, every data page matches the CRC checksum written
-with it, and the cell id stored in the file's metadata is its name (:meth:`Record.check_cell`).
-A file that fails is *corrupt* (truncated or damaged after it was written, say by a copy):
-:func:`sweep_status` lists it and a rerun removes it and runs the cell again. A failure file
-is removed when its cell later finishes; files whose cell the manifest does not list are
-*orphans*, listed by the status.
+Every file is written atomically: to a temporary name in the same folder (a dot file ending in
+``.tmp``, which readers of ``cells/*.parquet`` skip), flushed to disk, then renamed, so a cell
+file is either complete or absent, whenever the process stops; the temporary files an
+interrupted run leaves (in the record's folder, ``cells/`` or ``failures/``) are counted by
+:func:`sweep_status` and removed by the next run. A cell file carries its cell's identity in its
+Parquet metadata, written by the sweep: the cell id (:data:`CELL_ID_KEY`), the sha256 of the
+cell's runnable, config and seed (:data:`CONFIG_KEY`, :func:`~robustgrpo.lab.sweep.spec.config_hash`,
+of which the id is the first 16 hex digits) and the sha256 of its rows (:data:`ROWS_KEY`,
+:func:`rows_hash`). A cell is finished when its file exists and reads back whole: its Parquet
+footer parses, every data page matches the CRC checksum written with it, the file carries the
+three keys, the id is the file's name, the config hash is the manifest's config's, and the rows
+hash to the stored sha256 (:meth:`Record.check_cell`). A file that fails is *corrupt* (truncated
+or damaged after it was written, rewritten by another tool, or written before cells carried
+their identity): :func:`sweep_status` lists it with why and a rerun removes it and runs the cell
+again. A failure file is removed when its cell later finishes; files whose cell the manifest
+does not list are *orphans*, listed by the status.
 
 Two sweeps may write one folder at once (two configs, or the same one twice): each merges its
 cells into the manifest under an exclusive ``fcntl`` lock on ``.lock`` (read, merge, write,
@@ -40,34 +47,63 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, IO, Iterator
+from typing import Any, Callable, IO, Iterator, Mapping
 
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from robustgrpo.checks import make_folder, read_json
 from robustgrpo.lab.sweep.runnables import RUNNABLES, Runnable, flat_columns
-from robustgrpo.lab.sweep.spec import Cell, Sweep, cell_label
+from robustgrpo.lab.sweep.spec import Cell, Sweep, cell_label, config_hash
 
 try:  # POSIX; elsewhere sweeps into one folder are not locked (see the module's docstring)
     import fcntl
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["FORMAT", "CELL_ID_KEY", "Record", "SweepStatus", "tidy_frame", "load_record", "swept_columns", "sweep_status",
-           "format_status"]
+__all__ = ["FORMAT", "CELL_ID_KEY", "CONFIG_KEY", "ROWS_KEY", "Record", "SweepStatus", "tidy_frame", "rows_hash",
+           "load_record", "swept_columns", "sweep_status", "format_status", "adopt_cells"]
 
 #: Version of the record layout written in the manifest.
 FORMAT = 1
 #: Key of a cell file's Parquet metadata that holds its cell id.
 CELL_ID_KEY = b"robustgrpo.cell_id"
+#: Key of a cell file's Parquet metadata that holds the sha256 of its runnable, config and seed (spec.config_hash).
+CONFIG_KEY = b"robustgrpo.config_sha256"
+#: Key of a cell file's Parquet metadata that holds the sha256 of its rows (:func:`rows_hash`).
+ROWS_KEY = b"robustgrpo.rows_sha256"
 _ID = re.compile(r"^[0-9a-f]{16}$")
+
+
+def rows_hash(table: pa.Table) -> str:
+    """The sha256 of a cell's rows, column by column: the column's name, Arrow type and length, its null flags, then
+    its values (integers, floats and booleans as their bytes, nulls as 0; other types as the JSON text of their
+    Python values). The file's metadata is not hashed.
+
+    The same rows give the same hash however the file stores them (chunks, compression); a changed value, row,
+    column name or type does not.
+    """
+    digest = hashlib.sha256()
+    for fld, column in zip(table.schema, table.columns):
+        values = column.combine_chunks()
+        digest.update(json.dumps([fld.name, str(fld.type), len(values)]).encode("utf-8"))
+        digest.update(values.is_null().to_numpy(zero_copy_only=False).tobytes())
+        kind = fld.type
+        if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
+            filled = pc.fill_null(values, False if pa.types.is_boolean(kind) else 0)
+            digest.update(filled.to_numpy(zero_copy_only=False).tobytes())
+        else:
+            digest.update(json.dumps(values.to_pylist(), default=str).encode("utf-8"))
+    return digest.hexdigest()
 
 
 def _atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> Path:
@@ -141,6 +177,16 @@ class Record:
     def cell_path(self, cell_id: str) -> Path:
         return self.cells_dir / f"{cell_id}.parquet"
 
+    def config_hashes(self) -> dict[str, str]:
+        """Id -> config hash (:func:`~robustgrpo.lab.sweep.spec.config_hash`) of every cell the manifest lists."""
+        manifest = self.manifest()
+        return {c["id"]: config_hash(manifest["runnable"], c["config"], c["seed"]) for c in manifest["cells"]}
+
+    def temporary_files(self) -> list[Path]:
+        """The temporary files of writes not finished (``.*.tmp``) in the record's folder, ``cells/`` and ``failures/``."""
+        return [p for folder in (self.directory, self.cells_dir, self.failures_dir) if folder.is_dir()
+                for p in sorted(folder.glob(".*.tmp"))]
+
     def manifest(self) -> dict[str, Any]:
         """The manifest; ``ValueError`` if the folder holds none, or one that is damaged (naming the file)."""
         if not self.manifest_path.is_file():
@@ -205,29 +251,32 @@ class Record:
         stale: list[Path] = []
         with self._locked(fcntl.LOCK_EX if fcntl else 0, blocking=False) as alone:
             if alone:  # no sweep holds the folder's shared lock: every temporary file is a dead run's
-                stale = [*self.cells_dir.glob(".*.tmp"), *self.failures_dir.glob(".*.tmp")]
+                stale = self.temporary_files()
                 for path in stale:
                     path.unlink(missing_ok=True)
         return len(stale)
 
-    def check_cell(self, cell_id: str) -> str | None:
+    def check_cell(self, cell_id: str, expected: str | None = None) -> str | None:
         """Why the file of ``cell_id`` is not a finished cell (``None``: it is): it cannot be read as Parquet
-        (truncated, not Parquet), a data page fails its CRC checksum, or its metadata names another cell.
+        (truncated, not Parquet), a data page fails its CRC checksum, it does not carry its identity, its id is
+        another cell's, its config hash is not ``expected`` (the manifest's, :meth:`config_hashes`; None: not
+        checked, for a file of no cell in the manifest), or its rows are not those it was written with.
 
         Reads the whole file on this thread (no thread pool).
         """
         try:
-            _read_table(self.cell_path(cell_id), cell_id)
+            _read_table(self.cell_path(cell_id), cell_id, expected)
         except (OSError, pa.ArrowException, _WrongCell) as err:
             return " ".join(str(err).split()) or type(err).__name__
         return None
 
     def scan(self) -> tuple[set[str], dict[str, str]]:
         """Ids of the finished cells, and of the corrupt cell files with why (:meth:`check_cell`)."""
+        hashes = self.config_hashes()
         done: set[str] = set()
         corrupt: dict[str, str] = {}
         for path in self.cells_dir.glob("*.parquet"):
-            problem = self.check_cell(path.stem)
+            problem = self.check_cell(path.stem, hashes.get(path.stem))
             if problem is None:
                 done.add(path.stem)
             else:
@@ -242,20 +291,27 @@ class Record:
         """Remove a cell's file (a corrupt one, before its cell runs again)."""
         self.cell_path(cell_id).unlink(missing_ok=True)
 
-    def write_cell(self, cell: Cell, frame: pd.DataFrame) -> Path:
-        """Write a finished cell's rows (a :func:`tidy_frame`) atomically, with page checksums and its id in the
-        file's metadata; drop its failure file.
+    def write_cell(self, cell: Cell, frame: pd.DataFrame, runnable: str) -> Path:
+        """Write a finished cell's rows (a :func:`tidy_frame`) atomically, with page checksums and its identity in
+        the file's metadata (its id, the config hash of ``runnable``, its config and seed, and its rows' hash);
+        drop its failure file.
 
         The file holds no column statistics and no pandas metadata (the rows have a plain range index and one
         type per column, which the Arrow schema keeps): in a cell of a few dozen rows and columns they would
         be most of its bytes.
         """
         table = pa.Table.from_pandas(frame, preserve_index=False)
-        metadata = {k: v for k, v in (table.schema.metadata or {}).items() if k != b"pandas"}
-        table = table.replace_schema_metadata({**metadata, CELL_ID_KEY: cell.id.encode("ascii")})
-        path = _atomic_write(self.cell_path(cell.id), lambda h: pq.write_table(table, h, write_page_checksum=True,
-                                                                                write_statistics=False))
-        (self.failures_dir / f"{cell.id}.json").unlink(missing_ok=True)
+        return self._write_table(cell.id, config_hash(runnable, cell.config, cell.seed), table)
+
+    def _write_table(self, cell_id: str, config_sha256: str, table: pa.Table) -> Path:
+        metadata = {k: v for k, v in (table.schema.metadata or {}).items() if k not in (b"pandas", *_IDENTITY)}
+        table = table.replace_schema_metadata(metadata or None)  # (the rows are hashed as they will be read back)
+        table = table.replace_schema_metadata({**metadata, CELL_ID_KEY: cell_id.encode("ascii"),
+                                               CONFIG_KEY: config_sha256.encode("ascii"),
+                                               ROWS_KEY: rows_hash(table).encode("ascii")})
+        path = _atomic_write(self.cell_path(cell_id), lambda h: pq.write_table(table, h, write_page_checksum=True,
+                                                                               write_statistics=False))
+        (self.failures_dir / f"{cell_id}.json").unlink(missing_ok=True)
         return path
 
     def write_failure(self, cell: Cell, error: str, traceback: str, engine: str) -> Path:
@@ -282,24 +338,35 @@ class Record:
         return out
 
 
+_IDENTITY = (CELL_ID_KEY, CONFIG_KEY, ROWS_KEY)
+
+
 class _WrongCell(Exception):
-    """A cell file whose metadata names another cell."""
+    """A cell file that does not carry its cell's identity, or whose identity is not its cell's."""
 
 
-def _read_table(path: Path, cell_id: str) -> pa.Table:
-    """One cell file, read on this thread with its page checksums verified and its cell id checked (files written
-    before ids were stored have none, and pass)."""
+def _read_table(path: Path, cell_id: str, expected: str | None) -> pa.Table:
+    """One cell file, read on this thread with its page checksums verified and its identity checked: its id, its
+    config hash (against ``expected``, unless None) and its rows' hash."""
     handle = pq.ParquetFile(path, page_checksum_verification=True)
     table = handle.read(use_threads=False)
-    stored = (handle.schema_arrow.metadata or {}).get(CELL_ID_KEY)
-    if stored is not None and stored.decode("ascii", "replace") != cell_id:
-        raise _WrongCell(f"the file holds cell {stored.decode('ascii', 'replace')!r}, not {cell_id!r}")
+    metadata = handle.schema_arrow.metadata or {}
+    if any(key not in metadata for key in _IDENTITY):
+        raise _WrongCell("the file does not carry its cell's identity (id, config hash, rows' hash): the sweep did not "
+                         "write it as it is (another tool rewrote it, or an older version wrote it)")
+    stored = metadata[CELL_ID_KEY].decode("ascii", "replace")
+    if stored != cell_id:
+        raise _WrongCell(f"the file holds cell {stored!r}, not {cell_id!r}")
+    if expected is not None and metadata[CONFIG_KEY].decode("ascii", "replace") != expected:
+        raise _WrongCell("the file was written for another config than the manifest's for this cell")
+    if metadata[ROWS_KEY].decode("ascii", "replace") != rows_hash(table):
+        raise _WrongCell("its rows are not those the sweep wrote (changed since, by another tool)")
     return table
 
 
-def _read_cell(path: Path, cell_id: str) -> pd.DataFrame:
+def _read_cell(path: Path, cell_id: str, expected: str | None) -> pd.DataFrame:
     """One cell file as a DataFrame (:func:`_read_table`), converted on this thread."""
-    return _read_table(path, cell_id).to_pandas(use_threads=False)
+    return _read_table(path, cell_id, expected).to_pandas(use_threads=False)
 
 
 def load_record(directory: str | os.PathLike[str], *, partial: bool = False) -> pd.DataFrame:
@@ -329,7 +396,8 @@ def load_record(directory: str | os.PathLike[str], *, partial: bool = False) -> 
         a cell file that cannot be read (naming it; a rerun of the sweep runs it again).
     """
     record = Record(directory)
-    order = [c["id"] for c in record.manifest()["cells"]]
+    hashes = record.config_hashes()
+    order = list(hashes)
     present = {p.stem for p in record.cells_dir.glob("*.parquet")}
     missing = [cid for cid in order if cid not in present]
     if missing and not partial:
@@ -342,7 +410,7 @@ def load_record(directory: str | os.PathLike[str], *, partial: bool = False) -> 
         if cid not in present:
             continue
         try:
-            frames.append(_read_cell(record.cell_path(cid), cid))
+            frames.append(_read_cell(record.cell_path(cid), cid, hashes[cid]))
         except (OSError, pa.ArrowException, _WrongCell) as err:
             if not partial:
                 raise ValueError(f"{record.cell_path(cid)}: a corrupt cell file ({' '.join(str(err).split())}); "
@@ -418,7 +486,7 @@ def sweep_status(directory: str | os.PathLike[str]) -> SweepStatus:
             failed.append({**entry, "error": failures[c["id"]]["error"], "engine": failures[c["id"]]["engine"]})
         else:
             missing.append(entry)
-    partial = len(list(record.cells_dir.glob(".*.tmp")))
+    partial = len(record.temporary_files())
     known = set(listed)
     orphans = sorted([f"cells/{cid}.parquet" for cid in (done | set(corrupt_files)) - known]
                      + [f"failures/{cid}.json" for cid in set(failures) - known])
@@ -457,3 +525,46 @@ def format_status(status: SweepStatus, limit: int = 10) -> str:
         lines.append("rerun the same sweep command to run the failed, missing and corrupt cells"
                      if status.corrupt else "rerun the same sweep command to run the failed and missing cells")
     return "\n".join(lines)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values, NaN equal to NaN (a config column written as NaN for None)."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return bool(a == b)
+
+
+def adopt_cells(directory: str | os.PathLike[str], runnables: Mapping[str, Runnable] | None = None) -> int:
+    """Give the cell files of a record written before cells carried their identity (config hash and rows' hash)
+    that identity, after checking from their rows that each is its manifest cell's; return how many were adopted.
+
+    Each cell file of the manifest that does not carry the three keys (:data:`CELL_ID_KEY`, :data:`CONFIG_KEY`,
+    :data:`ROWS_KEY`) is read (its page checksums verified) and must hold, in every row, its cell's id in
+    ``cell_id``, its seed in ``seed``, and the config columns its runnable records
+    (:attr:`~robustgrpo.lab.sweep.runnables.Runnable.columns` of the manifest's config); it is then written again
+    with the same rows and types and its identity. A file that fails any of this raises ``ValueError`` naming it
+    (nothing is adopted on trust: a rerun of the sweep replaces it). For the records this package shipped before
+    0.2.0 (``data/records/``), run once; files that carry their identity are left alone. ``runnables``: the
+    runnable table (default :data:`~robustgrpo.lab.sweep.runnables.RUNNABLES`).
+    """
+    record = Record(directory)
+    manifest = record.manifest()
+    runnable = (RUNNABLES if runnables is None else runnables)[manifest["runnable"]]
+    adopted = 0
+    for cell in manifest["cells"]:
+        path = record.cell_path(cell["id"])
+        if not path.is_file():
+            continue
+        handle = pq.ParquetFile(path, page_checksum_verification=True)
+        if all(key in (handle.schema_arrow.metadata or {}) for key in _IDENTITY):
+            continue
+        table = handle.read(use_threads=False)
+        rows = table.to_pandas(use_threads=False)
+        expected = {"cell_id": cell["id"], "seed": cell["seed"], **runnable.columns(cell["config"])}
+        for column, value in expected.items():
+            if column not in rows.columns or not all(_same(v, value) for v in rows[column].tolist()):
+                raise ValueError(f"{path}: its rows' {column!r} is not its manifest cell's ({value!r}); not adopted: rerun "
+                                 "the sweep to run the cell again")
+        record._write_table(cell["id"], config_hash(manifest["runnable"], cell["config"], cell["seed"]), table)
+        adopted += 1
+    return adopted

@@ -56,9 +56,9 @@ class SweepResult:
 
 def largest_cell(sweep: Sweep) -> Estimate | None:
     """The estimate of the sweep's most demanding cell (by time, then memory), from its runnable's
-    :attr:`~robustgrpo.lab.sweep.runnables.Runnable.estimate` (None: the runnable makes none)."""
+    :attr:`~robustgrpo.lab.sweep.runnables.Runnable.estimate` (None: the sweep has no cell)."""
     estimate = sweep.runnable.estimate
-    if estimate is None or not sweep.cells:
+    if not sweep.cells:
         return None
     configs = {c.batch_key: c.config for c in sweep.cells}  # cells that differ only in the seed need the same
     return max((estimate(config) for config in configs.values()), key=lambda e: (e.seconds, e.bytes))
@@ -171,7 +171,7 @@ def _write(record: Record, runnable: Runnable, outcome: Outcome, engine: str) ->
     """Write a finished cell (None) or its failure (its one-line error); a frame that cannot be written is a failure too."""
     if outcome.frame is not None:
         try:
-            record.write_cell(outcome.cell, tidy_frame(outcome.cell, outcome.frame, runnable))
+            record.write_cell(outcome.cell, tidy_frame(outcome.cell, outcome.frame, runnable), runnable.name)
             return None
         except Exception as err:  # noqa: BLE001 - e.g. a column Parquet cannot store: the cell's error
             outcome = Outcome(outcome.cell, None, f"cannot write the cell's rows: {type(err).__name__}: {err}",

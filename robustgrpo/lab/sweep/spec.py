@@ -74,7 +74,7 @@ import numpy as np
 from robustgrpo.checks import MAX_CELLS, ParamError, check_int, check_real, check_seed, read_json
 from robustgrpo.lab.sweep.runnables import RUNNABLES, Runnable
 
-__all__ = ["SWEEP_KEYS", "DISTRIBUTIONS", "MAX_CELLS", "Cell", "Sweep", "load_sweep", "canonical_json", "cell_id", "cell_label", "set_path"]
+__all__ = ["SWEEP_KEYS", "DISTRIBUTIONS", "MAX_CELLS", "Cell", "Sweep", "load_sweep", "canonical_json", "config_hash", "cell_id", "cell_label", "set_path"]
 
 #: Keys of a sweep file.
 SWEEP_KEYS = ("runnable", "fixed", "grid", "random", "seeds", "cpus_per_cell", "description")
@@ -91,10 +91,16 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
 
 
-def cell_id(runnable: str, config: Mapping[str, Any], seed: int | None) -> str:
-    """The id of a cell: 16 hex digits of the sha256 of its canonical JSON (seed None: the config's batch key)."""
+def config_hash(runnable: str, config: Mapping[str, Any], seed: int | None) -> str:
+    """The sha256 of a cell's canonical JSON (runnable, resolved config, seed), 64 hex digits: what a cell file
+    carries to say which config it ran (:mod:`~robustgrpo.lab.sweep.record`)."""
     text = canonical_json({"runnable": runnable, "config": config, "seed": seed})
-    return hashlib.sha256(text.encode("ascii")).hexdigest()[:16]
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def cell_id(runnable: str, config: Mapping[str, Any], seed: int | None) -> str:
+    """The id of a cell: the first 16 hex digits of its :func:`config_hash` (seed None: the config's batch key)."""
+    return config_hash(runnable, config, seed)[:16]
 
 
 def set_path(config: dict[str, Any], key: str, value: Any, defaults: Mapping[str, Any]) -> None:
