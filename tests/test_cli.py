@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+import robustgrpo
 import torch
 
 from robustgrpo import ESTIMATORS
@@ -42,7 +44,15 @@ def test_demo_prints_the_true_numbers():
     assert f"std {REF['std_bessel']:.3f} (Bessel, ddof=1; {REF['std_population']:.3f} with ddof=0)" in out
     poisoned = _table_rows(out, "Advantages, poisoned group:")
     clean = _table_rows(out, "Advantages, clean reference")
-    assert set(poisoned) == set(ESTIMATORS) == set(clean)
+    # the default estimator (compute_advantages with no method) is marked with a star in both tables
+    default = robustgrpo.RECOMMENDED
+    assert {n.rstrip("*") for n in poisoned} == set(ESTIMATORS) == {n.rstrip("*") for n in clean}
+    assert f"{default}*" in poisoned and f"{default}*" in clean and sum(n.endswith("*") for n in clean) == 1
+    poisoned, clean = ({n.rstrip("*"): row for n, row in t.items()} for t in (poisoned, clean))
+    assert clean[default][2] == "0.875" and clean[default][1] == "-0.125"  # the lone success kept
+    assert clean["winsor"][3:5] == ["zero,", "silenced"]  # winsor's zero said to be a silenced group
+    assert (f"* {default} is the default, compute_advantages(rewards) with nothing said about the rewards: it keeps the "
+            f"lone success of the clean group (0.875, each wrong answer -0.125)") in " ".join(out.split())
     # columns: name, one advantage per distinct reward (0 x6, 1, 10; clean: 0 x7, 1), verdict on the correct answer,
     # fallback, clipped
     assert _table_header(out, "Advantages, poisoned group:") == ["estimator", "r=0", "x6", "r=1", "r=10", "correct",

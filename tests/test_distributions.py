@@ -473,7 +473,9 @@ def test_ecdf_builder_data_and_caption(built):
 def test_the_takeaways_notebook_04_shows_are_computed_by_its_builders(built):
     """Each figure's takeaway (shown beneath it by report.show) carries the numbers of its own table."""
     one = built["04_one_of_eight"].takeaway
-    assert one.startswith("each of the 7 wrong answers gets 0 from `robust`, 0 from `seed_mad` and 0 from `mc_grpo`")
+    assert one.startswith("the default (`dr_grpo`) gives the correct answer 0.875 and each wrong answer -0.125; each of "
+                          "the 7 wrong answers gets 0 from `robust`, 0 from `seed_mad` and 0 from `mc_grpo`")
+    assert {"dr_grpo", "rank", "winsor"} <= set(built["04_one_of_eight"].data["method"])  # the default, 0/1's, 0.1.0's
     assert "-0.354 from `grpo`" in one and "gives the correct answer 1,000" in one
     zeros = built["04_zero_fractions"]
     glitch = zeros.data.set_index(["scenario", "method"]).loc["binary_judge_glitch"]
@@ -486,7 +488,8 @@ def test_the_takeaways_notebook_04_shows_are_computed_by_its_builders(built):
     flips = built["04_ecdf_judge_flips"].data["sign_agreement"]
     assert f"the sign is kept for {flips.min():.0%} to {flips.max():.0%}" in built["04_ecdf_judge_flips"].takeaway
     assert built["04_ecdf_reward_hacking_in_range"].takeaway.endswith("only a better verifier can.")
-    assert built["04_battery"].takeaway == built["04_battery"].caption
+    battery = built["04_battery"]
+    assert battery.takeaway != battery.caption and "the default is dr_grpo, which leaves glitches unprotected" in battery.takeaway
     bullets = D.closing_takeaways(zeros, built["04_ecdf_binary_judge_glitch"], built["04_ecdf_judge_flips"]).splitlines()
     assert len(bullets) == 6 and all(b.startswith("* **") for b in bullets)
     # a takeaway names the featured estimators: with another choice the builder says nothing rather than guess

@@ -520,33 +520,33 @@ def plot_battery(regrets: pd.DataFrame, recommended: Mapping[tuple[str, bool], s
 
     eligible = tuning.pivot(index="situation", columns="method", values="eligible").reindex(
         index=situations, columns=methods).fillna(False).to_numpy(dtype=bool)
-    panels = [("stage 1: clean shapes (eligible: bold)", grid(tuning, "clean_regret"), None),
-              ("stage 2: contaminated shapes, eligible only", grid(tuning, "worst_regret"), eligible),
-              ("check: held-out shapes", grid(table[table["split"] == "held_out"], "held"), None)]
+    panels = [(f"stage 1, do no harm: worst regret on the clean shapes (eligible: at most {margin:g}, in bold)",
+               grid(tuning, "clean_regret"), None),
+              ("stage 2, bound the damage: worst regret on the contaminated shapes (eligible estimators only)",
+               grid(tuning, "worst_regret"), eligible),
+              ("the check: worst regret on the held-out shapes", grid(table[table["split"] == "held_out"], "held"), None)]
     with house_style():
-        fig, axes = new_figure(width, 1.3 + 0.22 * len(situations), ncols=3, sharey=True)
-        for ax, (name, values, shown) in zip(axes[0], panels):
+        fig, axes = new_figure(width, 3 * (0.55 + 0.2 * len(situations)), nrows=3, sharex=True)
+        for ax, (name, values, shown) in zip(axes[:, 0], panels):
             image = ax.imshow(np.where(shown if shown is not None else True, values, np.nan), cmap="magma_r", vmin=0.0,
                               vmax=0.5, aspect="auto")
             for (i, j), v in np.ndenumerate(values):
                 if np.isnan(v):
                     continue
                 hidden = shown is not None and not shown[i, j]
-                bold = shown is None and name.startswith("stage 1") and v <= margin
-                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=5,
+                bold = name.startswith("stage 1") and v <= margin
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=6,
                         color="#AAAAAA" if hidden else ("white" if v > 0.3 else "black"),
                         fontweight="bold" if bold else "normal")
             for i, key in enumerate(keys):
                 j = methods.index(recommended[key])
                 ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="#00A0FF", linewidth=1.6))
-            ax.set_xticks(range(len(methods)), methods, rotation=50, ha="right")
+            ax.set_xticks(range(len(methods)), methods, rotation=30, ha="right")
             ax.set_yticks(range(len(situations)), situations)
             ax.grid(False)
             ax.set_title(name, fontsize=7.5)
-        axes[0, 0].set_ylabel("situation (kind, range declared)")
-        axes[0, 1].set_xlabel("estimator (simplest first)")
-        fig.colorbar(image, ax=axes[0, :].tolist(), shrink=0.8, label="worst regret of the update cosine")
-        fig.suptitle(title or f"The rule's two stages per situation: do no harm (within {margin:g} of the best on clean "
-                     "shapes), then the least worst regret under contamination (outlined: the recommendation)",
-                     fontsize=8)
+            ax.set_xlabel("estimator (simplest first)")
+            ax.set_ylabel("situation")
+        fig.colorbar(image, ax=axes[:, 0].tolist(), shrink=0.6, label="worst regret of the update cosine")
+        fig.suptitle(title or "The evidence rule per situation (outlined: the recommendation)", fontsize=8.5)
     return fig

@@ -82,6 +82,8 @@ __all__ = [
 
 #: The notebook these figures belong to.
 NOTEBOOK = "04_advantage_distributions.ipynb"
+#: The default of ``compute_advantages`` in version 0.1.0 (CHANGELOG.md), drawn beside today's for comparison.
+PREVIOUS_DEFAULT = "winsor"
 #: Scenarios of the zero-advantage figure (the clean baseline first).
 ZERO_SCENARIOS: tuple[str, ...] = (
     "clean_binary",
@@ -126,15 +128,19 @@ def one_of_eight_figure(methods: str | Sequence[str] = DEFAULT_METHODS, *, group
     """
     roles = {RECOMMENDED: ["default"]}
     for declared in (False, True):
-        roles.setdefault(recommended_method("binary", declared), []).append("0/1 + range" if declared else "0/1, no range")
+        roles.setdefault(recommended_method("binary", declared), []).append("0/1 + range" if declared else "0/1")
+    roles = {m: ["for 0/1" if r == ["0/1", "0/1 + range"] else ", ".join(r)] for m, r in roles.items()}
+    roles.setdefault(PREVIOUS_DEFAULT, []).append("0.1.0's default")
     chosen = list(dict.fromkeys([*resolve_methods(methods), *roles]))
     table = one_of_eight_table(chosen, group_size=group_size, n_correct=1)
     wide = table.pivot(index="method", columns="role", values="advantage").reindex(pd.unique(table["method"]))
-    silent = [m for m in wide.index if wide.loc[m, "wrong"] == 0]
+    silenced = [m for m in wide.index if wide.loc[m, "wrong"] == 0 and wide.loc[m, "correct"] == 0]
+    silent = [m for m in wide.index if wide.loc[m, "wrong"] == 0 and m not in silenced]
     signal = [m for m in wide.index if wide.loc[m, "wrong"] != 0]
     n_wrong = group_size - 1
     parts = [f"One correct answer among {group_size} (rewards: one 1, {n_wrong} zeros), with the default of "
-             f"compute_advantages ({RECOMMENDED}) and the recommendations for 0/1 rewards marked under their bars."]
+             f"compute_advantages ({RECOMMENDED}), the recommendations for 0/1 rewards and version 0.1.0's default "
+             f"({PREVIOUS_DEFAULT}) marked under their bars."]
     if silent:
         parts.append(
             f"{join(silent)} centre on the median, 0, so the {n_wrong} wrong answers get advantage exactly 0, "
@@ -146,6 +152,8 @@ def one_of_eight_figure(methods: str | Sequence[str] = DEFAULT_METHODS, *, group
             f"{join([num(wide.loc[m, 'wrong']) for m in signal])} "
             f"(the correct one {join([num(wide.loc[m, 'correct']) for m in signal])})."
         )
+    if silenced:
+        parts.append(f"{join(silenced)} give every answer 0: the group is silenced.")
     parts.append("Symlog y axis, linear within ±1.")
     labels = {m: f"{m}\n({', '.join(r)})" for m, r in roles.items()}
     return ReportFigure("04_one_of_eight", plot_one_of_eight(table, labels=labels), " ".join(parts), table,

@@ -457,8 +457,8 @@ def _advantage_table(rewards: torch.Tensor, correct: int) -> list[str]:
 
     values, first, column, counts = np.unique(rewards[0].numpy(), return_index=True, return_inverse=True, return_counts=True)
     names = [f"r={v:g}" + (f" x{n}" if n > 1 else "") for v, n in zip(values.tolist(), counts.tolist())]
-    header = f"{'estimator':<12}" + "".join(f"{name:>10}" for name in names)
-    lines = [header + "   correct answer     fallback  clipped"]
+    header = f"{'estimator':<11}" + "".join(f"{name:>10}" for name in names)
+    lines = [header + "   correct answer   fallback  clipped"]
     for name in ESTIMATORS:
         res = compute_advantages(rewards, name)
         adv = res.advantages[0].numpy()
@@ -468,7 +468,7 @@ def _advantage_table(rewards: torch.Tensor, correct: int) -> list[str]:
         said = verdict(float(adv[correct])) + (", silenced" if bool(res.diagnostics.silenced[0]) else "")
         row = "".join(f"{v:>10.3f}" for v in adv[first].tolist())
         label = name + ("*" if name == RECOMMENDED else "")
-        lines.append(f"{label:<12}{row}   {said:<18} {fallback:<9} {int(res.diagnostics.n_clipped[0])}")
+        lines.append(f"{label:<11}{row}   {said:<16} {fallback:<9} {int(res.diagnostics.n_clipped[0])}")
     return lines
 
 
