@@ -22,7 +22,7 @@ experiment  real trainer runs: ``experiment trl CONFIG --out DIR`` runs a sweep 
 
 A user error (a malformed reward log, a bad setting, a mistyped option)
 prints one line on stderr and exits with status 2, without a traceback.
-Everything printed passes :func:`~robustgrpo.checks.terminal_text`: text from
+Everything printed passes :func:`~robustgrpo.lab.files.terminal_text`: text from
 a file (group ids, names, error messages quoting it) cannot clear the screen or
 set the terminal's title. Negative numbers are values, not options
 (``--reward-range -1e3 1``).
@@ -37,7 +37,9 @@ from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 from robustgrpo.advantages import describe_estimators
-from robustgrpo.checks import CONNECT_TIMEOUT, MAX_CELLS, check_seed, check_threads, make_folder, terminal_text
+from robustgrpo.checks import check_seed
+from robustgrpo.lab.files import make_folder, terminal_text
+from robustgrpo.lab.machine import CONNECT_TIMEOUT, MAX_CELLS, check_threads
 
 __all__ = ["main", "build_parser"]
 
@@ -264,7 +266,8 @@ def _cmd_simulate(args: argparse.Namespace) -> int:
     from robustgrpo.book.drift.report import simulation_figure
     from robustgrpo.lab.simulate import SimConfig, simulate
 
-    from robustgrpo.checks import check_estimate, check_output_file
+    from robustgrpo.lab.files import check_output_file
+    from robustgrpo.lab.machine import check_estimate
 
     config = SimConfig.from_file(args.config)  # a bad config is a ValueError: main() prints it on one line
     if len(args.seeds) == 1:

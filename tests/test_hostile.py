@@ -25,16 +25,8 @@ import pytest
 import torch
 
 from robustgrpo import compute_advantages
-from robustgrpo.checks import (
-    Estimate,
-    check_estimate,
-    check_output_file,
-    check_threads,
-    loads_json,
-    plain_text,
-    terminal_text,
-    write_new_file,
-)
+from robustgrpo.lab.files import check_output_file, loads_json, plain_text, terminal_text, write_new_file
+from robustgrpo.lab.machine import Estimate, check_estimate, check_threads
 from robustgrpo.cli import main
 from robustgrpo.lab.diagnose import diagnose
 from robustgrpo.inputs import group_by_index

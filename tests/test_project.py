@@ -132,8 +132,8 @@ def test_every_module_declares_its_public_names(name):
 #: them), then the tools. A module imports only from its own layer and the layers before it.
 LAYERS = {
     "core": ["checks", "inputs", "stats", "advantages", "multireward", "integrations"],
-    "lab": ["lab.contamination", "lab.scenarios", "lab.logfiles", "lab.rewardlogs", "lab.runlogs", "lab.metrics", "lab.diagnose",
-            "lab.simulate", "lab.sweep", "lab.experiments"],
+    "lab": ["lab.files", "lab.machine", "lab.reductions", "lab.contamination", "lab.scenarios", "lab.logfiles",
+            "lab.rewardlogs", "lab.runlogs", "lab.metrics", "lab.diagnose", "lab.simulate", "lab.sweep", "lab.experiments"],
     "book": ["book.style", "book.text", "book.figures", "book.interactive", "book.controls", "book.widget", "book.execute",
              "book.seed", "book.primer", "book.grid", "book.distributions", "book.drift", "book.stabilisers",
              "book.diagnose", "book.trainer", "book.records", "book.dashboards"],

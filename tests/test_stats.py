@@ -1,4 +1,4 @@
-"""The stats layer against scipy.stats, statsmodels.robust and astropy.stats."""
+"""The stats layer and the lab's reductions against scipy.stats, statsmodels.robust and astropy.stats."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from statsmodels.robust.scale import mad as sm_mad
 from statsmodels.robust.scale import qn_scale as sm_qn_scale
 
 from robustgrpo import stats
+from robustgrpo.lab import reductions
 
 # Venables and Ripley (2002), "chem": 24 determinations of copper in wholemeal flour (ppm).
 CHEM = np.array(
@@ -48,14 +49,14 @@ class TestChemData:
     """Published and reference-library values on the classic robust-statistics fixture."""
 
     def test_median_and_mad(self):
-        assert stats.median(CHEM) == pytest.approx(3.385)
-        assert stats.mad(CHEM) == pytest.approx(0.355)  # raw MAD
+        assert reductions.median(CHEM) == pytest.approx(3.385)
+        assert reductions.mad(CHEM) == pytest.approx(0.355)  # raw MAD
         # Venables and Ripley (2002) report mad(chem) = 0.5263 (R's mad, constant 1.4826)
-        assert round(stats.mad(CHEM, scale="normal"), 4) == 0.5263
-        assert stats.mad(CHEM, scale="normal") == pytest.approx(sm_mad(CHEM))
+        assert round(reductions.mad(CHEM, scale="normal"), 4) == 0.5263
+        assert reductions.mad(CHEM, scale="normal") == pytest.approx(sm_mad(CHEM))
 
     def test_huber_matches_statsmodels(self):
-        loc, scale = stats.huber(CHEM)
+        loc, scale = reductions.huber(CHEM)
         # our steps solve each split exactly: the fixed point itself, which statsmodels' plain
         # iteration reaches when run to its end ...
         ref_loc, ref_scale = Huber(tol=1e-15, maxiter=100_000)(CHEM)
@@ -72,21 +73,21 @@ class TestChemData:
         """``initscale`` changes only where the iteration starts: the same fixed point as statsmodels from there."""
         ref_loc, ref_scale = Huber(tol=1e-15, maxiter=100_000)(CHEM, initscale=np.array([0.2]))
         for start in (0.2, torch.tensor(0.2, dtype=torch.float64)):
-            loc, scale = stats.huber(CHEM, initscale=start)
+            loc, scale = reductions.huber(CHEM, initscale=start)
             assert loc == pytest.approx(float(ref_loc), rel=1e-13)
             assert scale == pytest.approx(float(ref_scale), rel=1e-13)
-        loc, scale = stats.huber(np.stack([CHEM, 2 * CHEM]), initscale=0.2)  # one start for every row
+        loc, scale = reductions.huber(np.stack([CHEM, 2 * CHEM]), initscale=0.2)  # one start for every row
         np.testing.assert_allclose(loc, [float(ref_loc), 2 * float(ref_loc)], rtol=1e-13)
 
     def test_qn_matches_statsmodels(self):
-        assert stats.qn_scale(CHEM) == pytest.approx(sm_qn_scale(CHEM), rel=1e-12)
+        assert reductions.qn_scale(CHEM) == pytest.approx(sm_qn_scale(CHEM), rel=1e-12)
 
     def test_biweight_matches_astropy(self):
-        assert stats.biweight_location(CHEM) == pytest.approx(astropy_biweight_location(CHEM), rel=1e-12)
-        assert stats.biweight_scale(CHEM) == pytest.approx(astropy_biweight_scale(CHEM), rel=1e-12)
+        assert reductions.biweight_location(CHEM) == pytest.approx(astropy_biweight_location(CHEM), rel=1e-12)
+        assert reductions.biweight_scale(CHEM) == pytest.approx(astropy_biweight_scale(CHEM), rel=1e-12)
 
     def test_sn_from_its_definition(self):
-        assert stats.sn_scale(CHEM) == pytest.approx(sn_by_definition(CHEM), rel=1e-12)
+        assert reductions.sn_scale(CHEM) == pytest.approx(sn_by_definition(CHEM), rel=1e-12)
 
 
 @pytest.mark.parametrize("name", sorted(DATA))
@@ -95,52 +96,52 @@ class TestAgainstReferenceLibraries:
 
     def test_median(self, name):
         x = DATA[name]
-        np.testing.assert_allclose(stats.median(x), np.median(x, axis=-1), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(reductions.median(x), np.median(x, axis=-1), rtol=0, atol=1e-12)
 
     def test_lower_median_is_torchs(self, name):
         x = torch.from_numpy(DATA[name])
-        torch.testing.assert_close(stats.median(x, lower=True), torch.median(x, dim=-1).values)
+        torch.testing.assert_close(reductions.median(x, lower=True), torch.median(x, dim=-1).values)
 
     def test_mad(self, name):
         x = DATA[name]
         for scale in (1.0, "normal", 2.5):
             ref = scipy.stats.median_abs_deviation(x, axis=-1, scale=scale)
-            np.testing.assert_allclose(stats.mad(x, scale=scale), ref, rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(stats.mad(x, scale="normal"), sm_mad(x, axis=-1), rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(reductions.mad(x, scale=scale), ref, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(reductions.mad(x, scale="normal"), sm_mad(x, axis=-1), rtol=1e-12, atol=1e-12)
 
     def test_mad_about_a_given_centre(self, name):
         x = DATA[name]
-        np.testing.assert_allclose(stats.mad(x, center=np.mean(x, axis=-1)),
+        np.testing.assert_allclose(reductions.mad(x, center=np.mean(x, axis=-1)),
                                    scipy.stats.median_abs_deviation(x, axis=-1, center=np.mean), rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(stats.mad(x, center=0.25, scale="normal"),
-                                   np.median(np.abs(x - 0.25), axis=-1) / stats.MAD_NORMAL_SCALE, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(reductions.mad(x, center=0.25, scale="normal"),
+                                   np.median(np.abs(x - 0.25), axis=-1) / reductions.MAD_NORMAL_SCALE, rtol=1e-12, atol=1e-12)
 
     def test_lower_mad_is_torchs_median_twice(self, name):
         x = torch.from_numpy(DATA[name])
         deviations = (x - torch.median(x, dim=-1, keepdim=True).values).abs()
-        torch.testing.assert_close(stats.mad(x, lower=True), torch.median(deviations, dim=-1).values)
+        torch.testing.assert_close(reductions.mad(x, lower=True), torch.median(deviations, dim=-1).values)
         if x.shape[-1] % 2 == 0:  # even groups tell the two conventions apart
-            assert (stats.mad(x, lower=True) != stats.mad(x)).any()
+            assert (reductions.mad(x, lower=True) != reductions.mad(x)).any()
 
     def test_iqr(self, name):
         x = DATA[name]
         for scale in (1.0, "normal"):
-            np.testing.assert_allclose(stats.iqr(x, scale=scale), scipy.stats.iqr(x, axis=-1, scale=scale), atol=1e-12)
+            np.testing.assert_allclose(reductions.iqr(x, scale=scale), scipy.stats.iqr(x, axis=-1, scale=scale), atol=1e-12)
 
     def test_qn(self, name):
         x = DATA[name]
-        np.testing.assert_allclose(stats.qn_scale(x), sm_qn_scale(x, axis=-1), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(reductions.qn_scale(x), sm_qn_scale(x, axis=-1), rtol=1e-12, atol=1e-12)
 
     def test_sn(self, name):
         x = DATA[name]
-        np.testing.assert_allclose(stats.sn_scale(x), [sn_by_definition(row) for row in x], rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(reductions.sn_scale(x), [sn_by_definition(row) for row in x], rtol=1e-12, atol=1e-12)
 
     def test_huber(self, name):
         x = DATA[name]
-        loc, scale = stats.huber(x)
+        loc, scale = reductions.huber(x)
         checked = 0
         for i, row in enumerate(x):
-            if stats.mad(row) == 0:
+            if reductions.mad(row) == 0:
                 assert (loc[i], scale[i]) == (np.median(row), 0.0)  # documented: statsmodels divides by 0 here
                 continue
             try:  # the fixed point, iterated to its end
@@ -154,37 +155,37 @@ class TestAgainstReferenceLibraries:
 
     def test_biweight(self, name):
         x = DATA[name]
-        np.testing.assert_allclose(stats.biweight_location(x), astropy_biweight_location(x, axis=-1), rtol=1e-12, atol=1e-12)
-        np.testing.assert_allclose(stats.biweight_scale(x), astropy_biweight_scale(x, axis=-1), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(reductions.biweight_location(x), astropy_biweight_location(x, axis=-1), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(reductions.biweight_scale(x), astropy_biweight_scale(x, axis=-1), rtol=1e-12, atol=1e-12)
 
     def test_winsorize(self, name):
         x = DATA[name]
         for limits in ((0.1, 0.1), (0.2, 0.0), (0.0, 0.125), (0.25, 0.3)):
             ref = np.stack([np.asarray(mstats.winsorize(row, limits=limits)) for row in x])
-            np.testing.assert_array_equal(stats.winsorize(x, limits), ref)
+            np.testing.assert_array_equal(reductions.winsorize(x, limits), ref)
 
     def test_mean_absolute_deviation(self, name):
         x = DATA[name]
         ref_mean = np.abs(x - x.mean(-1, keepdims=True)).mean(-1)
         ref_median = np.abs(x - np.median(x, -1, keepdims=True)).mean(-1)
-        np.testing.assert_allclose(stats.mean_absolute_deviation(x), ref_mean, atol=1e-12)
-        np.testing.assert_allclose(stats.mean_absolute_deviation(x, center="median"), ref_median, atol=1e-12)
+        np.testing.assert_allclose(reductions.mean_absolute_deviation(x), ref_mean, atol=1e-12)
+        np.testing.assert_allclose(reductions.mean_absolute_deviation(x, center="median"), ref_median, atol=1e-12)
 
 
 REDUCTIONS = {
-    "median": stats.median,
-    "mad": lambda x, **kw: stats.mad(x, scale="normal", **kw),
-    "iqr": stats.iqr,
-    "qn": stats.qn_scale,
-    "sn": stats.sn_scale,
-    "mean_abs_dev": stats.mean_absolute_deviation,
-    "mean_abs_dev_median": lambda x, **kw: stats.mean_absolute_deviation(x, center="median", **kw),
-    "lower_mad": lambda x, **kw: stats.mad(x, lower=True, **kw),
-    "huber_loc": lambda x, **kw: stats.huber(x, **kw)[0],
-    "huber_scale": lambda x, **kw: stats.huber(x, **kw)[1],
-    "biweight_loc": stats.biweight_location,
-    "biweight_scale": stats.biweight_scale,
-    "trimmed_mean": lambda x, **kw: stats.trimmed_mean(x, proportion=0.2, **kw),
+    "median": reductions.median,
+    "mad": lambda x, **kw: reductions.mad(x, scale="normal", **kw),
+    "iqr": reductions.iqr,
+    "qn": reductions.qn_scale,
+    "sn": reductions.sn_scale,
+    "mean_abs_dev": reductions.mean_absolute_deviation,
+    "mean_abs_dev_median": lambda x, **kw: reductions.mean_absolute_deviation(x, center="median", **kw),
+    "lower_mad": lambda x, **kw: reductions.mad(x, lower=True, **kw),
+    "huber_loc": lambda x, **kw: reductions.huber(x, **kw)[0],
+    "huber_scale": lambda x, **kw: reductions.huber(x, **kw)[1],
+    "biweight_loc": reductions.biweight_location,
+    "biweight_scale": reductions.biweight_scale,
+    "trimmed_mean": lambda x, **kw: reductions.trimmed_mean(x, proportion=0.2, **kw),
 }
 
 
@@ -216,70 +217,70 @@ def test_dim_and_keepdim(name):
 
 def test_output_kind_follows_input():
     x = [[1.0, 2.0, 4.0], [0.0, 0.0, 9.0]]
-    assert stats.median(x) == [2.0, 0.0]
-    assert isinstance(stats.median(np.array(x)), np.ndarray)
-    assert isinstance(stats.median(torch.tensor(x)), torch.Tensor)
-    assert isinstance(stats.median(np.array([1.0, 3.0])), np.floating)
+    assert reductions.median(x) == [2.0, 0.0]
+    assert isinstance(reductions.median(np.array(x)), np.ndarray)
+    assert isinstance(reductions.median(torch.tensor(x)), torch.Tensor)
+    assert isinstance(reductions.median(np.array([1.0, 3.0])), np.floating)
 
 
 class TestNanPolicy:
     x = [[1.0, 2.0, math.nan, 4.0], [1.0, 2.0, 3.0, 100.0]]
 
     def test_propagate(self):
-        out = stats.median(self.x)
+        out = reductions.median(self.x)
         assert math.isnan(out[0]) and out[1] == 2.5
 
     def test_omit(self):
-        assert stats.median(self.x, nan_policy="omit") == [2.0, 2.5]
-        assert stats.mad([[1.0, math.inf, 3.0]], nan_policy="omit") == [1.0]
+        assert reductions.median(self.x, nan_policy="omit") == [2.0, 2.5]
+        assert reductions.mad([[1.0, math.inf, 3.0]], nan_policy="omit") == [1.0]
 
     def test_raise(self):
         with pytest.raises(ValueError, match="non-finite"):
-            stats.median(self.x, nan_policy="raise")
+            reductions.median(self.x, nan_policy="raise")
 
     def test_unknown_policy(self):
         with pytest.raises(ValueError, match="nan_policy must be one of"):
-            stats.median(self.x, nan_policy="ignore")
+            reductions.median(self.x, nan_policy="ignore")
 
     def test_all_masked_slice_is_nan(self):
-        out = stats.median([[1.0, 2.0], [3.0, 4.0]], mask=np.array([[True, True], [False, False]]))
+        out = reductions.median([[1.0, 2.0], [3.0, 4.0]], mask=np.array([[True, True], [False, False]]))
         assert out[0] == 1.5 and math.isnan(out[1])
 
 
 class TestBadInput:
     def test_scalar(self):
         with pytest.raises(ValueError, match="^x must have at least one dimension; wrap a scalar in a list$"):
-            stats.median(torch.tensor(1.0))
+            reductions.median(torch.tensor(1.0))
 
     def test_empty(self):
         with pytest.raises(ValueError, match="empty"):
-            stats.mad(np.zeros((3, 0)))
+            reductions.mad(np.zeros((3, 0)))
 
     def test_dim_out_of_range(self):
         with pytest.raises(ValueError, match="out of range"):
-            stats.iqr([[1.0, 2.0]], dim=2)
+            reductions.iqr([[1.0, 2.0]], dim=2)
 
     def test_mask_dtype_and_shape(self):
         with pytest.raises(ValueError, match="mask must be boolean"):
-            stats.median([[1.0, 2.0]], mask=[[1, 0]])
+            reductions.median([[1.0, 2.0]], mask=[[1, 0]])
         with pytest.raises(ValueError, match="does not match"):
-            stats.median([[1.0, 2.0]], mask=np.array([True, False, True]))
+            reductions.median([[1.0, 2.0]], mask=np.array([True, False, True]))
 
     def test_strings_and_complex(self):
         with pytest.raises(ValueError, match="must hold numbers"):
-            stats.median(["a", "b"])
+            reductions.median(["a", "b"])
         with pytest.raises(ValueError, match="must be real"):
-            stats.median(torch.tensor([1 + 1j, 2 + 0j]))
+            reductions.median(torch.tensor([1 + 1j, 2 + 0j]))
 
     def test_bad_scale_and_limits(self):
         with pytest.raises(ValueError, match="scale"):
-            stats.mad([1.0, 2.0], scale="gaussian")
+            reductions.mad([1.0, 2.0], scale="gaussian")
         with pytest.raises(ValueError, match="scale"):
-            stats.iqr([1.0, 2.0], scale=0)
+            reductions.iqr([1.0, 2.0], scale=0)
         with pytest.raises(ValueError, match="limit"):
-            stats.winsorize([1.0, 2.0], limits=(0.6, 0.5))
+            reductions.winsorize([1.0, 2.0], limits=(0.6, 0.5))
         with pytest.raises(ValueError, match="center"):
-            stats.mean_absolute_deviation([1.0, 2.0], center="mode")
+            reductions.mean_absolute_deviation([1.0, 2.0], center="mode")
 
 
 def test_large_values_do_not_overflow():
@@ -290,7 +291,7 @@ def test_large_values_do_not_overflow():
     assert torch.isfinite(std).all()
     assert float(std) == pytest.approx(expected, rel=1e-5)
     near_max = torch.tensor([[3e38, 3e38]], dtype=torch.float32)
-    assert float(stats.median(near_max)) == pytest.approx(3e38, rel=1e-6)
+    assert float(reductions.median(near_max)) == pytest.approx(3e38, rel=1e-6)
 
 
 def test_huber_gamma_is_the_expected_squared_psi():
@@ -302,10 +303,10 @@ def test_huber_gamma_is_the_expected_squared_psi():
 
 
 def test_constants():
-    assert stats.MAD_NORMAL_SCALE == pytest.approx(scipy.stats.norm.ppf(0.75), rel=1e-15)
+    assert reductions.MAD_NORMAL_SCALE == pytest.approx(scipy.stats.norm.ppf(0.75), rel=1e-15)
     assert stats.MAD_TO_SIGMA == pytest.approx(1 / scipy.stats.norm.ppf(0.75), rel=1e-15)
-    assert stats.IQR_NORMAL_SCALE == pytest.approx(scipy.stats.norm.ppf(0.75) - scipy.stats.norm.ppf(0.25), rel=1e-15)
-    assert stats.QN_CONSTANT == pytest.approx(1 / (math.sqrt(2) * scipy.stats.norm.ppf(5 / 8)), rel=1e-15)
+    assert reductions.IQR_NORMAL_SCALE == pytest.approx(scipy.stats.norm.ppf(0.75) - scipy.stats.norm.ppf(0.25), rel=1e-15)
+    assert reductions.QN_CONSTANT == pytest.approx(1 / (math.sqrt(2) * scipy.stats.norm.ppf(5 / 8)), rel=1e-15)
 
 
 @pytest.mark.parametrize("q", [0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0])
@@ -316,7 +317,7 @@ def test_quantile_of_sorted_is_numpys_linear_quantile_of_the_valid_values(q):
     n = np.arange(9)  # row i holds i valid values, first in sorted order as sort_valid leaves them
     mask = np.arange(8) < n[:, None]
     s = stats.sort_valid(torch.from_numpy(x), torch.from_numpy(mask))
-    got = stats.quantile_of_sorted(s, torch.from_numpy(n), q)
+    got = reductions.quantile_of_sorted(s, torch.from_numpy(n), q)
     expected = [np.quantile(x[i, :i], q) if i else 0.0 for i in n]
     np.testing.assert_allclose(got.numpy(), expected, rtol=1e-13, atol=1e-13)
 
@@ -324,10 +325,10 @@ def test_quantile_of_sorted_is_numpys_linear_quantile_of_the_valid_values(q):
 def test_qn_and_sn_of_two_values_and_of_one():
     """Qn of two values is c |a - b| (h = 2, k = 1: the one distance); Sn of two is c_S |a - b| (the only
     non-zero distance is each value's upper median); one value has no spread."""
-    assert float(stats.qn_scale([1.0, 4.0])) == pytest.approx(3 * stats.QN_CONSTANT, rel=1e-15)
-    assert float(stats.qn_scale([4.0, 1.0, 9.0], mask=[True, True, False])) == pytest.approx(3 * stats.QN_CONSTANT, rel=1e-15)
-    assert float(stats.sn_scale([1.0, 4.0])) == pytest.approx(3 * stats.SN_CONSTANT, rel=1e-15)
-    assert float(stats.qn_scale([5.0])) == 0.0 == float(stats.sn_scale([5.0]))
+    assert float(reductions.qn_scale([1.0, 4.0])) == pytest.approx(3 * reductions.QN_CONSTANT, rel=1e-15)
+    assert float(reductions.qn_scale([4.0, 1.0, 9.0], mask=[True, True, False])) == pytest.approx(3 * reductions.QN_CONSTANT, rel=1e-15)
+    assert float(reductions.sn_scale([1.0, 4.0])) == pytest.approx(3 * reductions.SN_CONSTANT, rel=1e-15)
+    assert float(reductions.qn_scale([5.0])) == 0.0 == float(reductions.sn_scale([5.0]))
 
 
 def test_numpy_sort_path_equals_torch_sort():
@@ -353,8 +354,8 @@ def _huber_samples(name: str, rows: int = 2000, size: int = 16) -> np.ndarray:
 @pytest.mark.parametrize("name", ["cauchy", "normal", "outlier", "partial"])
 def test_huber_reaches_the_fixed_point_in_six_steps(name):
     x = _huber_samples(name)
-    loc6, scale6 = stats.huber(x, maxiter=6, tol=1e-12)
-    loc, scale = stats.huber(x, maxiter=1000, tol=1e-14)
+    loc6, scale6 = reductions.huber(x, maxiter=6, tol=1e-12)
+    loc, scale = reductions.huber(x, maxiter=1000, tol=1e-14)
     moving = scale > 0  # rows with a MAD of 0 keep the median
     np.testing.assert_allclose(loc6[moving], loc[moving], rtol=0, atol=1e-10 * scale[moving].max())
     np.testing.assert_allclose(scale6[moving], scale[moving], rtol=1e-10)
@@ -362,7 +363,7 @@ def test_huber_reaches_the_fixed_point_in_six_steps(name):
 
 def test_huber_converges_where_statsmodels_plain_iteration_stops_short():
     x = _huber_samples("cauchy", rows=300)
-    loc, scale = stats.huber(x)
+    loc, scale = reductions.huber(x)
     stopped_short = 0
     for i, row in enumerate(x):
         try:
@@ -429,19 +430,19 @@ def test_trimmed_mean_is_scipys_with_masks_and_refuses_half(proportion):
     for n in range(1, 30):
         x = rng.standard_cauchy((4, n))
         expected = scipy.stats.trim_mean(x, proportion, axis=-1)
-        np.testing.assert_allclose(stats.trimmed_mean(torch.as_tensor(x), proportion=proportion).numpy(), expected,
+        np.testing.assert_allclose(reductions.trimmed_mean(torch.as_tensor(x), proportion=proportion).numpy(), expected,
                                    rtol=1e-13)
     x = rng.standard_normal((3, 12))
     mask = np.ones_like(x, dtype=bool)
     mask[:, 9:] = False  # the last three ignored: the trimmed mean of the first nine
-    np.testing.assert_allclose(stats.trimmed_mean(x, mask=mask, proportion=proportion),
+    np.testing.assert_allclose(reductions.trimmed_mean(x, mask=mask, proportion=proportion),
                                scipy.stats.trim_mean(x[:, :9], proportion, axis=-1), rtol=1e-13)
 
 
 def test_trimmed_mean_refuses_a_proportion_that_cuts_everything():
     for bad in (0.5, -0.1, True, "0.2"):
         with pytest.raises(ValueError, match=r"proportion must be a number in \[0, 0.5\)"):
-            stats.trimmed_mean([1.0, 2.0, 3.0], proportion=bad)
+            reductions.trimmed_mean([1.0, 2.0, 3.0], proportion=bad)
 
 
 def test_documented_defaults_of_the_row_functions():
@@ -457,12 +458,12 @@ def test_documented_defaults_of_the_row_functions():
     # winsorize's limits of 0.1 at both ends, as scipy's winsorize(limits=0.1)
     rows = DATA["outliers"]
     ref = np.stack([np.asarray(mstats.winsorize(row, limits=0.1)) for row in rows])
-    np.testing.assert_array_equal(stats.winsorize(rows), ref)
+    np.testing.assert_array_equal(reductions.winsorize(rows), ref)
     # trimmed_mean cuts 20 % at each end, as scipy's trim_mean(x, 0.2)
-    np.testing.assert_allclose(stats.trimmed_mean(rows), scipy.stats.trim_mean(rows, 0.2, axis=-1), rtol=1e-12)
+    np.testing.assert_allclose(reductions.trimmed_mean(rows), scipy.stats.trim_mean(rows, 0.2, axis=-1), rtol=1e-12)
     # huber refuses c = 0 (psi would be 0 everywhere)
     with pytest.raises(ValueError, match="^c must be positive, got 0$"):
-        stats.huber(rows[0], c=0)
+        reductions.huber(rows[0], c=0)
     # huber_proposal2's c = 1.5 is statsmodels' Huber default, from the same median and MAD start
     normal = _huber_samples("normal", rows=50)
     xt = torch.tensor(normal)

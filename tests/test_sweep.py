@@ -25,7 +25,8 @@ import pandas as pd
 import pytest
 import torch
 
-from robustgrpo.checks import Estimate, check_int
+from robustgrpo.checks import check_int
+from robustgrpo.lab.machine import Estimate
 from robustgrpo.cli import main
 from robustgrpo.lab.contamination import Bernoulli
 from robustgrpo.lab.metrics import agreement_grid

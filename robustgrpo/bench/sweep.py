@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 
 from robustgrpo.bench._common import load_average, load_text
-from robustgrpo.checks import Estimate
+from robustgrpo.lab.machine import Estimate
 
 __all__ = [
     "SWEEP_BENCH_SIM",

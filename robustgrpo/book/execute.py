@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from robustgrpo.checks import check_int, decode_utf8, make_folder
+from robustgrpo.checks import check_int
+from robustgrpo.lab.files import decode_utf8, make_folder
 
 __all__ = ["NOTEBOOK_DIR", "NotebookRun", "list_notebooks", "resolve_notebook", "read_notebook", "run_notebook", "reading_html",
            "run_all"]

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from matplotlib.figure import Figure
 
-from robustgrpo.checks import make_folder
+from robustgrpo.lab.files import make_folder
 from robustgrpo.book.style import save_figure
 
 __all__ = [

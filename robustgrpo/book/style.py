@@ -26,7 +26,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from robustgrpo.advantages import ESTIMATORS
-from robustgrpo.checks import plain_text, require_columns
+from robustgrpo.lab.files import plain_text, require_columns
 
 __all__ = [
     "ESTIMATOR_COLORS",
@@ -76,7 +76,7 @@ HOUSE_STYLE: dict[str, object] = {
 
 def literal_text(text: object) -> str:
     r"""``text`` shown as it is in a title or label: control characters escaped
-    (:func:`~robustgrpo.checks.plain_text`) and every ``$`` escaped, so that a file name like
+    (:func:`~robustgrpo.lab.files.plain_text`) and every ``$`` escaped, so that a file name like
     ``run$1$.csv`` is not parsed as mathtext (matplotlib reads text between two ``$`` as math).
 
     >>> literal_text("run$^$.csv")

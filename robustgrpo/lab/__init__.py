@@ -3,6 +3,12 @@
 Each module imports the core (:mod:`robustgrpo.advantages` and below) and the lab modules before
 it in this list, never one after it (``tests/test_project.py`` checks the imports):
 
+``files``, ``machine``
+    the rules for files, folders, JSON, tables and text from files; the machine's bounds
+    (CPUs, memory, time, a Ray cluster's timeout);
+``reductions``
+    robust location and scale of samples as ``scipy.stats`` computes them (median, MAD, Qn, Sn,
+    Huber, biweight, winsorize), for the metrics and the primer;
 ``contamination`` -> ``scenarios``
     clean reward models and contamination models; the named scenarios of ``data/scenarios``;
 ``rewardlogs`` -> ``runlogs``

@@ -83,7 +83,8 @@ from robustgrpo.advantages import (
     resolve_methods,
     split_settings,
 )
-from robustgrpo.checks import ParamError, check_positive, check_real, plain_text
+from robustgrpo.checks import ParamError, check_positive, check_real
+from robustgrpo.lab.files import plain_text
 from robustgrpo.inputs import group_by_index
 from robustgrpo.lab.metrics import relative_update_error, update_cosine
 from robustgrpo.lab.metrics.battery import EFFICIENCY_MARGIN
@@ -418,7 +419,7 @@ class Diagnosis:
         """The plain-text report that ``python -m robustgrpo diagnose`` prints.
 
         Text from the log (file name, reward function, group ids) is shown with its control
-        characters escaped (:func:`~robustgrpo.checks.plain_text`): a log cannot drive the terminal.
+        characters escaped (:func:`~robustgrpo.lab.files.plain_text`): a log cannot drive the terminal.
         A log of more than :data:`MAX_STEP_ROWS` steps is shown by ranges of steps (:meth:`step_table`).
         """
         table, title = self.step_table()

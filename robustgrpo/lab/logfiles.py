@@ -8,12 +8,12 @@ check, and a new format gets them all by saying which column holds which kind of
 The file (:func:`read_table`)
 -----------------------------
 * text (CSV, JSON Lines) is UTF-8, a byte-order mark dropped; a file that is not names the
-  line and byte of its first bad byte (:func:`~robustgrpo.checks.decode_utf8`);
+  line and byte of its first bad byte (:func:`~robustgrpo.lab.files.decode_utf8`);
 * JSON Lines: one JSON object per non-blank line; a line that is not valid JSON, holds
-  something other than an object, nests more than :data:`~robustgrpo.checks.JSON_MAX_DEPTH`
+  something other than an object, nests more than :data:`~robustgrpo.lab.files.JSON_MAX_DEPTH`
   levels deep or repeats a key is refused naming its line; an integer of more than
-  :data:`~robustgrpo.checks.JSON_MAX_INT_DIGITS` digits is read as its sign and magnitude
-  (:class:`~robustgrpo.checks.LongInteger`, beyond every float64 and int64), so the field
+  :data:`~robustgrpo.lab.files.JSON_MAX_INT_DIGITS` digits is read as its sign and magnitude
+  (:class:`~robustgrpo.lab.files.LongInteger`, beyond every float64 and int64), so the field
   check refuses it with its line and column, as any number out of range;
 * CSV: a header that names a column twice is refused (pandas would rename the second
   ``reward.1`` and read the first);
@@ -68,7 +68,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from robustgrpo.checks import JSON_MAX_DEPTH, decode_utf8, json_depth_error, loads_json
+from robustgrpo.lab.files import JSON_MAX_DEPTH, decode_utf8, json_depth_error, loads_json
 
 __all__ = ["FORMATS", "FIELD_KINDS", "RewardLogError", "Table", "format_of", "read_table", "check_fields",
            "first_problem", "is_number"]

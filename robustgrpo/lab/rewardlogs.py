@@ -35,7 +35,7 @@ Nothing is coerced silently and nothing is dropped silently:
 The file and every field are read under the one discipline of every log
 (:mod:`robustgrpo.lab.logfiles`, which TRL's and verl's files go through too):
 UTF-8 text with or without a byte-order mark, JSON nested at most
-:data:`~robustgrpo.checks.JSON_MAX_DEPTH` deep, no key or column named twice.
+:data:`~robustgrpo.lab.files.JSON_MAX_DEPTH` deep, no key or column named twice.
 By default the first problem raises :class:`RewardLogError` (a
 ``ValueError``) naming the file, the line (or row) and the column, and how
 many rows have problems. With ``skip_bad=True`` (``--skip-bad`` on the

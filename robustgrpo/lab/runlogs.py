@@ -78,7 +78,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from robustgrpo.checks import check_output_file
+from robustgrpo.lab.files import check_output_file
 from robustgrpo.lab.logfiles import RewardLogError, Table, check_fields, first_problem, is_number, read_table
 from robustgrpo.lab.rewardlogs import RewardLog, load_reward_log
 
@@ -234,7 +234,7 @@ def check_output_path(path: str | os.PathLike[str], output: str | os.PathLike[st
     """Check that a file written at ``output`` (a report) replaces no file that reading ``path`` reads, and adds
     none that it would read next time; return it.
 
-    Besides :func:`~robustgrpo.checks.check_output_file` (run with the files ``path`` reads: the reward log
+    Besides :func:`~robustgrpo.lab.files.check_output_file` (run with the files ``path`` reads: the reward log
     itself, or every file of the run), refused: a name the trainer's files take (``completions_<step>.parquet``,
     ``<step>.jsonl``) in a folder the run is read from, which the next read would take for a run file.
     """

@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from robustgrpo.checks import ParamError, check_int, check_seed, is_real, read_json
+from robustgrpo.checks import ParamError, check_int, check_seed, is_real
+from robustgrpo.lab.files import read_json
 from robustgrpo.lab.contamination import (
     CLEAN_MODELS,
     CONTAMINATION_MODELS,

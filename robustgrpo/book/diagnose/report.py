@@ -8,7 +8,7 @@ files next to it: ``python -m robustgrpo diagnose FILE --html OUT``.
 
 Text from the log (the file name, group ids, reward-function names) is shown
 as text: HTML-escaped, its control characters escaped
-(:func:`~robustgrpo.checks.plain_text`), and in figure titles its ``$`` too
+(:func:`~robustgrpo.lab.files.plain_text`), and in figure titles its ``$`` too
 (:func:`~robustgrpo.book.style.literal_text`). :func:`write_diagnosis_html`
 writes only a new file in an existing folder: never the log itself, never
 through a symbolic link, never over an existing file unless ``force``.
@@ -26,7 +26,7 @@ from typing import Sequence
 import pandas as pd
 from matplotlib.figure import Figure
 
-from robustgrpo.checks import check_output_file, plain_text, write_new_file
+from robustgrpo.lab.files import check_output_file, plain_text, write_new_file
 from robustgrpo.lab.diagnose import Diagnosis
 from robustgrpo.book.diagnose.plots import reward_distribution, step_health, update_agreement
 from robustgrpo.book.style import house_style, literal_text
@@ -131,7 +131,7 @@ def write_diagnosis_html(diagnosis: Diagnosis, path: str | os.PathLike[str], *, 
     ------
     ValueError
         ``path`` is a folder, a symbolic link, one of ``inputs``, in a folder that does not
-        exist, or exists (without ``force``); see :func:`~robustgrpo.checks.check_output_file`.
+        exist, or exists (without ``force``); see :func:`~robustgrpo.lab.files.check_output_file`.
     """
     path = check_output_file(path, inputs=inputs, force=force)
     page = diagnosis_html(diagnosis).encode("utf-8")

@@ -51,7 +51,7 @@ from robustgrpo.book.primer.plots import (
     plot_update_weight,
 )
 from robustgrpo.lab.scenarios import data_dir
-from robustgrpo.stats import median
+from robustgrpo.lab.reductions import median
 from robustgrpo.book.figures import ReportFigure, report_figure
 from robustgrpo.book.text import join, pct
 

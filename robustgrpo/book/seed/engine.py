@@ -22,7 +22,7 @@ import torch
 
 from robustgrpo.advantages import ESTIMATORS, clip_help, compute_advantages, featured_estimators
 from robustgrpo.checks import check_int, check_real
-from robustgrpo.stats import mad, median
+from robustgrpo.lab.reductions import mad, median
 from robustgrpo.book.controls import Control, Slider, check_methods, format_call
 
 __all__ = [

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from robustgrpo.advantages import compute_advantages, recommended_method
-from robustgrpo.checks import require_columns
+from robustgrpo.lab.files import require_columns
 from robustgrpo.lab.contamination import contamination_from_dict
 from robustgrpo.book.drift.plots import plot_point_ranges
 from robustgrpo.book.trainer.plots import plot_arm_dots, plot_curve_grid

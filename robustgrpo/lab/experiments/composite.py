@@ -25,7 +25,16 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from robustgrpo.advantages import ESTIMATORS
-from robustgrpo.checks import Estimate, ParamError, check_choice, check_fields, check_int, check_positive, check_probability, check_real
+from robustgrpo.checks import (
+    ParamError,
+    check_choice,
+    check_fields,
+    check_int,
+    check_positive,
+    check_probability,
+    check_real,
+)
+from robustgrpo.lab.machine import Estimate
 from robustgrpo.integrations import estimator_settings
 from robustgrpo.multireward import AGGREGATIONS
 from robustgrpo.lab.simulate.config import plain_fields

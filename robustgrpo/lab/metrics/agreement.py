@@ -21,6 +21,7 @@ from robustgrpo.advantages import (
 )
 from robustgrpo.checks import check_choice, check_real
 from robustgrpo.inputs import count_true
+from robustgrpo.lab import reductions
 from robustgrpo.lab.contamination import (
     Contaminated,
 )
@@ -505,7 +506,7 @@ def advantage_samples(
     b, g = record.clean.shape
     group = np.repeat(np.arange(b), g)
     sample = np.tile(np.arange(g), b)
-    clean_median = S.median(record.clean, keepdim=True)
+    clean_median = reductions.median(record.clean, keepdim=True)
     base = dict(
         group=group,
         sample=sample,

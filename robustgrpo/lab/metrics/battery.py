@@ -90,8 +90,8 @@ from robustgrpo.checks import (
     check_probability,
     check_real,
     check_seed,
-    read_json,
 )
+from robustgrpo.lab.files import read_json
 from robustgrpo.lab.contamination import contamination_from_dict
 from robustgrpo.inputs import distinct_names
 from robustgrpo.multireward import compute_multi_reward_advantages

@@ -13,7 +13,7 @@ import torch
 
 from robustgrpo.advantages import compute_advantages
 from robustgrpo.lab.scenarios import load_scenario
-from robustgrpo.stats import mad, median
+from robustgrpo.lab.reductions import mad, median
 
 __all__ = ["SCENARIO", "SeedGroup", "seed_group", "seed_group_summary"]
 

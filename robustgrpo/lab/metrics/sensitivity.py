@@ -10,9 +10,9 @@ import pandas as pd
 import torch
 
 from robustgrpo.checks import check_int
-from robustgrpo import stats as S
 from robustgrpo.advantages import ENTRY_OPTIONS, ESTIMATORS, compute_advantages, resolve_methods, split_settings
 from robustgrpo.inputs import distinct_names
+from robustgrpo.lab import reductions as S
 from robustgrpo.lab.metrics._common import (
     HUBER_EFFICIENT_C,
     Methods,

@@ -29,7 +29,6 @@ from typing import Any, Callable, Mapping
 
 from robustgrpo.advantages import ESTIMATORS, split_settings
 from robustgrpo.checks import (
-    Estimate,
     ParamError,
     check_choice,
     check_fields,
@@ -38,8 +37,9 @@ from robustgrpo.checks import (
     check_probability,
     check_real,
     check_seed,
-    read_json,
 )
+from robustgrpo.lab.files import read_json
+from robustgrpo.lab.machine import Estimate
 from robustgrpo.lab.contamination import (
     ContaminationModel,
     JudgeFlips,
@@ -408,7 +408,7 @@ class SimConfig:
 
         about half the memory and a fifth of the time measured on two CPU cores (the tensors
         of a step, the problem, the record and its table), so that a run refused by
-        :func:`~robustgrpo.checks.check_estimate` is certainly beyond the machine.
+        :func:`~robustgrpo.lab.machine.check_estimate` is certainly beyond the machine.
         """
         n_seeds = check_int("n_seeds", n_seeds, minimum=1)
         S, E, P, K, G = n_seeds, len(self.estimators), self.n_prompts, self.n_answers, self.G

@@ -51,7 +51,8 @@ from torch import Tensor
 from tqdm.auto import tqdm
 
 from robustgrpo.advantages import ESTIMATORS, compute_advantages, resolve_methods, split_settings
-from robustgrpo.checks import ParamError, check_int, check_probability, check_seed, check_threads, memory_limit
+from robustgrpo.checks import ParamError, check_int, check_probability, check_seed
+from robustgrpo.lab.machine import check_threads, memory_limit
 from robustgrpo.lab.contamination import NoContamination
 from robustgrpo.lab.simulate.config import CRITIC, SimConfig
 from robustgrpo.lab.simulate.grouping import (
@@ -259,7 +260,7 @@ class _Grouper:
 def torch_threads(n: int | None) -> Iterator[None]:
     """Run the block with ``n`` torch intra-op threads (None: leave the setting), then restore it.
 
-    ``n`` is at most ``os.cpu_count()`` (:func:`~robustgrpo.checks.check_threads`): ``ValueError`` naming the bound.
+    ``n`` is at most ``os.cpu_count()`` (:func:`~robustgrpo.lab.machine.check_threads`): ``ValueError`` naming the bound.
     """
     before = torch.get_num_threads()
     if n is not None:  # at most the machine's CPUs: torch given 100,000 threads crashes the process

@@ -61,7 +61,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from robustgrpo.checks import make_folder, read_json
+from robustgrpo.lab.files import make_folder, read_json
 from robustgrpo.lab.sweep.runnables import RUNNABLES, Runnable, flat_columns
 from robustgrpo.lab.sweep.spec import Cell, Sweep, cell_label, config_hash
 

@@ -55,7 +55,8 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from robustgrpo.advantages import ESTIMATORS
-from robustgrpo.checks import Estimate, ParamError, check_choice, check_int, check_positive, check_probability, check_real
+from robustgrpo.checks import ParamError, check_choice, check_int, check_positive, check_probability, check_real
+from robustgrpo.lab.machine import Estimate
 from robustgrpo.lab.contamination import clean_model_from_dict, clean_model_to_dict
 from robustgrpo.lab.metrics.grid import agreement_grid
 from robustgrpo.lab.simulate import SimConfig, simulate
@@ -96,7 +97,7 @@ class Runnable:
     estimate : callable
         ``estimate(config) -> Estimate``: what one cell needs at least (memory, time on one CPU),
         from its sizes alone, so that :func:`~robustgrpo.lab.sweep.run_sweep` refuses a sweep with a
-        cell far beyond the machine before it starts (:func:`~robustgrpo.checks.check_estimate`).
+        cell far beyond the machine before it starts (:func:`~robustgrpo.lab.machine.check_estimate`).
         Required (a keyword): every runnable says what a cell costs before one runs.
     run_options : tuple of str
         Keywords ``run`` and ``run_seeds`` accept beside the config and the seed, which the driver
@@ -265,7 +266,7 @@ def _agreement_estimate(config: Mapping[str, Any]) -> Estimate:
     about half the peak memory and a fifth of the time measured on two CPU cores (121 to 155 bytes
     and 170 to 1,200 ns per reward over the estimators and contamination models, N G up to 5 million:
     the clean and contaminated rewards, their advantages under the method and the reference, the
-    masks and the per-group metrics), so that a cell refused by :func:`~robustgrpo.checks.check_estimate`
+    masks and the per-group metrics), so that a cell refused by :func:`~robustgrpo.lab.machine.check_estimate`
     is certainly beyond the machine.
     """
     n, g = config["n_groups"], config["G"]

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from tqdm.auto import tqdm
 
-from robustgrpo.checks import Estimate, check_estimate
+from robustgrpo.lab.machine import Estimate, check_estimate
 from robustgrpo.lab.sweep.engines import LocalEngine, Outcome, RayEngine
 from robustgrpo.lab.sweep.record import Record, tidy_frame
 from robustgrpo.lab.sweep.runnables import Runnable
@@ -90,7 +90,7 @@ def run_sweep(
         The runnable table, when ``sweep`` is a config.
     yes : bool
         Start even when a cell's estimate is far beyond this machine (more memory than it has, or
-        more than a day; :func:`~robustgrpo.checks.check_estimate`); without it such a sweep is
+        more than a day; :func:`~robustgrpo.lab.machine.check_estimate`); without it such a sweep is
         refused before anything is written.
     options : mapping, optional
         Keywords for the runnable's ``run`` among its

@@ -71,7 +71,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from robustgrpo.checks import MAX_CELLS, ParamError, check_int, check_real, check_seed, read_json
+from robustgrpo.checks import ParamError, check_int, check_real, check_seed
+from robustgrpo.lab.files import read_json
+from robustgrpo.lab.machine import MAX_CELLS
 from robustgrpo.lab.sweep.runnables import RUNNABLES, Runnable
 
 __all__ = ["SWEEP_KEYS", "DISTRIBUTIONS", "MAX_CELLS", "Cell", "Sweep", "load_sweep", "canonical_json", "config_hash", "cell_id", "cell_label", "set_path"]
