@@ -60,6 +60,8 @@ against the exact gradient, and a stated rule turns it into
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import enum
 import json
 import math
 import re
@@ -138,6 +140,7 @@ __all__ = [
     "describe_estimators",
     "Groups",
     "Computed",
+    "GroupState",
     "GroupDiagnostics",
     "SilencedGroupsWarning",
     "AdvantageResult",
@@ -1339,6 +1342,29 @@ def _winsor(g: Groups, *, limits: float, eps: float, ddof: int, resolution: floa
 # ---------------------------------------------------------------- entry point
 
 
+class GroupState(enum.IntEnum):
+    """What the entry point's rules made of a group, in the order a call meets them (:attr:`GroupDiagnostics.state`).
+
+    The first that holds is the group's state: ``NAN`` a non-finite reward under
+    ``nan_policy="propagate"`` (advantages NaN); ``EMPTY`` no valid sample (0); ``SINGLETON`` one
+    (0, or its reward with ``singleton="reward"``); ``CONSTANT`` valid rewards all equal (0);
+    ``SILENCED_BY_TOL`` rewards that differ by no more than ``tol``, by default their float residue
+    (0); ``SILENCED_BY_ESTIMATOR`` the estimator gave every valid sample 0 although the rewards
+    differ (within the order-based estimators' tie tolerance, or winsorized away: 0 even where the
+    estimator took its fallback scale); ``FALLBACK`` scored on the estimator's fallback path (the
+    MAD was 0, say); ``SCORED`` scored on its main path.
+    """
+
+    NAN = 0
+    EMPTY = 1
+    SINGLETON = 2
+    CONSTANT = 3
+    SILENCED_BY_TOL = 4
+    SILENCED_BY_ESTIMATOR = 5
+    FALLBACK = 6
+    SCORED = 7
+
+
 @dataclass(frozen=True)
 class GroupDiagnostics:
     """Per-group diagnostics, one entry per group (same kind as the input).
@@ -1348,34 +1374,65 @@ class GroupDiagnostics:
     centre : baseline the estimator subtracted (mean, median, M-location...)
     scale : divisor it used (1 for unscaled estimators)
     n_valid : number of valid samples
-    degenerate : max - min <= tol (advantage 0)
-    singleton : exactly one valid sample
-    empty : no valid sample (advantage 0)
-    fallback : the estimator's fallback path ran (e.g. MAD was 0)
+    state : what the rules made of the group, a :class:`GroupState` code (:meth:`in_state` turns states
+        into flags)
     n_clipped : samples whose advantage hit the clip bound (or were winsorized)
     n_out_of_range : valid rewards outside the declared ``reward_range`` (0 without one)
-    silenced : every advantage of the group is 0 although its valid rewards (after the range) differ:
-        they were within the float residue or ``tol`` (then ``degenerate`` too), within the order-based
-        estimators' tie tolerance, or trimmed away (``winsor``). :func:`compute_advantages` warns
-        (:class:`SilencedGroupsWarning`) whenever a group is silenced.
+
+    Two unions of states have their own names: :attr:`degenerate` (``max - min <= tol``: constant, or
+    silenced by ``tol``) and :attr:`silenced` (every advantage 0 although the valid rewards differ,
+    by ``tol`` or by the estimator; :func:`compute_advantages` warns, :class:`SilencedGroupsWarning`).
     """
 
     centre: Any
     scale: Any
     n_valid: Any
-    degenerate: Any
-    singleton: Any
-    empty: Any
-    fallback: Any
+    state: Any
     n_clipped: Any
     n_out_of_range: Any
-    silenced: Any
+
+    def in_state(self, *states: GroupState | str) -> Any:
+        """Per group, whether its state is one of ``states`` (members of :class:`GroupState` or their names,
+        any case), as booleans of the state's kind.
+
+        >>> d = compute_advantages([[0.0, 0, 1, 1], [1.0, 1, 1, 1], [0.0, 0, 0, 1]], "robust").diagnostics
+        >>> d.in_state("constant"), d.in_state(GroupState.FALLBACK, GroupState.SCORED)
+        ([False, True, False], [True, False, True])
+        """
+        codes = []
+        for s in states:
+            if not isinstance(s, GroupState):
+                names = [m.name.lower() for m in GroupState]
+                if not isinstance(s, str) or s.lower() not in names:
+                    close = difflib.get_close_matches(str(s).lower(), names, n=1)
+                    raise ValueError(f"unknown group state {s!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+                                     + f" (states: {', '.join(names)})")
+                s = GroupState[s.upper()]
+            codes.append(int(s))
+        state = torch.as_tensor(np.asarray(self.state.cpu() if isinstance(self.state, torch.Tensor) else self.state))
+        flags = torch.isin(state, torch.tensor(codes, dtype=state.dtype))
+        if isinstance(self.state, torch.Tensor):
+            return flags.to(self.state.device)
+        return flags.numpy() if isinstance(self.state, np.ndarray) else flags.tolist()
+
+    @property
+    def degenerate(self) -> Any:
+        """``max - min <= tol`` over the valid rewards (advantage 0): constant, or silenced by ``tol``."""
+        return self.in_state(GroupState.CONSTANT, GroupState.SILENCED_BY_TOL)
+
+    @property
+    def silenced(self) -> Any:
+        """Every advantage of the group is 0 although its valid rewards (after the range) differ: they were within
+        the float residue or ``tol``, within the order-based estimators' tie tolerance, or trimmed away (``winsor``)."""
+        return self.in_state(GroupState.SILENCED_BY_TOL, GroupState.SILENCED_BY_ESTIMATOR)
 
     def to_frame(self):
-        """The diagnostics as a pandas DataFrame, one row per group."""
+        """The diagnostics as a pandas DataFrame, one row per group (the state by name)."""
         import pandas as pd
 
-        return pd.DataFrame({k: np.asarray(v) for k, v in self.__dict__.items()})
+        frame = pd.DataFrame({k: np.asarray(v) for k, v in self.__dict__.items()})
+        frame["state"] = [GroupState(int(code)).name.lower() for code in frame["state"]]
+        return frame
 
 
 class SilencedGroupsWarning(UserWarning):
@@ -1956,17 +2013,19 @@ def compute_advantages(
     if grouping is not None:
         adv = scatter_to_flat(adv, grouping)
 
+    # the group's state: the first of its rules that holds, in call order (GroupState)
+    state = torch.full(n.shape, GroupState.SCORED, dtype=torch.int8, device=device)
+    for flags, code in ((out.fallback & defined, GroupState.FALLBACK), (silenced, GroupState.SILENCED_BY_ESTIMATOR),
+                        (degenerate & (spread > 0), GroupState.SILENCED_BY_TOL), (degenerate & ~(spread > 0), GroupState.CONSTANT),
+                        (single, GroupState.SINGLETON), (empty, GroupState.EMPTY), (poisoned, GroupState.NAN)):
+        state = state.masked_fill_(flags, code)
     diag = GroupDiagnostics(
         centre=to_kind(centre, kind),
         scale=to_kind(scale, kind),
         n_valid=to_kind(n, kind),
-        degenerate=to_kind(degenerate, kind),
-        singleton=to_kind(single, kind),
-        empty=to_kind(empty, kind),
-        fallback=to_kind(out.fallback & defined, kind),
+        state=to_kind(state, kind),
         n_clipped=to_kind(_count(out.clipped, keep, n) if out.n_clipped is None else torch.where(defined, out.n_clipped, 0), kind),
         n_out_of_range=to_kind(_count(outside, None, n, hit), kind),
-        silenced=to_kind(silenced, kind),
     )
     return AdvantageResult(
         advantages=to_kind(adv, kind),

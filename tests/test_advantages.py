@@ -15,7 +15,7 @@ from scipy.stats import mstats
 from statsmodels.robust.scale import Huber
 
 import robustgrpo
-from robustgrpo import ESTIMATORS, compute_advantages
+from robustgrpo import ESTIMATORS, GroupState, compute_advantages
 from robustgrpo.advantages import Groups, _robust_parts
 from robustgrpo.bench import SORT_FLOOR, median_mad_clip_numpy, robust_numpy_scipy
 from robustgrpo.lab.scenarios import load_scenario
@@ -70,7 +70,7 @@ class TestSeedExample:
         res = compute_advantages(POISONED, "seed_mad")
         assert float(res.advantages[0, CORRECT]) == pytest.approx(REF["seed_mad_correct"], rel=1e-6)
         assert float(res.advantages[0, OUTLIER]) == REF["seed_mad_outlier"]
-        assert bool(res.diagnostics.fallback[0])
+        assert bool(res.diagnostics.in_state(GroupState.FALLBACK)[0])
         assert int(res.diagnostics.n_clipped[0]) == 1
 
     def test_robust_keeps_the_correct_answer(self):
@@ -82,7 +82,7 @@ class TestSeedExample:
         assert 0.5 * REF["clean_grpo_correct"] < float(adv[CORRECT]) <= float(clean[CORRECT])
         assert float(adv[OUTLIER]) == 2.5  # at most c
         assert (adv[[i for i in range(8) if i not in (CORRECT, OUTLIER)]] <= 0).all()
-        assert bool(res.diagnostics.fallback[0])
+        assert bool(res.diagnostics.in_state(GroupState.FALLBACK)[0])
 
     @pytest.mark.parametrize("size", [2.0, 10.0, 100.0, 500.0])
     def test_robust_keeps_the_correct_answer_within_its_dynamic_range(self, size):
@@ -590,8 +590,8 @@ def test_degenerate_singleton_and_empty_groups(name):
     res = compute_advantages(r, name, mask=mask)
     d = res.diagnostics
     assert d.degenerate.tolist() == [True, False, False, False]
-    assert d.singleton.tolist() == [False, True, False, False]
-    assert d.empty.tolist() == [False, False, True, False]
+    assert d.in_state(GroupState.SINGLETON).tolist() == [False, True, False, False]
+    assert d.in_state(GroupState.EMPTY).tolist() == [False, False, True, False]
     assert (res.advantages[:3] == 0).all()
     assert torch.isfinite(res.advantages).all()
     verl = compute_advantages(r, name, mask=mask, singleton="reward").advantages
@@ -712,12 +712,11 @@ def test_diagnostics_frame():
     r = (rng.random((100, 8)) < 0.3).astype(float)
     res = compute_advantages(r, "robust")
     frame = res.diagnostics.to_frame()
-    assert list(frame.columns) == ["centre", "scale", "n_valid", "degenerate", "singleton", "empty", "fallback", "n_clipped",
-                                   "n_out_of_range", "silenced"]
+    assert list(frame.columns) == ["centre", "scale", "n_valid", "state", "n_clipped", "n_out_of_range"]
     assert len(frame) == 100
     # with 0/1 rewards and G = 8 the MAD is 0 unless the group splits 4/4
     split = r.sum(-1) == 4
-    np.testing.assert_array_equal(frame.fallback, ~split & ~frame.degenerate)
+    np.testing.assert_array_equal(frame.state == "fallback", ~split & ~frame.state.isin(["constant", "silenced_by_tol"]))
     assert res.params == {"c": 2.5, "resolution": 1e-3}
 
 
@@ -1096,12 +1095,12 @@ def test_with_a_declared_range_each_group_gets_what_a_call_on_it_alone_gives(nam
              tuple(others): compute_advantages(r[others], name, reward_range=span)}
     for rows, part in alone.items():
         assert torch.equal(res.advantages[list(rows)], part.advantages), rows
-        for field in ("centre", "scale", "n_valid", "degenerate", "singleton", "empty", "fallback", "n_clipped", "n_out_of_range"):
+        for field in ("centre", "scale", "n_valid", "state", "n_clipped", "n_out_of_range"):
             whole, own = getattr(res.diagnostics, field)[list(rows)], getattr(part.diagnostics, field)
             assert torch.equal(whole, own) or (whole.is_floating_point() and torch.equal(whole.isnan(), own.isnan())
                                                and torch.equal(whole.nan_to_num(), own.nan_to_num())), (field, rows)
     assert res.diagnostics.n_out_of_range[hit].tolist() == [1, 2, G - 1, G, 1] and bool(res.diagnostics.degenerate[31])
-    assert float(res.advantages[hit[0], 5]) == 0.0 and bool(res.diagnostics.singleton[29]) and bool(res.diagnostics.empty[30])
+    assert float(res.advantages[hit[0], 5]) == 0.0 and bool(res.diagnostics.in_state(GroupState.SINGLETON)[29]) and bool(res.diagnostics.in_state(GroupState.EMPTY)[30])
 
 
 @pytest.mark.parametrize("name", sorted(n for n in EXPECTED_NAMES if ESTIMATORS[n].depends_on_batch))

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as hst
 
 import robustgrpo
-from robustgrpo import ESTIMATORS, compute_advantages
+from robustgrpo import ESTIMATORS, GroupState, compute_advantages
 from robustgrpo.lab import metrics as M
 from robustgrpo.lab.contamination import (
     Bernoulli,
@@ -909,7 +909,7 @@ class TestAgreementDetails:
         clipped = int(torch.as_tensor(res.diagnostics.n_clipped).sum())
         assert clipped > 0
         assert row["clipped_fraction"] == clipped / record.rewards.numel()
-        assert row["fallback_rate"] == float(torch.as_tensor(res.diagnostics.fallback).double().mean())
+        assert row["fallback_rate"] == float(torch.as_tensor(res.diagnostics.in_state(GroupState.FALLBACK)).double().mean())
 
     def test_counts_with_and_without_compared_samples(self):
         a = torch.tensor([[1.0, -1.0, 0.0], [2.0, 0.0, -2.0]])

@@ -38,13 +38,13 @@ def test_normalize_then_sum_is_the_weighted_sum_of_each_functions_advantages_the
     assert float(only_length.abs().max()) > 1.0
     summed = compute_multi_reward_advantages(r, None, "grpo", aggregation="sum_then_normalize")
     torch.testing.assert_close(summed.advantages, compute_advantages(r.sum(-1), "grpo").advantages)
-    assert summed.params["batch_normalize"] == "none" and summed.diagnostics.fallback.shape == (5,)
+    assert summed.params["batch_normalize"] == "none" and summed.diagnostics.state.shape == (5,)
 
 
 def test_diagnostics_come_per_function_and_params_say_what_was_done():
     r = _composite()
     out = compute_multi_reward_advantages(r, [1, 1, 1], "robust", c=2.0)
-    assert out.diagnostics.fallback.shape == (5, 3) and out.diagnostics.centre.shape == (5, 3)
+    assert out.diagnostics.state.shape == (5, 3) and out.diagnostics.centre.shape == (5, 3)
     torch.testing.assert_close(out.diagnostics.centre[:, 1], compute_advantages(r[..., 1], "robust", c=2.0).diagnostics.centre)
     assert out.params["c"] == 2.0 and out.params["aggregation"] == "normalize_then_sum"
     assert out.params["batch_normalize"] == "std" and out.params["batch_eps"] == 1e-4 and out.params["weights"] == [1, 1, 1]
@@ -55,7 +55,7 @@ def test_flat_samples_with_an_index_match_the_padded_layout_and_keep_the_input_k
     perm = torch.randperm(12, generator=torch.Generator().manual_seed(2))
     flat, uid = r.reshape(12, 3)[perm], np.repeat(np.array(["a", "b", "c"], dtype=object), 4)[perm.numpy()]
     out = compute_multi_reward_advantages(flat.numpy(), [1.0, 0.3, 1.0], "rank", index=uid)
-    assert isinstance(out.advantages, np.ndarray) and isinstance(out.diagnostics.fallback, np.ndarray)
+    assert isinstance(out.advantages, np.ndarray) and isinstance(out.diagnostics.state, np.ndarray)
     padded = compute_multi_reward_advantages(r, [1.0, 0.3, 1.0], "rank").advantages.reshape(12)[perm]
     np.testing.assert_allclose(out.advantages, padded.numpy(), rtol=1e-12, atol=1e-12)
 

@@ -18,7 +18,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from robustgrpo.advantages import ESTIMATORS, compute_advantages
+from robustgrpo.advantages import ESTIMATORS, GroupState, compute_advantages
 from robustgrpo.checks import ParamError
 from robustgrpo.lab.contamination import (
     HeavyTailedNoise,
@@ -241,7 +241,7 @@ def test_group_advantages_are_compute_advantages_per_prompt_and_per_seed():
         for s in range(3):  # the oracle: one call per seed (batch_std's batch is one seed's prompts)
             ref = compute_advantages(r[s], method)
             torch.testing.assert_close(adv[s], ref.advantages, rtol=0, atol=1e-12)
-            assert float(diag["fallback_rate"][s]) == float(ref.diagnostics.fallback.double().mean())
+            assert float(diag["fallback_rate"][s]) == float(ref.diagnostics.in_state(GroupState.FALLBACK).double().mean())
             assert float(diag["degenerate_fraction"][s]) == float(ref.diagnostics.degenerate.double().mean())
 
 

@@ -20,7 +20,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from robustgrpo.advantages import ESTIMATORS, compute_advantages
+from robustgrpo.advantages import ESTIMATORS, GroupState, compute_advantages
 from robustgrpo.bench import (
     DashboardBench,
     format_dashboard_table,
@@ -80,7 +80,7 @@ def test_advantages_are_those_of_compute_advantages_at_every_c(engine, method, c
         np.testing.assert_array_equal(data.group_advantages[method], ref.advantages[7].numpy())
         np.testing.assert_array_equal(data.group_clean_advantages[method], _reference(clean, method, c).advantages[7].numpy())
         d = ref.diagnostics
-        assert data.fallback_rate[method] == int(d.fallback.sum()) / N_GROUPS
+        assert data.fallback_rate[method] == int(d.in_state(GroupState.FALLBACK).sum()) / N_GROUPS
         assert data.clipped_fraction[method] == int(d.n_clipped.sum()) / (N_GROUPS * G)
 
 

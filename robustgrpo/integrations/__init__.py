@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from robustgrpo.advantages import AdvantageResult, compute_advantages, get_estimator
+from robustgrpo.advantages import AdvantageResult, GroupState, compute_advantages, get_estimator
 
 __all__ = ["OPTIONS", "estimator_settings", "advantage_metrics", "pivot_rows"]
 
@@ -124,7 +124,7 @@ def advantage_metrics(result: AdvantageResult, reference: torch.Tensor, valid: t
     """
     adv = result.advantages
     valid = torch.ones(adv.shape, dtype=torch.bool, device=adv.device) if valid is None else valid
-    fallback = torch.as_tensor(result.diagnostics.fallback)
+    fallback = torch.as_tensor(result.diagnostics.in_state(GroupState.FALLBACK))
     n_fn = fallback.shape[-1] if result.params.get("aggregation") == "normalize_then_sum" else 1
     n_valid = max(int(valid.sum()), 1)
     clipped = torch.as_tensor(result.diagnostics.n_clipped)

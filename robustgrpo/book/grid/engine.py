@@ -82,6 +82,7 @@ import torch
 from robustgrpo.advantages import (
     ESTIMATORS,
     UNCLIPPED,
+    GroupState,
     clip_at,
     clip_help,
     compute_advantages,
@@ -270,7 +271,7 @@ class DashboardData:
         rewards) of the samples not hit and hit; together they count all
         ``n_groups * G`` samples.
     fallback_rate : dict of str to float
-        Fraction of groups whose fallback path ran (``diagnostics.fallback``;
+        Fraction of groups whose fallback path ran (``GroupState.FALLBACK``;
         e.g. the MAD was 0), on the contaminated rewards.
     clipped_fraction : dict of str to float
         Fraction of all samples whose advantage hit the clip (winsorized
@@ -590,7 +591,7 @@ class DashboardEngine:
             res = compute_advantages(state.rewards, method, **({clip: UNCLIPPED} if clip else {}))
             d = res.diagnostics
             state.methods[method] = _Evaluated(
-                res.advantages, int(torch.count_nonzero(d.fallback)) / self.n_groups, int(d.n_clipped.sum())
+                res.advantages, int(torch.count_nonzero(d.in_state(GroupState.FALLBACK))) / self.n_groups, int(d.n_clipped.sum())
             )
         return state.methods[method]
 

@@ -30,8 +30,8 @@ import pandas as pd
 import torch
 
 from robustgrpo.checks import check_int
-from robustgrpo.advantages import (ESTIMATORS, RECOMMENDED, compute_advantages, featured_estimators, recommended_method,
-                                   resolve_methods)
+from robustgrpo.advantages import (ESTIMATORS, RECOMMENDED, GroupState, compute_advantages, featured_estimators,
+                                   recommended_method, resolve_methods)
 from robustgrpo.lab.metrics import advantage_samples, mad_zero_fraction, sensitivity_curve
 from robustgrpo.lab.metrics.seed import SCENARIO, SeedGroup, seed_group, seed_group_summary
 from robustgrpo.book.seed.plots import (
@@ -282,7 +282,7 @@ def seed_scale_figure(
     for m in names:
         d = compute_advantages(batch, m, tie_reference="group").diagnostics  # the rows: the seed group at every M
         frames.append(pd.DataFrame({"method": m, "value": m_values, "scale": d.scale.numpy(),
-                                    "fallback": d.fallback.numpy()}))
+                                    "fallback": d.in_state(GroupState.FALLBACK).numpy()}))
     data = pd.concat(frames, ignore_index=True)
     marker = g.outlier_reward if m_values.min() <= g.outlier_reward <= m_values.max() else None
     fig = plot_group_scale(data, marker=marker)
@@ -342,7 +342,7 @@ def binary_groups_figure(
         for role, column in (("correct", 0), ("wrong", group_size - 1)):
             frames.append(pd.DataFrame({"method": m, "k": k.numpy(), "role": role,
                                         "advantage": res.advantages[:, column].numpy(),
-                                        "fallback": res.diagnostics.fallback.numpy()}))
+                                        "fallback": res.diagnostics.in_state(GroupState.FALLBACK).numpy()}))
     data = pd.concat(frames, ignore_index=True)
     fig = plot_binary_groups(data, group_size=group_size, limits=limits)
 
@@ -464,7 +464,7 @@ def _advantage_table(rewards: torch.Tensor, correct: int) -> list[str]:
         adv = res.advantages[0].numpy()
         if not np.array_equal(adv[first][column], adv):  # each sample's advantage is its column's
             raise RuntimeError(f"{name} gave samples with the same reward different advantages: {adv.tolist()}")
-        fallback = "yes" if bool(res.diagnostics.fallback[0]) else "no"
+        fallback = "yes" if bool(res.diagnostics.in_state(GroupState.FALLBACK)[0]) else "no"
         said = verdict(float(adv[correct])) + (", silenced" if bool(res.diagnostics.silenced[0]) else "")
         row = "".join(f"{v:>10.3f}" for v in adv[first].tolist())
         label = name + ("*" if name == RECOMMENDED else "")

@@ -14,6 +14,7 @@ from robustgrpo import stats as S
 from robustgrpo.advantages import (
     ENTRY_OPTIONS,
     AdvantageResult,
+    GroupState,
     compute_advantages,
     get_estimator,
     resolve_methods,
@@ -299,7 +300,7 @@ def agreement_from_advantages(
 
 def _diag_rates(result: AdvantageResult, rows: torch.Tensor | None, g: int) -> tuple[float, float]:
     """Fraction of groups whose fallback ran and fraction of samples clipped (on ``rows``)."""
-    fb = torch.as_tensor(result.diagnostics.fallback)
+    fb = torch.as_tensor(result.diagnostics.in_state(GroupState.FALLBACK))
     nc = torch.as_tensor(result.diagnostics.n_clipped)
     if rows is not None:
         fb, nc = fb[rows], nc[rows]
@@ -526,7 +527,7 @@ def advantage_samples(
                     **base,
                     clean_advantage=_np(res_clean.advantages).reshape(-1),
                     advantage=_np(res.advantages).reshape(-1),
-                    fallback=np.repeat(_np(torch.as_tensor(res.diagnostics.fallback)), g),
+                    fallback=np.repeat(_np(torch.as_tensor(res.diagnostics.in_state(GroupState.FALLBACK))), g),
                 )
             )
         )

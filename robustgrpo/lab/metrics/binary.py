@@ -12,7 +12,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from robustgrpo.advantages import ENTRY_OPTIONS, ESTIMATORS, compute_advantages, resolve_methods, split_settings
+from robustgrpo.advantages import ENTRY_OPTIONS, ESTIMATORS, GroupState, compute_advantages, resolve_methods, split_settings
 from robustgrpo.checks import check_int, check_int_list, check_real, check_real_list, check_seed
 from robustgrpo.lab.contamination import (
     Bernoulli,
@@ -134,7 +134,7 @@ def mad_zero_fraction_mc(
         r = Bernoulli(p).sample(n_groups, g, seed=derived_seed(seed, 3, i), dtype=DTYPE)
         d = compute_advantages(r, method).diagnostics
         deg = torch.as_tensor(d.degenerate)
-        fb = torch.as_tensor(d.fallback)
+        fb = torch.as_tensor(d.in_state(GroupState.FALLBACK))
         zero = float((deg | fb).double().mean())
         rows.append(dict(G=g, p=p, method=method, n_groups=n_groups, mad_zero=zero,
                          degenerate=float(deg.double().mean()), fallback=float(fb.double().mean()),

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from robustgrpo.advantages import ENTRY_OPTIONS, ESTIMATORS, compute_advantages, resolve_methods, split_settings
+from robustgrpo.advantages import ENTRY_OPTIONS, ESTIMATORS, GroupState, compute_advantages, resolve_methods, split_settings
 from robustgrpo.checks import check_int, check_int_list, check_real, check_real_list, check_seed
 from robustgrpo.lab.metrics._common import (
     DTYPE,
@@ -157,7 +157,7 @@ def breakdown_point(
                     change["centre"][k, j] = np.abs(_np(d.centre) - t0["centre"])
                     change["scale"][k, j] = np.abs(_np(d.scale) - t0["scale"])
                 d = compute_advantages(torch.where(first, 0.0, clean), m, **kw).diagnostics
-                tie_scale[k], tie_fallback[k] = _np(d.scale), _np(d.fallback)
+                tie_scale[k], tie_fallback[k] = _np(d.scale), _np(d.in_state(GroupState.FALLBACK))
             for quantity, delta in change.items():
                 follows = (delta[:, 1] >= growth * (m_hi / m_lo) * delta[:, 0]) & (delta[:, 1] >= 1.0)
                 k_b = _first_k(follows.mean(axis=1) >= quorum)

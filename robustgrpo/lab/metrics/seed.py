@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pandas as pd
 import torch
 
-from robustgrpo.advantages import compute_advantages
+from robustgrpo.advantages import GroupState, compute_advantages
 from robustgrpo.lab.scenarios import load_scenario
 from robustgrpo.lab.reductions import mad, median
 
@@ -108,7 +108,7 @@ def seed_group_summary() -> pd.Series:
             "clean_grpo_correct": at("grpo", g.clean),
             "seed_mad_correct": float(seed_mad.advantages[0, correct]),
             "seed_mad_scale": float(seed_mad.diagnostics.scale[0]),
-            "seed_mad_fallback": float(seed_mad.diagnostics.fallback[0]),
+            "seed_mad_fallback": float(seed_mad.diagnostics.in_state(GroupState.FALLBACK)[0]),
             "robust_correct": float(robust.advantages[0, correct]),
             "robust_scale": float(robust.diagnostics.scale[0]),
             "mc_grpo_correct": float(mc_grpo[correct]),

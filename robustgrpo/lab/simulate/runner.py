@@ -50,7 +50,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from robustgrpo.advantages import ESTIMATORS, compute_advantages, resolve_methods, split_settings
+from robustgrpo.advantages import ESTIMATORS, GroupDiagnostics, GroupState, compute_advantages, resolve_methods, split_settings
 from robustgrpo.checks import ParamError, check_int, check_probability, check_seed
 from robustgrpo.lab.machine import check_threads, memory_limit
 from robustgrpo.lab.contamination import NoContamination
@@ -153,8 +153,7 @@ def group_advantages(
         batch = torch.arange(S).repeat_interleave(P) if _per_seed(method) else None  # one batch per seed
         res = compute_advantages(rewards.reshape(S * P, G), method, batch=batch, **params)
         adv = res.advantages.reshape(S, P, G)
-        diag = {k: torch.as_tensor(getattr(res.diagnostics, k)).reshape(S, P)
-                for k in ("fallback", "degenerate", "n_clipped", "n_valid")}
+        diag = {k: torch.as_tensor(v).reshape(S, P) for k, v in _counted(res.diagnostics).items()}
         present = torch.ones(S, P, dtype=torch.bool)
     else:
         key = (torch.arange(S).unsqueeze(-1) * n_labels + labels).unsqueeze(-1).expand(S, P, G).reshape(-1)
@@ -166,8 +165,8 @@ def group_advantages(
         rows = torch.as_tensor(res.groups, dtype=torch.int64)
         seed_of, slot = rows // n_labels, rows % n_labels
         diag = {}
-        for k in ("fallback", "degenerate", "n_clipped", "n_valid"):
-            v = torch.as_tensor(getattr(res.diagnostics, k))
+        for k, v in _counted(res.diagnostics).items():
+            v = torch.as_tensor(v)
             diag[k] = torch.zeros(S, n_labels, dtype=v.dtype).index_put_((seed_of, slot), v)
         present = torch.zeros(S, n_labels, dtype=torch.bool).index_put_((seed_of, slot), torch.tensor(True))
     count = present.sum(-1).to(DTYPE)
@@ -179,6 +178,12 @@ def group_advantages(
         "smallest_group": torch.where(present, diag["n_valid"], torch.iinfo(torch.int64).max).amin(-1).to(DTYPE),
     }
     return adv, out
+
+
+def _counted(diagnostics: GroupDiagnostics) -> dict[str, Any]:
+    """The per-group diagnostics the simulator counts: fallback and degenerate flags, clipped and valid samples."""
+    return {"fallback": diagnostics.in_state(GroupState.FALLBACK), "degenerate": diagnostics.degenerate,
+            "n_clipped": diagnostics.n_clipped, "n_valid": diagnostics.n_valid}
 
 
 def _cosine(a: Tensor, b: Tensor) -> Tensor:
