@@ -676,12 +676,14 @@ def test_the_trainer_benchmark_times_steps_and_the_advantage_block_side_by_side(
 
 
 def test_the_shipped_record_predates_the_batterys_choice_as_notebook_08_and_the_readme_say():
-    """Notebook 08 and README: the record has the battery's choice without a range (rank) but not with one."""
-    from robustgrpo.advantages import recommended_method
+    """Notebook 08 and README: the record has the battery's choice for 0/1 rewards (rank, with the range and without)
+    but not the default (dr_grpo)."""
+    from robustgrpo.advantages import RECOMMENDED, recommended_method
 
     estimators = set(report.shipped_record()["estimator"])
     assert estimators == set(ESTIMATORS)
-    assert recommended_method("binary", reward_range_declared=False) in estimators
-    assert recommended_method("binary", reward_range_declared=True) == "dr_grpo" not in estimators
+    assert recommended_method("binary", reward_range_declared=False) == recommended_method("binary", True) == "rank"
+    assert "rank" in estimators and RECOMMENDED == "dr_grpo" not in estimators
     text = " ".join((ROOT / "README.md").read_text().split())
-    assert "The record predates the evidence battery: it has no arm of the estimator the battery now recommends" in text
+    assert ("The record predates the evidence battery's two-stage rule: it holds the estimator the battery recommends for "
+            "these 0/1 rewards with and without the range (`rank`), but not the default `dr_grpo`") in text
