@@ -12,10 +12,8 @@ default setting. As for the sweep dashboard (``test_browser.py``):
   out, which is what the sliders show; the status line went busy and came back, and the kernel
   sent no error.
 
-The page's numbers are compared with those computed here exactly (no tolerance): the kernel that
-drew them is another process, but it runs on this machine with this environment (the same torch
-vector kernel) and one torch thread (``browser_util.kernel_env``), as this process does (conftest), so
-the same code gives the same bits; plotly's JSON carries each float64 through the page unchanged.
+The page's numbers are compared with those computed here exactly: why that holds across the two
+processes is in ``browser_util.kernel_env``.
 """
 
 from __future__ import annotations

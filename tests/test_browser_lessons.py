@@ -7,10 +7,8 @@ controls and no title, axis title or legend meets another (screenshots go to
 readout numbers and the figure's traces read from the page are what the lesson's pure data
 function computes for the new setting; the kernel sent no error.
 
-The page's numbers are compared with those computed here exactly (no tolerance): the kernel that
-drew them is another process, but it runs on this machine with this environment (the same torch
-vector kernel) and one torch thread (``browser_util.kernel_env``), as this process does (conftest), so
-the same code gives the same bits; plotly's JSON carries each float64 through the page unchanged.
+The page's numbers are compared with those computed here exactly: why that holds across the two
+processes is in ``browser_util.kernel_env``.
 """
 
 from __future__ import annotations
