@@ -39,6 +39,8 @@ def _table_header(out: str, title: str) -> list[str]:
 
 
 def test_demo_prints_the_true_numbers():
+    # the subprocess's numbers are compared as printed, to three decimals: the rounding is the tolerance (the closest
+    # to a rounding midpoint, seed_mad's 0.2855062, is 6e-6 from it; kernels that sum in another order move it by 1e-16)
     out = _run("demo")
     assert f"mean {REF['mean']:.3f}" in out
     assert f"std {REF['std_bessel']:.3f} (Bessel, ddof=1; {REF['std_population']:.3f} with ddof=0)" in out

@@ -342,6 +342,8 @@ def test_a_trl_sweep_gives_the_same_numbers_on_the_local_and_the_ray_engine(tmp_
     remote = run_sweep(spec, tmp_path / "ray", RayEngine(num_cpus=2), progress=False)
     assert local.ran == remote.ran == 4 and not local.failed and not remote.failed
     volatile = ["step_seconds", "advantage_seconds"]
+    # exact, across processes: the Ray workers run on this machine, with its torch vector kernel, and both engines
+    # give a cell cpus_per_cell torch threads, so each run is the same code on the same kernel and thread count
     pd.testing.assert_frame_equal(load_record(tmp_path / "local").drop(columns=volatile),
                                   load_record(tmp_path / "ray").drop(columns=volatile), check_exact=True)
     cells = load_sweep(spec).cells
@@ -453,6 +455,7 @@ def test_the_calibration_finds_the_rate_of_a_record_the_simulator_made():
     made = simulate(truth, list(report.SIM_SEEDS), progress=False)
     table = report.trainer_record(_record_like(made[["step", "seed", "correct_prob", "hack_prob"]], base, "a"))
     lr, tried = report.calibrate_lr(table)
+    # exact: the record and the refit at the true rate are one simulation run twice in this process
     assert lr == 0.032 and tried.set_index("lr").loc[0.032, "error"] == 0.0
     assert len(tried) == 8 and tried["error"].drop(tried["error"].idxmin()).min() > 0.01
     agree = report.compare_with_simulator(table, report.simulator_prediction(table, lr, estimators=("grpo",)))

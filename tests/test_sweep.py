@@ -858,6 +858,10 @@ def test_a_killed_sweep_process_loses_nothing_finished_and_a_rerun_completes_it(
 
 @pytest.mark.slow
 def test_ray_and_local_engines_give_identical_numbers(tmp_path, ray_cluster):
+    """Exact, across processes: the Ray workers are processes of the local instance on this machine, which inherit
+    this environment (the same torch vector kernel), and both engines run a cell with cpus_per_cell torch threads,
+    so each cell is the same code on the same kernel and thread count. A cluster of other processors is not tried
+    here: there the floats may differ in their last digits."""
     sims = {"runnable": "simulate", "fixed": SIM, "grid": {"policy": ["tabular", "linear"], "estimators": ["grpo", "robust"]},
             "seeds": 2}
     agreement = {"runnable": "agreement", "fixed": {"n_groups": 200}, "grid": {"method": ["grpo", "huber_m"], "c": [2.0, 3.0]}}
@@ -910,6 +914,7 @@ def test_the_command_runs_a_sweep_on_a_running_cluster_by_its_address(tmp_path, 
     assert done.returncode == 0, done.stderr
     assert "4 cells: 0 already done, 4 ran, 0 failed (ray engine" in done.stdout
     run_sweep(config, tmp_path / "local", progress=False)
+    # exact: this machine's kernel and cpus_per_cell threads on both sides (test_ray_and_local_engines_give_identical_numbers)
     pd.testing.assert_frame_equal(load_record(tmp_path / "ray"), load_record(tmp_path / "local"), check_exact=True)
 
 
