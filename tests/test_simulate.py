@@ -1104,6 +1104,34 @@ def test_loss_weights_are_trls_loss_types():
     torch.testing.assert_close(loss_weights(base.replace(length_norm="sequence"), lengths, 5.0), 5.0 / lengths)
 
 
+def test_loss_weights_are_trls_loss_aggregations_of_an_answers_tokens():
+    """TRL's aggregations (its code, read) on per-token terms that split each answer's term s_i evenly over its L_i
+    tokens equal the simulator's weighted mean of the answers' terms, up to the one factor L_mean."""
+    import inspect
+
+    from trl import GRPOTrainer
+
+    from robustgrpo.lab.simulate.runner import loss_weights
+
+    source = inspect.getsource(GRPOTrainer._compute_loss)
+    for line in ("loss = ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()",
+                 "loss = (per_token_loss * mask).sum() / (per_token_loss.size(0) * self.max_completion_length)",
+                 "loss = (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)"):
+        assert line in source
+    lengths = torch.tensor([3.0, 5.0, 8.0, 4.0], dtype=torch.float64)
+    terms = torch.tensor([0.7, -1.2, 0.4, 2.0], dtype=torch.float64)  # each answer's term s_i
+    top, mean = 10, 5.0  # max_completion_length, the problem's mean length
+    mask = (torch.arange(top).unsqueeze(0) < lengths.unsqueeze(-1)).double()
+    per_token = mask * (terms / lengths).unsqueeze(-1)  # s_i spread evenly over its tokens
+    trl = {"grpo": ((per_token * mask).sum(-1) / mask.sum(-1)).mean(),
+           "dr_grpo": (per_token * mask).sum() / (4 * top),
+           "bnpo": (per_token * mask).sum() / mask.sum(), "dapo": (per_token * mask).sum() / mask.sum()}
+    for kind, loss in trl.items():
+        config = SimConfig(length_range=(2, top), loss_type=kind)
+        weights = loss_weights(config, lengths.view(1, 1, 1, 4), mean).reshape(4)
+        assert float((weights * terms).mean() / mean) == pytest.approx(float(loss), rel=1e-12), kind
+
+
 def test_the_grpo_loss_type_penalises_long_wrong_answers_less():
     """Dr. GRPO's length bias: averaging each answer's terms over its own tokens (loss_type "grpo") weighs a long wrong
     answer's negative advantage less than a short one's, so the wrong mass moves to the long answers; TRL's dapo does
@@ -1213,3 +1241,15 @@ def test_the_kl_terms_are_the_trainers_own():
     torch.testing.assert_close(_kl_gradient("k3_is", logp, ref), logp - ref, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(_kl_gradient("k3", logp, ref), 1 - torch.exp(ref - logp), rtol=1e-12, atol=1e-12)
 
+
+@pytest.mark.slow
+def test_notebook_05s_kl_figure_settles_each_trainer_option_at_its_divergences_optimum():
+    from robustgrpo.book.drift import report as drift
+
+    rf = drift.kl_estimators_figure()
+    final, points = rf.data["final"].set_index("kl_estimator")["mean"], rf.data["fixed_points"]
+    assert final["k3"] == pytest.approx(points["forward"], abs=0.01)  # verl's default, TRL without the correction
+    assert final["k3_is"] == pytest.approx(points["reverse"], abs=0.01)  # TRL's default
+    assert final["k3+"] == pytest.approx(points["reverse"], abs=0.01)  # verl's k3+
+    assert final["k1"] > max(points.values()) + 0.1
+    assert "TRL's default multiplies k3 by the importance ratio" in rf.caption
