@@ -240,6 +240,13 @@ def test_notebook_05s_and_08s_sentences_read_the_shipped_pairs():
         both = real.merge(simulated, on=["judge", "arm"], suffixes=("", "_sim"))
         rms = float(np.sqrt(((both["value"] - both["value_sim"]) ** 2).mean()))
         assert f"over the {len(real)} arms, the record's and the simulator's P(correct) at the end differ by {rms:.3f}" in part
+    table = drift.trainer_agreement_table()
+    for name, pairs in T.shipped_pairs().items():  # the counted table adds up to each record's summary, kind by kind
+        counted = table[table["record"] == name].groupby("kind")[["pairs", "agree", "separated", "separated_agree"]].sum()
+        summary = T.agreement_summary(pairs).set_index("kind")
+        assert counted.to_dict("index") == summary.loc[["arms", "judges"], counted.columns].astype(int).to_dict("index")
+    assert set(table.loc[table["record"] == "trl_contamination", "of"]) == set(report.shipped_record()["judge"]) | set(
+        report.shipped_record()["arm"])
     fitted = pd.DataFrame(report.shipped_calibration()["scores"])
     best = fitted[(fitted["lr_scale"] == settings.lr_scale) & (fitted["correct_feature"] == settings.correct_feature)
                   & (fitted["length_feature"] == settings.length_feature)]

@@ -98,6 +98,7 @@ __all__ = [
     "kl_estimators_figure",
     "agreement_text",
     "trainer_agreement_text",
+    "trainer_agreement_table",
 ]
 
 NOTEBOOK = "05_policy_gradient_drift.ipynb"
@@ -612,3 +613,19 @@ def trainer_agreement_text() -> str:
         fitted = " (fitted on it)" if name == data["fitted_on"] else " (not fitted on it)"
         parts.append(f"**{_RECORD_NAMES[name].capitalize()}{fitted}.** " + agreement_text(pairs[name]))
     return "\n\n".join(parts)
+
+
+def trainer_agreement_table() -> pd.DataFrame:
+    """The shipped pair tables counted by what the pairs compare: per record, the pairs of two arms under each judge
+    (``kind="arms"``, ``of`` the judge) and the pairs of each arm under two judges (``kind="judges"``, ``of`` the
+    arm): ``pairs``, ``agree``, and the same among the pairs the record tells apart (``separated``,
+    ``separated_agree``)."""
+    rows = []
+    for name, pairs in shipped_pairs().items():
+        for kind, column in (("arms", "judge_a"), ("judges", "arm_a")):
+            chosen = pairs[pairs["kind"] == kind]
+            for of, group in chosen.groupby(column, sort=False):
+                apart = group[group["real_verdict"] != 0]
+                rows.append({"record": name, "kind": kind, "of": of, "pairs": len(group), "agree": int(group["agree"].sum()),
+                             "separated": len(apart), "separated_agree": int(apart["agree"].sum())})
+    return pd.DataFrame(rows)

@@ -41,6 +41,7 @@ from robustgrpo.lab.simulate import final_values, first_step_above, seed_bands
 from robustgrpo.lab.simulate.trainer import (
     CALIBRATION_GRID,
     COMPOSITE_ANSWER_LENGTHS,
+    END_FRACTION,
     FITTED_ON,
     SIM_SEEDS,
     SimSettings,
@@ -600,8 +601,6 @@ COMPOSITE_COMMAND = ("python -m robustgrpo experiment trl_composite data/sweeps/
                      "data/records/trl_composite --engine ray --num-cpus 2")
 #: The estimators crossed with every judge and with and without the declared range (the sweep's first block).
 CORE_ESTIMATORS = ("grpo", "dr_grpo", "rloo", "rank", "robust", "batch_huber")
-#: The end of a run: the mean over its last fifth of training (the exact metrics still move from step to step).
-END_FRACTION = 0.2
 #: Axis labels of the multi-token metrics drawn.
 COMPOSITE_LABELS = {"correct_prob": "P(correct), held-out", "length": "mean length (tokens)",
                     "hack_prob": "P(answer '[#...')"}

@@ -91,7 +91,8 @@ __all__ = [
 
 #: The linear policy's fixed random units (``SimConfig.hidden_units``) in a record's simulator.
 HIDDEN_UNITS = 32
-#: The end of a run: the mean of its P(correct) over its recorded steps in the last fifth of training.
+#: The end of a run: the mean of its P(correct) over its recorded steps in the last fifth of training (the exact metrics
+#: still move from step to step); notebook 08's summaries of a run's end take it too.
 END_FRACTION = 0.2
 #: Ends closer than this count as level whatever the seeds' band (one point of probability).
 TOLERANCE = 0.01
