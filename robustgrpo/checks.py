@@ -240,9 +240,16 @@ def check_bool(name: str, value: Any) -> bool:
 
 
 def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
-    """One of ``choices`` (strings)."""
+    """One of ``choices`` (strings); a misspelt one is told the closest choice.
+
+    >>> check_choice("loss_type", "dapoo", ("grpo", "dapo"))
+    Traceback (most recent call last):
+    ...
+    robustgrpo.checks.ParamError: loss_type must be one of ['grpo', 'dapo'], got 'dapoo'; did you mean 'dapo'?
+    """
     if not isinstance(value, str) or value not in choices:
-        raise ParamError(name, f"must be one of {list(choices)}", value)
+        close = difflib.get_close_matches(value, list(choices), n=1) if isinstance(value, str) else []
+        raise ParamError(name, f"must be one of {list(choices)}", value, f"did you mean {close[0]!r}?" if close else "")
     return value
 
 
