@@ -31,13 +31,15 @@ set the terminal's title. Negative numbers are values, not options
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 from robustgrpo.advantages import describe_estimators
-from robustgrpo.checks import CONNECT_TIMEOUT, MAX_CELLS, check_seed, check_threads, make_folder, terminal_text
+from robustgrpo.checks import (CONNECT_TIMEOUT, MAX_CELLS, check_seed, check_threads, did_you_mean, flags_for_settings,
+                               make_folder, terminal_text)
 
 __all__ = ["main", "build_parser"]
 
@@ -61,7 +63,15 @@ class _OneLineParser(argparse.ArgumentParser):
         self._negative_number_matcher = _NEGATIVE_NUMBER
 
     def error(self, message: str) -> "NoReturn":  # type: ignore[override]
-        self.exit(2, terminal_text(f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n"))
+        message = " ".join(message.split())
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice:  # argparse lists the choices; name the closest
+            message += did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
+        self.exit(2, terminal_text(f"{self.prog}: error: {message} (see {self.prog} --help)\n"))
+
+    def options(self) -> list[str]:
+        """Every option this parser takes, by its long name."""
+        return [max(a.option_strings, key=len) for a in self._actions if a.option_strings]
 
 
 _NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
@@ -79,8 +89,26 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _json(document: dict) -> str:
+    """A command's ``--json`` output: one JSON document, no NaN or infinity (they are null)."""
+    return json.dumps(document, indent=1, allow_nan=False, ensure_ascii=False)
+
+
+def _estimators_json() -> dict:
+    """The catalogue as ``estimators --json`` writes it (``robustgrpo/schemas/estimators.schema.json``)."""
+    from robustgrpo import __version__
+    from robustgrpo.advantages import ESTIMATORS
+
+    return {"schema": "estimators.schema.json", "robustgrpo_version": __version__, "estimators": [
+        {"name": e.name, "summary": e.summary, "source": e.source, "verl_name": f"robustgrpo_{e.name}",
+         "parameters": [{"name": p.name, "default": p.default, "description": p.description} for p in e.parameters],
+         "clip": e.clip, "scaling": e.scaling, "bounded": e.bounded, "batch_level": e.batch_level,
+         "order_based": e.order_based, "breakdown": e.breakdown.note}
+        for e in ESTIMATORS.values()]}
+
+
 def _cmd_estimators(args: argparse.Namespace) -> int:
-    _say(describe_estimators())
+    _say(_json(_estimators_json()) if args.json else describe_estimators())
     return 0
 
 
@@ -245,17 +273,15 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     log = load_log(args.file, columns=dict(args.column or []), skip_bad=args.skip_bad, group_size=args.group_size,
                    reward_weights=args.reward_weights)
     if isinstance(log, RunLog) and args.reward_fn is None:
-        run = diagnose_run(log, reward_range=args.reward_range, reward_kind=args.reward_kind)
-        _say(run.text())
-        diagnosis = run.total
+        diagnosis = diagnose_run(log, reward_range=args.reward_range, reward_kind=args.reward_kind)
     else:
         diagnosis = diagnose(log, reward_range=args.reward_range, reward_fn=args.reward_fn, reward_kind=args.reward_kind)
-        _say(diagnosis.text())
+    _say(_json(diagnosis.to_json()) if args.json else diagnosis.text())
     if args.html is not None:
         from robustgrpo.book.diagnose.report import write_diagnosis_html
 
         page = write_diagnosis_html(diagnosis, page, force=args.force, inputs=log.files if isinstance(log, RunLog) else [args.file])
-        _say(f"\nHTML report: {page.resolve()}")
+        _say(f"{'' if args.json else chr(10)}HTML report: {page.resolve()}", file=sys.stderr if args.json else None)
     return 0
 
 
@@ -351,8 +377,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.target[0] == "status":
         if len(args.target) != 2:
             raise ValueError("usage: sweep status DIR (the --out folder of a sweep)")
-        _say(format_status(sweep_status(args.target[1])))
+        status = sweep_status(args.target[1])
+        _say(_json(status.to_json()) if args.json else format_status(status))
         return 0
+    if args.json:
+        raise ValueError("--json applies to sweep status DIR; a sweep prints its progress and summary")
     if len(args.target) != 1:
         raise ValueError(f"sweep takes one CONFIG file, got {args.target} (or: sweep status DIR)")
     if args.out is None:
@@ -429,8 +458,12 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m robustgrpo``."""
     parser = _OneLineParser(prog=PROG, description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
+    parser.commands = sub.choices  # each command's parser, by name
     sub.add_parser("demo", help="seed 000's poisoned group through every estimator").set_defaults(func=_cmd_demo)
-    sub.add_parser("estimators", help="list the estimator catalogue").set_defaults(func=_cmd_estimators)
+    estimators = sub.add_parser("estimators", help="list the estimator catalogue")
+    estimators.add_argument("--json", action="store_true",
+                            help="print the catalogue as JSON (schema: robustgrpo/schemas/estimators.schema.json)")
+    estimators.set_defaults(func=_cmd_estimators)
     bench = sub.add_parser("bench", help="time the estimators (prints a table)")
     bench.add_argument("--shapes", type=_shape, nargs="+", metavar="BxG", help="shapes to time (default 65536x16 4096x256)")
     bench.add_argument("--repeats", type=_positive, default=7, help="timed calls per case (median reported)")
@@ -502,6 +535,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also write a self-contained HTML report with figures, a new file in an existing folder "
                            "(never the log itself, never through a symbolic link)")
     diag.add_argument("--force", action="store_true", help="with --html: replace an existing file")
+    diag.add_argument("--json", action="store_true",
+                      help="print the diagnosis as JSON instead of text, every step and outlier in full (schema: "
+                           "robustgrpo/schemas/diagnose.schema.json); the exit status stays 0, gate on its fields")
     diag.set_defaults(func=_cmd_diagnose)
     simulate = sub.add_parser("simulate", help="run the drift simulator from a JSON config")
     simulate.add_argument("config", help="JSON config file (robustgrpo.lab.simulate.SimConfig.to_file writes one)")
@@ -521,6 +557,9 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--out", metavar="DIR", help="the record folder; a rerun into it skips finished cells")
     _add_engine_options(sweep, "cell")
     sweep.add_argument("--batch-size", type=_positive, default=16, help="local engine: most seeds per vectorized call")
+    sweep.add_argument("--json", action="store_true",
+                       help="sweep status: print the status as JSON, every cell listed (schema: "
+                            "robustgrpo/schemas/sweep_status.schema.json)")
     sweep.set_defaults(func=_cmd_sweep)
     experiment = sub.add_parser("experiment", help="real trainer runs as a sweep: experiment trl CONFIG --out DIR",
                                 usage=f"{PROG} experiment {{trl,trl_composite}} CONFIG --out DIR [--engine {{local,ray}}] "
@@ -532,15 +571,33 @@ def build_parser() -> argparse.ArgumentParser:
                                            'data/sweeps/trl_contamination.json, data/sweeps/trl_composite.json)')
     experiment.add_argument("--out", required=True, metavar="DIR", help="the record folder; a rerun into it skips finished runs")
     _add_engine_options(experiment, "run")
-    experiment.set_defaults(func=_cmd_experiment, batch_size=1)
+    experiment.set_defaults(func=_cmd_experiment, batch_size=1, json=False)
     return parser
+
+
+#: Python keywords whose command-line flag is not the keyword's own name (``columns`` is ``--column``).
+_FLAG_OF_KEYWORD = {"columns": "column"}
+
+
+def _flags(command: _OneLineParser) -> dict[str, str]:
+    """Each keyword a message may name (:func:`~robustgrpo.checks.setting`) -> the command's flag for it."""
+    flags = {a.dest: max(a.option_strings, key=len) for a in command._actions if a.option_strings}
+    return {**flags, **{kw: flags[dest] for kw, dest in _FLAG_OF_KEYWORD.items() if dest in flags}}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m robustgrpo``; returns the exit status."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, extras = parser.parse_known_args(argv)
+    command = parser.commands[args.command]
+    if extras:  # argparse's own message names none of the options; name the closest and every one
+        unknown = next((e.split("=")[0] for e in extras if e.startswith("-")), None)
+        hint = (f"{did_you_mean(unknown, command.options()) or ';'} {args.command}'s options: "
+                f"{', '.join(command.options())}" if unknown else "")
+        command.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
     try:
-        return args.func(args)
+        with flags_for_settings(_flags(command)):
+            return args.func(args)
     except ModuleNotFoundError as err:  # the core alone: a command of the lab or the book
         extra = _EXTRA_OF.get((err.name or "").split(".")[0])
         if extra is None:

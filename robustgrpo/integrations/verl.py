@@ -104,6 +104,7 @@ import numpy as np
 import torch
 
 from robustgrpo.advantages import ESTIMATORS, compute_advantages, resolve_methods
+from robustgrpo.checks import did_you_mean
 from robustgrpo.inputs import first_appearance_codes, group_by_index, scatter_to_flat
 from robustgrpo.multireward import compute_multi_reward_advantages
 from robustgrpo.integrations import OPTIONS, _plain, estimator_settings, pivot_rows
@@ -219,9 +220,8 @@ def _check_section_names(config: Any, ours: bool) -> None:
         if looks_like_ours:
             raise ValueError(f"algorithm.{key} is not a verl setting nor robustgrpo's; did you mean algorithm.{CONFIG_KEY}?")
         if ours:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f"; did you mean algorithm.{close[0]}?" if close else f"; estimator settings go under algorithm.{CONFIG_KEY}"
-            raise ValueError(f"algorithm.{key} is not a setting of verl's algorithm section{hint}")
+            raise ValueError(f"algorithm.{key} is not a setting of verl's algorithm section (estimator settings go under "
+                             f"algorithm.{CONFIG_KEY}); its settings: {', '.join(sorted(known))}" + did_you_mean(key, known))
 
 
 def _bool(name: str, value: Any) -> bool:
@@ -303,15 +303,16 @@ def check_config(config: Any, adv_estimator: str | None = None, *, full: Any = N
     name = estimator
     method = name[len(PREFIX):]
     if method not in ESTIMATORS:
-        close = difflib.get_close_matches(method, list(ESTIMATORS), n=1)
-        raise ValueError(f"algorithm.adv_estimator={name!r} names no robustgrpo estimator"
-                         + (f"; did you mean {PREFIX}{close[0]}?" if close else f"; choose one of {[PREFIX + m for m in ESTIMATORS]}"))
+        names = [PREFIX + m for m in ESTIMATORS]
+        raise ValueError(f"algorithm.adv_estimator={name!r} names no robustgrpo estimator; choose one of {names}"
+                         + did_you_mean(name, names))
     settings = dict(section or {})
     where = f"algorithm.{CONFIG_KEY}."
     drop_pivot = _bool(where + "drop_pivot", settings.pop("drop_pivot", False))
     nan_policy = settings.pop("nan_policy", "raise")
     if nan_policy not in ("raise", "omit"):
-        raise ValueError(f"{where}nan_policy must be 'raise' or 'omit', got {_plain(nan_policy)!r}")
+        raise ValueError(f"{where}nan_policy must be 'raise' or 'omit', got {_plain(nan_policy)!r}"
+                         + did_you_mean(nan_policy, ("raise", "omit")))
     norm = _bool("algorithm.norm_adv_by_std_in_grpo", _get(config, "norm_adv_by_std_in_grpo", True))
     if not norm:
         if method != "grpo":
@@ -322,7 +323,7 @@ def check_config(config: Any, adv_estimator: str | None = None, *, full: Any = N
         if "eps" in settings:
             raise ValueError(f"{where}eps has no effect with algorithm.norm_adv_by_std_in_grpo=false (no std division); remove it")
         method = "dr_grpo"
-    kwargs = estimator_settings(method, settings, where=where)
+    kwargs = estimator_settings(method, settings, where=where, also=("nan_policy", "drop_pivot"))
     reward_keys, reward_weights = _reward_keys(config)
     if drop_pivot and reward_keys is not None:
         raise ValueError(f"{where}drop_pivot picks the median of the summed score; it does not apply with "
