@@ -1386,8 +1386,14 @@ class GroupDiagnostics:
     silenced: Any
 
     def to_frame(self):
-        """The diagnostics as a pandas DataFrame, one row per group."""
-        import pandas as pd
+        """The diagnostics as a pandas DataFrame, one row per group (pandas comes with the lab extra; the fields
+        themselves are tensors on a core install)."""
+        try:
+            import pandas as pd
+        except ModuleNotFoundError as err:
+            raise ModuleNotFoundError("to_frame() needs pandas, which the core does not install: pip install pandas, or "
+                                      "the lab extra (pip install -e '.[lab]' in a clone); the diagnostics are tensors "
+                                      "without it (diagnostics.fallback, .n_clipped, .silenced...)", name="pandas") from err
 
         return pd.DataFrame({k: np.asarray(v) for k, v in self.__dict__.items()})
 

@@ -1,4 +1,4 @@
-"""Command line: ``python -m robustgrpo <command>``.
+"""Command line: ``python -m robustgrpo <command>``, or ``robustgrpo <command>`` (the console script pip installs).
 
 Commands
 --------
@@ -41,13 +41,27 @@ from robustgrpo.advantages import describe_estimators
 from robustgrpo.checks import (CONNECT_TIMEOUT, MAX_CELLS, check_seed, check_threads, did_you_mean, flags_for_settings,
                                make_folder, terminal_text)
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "console", "build_parser"]
 
 PROG = "python -m robustgrpo"
 #: The extra that brings each package the lab's and the book's commands import (the core has torch and numpy only).
-_EXTRA_OF = {**dict.fromkeys(("scipy", "pandas", "tqdm", "pyarrow", "matplotlib", "plotly", "ipywidgets", "anywidget",
-                              "jupyterlab", "nbclient", "nbformat"), "lab,book"),
+_EXTRA_OF = {**dict.fromkeys(("scipy", "pandas", "tqdm", "pyarrow"), "lab"), "matplotlib": "plots",
+             **dict.fromkeys(("plotly", "ipywidgets", "anywidget", "jupyterlab", "nbclient", "nbformat"), "book"),
              "trl": "trl", "verl": "verl", "ray": "sweep"}
+#: The extras each command needs beside the core (diagnose: ``plots`` too with --html; bench: by its table).
+_COMMAND_EXTRAS = {"demo": ("lab", "book"), "figures": ("lab", "book"), "notebooks": ("lab", "book"),
+                   "battery": ("lab",), "diagnose": ("lab",), "simulate": ("lab", "plots"), "sweep": ("lab",),
+                   "experiment": ("lab", "trl"), "bench": ("lab",)}
+
+
+def _extras_needed(args: argparse.Namespace, missing: str) -> str | None:
+    """The extras to install for ``args.command``, the missing package's among them; None for a package of no extra."""
+    extra = _EXTRA_OF.get(missing)
+    if extra is None:
+        return None
+    needed = [*_COMMAND_EXTRAS.get(args.command, ()), *(("plots",) if getattr(args, "html", None) else ())]
+    covered = set(needed) | ({"plots"} if "book" in needed else set())  # (the book draws with matplotlib too)
+    return ",".join(dict.fromkeys([*needed, *([extra] if extra not in covered else [])]))
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -454,9 +468,12 @@ def _add_engine_options(parser: argparse.ArgumentParser, unit: str) -> None:
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``python -m robustgrpo``."""
-    parser = _OneLineParser(prog=PROG, description=__doc__.split("\n")[0])
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The argument parser of ``python -m robustgrpo`` (or of the console script, ``prog="robustgrpo"``)."""
+    from robustgrpo import __version__
+
+    parser = _OneLineParser(prog=prog, description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"robustgrpo {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     parser.commands = sub.choices  # each command's parser, by name
     sub.add_parser("demo", help="seed 000's poisoned group through every estimator").set_defaults(func=_cmd_demo)
@@ -550,8 +567,8 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     simulate.set_defaults(func=_cmd_simulate)
     sweep = sub.add_parser("sweep", help="run a sweep config into a Parquet record (or: sweep status DIR)",
-                           usage="python -m robustgrpo sweep CONFIG --out DIR [--engine {local,ray}] [--address ADDRESS] ...\n"
-                                 "       python -m robustgrpo sweep status DIR")
+                           usage=f"{prog} sweep CONFIG --out DIR [--engine {{local,ray}}] [--address ADDRESS] ...\n"
+                                 f"       {prog} sweep status DIR")
     sweep.add_argument("target", nargs="+", metavar="CONFIG | status DIR",
                        help="a sweep's JSON config (README: Sweeps), or 'status' and a record folder")
     sweep.add_argument("--out", metavar="DIR", help="the record folder; a rerun into it skips finished cells")
@@ -562,7 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
                             "robustgrpo/schemas/sweep_status.schema.json)")
     sweep.set_defaults(func=_cmd_sweep)
     experiment = sub.add_parser("experiment", help="real trainer runs as a sweep: experiment trl CONFIG --out DIR",
-                                usage=f"{PROG} experiment {{trl,trl_composite}} CONFIG --out DIR [--engine {{local,ray}}] "
+                                usage=f"{prog} experiment {{trl,trl_composite}} CONFIG --out DIR [--engine {{local,ray}}] "
                                       "[--address ADDRESS] ...")
     experiment.add_argument("trainer", choices=["trl", "trl_composite"],
                             help="the runs: trl (TRL's GRPOTrainer through robustgrpo.integrations.trl, one-token answers), "
@@ -585,9 +602,10 @@ def _flags(command: _OneLineParser) -> dict[str, str]:
     return {**flags, **{kw: flags[dest] for kw, dest in _FLAG_OF_KEYWORD.items() if dest in flags}}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m robustgrpo``; returns the exit status."""
-    parser = build_parser()
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    """Entry point of ``python -m robustgrpo`` (and, as ``prog="robustgrpo"``, of the ``robustgrpo`` console script);
+    returns the exit status."""
+    parser = build_parser(prog)
     args, extras = parser.parse_known_args(argv)
     command = parser.commands[args.command]
     if extras:  # argparse's own message names none of the options; name the closest and every one
@@ -599,18 +617,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         with flags_for_settings(_flags(command)):
             return args.func(args)
     except ModuleNotFoundError as err:  # the core alone: a command of the lab or the book
-        extra = _EXTRA_OF.get((err.name or "").split(".")[0])
-        if extra is None:
+        extras = _extras_needed(args, (err.name or "").split(".")[0])
+        if extras is None:
             raise
-        print(f"{PROG} {args.command}: error: this command needs the {extra} extra ({err.name} is not installed): "
-              f"pip install 'robustgrpo[{extra}]'", file=sys.stderr)
+        print(f"{parser.prog} {args.command}: error: this command needs the {extras} extras ({err.name} is not "
+              f"installed): in a clone of robustgrpo, pip install -e '.[{extras}]'", file=sys.stderr)
         return 2
     except (ValueError, OSError) as err:  # user errors: one line, no traceback
-        _say(f"{PROG} {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
+        _say(f"{parser.prog} {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     except MemoryError:  # the estimates refuse what is far too large; this is what they did not foresee
-        _say(f"{PROG} {args.command}: error: out of memory; make the run smaller", file=sys.stderr)
+        _say(f"{parser.prog} {args.command}: error: out of memory; make the run smaller", file=sys.stderr)
         return 2
+
+
+def console() -> int:
+    """The ``robustgrpo`` console script (``pip`` installs it): :func:`main`, named as itself in its messages."""
+    return main(prog="robustgrpo")
 
 
 if __name__ == "__main__":  # pragma: no cover

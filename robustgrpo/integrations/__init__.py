@@ -9,7 +9,7 @@
 Neither imports its trainer library until it is used, and importing
 :mod:`robustgrpo` imports neither. Each has its extra: ``trl`` (trl >= 1.10)
 and ``verl`` (verl 0.9); ``integrations`` installs both
-(``pip install -c constraints.txt -e '.[trl]'``).
+(``pip install -e '.[trl]'`` in a clone, into the trainer's environment, which keeps its torch).
 
 This module holds what the two adapters share: checking an estimator
 choice and its settings (:func:`estimator_settings`), the diagnostics

@@ -483,7 +483,8 @@ def register_estimators(methods: str | Sequence[str] | None = None) -> list[str]
         from verl.trainer.ppo.core_algos import register_adv_est
     except ImportError as err:
         raise ImportError(
-            f"verl is not installed ({err}); install the verl extra: pip install -c constraints.txt -e '.[verl]'"
+            f"verl is not installed ({err}); install the verl extra into the trainer's environment: in a clone of "
+            "robustgrpo, pip install -e '.[verl]'"
         ) from err
     names = []
     for method in resolve_methods(methods):

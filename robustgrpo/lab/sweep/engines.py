@@ -157,7 +157,7 @@ def _import_ray():
     try:
         import ray
     except ImportError:
-        raise ValueError("the ray engine needs Ray: pip install -c constraints.txt -e '.[sweep]' "
+        raise ValueError("the ray engine needs Ray: pip install -e '.[sweep]' "
                          "(python3 tasks.py setup installs it)") from None
     return ray
 
