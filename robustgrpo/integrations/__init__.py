@@ -28,9 +28,11 @@ import torch
 
 from robustgrpo.advantages import AdvantageResult, compute_advantages, get_estimator
 
-__all__ = ["OPTIONS", "estimator_settings", "advantage_metrics", "pivot_rows", "trl_arguments", "verl_overrides"]
+__all__ = ["METRIC_PREFIX", "OPTIONS", "estimator_settings", "advantage_metrics", "pivot_rows", "trl_arguments", "verl_overrides"]
 
 
+#: Prefix of the metrics both adapters add to their trainer's (TRL's metrics, verl's tracking logger).
+METRIC_PREFIX = "robustgrpo/"
 #: Settings that are options of compute_advantages rather than estimator parameters.
 OPTIONS: tuple[str, ...] = ("reward_range", "out_of_range")
 

@@ -83,10 +83,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from robustgrpo.integrations import METRIC_PREFIX
+
 __all__ = ["METRIC_PREFIX", "TRL_EPS", "LOG_COLUMNS", "RobustGRPOTrainer"]
 
-#: Prefix of the metrics the trainer adds.
-METRIC_PREFIX = "robustgrpo/"
 #: The constant TRL adds to the group std (and, after ``normalize_then_sum``, to the batch std).
 TRL_EPS = 1e-4
 #: Columns the trainer adds to TRL's completions log: the estimator, and whether a row reached the loss.
