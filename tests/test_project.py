@@ -134,7 +134,7 @@ def test_every_module_declares_its_public_names(name):
 LAYERS = {
     "core": ["checks", "inputs", "stats", "advantages", "multireward", "integrations"],
     "lab": ["lab.contamination", "lab.scenarios", "lab.logfiles", "lab.rewardlogs", "lab.runlogs", "lab.metrics", "lab.diagnose",
-            "lab.simulate", "lab.sweep", "lab.experiments"],
+            "lab.simulate", "lab.sweep", "lab.experiments", "lab.watch"],
     "book": ["book.style", "book.text", "book.figures", "book.interactive", "book.controls", "book.widget", "book.execute",
              "book.seed", "book.primer", "book.grid", "book.distributions", "book.drift", "book.stabilisers",
              "book.diagnose", "book.trainer", "book.records", "book.dashboards"],
