@@ -961,7 +961,9 @@ def _logged_comparison(run: RunLog, names: list[str], per_method: dict[str, dict
     Each candidate is computed as the trainer computed it: one call per generation batch (a TRL completions
     file holds the batch of one step), in float32 (TRL's rewards), so that the batch-level estimators
     (``batch_std``, ``batch_huber``), the tie tolerances of the order-based ones and TRL's batch step of
-    ``normalize_then_sum`` see the batch the trainer saw, not the whole log pooled.
+    ``normalize_then_sum`` see the batch the trainer saw, not the whole log pooled. (An estimator whose groups
+    do not depend on each other, :attr:`~robustgrpo.advantages.Estimator.depends_on_batch` False, gives the
+    same numbers in one call over every batch, which it gets.)
     """
     s = run.samples
     logged = s["advantage"].to_numpy(dtype=np.float64)
@@ -969,13 +971,14 @@ def _logged_comparison(run: RunLog, names: list[str], per_method: dict[str, dict
     total = torch.tensor(s[run.total].to_numpy(dtype=np.float64), dtype=torch.float32)
     per_fn = torch.tensor(s[list(run.functions)].to_numpy(dtype=np.float64), dtype=torch.float32)
     weights = list(run.weights) if run.weights is not None else None
-    groups = s["group"].astype(str).to_numpy()
-    batches = [np.flatnonzero(rows) for rows in (s["file"].to_numpy() == f for f in pd.unique(s["file"]))]
+    files = s["file"].astype(str).to_numpy()
+    batches = [np.flatnonzero(files == f) for f in pd.unique(files)]
+    size = run.group_size  # a TRL group: group_size consecutive rows of one file, so a batch is [groups, size]
 
-    def per_batch(advantages_of: Callable[[np.ndarray], Any]) -> np.ndarray:
+    def per_batch(advantages_of: Callable[[np.ndarray], Any], by_batch: bool = True) -> np.ndarray:
         out = np.zeros(len(s))
-        for rows in batches:
-            out[rows] = np.asarray(advantages_of(rows), dtype=np.float64)
+        for rows in batches if by_batch else [np.arange(len(s))]:
+            out[rows] = np.asarray(advantages_of(rows), dtype=np.float64).reshape(-1)
         return out
 
     def settings(m: str) -> dict[str, Any]:
@@ -983,13 +986,14 @@ def _logged_comparison(run: RunLog, names: list[str], per_method: dict[str, dict
 
     candidates: list[tuple[str, str, np.ndarray]] = []
     for m in names:
-        adv = per_batch(lambda rows: compute_advantages(total[rows], m, index=groups[rows], nan_policy="omit",
-                                                        **settings(m)).advantages)
+        adv = per_batch(lambda rows: compute_advantages(total[rows].view(-1, size), m, nan_policy="omit",
+                                                        **settings(m)).advantages, ESTIMATORS[m].depends_on_batch)
         candidates.append((m, "sum_then_normalize", adv))
     if len(run.functions) > 1:  # TRL's normalize_then_sum, with grpo and with the estimator the adapter logged
         for m in dict.fromkeys(["grpo", *([logged_method] if logged_method in names else [])]):
-            adv = per_batch(lambda rows: compute_multi_reward_advantages(per_fn[rows], weights, m, index=groups[rows],
-                                                                         nan_policy="omit", **settings(m)).advantages)
+            adv = per_batch(lambda rows: compute_multi_reward_advantages(per_fn[rows].view(-1, size, per_fn.shape[-1]),
+                                                                         weights, m, nan_policy="omit",
+                                                                         **settings(m)).advantages)
             candidates.append((m, "normalize_then_sum", adv))
     rows = []
     for m, aggregation, adv in candidates:

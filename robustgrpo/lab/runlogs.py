@@ -446,9 +446,10 @@ def _read_verl(files: list[Path]) -> tuple[pd.DataFrame, list[str]]:
     return pd.concat(frames, ignore_index=True), components
 
 
-def _verl_groups(frame: pd.DataFrame, group_size: int | None) -> tuple[pd.DataFrame, int | None, int, int]:
+def _verl_groups(frame: pd.DataFrame, group_size: int | None) -> tuple[pd.DataFrame, int | None, int, int, str]:
     """Each response's group as verl formed it (see the module docstring), the group size checked, the multi-turn
-    rows left out and the groups formed by position (a prompt sampled more than once in a step, no uid)."""
+    rows left out, the groups formed by position (a prompt sampled more than once in a step, no uid) and the field
+    the groups come from (``uid`` or ``input``)."""
     prompt = _text(frame["input"])
     frame = frame.assign(prompt=prompt)
     uids = frame["uid"] if "uid" in frame else None
