@@ -620,8 +620,8 @@ def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
         extras = _extras_needed(args, (err.name or "").split(".")[0])
         if extras is None:
             raise
-        print(f"{parser.prog} {args.command}: error: this command needs the {extras} extras ({err.name} is not "
-              f"installed): in a clone of robustgrpo, pip install -e '.[{extras}]'", file=sys.stderr)
+        print(f"{parser.prog} {args.command}: error: this command needs the {extras} extra{'s' * (',' in extras)} "
+              f"({err.name} is not installed): in a clone of robustgrpo, pip install -e '.[{extras}]'", file=sys.stderr)
         return 2
     except (ValueError, OSError) as err:  # user errors: one line, no traceback
         _say(f"{parser.prog} {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
