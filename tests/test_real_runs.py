@@ -264,6 +264,16 @@ def test_the_html_page_of_a_run_holds_every_section_the_terminal_prints(tmp_path
         assert text in out and (text.replace("'", "&#x27;") in page), text
 
 
+def test_readmes_recommendation_is_what_diagnose_prints(capsys):
+    readme = (RUNS.parent.parent / "README.md").read_text()
+    command = next(line for line in readme.splitlines() if "diagnose data/reward_logs/binary_judge_glitch.csv" in line)
+    shown = readme.split("for the log above):\n\n```\n", 1)[1].split("```", 1)[0].strip().splitlines()
+    assert main(command.split("-m robustgrpo ", 1)[1].split(" --html")[0].split()) == 0
+    printed = capsys.readouterr().out.splitlines()
+    start = printed.index(shown[0])
+    assert printed[start:start + 3] == shown
+
+
 def test_json_of_every_kind_follows_its_schema(tmp_path, capsys):
     for argv, schema in ((["diagnose", str(RUNS / "trl"), "--json"], "diagnose.schema.json"),
                          (["diagnose", str(RUNS / "verl"), "--json"], "diagnose.schema.json"),
