@@ -84,7 +84,12 @@ def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float =
 
 
 def kernel_env(figures: Path) -> dict[str, str]:
-    """The environment of a server's kernels: this checkout importable, one torch thread, figures in ``figures``."""
+    """The environment of a server's kernels: this checkout importable, one torch thread, figures in ``figures``.
+
+    The browser tests compare a page's numbers with those the test process computes exactly (no tolerance): the
+    kernel is another process, but on this machine, with this environment (the same torch vector kernel) and one
+    torch thread, as the test process (conftest), so the same code gives the same bits; plotly's JSON carries each
+    float64 through the page unchanged."""
     path = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
     return {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", "ROBUSTGRPO_FIGURES": str(figures)}
 

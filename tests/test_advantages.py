@@ -52,7 +52,7 @@ BATCHES = _batches()
 class TestSeedExample:
     def test_the_group_is_the_seeds(self):
         assert POISONED[0].tolist() == [0, 0, 0, 0, 0, 0, 1, 10]
-        assert float(POISONED.mean()) == REF["mean"]
+        assert float(POISONED.mean()) == REF["mean"]  # exact in any order: sums of small integers, then / 8
         assert float(POISONED.std()) == pytest.approx(REF["std_bessel"], rel=1e-7)
 
     def test_grpo_gives_the_correct_answer_a_negative_advantage(self):
@@ -69,7 +69,7 @@ class TestSeedExample:
     def test_seed_mad_falls_back_to_the_inflated_std(self):
         res = compute_advantages(POISONED, "seed_mad")
         assert float(res.advantages[0, CORRECT]) == pytest.approx(REF["seed_mad_correct"], rel=1e-6)
-        assert float(res.advantages[0, OUTLIER]) == REF["seed_mad_outlier"]
+        assert float(res.advantages[0, OUTLIER]) == REF["seed_mad_outlier"]  # exact: clipped to c = 2.5
         assert bool(res.diagnostics.in_state(GroupState.FALLBACK)[0])
         assert int(res.diagnostics.n_clipped[0]) == 1
 

@@ -269,7 +269,9 @@ def _compare_cells(fresh: pd.DataFrame, shipped: pd.DataFrame) -> None:
 
 
 def test_the_shipped_table_is_the_battery_s_output():
-    """A fresh run of some of the shipped cells gives the shipped numbers (same seed, same code), every draw."""
+    """A fresh run of some of the shipped cells gives the shipped numbers (same seed, same code), every draw, to the
+    tolerances of :func:`_compare_cells` (measured across torch's vector kernels, default/AVX2/AVX-512: at most 2.9e-13
+    relative here, 2.2e-12 over the whole float64 table: 45 times below rtol 1e-10)."""
     fresh = B.run_battery(["binary_huge_glitches", "composite_length", "reward_model_bf16_offset"],
                           ["grpo", "rank", "batch_huber", "dr_grpo"], G=8, n_seeds=B.FULL["n_seeds"], draws=B.FULL["draws"],
                           seed=B.FULL["seed"], per_function=["grpo", "rank"])

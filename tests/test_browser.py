@@ -12,6 +12,9 @@
   figure are those of ``dashboard_data`` at the setting that the export box writes out, which is
   the setting the sliders show; the status line went busy and came back; the CSV download holds
   the readout; and the kernel sent no error (the plotly traceback of every move is gone).
+
+The page's numbers are compared with those computed here exactly: why that holds across the two
+processes is in ``browser_util.kernel_env``.
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ default setting. As for the sweep dashboard (``test_browser.py``):
   :func:`~robustgrpo.book.drift.engine.drift_dashboard_data` at the setting the export box writes
   out, which is what the sliders show; the status line went busy and came back, and the kernel
   sent no error.
+
+The page's numbers are compared with those computed here exactly: why that holds across the two
+processes is in ``browser_util.kernel_env``.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ controls and no title, axis title or legend meets another (screenshots go to
 ``$ROBUSTGRPO_ARTIFACTS``); a slider's handle is focused and moved with the arrow keys, and the
 readout numbers and the figure's traces read from the page are what the lesson's pure data
 function computes for the new setting; the kernel sent no error.
+
+The page's numbers are compared with those computed here exactly: why that holds across the two
+processes is in ``browser_util.kernel_env``.
 """
 
 from __future__ import annotations

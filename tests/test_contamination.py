@@ -512,7 +512,7 @@ def test_seed_example_is_exact():
     assert out.rewards.tolist() == [[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 10.0]]
     assert out.clean.tolist() == [[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0]]
     assert out.contaminated.tolist() == [[False] * 7 + [True]]
-    assert float(out.rewards.mean()) == 1.375  # seed 000's poisoned mean
+    assert float(out.rewards.mean()) == 1.375  # seed 000's poisoned mean (exact in any order: 11 / 8)
     with pytest.raises(ValueError, match="fixed"):
         SC.load_scenario("seed_example").sample(n_groups=2)
 

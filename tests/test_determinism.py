@@ -5,6 +5,13 @@ reproducible Parquet records. A second build in the same process would miss what
 between processes (a random SVG id salt, a timestamp, a hash seed), so each build here runs
 the command line in its own Python process, into its own folder, and the two folders are
 compared file by file.
+
+The two builds run on one machine, in one test run, with the same environment (the same torch
+vector kernel and thread count), so byte equality is what the code owes: nothing here compares a
+build with a file made elsewhere. Across processors the bytes are not promised: a record's floats
+come from reductions whose summation order follows torch's vector kernel (a 3-step simulation's
+record differs by up to 7e-12 relative between ATEN_CPU_CAPABILITY=default and avx2 or avx512,
+measured), and a figure drawn from such numbers can move with them.
 """
 
 from __future__ import annotations

@@ -512,6 +512,7 @@ def test_ecdf_builder_bad_scenario(scenario, message):
 
 
 def test_builds_are_byte_identical():
+    # two builds in this process on this machine: the same numbers by construction, so only the writer could differ
     first = D.zero_fractions_figure(["seed_example", "binary_judge_glitch"], ["grpo", "robust"], n_groups=None)
     second = D.zero_fractions_figure(["seed_example", "binary_judge_glitch"], ["grpo", "robust"], n_groups=None)
     assert first.caption == second.caption

@@ -33,7 +33,7 @@ from robustgrpo.lab.experiments.judge import (
 )
 from robustgrpo.lab.experiments.task import HACK_TOKEN, SPECIAL_TOKENS, FirstLetterTask
 from robustgrpo.book.trainer import report
-from robustgrpo.lab.simulate import SimConfig, first_step_above, simulate
+from robustgrpo.lab.simulate import first_step_above
 from robustgrpo.lab.sweep import RUNNABLES, LocalEngine, RayEngine, load_record, load_sweep, run_sweep
 from robustgrpo.lab.sweep.record import Record
 
@@ -342,6 +342,8 @@ def test_a_trl_sweep_gives_the_same_numbers_on_the_local_and_the_ray_engine(tmp_
     remote = run_sweep(spec, tmp_path / "ray", RayEngine(num_cpus=2), progress=False)
     assert local.ran == remote.ran == 4 and not local.failed and not remote.failed
     volatile = ["step_seconds", "advantage_seconds"]
+    # exact, across processes: the Ray workers run on this machine, with its torch vector kernel, and both engines
+    # give a cell cpus_per_cell torch threads, so each run is the same code on the same kernel and thread count
     pd.testing.assert_frame_equal(load_record(tmp_path / "local").drop(columns=volatile),
                                   load_record(tmp_path / "ray").drop(columns=volatile), check_exact=True)
     cells = load_sweep(spec).cells
@@ -427,79 +429,6 @@ def test_effects_compare_each_arm_with_grpo_under_its_judge():
         "(the others as grpo).")
     with pytest.raises(ValueError, match="no 'grpo' arm"):
         report.effects(final[final["arm"] != "grpo"])
-
-
-def test_the_simulator_gets_the_runs_setting_and_the_measured_start():
-    frame = pd.DataFrame({"step": [0, 0, 4, 4], "seed": [0, 1, 0, 1], "correct_prob": [0.0625, 0.078125, 0.2, 0.3],
-                          "hack_prob": [0.0625, 0.125, 0.3, 0.4]})  # means at step 0 exact in binary
-    hack = TrlConfig(contamination={"model": "pattern_hack", "size": 1.5}, steps=5, record_every=4)
-    glitch = TrlConfig(contamination={"model": "random_outliers", "rate": 0.1, "size": 10.0}, steps=5, record_every=4)
-    table = report.trainer_record(pd.concat([_record_like(frame, hack, "a"), _record_like(frame, glitch, "b")]))
-    sim = report.simulator_config(table, "hack: '#' judged 1.5", lr=0.02)
-    assert sim == SimConfig(n_prompts=16, n_answers=14, initial_correct=(0.0703125, 0.0703125), policy="linear", G=8,
-                            steps=5, estimators=report.SIM_ESTIMATORS, epochs=1, kl_coef=0.04, lr=0.02, record_every=4,
-                            hack_reward=1.5, hack_init_prob=0.09375)
-    assert report.simulator_config(table, "glitches: 10 % -> 10", lr=0.02).contamination == RandomOutliers(0.1, 10.0)
-    with pytest.raises(ValueError, match="no judge 'nope'"):
-        report.simulator_config(table, "nope", lr=0.02)
-    with pytest.raises(ValueError, match="no run with a clean judge"):
-        report.calibrate_lr(table)
-
-
-def test_the_calibration_finds_the_rate_of_a_record_the_simulator_made():
-    base = TrlConfig(steps=24, record_every=4)
-    truth = SimConfig(n_prompts=16, n_answers=14, initial_correct=(0.0625, 0.0625), policy="linear", G=8, steps=24,
-                      estimators=("grpo",), epochs=1, kl_coef=0.04, lr=0.032, record_every=4)
-    made = simulate(truth, list(report.SIM_SEEDS), progress=False)
-    table = report.trainer_record(_record_like(made[["step", "seed", "correct_prob", "hack_prob"]], base, "a"))
-    lr, tried = report.calibrate_lr(table)
-    assert lr == 0.032 and tried.set_index("lr").loc[0.032, "error"] == 0.0
-    assert len(tried) == 8 and tried["error"].drop(tried["error"].idxmin()).min() > 0.01
-    agree = report.compare_with_simulator(table, report.simulator_prediction(table, lr, estimators=("grpo",)))
-    assert agree["agree"].all() and (agree["difference"] == 0.0).all()
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("name", ["trl_contamination", "trl_composite"])
-def test_the_shipped_calibration_is_what_fitting_the_shipped_record_gives(name):
-    """data/records/calibration.json holds calibrate_lr's result for each shipped record, which notebook 08's
-    figures read instead of refitting; refitting here must give it (else: write_calibration()).
-
-    What is exact on any processor is compared exactly: the record's fingerprint (a hash of the values read from
-    the record's files), the settings, the rates tried (grid points and geometric midpoints of them, fixed
-    arithmetic on shipped constants) and the chosen rate. The fit's errors are root mean squares of simulated
-    curves: torch's vector kernels (AVX-512 against AVX2 against none, ATEN_CPU_CAPABILITY) sum in other orders and
-    move them by about one unit in the last place (1.2e-16 and 1.9e-16 relative, measured), so they are compared to
-    a relative 1e-9: a million times that, far below the gaps between the rates' errors that decide the choice
-    (the closest two differ by more than 1e-3 relative).
-    """
-    table = report.shipped_record() if name == "trl_contamination" else report.composite_record()
-    shipped = json.loads(report.CALIBRATION.read_text())[name]
-    assert shipped["fingerprint"] == report.record_fingerprint(table)
-    fitted = report._fitted(name, table)
-    assert {k: v for k, v in fitted.items() if k != "tried"} == {k: v for k, v in shipped.items() if k != "tried"}
-    made, kept = np.array(fitted["tried"]), np.array(shipped["tried"])
-    assert made.shape == kept.shape and (made[:, 0] == kept[:, 0]).all()  # the rates tried, exactly
-    np.testing.assert_allclose(made[:, 1], kept[:, 1], rtol=1e-9, atol=0)  # their errors, within the kernels' rounding
-    errors = np.sort(kept[:, 1])
-    assert np.min(np.diff(errors) / errors[1:]) > 1e-3  # the choice is far from a tie the rounding could flip
-    lr, tried = report.shipped_calibration(name, table)
-    assert lr == fitted["lr"] and tried.to_numpy().tolist() == shipped["tried"]
-
-
-def test_a_calibration_fitted_to_another_table_is_not_used(tmp_path, monkeypatch):
-    table = report.shipped_record()
-    stale = json.loads(report.CALIBRATION.read_text())
-    stale["trl_contamination"]["lr"] = 1.0  # what a record changed since would leave: a wrong rate ...
-    stale["trl_contamination"]["fingerprint"] = "0" * 64  # ... fitted to another table
-    monkeypatch.setattr(report, "CALIBRATION", tmp_path / "calibration.json")
-    (tmp_path / "calibration.json").write_text(json.dumps(stale))
-    refits = []
-    monkeypatch.setattr(report, "calibrate_lr", lambda *a, **k: refits.append(k) or (0.5, pd.DataFrame({"lr": [0.5], "error": [0.0]})))
-    assert report.shipped_calibration("trl_contamination", table)[0] == 0.5 and len(refits) == 1
-    assert report.record_fingerprint(table) != report.record_fingerprint(table.assign(correct_prob=table["correct_prob"] + 1e-9))
-    with pytest.raises(ValueError, match="no shipped record 'nope'"):
-        report.shipped_calibration("nope", table)
 
 
 def test_the_curve_grid_draws_a_panel_per_metric_and_judge_and_a_legend_per_curve_and_style():
@@ -622,31 +551,6 @@ def test_notebook_08s_sentences_read_the_shipped_record():
 
 
 @pytest.mark.slow
-def test_the_simulators_prediction_agrees_and_disagrees_where_notebook_08_says():
-    table = report.shipped_record()
-    lr, _, prediction = report.shipped_prediction()
-    agree = report.compare_with_simulator(table, prediction).set_index(["judge", "estimator", "summary"]).sort_index()
-    clean, glitch, noisy, hack1, hack15 = JUDGES
-    for e in ESTIMATORS:
-        # where most runs end: the last step agrees under every judge but the in-range hack
-        for judge in (clean, glitch, noisy, hack15):
-            assert agree.loc[(judge, e, "correct_prob"), "agree"]
-        assert agree.loc[(hack15, e, "hack_prob"), "agree"]
-        # not how much the noisy judges slow the runs down: the real runs learn slower than predicted
-        for judge in (glitch, noisy):
-            row = agree.loc[(judge, e, "correct_prob_auc")]
-            assert not row["agree"] and row["real"] < row["simulated"]
-        # the in-range hack: the simulator splits its mass, the network ends on the hack
-        row = agree.loc[(hack1, e)]
-        assert not row["agree"].any() and 0.3 < row.loc["correct_prob", "simulated"] < 0.7
-        assert 0.3 < row.loc["hack_prob", "simulated"] < 0.7 and row.loc["hack_prob", "real"] > 0.99
-    hack_runs = table[(table["judge"] == hack1) & (table["range"] == "no range")]
-    grpo_clean = table[(table["judge"] == clean) & (table["arm"] == "grpo")]
-    found = first_step_above(hack_runs, "hack_prob", 0.5, by=["arm"]).max()
-    assert found < first_step_above(grpo_clean, "correct_prob", 0.5, by=["arm"])["grpo"] / 2  # far faster than the task
-
-
-@pytest.mark.slow
 def test_without_the_kl_term_the_masked_hack_fades_with_grpo_and_the_range():
     _transformers()
     from robustgrpo.lab.experiments.trl import run_trl
@@ -676,12 +580,14 @@ def test_the_trainer_benchmark_times_steps_and_the_advantage_block_side_by_side(
 
 
 def test_the_shipped_record_predates_the_batterys_choice_as_notebook_08_and_the_readme_say():
-    """Notebook 08 and README: the record has the battery's choice without a range (rank) but not with one."""
-    from robustgrpo.advantages import recommended_method
+    """Notebook 08 and README: the record has the battery's choice for 0/1 rewards (rank, with the range and without)
+    but not the default (dr_grpo)."""
+    from robustgrpo.advantages import RECOMMENDED, recommended_method
 
     estimators = set(report.shipped_record()["estimator"])
     assert estimators == set(ESTIMATORS)
-    assert recommended_method("binary", reward_range_declared=False) in estimators
-    assert recommended_method("binary", reward_range_declared=True) == "dr_grpo" not in estimators
+    assert recommended_method("binary", reward_range_declared=False) == recommended_method("binary", True) == "rank"
+    assert "rank" in estimators and RECOMMENDED == "dr_grpo" not in estimators
     text = " ".join((ROOT / "README.md").read_text().split())
-    assert "The record predates the evidence battery: it has no arm of the estimator the battery now recommends" in text
+    assert ("The record predates the evidence battery's two-stage rule: it holds the estimator the battery recommends for "
+            "these 0/1 rewards with and without the range (`rank`), but not the default `dr_grpo`") in text

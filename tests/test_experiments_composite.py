@@ -422,24 +422,6 @@ def test_the_recommendation_check_compares_the_batterys_choice_with_the_best_arm
         report.recommendation_check(report.composite_final_table(missing))
 
 
-def test_the_composite_simulator_config_maps_each_judge_onto_the_simulators():
-    base = _synthetic()
-    base = base.assign(correct_prob_short=0.5, correct_prob_long=0.01, prompts_per_step=16, G=8, beta=0.04,
-                       record_every=1, **{"weight.format": 0.2, "contamination.target": None})
-    glitch = base[base["contamination"] == "random_outliers"].assign(**{"contamination.target": "format",
-                                                                        "contamination.rate": 0.1,
-                                                                        "contamination.size": 10.0})
-    table = pd.concat([base[base["contamination"] == "none"], glitch], ignore_index=True)
-    sim = report.composite_simulator_config(table, "format judge: glitches: 10 % -> 10", lr=0.01)
-    assert sim.contamination == RandomOutliers(0.1, 0.2 * 9.0, mode="add") and sim.initial_correct == (0.01, 0.5)
-    assert (sim.n_prompts, sim.n_answers, sim.G, sim.steps, sim.kl_coef, sim.policy, sim.epochs) == (16, 8, 8, 10, 0.04,
-                                                                                                       "linear", 1)
-    assert report.composite_simulator_config(table, "clean judge", lr=0.01).hack_reward is None
-    odd = glitch.assign(**{"contamination.target": "length"})
-    with pytest.raises(ValueError, match="no stand-in for judge"):
-        report.composite_simulator_config(odd, "format judge: glitches: 10 % -> 10", lr=0.01)
-
-
 def test_the_arm_dots_draw_a_row_per_arm_a_panel_per_judge_and_the_seeds():
     from robustgrpo.book.trainer.plots import arm_estimator, plot_arm_dots
 

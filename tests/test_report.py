@@ -139,7 +139,11 @@ def test_build_all_writes_every_figure_in_every_format_and_an_index(report_dir):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_a_rebuild_gives_the_same_files(name, report_dir, tmp_path):
-    """Same bytes in every format (a fresh process is tried in test_determinism)."""
+    """Same bytes in every format (a fresh process is tried in test_determinism).
+
+    Both builds are made here, in one process on one machine, from the same code: their numbers are the same to
+    the bit by construction, so the bytes can only differ through the writers (ids, dates, dict order), which is
+    what this checks. Nothing is compared with a figure file made elsewhere."""
     out, _ = report_dir
     for again in save_figure(built(name).figure, tmp_path, name, ("png", "svg", "pdf")):
         assert again.read_bytes() == (out / again.name).read_bytes(), f"{again.name} is not deterministic"

@@ -45,11 +45,15 @@ def test_the_shipped_trl_example_loads_with_its_groups_functions_and_logged_adva
     assert d.advantages.loc[d.advantages["matches"], "method"].tolist() == ["grpo"]
     keys = s["file"] + "/" + s["group"]
     expected = compute_advantages(torch.tensor(s["sum"].to_numpy()), "grpo", index=keys.to_numpy(), eps=1e-4).advantages
+    # TRL computed its advantages in float32 on the machine that wrote the files, ours are float64: they differ by
+    # 6.7e-8 at most (measured; float32's rounding, beside which another kernel's summation order is nothing), while
+    # TRL's eps of 1e-4 against the catalogue's 1e-6 moves them by 1.2e-3: 1e-6 (here and above) tells the two apart
     np.testing.assert_allclose(expected.numpy(), s["advantage"], atol=1e-6)
     # without the run's weights nothing reproduces them, and the report says what to pass
     unweighted = diagnose_run(RUNS / "trl")
     assert not unweighted.advantages["matches"].any()
-    assert "pass reward_weights= (--reward-weights)" in unweighted.text()
+    assert unweighted.text().endswith("no estimator reproduces them; if the run weighted its reward functions, pass "
+                                      "reward_weights=")  # (the command line names --reward-weights)
     assert "weights 1 each (the files do not say; pass reward_weights=)" in unweighted.run.summary()
 
 
@@ -97,6 +101,7 @@ def test_the_verl_examples_are_what_verls_own_dump_function_writes(tmp_path):
     _make_examples().verl_examples(tmp_path / "verl", tmp_path / "verl_multiturn")
     for folder in ("verl", "verl_multiturn"):
         for shipped in sorted((RUNS / folder).iterdir()):
+            # exact on any processor: the scores are sums of 0, 1 and 0.5 written by Python, no reduction
             assert (tmp_path / folder / shipped.name).read_text() == shipped.read_text(), shipped
 
 
@@ -112,16 +117,16 @@ def test_verl_groups_must_match_the_rollout_count(tmp_path):
     ok = tmp_path / "ok"
     _dump(ok, 3, ["a"] * 4 + ["b"] * 4, [0, 1, 0, 1, 1, 1, 0, 0])
     assert load_run_log(ok).group_size == 4 and load_run_log(ok / "3.jsonl").group_size == 4
-    with pytest.raises(RewardLogError, match=r"step 3: the prompt on lines 1-4 has 4 responses where 8 are expected \(given 8\)"):
+    with pytest.raises(RewardLogError, match=r"step 3: the group on lines 1-4 has 4 responses where 8 \(or a multiple, for a "
+                                             r"prompt sampled several times\) are expected \(given 8\)"):
         load_run_log(ok, group_size=8)
-    twice = tmp_path / "twice"  # the same prompt sampled twice in a step: two groups the dump cannot tell apart
+    twice = tmp_path / "twice"  # the same prompt sampled twice in a step: two groups by position (see below)
     _dump(twice, 1, ["a"] * 8 + ["b"] * 4 + ["c"] * 4, [0] * 16)
-    with pytest.raises(RewardLogError, match=r"has 8 responses where 4 are expected .* the prompt appears 2 times in the step"):
-        load_run_log(twice)
+    assert load_run_log(twice).samples["group"].value_counts().to_dict() == {"a #1": 4, "a #2": 4, "b": 4, "c": 4}
     short = tmp_path / "short"
     _dump(short, 1, ["a"] * 4 + ["b"] * 3 + ["c"] * 4, [0] * 11)
     with pytest.raises(RewardLogError, match=r"lines 5-7 has 3 responses .*rollout.n responses per prompt; pass the run's "
-                                             r"actor_rollout_ref.rollout.n as group_size="):
+                                             r"actor_rollout_ref.rollout.n as group_size=$"):
         load_run_log(short)
     v1 = tmp_path / "v1"  # verl's v1 trainer writes uid keys: groups are exact, ragged ones included
     _dump(v1, 1, ["a"] * 4 + ["b"] * 3, [0, 1, 1, 0, 1, 0, 0],

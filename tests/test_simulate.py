@@ -51,6 +51,7 @@ from robustgrpo.lab.simulate.grouping import (
     kmeans_centroids,
     merge_small_groups,
 )
+from robustgrpo.lab.simulate.config import KL_DIVERGENCES, TRAINER_KL
 from robustgrpo.lab.simulate.problem import CORRECT, HACK, JACKPOT, WRONG, build_problem
 from robustgrpo.lab.simulate.rng import CounterStream, mix64, row_keys, to_unit
 
@@ -120,7 +121,31 @@ SIM_CONFIG_ERRORS = [
      r"params sets \['c'\], which c_schedule decides, got \{'c': 2\.0\}; drop it from params or drop c_schedule$"),
     (dict(estimators=("grpo",), params={"magic": 1}),
      r"params are accepted by none of the estimators \['grpo'\], got \['magic'\]; check the spelling \(describe_estimators\(\) lists "
-     r"each estimator's parameters\)$"),
+     r"each estimator's parameters\): they accept ddof, eps$"),
+    (dict(loss_type="dapoo"), r"^loss_type must be one of \['grpo', 'dapo', 'dr_grpo', 'bnpo'\], got 'dapoo'; did you mean 'dapo'\?$"),
+    (dict(kl_estimator="k3_iss"), r"^kl_estimator must be one of .*got 'k3_iss'; did you mean 'k3_is'\?$"),
+    (dict(reward_weights={"corect": 1.0}), r"^unknown reward function field\(s\) \['corect'\]; did you mean 'correct'\?"),
+    (dict(reward_weights={"correct": "1"}), r"^reward_weights\['correct'\] must be a finite number, got '1'"),
+    (dict(reward_weights={}), r"^reward_weights must be a dict of reward function weights, got \{\}"),
+    (dict(judge_target="format"), r"^judge_target applies to a composite reward, and reward_weights is None, got 'format'"),
+    (dict(aggregation="normalize_then_sum"), r"^aggregation applies to a composite reward, and reward_weights is None"),
+    (dict(reward_weights={"correct": 1.0, "length": 0.01}, judge_target="length", contamination=NoisyVerifier(0.8, 0.2)),
+     r"^judge_target is the length function, whose scores are not 0/1; NoisyVerifier needs 0/1 judge scores"),
+    (dict(reward_weights={"correct": 1.0}, judge_target="format", contamination=RandomOutliers(0.1, 10.0)),
+     r"^judge_target must be one of the reward functions weighed \(\['correct'\]\) for the judge to act on, got 'format'"),
+    (dict(correct_length={"a": 5, "b": 8}, length_range=(4, 12)), r"^correct_length must be a pair \(low, high\), got \{"),
+    (dict(reward_range=(1.0, 0.0)), r"^reward_range must be finite with lo < hi, got \(1\.0, 0\.0\)"),
+    (dict(length_range=(4, 12), correct_length=(3, 8)), r"^correct_length\[0\] must be an integer in \[4, 12\], got 3; a length inside"),
+    (dict(length_share=0.5), r"^length_share applies to answers laid out around the correct one's length, and correct_length is None"),
+    (dict(length_share=0.0, correct_length=(200, 300)), r"^length_share must be a finite number in \(0, 1\], got 0\.0"),
+    (dict(length_feature=1.0), r"^length_feature applies to the linear policy over discrete prompts' answers, got 1\.0"),
+    (dict(hidden_units=8), r"^hidden_units applies to the linear policy over discrete prompts' answers, got 8"),
+    (dict(correct_feature=0.0, policy="linear"), r"^correct_feature must be a finite number > 0, got 0\.0"),
+    (dict(initial_spread="logit", initial_correct=(0.0, 0.5)),
+     r"^initial_correct must lie strictly between 0 and 1 to be spread in log-odds, got \(0\.0, 0\.5\)"),
+    (dict(loss_type="grpo", length_norm="sequence"), r"^loss_type and length_norm both weight the answers' terms; set one"),
+    (dict(max_completion_length=500, reward_weights={"length": 1.0}),
+     r"^max_completion_length must be an integer >= 1000, got 500; at least the longest answer of length_range$"),
 ]
 
 
@@ -952,6 +977,184 @@ def test_a_layered_clip_with_one_spread_group_takes_that_groups_std_as_the_mean(
     torch.testing.assert_close(eps, 1.5 * torch.tensor([0.1, 0.1, 0.3], dtype=torch.float64))
 
 
+# ------------------------------------------------------ what the trainer records show: lengths, rewards, losses
+
+COMPOSITE = SimConfig(n_prompts=6, n_answers=11, initial_correct=(0.01, 0.5), initial_spread="logit", correct_length=(8, 5),
+                      length_range=(4, 12), length_share=0.5, hack_reward=1.5, hack_init_prob=0.03, policy="linear",
+                      feature_dim=0, length_feature=1.0, correct_feature=0.1, hidden_units=16,
+                      reward_weights={"correct": 1.0, "format": 0.2, "length": 0.01}, G=8, steps=3)
+
+
+def test_answers_laid_out_around_the_correct_ones_length():
+    pb = build_problem(COMPOSITE)
+    correct = torch.linspace(8.0, 5.0, 6, dtype=torch.float64).round()
+    assert pb.kinds.tolist() == [CORRECT] + [WRONG] * 9 + [HACK]
+    assert torch.equal(pb.lengths[:, 0], correct) and torch.equal(pb.lengths[:, 10], correct)  # the hack's is the answer's
+    assert pb.lengths[:, 1:10].tolist() == [list(map(float, range(4, 13)))] * 6  # one wrong answer per length
+    probs = pb.base_logits.exp()
+    logit = torch.linspace(math.log(0.01 / 0.99), math.log(0.5 / 0.5), 6, dtype=torch.float64)
+    torch.testing.assert_close(probs[:, 0], torch.sigmoid(logit), rtol=1e-12, atol=0)  # even in log-odds
+    wrong = probs[:, 1:10]
+    share = 0.5 ** (pb.lengths[:, 1:10] - correct.unsqueeze(-1)).abs()
+    torch.testing.assert_close(wrong, (1 - probs[:, 0] - 0.03).unsqueeze(-1) * share / share.sum(-1, keepdim=True))
+    # the three functions' clean scores, and the judge's: the correct function with the hack scored 1.5
+    torch.testing.assert_close(pb.scores[..., 0], pb.quality)
+    assert (pb.scores[..., 1] == 1.0).all() and torch.equal(pb.scores[..., 2], -pb.lengths / 12)
+    assert pb.judged[:, 10].tolist() == [1.5] * 6 and torch.equal(pb.judged[:, :10], pb.quality[:, :10])
+
+
+def test_the_linear_policys_features_kinds_scaled_length_per_token_and_hidden_units():
+    flat = build_problem(COMPOSITE.replace(hidden_units=0))
+    pb = build_problem(COMPOSITE)
+    kinds = flat.features[0, :, :4]
+    assert kinds[0].tolist() == [0.1, 0.0, 0.0, 0.0] and kinds[1].tolist() == [0.0, 0.1, 0.0, 0.0]  # correct, wrong: c
+    assert kinds[10].tolist() == [0.0, 0.0, 1.0, 0.0]  # the hack: 1
+    assert torch.equal(flat.features[..., 4], pb.lengths - 8.0)  # tokens from the middle of length_range (4, 12)
+    gen = torch.Generator().manual_seed(COMPOSITE.problem_seed)  # the problem's own draws, the mixing last
+    torch.rand(6, 11, generator=gen, dtype=torch.float64)
+    torch.randint(4, 13, (6, 11), generator=gen)
+    torch.randn(6, 11, 0, generator=gen, dtype=torch.float64)
+    mixing = torch.randn(5, 16, generator=gen, dtype=torch.float64) / 4.0
+    torch.testing.assert_close(pb.features, flat.features @ mixing, rtol=1e-12, atol=1e-12)
+    assert run(COMPOSITE).shape[0] == 3
+
+
+def test_adam_on_shared_units_does_not_move_a_tiny_steady_gradient_as_fast_as_a_large_one():
+    """The reason for hidden_units: Adam scales each parameter's step by its own gradient's size, so with one
+    parameter per feature a gradient 1000 times smaller moves its feature as fast; through shared units it does not."""
+    gradient = torch.tensor([1.0, 1e-3], dtype=torch.float64)  # d loss / d feature weight, steady
+    moved = {}
+    for units in (0, 32):
+        mixing = torch.eye(2, dtype=torch.float64) if units == 0 else \
+            torch.randn(2, units, generator=torch.Generator().manual_seed(0), dtype=torch.float64) / math.sqrt(units)
+        theta = torch.zeros(mixing.shape[1], dtype=torch.float64, requires_grad=True)
+        opt = torch.optim.Adam([theta], lr=0.01)
+        for _ in range(50):
+            opt.zero_grad()
+            ((mixing @ theta) * gradient).sum().backward()
+            opt.step()
+        moved[units] = (mixing @ theta).detach().abs()
+    assert moved[0][1] / moved[0][0] > 0.99  # one parameter per feature: both features move alike
+    assert moved[32][1] / moved[32][0] < 0.2  # shared units: the tiny gradient's feature hardly moves
+
+
+def test_a_composite_of_the_verifier_alone_is_the_verifier():
+    plain = SimConfig(n_prompts=8, n_answers=5, G=4, steps=5, hack_reward=1.5, estimators=("grpo", "rank"),
+                      contamination=RandomOutliers(0.2, 10.0))
+    composite = run(plain.replace(reward_weights={"correct": 1.0}), seeds=[0, 1])
+    pd.testing.assert_frame_equal(composite[list(METRICS)], run(plain, seeds=[0, 1])[list(METRICS)])
+    assert composite["weight.correct"].eq(1.0).all()
+
+
+def test_the_judge_scores_its_function_and_the_reward_sums_every_function():
+    """Step 0 rebuilt by hand: the answers sampled with the run's random numbers, the format scores through the
+    glitching judge, the weighted sum averaged (the record's judged_reward); the length term is in the sum."""
+    from robustgrpo.lab.simulate.runner import _JUDGE, _SAMPLE
+
+    glitch = RandomOutliers(0.3, 10.0)
+    cfg = COMPOSITE.replace(hidden_units=0, contamination=glitch, judge_target="format", hack_reward=None,
+                            n_answers=10, estimators=("grpo", "dr_grpo"))
+    frame = run(cfg, seeds=[3])
+    pb = build_problem(cfg)
+    keys = row_keys(torch.tensor([3]), 6)
+    answers = sample_answers(pb.base_logits.exp(), CounterStream(keys.reshape(-1), 0, _SAMPLE).uniform((6, 8)))
+    scores = pb.scores.gather(1, answers.unsqueeze(-1).expand(6, 8, 3))
+    judge_keys = keys.unsqueeze(1).expand(1, 2, 6).reshape(-1)  # the estimators of a seed share the judge's draws
+    hit = glitch.apply(scores[..., 1].repeat(2, 1), seed=CounterStream(judge_keys, 0, _JUDGE))
+    format_scores = hit.rewards.reshape(2, 6, 8)
+    total = scores[..., 0] + 0.2 * format_scores + 0.01 * scores[..., 2]
+    step0 = frame[frame.step == 0].set_index("estimator")
+    for e, name in enumerate(("grpo", "dr_grpo")):
+        assert step0.loc[name, "judged_reward"] == pytest.approx(float(total[e].mean()), rel=1e-12)
+        assert step0.loc[name, "contaminated_fraction"] == pytest.approx(float(hit.contaminated.reshape(2, 6, 8)[e].double().mean()))
+    assert step0.loc["grpo", "true_reward"] == pytest.approx(float((pb.base_logits.exp() * pb.quality).sum(-1).mean()))
+
+
+def test_normalize_then_sum_is_gdpo_over_each_seeds_batch():
+    from robustgrpo.lab.simulate.runner import composite_advantages
+    from robustgrpo.multireward import compute_multi_reward_advantages
+
+    gen = torch.Generator().manual_seed(1)
+    scores = torch.stack([torch.randint(0, 2, (3, 5, 8), generator=gen).double(),
+                          torch.ones(3, 5, 8, dtype=torch.float64), -torch.randint(4, 9, (3, 5, 8), generator=gen).double() / 12],
+                         dim=-1)
+    adv, diag = composite_advantages(scores, [1.0, 0.2, 0.01], "rank", {"reward_range": (-1.0, 1.0)})
+    for s in range(3):
+        alone = compute_multi_reward_advantages(scores[s], [1.0, 0.2, 0.01], "rank", reward_range=(-1.0, 1.0))
+        torch.testing.assert_close(adv[s], torch.as_tensor(alone.advantages), rtol=0, atol=0)
+        assert float(adv[s].mean()) == pytest.approx(0.0, abs=1e-12)  # TRL's batch step, over this seed's batch
+    assert diag["n_groups"].tolist() == [5.0] * 3 and (diag["degenerate_fraction"] == 0).all()  # format ties, the rest not
+    frame = run(COMPOSITE.replace(aggregation="normalize_then_sum", estimators=("grpo", "rank")), seeds=[0, 1])
+    assert frame["aggregation"].eq("normalize_then_sum").all()
+    assert frame[["true_reward", "judged_reward", "correct_prob", "hack_prob", "cos_clean"]].notna().all().all()
+
+
+def test_loss_weights_are_trls_loss_types():
+    from robustgrpo.lab.simulate.runner import loss_weights
+
+    lengths = torch.tensor([[[[2.0, 4.0], [6.0, 8.0]]]], dtype=torch.float64)  # one seed, estimator, 2 prompts x G = 2
+    base = SimConfig(length_range=(2, 10))
+    expected = {"grpo": 5.0 / lengths, "dapo": torch.full_like(lengths, 1.0), "bnpo": torch.full_like(lengths, 1.0),
+                "dr_grpo": torch.full_like(lengths, 0.5)}  # mean length 5 (the batch's too), longest 10
+    for kind, weights in expected.items():
+        torch.testing.assert_close(loss_weights(base.replace(loss_type=kind), lengths, 5.0), weights)
+    torch.testing.assert_close(loss_weights(base.replace(loss_type="dr_grpo", max_completion_length=20), lengths, 5.0),
+                               torch.full_like(lengths, 0.25))
+    torch.testing.assert_close(loss_weights(base, lengths, 5.0), torch.ones_like(lengths))  # length_norm="none"
+    torch.testing.assert_close(loss_weights(base.replace(length_norm="sequence"), lengths, 5.0), 5.0 / lengths)
+
+
+def test_loss_weights_are_trls_loss_aggregations_of_an_answers_tokens():
+    """TRL's aggregations (its code, read) on per-token terms that split each answer's term s_i evenly over its L_i
+    tokens equal the simulator's weighted mean of the answers' terms, up to the one factor L_mean."""
+    import inspect
+
+    from trl import GRPOTrainer
+
+    from robustgrpo.lab.simulate.runner import loss_weights
+
+    source = inspect.getsource(GRPOTrainer._compute_loss)
+    for line in ("loss = ((per_token_loss * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()",
+                 "loss = (per_token_loss * mask).sum() / (per_token_loss.size(0) * self.max_completion_length)",
+                 "loss = (per_token_loss * mask).sum() / mask.sum().clamp(min=1.0)"):
+        assert line in source
+    lengths = torch.tensor([3.0, 5.0, 8.0, 4.0], dtype=torch.float64)
+    terms = torch.tensor([0.7, -1.2, 0.4, 2.0], dtype=torch.float64)  # each answer's term s_i
+    top, mean = 10, 5.0  # max_completion_length, the problem's mean length
+    mask = (torch.arange(top).unsqueeze(0) < lengths.unsqueeze(-1)).double()
+    per_token = mask * (terms / lengths).unsqueeze(-1)  # s_i spread evenly over its tokens
+    trl = {"grpo": ((per_token * mask).sum(-1) / mask.sum(-1)).mean(),
+           "dr_grpo": (per_token * mask).sum() / (4 * top),
+           "bnpo": (per_token * mask).sum() / mask.sum(), "dapo": (per_token * mask).sum() / mask.sum()}
+    for kind, loss in trl.items():
+        config = SimConfig(length_range=(2, top), loss_type=kind)
+        weights = loss_weights(config, lengths.view(1, 1, 1, 4), mean).reshape(4)
+        assert float((weights * terms).mean() / mean) == pytest.approx(float(loss), rel=1e-12), kind
+
+
+def test_the_grpo_loss_type_penalises_long_wrong_answers_less():
+    """Dr. GRPO's length bias: averaging each answer's terms over its own tokens (loss_type "grpo") weighs a long wrong
+    answer's negative advantage less than a short one's, so the wrong mass moves to the long answers; TRL's dapo does
+    not. A table of logits, the correct answer and wrong answers of 2, 6 and 10 tokens, RLOO advantages."""
+    cfg = SimConfig(n_prompts=32, n_answers=4, initial_correct=(0.2, 0.2), correct_length=(6, 6), length_range=(2, 10),
+                    G=8, steps=30, estimators=("rloo",), optimizer="sgd", lr=1.0, epochs=1, record_every=30)
+    ends = {kind: run(cfg.replace(loss_type=kind), seeds=[0, 1, 2]).query("step == 29") for kind in ("grpo", "dapo", "dr_grpo")}
+    # the wrong answers' mean length, from the expected length and P(correct) (the correct answer has 6 tokens)
+    wrong = {k: float(((f["length"] - 6 * f["correct_prob"]) / (1 - f["correct_prob"])).mean()) for k, f in ends.items()}
+    assert wrong["grpo"] > 6.1  # from 6.0 at the start
+    assert abs(wrong["dapo"] - 6.0) < 0.01 and abs(wrong["dr_grpo"] - 6.0) < 0.01
+
+
+def test_a_declared_range_masks_what_lies_outside_it_and_nothing_else():
+    cfg = SimConfig(n_prompts=8, G=4, steps=6, estimators=("grpo", "robust"), reward_range=(0.0, 1.0))
+    config_columns = list(cfg.columns())
+    same = run(cfg, seeds=[0, 1]).drop(columns=config_columns)
+    pd.testing.assert_frame_equal(same, run(cfg.replace(reward_range=None), seeds=[0, 1]).drop(columns=config_columns))
+    glitch = cfg.replace(contamination=RandomOutliers(0.3, 10.0))
+    masked, open_ = run(glitch, seeds=[0, 1]), run(glitch.replace(reward_range=None), seeds=[0, 1])
+    assert (masked.cos_clean > open_.cos_clean).mean() > 0.8  # the glitches masked out: updates nearer the clean ones
+
+
 # ---------------------------------------------------------------- the KL term
 
 
@@ -970,10 +1173,12 @@ def test_each_kl_estimator_lands_on_the_fixed_point_of_the_divergence_it_follows
     reverse = 0.3 * math.exp(1 / beta) / (0.3 * math.exp(1 / beta) + 0.7)
     forward = ((1 - beta) + math.sqrt((1 - beta) ** 2 + 4 * 0.3 * beta)) / 2
     assert abs(reverse - forward) > 0.005  # the two divergences pull to different points
-    assert _kl_fixed_point("k3", beta) == pytest.approx(forward, abs=0.004)  # TRL's and verl's k3 in the loss
-    assert _kl_fixed_point("k2", beta) == pytest.approx(reverse, abs=0.004)
-    assert _kl_fixed_point("exact", beta) == pytest.approx(reverse, abs=0.004)
-    assert _kl_fixed_point("k1", beta) > max(forward, reverse) + 0.2  # k1 in the loss penalises nothing on average
+    points = {"KL(pi_ref || pi)": forward, "KL(pi || pi_ref)": reverse}
+    for term, divergence in KL_DIVERGENCES.items():
+        if term == "k1":
+            assert _kl_fixed_point(term, beta) > max(forward, reverse) + 0.2  # k1 in the loss penalises nothing on average
+        else:  # k3 (TRL without the correction, verl's default) forward; k3_is (TRL's default), k3+, k2, exact reverse
+            assert _kl_fixed_point(term, beta) == pytest.approx(points[divergence], abs=0.004), term
 
 
 def test_kl_terms_are_schulmans_estimators():
@@ -984,7 +1189,67 @@ def test_kl_terms_are_schulmans_estimators():
     torch.testing.assert_close(kl_term(log_ratio, "k3"), r - log_ratio - 1)
     torch.testing.assert_close(kl_term(log_ratio, "k2"), 0.5 * log_ratio**2)
     torch.testing.assert_close(kl_term(log_ratio, "k1"), -log_ratio)
+    torch.testing.assert_close(kl_term(log_ratio, "k3+"), r - log_ratio - 1)  # the value of k3 ...
+    torch.testing.assert_close(kl_term(log_ratio, "k3_is", torch.zeros(3, dtype=torch.float64)), r - log_ratio - 1)
     with pytest.raises(ValueError, match="kl estimator must be"):
         kl_term(log_ratio, "exact")
+    with pytest.raises(ValueError, match="'k3_is' needs log_importance"):
+        kl_term(log_ratio, "k3_is")
     with pytest.raises(ValueError, match="kl_estimator must be one of"):
         SimConfig(kl_estimator="k4")
+
+
+def _kl_gradient(term: str, logp: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
+    """The gradient of the simulator's KL term with respect to log pi at the sampled answers (pi_old = pi)."""
+    from robustgrpo.lab.simulate.runner import kl_term
+
+    logp = logp.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(kl_term(ref - logp, term, logp - logp.detach()).sum(), logp)
+    return grad
+
+
+def test_the_kl_terms_are_the_trainers_own():
+    """verl's kl_penalty (its code, called) gives the simulator's k3, k3+, k2 and k1, values and gradients; TRL's
+    _compute_loss multiplies k3 by the importance ratio when use_bias_correction_kl (its code, read), which is on by
+    default, with beta 0 and the dapo loss by default (its GRPOConfig)."""
+    import dataclasses
+    import inspect
+
+    from trl import GRPOConfig, GRPOTrainer
+    from verl.trainer.ppo.core_algos import kl_penalty
+
+    from robustgrpo.lab.simulate.runner import kl_term
+
+    logp = torch.tensor([-1.0, -0.3, -2.0, -0.05], dtype=torch.float64)
+    ref = torch.tensor([-1.5, -0.2, -0.7, -3.0], dtype=torch.float64)  # log ratios -0.5 to 2.95: inside verl's clamps
+    for verl_name, term in (("k3", "k3"), ("low_var_kl", "k3"), ("k3+", "k3+"), ("k2", "k2"), ("mse", "k2"), ("k1", "k1")):
+        x = logp.clone().requires_grad_(True)
+        value = kl_penalty(x, ref, verl_name)
+        (grad,) = torch.autograd.grad(value.sum(), x)
+        torch.testing.assert_close(kl_term(ref - logp, term), value.detach(), rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(_kl_gradient(term, logp, ref), grad, rtol=1e-12, atol=1e-12)
+        assert TRAINER_KL[next(k for k in TRAINER_KL if k.startswith("verl") and f"'{verl_name}'" in k)] == term
+    # TRL: per_token_kl = k3 (with ref - logp), times coef_1 = exp(logp - old_logp) under use_bias_correction_kl
+    source = inspect.getsource(GRPOTrainer._compute_loss)
+    assert "torch.exp(ref_per_token_logps - per_token_logps) - (ref_per_token_logps - per_token_logps) - 1" in source
+    assert re.search(r"if self\.args\.use_bias_correction_kl:\s+per_token_kl = per_token_kl \* coef_1", source)
+    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    assert (defaults["use_bias_correction_kl"], defaults["beta"], defaults["loss_type"]) == (True, 0.0, "dapo")
+    assert TRAINER_KL["TRL, beta > 0, use_bias_correction_kl=True (its default)"] == "k3_is"
+    assert TRAINER_KL["TRL, beta > 0, use_bias_correction_kl=False"] == "k3"
+    # at pi = pi_old, k3 times the ratio has gradient -log(rho) = log pi - log pi_ref, k2's: the reverse KL's
+    torch.testing.assert_close(_kl_gradient("k3_is", logp, ref), logp - ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(_kl_gradient("k3", logp, ref), 1 - torch.exp(ref - logp), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_notebook_05s_kl_figure_settles_each_trainer_option_at_its_divergences_optimum():
+    from robustgrpo.book.drift import report as drift
+
+    rf = drift.kl_estimators_figure()
+    final, points = rf.data["final"].set_index("kl_estimator")["mean"], rf.data["fixed_points"]
+    assert final["k3"] == pytest.approx(points["forward"], abs=0.01)  # verl's default, TRL without the correction
+    assert final["k3_is"] == pytest.approx(points["reverse"], abs=0.01)  # TRL's default
+    assert final["k3+"] == pytest.approx(points["reverse"], abs=0.01)  # verl's k3+
+    assert final["k1"] > max(points.values()) + 0.1
+    assert "TRL's default multiplies k3 by the importance ratio" in rf.caption

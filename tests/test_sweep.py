@@ -548,14 +548,16 @@ def test_sweep_command_runs_reports_and_says_what_is_done_failed_and_missing(tmp
 @pytest.mark.parametrize("argv, message", [
     (["sweep", "{bad}", "--out", "{out}"], "{bad}: grid.G: G must be an integer >= 2, got 'eight'"),
     (["sweep", "{bad}"], "sweep CONFIG needs --out DIR"),
-    (["sweep", "status", "{out}"], "holds no sweep record (no manifest.json)"),
+    (["sweep", "status", "{out}"], "{out}: no such folder; pass the --out folder of a sweep"),
+    (["sweep", "status", "{empty}"], "{empty} holds no sweep record (no manifest.json)"),
     (["sweep", "{bad}", "--out", "{out}", "--address", "auto"], "--address applies to the ray engine"),
     (["sweep", "{bad}", "extra", "--out", "{out}"], "sweep takes one CONFIG file"),
 ])
 def test_sweep_command_user_errors_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"runnable": "simulate", "grid": {"G": ["eight"]}}))
-    fill = {"bad": str(bad), "out": str(tmp_path / "out")}
+    (tmp_path / "empty").mkdir()
+    fill = {"bad": str(bad), "out": str(tmp_path / "out"), "empty": str(tmp_path / "empty")}
     assert main([a.format(**fill) for a in argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("python -m robustgrpo sweep: error: ") and message.format(**fill) in err
@@ -591,8 +593,11 @@ def test_a_record_without_cells_has_only_the_cell_id_column_and_loaded_rows_are_
     assert run_sweep(spec, out, progress=False, runnables=TOYS).ran == 0
     empty = load_record(out, partial=True)
     assert list(empty.columns) == ["cell_id"] and len(empty) == 0 and empty.attrs["unfinished"] == 1
-    with pytest.raises(ValueError, match=r"holds no sweep record \(no manifest\.json\); pass the --out folder of a sweep$"):
+    with pytest.raises(ValueError, match=r"nowhere: no such folder; pass the --out folder of a sweep$"):
         load_record(tmp_path / "nowhere")
+    (tmp_path / "bare").mkdir()
+    with pytest.raises(ValueError, match=r"bare holds no sweep record \(no manifest\.json\); pass the --out folder of a sweep$"):
+        load_record(tmp_path / "bare")
     run_sweep({"runnable": "toy", "grid": {"x": [1, 2]}}, tmp_path / "two", progress=False, runnables=TOYS)
     pd.testing.assert_index_equal(load_record(tmp_path / "two").index, pd.RangeIndex(4))
 
@@ -859,6 +864,10 @@ def test_a_killed_sweep_process_loses_nothing_finished_and_a_rerun_completes_it(
 
 @pytest.mark.slow
 def test_ray_and_local_engines_give_identical_numbers(tmp_path, ray_cluster):
+    """Exact, across processes: the Ray workers are processes of the local instance on this machine, which inherit
+    this environment (the same torch vector kernel), and both engines run a cell with cpus_per_cell torch threads,
+    so each cell is the same code on the same kernel and thread count. A cluster of other processors is not tried
+    here: there the floats may differ in their last digits."""
     sims = {"runnable": "simulate", "fixed": SIM, "grid": {"policy": ["tabular", "linear"], "estimators": ["grpo", "robust"]},
             "seeds": 2}
     agreement = {"runnable": "agreement", "fixed": {"n_groups": 200}, "grid": {"method": ["grpo", "huber_m"], "c": [2.0, 3.0]}}
@@ -911,6 +920,7 @@ def test_the_command_runs_a_sweep_on_a_running_cluster_by_its_address(tmp_path, 
     assert done.returncode == 0, done.stderr
     assert "4 cells: 0 already done, 4 ran, 0 failed (ray engine" in done.stdout
     run_sweep(config, tmp_path / "local", progress=False)
+    # exact: this machine's kernel and cpus_per_cell threads on both sides (test_ray_and_local_engines_give_identical_numbers)
     pd.testing.assert_frame_equal(load_record(tmp_path / "ray"), load_record(tmp_path / "local"), check_exact=True)
 
 

@@ -1,6 +1,7 @@
 """The book: the notebooks' figures, captions, takeaways and live lessons, one chapter per folder.
 
-``pip install robustgrpo[lab,book]`` (matplotlib, plotly, ipywidgets, anywidget, jupyterlab). A
+The ``lab`` and ``book`` extras (matplotlib, plotly, ipywidgets, anywidget, jupyterlab; the diagnosis page,
+``book.diagnose``, needs only ``plots``: matplotlib). A
 chapter is a subpackage named after its topic, holding what its notebook shows:
 
 ``seed`` (notebook 01), ``primer`` (02), ``grid`` (03: the group size G and the clip c),

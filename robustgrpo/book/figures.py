@@ -10,7 +10,8 @@ notebook figure and the report figure are one piece of code.
 
 ``python -m robustgrpo figures --out DIR`` runs :func:`build_all`: every
 builder, saved as PNG, SVG and PDF, plus ``index.md`` listing each figure
-with its caption and takeaway. Builds are deterministic: same code, same bytes.
+with its caption and takeaway. Builds are deterministic: same code, same bytes, on one machine and
+environment (another processor's vector kernels may move a value in its last bits).
 """
 
 from __future__ import annotations

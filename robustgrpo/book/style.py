@@ -10,7 +10,7 @@ no global state leaks between them and they render headless; Jupyter shows
 a returned figure inline. Report figures are sized for a journal column (3.4 in) or a full page width
 (7 in) and saved with :func:`save_figure` as PNG, SVG and PDF. Saving is
 deterministic: the same figure gives the same bytes (fixed SVG ids, no
-timestamps in the PDF).
+timestamps in the PDF), on one machine and environment.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ The rules (each refuses with a ``ValueError`` that names the file and what to do
 * a table handed to a figure or a metric is a non-empty DataFrame with the columns it needs
   (:func:`require_columns`).
 
-Standard library only (pandas is imported where a table is checked), so the command line reads
-it without the lab's packages.
+The standard library and the core's :func:`robustgrpo.checks.setting` only (pandas is imported
+where a table is checked), so the command line reads it without the lab's packages.
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable
+
+from robustgrpo.checks import setting
 
 if TYPE_CHECKING:  # the lab's, imported where a table is checked
     import pandas as pd
@@ -272,7 +274,7 @@ def check_output_file(path: str | os.PathLike[str], *, inputs: Iterable[str | os
     if not path.parent.is_dir():
         raise ValueError(f"the folder {str(path.parent)!r} does not exist; make it first or pass a path in an existing folder")
     if path.exists() and not force:
-        raise ValueError(f"{str(path)!r} exists; pass another path, or --force (force=True) to replace it")
+        raise ValueError(f"{str(path)!r} exists; pass another path, or {setting('force', True)} to replace it")
     try:
         fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as err:
@@ -308,10 +310,10 @@ def write_new_file(path: Path, write: Callable[[IO[bytes]], None], *, force: boo
             try:
                 os.link(tmp, path)
             except FileExistsError:
-                raise ValueError(f"{str(path)!r} exists; pass another path, or --force (force=True) to replace it") from None
+                raise ValueError(f"{str(path)!r} exists; pass another path, or {setting('force', True)} to replace it") from None
             except OSError:  # a file system without hard links: check, then rename
                 if os.path.lexists(path):
-                    raise ValueError(f"{str(path)!r} exists; pass another path, or --force (force=True) to replace it") from None
+                    raise ValueError(f"{str(path)!r} exists; pass another path, or {setting('force', True)} to replace it") from None
                 os.replace(tmp, path)
     finally:
         if os.path.lexists(tmp):

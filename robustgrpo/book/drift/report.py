@@ -15,13 +15,18 @@ Every experiment runs :func:`robustgrpo.lab.simulate.simulate` (or
 * ``05_hack_and_jackpot``: a reachable hack rises then collapses the true reward; a genuine
   jackpot with the same judged scores is its mirror image;
 * ``05_drift_unexposed``: a shared (linear) policy carries the hack to prompts whose judge
-  never had it; a tabular one does not.
+  never had it; a tabular one does not;
+* ``05_kl_estimators``: where training settles with the KL term of each trainer option.
+
+:func:`trainer_agreement_text` says how far the simulator predicts the real trainer, from the
+shipped calibration (:mod:`robustgrpo.lab.simulate.trainer`), without simulating.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -35,6 +40,15 @@ from robustgrpo.lab.contamination import (
 )
 from robustgrpo.lab.metrics import update_weight
 from robustgrpo.book.drift.plots import plot_curves, plot_update_weight, plot_weight_ratio
+from robustgrpo.lab.simulate.config import KL_DIVERGENCES
+from robustgrpo.lab.simulate.trainer import (
+    SHIPPED_RECORDS,
+    UNMODELLED_SHARE,
+    agreement_summary,
+    read_calibration,
+    shipped_pairs,
+    unmodelled_arms,
+)
 from robustgrpo.lab.simulate import (
     SimConfig,
     final_values,
@@ -78,6 +92,13 @@ __all__ = [
     "simulation_figure",
     "table_text",
     "dashboard_text",
+    "KL",
+    "KL_TERMS",
+    "kl_fixed_points",
+    "kl_estimators_figure",
+    "agreement_text",
+    "trainer_agreement_text",
+    "trainer_agreement_table",
 ]
 
 NOTEBOOK = "05_policy_gradient_drift.ipynb"
@@ -123,9 +144,10 @@ GLITCHES = {"glitches: 5 % -> 10": RandomOutliers(0.05, 10.0), "glitches: 20 % -
 #: gradient), plain SGD, beta = 0.5; one run per KL term of the loss (SimConfig.kl_estimator).
 KL = SimConfig(n_prompts=16, n_answers=2, initial_correct=(0.3, 0.3), G=64, steps=300, estimators=("rloo",),
                optimizer="sgd", lr=2.0, epochs=1, kl_coef=0.5, record_every=5)
-#: The KL terms compared, by the divergence whose gradient each one follows in expectation.
-KL_TERMS = {"k3": "k3 (TRL, verl): KL(ref || pi)", "k2": "k2: KL(pi || ref)", "exact": "exact KL(pi || ref)",
-            "k1": "k1: no KL on average"}
+#: The KL terms compared: the trainer options they are, and the divergence whose gradient each one follows
+#: (SimConfig's TRAINER_KL and KL_DIVERGENCES; verl's k2 has k3+'s gradient, so it trains alike).
+KL_TERMS = {"k3_is": "TRL's default (k3 x ratio)", "k3+": "verl's k3+ (or k2)",
+            "k3": "verl's default k3; TRL with use_bias_correction_kl=False", "k1": "k1 in the loss"}
 
 
 def kl_fixed_points(beta: float, p_ref: float = 0.3) -> dict[str, float]:
@@ -334,18 +356,20 @@ def kl_estimators_figure() -> ReportFigure:
     data = _kl()
     bands = seed_bands(data, "correct_prob", by=("kl_estimator",))
     points = kl_fixed_points(KL.kl_coef)
-    fig = plot_curves(bands, hue="kl_estimator", hue_labels=KL_TERMS, ylabel="P(correct answer)", ylim=(0.0, 1.0),
+    labels = {term: f"{text}: {KL_DIVERGENCES[term]}" for term, text in KL_TERMS.items()}
+    fig = plot_curves(bands, hue="kl_estimator", hue_labels=labels, ylabel="P(correct answer)", ylim=(0.0, 1.0),
                       guides={"optimum with KL(pi || ref)": points["reverse"], "optimum with KL(ref || pi)": points["forward"]},
                       title=f"The KL term decides where training settles (beta = {KL.kl_coef:g}, pi_ref(correct) = 0.3)")
     final = final_values(data, "correct_prob", by=("kl_estimator",)).set_index("kl_estimator")
     caption = (
-        f"P(correct) under RLOO advantages and SGD with four KL terms in the loss at beta = {KL.kl_coef:g} (two answers, "
-        f"rewards 1 and 0, reference and start at P(correct) = 0.3; mean and 2-se band over 3 seeds x {KL.n_prompts} prompts). "
-        f"DeepSeekMath's k3 estimate, differentiated through the sampled answers as TRL and verl do, follows the "
-        f"gradient of KL(pi_ref || pi) and settles at {final.loc['k3', 'mean']:.3f}, the forward KL's optimum "
-        f"{points['forward']:.3f}; k2 and the exact reverse KL settle at {final.loc['k2', 'mean']:.3f} and "
-        f"{final.loc['exact', 'mean']:.3f}, the reverse KL's optimum {points['reverse']:.3f}; k1 in the loss penalises "
-        f"nothing on average and climbs to {final.loc['k1', 'mean']:.3f}."
+        f"P(correct) under RLOO advantages and SGD with the KL term of each trainer option in the loss at beta = "
+        f"{KL.kl_coef:g} (two answers, rewards 1 and 0, reference and start at P(correct) = 0.3; mean and 2-se band over "
+        f"3 seeds x {KL.n_prompts} prompts). DeepSeekMath's k3 differentiated through the sampled answers (verl's "
+        f"default; TRL with use_bias_correction_kl=False) follows the gradient of KL(pi_ref || pi) and settles at "
+        f"{final.loc['k3', 'mean']:.3f}, the forward KL's optimum {points['forward']:.3f}. TRL's default multiplies k3 by "
+        f"the importance ratio and verl's k3+ takes k2's gradient: both follow KL(pi || pi_ref) and settle at "
+        f"{final.loc['k3_is', 'mean']:.3f} and {final.loc['k3+', 'mean']:.3f}, the reverse KL's optimum "
+        f"{points['reverse']:.3f}. k1 in the loss penalises nothing on average and climbs to {final.loc['k1', 'mean']:.3f}."
     )
     return ReportFigure("05_kl_estimators", fig, caption, {"bands": bands, "final": final.reset_index(), "fixed_points": points})
 
@@ -539,3 +563,69 @@ def dashboard_text(engine: object) -> str:
         f"and {robust.summary()['mean_cos_clean']:.2f} with the clean updates. A hack over-scored on half the "
         f"prompts takes robust from {hack.final_clean:.3f} to {hack.final:.3f}."
     )
+
+
+# ------------------------------------------------------------------ the simulator against the real trainer
+
+#: The shipped records in words.
+_RECORD_NAMES = {"trl_contamination": "the one-token record", "trl_composite": "the multi-token record"}
+
+
+def agreement_text(pairs: pd.DataFrame) -> str:
+    """Markdown: how many pairs of arms the simulator ranks as a trainer record does (every pair, and those the record
+    tells apart), per kind of pair, and the arms it cannot model
+    (:func:`~robustgrpo.lab.simulate.trainer.unmodelled_arms`) with the record's end beside the simulator's; and how far
+    apart their levels are (the root mean square difference of the arms' ends)."""
+    summary = agreement_summary(pairs).set_index("kind")
+    kinds = {"arms": "two arms under one judge", "judges": "one arm under two judges"}
+    ends = pd.concat([pairs[[f"judge_{x}", f"arm_{x}", f"real_{x}", f"simulated_{x}"]].set_axis(
+        ["judge", "arm", "real", "simulated"], axis=1) for x in ("a", "b")]).drop_duplicates(["judge", "arm"])
+    rms = float(np.sqrt(((ends["real"] - ends["simulated"]) ** 2).mean()))
+    first = (f"The simulator ranks {int(summary.loc['all', 'agree'])} of {int(summary.loc['all', 'pairs'])} pairs of arms "
+             f"as the record does ({100 * summary.loc['all', 'share']:.0f} %): "
+             + "; ".join(f"{int(summary.loc[k, 'agree'])} of {int(summary.loc[k, 'pairs'])} pairs of {text}"
+                         for k, text in kinds.items() if k in summary.index)
+             + f". Of the {int(summary.loc['all', 'separated'])} pairs the record tells apart (one ends higher beyond its "
+             f"band and 0.01) it ranks {int(summary.loc['all', 'separated_agree'])} the same way. Its levels are another "
+             f"matter: over the {len(ends)} arms, the record's and the simulator's P(correct) at the end differ by "
+             f"{rms:.3f} (root mean square).")
+    hard = unmodelled_arms(pairs)
+    share = Fraction(UNMODELLED_SHARE).limit_denominator(100)
+    if hard.empty:
+        return f"{first} No arm disagrees in {share} of its pairs or more."
+    items = [f"- {r.arm} under the {r.judge}: {r.real:.3f} / {r.simulated:.3f} ({r.disagree} of {r.pairs} pairs)"
+             for r in hard.itertuples(index=False)]
+    return (f"{first}\n\nWhere it cannot model the record (arms that disagree in at least {share} of their pairs; "
+            "P(correct) at the end, record / simulator):\n\n" + "\n".join(items))
+
+
+def trainer_agreement_text() -> str:
+    """Markdown, from the shipped calibration: the settings fitted to one trainer record, then per record how often
+    the simulator ranks its pairs of arms as the record does and where it cannot model it (:func:`agreement_text`)."""
+    data = read_calibration()
+    settings = data["settings"]
+    pairs = shipped_pairs()
+    parts = [f"Fitted to {_RECORD_NAMES[data['fitted_on']]}: a learning rate {settings['lr_scale']:g} times the "
+             f"trainer's, a correct feature of {settings['correct_feature']:g} and a length feature of "
+             f"{settings['length_feature']:g}, chosen from {len(data['scores'])} settings as the one that ranks the most "
+             "of its pairs of arms as it does; the other record is predicted with them, unchanged."]
+    for name in SHIPPED_RECORDS:
+        fitted = " (fitted on it)" if name == data["fitted_on"] else " (not fitted on it)"
+        parts.append(f"**{_RECORD_NAMES[name].capitalize()}{fitted}.** " + agreement_text(pairs[name]))
+    return "\n\n".join(parts)
+
+
+def trainer_agreement_table() -> pd.DataFrame:
+    """The shipped pair tables counted by what the pairs compare: per record, the pairs of two arms under each judge
+    (``kind="arms"``, ``of`` the judge) and the pairs of each arm under two judges (``kind="judges"``, ``of`` the
+    arm): ``pairs``, ``agree``, and the same among the pairs the record tells apart (``separated``,
+    ``separated_agree``)."""
+    rows = []
+    for name, pairs in shipped_pairs().items():
+        for kind, column in (("arms", "judge_a"), ("judges", "arm_a")):
+            chosen = pairs[pairs["kind"] == kind]
+            for of, group in chosen.groupby(column, sort=False):
+                apart = group[group["real_verdict"] != 0]
+                rows.append({"record": name, "kind": kind, "of": of, "pairs": len(group), "agree": int(group["agree"].sum()),
+                             "separated": len(apart), "separated_agree": int(apart["agree"].sum())})
+    return pd.DataFrame(rows)

@@ -1,18 +1,12 @@
 r"""Report figures of notebook 08: real GRPO runs with TRL under contaminated judges, beside the simulator.
 
 Everything is read from a record of the ``trl`` runnable (:mod:`robustgrpo.lab.experiments`): by
-default the shipped one, :data:`RECORD`, made by :data:`COMMAND` from :data:`CONFIG`. The
-drift simulator's prediction for the same judges is computed here, once per process (cached), at
-the learning rate fitted to the record (for the shipped records read from :data:`CALIBRATION`):
-
-* the simulator's problem is the run's: ``prompts_per_step`` prompts, one answer per token of
-  the vocabulary (``vocab_size``), the measured initial probabilities of the correct answer
-  and of the hack token (step 0 of the record), ``G``, ``steps``, the same judge (a
-  ``pattern_hack`` of size s is the simulator's hack judged s), one PPO epoch per batch as
-  TRL's default, the same k3 KL weight (``beta``), Adam, and a *linear* policy (one weight
-  vector shared by every prompt, as a network shares its weights);
-* its one free setting, the learning rate, is fitted to the clean judge's ``grpo`` curve of
-  the record (:func:`calibrate_lr`); every other judge and estimator is then a prediction.
+default the shipped one, :data:`RECORD`, made by :data:`COMMAND` from :data:`CONFIG`. The drift
+simulator's version of a record's runs is :mod:`robustgrpo.lab.simulate.trainer`'s: set up from
+what the record states and measures at step 0, with three free settings fitted once, to the
+multi-token record (:func:`write_calibration`, stored in :data:`CALIBRATION`), and used unchanged
+for both records; its curves are simulated here once per process (cached), its agreement with the
+record, pair of arms by pair of arms, is read from :data:`CALIBRATION`.
 
 The figures:
 
@@ -28,8 +22,10 @@ The figures:
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -38,10 +34,26 @@ import pandas as pd
 
 from robustgrpo.advantages import compute_advantages, recommended_method
 from robustgrpo.lab.files import require_columns
-from robustgrpo.lab.contamination import contamination_from_dict
 from robustgrpo.book.drift.plots import plot_point_ranges
+from robustgrpo.book.drift.report import agreement_text
 from robustgrpo.book.trainer.plots import plot_arm_dots, plot_curve_grid
-from robustgrpo.lab.simulate import SimConfig, final_values, first_step_above, seed_bands, simulate
+from robustgrpo.lab.simulate import final_values, first_step_above, seed_bands
+from robustgrpo.lab.simulate.trainer import (
+    CALIBRATION_GRID,
+    COMPOSITE_ANSWER_LENGTHS,
+    END_FRACTION,
+    FITTED_ON,
+    SIM_SEEDS,
+    SimSettings,
+    agreement_summary,
+    end_values,
+    fit_settings,
+    pair_table,
+    predict,
+    read_calibration,
+    shipped_pairs,
+    shipped_settings,
+)
 from robustgrpo.lab.sweep import load_record
 from robustgrpo.book.figures import ReportFigure, report_figure
 
@@ -52,13 +64,10 @@ __all__ = [
     "RECORD",
     "CONFIG",
     "COMMAND",
-    "SIM_ESTIMATORS",
-    "SIM_SEEDS",
-    "CALIBRATION_LRS",
     "CALIBRATION",
     "record_fingerprint",
-    "shipped_calibration",
     "write_calibration",
+    "shipped_calibration",
     "METRIC_LABELS",
     "trainer_record",
     "shipped_record",
@@ -69,12 +78,8 @@ __all__ = [
     "effects",
     "effects_text",
     "clean_judge",
-    "simulator_config",
-    "calibrate_lr",
     "simulator_prediction",
-    "shipped_prediction",
-    "compare_with_simulator",
-    "disagreement_text",
+    "record_pairs",
     "setup_text",
     "glitch_group_text",
     "in_range_text",
@@ -102,16 +107,6 @@ __all__ = [
     "learning_text",
     "recommendation_text",
     "comparison_text",
-    "COMPOSITE_SIM_ANSWERS",
-    "COMPOSITE_SIM_LENGTHS",
-    "COMPOSITE_CALIBRATION_ARM",
-    "COMPOSITE_CALIBRATION_LRS",
-    "composite_simulator_config",
-    "composite_simulator_prediction",
-    "shipped_composite_prediction",
-    "composite_calibrated_prediction",
-    "compare_composite_with_simulator",
-    "composite_simulator_text",
     "composite_curves_figure",
     "composite_finals_figure",
     "composite_length_figure",
@@ -136,12 +131,6 @@ RECORD = _REPO / "data" / "records" / "trl_contamination"
 CONFIG = _REPO / "data" / "sweeps" / "trl_contamination.json"
 #: The command that made it (from the repository's top folder).
 COMMAND = "python -m robustgrpo sweep data/sweeps/trl_contamination.json --out data/records/trl_contamination"
-#: Estimators the simulator runs beside the record (it has no declared reward range).
-SIM_ESTIMATORS = ("grpo", "robust", "rank")
-#: Seeds of the simulator's prediction.
-SIM_SEEDS = tuple(range(5))
-#: Learning rates :func:`calibrate_lr` tries, a factor 2 apart; it then tries the two midpoints around the best.
-CALIBRATION_LRS = (0.004, 0.008, 0.016, 0.032, 0.064, 0.128)
 #: Axis labels of the metrics drawn.
 METRIC_LABELS = {"correct_prob": "P(correct answer)", "hack_prob": "P(hack token)"}
 _COLUMNS = ["cell_id", "seed", "step", "judge", "arm", "estimator", "contamination", "reward_range_lo", "reward_range_hi",
@@ -310,91 +299,11 @@ def _one(rows: pd.DataFrame, column: str) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
-def simulator_config(table: pd.DataFrame, judge: str, lr: float, estimators: Sequence[str] = SIM_ESTIMATORS) -> SimConfig:
-    """The drift simulator's version of the record's runs under ``judge`` (see the module's docstring).
-
-    Raises ``ValueError`` if the runs of that judge differ in a setting the simulator takes.
-    """
-    rows = table[table["judge"] == judge]
-    if rows.empty:
-        raise ValueError(f"the record has no judge {judge!r}; it has {list(pd.unique(table['judge']))}")
-    start = rows[rows["step"] == 0]
-    p_correct, p_hack = float(start["correct_prob"].mean()), float(start["hack_prob"].mean())
-    model = _one(rows, "contamination")
-    fields = {c.split(".", 1)[1]: _one(rows, c) for c in rows.columns
-              if c.startswith("contamination.") and rows[c].notna().all()}
-    hack = {}
-    contamination: Any = None
-    if model == "pattern_hack":
-        hack = {"hack_reward": float(fields["size"]), "hack_init_prob": p_hack}
-    else:
-        contamination = contamination_from_dict({"model": model, **fields})
-    return SimConfig(
-        n_prompts=int(_one(rows, "prompts_per_step")), n_answers=int(_one(rows, "vocab_size")),
-        initial_correct=(p_correct, p_correct), policy="linear", contamination=contamination,
-        G=int(_one(rows, "G")), steps=int(_one(rows, "steps")), estimators=tuple(estimators), epochs=1,
-        kl_coef=float(_one(rows, "beta")), optimizer="adam", lr=lr, record_every=int(_one(rows, "record_every")),
-        **hack,
-    )
-
-
-def _curve_error(real: pd.Series, simulated: pd.Series) -> float:
-    """Root mean square difference of two seed-mean curves indexed by step, over their common steps."""
-    common = real.index.intersection(simulated.index)
-    return float(np.sqrt(((real[common] - simulated[common]) ** 2).mean()))
-
-
-def calibrate_lr(table: pd.DataFrame, lrs: Sequence[float] = CALIBRATION_LRS,
-                 seeds: Sequence[int] = SIM_SEEDS, *, arm: str = "grpo", make_config: Any = None) -> tuple[float, pd.DataFrame]:
-    r"""The simulator's learning rate whose clean ``grpo`` curve is closest to the record's.
-
-    The error of a learning rate is the root mean square, over the recorded steps, of the
-    difference between the seed means of P(correct) in the record (clean judge, ``arm``,
-    ``grpo`` without a range by default) and in the simulator (``make_config``, default
-    :func:`simulator_config`, at that rate, with the arm's estimator). Tries ``lrs``, then the
-    geometric midpoints between the best and its neighbours in ``lrs``.
-
-    Returns
-    -------
-    (float, pandas.DataFrame)
-        The best rate, and every rate tried with its ``error``, sorted by rate.
-    """
-    judge = clean_judge(table)
-    make_config = simulator_config if make_config is None else make_config
-    real_rows = table[(table["judge"] == judge) & (table["arm"] == arm)]
-    if real_rows.empty:
-        raise ValueError(f"the record has no {arm} run under the clean judge to calibrate on")
-    estimator = str(real_rows["estimator"].iloc[0])
-    real = real_rows.groupby("step")["correct_prob"].mean()
-    errors: dict[float, float] = {}
-
-    def error(lr: float) -> float:
-        if lr not in errors:
-            sim = simulate(make_config(table, judge, lr, (estimator,)), list(seeds), progress=False)
-            errors[lr] = _curve_error(real, sim.groupby("step")["correct_prob"].mean())
-        return errors[lr]
-
-    grid = sorted(float(v) for v in lrs)
-    best = min(range(len(grid)), key=lambda i: error(grid[i]))
-    for neighbour in (best - 1, best + 1):
-        if 0 <= neighbour < len(grid):
-            error(math.sqrt(grid[best] * grid[neighbour]))
-    tried = pd.DataFrame(sorted(errors.items()), columns=["lr", "error"])
-    return float(tried.loc[tried["error"].idxmin(), "lr"]), tried
-
-
-def simulator_prediction(table: pd.DataFrame, lr: float, seeds: Sequence[int] = SIM_SEEDS,
-                         estimators: Sequence[str] = SIM_ESTIMATORS) -> pd.DataFrame:
-    """The simulator's runs (:func:`~robustgrpo.lab.simulate.simulate`) for every judge of the record, at ``lr``; the
-    table of ``simulate`` with a ``judge`` column."""
-    frames = [simulate(simulator_config(table, judge, lr, estimators), list(seeds), progress=False).assign(judge=judge)
-              for judge in pd.unique(table["judge"])]
-    return pd.concat(frames, ignore_index=True)
-
-
-#: The learning rates :func:`calibrate_lr` fits to the shipped records, shipped beside them (the figures of notebook 08
-#: read them instead of refitting: 5 s each). Each entry names the record's fingerprint (:func:`record_fingerprint`)
-#: and the fit's settings; :func:`write_calibration` writes it, and a test refits both records and compares.
+#: The shipped calibration of the drift simulator to both shipped records (:mod:`robustgrpo.lab.simulate.trainer`):
+#: the settings fitted to :data:`~robustgrpo.lab.simulate.trainer.FITTED_ON` over
+#: :data:`~robustgrpo.lab.simulate.trainer.CALIBRATION_GRID`, each setting's score, and both records' ends, real and
+#: simulated at the fitted settings, with the records' fingerprints (:func:`record_fingerprint`). Notebooks 05 and 08
+#: read it; :func:`write_calibration` writes it; a test reruns the fitted settings on both records and compares.
 CALIBRATION = _REPO / "data" / "records" / "calibration.json"
 
 
@@ -407,121 +316,89 @@ def record_fingerprint(table: pd.DataFrame) -> str:
     return digest.hexdigest()
 
 
-def _calibration_settings(name: str) -> dict[str, Any]:
-    """The arguments of :func:`calibrate_lr` for the shipped record ``name`` (``trl_contamination``, ``trl_composite``)."""
-    if name == "trl_contamination":
-        return {"lrs": CALIBRATION_LRS, "arm": "grpo", "make_config": simulator_config}
-    if name == "trl_composite":
-        return {"lrs": COMPOSITE_CALIBRATION_LRS, "arm": COMPOSITE_CALIBRATION_ARM, "make_config": composite_simulator_config}
-    raise ValueError(f"no shipped record {name!r}; pass 'trl_contamination' or 'trl_composite'")
+def _shipped_tables() -> dict[str, pd.DataFrame]:
+    return {"trl_contamination": _shipped(), "trl_composite": _shipped_composite()}
 
 
-def _fit(name: str, table: pd.DataFrame) -> tuple[float, pd.DataFrame]:
-    """:func:`calibrate_lr` of ``table`` with the settings of the shipped record ``name``."""
-    settings = _calibration_settings(name)
-    return calibrate_lr(table, settings["lrs"], arm=settings["arm"], make_config=settings["make_config"])
+def _ends_rows(ends: pd.DataFrame) -> list[list[Any]]:
+    return [[str(r.judge), str(r.arm), float(r.value), float(r.se), int(r.n_seeds)] for r in ends.itertuples(index=False)]
 
 
-def _fitted(name: str, table: pd.DataFrame) -> dict[str, Any]:
-    """:func:`_fit` as :data:`CALIBRATION` stores it, with the fingerprint and the settings it was fitted with."""
-    settings = _calibration_settings(name)
-    lr, tried = _fit(name, table)
-    return {"fingerprint": record_fingerprint(table), "lrs": list(settings["lrs"]), "seeds": list(SIM_SEEDS),
-            "arm": settings["arm"], "lr": lr, "tried": tried[["lr", "error"]].to_numpy().tolist()}
+def write_calibration(path: str | os.PathLike[str] = CALIBRATION,
+                      grid: Sequence[SimSettings] = CALIBRATION_GRID) -> dict[str, Any]:
+    """Fit the simulator's settings to the shipped record :data:`~robustgrpo.lab.simulate.trainer.FITTED_ON` over
+    ``grid`` (:func:`~robustgrpo.lab.simulate.trainer.fit_settings`), predict both shipped records at the fitted
+    settings, and write ``path`` (:data:`CALIBRATION`); returns what it wrote.
 
-
-def shipped_calibration(name: str, table: pd.DataFrame) -> tuple[float, pd.DataFrame]:
-    """:func:`calibrate_lr` of the shipped record ``name`` whose table is ``table``: read from :data:`CALIBRATION`
-    when it was fitted to this table with these settings, refitted otherwise (a record or a setting changed since)."""
-    import json
-
-    settings = _calibration_settings(name)
-    entry = json.loads(CALIBRATION.read_text()).get(name) if CALIBRATION.is_file() else None
-    current = entry is not None and entry["fingerprint"] == record_fingerprint(table) and entry["lrs"] == list(
-        settings["lrs"]) and entry["seeds"] == list(SIM_SEEDS) and entry["arm"] == settings["arm"]
-    if not current:
-        return _fit(name, table)
-    return float(entry["lr"]), pd.DataFrame(entry["tried"], columns=["lr", "error"])
-
-
-def write_calibration(path: str | os.PathLike[str] = CALIBRATION) -> dict[str, Any]:
-    """Fit the learning rate to both shipped records and write :data:`CALIBRATION` (run after re-recording one,
-    or after changing the simulator; one torch thread, as the notebooks run); returns what it wrote."""
-    import json
-
-    fitted = {"trl_contamination": _fitted("trl_contamination", _shipped()),
-              "trl_composite": _fitted("trl_composite", _shipped_composite())}
-    Path(path).write_text(json.dumps(fitted, indent=1) + "\n")
-    return fitted
-
-
-@functools.lru_cache(maxsize=1)
-def _shipped_prediction() -> tuple[float, pd.DataFrame, pd.DataFrame]:
-    table = _shipped()
-    lr, tried = shipped_calibration("trl_contamination", table)
-    return lr, tried, simulator_prediction(table, lr)
-
-
-def shipped_prediction() -> tuple[float, pd.DataFrame, pd.DataFrame]:
-    """The calibrated rate, the rates tried (:func:`calibrate_lr`) and the prediction for the shipped record."""
-    lr, tried, prediction = _shipped_prediction()
-    return lr, tried.copy(), prediction.copy()
-
-
-def compare_with_simulator(table: pd.DataFrame, prediction: pd.DataFrame, tolerance: float = 0.05) -> pd.DataFrame:
-    r"""The real runs (no declared range) and the simulator's, per judge, estimator and summary of :data:`SUMMARIES`.
-
-    A pair *agrees* when :math:`|\bar r - \bar s| \le \max(\text{tolerance}, 2 \sqrt{se_r^2 + se_s^2})`: within
-    ``tolerance`` (5 points of probability by default) or within the seeds' noise. ``hack_prob`` is compared
-    only under a hack judge (the simulator has no hack answer otherwise).
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``judge``, ``estimator``, ``summary``, ``real``, ``real_se``, ``simulated``, ``simulated_se``,
-        ``difference`` (real minus simulated) and ``agree``.
+    Every setting tried simulates every arm of the record over 5 seeds (the shipped grid of 18 settings and the two
+    predictions took 43 minutes on two cores shared with other work, load average 6 to 9): run it after re-recording
+    a shipped record or changing the simulator, with one torch thread, as the notebooks run.
     """
-    by = ["judge", "estimator"]
-    real = run_summaries(table[table["range"] == "no range"], by)
-    sim = run_summaries(prediction, by)
-    both = real.merge(sim, on=by, suffixes=("_real", "_sim"))
-    rows = [pd.DataFrame({"judge": both["judge"], "estimator": both["estimator"], "summary": name,
-                          "real": both[f"{name}_real"], "real_se": both[f"{name}_se_real"],
-                          "simulated": both[f"{name}_sim"], "simulated_se": both[f"{name}_se_sim"]})
-            for name in SUMMARIES]
-    out = pd.concat(rows, ignore_index=True).dropna(subset=["simulated"]).reset_index(drop=True)
-    out["difference"] = out["real"] - out["simulated"]
-    noise = 2 * np.sqrt(out["real_se"] ** 2 + out["simulated_se"] ** 2)
-    out["agree"] = out["difference"].abs() <= np.maximum(tolerance, noise)
-    return out
+    tables = _shipped_tables()
+    settings, scores = fit_settings(tables[FITTED_ON], grid)
+    records = {name: {"fingerprint": record_fingerprint(table), "real": _ends_rows(end_values(table)),
+                      "simulated": _ends_rows(end_values(predict(table, settings)))}
+               for name, table in tables.items()}
+    data = {"fitted_on": FITTED_ON, "seeds": list(SIM_SEEDS), "settings": asdict(settings),
+            "scores": scores.to_dict("records"), "records": records}
+    Path(path).write_text(_json_text(data) + "\n")
+    return data
 
 
-def _span(values: pd.Series) -> str:
-    lo, hi = f"{values.min():.3f}", f"{values.max():.3f}"
-    return lo if lo == hi else f"{lo} to {hi}"
+def _json_text(value: Any, indent: str = "") -> str:
+    """JSON with one line per row: a list or dict of plain values on one line, anything deeper one item a line."""
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    if not any(isinstance(item, (list, dict)) for item in items):
+        return json.dumps(value)
+    inner = indent + " "
+    if isinstance(value, dict):
+        items = [f"{inner}{json.dumps(k)}: {_json_text(v, inner)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{indent}}}"
+    return "[\n" + ",\n".join(inner + _json_text(v, inner) for v in value) + f"\n{indent}]"
 
 
-def disagreement_text(agree: pd.DataFrame) -> str:
-    """:func:`compare_with_simulator`'s table as Markdown, one bullet per judge: each summary agrees for every
-    estimator, or does not (naming the estimators when not all), with the real and the simulated values (their range
-    over those estimators)."""
-    agree = require_columns(agree, ["judge", "estimator", "summary", "real", "simulated", "agree"], "agree",
-                            produced_by="compare_with_simulator")
-    lines = []
-    for judge, group in agree.groupby("judge", sort=False):
-        parts = []
-        for summary, name in SUMMARIES.items():
-            rows = group[group["summary"] == summary]
-            off = rows[~rows["agree"]]
-            if rows.empty:
-                continue
-            if off.empty:
-                parts.append(f"{name} agrees")
-                continue
-            who = "" if len(off) == len(rows) else f" for {', '.join(off['estimator'])}"
-            parts.append(f"{name} does not{who}: real {_span(off['real'])}, simulated {_span(off['simulated'])}")
-        lines.append(f"- **{judge}**: " + "; ".join(parts) + ".")
-    return "\n".join(lines)
+def shipped_calibration(path: str | os.PathLike[str] = CALIBRATION) -> dict[str, Any]:
+    """The shipped calibration (:func:`~robustgrpo.lab.simulate.trainer.read_calibration`), checked to be of the
+    shipped records as they are: ``ValueError`` naming the record that changed since (then :func:`write_calibration`)."""
+    data = read_calibration(path)
+    for name, table in _shipped_tables().items():
+        if data["records"][name]["fingerprint"] != record_fingerprint(table):
+            raise ValueError(f"the calibration in {path} was made from another version of the record {name}; write it "
+                             "again with robustgrpo.book.trainer.report.write_calibration()")
+    return data
+
+
+def simulator_prediction(table: pd.DataFrame, settings: SimSettings | None = None) -> pd.DataFrame:
+    """The simulator's runs of every arm of a trainer record (:func:`~robustgrpo.lab.simulate.trainer.predict`) at
+    ``settings``, by default the shipped calibration's (fitted once, never to ``table``)."""
+    return predict(table, shipped_settings(CALIBRATION) if settings is None else settings)
+
+
+@functools.lru_cache(maxsize=2)
+def _no_range_prediction(name: str) -> pd.DataFrame:
+    table = _shipped_tables()[name]
+    arms = table["range"] == "no range"
+    if name == "trl_composite":
+        arms &= table["arm"].isin(CORE_ESTIMATORS)
+    return simulator_prediction(table[arms])
+
+
+def record_pairs(name: str | None, table: pd.DataFrame) -> pd.DataFrame:
+    """:func:`~robustgrpo.lab.simulate.trainer.pair_table` of a record against the simulator at the shipped settings:
+    the shipped record ``name``'s from :data:`CALIBRATION`, or (``name`` None) ``table``'s, simulated now."""
+    if name is not None:
+        shipped_calibration()
+        return shipped_pairs(CALIBRATION)[name]
+    return pair_table(end_values(table), end_values(simulator_prediction(table)))
+
+
+def _settings_text(settings: SimSettings, shipped: str | None) -> str:
+    """The fitted settings in words, and whether they were fitted to the record drawn (the shipped record ``shipped``,
+    or None for another record)."""
+    fitted = ("fitted to this record" if shipped == FITTED_ON else
+              f"fitted to the shipped {FITTED_ON} record, not to this one")
+    return (f"learning rate {settings.lr_scale:g} times the trainer's, correct feature {settings.correct_feature:g}, "
+            f"length feature {settings.length_feature:g} ({fitted})")
 
 
 # ------------------------------------------------------------------------------------- figures
@@ -590,26 +467,25 @@ def finals_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) -
 
 @report_figure("08_trainer_vs_simulator", notebook=NOTEBOOK)
 def simulator_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) -> ReportFigure:
-    """The real runs (no declared range) beside the drift simulator's prediction for the same judges."""
-    if record is None:
-        table = shipped_record()
-        lr, tried, prediction = shipped_prediction()
-    else:
-        table = trainer_record(record)
-        lr, tried = calibrate_lr(table)
-        prediction = simulator_prediction(table, lr)
-    real = trainer_bands(table[table["range"] == "no range"], by=("judge", "estimator")).assign(source="TRL run")
+    """The real runs (no declared range) beside the drift simulator's prediction for the same judges, and how often the
+    simulator ranks the record's arms (every arm) as the record does."""
+    table = shipped_record() if record is None else trainer_record(record)
+    no_range = table[table["range"] == "no range"]
+    prediction = _no_range_prediction("trl_contamination") if record is None else simulator_prediction(no_range)
+    settings = shipped_settings(CALIBRATION)
+    real = trainer_bands(no_range, by=("judge", "estimator")).assign(source="TRL run")
     sim = trainer_bands(prediction, by=("judge", "estimator")).assign(source="simulator")
     bands = pd.concat([real, sim], ignore_index=True)
     fig = plot_curve_grid(bands, hue="estimator", style="source", row_labels=METRIC_LABELS,
-                          title=f"The real runs (solid) and the simulator's prediction (dashed; lr {lr:.3g} fitted on clean grpo)")
-    agree = compare_with_simulator(table, prediction)
-    caption = (f"Simulator: linear policy, {len(SIM_SEEDS)} seeds, learning rate {lr:.3g} fitted to the clean grpo "
-               f"curve; every other curve is a prediction. Of {len(agree)} (judge, estimator, summary) pairs (last-step "
-               f"P(correct), mean P(correct) over training, last-step P(hack) under a hack), {int(agree['agree'].sum())} "
-               f"agree within 0.05 or the seeds' noise.")
-    return ReportFigure("08_trainer_vs_simulator", fig, caption, agree,
-                        _simulator_takeaway(table, prediction, tried, lr, agree))
+                          title="The real runs (solid) and the simulator's prediction (dashed)")
+    pairs = record_pairs("trl_contamination" if record is None else None, table)
+    summary = agreement_summary(pairs).set_index("kind").loc["all"]
+    caption = (f"Simulator: a linear policy over the {int(_one(table, 'vocab_size'))} one-token answers, {len(SIM_SEEDS)} "
+               f"seeds, {_settings_text(settings, 'trl_contamination' if record is None else None)}. Of "
+               f"{int(summary['pairs'])} pairs of arms (two arms under one judge, or one arm under two judges; every arm, "
+               f"with and without the range) it ranks {int(summary['agree'])} as the record does: which ends higher, or "
+               "level within the record's 2-se band or 0.01.")
+    return ReportFigure("08_trainer_vs_simulator", fig, caption, pairs, agreement_text(pairs))
 
 
 def _judges(table: pd.DataFrame) -> tuple[str, ...]:
@@ -618,30 +494,6 @@ def _judges(table: pd.DataFrame) -> tuple[str, ...]:
     if len(judges) != 5:
         raise ValueError(f"the record has {len(judges)} judges {list(judges)}; notebook 08's sentences read its five")
     return judges
-
-
-def _simulator_takeaway(table: pd.DataFrame, prediction: pd.DataFrame, tried: pd.DataFrame, lr: float,
-                        agree: pd.DataFrame) -> str:
-    """How far the fitted simulator is from the clean runs, where it disagrees per judge, and why the hack parts them."""
-    clean, _, _, hack1, _ = _judges(table)
-    grpo_clean = table[(table["judge"] == clean) & (table["arm"] == "grpo")]
-    sim_clean = prediction[(prediction["judge"] == clean) & (prediction["estimator"] == "grpo")].groupby("step")["correct_prob"].mean()
-    real_clean = grpo_clean.groupby("step")["correct_prob"].mean()
-    to_hack = first_step_above(table[(table["judge"] == hack1) & (table["range"] == "no range")], "hack_prob", 0.5, by=["arm"])
-    steps = [s for s in (20, 60, 100) if s in real_clean.index and s in sim_clean.index]
-    return (
-        f"the fitted rate leaves a root mean square gap of {tried.set_index('lr').loc[lr, 'error']:.3f} between the clean "
-        f"curves: P(correct) at steps {', '.join(map(str, steps[:-1]))} and {steps[-1]} is "
-        f"{', '.join(f'{real_clean[s]:.3f}' for s in steps)} in the "
-        f"real runs and {', '.join(f'{sim_clean[s]:.3f}' for s in steps)} in the simulator. Per judge:\n\n"
-        + disagreement_text(agree)
-        + f"\n\nUnder the hack judged 1 the simulator's policy splits its mass between the correct answer and the hack, "
-        f"which its judge scores alike; the network moves to the hack (its P(hack) passes 0.5 by step "
-        f"{to_hack.max():.0f} in every arm, while clean grpo's P(correct) passes 0.5 at step "
-        f"{first_step_above(grpo_clean, 'correct_prob', 0.5, by=['arm'])['grpo']:.0f}): the hack is one token for every "
-        f"prompt, a correct answer has to be read off each prompt. The simulator's linear policy has one feature for "
-        f"'correct' shared by every prompt, which makes the two equally easy; that is where it and the network part."
-    )
 
 
 def setup_text(config: Any, n_tokens: int, vocabulary: Sequence[str], n_params: int, table: pd.DataFrame,
@@ -749,8 +601,6 @@ COMPOSITE_COMMAND = ("python -m robustgrpo experiment trl_composite data/sweeps/
                      "data/records/trl_composite --engine ray --num-cpus 2")
 #: The estimators crossed with every judge and with and without the declared range (the sweep's first block).
 CORE_ESTIMATORS = ("grpo", "dr_grpo", "rloo", "rank", "robust", "batch_huber")
-#: The end of a run: the mean over its last fifth of training (the exact metrics still move from step to step).
-END_FRACTION = 0.2
 #: Axis labels of the multi-token metrics drawn.
 COMPOSITE_LABELS = {"correct_prob": "P(correct), held-out", "length": "mean length (tokens)",
                     "hack_prob": "P(answer '[#...')"}
@@ -1070,159 +920,9 @@ def comparison_text(comparisons: pd.DataFrame, kind: str, summaries: Sequence[st
     return "\n".join(lines)
 
 
-# ------------------------------------------------------------------- the multi-token runs' simulator
-
-#: Candidate answers per prompt of the simulator's version of the multi-token runs (the correct one, the hack, wrong ones).
-COMPOSITE_SIM_ANSWERS = 8
-#: Answer lengths in tokens of the shipped task (a word of 2 to 5 letters, two tags, the end of sequence).
-COMPOSITE_SIM_LENGTHS = (5, 8)
-#: The arm the simulator's learning rate is fitted to: the clean judge's ``dr_grpo``, the recommendation's estimator.
-COMPOSITE_CALIBRATION_ARM = "dr_grpo"
-#: Learning rates the calibration tries for the multi-token runs (a factor 2 apart), then the midpoints around the best.
-COMPOSITE_CALIBRATION_LRS = (0.00025, 0.0005, 0.001, 0.002, 0.004, 0.008)
-
-
-def composite_simulator_config(table: pd.DataFrame, judge: str, lr: float,
-                               estimators: Sequence[str] = CORE_ESTIMATORS) -> SimConfig:
-    r"""The drift simulator's version of the multi-token runs under ``judge``.
-
-    The simulator's reward is one 0/1 verifier (no format, no length term), so a run maps as follows:
-    ``prompts_per_step`` prompts, :data:`COMPOSITE_SIM_ANSWERS` answers each with lengths in
-    :data:`COMPOSITE_SIM_LENGTHS`, the measured initial P(correct) spread from the longest
-    words' to the shortest words' (step 0 of the record), a linear policy, ``G``, ``steps``,
-    one PPO epoch, k3 KL at ``beta``, Adam at ``lr``; the judge:
-
-    * a glitching format judge (``random_outliers`` on ``format``, weight :math:`w_f`): each
-      glitch replaces a format score of about 1 by ``size``, so the sum gains
-      :math:`w_f(\text{size} - 1)`: the simulator's ``random_outliers`` in ``add`` mode;
-    * a noisy correctness verifier: the simulator's ``noisy_verifier`` with the same TPR and FPR;
-    * the over-scored pattern on ``correct`` judged ``size``: the simulator's hack judged ``size``
-      (a correct answer is judged 1) at the measured initial P(hack).
-
-    Raises ``ValueError`` for a judge the simulator cannot stand in for (another target or model).
-    """
-    table = require_columns(table, ["correct_prob_short", "correct_prob_long", "weight.format", "prompts_per_step", "G",
-                                    "beta", "record_every"], "table", produced_by="composite_record")
-    rows = table[table["judge"] == judge]
-    if rows.empty:
-        raise ValueError(f"the record has no judge {judge!r}; it has {list(pd.unique(table['judge']))}")
-    start = rows[rows["step"] == 0]
-    low, high = float(start["correct_prob_long"].mean()), float(start["correct_prob_short"].mean())
-    model = _one(rows, "contamination")
-    target = _one(rows, "contamination.target") if model != "none" and "contamination.target" in rows else None
-    contamination: Any = None
-    hack: dict[str, float] = {}
-    if model == "random_outliers" and target == "format":
-        weight = float(_one(rows, "weight.format"))
-        contamination = contamination_from_dict({"model": "random_outliers", "rate": float(_one(rows, "contamination.rate")),
-                                                 "size": weight * (float(_one(rows, "contamination.size")) - 1.0),
-                                                 "mode": "add"})
-    elif model == "noisy_verifier" and target == "correct":
-        contamination = contamination_from_dict({"model": "noisy_verifier", "tpr": float(_one(rows, "contamination.tpr")),
-                                                 "fpr": float(_one(rows, "contamination.fpr"))})
-    elif model == "pattern_hack" and target == "correct":
-        hack = {"hack_reward": float(_one(rows, "contamination.size")), "hack_init_prob": float(start["hack_prob"].mean())}
-    elif model != "none":
-        raise ValueError(f"the simulator has no stand-in for judge {judge!r} ({model} on {target})")
-    return SimConfig(
-        n_prompts=int(_one(rows, "prompts_per_step")), n_answers=COMPOSITE_SIM_ANSWERS,
-        initial_correct=(min(low, high), max(low, high)), length_range=COMPOSITE_SIM_LENGTHS, policy="linear",
-        contamination=contamination, G=int(_one(rows, "G")), steps=int(_one(rows, "steps")),
-        estimators=tuple(estimators), epochs=1, kl_coef=float(_one(rows, "beta")), optimizer="adam", lr=lr,
-        record_every=int(_one(rows, "record_every")), **hack,
-    )
-
-
 def _core_no_range(table: pd.DataFrame) -> pd.DataFrame:
     """The record's runs of the :data:`CORE_ESTIMATORS` without a range, on the sum, with TRL's default loss and weights."""
-    core = table["arm"].isin(CORE_ESTIMATORS)
-    return table[core]
-
-
-def composite_calibrated_prediction(table: pd.DataFrame) -> tuple[float, pd.DataFrame, pd.DataFrame]:
-    """The simulator's learning rate fitted to a multi-token record (:func:`calibrate_lr` on
-    :data:`COMPOSITE_CALIBRATION_ARM` over :data:`COMPOSITE_CALIBRATION_LRS`), the rates tried, and its prediction
-    for every judge at that rate (:func:`composite_simulator_prediction`)."""
-    lr, tried = _fit("trl_composite", table)
-    return lr, tried, composite_simulator_prediction(table, lr)
-
-
-@functools.lru_cache(maxsize=1)
-def _shipped_composite_prediction() -> tuple[float, pd.DataFrame, pd.DataFrame]:
-    table = _shipped_composite()
-    lr, tried = shipped_calibration("trl_composite", table)
-    return lr, tried, composite_simulator_prediction(table, lr)
-
-
-def composite_simulator_prediction(table: pd.DataFrame, lr: float, seeds: Sequence[int] = SIM_SEEDS,
-                                   estimators: Sequence[str] = CORE_ESTIMATORS) -> pd.DataFrame:
-    """The simulator's runs for every judge of a ``trl_composite`` record at ``lr``
-    (:func:`composite_simulator_config`); the table of :func:`~robustgrpo.lab.simulate.simulate` with a ``judge``
-    column."""
-    frames = [simulate(composite_simulator_config(table, judge, lr, estimators), list(seeds), progress=False)
-              .assign(judge=judge) for judge in pd.unique(table["judge"])]
-    return pd.concat(frames, ignore_index=True)
-
-
-def shipped_composite_prediction() -> tuple[float, pd.DataFrame, pd.DataFrame]:
-    """The calibrated rate, the rates tried and the simulator's prediction for the shipped multi-token record (once per
-    process)."""
-    lr, tried, prediction = _shipped_composite_prediction()
-    return lr, tried.copy(), prediction.copy()
-
-
-def compare_composite_with_simulator(table: pd.DataFrame, prediction: pd.DataFrame,
-                                     tolerance: float = 0.05) -> pd.DataFrame:
-    r"""The real runs of the :data:`CORE_ESTIMATORS` without a range and the simulator's, per judge, estimator and
-    summary (``correct_end``, ``correct_auc``, and ``hack_end`` under a hack).
-
-    A pair *agrees* when :math:`|\bar r - \bar s| \le \max(\text{tolerance}, 2 \sqrt{se_r^2 + se_s^2})`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``judge``, ``estimator``, ``summary``, ``real``, ``real_se``, ``simulated``, ``simulated_se``,
-        ``difference`` and ``agree``.
-    """
-    by, names = ["judge", "estimator"], ("correct_end", "correct_auc", "hack_end")
-    real = composite_summaries(_core_no_range(table), by, names)
-    sim = composite_summaries(prediction, by, names)
-    both = real.merge(sim, on=by, suffixes=("_real", "_sim"))
-    hacks = set(pd.unique(table.loc[table["contamination"] == "pattern_hack", "judge"]))
-    rows = [pd.DataFrame({"judge": both["judge"], "estimator": both["estimator"], "summary": name,
-                          "real": both[f"{name}_real"], "real_se": both[f"{name}_se_real"],
-                          "simulated": both[f"{name}_sim"], "simulated_se": both[f"{name}_se_sim"]})
-            for name in names]
-    out = pd.concat(rows, ignore_index=True)
-    out = out[(out["summary"] != "hack_end") | out["judge"].isin(hacks)].reset_index(drop=True)
-    out["difference"] = out["real"] - out["simulated"]
-    noise = 2 * np.sqrt(out["real_se"] ** 2 + out["simulated_se"] ** 2)
-    out["agree"] = out["difference"].abs() <= np.maximum(tolerance, noise)
-    return out
-
-
-def composite_simulator_text(agree: pd.DataFrame) -> str:
-    """:func:`compare_composite_with_simulator`'s table as Markdown, one bullet per judge: per summary, the estimators
-    where the simulator agrees and where it does not, with the real and the simulated values."""
-    agree = require_columns(agree, ["judge", "estimator", "summary", "real", "simulated", "agree"], "agree",
-                            produced_by="compare_composite_with_simulator")
-    lines = []
-    for judge, group in agree.groupby("judge", sort=False):
-        parts = []
-        for summary in ("correct_end", "correct_auc", "hack_end"):
-            rows = group[group["summary"] == summary]
-            if rows.empty:
-                continue
-            off = rows[~rows["agree"]]
-            name = COMPOSITE_SUMMARIES[summary]
-            if off.empty:
-                parts.append(f"{name} agrees for every estimator")
-                continue
-            listed = ", ".join(f"{r.estimator} (real {r.real:.3f}, simulated {r.simulated:.3f})" for r in off.itertuples())
-            who = "every estimator" if len(off) == len(rows) else f"{len(off)} of {len(rows)} estimators"
-            parts.append(f"{name} does not for {who}: {listed}")
-        lines.append(f"- **{judge}**: " + "; ".join(parts) + ".")
-    return "\n".join(lines)
+    return table[table["arm"].isin(CORE_ESTIMATORS)]
 
 
 # ------------------------------------------------------------------------------ the multi-token figures
@@ -1320,26 +1020,28 @@ def composite_loss_figure(record: str | os.PathLike[str] | pd.DataFrame | None =
 
 @report_figure("08_composite_vs_simulator", notebook=NOTEBOOK)
 def composite_simulator_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) -> ReportFigure:
-    """The multi-token runs of the core estimators without a range beside the drift simulator's prediction."""
-    if record is None:
-        table = composite_record()
-        lr, _, prediction = shipped_composite_prediction()
-    else:
-        table = composite_record(record)
-        lr, _, prediction = composite_calibrated_prediction(table)
-    real = _composite_bands(_core_no_range(table), ("correct_prob", "hack_prob"), ("judge", "estimator")).assign(
+    """The multi-token runs of the core estimators without a range beside the drift simulator's prediction, and how
+    often the simulator ranks the record's arms (every arm) as the record does."""
+    table = composite_record(record)
+    prediction = _no_range_prediction("trl_composite") if record is None else simulator_prediction(_core_no_range(table))
+    settings = shipped_settings(CALIBRATION)
+    real = _composite_bands(_core_no_range(table), ("correct_prob", "length"), ("judge", "estimator")).assign(
         source="TRL run")
-    sim = _composite_bands(prediction, ("correct_prob", "hack_prob"), ("judge", "estimator")).assign(source="simulator")
+    sim = _composite_bands(prediction, ("correct_prob", "length"), ("judge", "estimator")).assign(source="simulator")
     bands = pd.concat([real, sim], ignore_index=True)
     fig = plot_curve_grid(bands, hue="estimator", style="source", row_labels=COMPOSITE_LABELS,
-                          title=f"The multi-token runs (solid) and the simulator (dashed; lr {lr:.3g} fitted on clean "
-                                f"{COMPOSITE_CALIBRATION_ARM})")
-    agree = compare_composite_with_simulator(table, prediction)
-    caption = (f"Simulator: a linear policy over {COMPOSITE_SIM_ANSWERS} answers per prompt, one 0/1 verifier (no "
-               f"format, no length term), {len(SIM_SEEDS)} seeds, learning rate {lr:.3g} fitted to the clean "
-               f"{COMPOSITE_CALIBRATION_ARM} curve. Of {len(agree)} (judge, estimator, summary) pairs "
-               f"{int(agree['agree'].sum())} agree within 0.05 or the seeds' noise.")
-    return ReportFigure("08_composite_vs_simulator", fig, caption, agree)
+                          ylim={"correct_prob": (-0.02, 1.02), "length": None},
+                          title="The multi-token runs (solid) and the simulator's prediction (dashed)")
+    pairs = record_pairs("trl_composite" if record is None else None, table)
+    summary = agreement_summary(pairs).set_index("kind").loc["all"]
+    caption = (f"Simulator: answers of {COMPOSITE_ANSWER_LENGTHS[2]} to {int(_one(table, 'max_completion_length'))} "
+               f"tokens around the correct one's, the record's weighted sum, judge, range, aggregation and loss type, "
+               f"{len(SIM_SEEDS)} seeds, {_settings_text(settings, 'trl_composite' if record is None else None)}. Of "
+               f"{int(summary['pairs'])} "
+               f"pairs of arms (two arms under one judge, or one arm under two judges; every arm) it ranks "
+               f"{int(summary['agree'])} as the record does: which ends higher, or level within the record's 2-se band "
+               "or 0.01.")
+    return ReportFigure("08_composite_vs_simulator", fig, caption, pairs, agreement_text(pairs))
 
 
 def composite_overview_text(table: pd.DataFrame) -> str:

@@ -1,12 +1,14 @@
 r"""The policy-gradient drift simulator (layer 5): what contaminated rewards do to *training*.
 
-A toy RL problem that behaves like GRPO on a language model and runs in seconds on two CPU
-cores: P prompts with K candidate answers of known true quality and length, a softmax policy
-(tabular, or linear over answer features shared by every prompt), G answers sampled per
-prompt and step, scored by a judge (optionally with a *hack* it over-scores) and any
-contamination model of :mod:`robustgrpo.lab.contamination`, turned into advantages by any
-catalogue estimator (or a learned critic, PPO's baseline), and a PPO step with ratio clipping
-over several epochs, optional length normalisation, DeepSeekMath's k3 KL and Adam or SGD.
+A toy RL problem with GRPO's update that runs in seconds on two CPU cores: P prompts with K
+candidate answers of known true quality and length, a softmax policy (tabular, or linear over
+answer features shared by every prompt), G answers sampled per prompt and step, scored by a
+judge (optionally with a *hack* it over-scores) and any contamination model of
+:mod:`robustgrpo.lab.contamination` (on one reward function of a weighted sum, as TRL sums
+them), turned into advantages by any catalogue estimator (or a learned critic, PPO's baseline),
+and a PPO step with ratio clipping over several epochs, TRL's loss types, the KL term of each
+trainer option and Adam or SGD. How far it predicts a real trainer is measured against the
+shipped TRL records (:mod:`~robustgrpo.lab.simulate.trainer`).
 
 The interface is small:
 
@@ -18,11 +20,13 @@ The interface is small:
   simulator's sampling and autograd (Dr. GRPO's difficulty bias);
 * seed 003's stabilisers and groupings (:mod:`~robustgrpo.lab.simulate.stabilisers`,
   :mod:`~robustgrpo.lab.simulate.grouping`);
-* seed bands and summaries of a record (:mod:`~robustgrpo.lab.simulate.summary`).
+* seed bands and summaries of a record (:mod:`~robustgrpo.lab.simulate.summary`);
+* the simulator set up as a trainer record's runs, fitted to one record and checked on both
+  (:mod:`~robustgrpo.lab.simulate.trainer`).
 
 Submodules: :mod:`~.config`, :mod:`~.rng` (counter-based random numbers, independent per
 seed), :mod:`~.problem` (answers, qualities, judge, policies), :mod:`~.grouping`,
-:mod:`~.stabilisers`, :mod:`~.runner` (the loop), :mod:`~.summary`.
+:mod:`~.stabilisers`, :mod:`~.runner` (the loop), :mod:`~.summary`, :mod:`~.trainer`.
 
 >>> cfg = SimConfig(n_prompts=8, G=4, steps=2, estimators=("grpo", "ppo_critic"))
 >>> simulate(cfg, seeds=[0, 1], progress=False).groupby("estimator").size().to_dict()

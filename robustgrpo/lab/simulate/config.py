@@ -33,6 +33,7 @@ from robustgrpo.checks import (
     check_choice,
     check_fields,
     check_int,
+    check_interval,
     check_positive,
     check_probability,
     check_real,
@@ -40,6 +41,7 @@ from robustgrpo.checks import (
 )
 from robustgrpo.lab.files import read_json
 from robustgrpo.lab.machine import Estimate
+from robustgrpo.multireward import AGGREGATIONS
 from robustgrpo.lab.contamination import (
     ContaminationModel,
     JudgeFlips,
@@ -57,7 +59,12 @@ __all__ = [
     "GROUPINGS",
     "CLIP_MODES",
     "LENGTH_NORMS",
+    "LOSS_TYPES",
+    "REWARD_FUNCTIONS",
+    "AGGREGATIONS",
     "KL_ESTIMATORS",
+    "KL_DIVERGENCES",
+    "TRAINER_KL",
     "OPTIMIZERS",
     "SimConfig",
     "plain_fields",
@@ -71,18 +78,48 @@ STATES = ("discrete", "continuous")
 GROUPINGS = ("prompt", "bins", "kmeans")
 CLIP_MODES = ("fixed", "dynamic", "layered")
 LENGTH_NORMS = ("none", "sequence")
-#: The KL terms of the loss, each named by the divergence whose gradient it follows in expectation:
-#: ``k3`` (TRL, verl) follows KL(pi_ref || pi), ``k2`` and ``exact`` KL(pi || pi_ref), ``k1`` nothing.
-KL_ESTIMATORS = ("k3", "k2", "k1", "exact")
+#: TRL's loss types (``GRPOConfig.loss_type``) that change the update: how each answer's terms are weighted.
+LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo")
+#: The reward functions of a composite reward (TRL's ``reward_funcs``), scored per answer: ``correct`` its
+#: quality, ``format`` 1 (every candidate answer is well formed), ``length`` minus its length in tokens over
+#: ``max_completion_length``, as :mod:`robustgrpo.lab.experiments.rewards` scores a completion.
+REWARD_FUNCTIONS = ("correct", "format", "length")
+#: The KL terms of the loss (:attr:`SimConfig.kl_estimator`).
+KL_ESTIMATORS = ("k3", "k3_is", "k3+", "k2", "k1", "exact")
+#: The divergence whose gradient each KL term follows in expectation (Schulman's estimators differentiated
+#: through the sampled answers; tested against each divergence's fixed point).
+KL_DIVERGENCES = {
+    "k3": "KL(pi_ref || pi)",
+    "k3_is": "KL(pi || pi_ref)",
+    "k3+": "KL(pi || pi_ref)",
+    "k2": "KL(pi || pi_ref)",
+    "k1": "none (zero on average)",
+    "exact": "KL(pi || pi_ref)",
+}
+#: What each trainer option puts in the loss, as read from trl 1.16 (``GRPOTrainer._compute_loss``) and verl
+#: 0.9.1 (``core_algos.kl_penalty``); TRL's default ``beta`` is 0 (no KL term at all).
+TRAINER_KL = {
+    "TRL, beta > 0, use_bias_correction_kl=True (its default)": "k3_is",
+    "TRL, beta > 0, use_bias_correction_kl=False": "k3",
+    "verl, kl_loss_type='k3' or 'low_var_kl' (its default)": "k3",
+    "verl, kl_loss_type='k3+' or 'low_var_kl+'": "k3+",
+    "verl, kl_loss_type='k2' or 'mse'": "k2",
+    "verl, kl_loss_type='k1' or 'kl'": "k1",
+}
 OPTIMIZERS = ("adam", "sgd")
 
 _BINARY_ONLY = (JudgeFlips, NoisyVerifier)
 
 
-def _pair(name: str, value: Any, check) -> tuple[Any, Any]:
-    if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) != 2:
+def _two(name: str, value: Any) -> tuple[Any, Any]:
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__getitem__") or not hasattr(value, "__len__") \
+            or len(value) != 2:
         raise ParamError(name, "must be a pair (low, high)", value, "pass two numbers, e.g. (0.2, 0.6)")
-    lo, hi = (check(f"{name}[{i}]", v) for i, v in enumerate(value))
+    return value[0], value[1]
+
+
+def _pair(name: str, value: Any, check) -> tuple[Any, Any]:
+    lo, hi = (check(f"{name}[{i}]", v) for i, v in enumerate(_two(name, value)))
     if lo > hi:
         raise ParamError(name, "must have low <= high", value, "swap the two values")
     return lo, hi
@@ -103,8 +140,11 @@ class SimConfig:
         True quality of the wrong answers: 0, or partial credit drawn once in [0, 0.6)
         (per prompt and answer, from ``problem_seed``). The correct answer has quality 1.
     initial_correct : (float, float)
-        Initial probability of the correct answer, spread linearly over the prompts from the
-        first value to the second (prompt difficulty).
+        Initial probability of the correct answer, spread over the prompts from the first
+        value to the second (prompt difficulty), as ``initial_spread`` says.
+    initial_spread : {"linear", "logit"}
+        How ``initial_correct`` is spread: evenly in probability, or evenly in log-odds
+        (both ends then strictly between 0 and 1).
     hack_reward : float or None
         A *hack*: one answer per prompt of true quality 0 that the flawed judge scores
         ``hack_reward`` (None: no hack).
@@ -117,6 +157,17 @@ class SimConfig:
         Its initial probability (rarely sampled when small).
     length_range : (int, int)
         Answer lengths in tokens, drawn once per prompt and answer, uniform in the range.
+    correct_length : (int, int) or None
+        The correct answer's length in tokens, spread linearly over the prompts from the first
+        value to the second (rounded), as ``initial_correct`` is, so that a hard prompt can have
+        a long answer. Then the wrong answers' lengths are laid out evenly over
+        ``length_range``, from its shortest to its longest, the hack and the jackpot have the
+        correct answer's length, and the wrong answers' initial mass falls off with their
+        distance from it (``length_share``). None: every length drawn in ``length_range``.
+    length_share : float
+        In (0, 1]: the initial probability of a wrong answer relative to a wrong answer one
+        token nearer the correct answer's length (1: every wrong answer alike; with
+        ``correct_length`` only).
     states : {"discrete", "continuous"}
         Fixed prompts, or fresh continuous states per step (seed 003's setting; needs the
         linear policy): state x in [0, 1], answer ``k`` correct when ``floor(K x) == k``.
@@ -136,6 +187,22 @@ class SimConfig:
         every prompt (a poisoned update on one prompt moves the others).
     feature_dim : int
         Random features per answer of the linear policy, besides its answer-type features.
+    length_feature : float
+        Scale of one more feature of the linear policy, shared by every prompt: the answer's
+        length in tokens from the middle of ``length_range``, times this (per token). A network
+        that learns to answer shorter learns it for every prompt at once; 0: no such feature.
+    correct_feature : float
+        The value of the correct and the wrong answers' kind features in the linear policy (the
+        hack's and the jackpot's are 1). Below 1, telling the correct answer from the wrong ones
+        is learnt more slowly than a pattern every prompt shares (the hack, a length), as a
+        network that must read each prompt for it learns it more slowly.
+    hidden_units : int
+        0: the linear policy's parameters are one weight per feature. H > 0: H parameters, each
+        feature's weight a fixed random combination of them (``N(0, 1/H)`` coefficients drawn
+        from ``problem_seed``: a linear network whose first layer is fixed), so that Adam's
+        per-parameter scaling acts on parameters that serve every feature, as a network's weights
+        do, rather than on each feature apart (which would move a feature with a tiny, steady
+        gradient as fast as one with a large gradient).
 
     Judge
     -----
@@ -145,6 +212,17 @@ class SimConfig:
     exposed_fraction : float
         Fraction of prompts (the first ones) whose judge has the contamination and the hack;
         the others are never contaminated (their drift is recorded apart).
+    reward_weights : dict or None
+        A composite reward: weights of the reward functions of :data:`REWARD_FUNCTIONS` (TRL's
+        ``reward_weights``), e.g. ``{"correct": 1.0, "format": 0.2, "length": 0.01}``; the
+        reward is the weighted sum of the functions named. None: the one verifier, the answer's
+        quality.
+    judge_target : str
+        The reward function the judge (the hack's over-score, then the contamination) acts on;
+        with ``reward_weights`` only.
+    max_completion_length : int or None
+        The length function's denominator (TRL's ``max_completion_length``, also the ``dr_grpo``
+        loss type's); None: the longest length of ``length_range``.
 
     Training
     --------
@@ -158,6 +236,14 @@ class SimConfig:
     params : dict
         Estimator parameters, each passed to every chosen estimator that accepts it
         (``ESTIMATORS[m].parameters``).
+    reward_range : (float, float) or None
+        A declared reward range, passed to every estimator
+        (:func:`~robustgrpo.advantages.compute_advantages`: a reward outside it is masked out
+        of its group); with ``normalize_then_sum``, the range of each function.
+    aggregation : {"sum_then_normalize", "normalize_then_sum"}
+        TRL's ``multi_objective_aggregation`` (with ``reward_weights``): the estimator on the
+        weighted sum, or on each function before the sum, then TRL's batch std step (GDPO;
+        :func:`~robustgrpo.multireward.compute_multi_reward_advantages`, one call per seed).
     c_schedule : (float, float) or None
         Seed 000's annealed clip: c goes linearly from the first to the second value over
         training, for the estimators with a clip parameter.
@@ -178,14 +264,23 @@ class SimConfig:
         non-degenerate groups (seed 003: 50 to 70 %).
     kl_coef : float
         :math:`\beta`, the weight of the KL term in the loss.
-    kl_estimator : {"k3", "k2", "k1", "exact"}
+    kl_estimator : {"k3", "k3_is", "k3+", "k2", "k1", "exact"}
         The KL term, with :math:`\rho = \pi_{ref}(a) / \pi_\theta(a)` at the sampled answers and the
-        term differentiated through them (as a trainer does):
+        term differentiated through them (as a trainer does); :data:`TRAINER_KL` says which one
+        each trainer option is, :data:`KL_DIVERGENCES` which divergence each one's gradient follows:
 
-        * ``"k3"``: DeepSeekMath's :math:`\rho - \log \rho - 1`, what TRL and verl put in the loss. Its
-          gradient is :math:`(1 - \rho) \nabla \log \pi_\theta(a)`, whose expectation under
-          :math:`\pi_\theta` is :math:`\nabla \mathrm{KL}(\pi_{ref} \,\|\, \pi_\theta)`: the *forward*
-          KL, although k3 estimates the value of the reverse one.
+        * ``"k3"``: DeepSeekMath's :math:`\rho - \log \rho - 1` (TRL with
+          ``use_bias_correction_kl=False``; verl's ``k3``, its default, which also clamps
+          :math:`\log \rho` to 20 and the term to 10, left out here). Its gradient is
+          :math:`(1 - \rho) \nabla \log \pi_\theta(a)`, whose expectation under :math:`\pi_\theta` is
+          :math:`\nabla \mathrm{KL}(\pi_{ref} \,\|\, \pi_\theta)`: the *forward* KL, although k3
+          estimates the value of the reverse one.
+        * ``"k3_is"``: k3 times the importance ratio :math:`\pi_\theta(a) / \pi_{old}(a)`, differentiable
+          (TRL's default, ``use_bias_correction_kl=True``). Its gradient at :math:`\pi_\theta = \pi_{old}`
+          is :math:`(-\log \rho) \nabla \log \pi_\theta(a)`, whose expectation is
+          :math:`\nabla \mathrm{KL}(\pi_\theta \,\|\, \pi_{ref})`: the reverse KL.
+        * ``"k3+"``: verl's ``k3+``: the value of k3 with the gradient of k2 (a straight-through
+          term), so the reverse KL.
         * ``"k2"``: :math:`\tfrac12 (\log \rho)^2`, with expected gradient
           :math:`\nabla \mathrm{KL}(\pi_\theta \,\|\, \pi_{ref})`, the reverse KL.
         * ``"k1"``: :math:`-\log \rho`; its expected gradient :math:`E[\nabla \log \pi_\theta] = 0`:
@@ -198,6 +293,14 @@ class SimConfig:
         :math:`q_k - \bar q + \beta (\pi_{ref,k}/\pi_k - 1) = 0` for every answer k.
     length_norm : {"none", "sequence"}
         Weight each answer's term by 1 (Dr. GRPO) or by mean length / its length (GRPO's 1/|o|).
+    loss_type : {"grpo", "dapo", "dr_grpo", "bnpo"} or None
+        TRL's loss type, which decides how an answer's terms (its policy term and its KL term)
+        are weighted against the others' when its tokens are averaged; with :math:`L_i` the
+        answer's length, :math:`\bar L` the problem's mean length and :math:`L_{max}` the
+        ``max_completion_length``: ``"grpo"`` :math:`\bar L / L_i` (each completion's mean over its
+        own tokens: Dr. GRPO's length bias, as ``length_norm="sequence"``), ``"dapo"`` and
+        ``"bnpo"`` :math:`\bar L / \bar L_{batch}` (every token of the batch alike; one process),
+        ``"dr_grpo"`` :math:`\bar L / L_{max}`. None: ``length_norm`` decides.
     critic_lr : float
         Step size of the ``ppo_critic`` value per prompt: ``V <- V + critic_lr (mean r - V)``.
     grouping : {"prompt", "bins", "kmeans"}
@@ -217,23 +320,34 @@ class SimConfig:
     n_answers: int = 4
     quality: str = "binary"
     initial_correct: tuple[float, float] = (0.1, 0.4)
+    initial_spread: str = "linear"
     hack_reward: float | None = None
     hack_init_prob: float = 0.05
     jackpot_quality: float | None = None
     jackpot_init_prob: float = 0.02
     length_range: tuple[int, int] = (100, 1000)
+    correct_length: tuple[int, int] | None = None
+    length_share: float = 1.0
     states: str = "discrete"
     state_skew: float = 1.0
     state_drift: float = 0.0
     problem_seed: int = 0
     policy: str = "tabular"
     feature_dim: int = 8
+    length_feature: float = 0.0
+    correct_feature: float = 1.0
+    hidden_units: int = 0
     contamination: Any = field(default_factory=NoContamination)
     exposed_fraction: float = 1.0
+    reward_weights: Any = None
+    judge_target: str = "correct"
+    max_completion_length: int | None = None
     G: int = 8
     steps: int = 200
     estimators: tuple[str, ...] = ("grpo",)
     params: Any = ()
+    reward_range: tuple[float, float] | None = None
+    aggregation: str = "sum_then_normalize"
     c_schedule: tuple[float, float] | None = None
     optimizer: str = "adam"
     lr: float = 0.03
@@ -246,6 +360,7 @@ class SimConfig:
     kl_coef: float = 0.0
     kl_estimator: str = "k3"
     length_norm: str = "none"
+    loss_type: str | None = None
     critic_lr: float = 0.1
     grouping: str = "prompt"
     n_state_groups: int = 8
@@ -259,6 +374,7 @@ class SimConfig:
         set_("n_answers", check_int("n_answers", self.n_answers, minimum=2))
         set_("quality", check_choice("quality", self.quality, QUALITIES))
         set_("initial_correct", _pair("initial_correct", self.initial_correct, check_probability))
+        set_("initial_spread", check_choice("initial_spread", self.initial_spread, ("linear", "logit")))
         if self.hack_reward is not None:
             set_("hack_reward", check_real("hack_reward", self.hack_reward))
         set_("hack_init_prob", check_probability("hack_init_prob", self.hack_init_prob))
@@ -266,18 +382,36 @@ class SimConfig:
             set_("jackpot_quality", check_real("jackpot_quality", self.jackpot_quality))
         set_("jackpot_init_prob", check_probability("jackpot_init_prob", self.jackpot_init_prob))
         set_("length_range", _pair("length_range", self.length_range, lambda n, v: check_int(n, v, minimum=1)))
+        if self.correct_length is not None:
+            lo, hi = self.length_range
+            set_("correct_length", tuple(check_int(f"correct_length[{i}]", v, minimum=lo, maximum=hi,
+                                                   hint="a length inside length_range")
+                                         for i, v in enumerate(_two("correct_length", self.correct_length))))
+        set_("length_share", check_real("length_share", self.length_share, minimum=0.0, maximum=1.0, open_min=True))
         set_("states", check_choice("states", self.states, STATES))
         set_("state_skew", check_positive("state_skew", self.state_skew))
         set_("state_drift", check_real("state_drift", self.state_drift, minimum=0.0, maximum=0.99))
         set_("problem_seed", check_seed(self.problem_seed, "problem_seed"))
         set_("policy", check_choice("policy", self.policy, POLICIES))
         set_("feature_dim", check_int("feature_dim", self.feature_dim, minimum=0))
+        set_("length_feature", check_real("length_feature", self.length_feature, minimum=0.0))
+        set_("correct_feature", check_positive("correct_feature", self.correct_feature))
+        set_("hidden_units", check_int("hidden_units", self.hidden_units, minimum=0))
         set_("contamination", self._check_contamination(self.contamination))
         set_("exposed_fraction", check_probability("exposed_fraction", self.exposed_fraction))
+        set_("reward_weights", self._check_weights(self.reward_weights))
+        set_("judge_target", check_choice("judge_target", self.judge_target, REWARD_FUNCTIONS))
+        if self.max_completion_length is not None:
+            set_("max_completion_length", check_int("max_completion_length", self.max_completion_length,
+                                                    minimum=self.length_range[1],
+                                                    hint="at least the longest answer of length_range"))
         set_("G", check_int("G", self.G, minimum=2, hint="a group needs at least two answers to compare"))
         set_("steps", check_int("steps", self.steps, minimum=1))
         set_("estimators", self._check_estimators(self.estimators))
         set_("params", self._check_params(self.params))
+        if self.reward_range is not None:
+            set_("reward_range", check_interval("reward_range", self.reward_range))
+        set_("aggregation", check_choice("aggregation", self.aggregation, AGGREGATIONS))
         if self.c_schedule is not None:
             set_("c_schedule", _pair("c_schedule", self.c_schedule, check_positive))
         set_("optimizer", check_choice("optimizer", self.optimizer, OPTIMIZERS))
@@ -291,6 +425,8 @@ class SimConfig:
         set_("kl_coef", check_real("kl_coef", self.kl_coef, minimum=0.0))
         set_("kl_estimator", check_choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS))
         set_("length_norm", check_choice("length_norm", self.length_norm, LENGTH_NORMS))
+        if self.loss_type is not None:
+            set_("loss_type", check_choice("loss_type", self.loss_type, LOSS_TYPES))
         set_("critic_lr", check_real("critic_lr", self.critic_lr, minimum=0.0, maximum=1.0))
         set_("grouping", check_choice("grouping", self.grouping, GROUPINGS))
         set_("n_state_groups", check_int("n_state_groups", self.n_state_groups, minimum=1))
@@ -329,6 +465,20 @@ class SimConfig:
             raise ParamError("estimators", "must list each estimator once", tuple(names), "drop the repeats")
         return tuple(names)
 
+    @staticmethod
+    def _check_weights(weights: Any) -> tuple[tuple[str, float], ...] | None:
+        """The reward functions' weights as ``((name, weight), ...)`` in :data:`REWARD_FUNCTIONS`' order, or None."""
+        if weights is None:
+            return None
+        if isinstance(weights, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in weights):
+            weights = dict(weights)
+        if not isinstance(weights, Mapping) or not weights:
+            raise ParamError("reward_weights", "must be a dict of reward function weights", weights,
+                             'e.g. {"correct": 1.0, "format": 0.2, "length": 0.01}, or None for the one verifier')
+        check_fields("reward function", weights, REWARD_FUNCTIONS)
+        return tuple((name, check_real(f"reward_weights[{name!r}]", weights[name])) for name in REWARD_FUNCTIONS
+                     if name in weights)
+
     def _check_params(self, params: Any) -> tuple[tuple[str, Any], ...]:
         if isinstance(params, tuple) and all(isinstance(p, tuple) and len(p) == 2 for p in params):
             params = dict(params)
@@ -357,6 +507,34 @@ class SimConfig:
             if CRITIC in self.estimators:
                 raise ParamError("estimators", f"cannot hold {CRITIC!r} with continuous states (its value is one per prompt)",
                                  self.estimators, 'use states="discrete" for the critic comparison')
+        composite = {"judge_target": self.judge_target != "correct", "aggregation": self.aggregation != "sum_then_normalize",
+                     "max_completion_length": self.max_completion_length is not None and self.loss_type != "dr_grpo"}
+        if self.reward_weights is None and any(composite.values()):
+            name = next(k for k, v in composite.items() if v)
+            raise ParamError(name, "applies to a composite reward, and reward_weights is None", getattr(self, name),
+                             'pass reward_weights, e.g. {"correct": 1.0, "format": 0.2, "length": 0.01}, or drop it')
+        judged = not isinstance(self.contamination, NoContamination) or self.hack_reward is not None
+        if self.reward_weights is not None and judged and self.judge_target not in dict(self.reward_weights):
+            raise ParamError("judge_target", f"must be one of the reward functions weighed ({list(dict(self.reward_weights))}) "
+                             "for the judge to act on", self.judge_target, "weigh it in reward_weights, or target another")
+        if self.correct_length is None and self.length_share != 1.0:
+            raise ParamError("length_share", "applies to answers laid out around the correct one's length, and "
+                             "correct_length is None", self.length_share, "pass correct_length, or leave length_share at 1")
+        if self.correct_length is not None and self.states == "continuous":
+            raise ParamError("correct_length", "applies to discrete prompts (continuous states have no correct answer "
+                             "of their own)", self.correct_length, 'drop it, or pass states="discrete"')
+        linear_only = {"length_feature": self.length_feature != 0.0, "correct_feature": self.correct_feature != 1.0,
+                       "hidden_units": self.hidden_units != 0}
+        for name, changed in linear_only.items():
+            if changed and (self.policy != "linear" or self.states != "discrete"):
+                raise ParamError(name, "applies to the linear policy over discrete prompts' answers", getattr(self, name),
+                                 f'pass policy="linear" (discrete prompts), or leave {name} at its default')
+        if self.initial_spread == "logit" and not 0.0 < min(self.initial_correct) <= max(self.initial_correct) < 1.0:
+            raise ParamError("initial_correct", "must lie strictly between 0 and 1 to be spread in log-odds",
+                             self.initial_correct, 'move both ends inside (0, 1), or pass initial_spread="linear"')
+        if self.loss_type is not None and self.length_norm != "none":
+            raise ParamError("loss_type", "and length_norm both weight the answers' terms; set one", self.loss_type,
+                             'drop length_norm (loss_type="grpo" is length_norm="sequence")')
         if self.grouping == "prompt" and self.min_group_size > 1:
             raise ParamError("min_group_size", "applies to state groups (bins, k-means); a prompt group has G samples",
                              self.min_group_size, 'pass grouping="bins" or "kmeans", or leave min_group_size at 1')
@@ -365,7 +543,12 @@ class SimConfig:
                              self.grouping, 'pass states="continuous" or grouping="prompt"')
         if isinstance(self.contamination, _BINARY_ONLY):
             scores = {0.0, 1.0}
-            if self.quality != "binary" or not {self.hack_reward, self.jackpot_quality} - {None} <= scores:
+            if self.reward_weights is not None and self.judge_target != "correct":
+                if self.judge_target == "length":
+                    raise ParamError("judge_target", f"is the length function, whose scores are not 0/1; "
+                                     f"{type(self.contamination).__name__} needs 0/1 judge scores", self.judge_target,
+                                     'target "correct" or "format"')
+            elif self.quality != "binary" or not {self.hack_reward, self.jackpot_quality} - {None} <= scores:
                 raise ParamError("contamination", f"{type(self.contamination).__name__} needs 0/1 judge scores", self.contamination,
                                  'use quality="binary", and a hack_reward / jackpot_quality of 0 or 1')
         if self.c_schedule is not None:
@@ -412,7 +595,7 @@ class SimConfig:
         """
         n_seeds = check_int("n_seeds", n_seeds, minimum=1)
         S, E, P, K, G = n_seeds, len(self.estimators), self.n_prompts, self.n_answers, self.G
-        D = self.feature_dim if self.policy == "linear" else 0
+        D = (self.feature_dim + self.hidden_units) if self.policy == "linear" else 0
         recorded = -(-self.steps // self.record_every) + 1
         per_step = S * E * P * (K + G)
         n_bytes = 8.0 * (40 * per_step + 6 * P * K * (D + 4) + 160 * recorded * S * E)
@@ -466,8 +649,10 @@ class SimConfig:
     def columns(self) -> dict[str, Any]:
         """The config as flat scalar columns for the tidy record (``estimators`` left out: each row has one).
 
-        Pairs become ``name_lo`` / ``name_hi`` (NaN for no ``c_schedule``), None becomes NaN, the contamination model ``contamination`` (its
-        name) and ``contamination.<parameter>``, estimator parameters ``params.<name>``.
+        Pairs become ``name_lo`` / ``name_hi`` (NaN for no ``c_schedule``, ``reward_range`` or
+        ``correct_length``), None becomes NaN, the contamination model ``contamination`` (its name)
+        and ``contamination.<parameter>``, estimator parameters ``params.<name>``, the reward
+        functions' weights ``weight.<function>`` (as the trainer records name them).
         """
         out: dict[str, Any] = {}
         for key, value in self.to_dict().items():
@@ -478,7 +663,9 @@ class SimConfig:
                 out.update({f"contamination.{k}": v for k, v in value.items() if k != "model"})
             elif key == "params":
                 out.update({f"params.{k}": v for k, v in value.items()})
-            elif isinstance(value, list) or key == "c_schedule":
+            elif key == "reward_weights":
+                out.update({f"weight.{k}": v for k, v in (value or {}).items()})
+            elif isinstance(value, list) or key in ("c_schedule", "reward_range", "correct_length"):
                 out[f"{key}_lo"], out[f"{key}_hi"] = value if value is not None else (math.nan, math.nan)
             else:
                 out[key] = math.nan if value is None else value
@@ -487,14 +674,14 @@ class SimConfig:
 
 def plain_fields(config: Any, model_to_dict: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
     """A config dataclass's fields in plain JSON types: its ``contamination`` model through
-    ``model_to_dict``, ``params`` as a dict, tuples as lists, the rest as they are."""
+    ``model_to_dict``, ``params`` (and ``reward_weights``) as a dict, tuples as lists, the rest as they are."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(config):
         value = getattr(config, f.name)
         if f.name == "contamination":
             value = model_to_dict(value)
-        elif f.name == "params":
-            value = dict(value)
+        elif f.name in ("params", "reward_weights"):
+            value = None if value is None else dict(value)
         elif isinstance(value, tuple):
             value = list(value)
         out[f.name] = value

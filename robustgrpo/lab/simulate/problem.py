@@ -8,6 +8,16 @@ scored ``hack_reward`` by the flawed judge on exposed prompts) and the *jackpot*
 correct answer ``initial_correct`` (spread over the prompts), the hack ``hack_init_prob``, the
 jackpot ``jackpot_init_prob`` and splits the rest evenly over the wrong answers.
 
+Lengths: drawn per prompt and answer in ``length_range``; or, with ``correct_length``, the
+correct answer's length spread over the prompts (as its initial probability is), the hack and the
+jackpot of that length, the wrong answers laid out evenly over ``length_range``, and their
+initial mass :math:`\propto s^{|L_k - L^*_p|}` (``length_share`` s): a model that mostly writes
+answers of the right length, fewer the further they are from it.
+
+Reward functions (``reward_weights``): each answer's clean scores
+:math:`f_{pk} = (\text{quality}, 1, -L_{pk} / L_{max})` for ``correct``, ``format`` and
+``length``; the judge acts on one of them (``judge_target``).
+
 Continuous states (``states="continuous"``): each step draws P states :math:`x \in [0, 1]`;
 answer k is correct when :math:`\lfloor K x \rfloor = k` (graded: quality
 :math:`\max(0, 1 - |k - k^*(x)| / 2)`), so the best answer changes with the state and the
@@ -18,8 +28,11 @@ Policies (logits per prompt and answer, :math:`\ell_{pk}`):
 * tabular: :math:`\ell_{pk} = \ell^0_{pk} + \theta_{pk}`, one free logit per prompt and answer;
 * linear: :math:`\ell_{pk} = \ell^0_{pk} + \phi_{pk} \cdot \theta`, one weight vector shared by
   every prompt, with features :math:`\phi_{pk}` = one-hot answer kind (correct, wrong, hack,
-  jackpot) and ``feature_dim`` random N(0, 1/D) features; continuous states use
-  :math:`\phi(x, k)` = (one-hot k, (x - 1/2) one-hot k).
+  jackpot; the first two times ``correct_feature`` c), ``feature_dim`` random N(0, 1/D)
+  features and, with ``length_feature`` :math:`\lambda > 0`, :math:`\lambda (L_{pk} - (L_{lo} + L_{hi}) / 2)`;
+  with ``hidden_units`` H > 0 the features are mapped once through a fixed random
+  :math:`W \in \mathbb{R}^{D \times H}`, :math:`W_{dh} \sim N(0, 1/H)`, and :math:`\theta \in \mathbb{R}^H`;
+  continuous states use :math:`\phi(x, k)` = (one-hot k, (x - 1/2) one-hot k).
 
 :math:`\ell^0` is the log of the initial probabilities (0 for continuous states), and
 :math:`\theta = 0` at the start, so the reference policy is the initial one.
@@ -56,8 +69,9 @@ class Problem:
     quality : Tensor or None
         ``[P, K]`` true quality (None for continuous states: it depends on the state).
     judged : Tensor or None
-        ``[P, K]`` the judge's score before contamination: the quality, with the hack
-        over-scored on exposed prompts (:func:`~robustgrpo.lab.contamination.over_score`).
+        ``[P, K]`` the judge's score before contamination: the quality (with ``reward_weights``:
+        the score of the ``judge_target`` function), with the hack over-scored on exposed prompts
+        (:func:`~robustgrpo.lab.contamination.over_score`).
     lengths : Tensor
         ``[P, K]`` answer lengths in tokens (``[1, K]`` for continuous states).
     base_logits : Tensor
@@ -66,6 +80,9 @@ class Problem:
         ``[P, K, D]`` answer features of the discrete linear policy.
     exposed : Tensor
         ``[P]`` bool, prompts whose judge has the contamination and the hack.
+    scores : Tensor or None
+        ``[P, K, F]`` the clean scores of the F reward functions of ``reward_weights``, in its
+        order (None without ``reward_weights``).
     """
 
     kinds: Tensor
@@ -75,6 +92,7 @@ class Problem:
     base_logits: Tensor
     features: Tensor | None
     exposed: Tensor
+    scores: Tensor | None = None
 
     def index_of(self, kind: int) -> int | None:
         """Column of the answer of ``kind`` (the first one), or None."""
@@ -104,25 +122,47 @@ def build_problem(config: SimConfig) -> Problem:
     quality[:, kinds == CORRECT] = 1.0
     if config.jackpot_quality is not None:
         quality[:, kinds == JACKPOT] = config.jackpot_quality
-    judged = quality
-    if config.hack_reward is not None:
-        judged = over_score(quality, (kinds == HACK).unsqueeze(0) & exposed.unsqueeze(1), config.hack_reward)
     lengths = torch.randint(lo, hi + 1, (P, K), generator=gen).to(DTYPE)
+    wrong = kinds == WRONG
+    n_wrong = int(wrong.sum())
+    share = torch.ones(P, K, dtype=DTYPE)  # the wrong answers' initial mass, relative to each other
+    if config.correct_length is not None:
+        target = torch.linspace(*map(float, config.correct_length), P, dtype=DTYPE).round().unsqueeze(-1)
+        lengths = target.expand(P, K).clone()
+        lengths[:, wrong] = torch.linspace(lo, hi, n_wrong, dtype=DTYPE).round()
+        share = config.length_share ** (lengths - target).abs()
+    scores = None
+    judged = quality
+    if config.reward_weights is not None:
+        longest = config.max_completion_length if config.max_completion_length is not None else hi
+        table = {"correct": quality, "format": torch.ones_like(quality), "length": -lengths / longest}
+        scores = torch.stack([table[name] for name, _ in config.reward_weights], dim=-1)
+        judged = table[config.judge_target]
+    if config.hack_reward is not None:
+        judged = over_score(judged, (kinds == HACK).unsqueeze(0) & exposed.unsqueeze(1), config.hack_reward)
     p_correct = torch.linspace(*config.initial_correct, P, dtype=DTYPE)
+    if config.initial_spread == "logit":
+        p_correct = torch.sigmoid(torch.linspace(*(math.log(p / (1 - p)) for p in config.initial_correct), P, dtype=DTYPE))
     probs = torch.zeros(P, K, dtype=DTYPE)
     probs[:, kinds == HACK] = config.hack_init_prob
     probs[:, kinds == JACKPOT] = config.jackpot_init_prob
     probs[:, 0] = p_correct
-    n_wrong = int((kinds == WRONG).sum())
-    rest = (1.0 - probs.sum(-1, keepdim=True)) / n_wrong
-    probs = torch.where(kinds == WRONG, rest, probs)
+    rest = (1.0 - probs.sum(-1, keepdim=True)) * share / torch.where(wrong, share, 0.0).sum(-1, keepdim=True)
+    probs = torch.where(wrong, rest, probs)
     base_logits = torch.log(probs.clamp_min(1e-300))
     features = None
     if config.policy == "linear":
-        kind_features = torch.nn.functional.one_hot(kinds, 4).to(DTYPE).expand(P, K, 4)
+        scale = torch.tensor([config.correct_feature, config.correct_feature, 1.0, 1.0], dtype=DTYPE)
+        kind_features = (torch.nn.functional.one_hot(kinds, 4).to(DTYPE) * scale).expand(P, K, 4)
         noise = torch.randn(P, K, config.feature_dim, generator=gen, dtype=DTYPE) / math.sqrt(max(config.feature_dim, 1))
-        features = torch.cat([kind_features, noise], dim=-1)
-    return Problem(kinds, quality, judged, lengths, base_logits, features, exposed)
+        parts = [kind_features, noise]
+        if config.length_feature > 0:
+            parts.append((config.length_feature * (lengths - (lo + hi) / 2)).unsqueeze(-1))
+        features = torch.cat(parts, dim=-1)
+        if config.hidden_units:
+            mixing = torch.randn(features.shape[-1], config.hidden_units, generator=gen, dtype=DTYPE)
+            features = features @ (mixing / math.sqrt(config.hidden_units))
+    return Problem(kinds, quality, judged, lengths, base_logits, features, exposed, scores)
 
 
 def continuous_quality(states: Tensor, n_answers: int, graded: bool) -> Tensor:

@@ -8,22 +8,27 @@ exactly as it would alone. Each step reads top to bottom:
 1. **sample** G answers per prompt from the softmax policy (inverse CDF of counter-based
    uniforms, :mod:`~robustgrpo.lab.simulate.rng`: common to every estimator of a seed);
 2. **score** them: the judge's score (:attr:`Problem.judged`: the true quality, the hack
-   over-scored), then the contamination model on the exposed prompts;
+   over-scored), then the contamination model on the exposed prompts; with ``reward_weights``
+   the judge scores its one function (``judge_target``) and the reward is the weighted sum of
+   every function's score;
 3. **advantages** with the estimator, through
-   :func:`~robustgrpo.advantages.compute_advantages` only (``ppo_critic``: :math:`r - V_p`
-   with a value per prompt trained alongside, :math:`V_p \leftarrow V_p + \lambda (\bar r_p - V_p)`);
+   :func:`~robustgrpo.advantages.compute_advantages` only (with the declared ``reward_range``;
+   ``normalize_then_sum``: :func:`~robustgrpo.multireward.compute_multi_reward_advantages`;
+   ``ppo_critic``: :math:`r - V_p` with a value per prompt trained alongside,
+   :math:`V_p \leftarrow V_p + \lambda (\bar r_p - V_p)`);
 4. **update**: ``epochs`` passes of the PPO loss on the same samples,
 
    .. math::
 
-       L = -\frac{1}{PG} \sum_{p, i} w_i \min\big(\rho_i A_i,\ \operatorname{clip}(\rho_i, 1 - \epsilon_g, 1 + \epsilon_g) A_i\big)
-           + \beta\, \frac{1}{PG} \sum_{p, i} k(\rho_i^{ref})
+       L = -\frac{1}{PG} \sum_{p, i} w_i \Big[\min\big(\rho_i A_i,\ \operatorname{clip}(\rho_i, 1 - \epsilon_g, 1 + \epsilon_g) A_i\big)
+           - \beta\, k_i\Big]
 
-   with :math:`\rho_i = \pi_\theta(a_i) / \pi_{old}(a_i)`, :math:`w_i` = 1 or mean length /
-   length (``length_norm``), :math:`\epsilon_g` the fixed, dynamic or layered clip
-   (:mod:`~robustgrpo.lab.simulate.stabilisers`) and the KL term k of ``kl_estimator``
-   (:func:`kl_term`; DeepSeekMath's k3 by default, as TRL and verl; its expected gradient is that of
-   :math:`\mathrm{KL}(\pi_{ref} \| \pi_\theta)`).
+   with :math:`\rho_i = \pi_\theta(a_i) / \pi_{old}(a_i)`, :math:`w_i` the answer's weight
+   (:func:`loss_weights`: 1, or TRL's ``loss_type``), :math:`\epsilon_g` the fixed, dynamic or
+   layered clip (:mod:`~robustgrpo.lab.simulate.stabilisers`) and the KL term :math:`k_i` of
+   ``kl_estimator`` (:func:`kl_term`; DeepSeekMath's k3 by default, whose expected gradient is
+   that of :math:`\mathrm{KL}(\pi_{ref} \| \pi_\theta)`; TRL's default multiplies it by
+   :math:`\rho_i`, ``"k3_is"``, and follows :math:`\mathrm{KL}(\pi_\theta \| \pi_{ref})`).
 
 The recorded *update* of a step is the policy gradient at the step's start,
 :math:`g = \nabla_\theta \frac{1}{PG} \sum w_i A_i \log \pi_\theta(a_i)` (the first epoch's
@@ -53,6 +58,7 @@ from tqdm.auto import tqdm
 from robustgrpo.advantages import ESTIMATORS, GroupDiagnostics, GroupState, compute_advantages, resolve_methods, split_settings
 from robustgrpo.checks import ParamError, check_int, check_probability, check_seed
 from robustgrpo.lab.machine import check_threads, memory_limit
+from robustgrpo.multireward import compute_multi_reward_advantages
 from robustgrpo.lab.contamination import NoContamination
 from robustgrpo.lab.simulate.config import CRITIC, SimConfig
 from robustgrpo.lab.simulate.grouping import (
@@ -76,7 +82,8 @@ from robustgrpo.lab.simulate.problem import (
 from robustgrpo.lab.simulate.rng import CounterStream, row_keys
 from robustgrpo.lab.simulate.stabilisers import clip_epsilon, group_std
 
-__all__ = ["METRICS", "simulate", "torch_threads", "sample_answers", "group_advantages", "measured_update_weight", "kl_term"]
+__all__ = ["METRICS", "simulate", "torch_threads", "sample_answers", "group_advantages", "composite_advantages",
+           "measured_update_weight", "kl_term", "loss_weights"]
 
 DTYPE = torch.float64
 _SAMPLE, _JUDGE, _STATE = 1, 2, 3  # purposes of the random streams
@@ -186,6 +193,49 @@ def _counted(diagnostics: GroupDiagnostics) -> dict[str, Any]:
             "n_clipped": diagnostics.n_clipped, "n_valid": diagnostics.n_valid}
 
 
+def composite_advantages(
+    scores: Tensor, weights: Sequence[float], method: str, params: dict[str, Any]
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """``normalize_then_sum`` advantages ``[S, P, G]`` of per-function scores ``[S, P, G, F]``, and per-seed diagnostics.
+
+    Each seed's prompts are one batch (:func:`~robustgrpo.multireward.compute_multi_reward_advantages`
+    with ``weights``, then TRL's batch std step over that seed's batch): one call per seed. The
+    diagnostics are :func:`group_advantages`' over the groups, a group counting as falling back when
+    any function's call fell back and as degenerate when every function's was.
+    """
+    S, P, G, F = scores.shape
+    out, diag = [], defaultdict(list)
+    for s in range(S):
+        res = compute_multi_reward_advantages(scores[s], list(weights), method, aggregation="normalize_then_sum", **params)
+        out.append(torch.as_tensor(res.advantages))
+        d = res.diagnostics
+        diag["fallback_rate"].append(torch.as_tensor(d.in_state(GroupState.FALLBACK)).any(-1).to(DTYPE).mean())
+        diag["degenerate_fraction"].append(torch.as_tensor(d.degenerate).all(-1).to(DTYPE).mean())
+        diag["clipped_fraction"].append(torch.as_tensor(d.n_clipped).sum().to(DTYPE) / (P * G * F))
+        diag["n_groups"].append(torch.tensor(float(P), dtype=DTYPE))
+        diag["smallest_group"].append(torch.as_tensor(d.n_valid).amin().to(DTYPE))
+    return torch.stack(out), {k: torch.stack(v) for k, v in diag.items()}
+
+
+def loss_weights(config: SimConfig, lengths: Tensor, mean_length: float) -> Tensor:
+    r"""Each sampled answer's weight :math:`w_i` in the loss, from its length ``lengths`` ``[S, E, P, G]``.
+
+    ``loss_type`` (TRL's), with :math:`\bar L` = ``mean_length`` (the problem's mean answer length,
+    so that weights are about 1): ``"grpo"`` :math:`\bar L / L_i`, ``"dapo"`` and ``"bnpo"``
+    :math:`\bar L / \bar L_{batch}` (the mean length of the seed's and estimator's batch: every token
+    weighs the same), ``"dr_grpo"`` :math:`\bar L / L_{max}`. Without one, ``length_norm``:
+    ``"none"`` 1, ``"sequence"`` :math:`\bar L / L_i`.
+    """
+    if config.loss_type is None:
+        return mean_length / lengths if config.length_norm == "sequence" else torch.ones_like(lengths)
+    if config.loss_type == "grpo":
+        return mean_length / lengths
+    if config.loss_type in ("dapo", "bnpo"):
+        return (mean_length / lengths.mean((-2, -1), keepdim=True)).expand_as(lengths)
+    longest = config.max_completion_length if config.max_completion_length is not None else config.length_range[1]
+    return torch.full_like(lengths, mean_length / longest)
+
+
 def _cosine(a: Tensor, b: Tensor) -> Tensor:
     """Cosine per leading (seed, estimator) pair over the remaining dims, in [-1, 1]; NaN where either is 0."""
     a, b = a.flatten(2), b.flatten(2)
@@ -239,6 +289,7 @@ class _Step:
             self.logp_ref = torch.log_softmax(problem.base_logits, -1).expand(1, 1, P, K)
             self.best = (problem.kinds == CORRECT).expand(1, 1, P, K)
         self.lengths = problem.lengths.expand(1, 1, P, K)
+        self.scores = None if config.states == "continuous" or problem.scores is None else problem.scores.unsqueeze(0).unsqueeze(0)
 
 
 class _Grouper:
@@ -338,6 +389,11 @@ def _run(config: SimConfig, seed_list: list[int], progress: bool) -> pd.DataFram
     hack, jackpot = problem.index_of(HACK), problem.index_of(JACKPOT)
     contaminate = not isinstance(config.contamination, NoContamination) and bool(exposed.any())
     mean_length = float(problem.lengths.mean())
+    entry = {} if config.reward_range is None else {"reward_range": config.reward_range}
+    if config.reward_weights is not None:
+        fn_weights = torch.tensor([w for _, w in config.reward_weights], dtype=DTYPE)
+        judged_fn = [name for name, _ in config.reward_weights].index(config.judge_target) \
+            if config.judge_target in dict(config.reward_weights) else None
     records: dict[str, list[Tensor]] = defaultdict(list)
     steps: list[int] = []
     nan = torch.full((S, E), math.nan, dtype=DTYPE)
@@ -362,7 +418,16 @@ def _run(config: SimConfig, seed_list: list[int], progress: bool) -> pd.DataFram
             rewards = torch.where(on, out.rewards.reshape(S, E, P, G), rewards)
             hit = out.contaminated.reshape(S, E, P, G) & on
 
-        # 3. advantages per estimator (and, at recorded steps, from the true qualities: the clean update)
+        clean, scores, clean_scores = quality, None, None
+        if step.scores is not None:  # a composite reward: the judge scored one function, the reward sums them all
+            F = step.scores.shape[-1]
+            clean_scores = step.scores.expand(S, E, P, K, F).gather(-2, answers.unsqueeze(-1).expand(S, E, P, G, F))
+            scores = clean_scores.clone()
+            if judged_fn is not None:
+                scores[..., judged_fn] = rewards
+            rewards, clean = (scores * fn_weights).sum(-1), (clean_scores * fn_weights).sum(-1)
+
+        # 3. advantages per estimator (and, at recorded steps, from the clean scores: the clean update)
         record = t % config.record_every == 0 or t == config.steps - 1
         labels, n_labels = grouper.labels(step.states, t)
         adv, clean_adv = torch.empty_like(rewards), torch.empty_like(rewards)
@@ -371,16 +436,22 @@ def _run(config: SimConfig, seed_list: list[int], progress: bool) -> pd.DataFram
         for e, method in enumerate(config.estimators):  # each estimator is its own function
             if method == CRITIC:
                 adv[:, e] = rewards[:, e] - values[:, e].unsqueeze(-1)
-                clean_adv[:, e] = quality[:, e] - values[:, e].unsqueeze(-1)
+                clean_adv[:, e] = clean[:, e] - values[:, e].unsqueeze(-1)
                 values[:, e] += config.critic_lr * (rewards[:, e].mean(-1) - values[:, e])
                 zeros = torch.zeros(S, dtype=DTYPE)
                 d = {"fallback_rate": zeros, "degenerate_fraction": zeros, "clipped_fraction": zeros,
                      "n_groups": torch.full((S,), float(P), dtype=DTYPE), "smallest_group": torch.full((S,), float(G), dtype=DTYPE)}
             else:
                 params = config.estimator_params(method, progress_t)
-                adv[:, e], d = group_advantages(rewards[:, e], method, params, labels, n_labels)
-                if record:
-                    clean_adv[:, e], _ = group_advantages(quality[:, e], method, params, labels, n_labels)
+                if config.aggregation == "normalize_then_sum":
+                    weights = fn_weights.tolist()
+                    adv[:, e], d = composite_advantages(scores[:, e], weights, method, {**params, **entry})
+                    if record:
+                        clean_adv[:, e], _ = composite_advantages(clean_scores[:, e], weights, method, {**params, **entry})
+                else:
+                    adv[:, e], d = group_advantages(rewards[:, e], method, {**params, **entry}, labels, n_labels)
+                    if record:
+                        clean_adv[:, e], _ = group_advantages(clean[:, e], method, {**params, **entry}, labels, n_labels)
                 if ESTIMATORS[method].clip:
                     c_used[:, e] = ESTIMATORS[method].bind(params)[ESTIMATORS[method].clip]
             for k, v in d.items():
@@ -389,7 +460,7 @@ def _run(config: SimConfig, seed_list: list[int], progress: bool) -> pd.DataFram
         adv_std = group_std(adv, labels_b, n_labels)  # [S, E, P, 1]
         eps = clip_epsilon(adv_std, config.clip_mode, config.clip_eps, config.clip_alpha, config.clip_beta, config.clip_tau)
         lengths = step.lengths.expand(S, E, P, K).gather(-1, answers)
-        weight = mean_length / lengths if config.length_norm == "sequence" else torch.ones_like(lengths)
+        weight = loss_weights(config, lengths, mean_length)
         logp_ref = step.logp_ref.expand(S, E, P, K).gather(-1, answers)
 
         # 4. record, at the start of the step
@@ -445,8 +516,8 @@ def _run(config: SimConfig, seed_list: list[int], progress: bool) -> pd.DataFram
                 logp_now = torch.log_softmax(logits(theta, problem, step.features), -1)
                 kl = (logp_now.exp() * (logp_now - step.logp_ref)).sum(-1, keepdim=True).expand_as(logp_a)
             else:
-                kl = kl_term(logp_ref - logp_a, config.kl_estimator)
-            loss = -(weight * surrogate - config.kl_coef * kl).mean((-2, -1)).sum()
+                kl = kl_term(logp_ref - logp_a, config.kl_estimator, logp_a - logp_old)
+            loss = -(weight * (surrogate - config.kl_coef * kl)).mean((-2, -1)).sum()
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -459,20 +530,31 @@ def _run(config: SimConfig, seed_list: list[int], progress: bool) -> pd.DataFram
     return _frame(config, seed_list, steps, records)
 
 
-def kl_term(log_ratio: Tensor, estimator: str) -> Tensor:
+def kl_term(log_ratio: Tensor, estimator: str, log_importance: Tensor | None = None) -> Tensor:
     r"""The per-sample KL term of the loss from :math:`\log \rho = \log \pi_{ref}(a) - \log \pi_\theta(a)`.
 
     ``"k3"``: :math:`\rho - \log\rho - 1`; ``"k2"``: :math:`\tfrac12 (\log \rho)^2`; ``"k1"``:
-    :math:`-\log \rho` (Schulman's estimators of :math:`\mathrm{KL}(\pi_\theta \| \pi_{ref})`; see
-    :attr:`SimConfig.kl_estimator` for the divergence each one's gradient follows).
+    :math:`-\log \rho` (Schulman's estimators of :math:`\mathrm{KL}(\pi_\theta \| \pi_{ref})`);
+    ``"k3_is"``: k3 times :math:`e^{\ell}` with ``log_importance`` :math:`\ell = \log \pi_\theta(a) - \log
+    \pi_{old}(a)` (TRL's ``use_bias_correction_kl``; required then); ``"k3+"``: k3's value with k2's gradient
+    (verl's straight-through ``k3+``). :data:`~robustgrpo.lab.simulate.config.KL_DIVERGENCES` names the
+    divergence each one's gradient follows (:attr:`SimConfig.kl_estimator`).
     """
-    if estimator == "k3":
-        return torch.exp(log_ratio) - log_ratio - 1.0
-    if estimator == "k2":
-        return 0.5 * log_ratio.square()
+    if estimator in ("k3", "k3_is"):
+        k3 = torch.exp(log_ratio) - log_ratio - 1.0
+        if estimator == "k3":
+            return k3
+        if log_importance is None:
+            raise ValueError("kl estimator 'k3_is' needs log_importance, log pi(a) - log pi_old(a) (differentiable)")
+        return k3 * torch.exp(log_importance)
+    if estimator in ("k2", "k3+"):
+        k2 = 0.5 * log_ratio.square()
+        if estimator == "k2":
+            return k2
+        return k2 - k2.detach() + (torch.exp(log_ratio) - log_ratio - 1.0).detach()
     if estimator == "k1":
         return -log_ratio
-    raise ValueError(f"kl estimator must be 'k3', 'k2' or 'k1' here, got {estimator!r}")
+    raise ValueError(f"kl estimator must be 'k3', 'k3_is', 'k3+', 'k2' or 'k1' here, got {estimator!r}")
 
 
 def _frame(config: SimConfig, seeds: list[int], steps: list[int], records: dict[str, list[Tensor]]) -> pd.DataFrame:
