@@ -92,9 +92,6 @@ from robustgrpo.inputs import (
 )
 from robustgrpo.stats import (
     DEFAULT_RESOLUTION,
-    argsort_last,
-    order_statistic,
-    sort_last,
     MAD_TO_SIGMA,
     continuous_lower_median,
     fill_invalid,
@@ -108,9 +105,7 @@ from robustgrpo.stats import (
     soft_midranks,
     sort_valid,
     tie_tolerance,
-    value_extremes,
     value_range,
-    residue_bound,
     residue_tolerance,
     resolved_quantile,
     batch_tie_reference,
@@ -208,54 +203,34 @@ class Parameter:
 
 
 class Groups(NamedTuple):
-    """What an estimator receives: padded rewards, validity mask, group sizes.
+    """What an estimator receives: the groups' rewards and what the entry point's rules found about them.
 
-    ``rewards`` is ``[B, G]`` float with 0 at invalid entries, ``mask`` is
-    ``[B, G]`` bool or None when every sample is valid (the fast path), and
-    ``n`` is ``[B]`` long, the number of valid samples. ``span`` is the
-    width of the declared reward range (``hi - lo`` of ``reward_range``), a
-    0-d tensor, or None when no range was declared: the resolution of the
-    order-based estimators is then relative to each group's own range.
-    ``spread`` is that range, ``[B]`` (:func:`~robustgrpo.stats.value_range`),
-    which the entry point computes once for its degenerate-group rule; None
-    where a caller has not computed it. ``reference`` ``[B]`` is the range
-    the resolution is relative to when no range is declared (the group's
-    range capped by the batch, :func:`~robustgrpo.stats.batch_tie_reference`;
-    None: the group's own range), and ``floor`` ``[B]`` the rewards' float
-    residue (:func:`~robustgrpo.stats.residue_tolerance`; None: no floor),
-    below which no difference counts (None also for an estimator that does
-    not read it, :attr:`Estimator.reads_floor`). ``batch`` ``[B]`` long is the training
+    ``rewards`` ``[B, G]`` float, 0 at invalid entries; ``mask`` ``[B, G]``
+    bool, or None when every sample is valid; ``n`` ``[B]`` long, the valid
+    samples of each group; ``spread`` ``[B]`` each group's range, ``max -
+    min`` of its valid rewards (:func:`~robustgrpo.stats.value_range`; None:
+    not computed). ``reference`` ``[B]`` is the range the order-based
+    estimators' tie tolerance is relative to: the declared range's width, the
+    caller's ``tie_reference``, or the group's range capped by its batch's
+    typical gap (:func:`~robustgrpo.stats.batch_tie_reference`); None: the
+    group's own range. ``floor`` ``[B]`` is the rewards' float residue
+    (:func:`~robustgrpo.stats.residue_tolerance`), below which no difference
+    counts (None: no floor; also for an estimator that does not read it,
+    :attr:`Estimator.reads_floor`). ``batch`` ``[B]`` long is the training
     batch of each group (ids ``0 .. K-1``), or None when every group is of
     one batch: a batch-level statistic is taken per batch. ``batch_scale``
     ``[B]``, when given, is that statistic per group, computed by the caller
     over a batch larger than the call (a log scored block by block).
-    ``sorted`` ``[B, G]`` is each group's valid rewards in ascending order,
-    ``+inf`` after them (:func:`~robustgrpo.stats.sort_valid`), and
-    ``median`` ``[B]`` its median (:func:`~robustgrpo.stats.median_of_sorted`),
-    for an estimator registered with ``sorts``: the entry point sorts once
-    and every order statistic comes from that sort. ``order`` ``[B, G]``
-    (``sorts="order"``, of dtype :data:`ORDER_DTYPE`) is the permutation that sorts each row
-    (``sorted = rewards.gather(-1, order)`` with invalid entries at
-    ``+inf``). None where not computed. ``scratch`` is a contiguous
-    ``[B, G]`` buffer of the rewards' dtype, or None: the entry point's own
-    temporary, which the estimator may use (and return as its advantages),
-    as it may overwrite ``sorted`` once it has read it (the entry point reads
-    neither after the estimator).
     """
 
     rewards: torch.Tensor
     mask: torch.Tensor | None
     n: torch.Tensor
-    span: torch.Tensor | None = None
     spread: torch.Tensor | None = None
     reference: torch.Tensor | None = None
     floor: torch.Tensor | None = None
     batch: torch.Tensor | None = None
     batch_scale: torch.Tensor | None = None
-    sorted: torch.Tensor | None = None
-    median: torch.Tensor | None = None
-    order: torch.Tensor | None = None
-    scratch: torch.Tensor | None = None
 
 
 class Computed(NamedTuple):
@@ -348,10 +323,10 @@ class Estimator:
         call (a scale taken over the batch): such an estimator must be called
         on one training batch at a time.
     sorts : {None, "values", "order"}
-        What the estimator reads of each group's sorted rewards: ``"values"``
-        (:attr:`Groups.sorted` and :attr:`Groups.median`), ``"order"``
-        (also :attr:`Groups.order`, the sorting permutation). The entry
-        point sorts each group once for it and for the tie reference.
+        What its formula reads of each group sorted: ``"values"`` (order
+        statistics: a median, quantiles) or ``"order"`` (also where each
+        reward sorts: ranks); None for the moment estimators. The facts
+        :attr:`order_based` and :attr:`reads_floor` follow from it.
     colour : str
         Its colour in every figure and dashboard (``#RRGGBB``; the house
         palette is Okabe-Ito based, distinguishable with the common
@@ -393,8 +368,7 @@ class Estimator:
     @property
     def reads_floor(self) -> bool:
         """Whether it reads :attr:`Groups.floor`, the float residue below which no difference counts: the
-        estimators that sort or take a ``resolution`` (their tie tolerance). For any other the entry point
-        passes no floor and computes the residue only where its own rules need it."""
+        estimators that sort or take a ``resolution`` (their tie tolerance). Any other gets no floor (None)."""
         return self.sorts is not None or "resolution" in self.defaults
 
     @property
@@ -675,33 +649,20 @@ def _clip(z: torch.Tensor, c: float) -> tuple[torch.Tensor, torch.Tensor]:
     return z.clamp_(-c, c), clipped
 
 
-def _buffer(g: Groups) -> torch.Tensor | None:
-    """A buffer of the rewards' shape an estimator may overwrite: the entry point's sorted rewards (read
-    them first), or None (a fresh result) where there are none."""
-    if g.sorted is None or g.sorted.dtype != g.rewards.dtype or g.sorted.shape != g.rewards.shape:
-        return None
-    return g.sorted
-
-
-def _sorted(g: Groups) -> torch.Tensor:
-    """Each group's valid rewards in ascending order (the entry point's sort, or a sort here)."""
-    return g.sorted if g.sorted is not None else sort_valid(g.rewards, g.mask)
-
-
 def _median(g: Groups) -> torch.Tensor:
-    """Each group's median (the entry point's, or from :func:`_sorted`)."""
-    return g.median if g.median is not None else median_of_sorted(_sorted(g), g.n)
+    """Each group's median (:func:`~robustgrpo.stats.median_of_sorted` of its sorted valid rewards)."""
+    return median_of_sorted(sort_valid(g.rewards, g.mask), g.n)
 
 
 def _tolerance(g: Groups, resolution: float) -> torch.Tensor:
     """The tie tolerance of each group (:func:`~robustgrpo.stats.tie_tolerance` with the entry point's reference and floor)."""
-    return tie_tolerance(g.rewards, g.mask, resolution, g.span, g.spread if g.reference is None else g.reference, g.floor)
+    return tie_tolerance(g.rewards, g.mask, resolution, spread=g.spread if g.reference is None else g.reference, floor=g.floor)
 
 
-def _mean_std(g: Groups, ddof: int, work: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each group's mean and std (:func:`~robustgrpo.stats.masked_std`, in ``work`` when given)."""
+def _mean_std(g: Groups, ddof: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each group's mean and std (:func:`~robustgrpo.stats.masked_std`)."""
     centre = masked_mean(g.rewards, g.mask, g.n)
-    return centre, masked_std(g.rewards, g.mask, g.n, centre, ddof, work=work)
+    return centre, masked_std(g.rewards, g.mask, g.n, centre, ddof)
 
 
 class RobustParts(NamedTuple):
@@ -738,11 +699,10 @@ def _robust_parts(g: Groups, resolution: float) -> RobustParts:
     r, mask, n = g.rewards, g.mask, g.n
     centre = _median(g)
     t = _tolerance(g, resolution)
-    d = torch.sub(r, centre.unsqueeze(-1), out=g.scratch)  # (a new array without one)
+    d = r - centre.unsqueeze(-1)
     # with a finite range every valid deviation is finite (|r - m| <= max - min, and rounding is monotone)
     bounded = g.spread is not None and bool(torch.isfinite(g.spread).all()) and bool(torch.isfinite(t).all())
-    # (the sorted rewards are read: their buffer may hold the deviations)
-    u = torch.abs(d, out=_buffer(g))
+    u = d.abs()
     u = u.sub_(t.unsqueeze(-1)).clamp_min_(0)
     shrunk = torch.copysign(u, d, out=d)  # sign(d) max(|d| - t, 0) (u >= 0: copysign is that product)
     sorted_u = sort_valid(u, mask, inplace=True)  # invalid entries last, as +inf
@@ -756,7 +716,7 @@ def _robust_parts(g: Groups, resolution: float) -> RobustParts:
         weights = torch.where(finite, resolved_weight(sorted_u, t), zero)
         b = continuous_lower_median(sorted_u, weights).unsqueeze(-1)
     # the sum of squares of values <= b, computed on capped / b so that huge rewards cannot overflow (in blocks of
-    # rows: the capped values are a temporary of the rewards' size, and every buffer of that size is in use)
+    # rows: the capped values are a temporary of a block's size)
     unit = torch.where(b > 0, b, torch.ones((), dtype=r.dtype, device=r.device))
     squares = []
     for rows in row_blocks(sorted_u):
@@ -914,9 +874,9 @@ def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
     example the correct answer gets 0.286 (2.47 without the outlier).
     """
     r, mask, n = g.rewards, g.mask, g.n
-    centre = median_of_sorted(_sorted(g), n, lower=True)
-    # the absolute deviations, sorted in place (in the sorted rewards' buffer, which nothing reads after the median)
-    absd = torch.sub(r, centre.unsqueeze(-1), out=_buffer(g)).abs_()
+    centre = median_of_sorted(sort_valid(r, mask), n, lower=True)
+    # the absolute deviations, sorted in place
+    absd = (r - centre.unsqueeze(-1)).abs_()
     sigma = SEED_MAD_CONSTANT * median_of_sorted(sort_valid(absd, mask, inplace=True), n, lower=True)
     del absd
     mean = masked_mean(r, mask, n)
@@ -1149,11 +1109,8 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
     outranks the correct answers shares the top ranks with them.
     """
     r, mask, n = g.rewards, g.mask, g.n
-    # the band sums in the entry point's scratch buffer, the ranks in the sorted rewards' (read first), the scores
-    # in the scratch buffer again (the band sums are spent): no temporary of the rewards' size beyond a block's
-    ranks = soft_midranks(r, mask, _tolerance(g, resolution), sorted_x=g.sorted if g.order is not None else None,
-                          order=g.order, work=g.scratch, out=_buffer(g) if g.order is not None else None)
-    z = _blom_scores(ranks, n, mask, out=g.scratch)
+    ranks = soft_midranks(r, mask, _tolerance(g, resolution))
+    z = _blom_scores(ranks, n, mask)
     centre = masked_mean(z, mask, n)
     return Computed(z.sub_(centre.unsqueeze(-1)), centre, torch.ones_like(centre), _none(centre), None)
 
@@ -1211,13 +1168,12 @@ def _huber_m(
     resolved = parts.shrunk.add_(parts.centre.unsqueeze(-1))
     centre, scale, _ = huber_proposal2(
         resolved, g.mask, g.n, parts.centre, parts.scale, c=huber_c, tol=rtol, maxiter=maxiter,
-        min_scale=min_scale * parts.scale, work=_buffer(g),  # (the sorted rewards' buffer, free: it held the parts' sorted u)
+        min_scale=min_scale * parts.scale,
     )
     # with min_scale = 0 a group whose resolved rewards all tie has M-scale 0: its advantages are 0 / tiny = 0, as a
     # constant group's are in robust (and a reward off the tie would be clipped to +-c, the limit as the scale -> 0)
     scale = scale.clamp_min(torch.finfo(scale.dtype).tiny)
-    # (in the sorted rewards' buffer: the standardised values the fixed point held there are spent)
-    adv, clipped = _clip(torch.sub(resolved, centre.unsqueeze(-1), out=_buffer(g)).div_(scale.unsqueeze(-1)), c)
+    adv, clipped = _clip((resolved - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c)
     return Computed(adv, centre, scale, parts.fallback, clipped)
 
 
@@ -1279,10 +1235,10 @@ def _batch_huber(g: Groups, *, c: float, huber_c: float) -> Computed:
     """
     r, mask, n = g.rewards, g.mask, g.n
     typical = g.batch_scale if g.batch_scale is not None else typical_deviation(
-        r, mask, n, value_range(r, mask) if g.spread is None else g.spread, g.floor, g.batch, _median(g))
+        r, mask, n, value_range(r, mask) if g.spread is None else g.spread, g.floor, g.batch)
     one = torch.ones((), dtype=r.dtype, device=r.device)
     scale = (one if typical is None else torch.where(typical > 0, typical, one)).expand(n.shape)  # (NaN > 0 is False)
-    centre = huber_location(r, mask, n, _median(g), scale, c=huber_c, work=_buffer(g))  # (the median is read first)
+    centre = huber_location(r, mask, n, _median(g), scale, c=huber_c)
     adv, clipped = _clip((r - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c)
     return Computed(adv, centre, scale.clone(), _none(centre), clipped)
 
@@ -1337,16 +1293,15 @@ def _winsor(g: Groups, *, limits: float, eps: float, ddof: int, resolution: floa
     while :math:`k > \lfloor \mathrm{limits}\,n \rfloor`.
     """
     r, mask, n = g.rewards, g.mask, g.n
-    centre0 = _median(g)
+    ordered = sort_valid(r, mask)
+    centre0 = median_of_sorted(ordered, n)
     t = _tolerance(g, resolution)
     # resolving is monotone in the reward, so the bounds are the resolved order statistics of the sorted rewards
-    low, high = (resolve_towards(v.unsqueeze(-1), centre0, t)
-                 for v in winsor_bounds(_sorted(g), n, limits, limits))
-    free = [b for b in (g.scratch, _buffer(g)) if b is not None]  # (the sorted rewards are read: both are free)
-    w = resolve_towards(r, centre0, t, out=free[0] if free else None)
+    low, high = (resolve_towards(v.unsqueeze(-1), centre0, t) for v in winsor_bounds(ordered, n, limits, limits))
+    w = resolve_towards(r, centre0, t)
     clipped = _valid((w < low).logical_or_(w > high), mask)  # the values winsorizing moves (low <= high)
-    w = torch.minimum(torch.maximum(w, low, out=w), high, out=w)
-    centre, scale = _mean_std(Groups(w, mask, n), ddof, free[1] if len(free) > 1 else None)
+    w = torch.minimum(torch.maximum(w, low), high)
+    centre, scale = _mean_std(Groups(w, mask, n), ddof)
     denominator = (scale + eps + t).unsqueeze(-1)
     # winsorizing can make a group constant (G = 5: one value per tail); with eps = t = 0 that is 0/0: those get 0
     adv = w.sub_(centre.unsqueeze(-1)).div_(denominator).masked_fill_(~(denominator > 0), 0.0)
@@ -1511,19 +1466,37 @@ class AdvantageResult:
     groups: np.ndarray | None = None
 
 
-def _count(flags: torch.Tensor | None, keep: torch.Tensor | None, n: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
-    """Per-group count of the ``flags`` (None: none) among the entries ``keep`` (None: all), shaped like ``n``;
-    ``rows``: the only groups that can hold a flag (None: any), whose flags alone are counted."""
-    if flags is None:
-        return torch.zeros_like(n)
-    if rows is not None and keep is None:
-        return torch.zeros_like(n).index_copy_(0, rows, count_true(flags.index_select(0, rows)))
-    if keep is not None and keep.shape[-1] == 1:  # whole groups kept or not: count, then drop (no [B, G] mask)
-        return count_true(flags) * keep.squeeze(-1)
-    return count_true(flags if keep is None else flags & keep)
+def _check_options(tol: float | None, singleton: str, out_of_range: str, reward_range: Any,
+                   tie_reference: Any) -> tuple[tuple[float, float] | None, torch.Tensor | None]:
+    """The call's own options, checked before any work: the declared range as ``(lo, hi)`` (None: none) and the
+    reference ranges of an array ``tie_reference`` (None for ``"batch"`` and ``"group"``)."""
+    if tol is not None and nonnegative(tol):
+        raise ValueError(f"tol {nonnegative(tol)}: the spread at or below which a group counts as degenerate "
+                         "(or None for the rewards' float residue)")
+    if singleton not in ("zero", "reward"):
+        raise ValueError(f"singleton must be 'zero' or 'reward', got {singleton!r}" + did_you_mean(singleton, ("zero", "reward")))
+    if out_of_range not in ("clip", "mask", "raise"):
+        raise ValueError(f"out_of_range must be 'clip', 'mask' or 'raise', got {out_of_range!r}"
+                         + did_you_mean(out_of_range, ("clip", "mask", "raise")))
+    bounds = None if reward_range is None else check_interval("reward_range", reward_range)
+    if isinstance(tie_reference, str):
+        if tie_reference not in ("batch", "group"):
+            raise ValueError(f"tie_reference must be 'batch', 'group' or an array of reference ranges, got {tie_reference!r}")
+        return bounds, None
+    reference = torch.as_tensor(float64_array(tie_reference, "tie_reference"))
+    if reference.ndim != 1 or not bool(torch.isfinite(reference).all()) or bool((reference < 0).any()):
+        raise ValueError("tie_reference as an array must be 1-D, finite and >= 0 (one reference range per group)")
+    return bounds, reference
+
+
+#: A clip that no finite score reaches: pass it as an estimator's clip parameter to get its
+#: unclipped advantages, then :func:`reclip` them to any c.
+UNCLIPPED = 1e30
 
 
 def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None):
+    """Rule 1: the rewards as ``[B, G]`` groups and their validity mask (None: all valid), the input's kind, the
+    grouping of flat rewards (None for ``[B, G]`` input) and the dtype the rewards arrived in."""
     t, kind = as_tensor(rewards, "rewards")
     arrived = source_dtype(rewards, t)
     if index is None:
@@ -1547,67 +1520,26 @@ def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None
     return padded, valid, kind, grouping, arrived
 
 
-#: A declared range that masks rewards in at most this share of the groups computes those groups apart
-#: (:func:`_compute_apart`): the others need no ``[B, G]`` mask.
-APART_SHARE = 0.25
-
-
-def _exact_residue_at(residue: torch.Tensor, rows: torch.Tensor, values: torch.Tensor, valid: torch.Tensor | None,
-                      arrived: torch.dtype | None) -> torch.Tensor:
-    """``residue`` with the groups ``rows`` given their :func:`~robustgrpo.stats.residue_tolerance` (a sort of
-    those groups only)."""
-    if rows.numel() == 0:
-        return residue
-    part = residue_tolerance(values.index_select(0, rows), None if valid is None else valid.index_select(0, rows), arrived)
-    return residue.index_copy(0, rows, torch.nan_to_num(part, nan=0.0, posinf=0.0))
-
-
-def _apply_reward_range(
-    values: torch.Tensor, valid: torch.Tensor | None, bounds: tuple[float, float] | None, policy: str,
-    residue: torch.Tensor, extremes: tuple[torch.Tensor, torch.Tensor] | None = None,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
-    """Count, then clip, mask or refuse (``policy``, checked by the caller) the valid rewards outside the declared
-    range ``bounds`` (``(lo, hi)``, checked by the caller; None: no range); also return its width.
-
-    A reward counts as outside when it lies beyond a bound by more than its
-    group's float ``residue`` (``0.1 + 0.2 + 0.4`` summed in float32 can land
-    one ulp above 0.7: that is the range's top, not a glitch). Returns the
-    values, the validity mask, the flags of the rewards outside (None without
-    a range, or where none lies outside), the range's width (None without
-    a range) and the groups holding a reward outside (``[k]`` long, where
-    ``extremes`` were given; else None). ``extremes``: each group's smallest
-    and largest valid reward (:func:`~robustgrpo.stats.value_extremes`); a
-    group holds a reward outside exactly when one of them lies outside (the
-    same comparisons, per group), so only those groups' rewards are tested.
-    """
-    if bounds is None:
-        return values, valid, None, None, None
-    lo, hi = bounds
-    span = torch.tensor(hi - lo, dtype=values.dtype, device=values.device)
-    hit = None
-    if extremes is not None:
-        hit = torch.nonzero((extremes[0] < lo - residue) | (extremes[1] > hi + residue)).squeeze(-1)
-        if hit.numel() == 0:
-            return values, valid, None, span, hit
-    if hit is not None and hit.numel() <= APART_SHARE * values.shape[0]:  # (a few groups: test their rewards only)
-        part, slack = values.index_select(0, hit), residue.index_select(0, hit).unsqueeze(-1)
-        flags = _valid((part < lo - slack) | (part > hi + slack), None if valid is None else valid.index_select(0, hit))
-        outside = torch.zeros(values.shape, dtype=torch.bool, device=values.device).index_copy_(0, hit, flags)
-    else:
-        slack = residue.unsqueeze(-1)
-        outside = _valid((values < lo - slack) | (values > hi + slack), valid)
-        if hit is None and not bool(outside.any()):
-            return values, valid, None, span, None
-    if policy == "raise":
-        first = float(values[outside][0])
-        raise ValueError(
-            f"{int(outside.sum())} reward(s) lie outside reward_range=({lo:g}, {hi:g}), e.g. {first:g}; "
-            "fix the reward function, or pass out_of_range='clip' or 'mask'"
-        )
-    if policy == "clip":
-        return torch.where(outside, values.clamp(lo, hi), values), valid, outside, span, hit
-    keep = ~outside if valid is None else valid & ~outside
-    return values, keep, outside, span, hit
+def _per_group(values: torch.Tensor, grouping: Any, est: Estimator, batch: ArrayLike | None, reference: torch.Tensor | None,
+               batch_scale: ArrayLike | None) -> tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None]:
+    """Rule 2: what the caller says per group, checked against the groups: the batch ids (:func:`_batch_ids`), the
+    tie reference ranges (``tie_reference`` as an array) and the batch statistic (``batch_scale``); None where not
+    said."""
+    B = values.shape[0]
+    batch_ids = _batch_ids(batch, B, grouping, values.device)
+    if reference is not None:
+        if reference.numel() != B:
+            raise ValueError(f"tie_reference has {reference.numel()} ranges but there are {B} groups")
+        reference = reference.to(dtype=values.dtype, device=values.device)
+    scale = None
+    if batch_scale is not None:
+        if not est.batch_level:
+            raise ValueError(f"batch_scale applies to the batch-level estimators "
+                             f"({', '.join(m for m, e in _REGISTRY.items() if e.batch_level)}), not {est.name!r}")
+        scale = torch.as_tensor(float64_array(batch_scale, "batch_scale")).to(dtype=values.dtype, device=values.device)
+        if scale.shape != (B,) or not bool(torch.isfinite(scale).all()) or bool((scale < 0).any()):
+            raise ValueError(f"batch_scale must hold one finite scale >= 0 per group ({B}), got shape {tuple(scale.shape)}")
+    return batch_ids, reference, scale
 
 
 def _batch_ids(batch: ArrayLike | None, n_rows: int, grouping: Any, device: torch.device) -> torch.Tensor | None:
@@ -1633,142 +1565,136 @@ def _batch_ids(batch: ArrayLike | None, n_rows: int, grouping: Any, device: torc
     return torch.from_numpy(np.unique(rows, return_inverse=True)[1].reshape(-1).astype(np.int64)).to(device)
 
 
-def _index_dtype() -> torch.dtype:
-    """int32 where this torch gathers and scatters with 32-bit indices (recent releases), else int64 (a group of
-    2**31 rewards is more than any call holds)."""
-    probe = torch.zeros(1, 2)
-    try:
-        at = torch.tensor([[1, 0]], dtype=torch.int32)
-        torch.empty_like(probe).scatter_(-1, at, probe.gather(-1, at))
-    except (RuntimeError, TypeError):
-        return torch.int64
-    return torch.int32
+def _residue(values: torch.Tensor, valid: torch.Tensor | None, arrived: torch.dtype, tol: float | None) -> torch.Tensor:
+    """Rule 4: the spread ``[B]`` up to which a group's rewards are one value: ``tol``, or by default their float
+    residue (:func:`~robustgrpo.stats.residue_tolerance`, in the dtype they arrived in). A ``tol`` is compared in
+    the rewards' dtype: one beyond its largest number is that number, above every spread it holds."""
+    if tol is not None:
+        return torch.full(values.shape[:-1], min(float(tol), torch.finfo(values.dtype).max), dtype=values.dtype,
+                          device=values.device)
+    return torch.nan_to_num(residue_tolerance(values, valid, arrived), nan=0.0, posinf=0.0)
 
 
-#: The dtype of the sorting permutation the entry point hands a ``sorts="order"`` estimator (``Groups.order``).
-ORDER_DTYPE = _index_dtype()
+def _apply_reward_range(
+    values: torch.Tensor, valid: torch.Tensor | None, bounds: tuple[float, float] | None, policy: str,
+    residue: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """Rule 5: count, then clip, mask or refuse (``policy``) the valid rewards outside the declared range ``bounds``
+    (``(lo, hi)``; None: no range).
+
+    A reward counts as outside when it lies beyond a bound by more than its
+    group's float ``residue`` (``0.1 + 0.2 + 0.4`` summed in float32 can land
+    one ulp above 0.7: that is the range's top, not a glitch). Returns the
+    values, the validity mask and the flags of the rewards outside (None
+    without a range).
+    """
+    if bounds is None:
+        return values, valid, None
+    lo, hi = bounds
+    slack = residue.unsqueeze(-1)
+    outside = _valid((values < lo - slack) | (values > hi + slack), valid)
+    if not bool(outside.any()):
+        return values, valid, outside
+    if policy == "raise":
+        raise ValueError(
+            f"{int(outside.sum())} reward(s) lie outside reward_range=({lo:g}, {hi:g}), e.g. {float(values[outside][0]):g}; "
+            "fix the reward function, or pass out_of_range='clip' or 'mask'"
+        )
+    if policy == "clip":
+        return torch.where(outside, values.clamp(lo, hi), values), valid, outside
+    return values, (~outside if valid is None else valid & ~outside), outside
 
 
-def _sort_groups(values: torch.Tensor, valid: torch.Tensor | None, sorts: str) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Each group's valid rewards ascending (``+inf`` after them), and with ``sorts="order"`` the sorting permutation."""
-    filled = fill_invalid(values, valid, math.inf)
-    if sorts == "order":  # in blocks of rows: the 64-bit permutation a sort returns is a block's size
-        order = torch.empty(filled.shape, dtype=ORDER_DTYPE, device=filled.device)
-        ordered = torch.empty_like(filled, memory_format=torch.contiguous_format)
-        for rows in row_blocks(filled):
-            block = argsort_last(filled[rows])
-            order[rows] = block
-            torch.gather(filled[rows], -1, block, out=ordered[rows])
-        return ordered, order
-    return sort_last(filled, inplace=filled is not values), None
-
-
-def _resort_changed(ordered: tuple[torch.Tensor, torch.Tensor | None], values: torch.Tensor, valid: torch.Tensor | None,
-                    outside: torch.Tensor | None, sorts: str, rows: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """:func:`_sort_groups` after the reward range, from the sort before it: only groups with rewards outside sort
-    again (``rows``, where the caller has them)."""
-    if outside is None:
-        return ordered
-    if rows is None:
-        rows = torch.nonzero(outside.any(-1)).squeeze(-1)
-    if rows.numel() == 0:
-        return ordered
-    part = _sort_groups(values.index_select(0, rows), None if valid is None else valid.index_select(0, rows), sorts)
-    return tuple(None if whole is None else whole.index_copy(0, rows, new) for whole, new in zip(ordered, part))
-
-
-def _group_extremes(values: torch.Tensor, valid: torch.Tensor | None, n: torch.Tensor,
-                    ordered: tuple[torch.Tensor, torch.Tensor | None] | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`~robustgrpo.stats.value_extremes` of each group, read off its sorted valid rewards where ``ordered``
-    holds them (:func:`_sort_groups`; ``n`` valid per group)."""
-    if ordered is None:
-        return value_extremes(values, valid)
-    sorted_values = ordered[0]
-    if valid is None:
-        return sorted_values[..., 0], sorted_values[..., -1]
-    largest = order_statistic(sorted_values, n - 1)
-    return sorted_values[..., 0], torch.where(n > 0, largest, torch.full((), -math.inf, dtype=largest.dtype, device=largest.device))
+def _groups(est: Estimator, values: torch.Tensor, valid: torch.Tensor | None, bounds: tuple[float, float] | None,
+            residue: torch.Tensor, tol: float | None, batch_ids: torch.Tensor | None, reference: torch.Tensor | None,
+            tie_reference: Any, batch_scale: torch.Tensor | None) -> Groups:
+    """Rule 6: what the estimator receives (:class:`Groups`): each group's size and range and, for the estimators
+    with a ``resolution``, the range their tie tolerance is relative to (the declared range's width, the caller's
+    ``tie_reference``, or each group's range capped by its batch's typical gap) and the float residue under it."""
+    n = count_valid(values, valid)
+    spread = value_range(values, valid)
+    if bounds is not None:
+        reference = torch.tensor(bounds[1] - bounds[0], dtype=values.dtype, device=values.device).expand(n.shape)
+    elif reference is None and "resolution" in est.defaults and tie_reference == "batch":
+        reference = _tie_reference(values, valid, n, spread, residue, batch_ids)
+    floor = residue if tol is None and est.reads_floor else None
+    return Groups(values, valid, n, spread, reference, floor, batch_ids, batch_scale)
 
 
 def _tie_reference(values: torch.Tensor, valid: torch.Tensor | None, n: torch.Tensor, spread: torch.Tensor,
-                   residue: torch.Tensor, batch: torch.Tensor | None, median: torch.Tensor | None = None,
-                   scratch: torch.Tensor | None = None) -> torch.Tensor | None:
-    """The range each group's tie tolerance is relative to: its range capped by its batch's typical gap.
-
-    A batch of one group has no other group to ask and keeps its own range. ``median``: the groups'
-    medians where the caller has them; ``scratch``: a buffer for the deviations.
-    """
+                   residue: torch.Tensor, batch: torch.Tensor | None) -> torch.Tensor | None:
+    """The range each group's tie tolerance is relative to: its range capped by its batch's typical gap
+    (:func:`~robustgrpo.stats.batch_tie_reference`). A batch of one group has no other group to ask and keeps
+    its own range (None)."""
     if batch is None:
         if values.shape[0] < 2:
             return None
-        return batch_tie_reference(spread, typical_deviation(values, valid, n, spread, residue, centre=median, out=scratch))
-    typical = typical_deviation(values, valid, n, spread, residue, batch, median)
+        return batch_tie_reference(spread, typical_deviation(values, valid, n, spread, residue))
+    typical = typical_deviation(values, valid, n, spread, residue, batch)
     alone = torch.bincount(batch)[batch] < 2
     return batch_tie_reference(spread, torch.where(alone, torch.full_like(typical, math.nan), typical))
 
 
-def _compute(est: Estimator, bound: Mapping[str, Any], values: torch.Tensor, valid: torch.Tensor | None, n: torch.Tensor,
-             span: torch.Tensor | None, extremes: tuple[torch.Tensor, torch.Tensor] | None,
-             ordered: tuple[torch.Tensor, torch.Tensor | None] | None, median: torch.Tensor | None, floor: torch.Tensor | None,
-             batch_ids: torch.Tensor | None, reference: torch.Tensor | None, tie_reference: Any, residue: torch.Tensor,
-             scale_given: torch.Tensor | None) -> tuple[Computed, torch.Tensor]:
-    """The estimator on groups ready for it (after the range; sorted where it sorts): their spread, median and
-    tie reference where it needs them, then its result; returns the result and the spread."""
-    spread = value_range(values, valid, _group_extremes(values, valid, n, ordered) if extremes is None else extremes)
-    sorted_values, order = (None, None) if ordered is None else ordered
-    del ordered
-    if sorted_values is None:
-        median = None
-    elif median is None:
-        median = median_of_sorted(sorted_values, n)
-    scratch = None
-    if reference is None and span is None and "resolution" in est.defaults and tie_reference == "batch":
-        scratch = torch.empty_like(values, memory_format=torch.contiguous_format)
-        reference = _tie_reference(values, valid, n, spread, residue, batch_ids, median, scratch)
-    out = est.compute(Groups(values, valid, n, span, spread, reference, floor, batch_ids, scale_given, sorted_values, median,
-                             order, scratch), **bound)
-    return out, spread
+def _zero_undefined(out: Computed, values: torch.Tensor, valid: torch.Tensor | None, n: torch.Tensor,
+                    degenerate: torch.Tensor, singleton: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rule 8: empty, singleton and degenerate groups get advantage 0 (a singleton its reward with
+    ``singleton="reward"``), and every invalid entry 0, whatever the estimator computed there. Returns the
+    advantages and the entries kept from the estimator."""
+    defined = (n >= 2) & ~degenerate
+    keep = _valid(defined.unsqueeze(-1), valid)
+    adv = torch.where(keep, out.advantages, torch.zeros((), dtype=values.dtype, device=values.device))
+    if singleton == "reward":
+        adv = torch.where(_valid((n == 1).unsqueeze(-1), valid), values, adv)
+    return adv, keep
 
 
-def _compute_apart(est: Estimator, bound: Mapping[str, Any], values: torch.Tensor, valid: torch.Tensor, apart: torch.Tensor,
-                   span: torch.Tensor, floor: torch.Tensor | None, batch_ids: torch.Tensor | None, residue: torch.Tensor,
-                   n: torch.Tensor, extremes: tuple[torch.Tensor, torch.Tensor] | None,
-                   ordered: tuple[torch.Tensor, torch.Tensor | None] | None, median: torch.Tensor | None
-                   ) -> tuple[Computed, torch.Tensor, torch.Tensor]:
-    """A per-group estimator on a call whose declared range masked rewards of the groups ``apart`` only (dense input).
-
-    With a declared range no group's result depends on another's (the tie tolerance comes from the range, not
-    from the batch), so the estimator runs on every group as it came, without a mask (``n``, ``extremes``,
-    ``ordered`` and ``median`` from before the range), and again on the groups ``apart`` with their mask; their
-    rows replace those of the first run, with zeros and no clip flag at their masked rewards. Each group gets
-    what a call on it alone gives, and the masked arithmetic (a ``[B, G]`` selection per step) covers the few
-    groups that need it. Returns the result, the groups' valid counts and their spread.
-    """
-    if est.sorts is not None and ordered is None:
-        ordered = _sort_groups(values, None, est.sorts)
-    out, spread = _compute(est, bound, values, None, n, span, extremes, ordered, median, floor, batch_ids, None, "batch", residue, None)
-    del ordered
-    part_values, part_valid = values.index_select(0, apart), valid.index_select(0, apart)
-    part_n = count_valid(part_values, part_valid)
-    part_ordered = None if est.sorts is None else _sort_groups(part_values, part_valid, est.sorts)
-    part, part_spread = _compute(est, bound, part_values, part_valid, part_n, span, None, part_ordered, None,
-                                 None if floor is None else floor.index_select(0, apart),
-                                 None if batch_ids is None else batch_ids.index_select(0, apart), None, "batch",
-                                 residue.index_select(0, apart), None)
-    # (what the entry point's mask does at the masked rewards: no advantage, no clip)
-    part = part._replace(advantages=part.advantages.masked_fill(~part_valid, 0),
-                         clipped=None if part.clipped is None else part.clipped & part_valid)
-    merged = Computed(*(None if whole is None else _put_rows(whole, apart, rows, values) for whole, rows in zip(out, part)))
-    return merged, _put_rows(n, apart, part_n, values), _put_rows(spread, apart, part_spread, values)
+def _check_finite(adv: torch.Tensor, scale: torch.Tensor, est: Estimator, values: torch.Tensor,
+                  valid: torch.Tensor | None) -> None:
+    """Rule 9: finite rewards never give a non-finite advantage: a scale of 0 that a setting allowed, or advantages
+    beyond the dtype, raise ``ValueError`` with what to do."""
+    if bool(torch.isfinite(adv.sum())) or bool(torch.isfinite(adv).all()):
+        return
+    by_zero = torch.nonzero(~torch.isfinite(adv).all(-1) & (scale == 0)).squeeze(-1)
+    if by_zero.numel():  # a scale of 0 (a setting let it reach 0), not huge rewards
+        floors = [p.name for p in est.parameters if p.name in ("eps", "min_scale")]
+        raise ValueError(
+            f"{est.name} divides by a scale of 0 in {by_zero.numel()} group(s) (the first: group "
+            f"{int(by_zero[0])}, whose rewards tie too much for its scale); "
+            + (f"pass {' or '.join(f'{name} > 0' for name in floors)}" if floors else "choose another estimator")
+        )
+    raise ValueError(
+        f"{est.name} advantages overflow {values.dtype} (non-finite results) for these rewards (largest |reward| "
+        f"{float(fill_invalid(values, valid, 0.0).abs().max()):.3g}); "
+        + ("rescale them (divide by a constant: the advantages of the scale-invariant estimators stay the same), "
+           "or declare reward_range= with out_of_range='mask' to drop the huge ones" if values.dtype == torch.float64
+           else "pass float64 rewards or rescale them")
+    )
 
 
-def _put_rows(whole: torch.Tensor, rows: torch.Tensor, new: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-    """``whole`` with its ``rows`` replaced by ``new``: in place for a contiguous ``[B, G]`` array of its own (not the
-    caller's ``values``, which an estimator may hand back), else in a copy (the ``[B]`` results, which an
-    estimator may share between fields, cost little to copy)."""
-    own = (whole.dim() == 2 and whole.is_contiguous()
-           and whole.untyped_storage().data_ptr() != values.untyped_storage().data_ptr())
-    return whole.index_copy_(0, rows, new) if own else whole.index_copy(0, rows, new)
+def _warn_silenced(est: Estimator, bound: Mapping[str, Any], silenced: torch.Tensor, degenerate: torch.Tensor,
+                   arrived: torch.dtype, tol: float | None) -> None:
+    """Rule 10: a call that silences groups says so (:class:`SilencedGroupsWarning`), with the count, the reason and
+    the setting that would score them; the lab's, the book's and the bench's calls measure them and are not warned
+    (:data:`QUIET_CALLERS`)."""
+    if not bool(silenced.any()) or QUIET_CALLERS.match(sys._getframe(2).f_globals.get("__name__", "")):
+        return
+    by_residue = int((silenced & degenerate).sum())
+    reasons = _silenced_reasons(est, bound, by_residue, int(silenced.sum()) - by_residue, arrived, tol)
+    warnings.warn(f"{est.name}: {int(silenced.sum())} of {len(silenced)} groups got all-zero advantages although their "
+                  f"rewards differ (diagnostics.silenced marks them): {'; '.join(reasons)}",
+                  SilencedGroupsWarning, stacklevel=3)
+
+
+def _state(poisoned: torch.Tensor, n: torch.Tensor, spread: torch.Tensor, degenerate: torch.Tensor,
+           silenced: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
+    """Rule 11: each group's :class:`GroupState`, the first of the rules that holds in call order (int8 ``[B]``)."""
+    rules = [(poisoned, GroupState.NAN), (n == 0, GroupState.EMPTY), (n == 1, GroupState.SINGLETON),
+             (degenerate & ~(spread > 0), GroupState.CONSTANT), (degenerate & (spread > 0), GroupState.SILENCED_BY_TOL),
+             (silenced, GroupState.SILENCED_BY_ESTIMATOR), (fallback, GroupState.FALLBACK)]
+    state = torch.full(n.shape, GroupState.SCORED, dtype=torch.int8, device=n.device)
+    for flags, code in reversed(rules):  # (the first rule that holds is written last)
+        state = state.masked_fill_(flags, code)
+    return state
 
 
 def compute_advantages(
@@ -1901,165 +1827,52 @@ def compute_advantages(
     >>> [round(a, 3) for a in compute_advantages(r, "robust").advantages[0][6:]]
     [1.871, 2.5]
     """
+    # 1. the estimator and the call's options, checked before any work
     if method is None:
         method = recommended_method(reward_range_declared=reward_range is not None)
     est = get_estimator(method)
     bound = est.bind(params, options=ENTRY_OPTIONS)
-    if tol is not None and nonnegative(tol):
-        raise ValueError(f"tol {nonnegative(tol)}: the spread at or below which a group counts as degenerate "
-                         "(or None for the rewards' float residue)")
-    if singleton not in ("zero", "reward"):
-        raise ValueError(f"singleton must be 'zero' or 'reward', got {singleton!r}" + did_you_mean(singleton, ("zero", "reward")))
-    if out_of_range not in ("clip", "mask", "raise"):
-        raise ValueError(f"out_of_range must be 'clip', 'mask' or 'raise', got {out_of_range!r}"
-                         + did_you_mean(out_of_range, ("clip", "mask", "raise")))
-    bounds = None if reward_range is None else check_interval("reward_range", reward_range)
-    given_reference = None
-    if isinstance(tie_reference, str):
-        if tie_reference not in ("batch", "group"):
-            raise ValueError(f"tie_reference must be 'batch', 'group' or an array of reference ranges, got {tie_reference!r}")
-    else:
-        given_reference = torch.as_tensor(float64_array(tie_reference, "tie_reference"))
-        if given_reference.ndim != 1 or not bool(torch.isfinite(given_reference).all()) or bool((given_reference < 0).any()):
-            raise ValueError("tie_reference as an array must be 1-D, finite and >= 0 (one reference range per group)")
+    bounds, reference = _check_options(tol, singleton, out_of_range, reward_range, tie_reference)
+    # 2. the rewards as [B, G] groups with a validity mask, and what the caller says per group
     values, valid, kind, grouping, arrived = _prepare(rewards, mask, index)
-    batch_ids = _batch_ids(batch, values.shape[0], grouping, values.device)
-    reference = None
-    if given_reference is not None:
-        if given_reference.numel() != values.shape[0]:
-            raise ValueError(f"tie_reference has {given_reference.numel()} ranges but there are {values.shape[0]} groups")
-        reference = given_reference.to(dtype=values.dtype, device=values.device)
-    scale_given = None
-    if batch_scale is not None:
-        if not est.batch_level:
-            raise ValueError(f"batch_scale applies to the batch-level estimators "
-                             f"({', '.join(m for m, e in _REGISTRY.items() if e.batch_level)}), not {method!r}")
-        scale_given = torch.as_tensor(float64_array(batch_scale, "batch_scale")).to(dtype=values.dtype, device=values.device)
-        if scale_given.shape != (values.shape[0],) or not bool(torch.isfinite(scale_given).all()) or bool((scale_given < 0).any()):
-            raise ValueError(f"batch_scale must hold one finite scale >= 0 per group ({values.shape[0]}), got shape "
-                             f"{tuple(scale_given.shape)}")
+    batch_ids, reference, scale_given = _per_group(values, grouping, est, batch, reference, batch_scale)
+    # 3. non-finite rewards: refused, masked, or their groups made NaN at the end (nan_policy)
     values, valid, poisoned = apply_nan_policy(values, valid, nan_policy)
-    # one sort of each group serves the residue, the tie reference and the estimator (sorts="values"/"order")
-    ordered = _sort_groups(values, valid, est.sorts) if est.sorts is not None and tol is None else None
-    n = count_valid(values, valid)
-    # an estimator that reads no floor needs the residue only where it decides the range's slack or the degenerate
-    # rule: elsewhere its bound from the extremes serves (no sort), and it is computed exactly where it may decide
-    bounded = tol is None and not est.reads_floor
-    pre_median = extremes = None  # (extremes: each group's smallest and largest reward, for the range's test and the spread)
-    if bounded:
-        extremes = value_extremes(values, valid)
-        residue = residue_bound(extremes, arrived)
-        if bounds is not None:  # (the groups reaching beyond a bound: whether by more than their residue)
-            beyond = (extremes[0] < bounds[0]) | (extremes[1] > bounds[1])
-            residue = _exact_residue_at(residue, torch.nonzero(beyond).squeeze(-1), values, valid, arrived)
-    elif tol is None:
-        pre_median = None if ordered is None else median_of_sorted(ordered[0], n)
-        residue = torch.nan_to_num(residue_tolerance(values, valid, arrived, sorted_x=None if ordered is None else ordered[0],
-                                                     median=pre_median), nan=0.0, posinf=0.0)
-    else:
-        # (compared in the rewards' dtype: a tol beyond its largest number is that number, above every spread it holds)
-        residue = torch.full(values.shape[:-1], min(float(tol), torch.finfo(values.dtype).max), dtype=values.dtype,
-                             device=values.device)
-    if bounds is not None and extremes is None:
-        extremes = _group_extremes(values, valid, n, ordered)
-    dense = valid is None
-    arrived_values, arrived_valid = values, valid  # (what the residue is of)
-    values, valid, outside, span, hit = _apply_reward_range(values, valid, bounds, out_of_range, residue, extremes)
-    floor = residue if tol is None and not bounded else None
-    apart = None
-    if out_of_range == "mask" and dense and reference is None and not est.batch_level and hit is not None:
-        apart = hit if 0 < hit.numel() <= APART_SHARE * values.shape[0] else None
-    if apart is not None:  # a few groups lost rewards to the range: those apart, the others as if nothing were masked
-        out, n, spread = _compute_apart(est, bound, values, valid, apart, span, floor, batch_ids, residue, n, extremes, ordered,
-                                        pre_median if tol is None else None)
-    else:
-        if outside is not None:  # (some rewards fell outside the range: the counts, sorts and extremes change)
-            n, extremes = count_valid(values, valid), None
-        if est.sorts is not None:
-            ordered = _sort_groups(values, valid, est.sorts) if ordered is None else _resort_changed(ordered, values, valid, outside, est.sorts, hit)
-        median = pre_median if tol is None and outside is None else None  # (the median before the range, where it holds)
-        out, spread = _compute(est, bound, values, valid, n, span, extremes, ordered, median, floor, batch_ids, reference, tie_reference,
-                               residue, scale_given)
-    del ordered  # (the sort, freed unless it holds the result)
-
-    dtype, device = values.dtype, values.device
-    zero = torch.zeros((), dtype=dtype, device=device)
-    empty = n == 0
-    single = n == 1
-    if bounded:  # (the exact residue where a spread above 0 is within its bound: there it decides the rule)
-        residue = _exact_residue_at(residue, torch.nonzero((n >= 2) & (spread > 0) & (spread <= residue)).squeeze(-1),
-                                    arrived_values, arrived_valid, arrived)
+    # 4. the float residue of each group (or tol): differences up to it are rounding, not signal
+    residue = _residue(values, valid, arrived, tol)
+    # 5. the declared range: rewards beyond it by more than the residue are counted, then masked, clipped or refused
+    values, valid, outside = _apply_reward_range(values, valid, bounds, out_of_range, residue)
+    # 6. the estimator, on groups that carry their size, range and tie tolerance's reference
+    g = _groups(est, values, valid, bounds, residue, tol, batch_ids, reference, tie_reference, scale_given)
+    out = est.compute(g, **bound)
+    # 7. degenerate groups: rewards that differ by no more than the residue (or tol) are one value
+    n, spread = g.n, g.spread
     degenerate = (n >= 2) & (spread <= residue)
-    defined = ~(empty | single | degenerate)
-    # (the groups apart come with zeros and no clip flag at their masked rewards: whole groups are kept or dropped)
-    keep = _valid(defined.unsqueeze(-1), valid if apart is None else None)
-    if valid is None or apart is not None:  # whole groups dropped: fill their rows (no [B, G] selection)
-        dropped = torch.nonzero(~defined).squeeze(-1)
-        adv = out.advantages if dropped.numel() == 0 else out.advantages.index_fill(0, dropped, 0)
-    else:
-        adv = torch.where(keep, out.advantages, zero)
-    if singleton == "reward":
-        adv = torch.where(_valid(single.unsqueeze(-1), valid), values, adv)
-    if not bool(torch.isfinite(adv.sum())) and not bool(torch.isfinite(adv).all()):
-        by_zero = torch.nonzero(~torch.isfinite(adv).all(-1) & (out.scale == 0)).squeeze(-1)
-        if by_zero.numel():  # a scale of 0 (a setting let it reach 0), not huge rewards
-            floors = [p.name for p in est.parameters if p.name in ("eps", "min_scale")]
-            raise ValueError(
-                f"{method} divides by a scale of 0 in {by_zero.numel()} group(s) (the first: group "
-                f"{int(by_zero[0])}, whose rewards tie too much for its scale); "
-                + (f"pass {' or '.join(f'{name} > 0' for name in floors)}" if floors else "choose another estimator")
-            )
-        raise ValueError(
-            f"{method} advantages overflow {dtype} (non-finite results) for these rewards (largest |reward| "
-            f"{float(fill_invalid(values, valid, 0.0).abs().max()):.3g}); "
-            + ("rescale them (divide by a constant: the advantages of the scale-invariant estimators stay the same), "
-               "or declare reward_range= with out_of_range='mask' to drop the huge ones" if dtype == torch.float64
-               else "pass float64 rewards or rescale them")
-        )
-    centre = torch.where(empty, zero, out.centre)
-    scale = torch.where(empty, zero, out.scale)
-    # groups whose rewards differ (after the range) but whose advantages are all 0: said per group and in a warning
+    # 8. empty, singleton and degenerate groups get 0 (a singleton its reward with singleton="reward")
+    adv, keep = _zero_undefined(out, values, valid, n, degenerate, singleton)
+    # 9. finite rewards never give a non-finite advantage
+    _check_finite(adv, out.scale, est, values, valid)
+    # 10. groups whose rewards differ but whose advantages are all 0 are silenced: said per group and in a warning
     silenced = (n >= 2) & (spread > 0) & ~_valid(adv != 0, valid).any(-1) & ~poisoned
-    if bool(silenced.any()) and not QUIET_CALLERS.match(sys._getframe(1).f_globals.get("__name__", "")):
-        by_residue = int((silenced & degenerate).sum())
-        reasons = _silenced_reasons(est, bound, by_residue, int(silenced.sum()) - by_residue, arrived, tol)
-        warnings.warn(f"{method}: {int(silenced.sum())} of {len(n)} groups got all-zero advantages although their "
-                      f"rewards differ (diagnostics.silenced marks them): {'; '.join(reasons)}",
-                      SilencedGroupsWarning, stacklevel=2)
-    if bool(poisoned.any()):
-        nan = torch.full((), math.nan, dtype=dtype, device=device)
-        adv = torch.where(poisoned.unsqueeze(-1), nan, adv)
-        centre = torch.where(poisoned, nan, centre)
-        scale = torch.where(poisoned, nan, scale)
+    _warn_silenced(est, bound, silenced, degenerate, arrived, tol)
+    # 11. the diagnostics (NaN for the groups nan_policy="propagate" poisoned), back in the caller's kind and layout
+    zero = torch.zeros((), dtype=values.dtype, device=values.device)
+    nan = torch.full((), math.nan, dtype=values.dtype, device=values.device)
+    centre = torch.where(poisoned, nan, torch.where(n == 0, zero, out.centre))
+    scale = torch.where(poisoned, nan, torch.where(n == 0, zero, out.scale))
+    adv = torch.where(poisoned.unsqueeze(-1), nan, adv)
+    defined = (n >= 2) & ~degenerate
+    n_clipped = (torch.where(defined, out.n_clipped, 0) if out.n_clipped is not None else
+                 torch.zeros_like(n) if out.clipped is None else count_true(out.clipped & keep))
+    diagnostics = GroupDiagnostics(
+        centre=to_kind(centre, kind), scale=to_kind(scale, kind), n_valid=to_kind(n, kind),
+        state=to_kind(_state(poisoned, n, spread, degenerate, silenced, out.fallback & defined), kind),
+        n_clipped=to_kind(n_clipped, kind),
+        n_out_of_range=to_kind(torch.zeros_like(n) if outside is None else count_true(outside), kind),
+    )
     if grouping is not None:
         adv = scatter_to_flat(adv, grouping)
-
-    # the group's state: the first of its rules that holds, in call order (GroupState)
-    state = torch.full(n.shape, GroupState.SCORED, dtype=torch.int8, device=device)
-    for flags, code in ((out.fallback & defined, GroupState.FALLBACK), (silenced, GroupState.SILENCED_BY_ESTIMATOR),
-                        (degenerate & (spread > 0), GroupState.SILENCED_BY_TOL), (degenerate & ~(spread > 0), GroupState.CONSTANT),
-                        (single, GroupState.SINGLETON), (empty, GroupState.EMPTY), (poisoned, GroupState.NAN)):
-        state = state.masked_fill_(flags, code)
-    diag = GroupDiagnostics(
-        centre=to_kind(centre, kind),
-        scale=to_kind(scale, kind),
-        n_valid=to_kind(n, kind),
-        state=to_kind(state, kind),
-        n_clipped=to_kind(_count(out.clipped, keep, n) if out.n_clipped is None else torch.where(defined, out.n_clipped, 0), kind),
-        n_out_of_range=to_kind(_count(outside, None, n, hit), kind),
-    )
-    return AdvantageResult(
-        advantages=to_kind(adv, kind),
-        diagnostics=diag,
-        method=method,
-        params=bound,
-        groups=None if grouping is None else grouping.keys,
-    )
-
-
-#: A clip that no finite score reaches: pass it as an estimator's clip parameter to get its
-#: unclipped advantages, then :func:`reclip` them to any c.
-UNCLIPPED = 1e30
+    return AdvantageResult(to_kind(adv, kind), diagnostics, method, bound, None if grouping is None else grouping.keys)
 
 
 def reclip(result: AdvantageResult, c: float) -> AdvantageResult:
