@@ -213,10 +213,10 @@ class Groups(NamedTuple):
     estimators' tie tolerance is relative to: the declared range's width, the
     caller's ``tie_reference``, or the group's range capped by its batch's
     typical gap (:func:`~robustgrpo.stats.batch_tie_reference`); None: the
-    group's own range. ``floor`` ``[B]`` is the rewards' float residue
+    group's own range. ``residue`` ``[B]`` is the rewards' float residue
     (:func:`~robustgrpo.stats.residue_tolerance`), below which no difference
-    counts (None: no floor; also for an estimator that does not read it,
-    :attr:`Estimator.reads_floor`). ``batch`` ``[B]`` long is the training
+    counts (None: none; also for an estimator that does not read it,
+    :attr:`Estimator.reads_residue`). ``batch`` ``[B]`` long is the training
     batch of each group (ids ``0 .. K-1``), or None when every group is of
     one batch: a batch-level statistic is taken per batch. ``batch_scale``
     ``[B]``, when given, is that statistic per group, computed by the caller
@@ -228,7 +228,7 @@ class Groups(NamedTuple):
     n: torch.Tensor
     spread: torch.Tensor | None = None
     reference: torch.Tensor | None = None
-    floor: torch.Tensor | None = None
+    residue: torch.Tensor | None = None
     batch: torch.Tensor | None = None
     batch_scale: torch.Tensor | None = None
 
@@ -326,7 +326,7 @@ class Estimator:
         What its formula reads of each group sorted: ``"values"`` (order
         statistics: a median, quantiles) or ``"order"`` (also where each
         reward sorts: ranks); None for the moment estimators. The facts
-        :attr:`order_based` and :attr:`reads_floor` follow from it.
+        :attr:`order_based` and :attr:`reads_residue` follow from it.
     colour : str
         Its colour in every figure and dashboard (``#RRGGBB``; the house
         palette is Okabe-Ito based, distinguishable with the common
@@ -366,9 +366,9 @@ class Estimator:
         return {k: v for k, v in settings.items() if k in self.defaults}
 
     @property
-    def reads_floor(self) -> bool:
-        """Whether it reads :attr:`Groups.floor`, the float residue below which no difference counts: the
-        estimators that sort or take a ``resolution`` (their tie tolerance). Any other gets no floor (None)."""
+    def reads_residue(self) -> bool:
+        """Whether it reads :attr:`Groups.residue`, the float residue below which no difference counts: the
+        estimators that sort or take a ``resolution`` (their tie tolerance). Any other gets None."""
         return self.sorts is not None or "resolution" in self.defaults
 
     @property
@@ -655,8 +655,8 @@ def _median(g: Groups) -> torch.Tensor:
 
 
 def _tolerance(g: Groups, resolution: float) -> torch.Tensor:
-    """The tie tolerance of each group (:func:`~robustgrpo.stats.tie_tolerance` with the entry point's reference and floor)."""
-    return tie_tolerance(g.rewards, g.mask, resolution, spread=g.spread if g.reference is None else g.reference, floor=g.floor)
+    """The tie tolerance of each group (:func:`~robustgrpo.stats.tie_tolerance` with the entry point's reference and residue)."""
+    return tie_tolerance(g.rewards, g.mask, resolution, g.spread if g.reference is None else g.reference, g.residue)
 
 
 def _mean_std(g: Groups, ddof: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -1235,7 +1235,7 @@ def _batch_huber(g: Groups, *, c: float, huber_c: float) -> Computed:
     """
     r, mask, n = g.rewards, g.mask, g.n
     typical = g.batch_scale if g.batch_scale is not None else typical_deviation(
-        r, mask, n, value_range(r, mask) if g.spread is None else g.spread, g.floor, g.batch)
+        r, mask, n, value_range(r, mask) if g.spread is None else g.spread, g.residue, g.batch)
     one = torch.ones((), dtype=r.dtype, device=r.device)
     scale = (one if typical is None else torch.where(typical > 0, typical, one)).expand(n.shape)  # (NaN > 0 is False)
     centre = huber_location(r, mask, n, _median(g), scale, c=huber_c)
@@ -1617,8 +1617,8 @@ def _groups(est: Estimator, values: torch.Tensor, valid: torch.Tensor | None, bo
         reference = torch.tensor(bounds[1] - bounds[0], dtype=values.dtype, device=values.device).expand(n.shape)
     elif reference is None and "resolution" in est.defaults and tie_reference == "batch":
         reference = _tie_reference(values, valid, n, spread, residue, batch_ids)
-    floor = residue if tol is None and est.reads_floor else None
-    return Groups(values, valid, n, spread, reference, floor, batch_ids, batch_scale)
+    return Groups(values, valid, n, spread, reference, residue if tol is None and est.reads_residue else None, batch_ids,
+                  batch_scale)
 
 
 def _tie_reference(values: torch.Tensor, valid: torch.Tensor | None, n: torch.Tensor, spread: torch.Tensor,

@@ -1303,35 +1303,29 @@ def tie_tolerance(
     x: torch.Tensor,
     mask: torch.Tensor | None,
     resolution: float,
-    span: torch.Tensor | None = None,
-    spread: torch.Tensor | None = None,
-    floor: torch.Tensor | None = None,
+    reference: torch.Tensor | None = None,
+    residue: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    r"""The tie tolerance of each row: :math:`t = \max(\rho\,R, \tau)`, with R the row's range or :math:`w`.
+    r"""The tie tolerance of each row: :math:`t = \max(\rho\,R, \tau)`, with R the row's reference range.
 
     With ``resolution`` :math:`\rho`, two values closer than ``t`` are tied
     for every order-based statistic that uses this module's resolution
     kernels, values more than ``2 t`` apart are fully resolved, and in between
-    the verdict moves linearly (so nothing jumps). The tolerance is relative
-    to the group's range R, so it is scale equivariant: ``a x + b`` has
-    tolerance ``|a| t``.
+    the verdict moves linearly (so nothing jumps). By default R is the row's
+    own range (:func:`value_range` of ``x``), so the tolerance is scale
+    equivariant: ``a x + b`` has tolerance ``|a| t``.
 
-    With ``span`` (the width :math:`w` of a declared reward range, e.g. 1 for
-    0/1 rewards) the tolerance is :math:`\rho\,w` for every row instead: an
-    absolute reward resolution. Then a group whose rewards all lie within
-    ``t`` of each other (all wrong answers, jittered) is a tie too, which no
-    tolerance relative to the group's own range can say.
-
-    ``spread``, when given, is the range R to use (:func:`value_range` of
-    ``x``, or the capped :func:`batch_tie_reference`). ``floor`` (per row,
+    ``reference`` ``[B]``, when given, is R: the width :math:`w` of a declared
+    reward range for every row (e.g. 1 for 0/1 rewards: an absolute reward
+    resolution, under which a group whose rewards all lie within ``t`` of each
+    other, all wrong answers jittered, is a tie too, which no tolerance relative
+    to the group's own range can say), or the row's range capped by its batch
+    (:func:`batch_tie_reference`). ``residue`` (per row,
     :func:`residue_tolerance`) bounds ``t`` from below: float residue is
     always a tie, also with ``resolution=0``.
     """
-    if span is not None:
-        t = (resolution * span).to(x.dtype).expand(x.shape[:-1])
-    else:
-        t = resolution * (value_range(x, mask) if spread is None else spread)
-    return t if floor is None else torch.maximum(t, floor)
+    t = resolution * (value_range(x, mask) if reference is None else reference)
+    return t if residue is None else torch.maximum(t, residue)
 
 
 def shrink(d: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

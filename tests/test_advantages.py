@@ -1025,19 +1025,18 @@ def _ulp_rows(dtype: np.dtype, seed: int, B: int = 400, G: int = 6) -> np.ndarra
     return rows
 
 
-NO_FLOOR = sorted(n for n in EXPECTED_NAMES if not ESTIMATORS[n].reads_floor)
+NO_RESIDUE = sorted(n for n in EXPECTED_NAMES if not ESTIMATORS[n].reads_residue)
 
 
-@pytest.mark.parametrize("name", NO_FLOOR)
+@pytest.mark.parametrize("name", NO_RESIDUE)
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("masked", [False, True])
-def test_an_estimator_reading_no_floor_rules_on_each_group_s_exact_residue(name, dtype, masked):
-    """The entry point takes the residue of an estimator that reads no floor from a bound (4 eps of the largest
-    |reward|, 1 eps in half precision) and computes it exactly where the bound could decide otherwise: the degenerate flags, the count
-    outside a declared range and the advantages are those of the exact residue of every group, also for groups
-    whose spread lies between the residue and the bound."""
-    assert "grpo" in NO_FLOOR and not any(ESTIMATORS[n].reads_floor for n in NO_FLOOR)
-    assert all(ESTIMATORS[n].reads_floor for n in ("robust", "rank", "huber_m", "winsor", "batch_huber"))
+def test_an_estimator_reading_no_residue_rules_on_each_group_s_exact_residue(name, dtype, masked):
+    """For an estimator that reads no residue, the degenerate flags, the count outside a declared range and the
+    advantages are those of each group's exact residue (4 eps of its median |reward|, 1 eps in half precision),
+    also for groups whose spread lies between the residue and its bound from the largest |reward|."""
+    assert "grpo" in NO_RESIDUE and not any(ESTIMATORS[n].reads_residue for n in NO_RESIDUE)
+    assert all(ESTIMATORS[n].reads_residue for n in ("robust", "rank", "huber_m", "winsor", "batch_huber"))
     r = _ulp_rows(np.dtype(dtype), seed=4)
     mask = np.random.default_rng(5).random(r.shape) > 0.25 if masked else None
     arrived = torch.float16 if dtype == np.float16 else None  # (the residue's dtype; the entry point computes in float32)
