@@ -21,7 +21,7 @@ the core (``pip install .`` in a clone: torch and numpy only)
 
 >>> import robustgrpo
 >>> result = robustgrpo.compute_advantages([[0, 0, 0, 0, 0, 0, 1.0, 10.0]], reward_range=(0, 1))
->>> robustgrpo.RECOMMENDED == robustgrpo.recommended_method(kind="any", reward_range_declared=False)
+>>> robustgrpo.RECOMMENDED == robustgrpo.recommended_method(reward_kind="any", reward_range_declared=False)
 True
 >>> sorted(robustgrpo.ESTIMATORS)[:3]
 ['batch_std', 'dr_grpo', 'grpo']

@@ -1992,10 +1992,10 @@ RECOMMENDATIONS: Mapping[tuple[str, bool], str] = MappingProxyType(
     {key: row["method"] for key, row in RECOMMENDATION_EVIDENCE.items()})
 
 
-def recommended_method(kind: str = "any", reward_range_declared: bool = False) -> str:
-    """The estimator the evidence recommends for rewards of ``kind``, with or without a declared range.
+def recommended_method(reward_kind: str = "any", reward_range_declared: bool = False) -> str:
+    """The estimator the evidence recommends for rewards of ``reward_kind``, with or without a declared range.
 
-    ``kind`` is one of :data:`REWARD_KINDS`: ``"binary"`` (a verifier's 0/1),
+    ``reward_kind`` is one of :data:`REWARD_KINDS`: ``"binary"`` (a verifier's 0/1),
     ``"composite"`` (a weighted sum of reward functions: correctness, format,
     length), ``"continuous"`` (a reward model's or a judge's score), or
     ``"any"`` (not said: the estimator whose worst case over every kind is
@@ -2005,9 +2005,9 @@ def recommended_method(kind: str = "any", reward_range_declared: bool = False) -
     >>> recommended_method() == RECOMMENDED
     True
     """
-    if kind not in REWARD_KINDS:
-        raise ValueError(f"kind must be one of {list(REWARD_KINDS)}, got {kind!r}")
-    return RECOMMENDATIONS[kind, check_bool("reward_range_declared", reward_range_declared)]
+    if reward_kind not in REWARD_KINDS:
+        raise ValueError(f"reward_kind must be one of {list(REWARD_KINDS)}, got {reward_kind!r}")
+    return RECOMMENDATIONS[reward_kind, check_bool("reward_range_declared", reward_range_declared)]
 
 
 #: The estimator the evidence recommends when nothing is said about the rewards (no range, any kind):
