@@ -1168,12 +1168,12 @@ def _huber_m(
     resolved = parts.shrunk.add_(parts.centre.unsqueeze(-1))
     centre, scale, _ = huber_proposal2(
         resolved, g.mask, g.n, parts.centre, parts.scale, c=huber_c, tol=rtol, maxiter=maxiter,
-        min_scale=min_scale * parts.scale,
+        min_scale=min_scale * parts.scale, work=parts.sorted_u,  # (the parts' sorted deviations are spent)
     )
     # with min_scale = 0 a group whose resolved rewards all tie has M-scale 0: its advantages are 0 / tiny = 0, as a
     # constant group's are in robust (and a reward off the tie would be clipped to +-c, the limit as the scale -> 0)
     scale = scale.clamp_min(torch.finfo(scale.dtype).tiny)
-    adv, clipped = _clip((resolved - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c)
+    adv, clipped = _clip(resolved.sub_(centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c)
     return Computed(adv, centre, scale, parts.fallback, clipped)
 
 
@@ -1298,9 +1298,9 @@ def _winsor(g: Groups, *, limits: float, eps: float, ddof: int, resolution: floa
     t = _tolerance(g, resolution)
     # resolving is monotone in the reward, so the bounds are the resolved order statistics of the sorted rewards
     low, high = (resolve_towards(v.unsqueeze(-1), centre0, t) for v in winsor_bounds(ordered, n, limits, limits))
-    w = resolve_towards(r, centre0, t)
+    w = resolve_towards(r, centre0, t, out=ordered)  # (the sorted rewards are spent: w takes their memory)
     clipped = _valid((w < low).logical_or_(w > high), mask)  # the values winsorizing moves (low <= high)
-    w = torch.minimum(torch.maximum(w, low), high)
+    w = torch.minimum(torch.maximum(w, low, out=w), high, out=w)
     centre, scale = _mean_std(Groups(w, mask, n), ddof)
     denominator = (scale + eps + t).unsqueeze(-1)
     # winsorizing can make a group constant (G = 5: one value per tail); with eps = t = 0 that is 0/0: those get 0
@@ -1642,7 +1642,11 @@ def _zero_undefined(out: Computed, values: torch.Tensor, valid: torch.Tensor | N
     advantages and the entries kept from the estimator."""
     defined = (n >= 2) & ~degenerate
     keep = _valid(defined.unsqueeze(-1), valid)
-    adv = torch.where(keep, out.advantages, torch.zeros((), dtype=values.dtype, device=values.device))
+    if valid is None:  # whole groups are dropped: their rows filled (no copy of the advantages where none is)
+        dropped = torch.nonzero(~defined).squeeze(-1)
+        adv = out.advantages if dropped.numel() == 0 else out.advantages.index_fill(0, dropped, 0)
+    else:
+        adv = torch.where(keep, out.advantages, torch.zeros((), dtype=values.dtype, device=values.device))
     if singleton == "reward":
         adv = torch.where(_valid((n == 1).unsqueeze(-1), valid), values, adv)
     return adv, keep
@@ -1860,7 +1864,8 @@ def compute_advantages(
     nan = torch.full((), math.nan, dtype=values.dtype, device=values.device)
     centre = torch.where(poisoned, nan, torch.where(n == 0, zero, out.centre))
     scale = torch.where(poisoned, nan, torch.where(n == 0, zero, out.scale))
-    adv = torch.where(poisoned.unsqueeze(-1), nan, adv)
+    if bool(poisoned.any()):
+        adv = torch.where(poisoned.unsqueeze(-1), nan, adv)
     defined = (n >= 2) & ~degenerate
     n_clipped = (torch.where(defined, out.n_clipped, 0) if out.n_clipped is not None else
                  torch.zeros_like(n) if out.clipped is None else count_true(out.clipped & keep))

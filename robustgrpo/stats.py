@@ -804,7 +804,7 @@ def residue_tolerance(
     if sorted_x is not None:
         magnitude = abs_median_of_sorted(sorted_x, n, median)
     else:
-        magnitude = median_of_sorted(sort_valid(x.abs(), mask), n)
+        magnitude = median_of_sorted(sort_valid(x.abs(), mask, inplace=True), n)  # (|x| is ours: sorted in place)
     return (residue_ulps(dtype) * eps) * magnitude
 
 
@@ -1507,6 +1507,22 @@ def argsort_last(x: torch.Tensor) -> torch.Tensor:
 _argsort_last = argsort_last
 
 
+def _index_dtype() -> torch.dtype:
+    """int32 where this torch gathers and scatters with 32-bit indices (recent releases), else int64 (a group of
+    2**31 rewards is more than any call holds)."""
+    probe = torch.zeros(1, 2)
+    try:
+        at = torch.tensor([[1, 0]], dtype=torch.int32)
+        torch.empty_like(probe).scatter_(-1, at, probe.gather(-1, at))
+    except (RuntimeError, TypeError):
+        return torch.int64
+    return torch.int32
+
+
+#: The dtype :func:`soft_midranks` keeps its sorting permutation in: half the memory of int64 where torch allows.
+ORDER_DTYPE = _index_dtype()
+
+
 #: Offsets to either side at which :func:`soft_midranks` compares sorted values directly: a value
 #: whose neighbours within ``2 t`` all lie within ``_RAMP_BAND`` positions needs nothing else.
 _RAMP_BAND = 3
@@ -1718,8 +1734,15 @@ def soft_midranks(
     """
     if order is None or sorted_x is None:
         filled = fill_invalid(x, mask, math.inf)
-        order = _argsort_last(filled)
-        s = filled.gather(-1, order)
+        order = torch.empty(filled.shape, dtype=ORDER_DTYPE, device=filled.device)
+        s = torch.empty_like(filled, memory_format=torch.contiguous_format)
+        for rows in row_blocks(filled):  # (the 64-bit permutation a sort returns is a block's size)
+            block = _argsort_last(filled[rows])
+            order[rows] = block
+            torch.gather(filled[rows], -1, block, out=s[rows])
+        del filled
+        if out is None:  # (the sorted row is read before the ranks are put back: they go into its buffer)
+            out = s
     else:
         s = sorted_x
     n = None if mask is None else mask.sum(-1, keepdim=True)  # valid values come first in sorted order
