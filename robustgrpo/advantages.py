@@ -619,10 +619,10 @@ def describe_estimators() -> str:
 # ------------------------------------------------------------ shared pieces
 
 #: The mean (and the std) give way to one outlier, and a glitch on a wrong answer turns the
-#: correct answer's advantage negative (the seed example) or shrinks it by 1/M.
+#: correct answer's advantage negative (seed 000's example) or shrinks it by 1/M.
 MEAN_BREAKDOWN = Breakdown(lambda n: 1 / n, lambda n, k: 1, "one outlier moves the mean (and the std) without bound")
 
-C_PARAM = Parameter("c", 2.5, "Huber clip: |A| <= c", positive)
+C_PARAM = Parameter("c", 2.5, "advantage clip: |A| <= c", positive)
 RESOLUTION_PARAM = Parameter(
     "resolution",
     DEFAULT_RESOLUTION,
@@ -854,7 +854,7 @@ SEED_MAD_CONSTANT = 1.4826
         "torch's lower median needs one more outlier; the std fallback gives way to the first glitch",
     ),
     simplicity=6,
-    colour="#999999",  # grey: the seed's function
+    colour="#999999",  # grey: seed 000's function
     featured=2,
     sorts="values",
 )
@@ -870,7 +870,7 @@ def _seed_mad(g: Groups, *, c: float, eps: float) -> Computed:
         A = \operatorname{clip}((r - m) / \sigma_{eff}, -c, c)
 
     with torch's lower median. With 0/1 rewards the MAD is 0, so it always
-    falls back to the sample std, which the outlier inflates: in the seed's
+    falls back to the sample std, which the outlier inflates: in seed 000's
     example the correct answer gets 0.286 (2.47 without the outlier).
     """
     r, mask, n = g.rewards, g.mask, g.n
