@@ -54,8 +54,6 @@ __all__ = [
     "HALF_RESIDUE_ULPS",
     "residue_ulps",
     "residue_tolerance",
-    "residue_bound",
-    "abs_median_of_sorted",
     "typical_deviation",
     "segment_quantile",
     "flat_continuous_quantile",
@@ -769,10 +767,7 @@ TIE_REFERENCE_CAP = 4.0
 TIE_REFERENCE_QUANTILE = 0.8
 
 
-def residue_tolerance(
-    x: torch.Tensor, mask: torch.Tensor | None, dtype: torch.dtype | None = None, *, sorted_x: torch.Tensor | None = None,
-    median: torch.Tensor | None = None,
-) -> torch.Tensor:
+def residue_tolerance(x: torch.Tensor, mask: torch.Tensor | None, dtype: torch.dtype | None = None) -> torch.Tensor:
     r"""The float residue of each row: :math:`\tau = k\,\epsilon_{dtype} \operatorname{med}_i |x_i|`, k = 4 (1 in half precision).
 
     Rewards that are equal on paper come out of a sum of reward functions
@@ -792,88 +787,12 @@ def residue_tolerance(
     carries the residue of its terms, not of its value; a row of such sums
     next to exact zeros has a typical magnitude near 0. A declared reward
     range sets an absolute tolerance that covers it.
-
-    ``sorted_x``, when given, is :func:`sort_valid` of ``x`` (a caller that
-    sorts the rows anyway): the median of :math:`|x|` then comes from it
-    (:func:`abs_median_of_sorted`, with the rows' ``median`` where the
-    caller has it) instead of a second sort.
     """
     dtype = x.dtype if dtype is None else dtype
     eps = torch.finfo(dtype).eps
     n = torch.full(x.shape[:-1], x.shape[-1], device=x.device) if mask is None else mask.sum(-1)
-    if sorted_x is not None:
-        magnitude = abs_median_of_sorted(sorted_x, n, median)
-    else:
-        magnitude = median_of_sorted(sort_valid(x.abs(), mask, inplace=True), n)  # (|x| is ours: sorted in place)
+    magnitude = median_of_sorted(sort_valid(x.abs(), mask, inplace=True), n)  # (|x| is ours: sorted in place)
     return (residue_ulps(dtype) * eps) * magnitude
-
-
-def residue_bound(extremes: tuple[torch.Tensor, torch.Tensor], dtype: torch.dtype | None = None) -> torch.Tensor:
-    r"""An upper bound of :func:`residue_tolerance` from each row's smallest and largest valid value.
-
-    .. math:: \bar\tau = k\,\epsilon_{dtype} \max(|x_{(1)}|, |x_{(n)}|) \ge \tau
-
-    since the median of :math:`|x|` is at most its largest value (and the
-    rounded product grows with it). ``extremes``:
-    :func:`value_extremes`; ``dtype`` as in :func:`residue_tolerance`. A row
-    with no valid value gets 0, as there. A caller whose rows' spread exceeds
-    this bound knows them above their residue without the sort the residue
-    takes.
-    """
-    lo, hi = extremes
-    dtype = lo.dtype if dtype is None else dtype
-    bound = (residue_ulps(dtype) * torch.finfo(dtype).eps) * torch.maximum(lo.abs(), hi.abs())
-    return torch.where(hi >= lo, bound, torch.zeros((), dtype=bound.dtype, device=bound.device))
-
-
-def abs_median_of_sorted(sorted_x: torch.Tensor, n: torch.Tensor, median: torch.Tensor | None = None) -> torch.Tensor:
-    r"""The median of :math:`|x|` of each row, from the row sorted ascending (:func:`sort_valid`: n valid values first).
-
-    The same value as ``median_of_sorted(sort_valid(x.abs(), mask), n)``,
-    without a second sort of every row. A row of one sign has the median of
-    :math:`|x|` of its median, :math:`|\operatorname{med} x|`. In a row of
-    both signs the k + 1 values of smallest :math:`|x|` are k + 1 neighbours
-    in sorted order (the values within some distance of 0), so its k-th
-    smallest :math:`|x|` (0-based) is
-
-    .. math:: |x|_{(k)} = \min_i \max(|x_{(i)}|, |x_{(i + k)}|) = \min_i \max(-x_{(i)}, x_{(i + k)})
-
-    (:math:`|x|` falls, then rises, along the sorted row, so its largest
-    value over neighbours is at an end): a minimum over the row and its
-    shift by k. Rows of both signs with invalid entries are sorted again as
-    :math:`|x|`. ``median``: the rows' :func:`median_of_sorted`, where the
-    caller has it.
-    """
-    G = sorted_x.shape[-1]
-    zero = torch.zeros((), dtype=sorted_x.dtype, device=sorted_x.device)
-    full = G > 0 and bool((n == G).all())
-    med = median_of_sorted(sorted_x, n) if median is None else median
-    out = med.abs()  # (also turns a median of -0.0 into 0.0, as sorting |x| gives)
-    top = sorted_x[..., -1] if full else order_statistic(sorted_x, n - 1)
-    mixed = (sorted_x[..., 0] < 0) & (top > 0)
-    if not full:
-        mixed &= n > 0
-    if not bool(mixed.any()):
-        return out
-    flat = sorted_x.reshape(-1, G)
-    if full:
-        # max(|x_(i)|, |x_(i + k)|) = max(-x_(i), x_(i + k)) on a sorted row (the larger one is the end away from 0)
-        many = 2 * int(mixed.sum()) > mixed.numel()
-        rows = None if many else torch.nonzero(mixed.reshape(-1)).squeeze(-1)
-        a = flat if many else flat.index_select(0, rows)
-        k1, k2 = (G - 1) // 2, G // 2
-        low = torch.maximum(a[:, : G - k1].neg(), a[:, k1:]).amin(-1)
-        high = low if k2 == k1 else torch.maximum(a[:, : G - k2].neg(), a[:, k2:]).amin(-1)
-        picked = 0.5 * low + 0.5 * high
-        if many:
-            return torch.where(mixed.reshape(-1), picked, out.reshape(-1)).reshape(med.shape)
-        return out.reshape(-1).index_copy(0, rows, picked).reshape(med.shape)
-    # rows of several sizes: sort |x| of those rows (invalid entries, +inf, stay last)
-    rows = torch.nonzero(mixed.reshape(-1)).squeeze(-1)
-    sub_n = n.reshape(-1).index_select(0, rows)
-    picked = median_of_sorted(sort_last(flat.index_select(0, rows).abs(), inplace=True), sub_n)
-    out = out.reshape(-1).index_copy(0, rows, torch.where(sub_n > 0, picked, zero))
-    return out.reshape(med.shape)
 
 
 def typical_deviation(
