@@ -76,6 +76,11 @@ def test_the_default_config_keeps_its_dict_form_and_so_the_shipped_cells_ids():
     assert CompositeConfig.from_dict(shipped["config"]).to_dict() == shipped["config"]
     assert set(CompositeConfig().to_dict()).isdisjoint({"task_name", "model", "device"})
     assert set(CompositeConfig().columns()).isdisjoint({"task_name", "model", "device"})
+    from robustgrpo.lab.experiments import composite
+    from robustgrpo.lab.sweep import RUNNABLES
+
+    assert RUNNABLES["trl_composite"].optional == composite._LATER_FIELDS  # a sweep may still set them
+    assert {"task_name", "model", "device"} <= set(RUNNABLES["trl_composite"].parameters)
 
 
 def test_recommended_stands_for_the_batterys_choice_for_composite_rewards_with_or_without_a_range():
@@ -207,15 +212,37 @@ def test_the_section_states_separations_and_the_recommendations_verdict_with_ban
     assert verdicts.loc["clean", "verdict"] == "holds"  # dr_grpo + range is better but declares a range
     assert verdicts.loc["glitch", ["best_other", "verdict"]].tolist() == ["grpo", "does not hold"]
     text = realmodel.real_model_text(table)
+    assert text.startswith("Model smollm2: 2 seeds per arm;")
     assert f"glitch: the recommendation ({rec}) does not hold: the best other arm without a range, grpo, ends +0.35" in text
     assert f"grpo vs {rec} (glitch, +0.35 ± 0.10)" in text
 
 
-def test_without_a_shipped_record_the_section_says_so_and_how_to_make_one():
+def test_the_figure_draws_start_and_end_with_their_bands_per_judge():
+    rec = recommended_method("composite")
+    table = _rows({("clean", "grpo"): [(0.5, 0.6), (0.5, 0.8)], ("clean", rec): [(0.4, 0.7), (0.4, 0.7)],
+                   ("glitch", "grpo"): [(0.5, 0.9), (0.5, 0.9)]})
+    fig = realmodel.real_model_figure(table)
+    try:
+        axes = fig.axes
+        assert [ax.get_title() for ax in axes] == ["clean", "glitch"]
+        assert [t.get_text() for t in axes[0].get_xticklabels()] == ["grpo", rec]
+        start, end = axes[0].lines[0], axes[0].lines[1]  # the two errorbars' markers (no caps)
+        assert start.get_ydata().tolist() == pytest.approx([0.5, 0.4])
+        assert end.get_ydata().tolist() == pytest.approx([0.7, 0.7])
+        assert axes[0].get_ylabel() == "held-out greedy accuracy (share)"
+    finally:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+
+
+def test_without_a_shipped_record_the_section_says_so_and_draws_nothing(monkeypatch):
+    monkeypatch.delenv(realmodel.RECORD_VARIABLE, raising=False)
     assert not realmodel.REAL_MODEL_RECORD.exists()
     assert realmodel.real_model_text() == ("No record of a pretrained model is shipped: no GPU has run the recipe yet. "
-                                           f"Run it (`{realmodel.REAL_MODEL_COMMAND}`; README: Your model in the experiment) and pass "
-                                           "its folder here.")
+                                           f"Run it (`{realmodel.REAL_MODEL_COMMAND}`; README: Your model in the "
+                                           "experiment) and name its folder in $ROBUSTGRPO_REAL_MODEL_RECORD.")
+    assert realmodel.real_model_figure() is None
     with pytest.raises(ValueError, match="model"):
         realmodel.real_model_record(_rows({("clean", "grpo"): [(0.5, 0.6)]}).drop(columns="model"))
 
@@ -248,13 +275,16 @@ def test_smollm2_ends_a_reply_at_its_chat_templates_end_of_turn_and_pads_with_it
     model, tokenizer, _ = smollm2
     end = tokenizer.convert_tokens_to_ids("<|im_end|>")
     assert tokenizer.eos_token_id == tokenizer.pad_token_id == model.generation_config.eos_token_id == end
+    n_params = sum(p.numel() for p in model.parameters())
+    assert n_params == 134_515_008  # SmolLM2-135M, dequantized (embeddings tied to the output layer)
+    assert CompositeConfig(**SMOKE).estimate().bytes <= 20 * n_params  # the estimate is a lower bound
     prompt = chat_prompt(tokenizer, "What is 3 + 5? Reply with the number only.")
     assert prompt.endswith("<|im_start|>user\nWhat is 3 + 5? Reply with the number only.<|im_end|>\n"
                            "<|im_start|>assistant\n")
 
 
 @pytest.mark.slow
-def test_the_gpu_recipe_runs_one_robust_step_on_the_cpu_into_a_record_the_section_reads(smollm2, tmp_path):
+def test_the_gpu_recipe_runs_one_robust_step_on_the_cpu_into_a_record_the_section_reads(smollm2, tmp_path, capsys):
     """The recipe's command in this process (the model loaded once) at a tiny size: one step of RobustGRPOTrainer with
     the recommendation under the glitching format judge. The held-out evaluation at the run's start is the loaded
     model's (greedy, so exact), and notebook 08's section reads the record."""
@@ -285,7 +315,8 @@ def test_the_gpu_recipe_runs_one_robust_step_on_the_cpu_into_a_record_the_sectio
     assert row["correct_clean"] in (0.0, 0.25, 0.5, 0.75, 1.0) and 1 <= row["length"] <= SMOKE["max_completion_length"]
     assert row["model"] == "smollm2" and row["contamination"] == "random_outliers"
     text = realmodel.real_model_text(tmp_path / "record")
-    assert text.startswith("Model smollm2: 1 to 1 seeds per arm")
+    assert text.startswith("Model smollm2: 1 seed per arm; held-out greedy accuracy at the first and the last")
+    assert text in capsys.readouterr().out  # the command prints the section's sentences, not the tiny model's table
     assert f"the recommendation ({recommended_method('composite')}) has no run to compare" in text
     print(f"\nSmolLM2: load {smollm2[2]:.0f} s, one RobustGRPOTrainer step (run and record) {seconds:.0f} s, "
           f"load average {os.getloadavg()[0]:.1f}")

@@ -15,7 +15,12 @@ questions answered correctly; ``greedy_format``: answered with the number alone;
   without a range ends above it beyond the band (``"holds"``), one does (``"does not hold"``),
   or the record has no run of it (``"not run"``);
 * :func:`real_model_text`: the section's sentences; with no record, a sentence that says none is
-  shipped and how to make one.
+  shipped and how to make one;
+* :func:`real_model_figure`: per judge, each arm's accuracy at the start and at the end with its
+  band; None (nothing drawn) with no record.
+
+The record: the argument, else the folder ``$ROBUSTGRPO_REAL_MODEL_RECORD`` names, else
+:data:`REAL_MODEL_RECORD` when it is shipped (:func:`default_record`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -31,8 +37,9 @@ from robustgrpo.advantages import recommended_method
 from robustgrpo.checks import require_columns
 from robustgrpo.lab.sweep import load_record
 
-__all__ = ["REAL_MODEL_RECORD", "REAL_MODEL_COMMAND", "REAL_SUMMARIES", "real_model_record", "real_model_final",
-           "real_model_pairs", "recommendation_verdict", "real_model_text"]
+__all__ = ["REAL_MODEL_RECORD", "REAL_MODEL_COMMAND", "RECORD_VARIABLE", "REAL_SUMMARIES", "default_record",
+           "real_model_record", "real_model_final", "real_model_pairs", "recommendation_verdict", "real_model_text",
+           "real_model_figure"]
 
 _REPO = Path(__file__).resolve().parents[3]
 #: Where a record of the GPU recipe goes when it is shipped (none is: no GPU ran it).
@@ -40,6 +47,8 @@ REAL_MODEL_RECORD = _REPO / "data" / "records" / "trl_composite_smollm2"
 #: The GPU recipe (README: "Your model in the experiment").
 REAL_MODEL_COMMAND = ("python -m robustgrpo experiment trl_composite data/sweeps/trl_composite_smollm2.json "
                       "--out data/records/trl_composite_smollm2 --engine ray --num-cpus 16")
+#: The environment variable that names a record folder for the section (notebook 08 reads it).
+RECORD_VARIABLE = "ROBUSTGRPO_REAL_MODEL_RECORD"
 #: Summaries of one run: (column, "start" | "end") and the name in text.
 REAL_SUMMARIES = {
     "accuracy_start": ("greedy_success", "start", "held-out greedy accuracy at the start"),
@@ -49,6 +58,14 @@ REAL_SUMMARIES = {
 }
 _COLUMNS = ["seed", "step", "judge", "arm", "estimator", "reward_range_lo", "model", "greedy_success", "greedy_format",
             "greedy_length"]
+
+
+def default_record() -> Path | None:
+    """The folder ``$ROBUSTGRPO_REAL_MODEL_RECORD`` names, else :data:`REAL_MODEL_RECORD` when it is shipped, else None."""
+    named = os.environ.get(RECORD_VARIABLE)
+    if named:
+        return Path(named)
+    return REAL_MODEL_RECORD if (REAL_MODEL_RECORD / "manifest.json").is_file() else None
 
 
 def real_model_record(record: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFrame:
@@ -124,18 +141,20 @@ def recommendation_verdict(final: pd.DataFrame, summary: str = "accuracy_end") -
 
 
 def real_model_text(record: str | os.PathLike[str] | pd.DataFrame | None = None) -> str:
-    """The section's sentences for ``record`` (default: :data:`REAL_MODEL_RECORD` when it is shipped); without a
-    record, a sentence that says none is shipped and the command that makes one."""
+    """The section's sentences for ``record`` (default: :func:`default_record`); without a record, a sentence that
+    says none is shipped and the command that makes one."""
+    record = default_record() if record is None else record
     if record is None:
-        if not (REAL_MODEL_RECORD / "manifest.json").is_file():
-            return ("No record of a pretrained model is shipped: no GPU has run the recipe yet. Run it "
-                    f"(`{REAL_MODEL_COMMAND}`; README: Your model in the experiment) and pass its folder here.")
-        record = REAL_MODEL_RECORD
+        return ("No record of a pretrained model is shipped: no GPU has run the recipe yet. Run it "
+                f"(`{REAL_MODEL_COMMAND}`; README: Your model in the experiment) and name its folder in "
+                f"${RECORD_VARIABLE}.")
     table = real_model_record(record)
     final = real_model_final(table)
     models = ", ".join(sorted(set(map(str, table["model"]))))
-    lines = [f"Model {models}: {int(final['n_seeds'].min())} to {int(final['n_seeds'].max())} seeds per arm; "
-             "held-out greedy accuracy, mean ± 2 se over the seeds, first and last recorded step."]
+    lo, hi = int(final["n_seeds"].min()), int(final["n_seeds"].max())
+    seeds = (f"{lo}" if lo == hi else f"{lo} to {hi}") + (" seed" if hi == 1 else " seeds")
+    lines = [f"Model {models}: {seeds} per arm; held-out greedy accuracy at the first and the last recorded step, "
+             "mean ± 2 se over the seeds."]
     for judge, group in final.groupby("judge", sort=False):
         cells = [f"{r['arm']} {r['accuracy_start']:.2f} -> {r['accuracy_end']:.2f} ± {2 * r['accuracy_end_se']:.2f}"
                  for _, r in group.iterrows()]
@@ -155,3 +174,31 @@ def real_model_text(record: str | os.PathLike[str] | pd.DataFrame | None = None)
             lines.append(f"{v['judge']}: the recommendation ({v['recommended']}) {v['verdict']}: the best other arm "
                          f"without a range, {v['best_other']}, ends {v['difference']:+.2f} ± {v['band']:.2f} from it.")
     return "\n".join(lines)
+
+
+def real_model_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) -> Any:
+    """Per judge (one panel each), every arm's held-out greedy accuracy at the start (open) and at the end (filled),
+    seed means with bars of 2 se; None, drawing nothing, when there is no record (:func:`default_record`)."""
+    record = default_record() if record is None else record
+    if record is None:
+        return None
+    import matplotlib.pyplot as plt
+
+    final = real_model_final(record)
+    judges = list(pd.unique(final["judge"]))
+    fig, axes = plt.subplots(1, len(judges), figsize=(4.5 * len(judges), 3.6), sharey=True, squeeze=False)
+    for ax, judge in zip(axes[0], judges):
+        rows = final[final["judge"] == judge].reset_index(drop=True)
+        x = np.arange(len(rows))
+        ax.errorbar(x - 0.1, rows["accuracy_start"], yerr=2 * rows["accuracy_start_se"], fmt="o", mfc="none",
+                    color="0.4", label="start")
+        ax.errorbar(x + 0.1, rows["accuracy_end"], yerr=2 * rows["accuracy_end_se"], fmt="o", color="C0", label="end")
+        ax.set_xticks(x, rows["arm"], rotation=30, ha="right")
+        ax.set_title(str(judge))
+        ax.set_ylim(-0.02, 1.02)
+    axes[0][0].set_ylabel("held-out greedy accuracy (share)")
+    axes[0][0].legend(loc="best")
+    models = ", ".join(sorted(set(map(str, real_model_record(record)["model"]))))
+    fig.suptitle(f"{models}: held-out accuracy at the start and the end, mean ± 2 se over the seeds")
+    fig.tight_layout()
+    return fig

@@ -121,14 +121,15 @@ def _source(model: str) -> tuple[str, dict[str, str]]:
 
 
 def end_of_turn(tokenizer: Any) -> int:
-    """The id a reply ends with: the first special token the chat template writes after an assistant's message, or
-    the tokenizer's end of sequence when it has no template (or the template writes none)."""
+    """The id a reply ends with: the first special token (a named one, or an added token marked special) the chat
+    template writes after an assistant's message, or the tokenizer's end of sequence when it has no template (or the
+    template writes none)."""
     if getattr(tokenizer, "chat_template", None):
         marker = "Reply-7f3a"
         text = tokenizer.apply_chat_template([{"role": "user", "content": "q"}, {"role": "assistant", "content": marker}],
                                              tokenize=False)
         tail = text[text.rfind(marker) + len(marker):]
-        special = set(tokenizer.all_special_ids)
+        special = set(tokenizer.all_special_ids) | {i for i, t in tokenizer.added_tokens_decoder.items() if t.special}
         for token in tokenizer(tail, add_special_tokens=False)["input_ids"]:
             if token in special:
                 return int(token)

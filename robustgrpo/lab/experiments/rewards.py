@@ -47,7 +47,7 @@ import torch
 from robustgrpo.checks import ParamError, check_int, check_seed
 from robustgrpo.lab.contamination import Contaminated, JudgeFlips, NoContamination, NoisyVerifier, over_score
 from robustgrpo.lab.experiments.judge import METRIC_PREFIX, Judge, PatternHack, judge_from_dict, judge_label, judge_to_dict, step_seed
-from robustgrpo.lab.experiments.task import ReverseTask
+from robustgrpo.lab.experiments.task import ArithmeticTask, ReverseTask
 
 __all__ = ["REWARD_FUNCTIONS", "DEFAULT_WEIGHTS", "CLEAN_RANGES", "TargetedJudge", "targeted_from_dict",
            "targeted_to_dict", "targeted_label", "clean_sum_range", "CompositeReward"]
@@ -175,7 +175,7 @@ class CompositeReward:
     completion. The batch is laid out prompt by prompt, ``group_size`` completions each.
     """
 
-    def __init__(self, task: ReverseTask, judge: TargetedJudge, weights: Sequence[float], group_size: int,
+    def __init__(self, task: ReverseTask | ArithmeticTask, judge: TargetedJudge, weights: Sequence[float], group_size: int,
                  max_completion_length: int, seed: int, probe: Callable[[int], Mapping[str, float]] | None = None,
                  questions: Mapping[str, str] | None = None) -> None:
         if len(weights) != len(REWARD_FUNCTIONS):

@@ -376,7 +376,7 @@ RUNNABLES: dict[str, Runnable] = {
     ),
     "trl_composite": Runnable(
         "trl_composite", "one real GRPO run with multi-token answers and a composite reward: TRL's trainer, a warmed-up "
-        "tiny language model, a flawed judge of one reward function (robustgrpo.lab.experiments)",
+        "tiny language model or a pretrained one, a flawed judge of one reward function (robustgrpo.lab.experiments)",
         resolve=_composite_resolve, run=_composite_run_in, columns=_composite_columns, estimate=_composite_estimate,
         run_options=("folder", "allow_remote_reporting"), preflight=_composite_preflight,
         optional=("task_name", "model", "device"),
