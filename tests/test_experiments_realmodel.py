@@ -25,7 +25,7 @@ import torch
 from robustgrpo import recommended_method
 from robustgrpo.book.trainer import realmodel
 from robustgrpo.lab.experiments.composite import CompositeConfig
-from robustgrpo.lab.experiments.pretrained import SMOLLM2, check_model, model_name
+from robustgrpo.lab.experiments.pretrained import SMOLLM2, model_name, smollm2_file
 from robustgrpo.lab.experiments.task import ArithmeticTask
 from robustgrpo.lab.sweep import load_sweep
 
@@ -148,7 +148,7 @@ def test_a_pretrained_config_records_its_model_and_estimates_from_its_file():
     assert CompositeConfig.from_dict(cfg.to_dict()) == cfg
     columns = cfg.columns()
     assert (columns["model"], columns["task_name"], math.isnan(columns["vocab_size"])) == ("smollm2", "arithmetic", True)
-    size = check_model.__globals__["smollm2_file"]().stat().st_size
+    size = smollm2_file().stat().st_size
     estimate = cfg.estimate()
     assert estimate.bytes == 20 * size / 4
     assert estimate.seconds == pytest.approx(3 * (2e-2 + 6 * 8 * 8 * (size / 4) / 1e10))

@@ -9,8 +9,8 @@ r"""A pretrained language model in the composite experiment: where it comes from
 * a ``.gguf`` file (its tokenizer and chat template come from the file).
 
 :func:`check_model` checks the name (a missing file is a one-line ``ValueError`` naming it);
-:func:`load_pretrained` loads the model and its tokenizer once per process (the GGUF file is
-dequantized to float32, which takes about a minute on two cores) and hands out a copy each time.
+:func:`load_pretrained` loads the model and its tokenizer once per process (a GGUF file is
+dequantized to float32) and hands out a copy each time.
 
 The tokenizer is set up for generation by one rule, :func:`end_of_turn`: a model with a chat
 template ends its reply with the template's end-of-turn token (SmolLM2's ``<|im_end|>``; its
@@ -38,8 +38,8 @@ import torch
 
 from robustgrpo.checks import ParamError, check_choice
 
-__all__ = ["TINY", "SMOLLM2", "DEVICES", "check_model", "check_device", "uses_cuda", "model_name", "model_bytes", "smollm2_file", "end_of_turn",
-           "load_pretrained", "chat_prompt", "GreedyEval"]
+__all__ = ["TINY", "SMOLLM2", "SMOLLM2_FILE", "DEVICES", "check_model", "check_device", "uses_cuda", "model_name",
+           "model_bytes", "smollm2_file", "end_of_turn", "load_pretrained", "chat_prompt", "GreedyEval"]
 
 #: The tiny Llama built in code (the default model).
 TINY = "tiny"
