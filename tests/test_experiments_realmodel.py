@@ -155,6 +155,7 @@ def test_a_pretrained_config_records_its_model_and_estimates_from_its_file():
     assert model_name("some/folder/My-Model") == "My-Model"
 
 
+@pytest.mark.slow
 def test_the_command_line_names_a_missing_model_in_one_line(tmp_path):
     config = tmp_path / "sweep.json"
     config.write_text(json.dumps({"runnable": "trl_composite", "fixed": {"model": "missing.gguf"}}))
