@@ -54,7 +54,8 @@ COMPOSITE_METRICS: dict[str, str] = {
     "correct_prob_short": "correct_prob over the held-out prompts of the shortest words",
     "correct_prob_long": "correct_prob over the held-out prompts of the longest words",
     "hack_prob": "exact probability that a sampled answer begins with the hack token ('[#'), mean over the held-out prompts",
-    "greedy_success": "share of held-out prompts whose greedy completion is exactly the answer, then the end of sequence",
+    "greedy_success": "share of held-out prompts whose greedy completion is exactly the answer, then the end of sequence "
+                      "(a pretrained model's runs: that the task's verifier scores correct)",
     "greedy_length": "mean length in tokens of the greedy completions of the held-out prompts (end of sequence included)",
     "greedy_format": "share of held-out prompts whose greedy completion is well formed (a pretrained model's runs; NaN "
                      "for the tiny model's)",
