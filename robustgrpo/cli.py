@@ -442,6 +442,10 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
             _say(f"(the table leaves out {table.attrs['unfinished']} run(s) that have not finished)")
         if args.trainer == "trl":
             _say(report.format_final_table(report.final_table(table)))
+        elif "model" in table.columns:  # a pretrained model's runs: their held-out greedy evaluation
+            from robustgrpo.book.trainer import realmodel
+
+            _say(realmodel.real_model_text(table))
         else:
             _say(report.format_composite_table(report.composite_final_table(report.composite_record(table))))
     return status

