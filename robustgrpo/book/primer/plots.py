@@ -20,6 +20,7 @@ from matplotlib.lines import Line2D
 
 from robustgrpo.book.style import (
     ESTIMATOR_COLORS,
+    REFERENCE_COLORS,
     estimator_color,
     house_style,
     new_figure,
@@ -135,8 +136,8 @@ def plot_breakdown(
                 known = theory[theory["G"].isin(sizes) & theory["method"].isin(methods) & theory[theory_col].notna()]
                 values = known[theory_col] / known["G"] if key == "binary" else known[theory_col]
                 y = known["method"].map(rows).to_numpy() + known["G"].map(offsets).to_numpy()
-                ax.scatter(position(values), y, marker="|", s=60, c="black", linewidths=1.0, zorder=4)
-                handles.append(Line2D([], [], ls="", marker="|", color="black", markersize=7, label="theory"))
+                ax.scatter(position(values), y, marker="|", s=60, c=REFERENCE_COLORS["ink"], linewidths=1.0, zorder=4)
+                handles.append(Line2D([], [], ls="", marker="|", color=REFERENCE_COLORS["ink"], markersize=7, label="theory"))
             ax.axvline(0.5, color="#777777", ls=":", lw=0.8)
             ax.set_xlim(-0.02, _NEVER + 0.05)
             ticks = [0.0, 0.25, 0.5, 0.75, _NEVER]
@@ -326,7 +327,7 @@ def plot_efficiency(
                                                                  markeredgecolor="#333333", markeredgewidth=0.4))
             for frame, style, label in (
                 (finite, dict(marker="|", s=90, c="#888888", linewidths=1.2, zorder=2), "same n, 2x10^5 replicates"),
-                (published, dict(marker="D", s=45, facecolors="none", edgecolors="black", linewidths=0.8, zorder=4),
+                (published, dict(marker="D", s=45, facecolors="none", edgecolors=REFERENCE_COLORS["ink"], linewidths=0.8, zorder=4),
                  "published (asymptotic)"),
             ):
                 if frame is None:
@@ -494,10 +495,10 @@ def plot_mad_zero(
                 dots = monte_carlo[monte_carlo["G"] == g]
                 if len(dots):
                     right.errorbar(dots["p"], dots["mad_zero"], yerr=2 * dots["se"], fmt="o", color=colors[g],
-                                   markersize=3, capsize=1.5, lw=0.8, markeredgecolor="black", markeredgewidth=0.4)
+                                   markersize=3, capsize=1.5, lw=0.8, markeredgecolor=REFERENCE_COLORS["ink"], markeredgewidth=0.4)
         right.axhline(1.0, color="#333333", ls="--", lw=0.9, label="odd G, or torch's lower median")
         if monte_carlo is not None:
-            right.plot([], [], ls="", marker="o", color="#888888", markeredgecolor="black", markeredgewidth=0.4,
+            right.plot([], [], ls="", marker="o", color="#888888", markeredgecolor=REFERENCE_COLORS["ink"], markeredgewidth=0.4,
                        label="Monte Carlo (bars: 2 se)")
         right.set_ylim(min(0.45, float(grid[list(curve_sizes)].min().min()) - 0.03), 1.03)
         right.set_xlim(0, 1)
