@@ -144,8 +144,11 @@ _STYLE = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1100px;padding:12px 16px;
 color:#1a1a1a;background:#fff;line-height:1.45}
 h1{font-size:1.5em;margin:.3em 0}
-.rg-page{display:grid;grid-template-columns:minmax(260px,340px) 1fr;gap:16px;align-items:start}
-@media (max-width:760px){.rg-page{grid-template-columns:1fr}}
+.rg-page{display:grid;grid-template-columns:minmax(260px,340px) 1fr;gap:0 16px;align-items:start;
+grid-template-areas:"controls readout" "try readout";grid-template-rows:auto 1fr}
+.rg-controls{grid-area:controls}.rg-try-box{grid-area:try}.rg-readout{grid-area:readout}
+@media (max-width:760px){.rg-page{grid-template-columns:1fr;grid-template-areas:"controls" "readout" "try"}
+.rg-readout{margin-top:14px}}
 .rg-controls label{display:block;font-size:14px;margin-top:8px}
 .rg-controls input[type=range]{width:100%}
 .rg-controls output{font-weight:bold}
@@ -306,8 +309,8 @@ other G &minus; k &minus; 1 are wrong (reward 0). Each estimator turns the rewar
 correct answer should get a positive one. Every number on this page was computed by the robustgrpo package
 for the setting shown (the clip c clamps the clipped estimators); nothing here needs a server.</p>
 <div class="rg-page">
-<div class="rg-controls">{controls}
-<h2 style="font-size:1.1em">Try this</h2>
+<div class="rg-controls">{controls}</div>
+<div class="rg-try-box"><h2 style="font-size:1.1em">Try this</h2>
 <ol class="rg-try">
 <li>Push M past M* = G &minus; k (the dashed line): grpo's advantage of a correct answer turns negative.</li>
 <li>Set k = 4 (with G = 8): M* drops to G &minus; k = 4, and the median is now 1, so seed_mad and robust
