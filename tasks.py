@@ -211,7 +211,8 @@ def main_job() -> None:
     run(PYTHON, "-m", "robustgrpo", "notebooks", "--out", out)
     run(PYTHON, "-m", "robustgrpo", "trap-page", "--out", out / "notebooks")
     run(PYTHON, "-m", "robustgrpo", "figures", "--out", out / "report")
-    print(f"\nexecuted notebooks: {out / 'notebooks'}\nnotebook figures:   {out / 'figures'}\nreport figures:     {out / 'report'} (index.md)")
+    print(f"\nexecuted notebooks: {out / 'notebooks'}\nthe trap lesson:    {out / 'notebooks' / 'trap_lesson.html'}"
+          f"\nnotebook figures:   {out / 'figures'}\nreport figures:     {out / 'report'} (index.md)")
 
 
 #: Most pytest processes of ``test``: one per core up to this many (pytest-xdist, test files kept whole).

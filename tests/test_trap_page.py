@@ -72,7 +72,11 @@ def test_the_grid_holds_the_settings_the_brief_names():
 
 def test_bad_tables_are_refused_with_the_fix():
     with pytest.raises(ValueError, match=r"group_sizes must be consecutive integers from 2 up, e.g. range\(2, 17\)"):
+        trap_page_tables(group_sizes=[])
+    with pytest.raises(ValueError, match=r"group size must be an integer >= 2, got 1; pass group sizes such as range"):
         trap_page_tables(group_sizes=[1, 2])
+    with pytest.raises(ValueError, match=r"group size must be an integer >= 2, got 2.5"):
+        trap_page_tables(group_sizes=[2.5])
     with pytest.raises(ValueError, match="consecutive"):
         trap_page_tables(group_sizes=[2, 4])
     with pytest.raises(ValueError, match=r"methods must be among \['grpo'"):

@@ -28,8 +28,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from robustgrpo.advantages import ESTIMATORS, compute_advantages, featured_estimators
-from robustgrpo.checks import make_folder
+from robustgrpo.advantages import ESTIMATORS, compute_advantages
+from robustgrpo.checks import check_int, make_folder
 from robustgrpo.stats import mad, median
 from robustgrpo.book.seed.engine import (CLIP_RANGE, DEFAULT_STATE, ESTIMATOR_CHOICES, GROUP_SIZE_RANGE, M_GRID, M_RANGE,
                                          grpo_crossing, trap_rewards)
@@ -123,7 +123,7 @@ def trap_page_tables(group_sizes: Sequence[int] = PAGE_GROUP_SIZES,
     ValueError
         An empty, non-consecutive or too small ``group_sizes``; an unknown or batch-level method.
     """
-    sizes = [int(G) for G in group_sizes]
+    sizes = [check_int("group size", G, minimum=2, hint="pass group sizes such as range(2, 17)") for G in group_sizes]
     if not sizes or sizes[0] < 2 or sizes != list(range(sizes[0], sizes[0] + len(sizes))):
         raise ValueError(f"group_sizes must be consecutive integers from 2 up, e.g. range(2, 17); got {list(group_sizes)!r}")
     unknown = [m for m in methods if m not in ESTIMATOR_CHOICES]
