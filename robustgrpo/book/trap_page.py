@@ -287,6 +287,7 @@ def _page(tables: dict[str, Any]) -> str:
         for m in tables["methods"]
     )
     star = grpo_crossing(k0, G0)
+    span = f"({DECLARED_RANGE[0]:g}, {DECLARED_RANGE[1]:g})"
     payload = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
     slider = ('<label for="rg-{name}">{label} = <output id="rg-{name}-value"></output></label>'
               '<input type="range" id="rg-{name}" aria-label="{label}" min="{lo}" max="{hi}" step="{step}" value="{value}">')
@@ -295,7 +296,7 @@ def _page(tables: dict[str, Any]) -> str:
         slider.format(name="k", label="correct answers k", lo=1, hi=G0 - 1, step=1, value=k0),
         slider.format(name="G", label="group size G", lo=tables["sizes"][0], hi=tables["sizes"][-1], step=1, value=G0),
         slider.format(name="c", label="clip c", lo=CLIP_RANGE[0], hi=CLIP_RANGE[1], step=0.1, value=c0),
-        '<label><input type="checkbox" id="rg-declared"> declare the reward range (0, 1)</label>',
+        f'<label><input type="checkbox" id="rg-declared"> declare the reward range {span}</label>',
     ])
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -315,7 +316,7 @@ for the setting shown (the clip c clamps the clipped estimators); nothing here n
 <li>Push M past M* = G &minus; k (the dashed line): grpo's advantage of a correct answer turns negative.</li>
 <li>Set k = 4 (with G = 8): M* drops to G &minus; k = 4, and the median is now 1, so seed_mad and robust
 give the correct answers 0 and only the wrong ones a signal.</li>
-<li>Declare the range: the glitch lies outside (0, 1) and is masked; it gets 0, and every other answer gets
+<li>Declare the range: the glitch lies outside {span} and is masked; it gets 0, and every other answer gets
 what its estimator gives the group without the glitch.</li>
 </ol>
 </div>
