@@ -1,10 +1,11 @@
 """Every estimator keeps one colour everywhere, and nothing else uses it (robustgrpo.book.style).
 
 The rule over the colour map (:data:`~robustgrpo.book.style.ESTIMATOR_COLORS` from the registry,
-:data:`~robustgrpo.book.style.REFERENCE_COLORS` for the rest), over the colours written in the book's
-code, and on the figures where it was broken: the trap lesson's mean and median lines (drawn in grpo's
-and robust's colours, with a legend label that changed with the value) and the learned critic (drawn
-in batch_huber's indigo).
+:data:`~robustgrpo.book.style.REFERENCE_COLORS` for the rest, the primer's statistics), over the colours
+written in the book's code, and on the figures where it was broken: the trap lesson's mean and median
+lines (drawn in grpo's and robust's colours, with a legend label that changed with the value), the
+learned critic (drawn in batch_huber's indigo) and the primer's statistics (each in the colour of the
+estimator built on it).
 """
 
 from __future__ import annotations
@@ -27,6 +28,13 @@ LITERAL = re.compile(r"""["'](#[0-9A-Fa-f]{6})["']|\b(?:colou?r|c|facecolors?|ed
 def test_the_colour_map_gives_each_estimator_its_own_colour_and_nothing_else_uses_one():
     assert colour_clashes(ESTIMATOR_COLORS, REFERENCE_COLORS) == []
     assert len(ESTIMATOR_HEX) == len(ESTIMATOR_COLORS)
+
+
+def test_the_primers_statistics_take_no_estimators_colour():
+    """They took the colour of the estimator built on them (the mean grpo's, the median robust's, ...)."""
+    from robustgrpo.book.primer.plots import STATISTIC_COLORS
+
+    assert colour_clashes(ESTIMATOR_COLORS, STATISTIC_COLORS) == []
 
 
 def test_the_rule_finds_a_shared_colour_and_a_borrowed_one():

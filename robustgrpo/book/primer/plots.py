@@ -4,9 +4,8 @@ Every function takes the tidy data that :mod:`robustgrpo.book.primer.report`
 computes with :mod:`robustgrpo.lab.metrics` and returns a
 :class:`matplotlib.figure.Figure` in the house style; nothing here computes a
 statistic. Estimators keep their house colours (:func:`estimator_color`);
-location and scale *statistics* get the colour of the estimator built on them
-(:data:`STATISTIC_COLORS`: the mean and std are grpo's, the median and MAD
-robust's, Huber's are huber_m's).
+location and scale *statistics* get colours of their own (:data:`STATISTIC_COLORS`, a location
+and its scale alike), none of them an estimator's.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from robustgrpo.book.style import (
-    ESTIMATOR_COLORS,
     REFERENCE_COLORS,
     estimator_color,
     house_style,
@@ -40,21 +38,22 @@ __all__ = [
     "plot_mad_zero",
 ]
 
-#: One colour per location/scale statistic: that of the estimator built on it.
+#: One colour per location/scale statistic, a location and its scale alike. None is an estimator's: a statistic is
+#: not the estimator built on it (the mean line is not grpo), and each estimator keeps its colour to itself.
 STATISTIC_COLORS: dict[str, str] = {
-    "mean": ESTIMATOR_COLORS["grpo"],
-    "std": ESTIMATOR_COLORS["grpo"],
-    "median": ESTIMATOR_COLORS["robust"],
-    "mad": ESTIMATOR_COLORS["robust"],
-    "huber_location": ESTIMATOR_COLORS["huber_m"],
-    "huber_scale": ESTIMATOR_COLORS["huber_m"],
-    "iqr": ESTIMATOR_COLORS["winsor"],
-    "qn": ESTIMATOR_COLORS["rank"],
-    "sn": ESTIMATOR_COLORS["rloo"],
-    "biweight_location": ESTIMATOR_COLORS["batch_std"],
-    "biweight_scale": ESTIMATOR_COLORS["batch_std"],
-    "mean_absolute_deviation": ESTIMATOR_COLORS["dr_grpo"],
-    "trimmed_mean": ESTIMATOR_COLORS["winsor"],
+    "mean": REFERENCE_COLORS["mean"],  # dark grey
+    "std": REFERENCE_COLORS["mean"],
+    "median": "#AA4499",  # purple
+    "mad": "#AA4499",
+    "huber_location": "#117733",  # green
+    "huber_scale": "#117733",
+    "iqr": "#999933",  # olive
+    "qn": "#CC6677",  # rose
+    "sn": "#225555",  # dark teal
+    "biweight_location": "#663333",  # dark red-brown
+    "biweight_scale": "#663333",
+    "mean_absolute_deviation": "#88CCEE",  # pale cyan
+    "trimmed_mean": "#DDCC77",  # sand
 }
 
 _G_MARKERS = ("o", "s", "D", "^", "v", "P")
