@@ -3,7 +3,7 @@
 
 main   build the environment in .venv, then run the main job: print the seed
        example, execute every notebook into out/notebooks (their figures into
-       out/figures) and rebuild the report figures into out/report
+       out/figures; the trap lesson's static page beside them) and rebuild the report figures into out/report
 test   build the environment in .venv (and, as root, install Chromium for the
        browser tests), then run the whole test suite, one pytest process per core (at
        most four; each test file in one process; ``-n 0`` runs it in one); pytest's
@@ -215,8 +215,10 @@ def main_job() -> None:
     out = ROOT / "out"
     run(PYTHON, "-m", "robustgrpo", "demo")
     run(PYTHON, "-m", "robustgrpo", "notebooks", "--out", out)
+    run(PYTHON, "-m", "robustgrpo", "trap-page", "--out", out / "notebooks")
     run(PYTHON, "-m", "robustgrpo", "figures", "--out", out / "report")
-    print(f"\nexecuted notebooks: {out / 'notebooks'}\nnotebook figures:   {out / 'figures'}\nreport figures:     {out / 'report'} (index.md)")
+    print(f"\nexecuted notebooks: {out / 'notebooks'}\nthe trap lesson:    {out / 'notebooks' / 'trap_lesson.html'}"
+          f"\nnotebook figures:   {out / 'figures'}\nreport figures:     {out / 'report'} (index.md)")
 
 
 #: Most pytest processes of ``test``: one per core up to this many (pytest-xdist, test files kept whole).

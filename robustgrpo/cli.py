@@ -8,6 +8,7 @@ bench       time every estimator against idiomatic grpo and numpy + scipy (--tra
             --adapters: the verl adapter on verl's layout; --scaling: time and memory as B and G grow)
 figures     rebuild every report figure (PNG, SVG, PDF) and an index into a folder
 notebooks   execute the notebook series into a folder, their figures beside them
+trap-page   write notebook 01's trap lesson as one static HTML page: sliders, no kernel, no network
 battery     the evidence battery: every estimator's update against the exact gradient, and the
             recommendation per situation that a stated rule derives from it
 diagnose    a reward log or a TRL / verl run folder: zero-std and MAD-zero groups, outliers, each reward
@@ -50,6 +51,7 @@ _EXTRA_OF = {**dict.fromkeys(("scipy", "pandas", "tqdm", "pyarrow"), "lab"), "ma
              "trl": "trl", "verl": "verl", "ray": "sweep"}
 #: The extras each command needs beside the core (diagnose: ``plots`` too with --html; bench: by its table).
 _COMMAND_EXTRAS = {"demo": ("lab", "book"), "figures": ("lab", "book"), "notebooks": ("lab", "book"),
+                   "trap-page": ("lab", "book"),
                    "battery": ("lab",), "diagnose": ("lab",), "simulate": ("lab", "plots"), "sweep": ("lab",),
                    "experiment": ("lab", "trl"), "bench": ("lab",)}
 
@@ -215,6 +217,14 @@ def _cmd_notebooks(args: argparse.Namespace) -> int:
     for run in runs:
         _say(f"{run.source.name:<40} {run.seconds:6.1f} s  -> {run.executed} (to read without code: {run.executed.with_suffix('.html').name})")
     _say(f"{len(runs)} notebooks executed; figures in {(Path(args.out) / 'figures').resolve()}")
+    return 0
+
+
+def _cmd_trap_page(args: argparse.Namespace) -> int:
+    from robustgrpo.book.trap_page import write_trap_page
+
+    path = write_trap_page(args.out)
+    _say(f"the trap lesson, {path.stat().st_size / 1e6:.1f} MB, written to {path.resolve()}")
     return 0
 
 
@@ -527,6 +537,9 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     notebooks.add_argument("--timeout", type=_positive, default=600, help="seconds allowed per cell")
     notebooks.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     notebooks.set_defaults(func=_cmd_notebooks)
+    trap_page = sub.add_parser("trap-page", help="write the trap lesson as a static HTML page (no kernel) into a folder")
+    trap_page.add_argument("--out", required=True, help="folder to write trap_lesson.html into")
+    trap_page.set_defaults(func=_cmd_trap_page)
     battery = sub.add_parser("battery", help="run the evidence battery and print the recommendation per situation")
     battery.add_argument("--quick", action="store_true",
                          help="G = 8, 16, 2 problem draws and 16 seeds instead of G = 2..64, 5 draws and 32 seeds")

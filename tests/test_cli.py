@@ -250,6 +250,8 @@ USER_ERRORS = [
     (["notebooks", "--out", "{tmp}", "--timeout", "0"], "argument --timeout: must be >= 1, got 0"),
     (["notebooks", "--out", "{tmp}", "--timeout", "x"], "argument --timeout: must be an integer, got 'x'"),
     (["notebooks", "--out", "{tmp}", "--no-progress=1"], "argument --no-progress: ignored explicit argument '1'"),
+    (["trap-page"], "the following arguments are required: --out"),
+    (["trap-page", "--out", "{file}"], "cannot make the folder '{file}' (File exists); pass a folder you can write to"),
     (["battery", "--quick", "--write"], "--write ships the full battery; drop --quick"),
     (["bench", "--battery=yes"], "argument --battery: ignored explicit argument 'yes'"),
     (["battery", "--out", "{file}/sub", "--quick"], "cannot make the folder"),

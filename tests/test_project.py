@@ -150,7 +150,8 @@ LAYERS = {
             "lab.simulate", "lab.sweep", "lab.experiments", "lab.watch"],
     "book": ["book.style", "book.text", "book.figures", "book.interactive", "book.controls", "book.widget", "book.execute",
              "book.seed", "book.primer", "book.grid", "book.distributions", "book.drift", "book.stabilisers",
-             "book.diagnose", "book.trainer", "book.records", "book.dashboards"],
+             "book.diagnose", "book.trainer", "book.records", "book.dashboards",
+             "book.trap_page"],
     "tools": ["bench", "cli"],
 }
 ORDER = [layer for layers in LAYERS.values() for layer in layers]

@@ -22,16 +22,16 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from robustgrpo.checks import check_int
-from robustgrpo.book.style import estimator_color, house_style, new_figure, require_columns
+from robustgrpo.book.style import REFERENCE_COLORS, estimator_color, house_style, new_figure, require_columns
 
 __all__ = ["HEALTH_SERIES", "step_health", "reward_distribution", "update_agreement"]
 
 #: Column of the per-step table -> (legend label, colour) drawn by :func:`step_health`.
 HEALTH_SERIES: dict[str, tuple[str, str]] = {
-    "frac_reward_zero_std": ("rewards all tie (frac_reward_zero_std)", "#999999"),
-    "frac_mad_zero": ("MAD is 0", "#56B4E9"),
-    "outlier_group_fraction": ("holds an outlier candidate", "#E69F00"),
-    "best_negative_rate": ("best plausible answer gets grpo A < 0", "#D55E00"),
+    "frac_reward_zero_std": ("rewards all tie (frac_reward_zero_std)", REFERENCE_COLORS["tied"]),
+    "frac_mad_zero": ("MAD is 0", REFERENCE_COLORS["mad_zero"]),
+    "outlier_group_fraction": ("holds an outlier candidate", REFERENCE_COLORS["outlier"]),
+    "best_negative_rate": ("best plausible answer gets grpo A < 0", REFERENCE_COLORS["best_negative"]),
 }
 
 _PRODUCED_BY = "robustgrpo.lab.diagnose.diagnose()"
@@ -99,13 +99,13 @@ def reward_distribution(samples: pd.DataFrame, *, reward_range: tuple[float, flo
     fig, axes = new_figure("page", 2.4)
     with house_style():
         ax = axes[0, 0]
-        parts = [(r[plain], "plausible", "#0072B2"), (r[robust], "outlier candidate (robust rule)", "#D55E00"),
-                 (r[outside], "outside the declared range only", "#E69F00")]
+        parts = [(r[plain], "plausible", REFERENCE_COLORS["plausible"]), (r[robust], "outlier candidate (robust rule)", REFERENCE_COLORS["outlier"]),
+                 (r[outside], "outside the declared range only", REFERENCE_COLORS["contaminated"])]
         shown = [(x, label, colour) for x, label, colour in parts if len(x)]
         ax.hist([x for x, _, _ in shown], bins=edges, stacked=True, color=[c for _, _, c in shown],
                 label=[f"{label} ({len(x):,})" for x, label, _ in shown])
         if reward_range is not None:
-            ax.axvspan(reward_range[0], reward_range[1], color="#009E73", alpha=0.12, lw=0,
+            ax.axvspan(reward_range[0], reward_range[1], color=REFERENCE_COLORS["declared_range"], alpha=0.12, lw=0,
                        label=f"declared range [{reward_range[0]:g}, {reward_range[1]:g}]")
         ax.set_yscale("log")
         ax.set_xlabel("reward")

@@ -44,6 +44,7 @@ from robustgrpo.checks import check_int, check_positive
 from robustgrpo.book.style import estimator_color, house_style, new_figure, require_columns
 
 __all__ = [
+    "ANNOTATION_BAND",
     "plot_one_of_eight",
     "plot_zero_fractions",
     "plot_ecdfs",
@@ -76,12 +77,12 @@ def _format_advantage(value: float) -> str:
     return f"{value:.3g}"
 
 
-def _symlog(ax: Axes, axis: str, linthresh: float, low: float, high: float) -> None:
+def _symlog(ax: Axes, axis: str, linthresh: float, low: float, high: float, per_side: int = 4) -> None:
     """Symmetric log scale on ``axis`` ("x" or "y"), linear within ``±linthresh``, limits ``[low, high]``.
 
     Ticks at 0 and at powers of ten from ``linthresh`` up on each side (at
-    most four per side, every other decade when more, so the labels do not
-    collide at page width).
+    most ``per_side`` per side, every other decade or fewer when more, so the labels
+    do not collide: four fit a page-wide axis, two a third of one).
     """
     (ax.set_xscale if axis == "x" else ax.set_yscale)("symlog", linthresh=linthresh)
     (ax.set_xlim if axis == "x" else ax.set_ylim)(low, high)
@@ -91,7 +92,7 @@ def _symlog(ax: Axes, axis: str, linthresh: float, low: float, high: float) -> N
         if reach < 10.0**first:
             continue
         decades = list(range(first, math.floor(math.log10(reach)) + 1))
-        step = math.ceil(len(decades) / 4)
+        step = math.ceil(len(decades) / per_side)
         ticks += [sign * 10.0**k for k in decades[::step]]
     (ax.set_xticks if axis == "x" else ax.set_yticks)(sorted(ticks))
 
@@ -253,6 +254,10 @@ def plot_zero_fractions(table: pd.DataFrame) -> Figure:
 # ----------------------------------------------------------------- ECDFs
 
 
+#: Top of the y axis of ECDF panels with an annotation: the band above 1 holds the text.
+ANNOTATION_BAND = 1.45
+
+
 def _ecdf_steps(values: np.ndarray, left: float, right: float) -> tuple[np.ndarray, np.ndarray]:
     """Step positions of the empirical CDF of ``values``, extended to ``left`` and ``right``."""
     x, counts = np.unique(values, return_counts=True)
@@ -290,7 +295,8 @@ def plot_ecdfs(
     title : str
         Figure title (the scenario and the subset drawn).
     annotations : mapping of str to str, optional
-        Text written in the lower right of each estimator's panel (e.g. the
+        Text written at the top of each estimator's panel, in a band above 1 (to
+        :data:`ANNOTATION_BAND`) that no ECDF reaches, so it covers no curve (e.g. the
         fraction of samples whose sign is kept).
     ncols : int
         Panels per row.
@@ -328,7 +334,7 @@ def plot_ecdfs(
 
     ncols = min(ncols, len(methods))
     nrows = math.ceil(len(methods) / ncols)
-    fig, axes = new_figure("page", height=2.05 * nrows + 0.35, nrows=nrows, ncols=ncols)
+    fig, axes = new_figure("page", height=(2.4 if annotations else 2.05) * nrows + 0.35, nrows=nrows, ncols=ncols)
     by_method = dict(tuple(samples.groupby("method", sort=False)))
     with house_style():
         for ax in axes.flat[len(methods):]:
@@ -348,16 +354,14 @@ def plot_ecdfs(
                 ax.set_xlim(-linear_limit, linear_limit)
                 ax.set_xlabel("advantage")
             else:
-                _symlog(ax, "x", linthresh, 1.5 * left, 1.5 * right)
+                _symlog(ax, "x", linthresh, 1.5 * left, 1.5 * right, per_side=2)  # (a third of the page wide)
                 ax.set_xlabel(f"advantage (symlog, linear within ±{linthresh:g})")
-            ax.set_ylim(-0.02, 1.02)
+            ax.set_ylim(-0.02, ANNOTATION_BAND if annotations else 1.02)
+            ax.set_yticks(np.linspace(0, 1, 6))
             ax.set_ylabel("cumulative fraction of samples")
             ax.set_title(m)
-            if m in annotations:
-                ax.text(
-                    0.03, 0.97, annotations[m], transform=ax.transAxes, ha="left", va="top", fontsize=6.5,
-                    bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "edgecolor": "none", "alpha": 0.8},
-                )
+            if m in annotations:  # in the band above 1, where no ECDF goes: it covers no curve
+                ax.text(0.03, 0.98, annotations[m], transform=ax.transAxes, ha="left", va="top", fontsize=6)
         fig.legend(
             handles=[
                 Line2D([], [], color=_NEUTRAL, linestyle="--", label="advantages from the clean rewards"),

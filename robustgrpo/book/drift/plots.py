@@ -29,6 +29,7 @@ from robustgrpo.lab.simulate import CRITIC
 from robustgrpo.book.interactive import autosized, figure_widget, plotly_values
 from robustgrpo.book.style import (
     ESTIMATOR_COLORS,
+    REFERENCE_COLORS,
     estimator_color,
     literal_text,
     house_style,
@@ -41,7 +42,7 @@ __all__ = ["CRITIC_COLOR", "VIEW_COLORS", "curve_colors", "plot_curves", "plot_u
 
 
 #: Colour of the learned-critic baseline (PPO), beside the estimators' house colours.
-CRITIC_COLOR = "#332288"  # indigo
+CRITIC_COLOR = REFERENCE_COLORS["critic"]
 
 
 def curve_colors(names: Sequence[object]) -> dict[object, str]:
@@ -182,7 +183,7 @@ def plot_update_weight(
                     pts = measured[(measured[panel] == value) & (measured["method"] == m)]
                     ax.errorbar(pts["p"], pts["w"], yerr=2 * pts["se"], fmt="o", color=estimator_color(m),
                                 markersize=3, linewidth=0.8, capsize=1.5)
-            ax.axhline((value - 1) / value if panel == "G" else 1.0, color="#999999", linestyle=":", linewidth=0.8)
+            ax.axhline((value - 1) / value if panel == "G" else 1.0, color=REFERENCE_COLORS["guide"], linestyle=":", linewidth=0.8)
             ax.set_title(f"{panel} = {value}")
             ax.set_xlabel("success probability p")
         axes[0][0].set_ylabel("update weight w(p)")

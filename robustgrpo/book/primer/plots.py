@@ -4,9 +4,8 @@ Every function takes the tidy data that :mod:`robustgrpo.book.primer.report`
 computes with :mod:`robustgrpo.lab.metrics` and returns a
 :class:`matplotlib.figure.Figure` in the house style; nothing here computes a
 statistic. Estimators keep their house colours (:func:`estimator_color`);
-location and scale *statistics* get the colour of the estimator built on them
-(:data:`STATISTIC_COLORS`: the mean and std are grpo's, the median and MAD
-robust's, Huber's are huber_m's).
+location and scale *statistics* get colours of their own (:data:`STATISTIC_COLORS`, a location
+and its scale alike), none of them an estimator's.
 """
 
 from __future__ import annotations
@@ -19,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from robustgrpo.book.style import (
-    ESTIMATOR_COLORS,
+    REFERENCE_COLORS,
     estimator_color,
     house_style,
     new_figure,
@@ -39,21 +38,22 @@ __all__ = [
     "plot_mad_zero",
 ]
 
-#: One colour per location/scale statistic: that of the estimator built on it.
+#: One colour per location/scale statistic, a location and its scale alike. None is an estimator's: a statistic is
+#: not the estimator built on it (the mean line is not grpo), and each estimator keeps its colour to itself.
 STATISTIC_COLORS: dict[str, str] = {
-    "mean": ESTIMATOR_COLORS["grpo"],
-    "std": ESTIMATOR_COLORS["grpo"],
-    "median": ESTIMATOR_COLORS["robust"],
-    "mad": ESTIMATOR_COLORS["robust"],
-    "huber_location": ESTIMATOR_COLORS["huber_m"],
-    "huber_scale": ESTIMATOR_COLORS["huber_m"],
-    "iqr": ESTIMATOR_COLORS["winsor"],
-    "qn": ESTIMATOR_COLORS["rank"],
-    "sn": ESTIMATOR_COLORS["rloo"],
-    "biweight_location": ESTIMATOR_COLORS["batch_std"],
-    "biweight_scale": ESTIMATOR_COLORS["batch_std"],
-    "mean_absolute_deviation": ESTIMATOR_COLORS["dr_grpo"],
-    "trimmed_mean": ESTIMATOR_COLORS["winsor"],
+    "mean": REFERENCE_COLORS["mean"],  # dark grey
+    "std": REFERENCE_COLORS["mean"],
+    "median": "#AA4499",  # purple
+    "mad": "#AA4499",
+    "huber_location": "#117733",  # green
+    "huber_scale": "#117733",
+    "iqr": "#999933",  # olive
+    "qn": "#CC6677",  # rose
+    "sn": "#225555",  # dark teal
+    "biweight_location": "#663333",  # dark red-brown
+    "biweight_scale": "#663333",
+    "mean_absolute_deviation": "#88CCEE",  # pale cyan
+    "trimmed_mean": "#DDCC77",  # sand
 }
 
 _G_MARKERS = ("o", "s", "D", "^", "v", "P")
@@ -135,8 +135,8 @@ def plot_breakdown(
                 known = theory[theory["G"].isin(sizes) & theory["method"].isin(methods) & theory[theory_col].notna()]
                 values = known[theory_col] / known["G"] if key == "binary" else known[theory_col]
                 y = known["method"].map(rows).to_numpy() + known["G"].map(offsets).to_numpy()
-                ax.scatter(position(values), y, marker="|", s=60, c="black", linewidths=1.0, zorder=4)
-                handles.append(Line2D([], [], ls="", marker="|", color="black", markersize=7, label="theory"))
+                ax.scatter(position(values), y, marker="|", s=60, c=REFERENCE_COLORS["ink"], linewidths=1.0, zorder=4)
+                handles.append(Line2D([], [], ls="", marker="|", color=REFERENCE_COLORS["ink"], markersize=7, label="theory"))
             ax.axvline(0.5, color="#777777", ls=":", lw=0.8)
             ax.set_xlim(-0.02, _NEVER + 0.05)
             ticks = [0.0, 0.25, 0.5, 0.75, _NEVER]
@@ -326,7 +326,7 @@ def plot_efficiency(
                                                                  markeredgecolor="#333333", markeredgewidth=0.4))
             for frame, style, label in (
                 (finite, dict(marker="|", s=90, c="#888888", linewidths=1.2, zorder=2), "same n, 2x10^5 replicates"),
-                (published, dict(marker="D", s=45, facecolors="none", edgecolors="black", linewidths=0.8, zorder=4),
+                (published, dict(marker="D", s=45, facecolors="none", edgecolors=REFERENCE_COLORS["ink"], linewidths=0.8, zorder=4),
                  "published (asymptotic)"),
             ):
                 if frame is None:
@@ -494,10 +494,10 @@ def plot_mad_zero(
                 dots = monte_carlo[monte_carlo["G"] == g]
                 if len(dots):
                     right.errorbar(dots["p"], dots["mad_zero"], yerr=2 * dots["se"], fmt="o", color=colors[g],
-                                   markersize=3, capsize=1.5, lw=0.8, markeredgecolor="black", markeredgewidth=0.4)
+                                   markersize=3, capsize=1.5, lw=0.8, markeredgecolor=REFERENCE_COLORS["ink"], markeredgewidth=0.4)
         right.axhline(1.0, color="#333333", ls="--", lw=0.9, label="odd G, or torch's lower median")
         if monte_carlo is not None:
-            right.plot([], [], ls="", marker="o", color="#888888", markeredgecolor="black", markeredgewidth=0.4,
+            right.plot([], [], ls="", marker="o", color="#888888", markeredgecolor=REFERENCE_COLORS["ink"], markeredgewidth=0.4,
                        label="Monte Carlo (bars: 2 se)")
         right.set_ylim(min(0.45, float(grid[list(curve_sizes)].min().min()) - 0.03), 1.03)
         right.set_xlim(0, 1)

@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from robustgrpo.checks import check_int, check_interval
-from robustgrpo.book.style import estimator_color, house_style, new_figure, require_columns
+from robustgrpo.book.style import REFERENCE_COLORS, estimator_color, house_style, new_figure, require_columns
 
 __all__ = [
     "ROLE_COLORS",
@@ -37,9 +37,9 @@ __all__ = [
 
 #: Colours of the samples of a group by role (distinct from the estimator colours).
 ROLE_COLORS: dict[str, str] = {
-    "wrong": "#BBBBBB",  # light grey: the majority of failed answers
-    "correct": "#117733",  # green: the answer the policy should move towards
-    "outlier": "#882255",  # wine: the judge glitch
+    "wrong": REFERENCE_COLORS["wrong"],  # light grey: the majority of failed answers
+    "correct": REFERENCE_COLORS["correct"],  # green: the answer the policy should move towards
+    "outlier": REFERENCE_COLORS["contaminated"],  # wine: the judge glitch
 }
 
 #: Legend text of each role.
@@ -130,9 +130,9 @@ def plot_group_rewards(group: pd.DataFrame, summary: Mapping[str, float], *, wid
         # a dot on every reward, so that the zeros show too
         ax.scatter(group["sample"] + 1, group["reward"], c=colors, edgecolors="#555555", linewidths=0.5,
                    s=18, zorder=3, clip_on=False)
-        ax.axhline(summary["mean"], color=estimator_color("grpo"), ls="--",
+        ax.axhline(summary["mean"], color=REFERENCE_COLORS["mean"], ls="--",
                    label=f"mean = {summary['mean']:.3f} (grpo's centre)")
-        ax.axhline(summary["median"], color=estimator_color("robust"), ls="-", lw=1.6,
+        ax.axhline(summary["median"], color=REFERENCE_COLORS["median"], ls="-", lw=1.6,
                    label=f"median = {summary['median']:g} (robust's centre)")
         handles, _ = ax.get_legend_handles_labels()
         roles = [r for r in ROLE_COLORS if r in set(group["role"])]
@@ -193,7 +193,8 @@ def plot_advantages_by_role(
     rows = {m: i for i, m in enumerate(methods)}
     span = high - low
     with house_style():
-        fig, axes = new_figure(width, height if height is not None else 0.9 + 0.22 * len(methods), ncols=len(roles), sharey=True)
+        # 0.3 in a row: the labels of a row's two off-scale bars (clean above, poisoned below; 6 pt type) stay apart
+        fig, axes = new_figure(width, height if height is not None else 0.9 + 0.3 * len(methods), ncols=len(roles), sharey=True)
         for ax, role in zip(axes[0], roles):
             part = advantages[advantages["role"] == role]
             for condition, offset in (("clean", -0.2), ("poisoned", 0.2)):

@@ -115,8 +115,7 @@ def update_trap_views(fig: Any, data: Any) -> None:
             t.x, t.y = plotly_values(x[roles == role]), plotly_values(data.rewards[roles == role])
         for key in ("mean", "median"):
             t = traces[f"line:{key}"]
-            t.x, t.y = [0.5, data.G + 0.5], plotly_values([getattr(data, key)] * 2)
-            t.name = f"{key} {getattr(data, key):.3g}"
+            t.x, t.y = [0.5, data.G + 0.5], plotly_values([getattr(data, key)] * 2)  # (its value: hover, readout)
         for m in ESTIMATORS:
             for kind in ("adv", "curve"):
                 t = traces[f"{kind}:{m}"]
