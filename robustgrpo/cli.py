@@ -73,7 +73,7 @@ def _say(text: str = "", *, file=None) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from robustgrpo.book.seed.report import demo_text
+    from robustgrpo.book.outlier_poisoning.report import demo_text
 
     _say(demo_text())
     return 0
@@ -252,7 +252,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         diagnosis = diagnose(log, reward_range=args.reward_range, reward_fn=args.reward_fn, reward_kind=args.reward_kind)
         _say(diagnosis.text())
     if args.html is not None:
-        from robustgrpo.book.diagnose.report import write_diagnosis_html
+        from robustgrpo.book.your_rewards.report import write_diagnosis_html
 
         page = write_diagnosis_html(diagnosis, page, force=args.force, inputs=log.files if isinstance(log, RunLog) else [args.file])
         _say(f"\nHTML report: {page.resolve()}")
@@ -261,7 +261,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from robustgrpo.book.style import save_figure
-    from robustgrpo.book.drift.report import simulation_figure
+    from robustgrpo.book.policy_gradient_drift.report import simulation_figure
     from robustgrpo.lab.simulate import SimConfig, simulate
 
     from robustgrpo.checks import check_estimate, check_output_file
@@ -392,7 +392,7 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     args.target = [args.config]
     status = _cmd_sweep(args)
     if status in (0, 1) and len(table := load_record(args.out, partial=True)):  # every run finished, or some failed
-        from robustgrpo.book.trainer import report
+        from robustgrpo.book.real_trainer import report
 
         _say()
         if table.attrs.get("unfinished"):

@@ -135,15 +135,15 @@ LAYERS = {
     "lab": ["lab.contamination", "lab.scenarios", "lab.logfiles", "lab.rewardlogs", "lab.runlogs", "lab.metrics", "lab.diagnose",
             "lab.simulate", "lab.sweep", "lab.experiments"],
     "book": ["book.style", "book.text", "book.figures", "book.interactive", "book.controls", "book.widget", "book.execute",
-             "book.seed", "book.primer", "book.grid", "book.distributions", "book.drift", "book.stabilisers",
-             "book.diagnose", "book.trainer", "book.records", "book.dashboards"],
+             "book.outlier_poisoning", "book.robust_statistics_primer", "book.sweep_g_and_c", "book.advantage_distributions", "book.policy_gradient_drift", "book.grouping_and_dynamic_clipping",
+             "book.your_rewards", "book.real_trainer", "book.records", "book.dashboards"],
     "tools": ["bench", "cli"],
 }
 ORDER = [layer for layers in LAYERS.values() for layer in layers]
 
 
 def _layer_of(module: str) -> str | None:
-    """The layer of a dotted name under ``robustgrpo`` (``book.seed.report`` -> ``book.seed``); None for the package."""
+    """The layer of a dotted name under ``robustgrpo`` (``book.outlier_poisoning.report`` -> ``book.outlier_poisoning``); None for the package."""
     return next((layer for layer in ORDER if module == layer or module.startswith(layer + ".")), None)
 
 
@@ -185,7 +185,7 @@ def test_the_layer_rule_catches_an_upward_import():
     assert _imports("def f():\n    from robustgrpo.book import figures\n") == {"book.figures"}
     assert _imports('"""\n>>> from robustgrpo.lab import sweep\n"""\n') == set()  # a docstring imports nothing
     assert ORDER.index(_layer_of("lab.metrics")) > ORDER.index(_layer_of("advantages"))
-    assert ORDER.index(_layer_of("book.drift.plots")) > ORDER.index(_layer_of("book.seed.report"))
+    assert ORDER.index(_layer_of("book.policy_gradient_drift.plots")) > ORDER.index(_layer_of("book.outlier_poisoning.report"))
 
 
 def test_readme_layout_lists_the_layers_in_their_order():

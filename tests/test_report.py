@@ -26,15 +26,15 @@ from matplotlib.figure import Figure
 
 from robustgrpo.lab.metrics import mad_zero_fraction, samuelson_bound
 from robustgrpo.book.style import save_figure
-from robustgrpo.book.primer.plots import plot_breakdown, plot_mad_zero
-from robustgrpo.book.seed.plots import (
+from robustgrpo.book.robust_statistics_primer.plots import plot_breakdown, plot_mad_zero
+from robustgrpo.book.outlier_poisoning.plots import (
     plot_advantages_by_role,
     plot_group_rewards,
     plot_sensitivity,
 )
 from robustgrpo.book.figures import ReportFigure, build_all, report_figures
-from robustgrpo.book.primer import report as P
-from robustgrpo.book.seed import report as S
+from robustgrpo.book.robust_statistics_primer import report as P
+from robustgrpo.book.outlier_poisoning import report as S
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = json.loads((ROOT / "data" / "reference" / "seed_000.json").read_text())
@@ -219,8 +219,8 @@ def test_notebook_01s_sentences_are_the_packages_with_the_seed_numbers():
 
 
 def test_notebook_03s_sentences_read_the_heat_maps_and_the_dashboard_data():
-    from robustgrpo.book.grid.engine import dashboard_data
-    from robustgrpo.book.grid import report as W
+    from robustgrpo.book.sweep_g_and_c.engine import dashboard_data
+    from robustgrpo.book.sweep_g_and_c import report as W
 
     heat = built("03_heatmap_update_cosine")
     grpo4, grpo256 = (W.cell_value(heat.data, "grpo", g, "update_cosine") for g in (4, 256))
@@ -238,7 +238,7 @@ def test_notebook_03s_sentences_read_the_heat_maps_and_the_dashboard_data():
 
 
 def test_notebook_02s_sentences_read_its_figures_tables():
-    from robustgrpo.book.primer import report as P
+    from robustgrpo.book.robust_statistics_primer import report as P
 
     breakdown, mad_zero, efficiency = built("02_breakdown"), built("02_mad_zero"), built("02_efficiency")
     d = breakdown.data[breakdown.data["G"] == 8].set_index("method")

@@ -634,7 +634,7 @@ def test_seed_bands_mean_se_and_spread():
 
 
 def test_drift_dashboard_data_is_the_simulation_of_its_setting():
-    from robustgrpo.book.drift.engine import SEEDS, drift_config, drift_dashboard_data
+    from robustgrpo.book.policy_gradient_drift.engine import SEEDS, drift_config, drift_dashboard_data
 
     d = drift_dashboard_data(rate=0.2, size=30.0, G=4, c=2.0, estimator="robust")
     config = drift_config("glitches", 0.2, 30.0, 4, 2.0, "robust")
@@ -654,7 +654,7 @@ def test_drift_dashboard_data_is_the_simulation_of_its_setting():
 
 def test_drift_widget_moves_its_curves_in_place():
     pytest.importorskip("ipywidgets")
-    from robustgrpo.book.drift.engine import drift_dashboard_data
+    from robustgrpo.book.policy_gradient_drift.engine import drift_dashboard_data
     from robustgrpo.book.dashboards import drift_dashboard, drift_readout_html
 
     dash = drift_dashboard(G=4)
@@ -739,7 +739,7 @@ def test_simulate_bench_prints_its_table():
 
 @pytest.mark.slow
 def test_the_facts_behind_notebook_05s_text():
-    from robustgrpo.book.drift import report as drift
+    from robustgrpo.book.policy_gradient_drift import report as drift
 
     curves = drift.curves_data()
     final = curves[curves.step == curves.step.max()].groupby(["setting", "estimator"]).correct_prob.mean()
@@ -771,8 +771,8 @@ def test_the_facts_behind_notebook_05s_text():
 
 @pytest.mark.slow
 def test_notebook_05s_table_and_dashboard_sentences_read_the_table_and_the_engine():
-    from robustgrpo.book.drift.engine import DriftEngine
-    from robustgrpo.book.drift import report as drift
+    from robustgrpo.book.policy_gradient_drift.engine import DriftEngine
+    from robustgrpo.book.policy_gradient_drift import report as drift
 
     table = simulate(SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo", "robust")), seeds=[0], progress=False)
     text = drift.table_text(table)
@@ -788,7 +788,7 @@ def test_notebook_05s_table_and_dashboard_sentences_read_the_table_and_the_engin
 
 @pytest.mark.slow
 def test_the_facts_behind_notebook_06s_verdicts():
-    from robustgrpo.book.stabilisers import report as st
+    from robustgrpo.book.grouping_and_dynamic_clipping import report as st
 
     clip = st.dynamic_clip_data().set_index(["method", "value"])
     assert np.ptp(clip.loc["grpo", "eps_dynamic"]) < 1e-5  # a fixed clip under grpo
@@ -819,7 +819,7 @@ def test_the_facts_behind_notebook_06s_verdicts():
 
 
 def test_notebook_06s_binning_sentence_shows_seed_003s_fifth_group():
-    from robustgrpo.book.stabilisers.report import digitize_text
+    from robustgrpo.book.grouping_and_dynamic_clipping.report import digitize_text
 
     assert digitize_text() == (
         "With n = 4 bins the seed's `group_states` labels [0.05, 0.3, 0.55, 0.8, 1.0] as [0, 1, 2, 3, 4]: the largest "
@@ -1244,7 +1244,7 @@ def test_the_kl_terms_are_the_trainers_own():
 
 @pytest.mark.slow
 def test_notebook_05s_kl_figure_settles_each_trainer_option_at_its_divergences_optimum():
-    from robustgrpo.book.drift import report as drift
+    from robustgrpo.book.policy_gradient_drift import report as drift
 
     rf = drift.kl_estimators_figure()
     final, points = rf.data["final"].set_index("kl_estimator")["mean"], rf.data["fixed_points"]

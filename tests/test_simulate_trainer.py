@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from robustgrpo.book.trainer import report
+from robustgrpo.book.real_trainer import report
 from robustgrpo.integrations.trl import TRL_EPS
 from robustgrpo.lab.contamination import NoisyVerifier, RandomOutliers
 from robustgrpo.lab.experiments.composite import CompositeConfig
@@ -223,7 +223,7 @@ def test_the_shipped_prediction_is_what_the_fitted_settings_give(name):
 
 
 def test_notebook_05s_and_08s_sentences_read_the_shipped_pairs():
-    from robustgrpo.book.drift import report as drift
+    from robustgrpo.book.policy_gradient_drift import report as drift
 
     text = drift.trainer_agreement_text()
     settings = T.shipped_settings()

@@ -1,10 +1,11 @@
 """The book: the notebooks' figures, captions, takeaways and live lessons, one chapter per folder.
 
 ``pip install robustgrpo[lab,book]`` (matplotlib, plotly, ipywidgets, anywidget, jupyterlab). A
-chapter is a subpackage named after its topic, holding what its notebook shows:
+chapter is a subpackage named as its notebook (without the number), holding what the notebook shows:
 
-``seed`` (notebook 01), ``primer`` (02), ``grid`` (03: the group size G and the clip c),
-``distributions`` (04), ``drift`` (05), ``stabilisers`` (06), ``diagnose`` (07), ``trainer`` (08)
+``outlier_poisoning`` (notebook ``01_outlier_poisoning``), ``robust_statistics_primer`` (02),
+``sweep_g_and_c`` (03), ``advantage_distributions`` (04), ``policy_gradient_drift`` (05),
+``grouping_and_dynamic_clipping`` (06), ``your_rewards`` (07), ``real_trainer`` (08)
 
 with, where the chapter has them, ``plots`` (its matplotlib figures), ``report`` (its report
 figures: table -> plot -> caption and takeaway), ``views`` (its plotly views), ``engine`` (the

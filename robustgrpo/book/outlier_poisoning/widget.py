@@ -1,6 +1,6 @@
 """Notebook 01's live lesson as ipywidgets: the seed group with sliders for M, k, G and c.
 
-The numbers come from :func:`robustgrpo.book.seed.engine.trap_data`; this module only builds
+The numbers come from :func:`robustgrpo.book.outlier_poisoning.engine.trap_data`; this module only builds
 widgets on it and wires them (the frame, reset and export come from
 :mod:`robustgrpo.book.widget`). Every slider updates while it moves (``continuous_update``):
 a setting takes milliseconds (``python -m robustgrpo bench --lessons`` times it). The k slider's
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from robustgrpo.book.seed.engine import CONTROLS, DEFAULT_STATE, ESTIMATOR_CHOICES, GROUP_SIZE_RANGE, TrapData, trap_data
+from robustgrpo.book.outlier_poisoning.engine import CONTROLS, DEFAULT_STATE, ESTIMATOR_CHOICES, GROUP_SIZE_RANGE, TrapData, trap_data
 from robustgrpo.book.widget import DESCRIPTION_WIDTH, DashboardWidget, slider, with_help
 
 __all__ = ["trap_readout_html", "TrapDashboard", "trap_dashboard"]
@@ -51,7 +51,7 @@ def trap_readout_html(data: TrapData) -> str:
 
 class TrapDashboard(DashboardWidget):
     """Controls (``M``, ``k``, ``G``, ``c``, ``methods``), the plotly ``figure``
-    (:func:`~robustgrpo.book.seed.views.trap_views`), the ``readout``, and what every dashboard has
+    (:func:`~robustgrpo.book.outlier_poisoning.views.trap_views`), the ``readout``, and what every dashboard has
     (:class:`~robustgrpo.book.widget.DashboardWidget`). Build it with :func:`trap_dashboard`."""
 
     ABOUT = (
@@ -64,7 +64,7 @@ class TrapDashboard(DashboardWidget):
     def __init__(self, state: Mapping[str, Any]) -> None:
         import ipywidgets as W
 
-        from robustgrpo.book.seed.views import trap_views
+        from robustgrpo.book.outlier_poisoning.views import trap_views
 
         unknown = sorted(set(state) - set(DEFAULT_STATE))
         if unknown:
@@ -110,7 +110,7 @@ class TrapDashboard(DashboardWidget):
         return trap_data(**state)
 
     def _draw(self, data: TrapData) -> None:
-        from robustgrpo.book.seed.views import update_trap_views
+        from robustgrpo.book.outlier_poisoning.views import update_trap_views
 
         update_trap_views(self.figure, data)
         self.readout.value = trap_readout_html(data)
@@ -125,7 +125,7 @@ def trap_dashboard(**state: Any) -> TrapDashboard:
     Parameters
     ----------
     **state
-        Initial control values (defaults :data:`~robustgrpo.book.seed.engine.DEFAULT_STATE`,
+        Initial control values (defaults :data:`~robustgrpo.book.outlier_poisoning.engine.DEFAULT_STATE`,
         seed 000's group; ``M`` and ``c`` on their sliders' grids). Reset returns to them.
     """
     return TrapDashboard(state)

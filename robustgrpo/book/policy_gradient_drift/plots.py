@@ -1,7 +1,7 @@
 r"""Figures of the drift simulator (notebooks 05 and 06).
 
-Every function takes the tidy tables that :mod:`robustgrpo.book.drift.report` and
-:mod:`robustgrpo.book.stabilisers.report` compute with :mod:`robustgrpo.lab.simulate` (seed bands,
+Every function takes the tidy tables that :mod:`robustgrpo.book.policy_gradient_drift.report` and
+:mod:`robustgrpo.book.grouping_and_dynamic_clipping.report` compute with :mod:`robustgrpo.lab.simulate` (seed bands,
 update weights, clip curves) and returns a :class:`matplotlib.figure.Figure` in the house
 style; nothing here computes a statistic.
 
@@ -345,7 +345,7 @@ def _line(band: pd.DataFrame) -> tuple[list[float | None], list[float | None]]:
 def drift_views(data, *, height: int = 560):
     """The notebook 05 dashboard's plotly ``FigureWidget``: (a) true reward, (b) cosine with the clean update.
 
-    ``data`` is a :class:`robustgrpo.book.drift.engine.DriftData`. Traces carry a ``meta`` key:
+    ``data`` is a :class:`robustgrpo.book.policy_gradient_drift.engine.DriftData`. Traces carry a ``meta`` key:
     ``true:contaminated``, ``true:clean``, ``band:contaminated``, ``band:clean``, ``hack``,
     ``cos``, ``band:cos``; :func:`update_drift_views` moves them in place. The width follows
     the container (:func:`~robustgrpo.book.interactive.autosized`); ``height`` is in pixels.

@@ -36,7 +36,7 @@ import pandas as pd
 from robustgrpo.advantages import ESTIMATORS, clip_schedule, featured_estimators
 from robustgrpo.lab.contamination import Bernoulli, Gaussian
 from robustgrpo.lab.metrics import agreement_grid, samuelson_bound
-from robustgrpo.book.grid.plots import plot_clip_schedule, plot_heatmaps
+from robustgrpo.book.sweep_g_and_c.plots import plot_clip_schedule, plot_heatmaps
 from robustgrpo.book.figures import ReportFigure, report_figure
 
 __all__ = [
@@ -327,7 +327,7 @@ def clip_schedule_figure() -> ReportFigure:
 def dashboard_numbers_text(trap: Any, big: Any, huge: Any) -> str:
     """Notebook 03's reading of its dashboard's data function, as Markdown: seed 000's setting ``trap`` (G = 8,
     5 % glitches of 10; grpo, seed_mad, robust, rank), the same at G = 64 (``big``: seed_mad) and with glitches of
-    1000 (``huge``: grpo, seed_mad, robust, rank); each a :class:`~robustgrpo.book.grid.engine.DashboardData`."""
+    1000 (``huge``: grpo, seed_mad, robust, rank); each a :class:`~robustgrpo.book.sweep_g_and_c.engine.DashboardData`."""
     return (
         f"**The MAD is almost always 0 with 0/1 rewards.** More than half of a group ties, so the "
         f"median absolute deviation vanishes and seed 000's estimator takes its fallback in "

@@ -2,7 +2,7 @@ r"""Advantage distributions per estimator and scenario: the figures of notebook 
 
 Every function takes a tidy :class:`pandas.DataFrame` (the long table of
 :func:`robustgrpo.lab.metrics.advantage_samples`, or a summary table derived from
-it by :mod:`robustgrpo.book.distributions.report`) and returns a
+it by :mod:`robustgrpo.book.advantage_distributions.report`) and returns a
 :class:`matplotlib.figure.Figure` built with
 :func:`~robustgrpo.book.style.new_figure`. Nothing here computes a statistic:
 quantiles and fractions arrive in the tables; the only arithmetic is the
@@ -113,7 +113,7 @@ def plot_one_of_eight(table: pd.DataFrame, *, linthresh: float = 1.0, labels: Ma
     table : pandas.DataFrame
         Columns ``method``, ``role`` ("correct" or "wrong"), ``advantage``
         and ``n`` (answers with that role), as returned by
-        :func:`robustgrpo.book.distributions.report.one_of_eight_table`.
+        :func:`robustgrpo.book.advantage_distributions.report.one_of_eight_table`.
     linthresh : float
         The y axis is symmetric-log, linear within ``±linthresh``
         (``mc_grpo`` gives the correct answer 1000).
@@ -199,7 +199,7 @@ def plot_zero_fractions(table: pd.DataFrame) -> Figure:
     table : pandas.DataFrame
         Columns ``scenario``, ``method``, ``zero_fraction`` and
         ``constant_group_fraction``, one row per (scenario, method), as
-        returned by :func:`robustgrpo.book.distributions.report.zero_fractions_table`.
+        returned by :func:`robustgrpo.book.advantage_distributions.report.zero_fractions_table`.
 
     Returns
     -------
@@ -285,7 +285,7 @@ def plot_ecdfs(
     samples : pandas.DataFrame
         Columns ``method``, ``clean_advantage`` and ``advantage`` (a subset
         of the rows of :func:`robustgrpo.lab.metrics.advantage_samples`, e.g.
-        :func:`robustgrpo.book.distributions.report.hit_group_samples`); panels
+        :func:`robustgrpo.book.advantage_distributions.report.hit_group_samples`); panels
         follow the order in which methods appear.
     title : str
         Figure title (the scenario and the subset drawn).
@@ -400,7 +400,7 @@ def plot_contaminated_landing(
         Columns ``scenario``, ``method``, ``rewards`` ("clean" or
         "contaminated"), ``q05``, ``q25``, ``median``, ``q75``, ``q95``, one
         row per (scenario, method, rewards), as returned by
-        :func:`robustgrpo.book.distributions.report.contaminated_landing_table`.
+        :func:`robustgrpo.book.advantage_distributions.report.contaminated_landing_table`.
     clip : float or None
         Clip threshold c to mark (None: no marks).
     title : str

@@ -1,6 +1,6 @@
 """Figures of the robust-statistics primer: breakdown, influence, efficiency, bounds, ties.
 
-Every function takes the tidy data that :mod:`robustgrpo.book.primer.report`
+Every function takes the tidy data that :mod:`robustgrpo.book.robust_statistics_primer.report`
 computes with :mod:`robustgrpo.lab.metrics` and returns a
 :class:`matplotlib.figure.Figure` in the house style; nothing here computes a
 statistic. Estimators keep their house colours (:func:`estimator_color`);

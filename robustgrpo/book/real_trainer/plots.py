@@ -1,6 +1,6 @@
 r"""Figures of the real trainer runs (notebook 08).
 
-Every function takes the tidy tables :mod:`robustgrpo.book.trainer.report` computes from a ``trl``
+Every function takes the tidy tables :mod:`robustgrpo.book.real_trainer.report` computes from a ``trl``
 sweep's record (seed bands, final values, the simulator's prediction) and returns a
 :class:`matplotlib.figure.Figure` in the house style; nothing here computes a statistic.
 
@@ -11,7 +11,7 @@ sweep's record (seed bands, final values, the simulator's prediction) and return
 * :func:`plot_arm_dots`: where each arm ends, one row per arm and a panel per judge: the seed
   mean with its band, each seed's value, and a reference line (the runs' common start).
 
-Final values per judge and arm are drawn with :func:`robustgrpo.book.drift.plots.plot_point_ranges`.
+Final values per judge and arm are drawn with :func:`robustgrpo.book.policy_gradient_drift.plots.plot_point_ranges`.
 """
 
 from __future__ import annotations

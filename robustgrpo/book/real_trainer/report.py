@@ -34,9 +34,9 @@ import pandas as pd
 
 from robustgrpo.advantages import compute_advantages, recommended_method
 from robustgrpo.checks import require_columns
-from robustgrpo.book.drift.plots import plot_point_ranges
-from robustgrpo.book.drift.report import agreement_text
-from robustgrpo.book.trainer.plots import plot_arm_dots, plot_curve_grid
+from robustgrpo.book.policy_gradient_drift.plots import plot_point_ranges
+from robustgrpo.book.policy_gradient_drift.report import agreement_text
+from robustgrpo.book.real_trainer.plots import plot_arm_dots, plot_curve_grid
 from robustgrpo.lab.simulate import final_values, first_step_above, seed_bands
 from robustgrpo.lab.simulate.trainer import (
     CALIBRATION_GRID,
@@ -364,7 +364,7 @@ def shipped_calibration(path: str | os.PathLike[str] = CALIBRATION) -> dict[str,
     for name, table in _shipped_tables().items():
         if data["records"][name]["fingerprint"] != record_fingerprint(table):
             raise ValueError(f"the calibration in {path} was made from another version of the record {name}; write it "
-                             "again with robustgrpo.book.trainer.report.write_calibration()")
+                             "again with robustgrpo.book.real_trainer.report.write_calibration()")
     return data
 
 

@@ -1,6 +1,6 @@
 """Figures of seed 000's poisoned group: rewards, advantages per estimator, sensitivity.
 
-Every function takes the tidy data that :mod:`robustgrpo.book.seed.report` computes
+Every function takes the tidy data that :mod:`robustgrpo.book.outlier_poisoning.report` computes
 (with :mod:`robustgrpo.lab.metrics` and :mod:`robustgrpo.advantages`) and returns a
 :class:`matplotlib.figure.Figure` in the house style; nothing here computes a
 statistic. Estimators keep their house colours (:func:`estimator_color`).

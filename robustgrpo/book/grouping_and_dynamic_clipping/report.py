@@ -23,10 +23,10 @@ import numpy as np
 import pandas as pd
 
 from robustgrpo.lab.contamination import RandomOutliers
-from robustgrpo.book.drift.plots import plot_curves, plot_dynamic_clip, plot_point_ranges
+from robustgrpo.book.policy_gradient_drift.plots import plot_curves, plot_dynamic_clip, plot_point_ranges
 from robustgrpo.lab.simulate import SimConfig, dynamic_clip_curve, final_values, seed_bands
 from robustgrpo.book.figures import ReportFigure, report_figure
-from robustgrpo.book.drift.report import HACK, SEEDS, run_all
+from robustgrpo.book.policy_gradient_drift.report import HACK, SEEDS, run_all
 
 __all__ = [
     "claims_table",

@@ -3,7 +3,7 @@
 :func:`playground_views` builds a ``FigureWidget`` with a trace (``meta`` key) for everything the
 playground can show; :func:`update_playground_views` moves those traces in place inside one
 ``batch_update``. Nothing here computes a statistic: the data is a
-:class:`robustgrpo.book.primer.engine.PlaygroundData`.
+:class:`robustgrpo.book.robust_statistics_primer.engine.PlaygroundData`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ _PLAYGROUND_TITLES = ("the sample and its locations", "sensitivity SC(x), locati
 def playground_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
     """Notebook 02's playground as a plotly ``FigureWidget``, four panels.
 
-    ``data`` is a :class:`robustgrpo.book.primer.engine.PlaygroundData`. Traces (``meta``):
+    ``data`` is a :class:`robustgrpo.book.robust_statistics_primer.engine.PlaygroundData`. Traces (``meta``):
     ``sample:fixed``, ``sample:moved``, ``sample:replaced`` (the values the m replacements
     took away) and ``loc:<statistic>`` (a location's vertical line) in the first panel;
     ``sc:<statistic>`` (sensitivity curves, location and scale panels) with ``sc:now:location``
@@ -42,7 +42,7 @@ def playground_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from robustgrpo.book.primer.plots import statistic_color
+    from robustgrpo.book.robust_statistics_primer.plots import statistic_color
 
     base = make_subplots(rows=2, cols=2, subplot_titles=_PLAYGROUND_TITLES, vertical_spacing=0.2,
                          horizontal_spacing=0.12)

@@ -2,7 +2,7 @@ r"""Report figures of notebook 02, the robust-statistics primer.
 
 Each builder computes its numbers with :mod:`robustgrpo.lab.metrics` (fixed
 seeds; a no-argument call is deterministic), draws them with
-:mod:`robustgrpo.book.primer.plots` and writes the key numbers into its caption.
+:mod:`robustgrpo.book.robust_statistics_primer.plots` and writes the key numbers into its caption.
 
 * ``02_breakdown``: empirical breakdown points of the catalogue against theory;
 * ``02_influence``: Tukey's sensitivity curves of location and scale statistics;
@@ -40,7 +40,7 @@ from robustgrpo.lab.metrics import (
     statistic_sensitivity,
     update_weight,
 )
-from robustgrpo.book.primer.plots import (
+from robustgrpo.book.robust_statistics_primer.plots import (
     plot_breakdown,
     plot_efficiency,
     plot_influence,

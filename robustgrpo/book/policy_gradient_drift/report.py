@@ -39,7 +39,7 @@ from robustgrpo.lab.contamination import (
     RandomOutliers,
 )
 from robustgrpo.lab.metrics import update_weight
-from robustgrpo.book.drift.plots import plot_curves, plot_update_weight, plot_weight_ratio
+from robustgrpo.book.policy_gradient_drift.plots import plot_curves, plot_update_weight, plot_weight_ratio
 from robustgrpo.lab.simulate.config import KL_DIVERGENCES
 from robustgrpo.lab.simulate.trainer import (
     SHIPPED_RECORDS,
@@ -551,7 +551,7 @@ def table_text(table: pd.DataFrame) -> str:
 
 def dashboard_text(engine: object) -> str:
     """Notebook 05's dashboard engine in numbers: 20 % glitches of 100 under dr_grpo and robust, and a hack under
-    robust. ``engine`` is the dashboard's :class:`~robustgrpo.book.drift.engine.DriftEngine` (its cache is shared)."""
+    robust. ``engine`` is the dashboard's :class:`~robustgrpo.book.policy_gradient_drift.engine.DriftEngine` (its cache is shared)."""
     glitch = engine.data(rate=0.2, size=100.0, estimator="dr_grpo")
     robust = engine.data(rate=0.2, size=100.0, estimator="robust")
     hack = engine.data(scenario="hack", rate=0.5, size=1.5, estimator="robust")

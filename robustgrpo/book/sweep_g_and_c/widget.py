@@ -1,6 +1,6 @@
 """The notebook 03 dashboard as ipywidgets: controls, linked plotly views, readout.
 
-The numbers come from :class:`robustgrpo.book.grid.engine.DashboardEngine`;
+The numbers come from :class:`robustgrpo.book.sweep_g_and_c.engine.DashboardEngine`;
 this module only builds widgets on it and wires them together.
 """
 
@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from robustgrpo.advantages import ESTIMATORS
 from robustgrpo.checks import check_int
-from robustgrpo.book.grid.engine import (
+from robustgrpo.book.sweep_g_and_c.engine import (
     CLEAN_MODEL_CHOICES,
     CONTROLS,
     DEFAULT_STATE,
@@ -59,7 +59,7 @@ def readout_html(data: DashboardData) -> str:
     (keys ``update_cosine``, ``relative_error``, ``reference_cosine``, ``sign_agreement``, ``silenced``,
     ``fallback_rate``, ``clipped_fraction``, ``contaminated_mean_advantage``), formatted with 4
     decimals, so a browser test can read it; the setting itself is in ``<span data-key="c">`` etc.,
-    written as its slider writes it (:data:`~robustgrpo.book.grid.engine.CONTROLS`). A preview
+    written as its slider writes it (:data:`~robustgrpo.book.sweep_g_and_c.engine.CONTROLS`). A preview
     (:attr:`DashboardData.is_preview`) says so in ``<b class='rg-preview' data-groups=...>``.
     """
     clean = clean_model_label(data.clean_model)
@@ -105,14 +105,14 @@ class Dashboard(DashboardWidget):
     and the ``export`` box. Displaying the object displays ``widget``.
 
     Every control calls :meth:`update` through an ``observe`` callback: the
-    data function, then :func:`~robustgrpo.book.grid.views.update_linked_views`
+    data function, then :func:`~robustgrpo.book.sweep_g_and_c.views.update_linked_views`
     (trace data changed in place) and the readout. In the kernel's idle
     time the clean rewards of the other clean models are drawn at the G
     shown, then the estimators shown run on them (:meth:`DashboardEngine.prefetch`), one
     short step at a time until a move comes. A setting not computed
     before, when ``n_groups`` is more than twice what ``preview_rewards``
     rewards hold, is first drawn from ``preview_rewards // G`` groups
-    (:meth:`~robustgrpo.book.grid.engine.DashboardEngine.preview_data`), then
+    (:meth:`~robustgrpo.book.sweep_g_and_c.engine.DashboardEngine.preview_data`), then
     from all of them (see :mod:`robustgrpo.book.widget`). A click on a histogram
     line shows the first group with a sample in that bin. A group index
     outside ``0 .. n_groups - 1`` typed into the box is refused: the box goes
@@ -130,7 +130,7 @@ class Dashboard(DashboardWidget):
     def __init__(self, engine: DashboardEngine, state: Mapping[str, Any], preview_rewards: int = PREVIEW_REWARDS) -> None:
         import ipywidgets as W
 
-        from robustgrpo.book.grid.views import plot_linked_views
+        from robustgrpo.book.sweep_g_and_c.views import plot_linked_views
 
         self.engine = engine
         self.preview_rewards = check_int("preview_rewards", preview_rewards, minimum=1,
@@ -202,7 +202,7 @@ class Dashboard(DashboardWidget):
         return self.engine.preview_data(groups, **state), f"a preview on {groups:,} of {self.engine.n_groups:,} groups"
 
     def _draw(self, data: DashboardData) -> None:
-        from robustgrpo.book.grid.views import update_linked_views
+        from robustgrpo.book.sweep_g_and_c.views import update_linked_views
 
         update_linked_views(self.figure, data)
         self.readout.value = readout_html(data)
@@ -271,12 +271,12 @@ def dashboard(
         Share a cached engine (e.g. with :func:`dashboard_data` calls).
     preview_rewards : int
         Rewards a first view of a new setting computes on
-        (:data:`~robustgrpo.book.grid.engine.PREVIEW_REWARDS`); none is made
+        (:data:`~robustgrpo.book.sweep_g_and_c.engine.PREVIEW_REWARDS`); none is made
         when the full data holds at most twice as many.
     **state
         Initial control values (defaults :data:`DEFAULT_STATE`): ``G`` (one
         of :data:`GROUP_SIZES`), ``c``, ``rate`` and ``size`` (on their
-        sliders' grids, :data:`~robustgrpo.book.grid.engine.CONTROLS`),
+        sliders' grids, :data:`~robustgrpo.book.sweep_g_and_c.engine.CONTROLS`),
         ``clean_model``, ``methods``, ``group``. The reset button returns to them.
 
     Returns

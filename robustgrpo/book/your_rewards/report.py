@@ -1,7 +1,7 @@
 """The reward-log diagnosis as figures and as one self-contained HTML page.
 
 :func:`diagnosis_figures` draws the three figures of a
-:class:`~robustgrpo.lab.diagnose.Diagnosis` with :mod:`robustgrpo.book.diagnose.plots`;
+:class:`~robustgrpo.lab.diagnose.Diagnosis` with :mod:`robustgrpo.book.your_rewards.plots`;
 :func:`diagnosis_html` writes the same tables and figures as one HTML page
 whose figures are embedded (PNG, base64), so it opens anywhere without the
 files next to it: ``python -m robustgrpo diagnose FILE --html OUT``.
@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 
 from robustgrpo.checks import check_output_file, plain_text, write_new_file
 from robustgrpo.lab.diagnose import Diagnosis
-from robustgrpo.book.diagnose.plots import reward_distribution, step_health, update_agreement
+from robustgrpo.book.your_rewards.plots import reward_distribution, step_health, update_agreement
 from robustgrpo.book.style import house_style, literal_text
 
 __all__ = ["FIGURE_NAMES", "diagnosis_figures", "diagnosis_html", "write_diagnosis_html", "loaded_text", "overall_text",

@@ -4,7 +4,7 @@
 can show; :func:`update_trap_views` moves those traces to a new setting inside one
 ``batch_update`` (trace data as plain lists, :func:`~robustgrpo.book.interactive.plotly_values`),
 so a browser test can read any trace by its key. Nothing here computes a statistic: the data is a
-:class:`robustgrpo.book.seed.engine.TrapData`.
+:class:`robustgrpo.book.outlier_poisoning.engine.TrapData`.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ _ROLES = {"wrong": (CLEAN_SAMPLE_COLOR, "circle", "wrong answer (0)"),
 def trap_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
     """Notebook 01's lesson as a plotly ``FigureWidget``: the group, its advantages, a correct answer's advantage over M.
 
-    ``data`` is a :class:`robustgrpo.book.seed.engine.TrapData`. Panels: the rewards with the
+    ``data`` is a :class:`robustgrpo.book.outlier_poisoning.engine.TrapData`. Panels: the rewards with the
     mean and median lines (traces ``reward:wrong``, ``reward:correct``, ``reward:outlier``,
     ``line:mean``, ``line:median``); each estimator's advantages (``adv:<method>`` for every
     estimator of the catalogue, hidden unless chosen); a correct answer's advantage as the

@@ -1,6 +1,6 @@
 """Notebook 04's distributions you steer, as ipywidgets: scenario, G and the estimators on the ECDF and landing views.
 
-The numbers come from :func:`robustgrpo.book.distributions.engine.distributions_data`; this module
+The numbers come from :func:`robustgrpo.book.advantage_distributions.engine.distributions_data`; this module
 only builds widgets on it and wires them (the frame, reset and export come from
 :mod:`robustgrpo.book.widget`).
 """
@@ -11,7 +11,7 @@ import math
 from typing import Any, Mapping
 
 from robustgrpo.advantages import ESTIMATORS
-from robustgrpo.book.distributions.engine import (
+from robustgrpo.book.advantage_distributions.engine import (
     CONTROLS,
     DEFAULT_STATE,
     GROUP_SIZES,
@@ -56,7 +56,7 @@ def distributions_readout_html(data: DistributionsData) -> str:
 
 class DistributionsDashboard(DashboardWidget):
     """Controls (``scenario``, ``G``, ``methods``), the plotly ``figure``
-    (:func:`~robustgrpo.book.distributions.views.distributions_views`), the ``readout``, and what every dashboard
+    (:func:`~robustgrpo.book.advantage_distributions.views.distributions_views`), the ``readout``, and what every dashboard
     has. Build it with :func:`distributions_dashboard`."""
 
     ABOUT = (
@@ -69,7 +69,7 @@ class DistributionsDashboard(DashboardWidget):
     def __init__(self, state: Mapping[str, Any]) -> None:
         import ipywidgets as W
 
-        from robustgrpo.book.distributions.views import distributions_views
+        from robustgrpo.book.advantage_distributions.views import distributions_views
 
         unknown = sorted(set(state) - set(DEFAULT_STATE))
         if unknown:
@@ -96,7 +96,7 @@ class DistributionsDashboard(DashboardWidget):
         return distributions_data(**state)
 
     def _draw(self, data: DistributionsData) -> None:
-        from robustgrpo.book.distributions.views import update_distributions_views
+        from robustgrpo.book.advantage_distributions.views import update_distributions_views
 
         update_distributions_views(self.figure, data)
         self.readout.value = distributions_readout_html(data)
@@ -111,7 +111,7 @@ def distributions_dashboard(**state: Any) -> DistributionsDashboard:
     Parameters
     ----------
     **state
-        Initial control values (defaults :data:`~robustgrpo.book.distributions.engine.DEFAULT_STATE`).
+        Initial control values (defaults :data:`~robustgrpo.book.advantage_distributions.engine.DEFAULT_STATE`).
         Reset returns to them.
     """
     return DistributionsDashboard(state)

@@ -1,10 +1,10 @@
 """Notebook 02's robust-statistics playground as ipywidgets: a sample, a point to move, m values to replace.
 
-The numbers come from :mod:`robustgrpo.book.primer.engine`; this module only builds widgets
+The numbers come from :mod:`robustgrpo.book.robust_statistics_primer.engine`; this module only builds widgets
 on it and wires them (the frame, reset and export come from :mod:`robustgrpo.book.widget`).
 The moved point follows its slider while it moves, and a click on any sensitivity curve moves
 it to the x of the point clicked (plotly's ``on_click`` on the curves' points). The m slider's largest value follows n. The efficiency button runs a Monte Carlo
-(:func:`~robustgrpo.book.primer.engine.playground_efficiency`, a second or two) and shows it
+(:func:`~robustgrpo.book.robust_statistics_primer.engine.playground_efficiency`, a second or two) and shows it
 beside the published values.
 """
 
@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from robustgrpo.book.primer.engine import (
+from robustgrpo.book.robust_statistics_primer.engine import (
     CONTROLS,
     DEFAULT_STATE,
     DISTRIBUTIONS,
@@ -60,7 +60,7 @@ def playground_readout_html(data: PlaygroundData) -> str:
 
 
 def efficiency_html(table: pd.DataFrame) -> str:
-    """The efficiency table (:func:`~robustgrpo.book.primer.engine.playground_efficiency`) as HTML."""
+    """The efficiency table (:func:`~robustgrpo.book.robust_statistics_primer.engine.playground_efficiency`) as HTML."""
     n, reps = int(table["n"].iloc[0]), int(table["n_samples"].iloc[0])
     rows = "".join(
         f"<tr><td style='padding:0 6px'>{html.escape(r.statistic)}</td>"
@@ -78,7 +78,7 @@ def efficiency_html(table: pd.DataFrame) -> str:
 
 class PlaygroundDashboard(DashboardWidget):
     """Controls (``distribution``, ``n``, ``seed``, ``x``, ``m``, ``size``), the plotly ``figure``
-    (:func:`~robustgrpo.book.primer.views.playground_views`), the ``readout``, the ``efficiency_button``
+    (:func:`~robustgrpo.book.robust_statistics_primer.views.playground_views`), the ``readout``, the ``efficiency_button``
     and its ``efficiency`` box, and what every dashboard has. Build it with :func:`playground_dashboard`."""
 
     ABOUT = (
@@ -92,7 +92,7 @@ class PlaygroundDashboard(DashboardWidget):
     def __init__(self, state: Mapping[str, Any]) -> None:
         import ipywidgets as W
 
-        from robustgrpo.book.primer.views import playground_views
+        from robustgrpo.book.robust_statistics_primer.views import playground_views
 
         unknown = sorted(set(state) - set(DEFAULT_STATE))
         if unknown:
@@ -139,7 +139,7 @@ class PlaygroundDashboard(DashboardWidget):
             self.controls["x"].value = CONTROLS["x"].snap(points.xs[0])
 
     def show_efficiency(self) -> pd.DataFrame:
-        """Run :func:`~robustgrpo.book.primer.engine.playground_efficiency` at the n shown and show it."""
+        """Run :func:`~robustgrpo.book.robust_statistics_primer.engine.playground_efficiency` at the n shown and show it."""
         # the status line beside the controls says it too: the table lands below the readout, off a small screen
         self.status.value = _status_html("busy", "running the Monte Carlo efficiency …")
         self.efficiency.value = "<div class='rg-efficiency-busy' style='font-size:12px'>running the Monte Carlo …</div>"
@@ -164,7 +164,7 @@ class PlaygroundDashboard(DashboardWidget):
         return playground_data(**state)
 
     def _draw(self, data: PlaygroundData) -> None:
-        from robustgrpo.book.primer.views import update_playground_views
+        from robustgrpo.book.robust_statistics_primer.views import update_playground_views
 
         update_playground_views(self.figure, data)
         self.readout.value = playground_readout_html(data)
@@ -179,7 +179,7 @@ def playground_dashboard(**state: Any) -> PlaygroundDashboard:
     Parameters
     ----------
     **state
-        Initial control values (defaults :data:`~robustgrpo.book.primer.engine.DEFAULT_STATE`;
+        Initial control values (defaults :data:`~robustgrpo.book.robust_statistics_primer.engine.DEFAULT_STATE`;
         ``x`` and ``size`` on their sliders' grids). Reset returns to them.
     """
     return PlaygroundDashboard(state)

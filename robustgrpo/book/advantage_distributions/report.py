@@ -4,7 +4,7 @@ Four questions, each answered by a builder (registered with
 :func:`~robustgrpo.book.figures.report_figure`, deterministic: every scenario is
 sampled with its own fixed seed and size). Each builder takes its table from
 :mod:`robustgrpo.lab.metrics.distributions`, draws it with
-:mod:`robustgrpo.book.distributions.plots` and writes the caption from the table:
+:mod:`robustgrpo.book.advantage_distributions.plots` and writes the caption from the table:
 
 * **What does a median centre do to the majority?** With one correct answer
   among eight, the median is 0, so ``robust``, ``seed_mad`` and ``mc_grpo``
@@ -49,7 +49,7 @@ from robustgrpo.lab.metrics.distributions import (
     scenario_samples,
     zero_fractions_table,
 )
-from robustgrpo.book.distributions.plots import (
+from robustgrpo.book.advantage_distributions.plots import (
     plot_contaminated_landing,
     plot_ecdfs,
     plot_battery,

@@ -3,7 +3,7 @@
 :func:`distributions_views` builds a ``FigureWidget`` with a trace (``meta`` key) for every
 estimator of the catalogue; :func:`update_distributions_views` moves those traces in place inside
 one ``batch_update``. Nothing here computes a statistic: the data is a
-:class:`robustgrpo.book.distributions.engine.DistributionsData`.
+:class:`robustgrpo.book.advantage_distributions.engine.DistributionsData`.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def axis_range(positions: Any) -> list[float]:
 def distributions_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
     """Notebook 04's steerable views as a plotly ``FigureWidget``: the ECDF and the landing panels.
 
-    ``data`` is a :class:`robustgrpo.book.distributions.engine.DistributionsData`. Traces (``meta``),
+    ``data`` is a :class:`robustgrpo.book.advantage_distributions.engine.DistributionsData`. Traces (``meta``),
     for every estimator of the catalogue (hidden unless chosen): ``ecdf:<method>`` (solid, from the
     contaminated rewards) and ``ecdf_clean:<method>`` (dashed, from the clean ones) in the first
     panel; ``land:<method>:contaminated`` and ``land:<method>:clean`` (the 5, 25, 50, 75 and 95 %

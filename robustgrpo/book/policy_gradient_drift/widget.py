@@ -1,6 +1,6 @@
 """The notebook 05 dashboard as ipywidgets: sliders, the plotly training curves, a readout.
 
-The numbers come from :class:`robustgrpo.book.drift.engine.DriftEngine`; this module only builds
+The numbers come from :class:`robustgrpo.book.policy_gradient_drift.engine.DriftEngine`; this module only builds
 widgets on it and wires them together (the frame, reset and export come from
 :mod:`robustgrpo.book.widget`). Every slider waits for its release
 (``continuous_update=False``): each move reruns a short simulation (under 2 s on two cores,
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from robustgrpo.book.drift.engine import (
+from robustgrpo.book.policy_gradient_drift.engine import (
     CONTROLS,
     DEFAULT_STATE,
     ESTIMATOR_CHOICES,
@@ -30,7 +30,7 @@ __all__ = ["drift_readout_html", "DriftDashboard", "drift_dashboard"]
 def drift_readout_html(data: DriftData) -> str:
     """The readout of a setting as HTML; every number sits in ``<span data-key="...">`` for a browser test.
 
-    The setting is written as its sliders write it (:data:`~robustgrpo.book.drift.engine.CONTROLS`).
+    The setting is written as its sliders write it (:data:`~robustgrpo.book.policy_gradient_drift.engine.CONTROLS`).
     """
     s = data.summary()
     cells = "".join(
@@ -65,7 +65,7 @@ class DriftDashboard(DashboardWidget):
     def __init__(self, engine: DriftEngine, state: Mapping[str, Any]) -> None:
         import ipywidgets as W
 
-        from robustgrpo.book.drift.plots import drift_views
+        from robustgrpo.book.policy_gradient_drift.plots import drift_views
 
         unknown = sorted(set(state) - set(DEFAULT_STATE))
         if unknown:
@@ -103,7 +103,7 @@ class DriftDashboard(DashboardWidget):
         return self.engine.data(**state)
 
     def _draw(self, data: DriftData) -> None:
-        from robustgrpo.book.drift.plots import update_drift_views
+        from robustgrpo.book.policy_gradient_drift.plots import update_drift_views
 
         update_drift_views(self.figure, data)
         self.readout.value = drift_readout_html(data)
@@ -121,7 +121,7 @@ def drift_dashboard(*, engine: DriftEngine | None = None, **state: Any) -> Drift
     engine : DriftEngine, optional
         Share a cache of runs.
     **state
-        Initial control values (defaults :data:`~robustgrpo.book.drift.engine.DEFAULT_STATE`; ``rate``,
+        Initial control values (defaults :data:`~robustgrpo.book.policy_gradient_drift.engine.DEFAULT_STATE`; ``rate``,
         ``size`` and ``c`` on their sliders' grids). The reset button returns to them.
     """
     return DriftDashboard(engine if engine is not None else DriftEngine(), state)

@@ -31,7 +31,7 @@ values it holds with the ones the browser sends back after every update (``if no
 which fails on a numpy array of more than one element and printed a traceback per move.
 
 The data is any object with the attributes of
-:class:`robustgrpo.book.grid.engine.DashboardData` (see :class:`LinkedViewData`);
+:class:`robustgrpo.book.sweep_g_and_c.engine.DashboardData` (see :class:`LinkedViewData`);
 nothing here computes a statistic.
 """
 
@@ -71,7 +71,7 @@ _NO_HITS = "no_hits"  # name of the note shown in the contaminated panel when no
 
 
 class LinkedViewData(Protocol):
-    """What :func:`plot_linked_views` draws (:class:`robustgrpo.book.grid.engine.DashboardData` has it all)."""
+    """What :func:`plot_linked_views` draws (:class:`robustgrpo.book.sweep_g_and_c.engine.DashboardData` has it all)."""
 
     G: int
     c: float
@@ -111,7 +111,7 @@ def plot_linked_views(
     Parameters
     ----------
     data : LinkedViewData
-        A :class:`robustgrpo.book.grid.engine.DashboardData`.
+        A :class:`robustgrpo.book.sweep_g_and_c.engine.DashboardData`.
     methods : sequence of str, optional
         Estimators that get traces (default: the whole catalogue, so any
         later choice is a visibility toggle).

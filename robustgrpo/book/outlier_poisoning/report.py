@@ -4,7 +4,7 @@ Seed 000's group (``data/scenarios/seed_example.json``): G = 8 verifiable
 rewards, six wrong answers (0), one correct answer (1) and one response that
 a judge glitch scored 10. Every builder here computes its numbers from that
 file with :mod:`robustgrpo.lab.metrics` and :mod:`robustgrpo.advantages`, draws
-them with :mod:`robustgrpo.book.seed.plots` and writes them into its caption, so
+them with :mod:`robustgrpo.book.outlier_poisoning.plots` and writes them into its caption, so
 the notebook, the report and the tests read the same numbers.
 
 Builders (each runs with no arguments and is deterministic):
@@ -34,7 +34,7 @@ from robustgrpo.advantages import (ESTIMATORS, RECOMMENDED, compute_advantages, 
                                    resolve_methods)
 from robustgrpo.lab.metrics import advantage_samples, mad_zero_fraction, sensitivity_curve
 from robustgrpo.lab.metrics.seed import SCENARIO, SeedGroup, seed_group, seed_group_summary
-from robustgrpo.book.seed.plots import (
+from robustgrpo.book.outlier_poisoning.plots import (
     plot_advantages_by_role,
     plot_binary_groups,
     plot_group_rewards,
