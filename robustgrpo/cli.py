@@ -169,9 +169,12 @@ def _cmd_figures(args: argparse.Namespace) -> int:
 def _cmd_notebooks(args: argparse.Namespace) -> int:
     from robustgrpo.book.execute import run_all
 
-    runs = run_all(args.out, notebooks=args.only, timeout=args.timeout, progress=not args.no_progress)
+    runs = run_all(args.out, notebooks=args.only, timeout=args.timeout, progress=not args.no_progress,
+                   update_prose=args.update_prose)
     for run in runs:
         _say(f"{run.source.name:<40} {run.seconds:6.1f} s  -> {run.executed} (to read without code: {run.executed.with_suffix('.html').name})")
+        for line in run.updated:
+            _say(f"  prose updated, {line}")
     _say(f"{len(runs)} notebooks executed; figures in {(Path(args.out) / 'figures').resolve()}")
     return 0
 
@@ -472,6 +475,8 @@ def build_parser() -> argparse.ArgumentParser:
                            help="execute only these notebooks (a path, or a name such as 01_outlier_poisoning)")
     notebooks.add_argument("--timeout", type=_positive, default=600, help="seconds allowed per cell")
     notebooks.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    notebooks.add_argument("--update-prose", action="store_true",
+                           help="also write the values this run computed into the prose of the notebook files")
     notebooks.set_defaults(func=_cmd_notebooks)
     battery = sub.add_parser("battery", help="run the evidence battery and print the recommendation per situation")
     battery.add_argument("--quick", action="store_true",

@@ -15,7 +15,8 @@ import pytest
 from nbclient.exceptions import CellExecutionError
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from robustgrpo.book.execute import NOTEBOOK_DIR, list_notebooks, reading_html, run_notebook
+from robustgrpo.book.execute import CALL_TAG, NOTEBOOK_DIR, list_notebooks, reading_html, run_notebook
+from robustgrpo.book.glue import differences
 from robustgrpo.book.figures import report_figures
 
 NOTEBOOKS = list_notebooks()
@@ -54,10 +55,14 @@ def image_cells(nb) -> list[int]:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)
 def test_notebook_runs_top_to_bottom_and_saves_its_figures(path, tmp_path):
     figures = tmp_path / "figures"
-    run = run_notebook(path, figures=figures, out=tmp_path / "nb")
+    run = run_notebook(path, figures=figures, out=tmp_path / "nb")  # fails if a placeholder or a glued value is unmatched
     executed = nbformat.read(run.executed, as_version=4)  # the copy the main job writes to out/notebooks
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+    # the committed prose holds the values the code computes (what Lab and GitHub show before a run)
+    stale = differences(nbformat.read(path, as_version=4), executed)
+    assert not stale, (f"{path.name}: the committed prose holds other values than the notebook computes: {stale}; run "
+                       f"python -m robustgrpo notebooks --out DIR --only {path.stem} --update-prose")
     # every cell tagged "figure" shows its figure as an image, and every image is in a tagged cell
     # (the Lab test in test_browser_lab.py finds the figure cells by the same tag)
     assert figure_cells(executed), f"{path.name} tags no cell as a figure cell"

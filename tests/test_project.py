@@ -134,7 +134,7 @@ LAYERS = {
     "core": ["checks", "inputs", "stats", "advantages", "multireward", "integrations"],
     "lab": ["lab.contamination", "lab.scenarios", "lab.logfiles", "lab.rewardlogs", "lab.runlogs", "lab.metrics", "lab.diagnose",
             "lab.simulate", "lab.sweep", "lab.experiments"],
-    "book": ["book.style", "book.text", "book.figures", "book.interactive", "book.controls", "book.widget", "book.execute",
+    "book": ["book.style", "book.text", "book.glue", "book.figures", "book.interactive", "book.controls", "book.widget", "book.execute",
              "book.outlier_poisoning", "book.robust_statistics_primer", "book.sweep_g_and_c", "book.advantage_distributions", "book.policy_gradient_drift", "book.grouping_and_dynamic_clipping",
              "book.your_rewards", "book.real_trainer", "book.records", "book.dashboards"],
     "tools": ["bench", "cli"],

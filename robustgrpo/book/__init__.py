@@ -13,7 +13,8 @@ pure data behind its dashboard, no ipywidgets) and ``widget`` (that dashboard as
 
 What the chapters share sits beside them, each module importing only those before it in this
 list (``tests/test_project.py`` checks the imports): ``style`` (the house style, estimator
-colours, deterministic saving), ``text`` (how numbers and lists are written in captions),
+colours, deterministic saving), ``text`` (how numbers and lists are written in captions), ``glue``
+(numbers in the notebooks' prose: named in a code cell, placed in the markdown by name),
 ``figures`` (the report-figure registry, :func:`~robustgrpo.book.figures.show`,
 :func:`~robustgrpo.book.figures.build_all`), ``records`` (figures drawn from a sweep's record),
 ``interactive`` (what every plotly view shares), ``controls`` (what every dashboard's controls
