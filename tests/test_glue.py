@@ -111,9 +111,13 @@ def test_a_name_glued_by_two_cells_is_an_error():
 @pytest.mark.parametrize("source, message", [
     ("the <!--glue:mean-->1.375 without its end", "malformed glue placeholder near '<!--glue:mean-->1.375"),
     ("a stray end <!--/glue--> here", "malformed glue placeholder near '<!--/glue-->"),
-    ("<!--glue:mean:.3q-->1<!--/glue-->", "'mean' has an unknown format '.3q'"),
-    ("<!--glue:my mean-->1<!--/glue-->", "name 'my mean' is not a Python identifier"),
-    ("<!--glue:a--><!--glue:b-->1<!--/glue--><!--/glue-->", "malformed glue placeholder"),
+    ("x <!--glue:mean:.3q-->1<!--/glue-->", "'mean' has an unknown format '.3q'"),
+    ("x <!--glue:my mean-->1<!--/glue-->", "name 'my mean' is not a Python identifier"),
+    ("x <!--glue:a--><!--glue:b-->1<!--/glue--><!--/glue-->", "malformed glue placeholder"),
+    ("a line\n<!--glue:mean-->1<!--/glue--> begins with it", "the line '<!--glue:mean-->1<!--/glue--> begins wi.*"
+                                                            "begins with a glue placeholder, which Markdown reads as raw HTML"),
+    ("- <!--glue:mean-->1<!--/glue--> in a list", "begins with a glue placeholder"),
+    ("> 2. <!--glue:mean-->1<!--/glue--> in a quoted list", "begins with a glue placeholder"),
 ])
 def test_a_malformed_placeholder_is_an_error_naming_where(source, message):
     nb = _executed([source], [{"mean": 1.375}])

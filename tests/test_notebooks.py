@@ -72,9 +72,14 @@ def test_notebook_runs_top_to_bottom_and_saves_its_figures(path, tmp_path):
     template = reading_html(new_notebook()).count("data:image/png;base64,")  # the page's own (its stylesheet's)
     assert page.count("data:image/png;base64,") - template == sum(
         "image/png" in o.get("data", {}) for c in executed.cells for o in c.get("outputs", []))
-    assert "<div class=\"jp-CodeMirrorEditor" not in page and "<div class=\"jp-InputPrompt" not in page
+    # the only code shown is that of the cells tagged "call" (the call a trainer would write), without a prompt
+    calls = [c for c in executed.cells if c.cell_type == "code" and CALL_TAG in c.metadata.get("tags", [])]
+    assert page.count("<div class=\"jp-CodeMirrorEditor") == len(calls) and "<div class=\"jp-InputPrompt" not in page
+    for cell in calls:  # a trainer's call, and the page shows it
+        called = [f for f in ("compute_advantages", "RobustGRPOTrainer") if f"{f}(" in cell.source]
+        assert called and all(f in page for f in called), f"{path.name}: a 'call' cell calls neither: {cell.source}"
     for cell in executed.cells:
-        if cell.cell_type == "code":
+        if cell.cell_type == "code" and cell not in calls:
             imports = [line for line in cell.source.splitlines() if line.startswith(("from robustgrpo", "import "))]
             assert not any(html.escape(line) in page for line in imports), imports
         elif cell.source.startswith("# "):

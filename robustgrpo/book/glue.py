@@ -28,7 +28,9 @@ Rules, each checked by :func:`fill` with a ``ValueError`` that names the noteboo
   is an error);
 * a value is a finite ``float``, an ``int`` or a ``str`` (numpy scalars are taken as their Python
   number; anything else, a tensor or a bool, is refused: glue ``float(x)`` or a word);
-* a placeholder is well formed: a name that is a Python identifier, a known format, a closing comment.
+* a placeholder is well formed: a name that is a Python identifier, a known format, a closing comment;
+* a placeholder does not begin a line (nor a list item or a quote): Markdown reads a line that begins
+  with ``<!--`` as raw HTML, and the rest of that line would lose its Markdown (put a word before it).
 
 Formats: none (a ``float`` as :func:`~robustgrpo.book.text.num` writes it, 3 decimals and ``0`` within
 ``1e-8``; an ``int`` or a ``str`` as it is), any Python format specification (``.3f``, ``,.0f``, ``+.2f``,
@@ -63,6 +65,8 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _PLACEHOLDER = re.compile(r"<!--glue:(?P<name>[^:>]*?)(?::(?P<spec>[^>]*?))?-->(?P<text>(?:(?!<!--).)*?)<!--/glue-->",
                           re.S)
 _PCT = re.compile(r"pct(\d)?\Z")
+#: A placeholder at the start of a line, of a list item or of a quote: CommonMark starts an HTML block there.
+_LINE_START = re.compile(r"^[ \t>]*(?:(?:[-*+]|\d+[.)])[ \t]+)?<!--/?glue", re.M)
 
 Value = int | float | str
 
@@ -143,6 +147,11 @@ def placeholders(source: str, where: str = "markdown") -> list[Placeholder]:
         fragment = bad.group(0) if bad else source[:60]
         raise ValueError(f"{where}: a malformed glue placeholder near {fragment!r}; write "
                          "<!--glue:NAME-->value<!--/glue--> (or <!--glue:NAME:FORMAT-->value<!--/glue-->)")
+    starts = _LINE_START.search(source)
+    if starts:
+        line = source[starts.start():].split("\n", 1)[0]
+        raise ValueError(f"{where}: the line {line[:60]!r} begins with a glue placeholder, which Markdown reads as raw "
+                         "HTML (the rest of the line would lose its Markdown); put a word before it")
     for p in found:
         if not _NAME.match(p.name):
             raise ValueError(f"{where}: glue placeholder name {p.name!r} is not a Python identifier")

@@ -4,8 +4,8 @@ Seed 000's group (``data/scenarios/seed_example.json``): G = 8 verifiable
 rewards, six wrong answers (0), one correct answer (1) and one response that
 a judge glitch scored 10. Every builder here computes its numbers from that
 file with :mod:`robustgrpo.lab.metrics` and :mod:`robustgrpo.advantages`, draws
-them with :mod:`robustgrpo.book.outlier_poisoning.plots` and writes them into its caption, so
-the notebook, the report and the tests read the same numbers.
+them with :mod:`robustgrpo.book.outlier_poisoning.plots` and writes them into its takeaway (its caption
+says what is drawn), so the notebook, the report and the tests read the same numbers.
 
 Builders (each runs with no arguments and is deterministic):
 
@@ -15,15 +15,17 @@ Builders (each runs with no arguments and is deterministic):
 * ``01_seed_scale``: the scale each estimator divides by as M moves;
 * ``01_binary_groups``: 0/1 groups with k correct answers: who gets a signal.
 
-:func:`robustgrpo.lab.metrics.seed.seed_group_summary` gives the numbers the
-notebook quotes in its text (means, the two std conventions, torch's lower
-median), and :func:`demo_text` is the report ``python -m robustgrpo demo``
-prints, written from the same numbers.
+The notebook's prose places the numbers of :func:`fallback_values`,
+:func:`mad_zero_values`, :func:`mc_grpo_values`, :func:`call_values` and
+:func:`closing_values` by name (:mod:`robustgrpo.book.glue`); :func:`estimator_table`
+is its table of every estimator's advantages, and :func:`demo_text` is the report
+``python -m robustgrpo demo`` prints, written from the same numbers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -45,16 +47,21 @@ from robustgrpo.lab.scenarios import load_scenario
 from robustgrpo.book.figures import ReportFigure, report_figure
 from robustgrpo.book.text import ZERO, join, num, sentences
 
+if TYPE_CHECKING:
+    from robustgrpo.advantages import AdvantageResult
+
 __all__ = [
     "NOTEBOOK",
     "SENSITIVITY_METHODS",
     "SCALE_METHODS",
     "BINARY_METHODS",
     "demo_text",
-    "fallback_text",
-    "mad_zero_text",
-    "mc_grpo_text",
-    "closing_text",
+    "estimator_table",
+    "fallback_values",
+    "mad_zero_values",
+    "mc_grpo_values",
+    "call_values",
+    "closing_values",
     "seed_group_figure",
     "seed_advantages_figure",
     "seed_sensitivity_figure",
@@ -107,12 +114,13 @@ def seed_group_figure() -> ReportFigure:
     fig = plot_group_rewards(data, summary)
     n_wrong = int((data["role"] == "wrong").sum())
     caption = (
-        f"Seed 000's group of G = {g.group_size}: {n_wrong} wrong answers (0), one correct answer "
-        f"({g.rewards[0, g.correct]:g}) and one judge glitch ({g.outlier_reward:g}). The glitch pulls the mean to "
-        f"{summary['mean']:.3f}, above the correct answer's reward, while the median stays at {summary['median']:g}."
+        f"Seed 000's group of G = {g.group_size} as one bar per answer: {n_wrong} wrong answers (reward 0), one correct "
+        f"answer ({g.rewards[0, g.correct]:g}) and one judge glitch ({g.outlier_reward:g}); dashed, the group's mean "
+        "(grpo's centre), solid, its median (robust's centre), with both standard deviations written beside them."
     )
     takeaway = (
-        f"the mean is {summary['mean']:.3f}, above the correct answer's reward of 1, so grpo gives the "
+        f"the glitch pulls the mean to {summary['mean']:.3f}, above the correct answer's reward of 1, while the median "
+        f"stays at {summary['median']:g}, so grpo gives the "
         f"correct answer **{summary['grpo_correct']:.3f}**: the policy is pushed *away* from it. "
         f"Seed 000's text writes the population std (ddof = 0: {summary['std_population']:.3f}, advantage "
         f"{summary['grpo_correct_population']:.3f}); its code calls `torch.std`, the sample std (ddof = 1: "
@@ -191,8 +199,12 @@ def seed_advantages_figure(
         second.append(f"{join([f'{m} gives the correct answer {num(correct[m])}' for m in off])} (off scale)")
     if second:
         parts.append("; ".join(second))
-    caption = sentences(parts, "Advantages of seed 000's group per estimator, clean and poisoned.", keep=ESTIMATORS)
-    return ReportFigure("01_seed_advantages", fig, caption, data, caption)
+    takeaway = sentences(parts, "the estimators give seed 000's group the advantages drawn.", keep=ESTIMATORS)
+    caption = (f"Each estimator's advantage of the correct answer, of each of the {n_wrong} wrong answers and of the "
+               f"glitched answer in seed 000's group, one bar per estimator and panel: filled for the poisoned group "
+               f"(glitch scored {g.outlier_reward:g}), hatched for the clean group (glitch scored "
+               f"{float(g.clean[0, g.outlier]):g}); values beyond the axis ({low:g} to {high:g}) are written on their bar.")
+    return ReportFigure("01_seed_advantages", fig, caption, data, takeaway)
 
 
 @report_figure("01_seed_sensitivity", notebook=NOTEBOOK)
@@ -249,8 +261,11 @@ def seed_sensitivity_figure(
     if falls:
         said.append("as the glitch's reward M grows, the correct answer's advantage " + " and ".join(falls))
     said += [p for p in parts if p.startswith("under robust")]
-    caption = sentences(said, "Advantages of seed 000's group as the glitch's reward M moves.", keep=ESTIMATORS)
-    return ReportFigure("01_seed_sensitivity", fig, caption, data, caption)
+    takeaway = sentences(said, "the advantages move with the glitch's reward M as drawn.", keep=ESTIMATORS)
+    caption = (f"The advantage of the correct answer (left) and of each wrong answer (right) in seed 000's group as the "
+               f"glitch's reward M moves from {m_values.min():g} to {top:g}, one line per estimator ({join(names)})"
+               + (f"; dotted, seed 000's M = {marker:g}." if marker is not None else "."))
+    return ReportFigure("01_seed_sensitivity", fig, caption, data, takeaway)
 
 
 @report_figure("01_seed_scale", notebook=NOTEBOOK)
@@ -305,8 +320,11 @@ def seed_scale_figure(
             f"the correct answer's distance, not the glitch's (it shrinks slightly with M, by the tie tolerance "
             f"of 0.1 % of the range, and the correct answer's advantage does not move)"
         )
-    caption = sentences(parts, "The scale of seed 000's group as the glitch's reward M moves.", keep=ESTIMATORS)
-    return ReportFigure("01_seed_scale", fig, caption, data, caption)
+    takeaway = sentences(parts, "the scales move with the glitch's reward M as drawn.", keep=ESTIMATORS)
+    caption = (f"The scale each estimator divides seed 000's group by (its per-group scale diagnostic, in reward units) "
+               f"as the glitch's reward M moves from {m_values.min():g} to {top:g}, one line per estimator "
+               f"({join(names)})" + (f"; dotted, seed 000's M = {marker:g}." if marker is not None else "."))
+    return ReportFigure("01_seed_scale", fig, caption, data, takeaway)
 
 
 @report_figure("01_binary_groups", notebook=NOTEBOOK)
@@ -371,78 +389,107 @@ def binary_groups_figure(
         parts.append(second)
     if "mc_grpo" in names:
         parts.append(f"mc_grpo gives a lone correct answer {num(value('mc_grpo', 1, 'correct'))} (off scale)")
-    caption = sentences(parts, f"Advantages in 0/1 groups of G = {group_size}.", keep=ESTIMATORS)
+    said = sentences(parts, f"the estimators give 0/1 groups of G = {group_size} the advantages drawn.", keep=ESTIMATORS)
+    caption = (f"Every 0/1 group of G = {group_size} with k = 1 to {group_size - 1} correct answers: the advantage of "
+               f"each correct answer (left) and of each wrong answer (right), one line per estimator ({join(names)}), "
+               f"on an axis from {limits[0]:g} to {limits[1]:g} (larger values are named in the legend, not drawn)"
+               + (f"; dotted, the even split k = {group_size // 2}." if group_size % 2 == 0 else "."))
     s = seed_group_summary()
     takeaway = (
-        f"{caption} The even split shows `torch.median`'s convention: on 0,0,0,0,1,1,1,1 it "
+        f"{said} The even split shows `torch.median`'s convention: on 0,0,0,0,1,1,1,1 it "
         f"returns {s['split_lower_median']:g}, not {s['split_median']:g} (the mean of the two middle values), so seed "
         "000's code centres on the wrong answers and only the correct ones get a signal."
     )
     return ReportFigure("01_binary_groups", fig, caption, data, takeaway)
 
 
-# ------------------------------------------------------------------ the lesson's text
+# ------------------------------------------------------------------ the lesson's numbers
 
 
-def fallback_text() -> str:
-    """Notebook 01, section 2: the MAD of seed 000's group is 0, so the seed's fix falls back to the inflated std."""
+def _tie_limit() -> tuple[float, float]:
+    """The order-based estimators' default resolution (a fraction of the group's range) and the glitch, in reward
+    gaps, beyond which a gap of 1 ties: 1 / (2 x resolution)."""
+    resolution = ESTIMATORS["robust"].defaults["resolution"]
+    return resolution, 1 / (2 * resolution)
+
+
+def fallback_values() -> dict[str, float]:
+    """Notebook 01, section 2: why the seed's fix falls back on its own group, and robust's bounded fallback.
+
+    ``median`` and ``lower_median`` (torch's), ``mad``, ``seed_mad_scale`` (its std fallback) and
+    ``seed_mad_correct``, ``clean_grpo_correct`` (the correct answer on the clean group), ``robust_scale`` and
+    ``robust_correct``, ``resolution`` (the default, a fraction of the range) and ``tie_limit`` (the glitch, in
+    reward gaps, up to which robust keeps its value: 1 / (2 x resolution)).
+    """
     s = seed_group_summary()
-    return (
-        f"The median is {s['median']:g} (`torch.median`, the lower middle value, gives {s['lower_median']:g} too) and "
-        f"the MAD is **{s['mad']:g}**: six of the eight rewards tie at 0, so more than half of the absolute "
-        f"deviations are 0. Seed 000's code therefore takes its fallback (fallback flag: {bool(s['seed_mad_fallback'])}) "
-        f"and divides by the sample std, {s['seed_mad_scale']:.3f}, which the glitch inflated: the correct answer "
-        f"gets **{s['seed_mad_correct']:.3f}** instead of about {s['clean_grpo_correct']:.2f} on the clean group. "
-        f"The robust path never runs. Our `robust` estimator's fallback caps each deviation at the typical "
-        f"non-zero one, so the glitch does not inflate it: scale {s['robust_scale']:.3f}, correct answer "
-        f"**{s['robust_correct']:.3f}**, glitch clipped at c. That holds for glitches up to 500 times the reward gap; "
-        f"beyond, the gap of 1 is below the estimator's resolution (0.1 % of the group's range) and ties with the wrong "
-        f"answers, and only a declared `reward_range` helps (section 5)."
-    )
+    resolution, limit = _tie_limit()
+    values = {k: float(s[k]) for k in ("median", "lower_median", "mad", "seed_mad_scale", "seed_mad_correct",
+                                         "clean_grpo_correct", "robust_scale", "robust_correct")}
+    return {**values, "resolution": resolution, "tie_limit": limit}
 
 
-def mad_zero_text(group_size: int = 8, ps: Sequence[float] = (0.1, 0.3, 0.5)) -> str:
-    """Notebook 01, section 2: how often the MAD of 0/1 rewards is zero (mid-point and torch's lower median)."""
+def mad_zero_values(group_size: int = 8, ps: Sequence[float] = (0.1, 0.3, 0.5)) -> dict[str, float]:
+    """Notebook 01, section 2: P(MAD = 0) of 0/1 rewards at ``group_size``, with the mid-point median at each p of
+    ``ps`` (``mad_zero_p10``, ... named by the p in percent) and with torch's lower median at every p
+    (``mad_zero_lower``, its smallest value over ``ps``)."""
     mid = mad_zero_fraction(group_size, list(ps))  # mean of the two middle values
     low = mad_zero_fraction(group_size, list(ps), lower=True)  # torch.median, as in seed 000's code
-    return (
-        f"P(MAD = 0) at G = {group_size}: "
-        + ", ".join(f"{v:.1%} at p = {p:g}" for p, v in zip(mid["p"], mid["mad_zero"]))
-        + f"; with torch's lower median {low['mad_zero'].min():.0%} at every p. "
-        "**With verifiable rewards the seed's MAD path almost never runs; its std fallback is the estimator.**"
-    )
+    values = {f"mad_zero_p{round(100 * p):02d}": float(v) for p, v in zip(mid["p"], mid["mad_zero"])}
+    return {**values, "mad_zero_lower": float(low["mad_zero"].min())}
 
 
-def mc_grpo_text() -> str:
-    """Notebook 01, section 3: what mc_grpo's eps and winsor's limits do to seed 000's group."""
+def mc_grpo_values() -> dict[str, float]:
+    """Notebook 01, section 3: ``mc_grpo_eps`` and its inverse ``mc_grpo_gain`` (what a zero MAD multiplies the
+    deviations by), the glitch's and the correct answer's mc_grpo advantage (``mc_grpo_outlier``,
+    ``mc_grpo_correct``) and their ratio (``mc_grpo_ratio``), and ``winsor_limits`` (the share winsorized per
+    tail)."""
     s = seed_group_summary()
-    eps, limits = ESTIMATORS["mc_grpo"].defaults["eps"], ESTIMATORS["winsor"].defaults["limits"]
-    return (
-        f"`mc_grpo` divides by the raw MAD plus eps = {eps:g}; with 0/1 rewards the MAD is 0, so its advantages "
-        f"are the deviations times {1 / eps:,.0f}, on the clean group too. On pure 0/1 rewards that is mostly a global "
-        f"rescale, which Adam's normalisation absorbs; its real harm is relative: here the glitch gets "
-        f"{s['mc_grpo_outlier']:,.0f} against the correct answer's {s['mc_grpo_correct']:,.0f}, "
-        f"{s['mc_grpo_outlier'] / s['mc_grpo_correct']:.0f} times its weight in the update. `winsor` ({limits:.0%} per tail) "
-        "erases the lone correct answer of the clean group: it is winsorized down to 0."
-    )
+    eps = ESTIMATORS["mc_grpo"].defaults["eps"]
+    return {"mc_grpo_eps": eps, "mc_grpo_gain": 1 / eps, "mc_grpo_outlier": float(s["mc_grpo_outlier"]),
+            "mc_grpo_correct": float(s["mc_grpo_correct"]),
+            "mc_grpo_ratio": float(s["mc_grpo_outlier"] / s["mc_grpo_correct"]),
+            "winsor_limits": ESTIMATORS["winsor"].defaults["limits"]}
 
 
-def closing_text() -> str:
-    """Notebook 01's closing paragraph: the trap in one group, and the evidence battery's recommendation."""
+def call_values(result: AdvantageResult, rewards: torch.Tensor) -> dict[str, float | str]:
+    """Notebook 01's call, ``compute_advantages(rewards, method, reward_range=...)`` on seed 000's group, in
+    numbers: ``call_method``, the correct answer's and each wrong answer's advantage (``call_correct``,
+    ``call_wrong``) and the glitch's (``call_glitch``: 0, masked out of its group, when the range excludes it)."""
+    g = seed_group()
+    if rewards.shape != g.rewards.shape or not torch.equal(rewards.to(g.rewards.dtype), g.rewards):
+        raise ValueError("call_values reads the call on seed 000's group; pass that group's rewards")
+    a = result.advantages[0]
+    wrong = int(np.flatnonzero(_roles(g) == "wrong")[0])
+    return {"call_method": result.method, "call_correct": float(a[g.correct]), "call_wrong": float(a[wrong]),
+            "call_glitch": float(a[g.outlier])}
+
+
+def closing_values() -> dict[str, float | str]:
+    """Notebook 01's takeaway, beside what :func:`fallback_values` glued already: the glitch (``outlier_reward``),
+    the mean it makes (``mean``), grpo's advantage of the correct answer (``grpo_correct``), and the battery's
+    recommendation for 0/1 rewards with and without a declared range (``recommended_range``,
+    ``recommended_no_range``)."""
     s = seed_group_summary()
-    return (
-        f"One glitch of {s['outlier_reward']:g} among eight 0/1 rewards moves the mean to {s['mean']:.3f} and turns "
-        f"the correct answer's grpo advantage to {s['grpo_correct']:.3f}. The seed's MAD fix does not help: the MAD of "
-        f"0/1 rewards is 0, its fallback std is inflated, and the correct answer gets {s['seed_mad_correct']:.3f}. "
-        f"`robust` (median, bounded fallback scale, clip) keeps {s['robust_correct']:.3f} for any glitch up to 500 times "
-        "the reward gap, but like every median-centred estimator it gives the majority no signal; `huber_m` and `rank` "
-        "also push the wrong answers down. Which one to use is a question for the whole batch, not this one group: "
-        "notebook 04's evidence battery scores every estimator's policy update against the exact gradient and "
-        "recommends, for 0/1 rewards like these, "
-        f"`{recommended_method('binary', reward_range_declared=True)}` with `reward_range` declared (it drops the glitch "
-        f"before any estimator sees it) and `{recommended_method('binary', reward_range_declared=False)}` without. "
-        "Notebook 02 explains the statistics behind each of these facts."
-    )
+    return {"outlier_reward": float(s["outlier_reward"]), "mean": float(s["mean"]),
+            "grpo_correct": float(s["grpo_correct"]),
+            "recommended_range": recommended_method("binary", reward_range_declared=True),
+            "recommended_no_range": recommended_method("binary", reward_range_declared=False)}
+
+
+def estimator_table() -> pd.DataFrame:
+    """Every estimator's advantages of seed 000's group, one row per estimator: the correct answer, each wrong
+    answer and the glitched answer on the poisoned group, the correct answer and each wrong answer on the clean
+    group, and whether the estimator's fallback ran on the poisoned group."""
+    data = seed_advantages_figure().data
+    wide = data.pivot_table(index="method", columns=["condition", "role"], values="advantage", sort=False)
+    table = pd.DataFrame({
+        "correct": wide[("poisoned", "correct")], "each wrong": wide[("poisoned", "wrong")],
+        "glitch": wide[("poisoned", "outlier")], "correct, clean": wide[("clean", "correct")],
+        "each wrong, clean": wide[("clean", "wrong")],
+    })
+    fallback = data[data["condition"] == "poisoned"].drop_duplicates("method").set_index("method")["fallback"]
+    table["fallback"] = fallback.reindex(table.index).map({True: "yes", False: "no"})
+    return table.rename_axis("estimator")
 
 
 # ------------------------------------------------------------------ the demo
