@@ -264,7 +264,7 @@ def test_core() -> None:
     subprocess.run([str(python), "-c", CORE_CHECK], cwd=ROOT, check=True, env=env)
     subprocess.run([str(python), "-m", "robustgrpo", "estimators"], cwd=ROOT, check=True, env=env, stdout=subprocess.DEVNULL)
     lab = subprocess.run([str(python), "-m", "robustgrpo", "demo"], cwd=ROOT, env=env, capture_output=True, text=True)
-    if lab.returncode != 2 or "pip install 'robustgrpo[lab,book]'" not in lab.stderr or "Traceback" in lab.stderr:
+    if lab.returncode != 2 or "pip install -e '.[lab,book]'" not in lab.stderr or "Traceback" in lab.stderr:
         sys.exit(f"test-core: a lab command without the extras should say which extra to install:\n{lab.stderr}")
     print("core: the command line lists the estimators and names the extras a lab command needs")
 

@@ -4,16 +4,16 @@ The package is organised by audience, then by topic; a module imports only from
 its own layer and the layers before it (tests/test_project.py holds the list and
 checks the imports):
 
-the core (``pip install robustgrpo``: torch and numpy only)
+the core (``pip install .`` in a clone: torch and numpy only)
     ``checks``, ``inputs`` (argument rules, conversion, validation, grouping),
     ``stats`` -> ``advantages`` -> ``multireward`` (location and scale
     primitives, the estimator catalogue, advantages of several reward
     functions), ``integrations`` (the verl and TRL adapters; trl and verl are
     imported only when used);
-:mod:`robustgrpo.lab` (``pip install robustgrpo[lab]``)
+:mod:`robustgrpo.lab` (the ``lab`` extra: ``pip install '.[lab]'``; ``plots`` adds matplotlib)
     reward and contamination models, reward logs and run logs, metrics and the
     evidence battery, diagnosis, the drift simulator, sweeps, real trainer runs;
-:mod:`robustgrpo.book` (``pip install robustgrpo[lab,book]``)
+:mod:`robustgrpo.book` (the ``lab`` and ``book`` extras)
     one folder per notebook chapter (its figures, captions and takeaways, its
     live lesson or dashboard) and what the chapters share;
 ``bench``, ``cli``
@@ -56,4 +56,4 @@ __all__ = [
     "recommended_method",
     "register",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

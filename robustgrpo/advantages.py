@@ -73,7 +73,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, NamedTuple, Sequen
 import numpy as np
 import torch
 
-from robustgrpo.checks import ParamError, check_bool, check_int, check_interval, check_positive, check_real
+from robustgrpo.checks import ParamError, check_bool, check_int, check_interval, check_positive, check_real, did_you_mean
 from robustgrpo.inputs import (
     ArrayLike,
     apply_nan_policy,
@@ -422,13 +422,24 @@ class Estimator:
         """
         return self.batch_level or "resolution" in self.defaults
 
-    def bind(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Fill in defaults and validate ``params``; raise ``ValueError`` on a bad one."""
+    def bind(self, params: Mapping[str, Any], *, options: Sequence[str] = ()) -> dict[str, Any]:
+        """Fill in defaults and validate ``params``; raise ``ValueError`` on a bad one.
+
+        ``options`` are the other names the caller accepts beside the parameters (the entry
+        point's own keywords, an adapter's settings): an unknown name is told with every
+        parameter, every option and the closest of them all.
+
+        >>> ESTIMATORS["robust"].bind({"reward_rnage": (0, 1)}, options=("reward_range", "out_of_range"))
+        Traceback (most recent call last):
+        ...
+        ValueError: estimator 'robust' has no parameter(s) ['reward_rnage']; it accepts: c, resolution, and the options reward_range, out_of_range; did you mean 'reward_range'?
+        """
         known = self.defaults
-        unknown = sorted(set(params) - set(known))
+        unknown = sorted(set(params) - set(known), key=str)
         if unknown:
-            accepted = ", ".join(known) if known else "none"
-            raise ValueError(f"estimator {self.name!r} has no parameter(s) {unknown}; it accepts: {accepted}")
+            accepted = (", ".join(known) or "no parameters") + (f", and the options {', '.join(options)}" if options else "")
+            raise ValueError(f"estimator {self.name!r} has no parameter(s) {unknown}; it accepts: {accepted}"
+                             + did_you_mean(unknown[0], [*known, *options]))
         bound = {**known, **params}
         for p in self.parameters:
             problem = p.check(bound[p.name])
@@ -510,7 +521,8 @@ def get_estimator(method: str) -> Estimator:
     try:
         return _REGISTRY[method]
     except (KeyError, TypeError):
-        raise ValueError(f"unknown method {method!r}; known estimators: {', '.join(_REGISTRY)}") from None
+        raise ValueError(f"unknown method {method!r}; known estimators: {', '.join(_REGISTRY)}"
+                         + did_you_mean(method, _REGISTRY)) from None
 
 
 def resolve_methods(methods: str | Sequence[str] | None = None) -> list[str]:
@@ -558,7 +570,7 @@ def split_settings(methods: Sequence[str], settings: Mapping[str, Any], *, share
     >>> split_settings(["grpo"], {"c": 3.0})
     Traceback (most recent call last):
     ...
-    robustgrpo.checks.ParamError: params are accepted by none of the estimators ['grpo'], got ['c']; check the spelling (describe_estimators() lists each estimator's parameters)
+    robustgrpo.checks.ParamError: params are accepted by none of the estimators ['grpo'], got ['c']; check the spelling (describe_estimators() lists each estimator's parameters): they accept ddof, eps
     """
     names = [get_estimator(m).name for m in methods]
     shared = frozenset(shared)
@@ -566,8 +578,10 @@ def split_settings(methods: Sequence[str], settings: Mapping[str, Any], *, share
         raise ParamError("params", "must be a mapping of setting name to value", settings, 'e.g. {"c": 2.5}')
     unused = sorted((k for k in settings if k not in shared and not any(k in _REGISTRY[m].defaults for m in names)), key=str)
     if unused:
+        accepted = sorted({p for m in names for p in _REGISTRY[m].defaults} | shared)
         raise ParamError("params", f"are accepted by none of the estimators {names}", unused,
-                         "check the spelling (describe_estimators() lists each estimator's parameters)")
+                         f"check the spelling (describe_estimators() lists each estimator's parameters): they accept "
+                         f"{', '.join(accepted) or 'none'}" + did_you_mean(unused[0], accepted))
     common = {k: v for k, v in settings.items() if k in shared}
     if check:
         for m in names:
@@ -1372,8 +1386,14 @@ class GroupDiagnostics:
     silenced: Any
 
     def to_frame(self):
-        """The diagnostics as a pandas DataFrame, one row per group."""
-        import pandas as pd
+        """The diagnostics as a pandas DataFrame, one row per group (pandas comes with the lab extra; the fields
+        themselves are tensors on a core install)."""
+        try:
+            import pandas as pd
+        except ModuleNotFoundError as err:
+            raise ModuleNotFoundError("to_frame() needs pandas, which the core does not install: pip install pandas, or "
+                                      "the lab extra (pip install -e '.[lab]' in a clone); the diagnostics are tensors "
+                                      "without it (diagnostics.fallback, .n_clipped, .silenced...)", name="pandas") from err
 
         return pd.DataFrame({k: np.asarray(v) for k, v in self.__dict__.items()})
 
@@ -1827,14 +1847,15 @@ def compute_advantages(
     if method is None:
         method = recommended_method(reward_range_declared=reward_range is not None)
     est = get_estimator(method)
-    bound = est.bind(params)
+    bound = est.bind(params, options=ENTRY_OPTIONS)
     if tol is not None and nonnegative(tol):
         raise ValueError(f"tol {nonnegative(tol)}: the spread at or below which a group counts as degenerate "
                          "(or None for the rewards' float residue)")
     if singleton not in ("zero", "reward"):
-        raise ValueError(f"singleton must be 'zero' or 'reward', got {singleton!r}")
+        raise ValueError(f"singleton must be 'zero' or 'reward', got {singleton!r}" + did_you_mean(singleton, ("zero", "reward")))
     if out_of_range not in ("clip", "mask", "raise"):
-        raise ValueError(f"out_of_range must be 'clip', 'mask' or 'raise', got {out_of_range!r}")
+        raise ValueError(f"out_of_range must be 'clip', 'mask' or 'raise', got {out_of_range!r}"
+                         + did_you_mean(out_of_range, ("clip", "mask", "raise")))
     bounds = None if reward_range is None else check_interval("reward_range", reward_range)
     given_reference = None
     if isinstance(tie_reference, str):

@@ -18,7 +18,10 @@ The rules
 * probabilities: reals in ``[0, 1]``;
 * intervals (a reward range, a plot's limits): two finite numbers, the first below the second
   (:func:`check_interval`);
-* choices: one of a fixed list of strings;
+* choices: one of a fixed list of strings; a name that is not known (an option, a setting, an
+  estimator) is told with the closest known one (:func:`did_you_mean`) and every known one;
+* a setting named in a message is named as the caller passes it (:func:`setting`): the Python
+  keyword (``reward_kind='composite'``), or on the command line its flag (``--reward-kind composite``);
 * output folders: made (with their parents) before any work starts, or refused
   with the reason (:func:`make_folder`); an output file is written only where it
   replaces no input, follows no symbolic link and overwrites nothing unless asked
@@ -45,6 +48,8 @@ robustgrpo.checks.ParamError: seed must be an integer in [0, 2**63), got -1; pas
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 import json
 import math
@@ -55,7 +60,7 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Callable
+from typing import IO, TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 
@@ -77,6 +82,9 @@ __all__ = [
     "check_seed",
     "check_bool",
     "check_choice",
+    "did_you_mean",
+    "setting",
+    "flags_for_settings",
     "check_int_list",
     "check_real_list",
     "check_fields",
@@ -240,17 +248,73 @@ def check_bool(name: str, value: Any) -> bool:
 
 
 def check_choice(name: str, value: Any, choices: Sequence[str]) -> str:
-    """One of ``choices`` (strings); a misspelt one is told the closest choice.
+    """One of ``choices`` (strings); a misspelt one is told the closest (:func:`did_you_mean`).
 
-    >>> check_choice("loss_type", "dapoo", ("grpo", "dapo"))
+    >>> check_choice("out_of_range", "mas", ["mask", "clip", "raise"])
     Traceback (most recent call last):
     ...
-    robustgrpo.checks.ParamError: loss_type must be one of ['grpo', 'dapo'], got 'dapoo'; did you mean 'dapo'?
+    robustgrpo.checks.ParamError: out_of_range must be one of ['mask', 'clip', 'raise'], got 'mas'; did you mean 'mask'?
     """
     if not isinstance(value, str) or value not in choices:
-        close = difflib.get_close_matches(value, list(choices), n=1) if isinstance(value, str) else []
-        raise ParamError(name, f"must be one of {list(choices)}", value, f"did you mean {close[0]!r}?" if close else "")
+        raise ParamError(name, f"must be one of {list(choices)}", value, did_you_mean(value, choices).lstrip("; "))
     return value
+
+
+def did_you_mean(name: Any, known: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the known name closest to ``name`` (difflib's ratio at least 0.6, case
+    ignored), or ``""`` when none is that close: the tail of a message that has listed the known names.
+
+    >>> did_you_mean("reward_rnage", ["c", "resolution", "reward_range"])
+    "; did you mean 'reward_range'?"
+    >>> did_you_mean("zzz", ["c", "resolution"])
+    ''
+    """
+    if not isinstance(name, str):
+        return ""
+    by_lower = {str(k).lower(): str(k) for k in known}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1)
+    return f"; did you mean {by_lower[close[0]]!r}?" if close else ""
+
+
+#: The command line's flag of each keyword, while a command runs (:func:`flags_for_settings`); None in Python.
+_FLAGS: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar("robustgrpo_flags", default=None)
+_NO_VALUE = object()
+
+
+@contextlib.contextmanager
+def flags_for_settings(flags: Mapping[str, str]) -> Iterator[None]:
+    """Within it, :func:`setting` names a keyword of ``flags`` (keyword -> flag, ``{"reward_kind": "--reward-kind"}``)
+    by its flag: the command line enters it around a command, so its messages name what its user types."""
+    token = _FLAGS.set(dict(flags))
+    try:
+        yield
+    finally:
+        _FLAGS.reset(token)
+
+
+def setting(keyword: str, value: Any = _NO_VALUE) -> str:
+    """A setting as a message names it: as the Python keyword, or within :func:`flags_for_settings`, by its flag.
+
+    ``value`` is shown as Python writes it (``reward_kind='composite'``) or as the flag takes it
+    (``--reward-kind composite``; ``True`` is the bare flag, a sequence its items, a mapping
+    ``key=value`` items); without a value the keyword (``reward_weights=``) or the flag alone.
+
+    >>> setting("reward_kind", "composite")
+    "reward_kind='composite'"
+    >>> with flags_for_settings({"reward_kind": "--reward-kind"}):
+    ...     setting("reward_kind", "composite")
+    '--reward-kind composite'
+    """
+    flag = (_FLAGS.get() or {}).get(keyword)
+    if flag is None:
+        return f"{keyword}=" if value is _NO_VALUE else f"{keyword}={value!r}"
+    if value is _NO_VALUE or value is True:
+        return flag
+    if isinstance(value, Mapping):
+        return " ".join(f"{flag} {k}={v}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return " ".join([flag, *map(str, value)])
+    return f"{flag} {value}"
 
 
 def _items(name: str, values: Any, what: str) -> list[Any]:
@@ -618,7 +682,7 @@ def check_output_file(path: str | os.PathLike[str], *, inputs: Iterable[str | os
     if not path.parent.is_dir():
         raise ValueError(f"the folder {str(path.parent)!r} does not exist; make it first or pass a path in an existing folder")
     if path.exists() and not force:
-        raise ValueError(f"{str(path)!r} exists; pass another path, or --force (force=True) to replace it")
+        raise ValueError(f"{str(path)!r} exists; pass another path, or {setting('force', True)} to replace it")
     try:
         fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as err:
@@ -654,10 +718,10 @@ def write_new_file(path: Path, write: Callable[[IO[bytes]], None], *, force: boo
             try:
                 os.link(tmp, path)
             except FileExistsError:
-                raise ValueError(f"{str(path)!r} exists; pass another path, or --force (force=True) to replace it") from None
+                raise ValueError(f"{str(path)!r} exists; pass another path, or {setting('force', True)} to replace it") from None
             except OSError:  # a file system without hard links: check, then rename
                 if os.path.lexists(path):
-                    raise ValueError(f"{str(path)!r} exists; pass another path, or --force (force=True) to replace it") from None
+                    raise ValueError(f"{str(path)!r} exists; pass another path, or {setting('force', True)} to replace it") from None
                 os.replace(tmp, path)
     finally:
         if os.path.lexists(tmp):

@@ -1,4 +1,4 @@
-"""Command line: ``python -m robustgrpo <command>``.
+"""Command line: ``python -m robustgrpo <command>``, or ``robustgrpo <command>`` (the console script pip installs).
 
 Commands
 --------
@@ -31,21 +31,37 @@ set the terminal's title. Negative numbers are values, not options
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
 from robustgrpo.advantages import describe_estimators
-from robustgrpo.checks import CONNECT_TIMEOUT, MAX_CELLS, check_seed, check_threads, make_folder, terminal_text
+from robustgrpo.checks import (CONNECT_TIMEOUT, MAX_CELLS, check_seed, check_threads, did_you_mean, flags_for_settings,
+                               make_folder, terminal_text)
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "console", "build_parser"]
 
 PROG = "python -m robustgrpo"
 #: The extra that brings each package the lab's and the book's commands import (the core has torch and numpy only).
-_EXTRA_OF = {**dict.fromkeys(("scipy", "pandas", "tqdm", "pyarrow", "matplotlib", "plotly", "ipywidgets", "anywidget",
-                              "jupyterlab", "nbclient", "nbformat"), "lab,book"),
+_EXTRA_OF = {**dict.fromkeys(("scipy", "pandas", "tqdm", "pyarrow"), "lab"), "matplotlib": "plots",
+             **dict.fromkeys(("plotly", "ipywidgets", "anywidget", "jupyterlab", "nbclient", "nbformat"), "book"),
              "trl": "trl", "verl": "verl", "ray": "sweep"}
+#: The extras each command needs beside the core (diagnose: ``plots`` too with --html; bench: by its table).
+_COMMAND_EXTRAS = {"demo": ("lab", "book"), "figures": ("lab", "book"), "notebooks": ("lab", "book"),
+                   "battery": ("lab",), "diagnose": ("lab",), "simulate": ("lab", "plots"), "sweep": ("lab",),
+                   "experiment": ("lab", "trl"), "bench": ("lab",)}
+
+
+def _extras_needed(args: argparse.Namespace, missing: str) -> str | None:
+    """The extras to install for ``args.command``, the missing package's among them; None for a package of no extra."""
+    extra = _EXTRA_OF.get(missing)
+    if extra is None:
+        return None
+    needed = [*_COMMAND_EXTRAS.get(args.command, ()), *(("plots",) if getattr(args, "html", None) else ())]
+    covered = set(needed) | ({"plots"} if "book" in needed else set())  # (the book draws with matplotlib too)
+    return ",".join(dict.fromkeys([*needed, *([extra] if extra not in covered else [])]))
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -61,7 +77,15 @@ class _OneLineParser(argparse.ArgumentParser):
         self._negative_number_matcher = _NEGATIVE_NUMBER
 
     def error(self, message: str) -> "NoReturn":  # type: ignore[override]
-        self.exit(2, terminal_text(f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n"))
+        message = " ".join(message.split())
+        choice = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if choice:  # argparse lists the choices; name the closest
+            message += did_you_mean(choice.group(1), re.findall(r"'([^']*)'", choice.group(2)))
+        self.exit(2, terminal_text(f"{self.prog}: error: {message} (see {self.prog} --help)\n"))
+
+    def options(self) -> list[str]:
+        """Every option this parser takes, by its long name."""
+        return [max(a.option_strings, key=len) for a in self._actions if a.option_strings]
 
 
 _NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE)
@@ -79,8 +103,26 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _json(document: dict) -> str:
+    """A command's ``--json`` output: one JSON document, no NaN or infinity (they are null)."""
+    return json.dumps(document, indent=1, allow_nan=False, ensure_ascii=False)
+
+
+def _estimators_json() -> dict:
+    """The catalogue as ``estimators --json`` writes it (``robustgrpo/schemas/estimators.schema.json``)."""
+    from robustgrpo import __version__
+    from robustgrpo.advantages import ESTIMATORS
+
+    return {"schema": "estimators.schema.json", "robustgrpo_version": __version__, "estimators": [
+        {"name": e.name, "summary": e.summary, "source": e.source, "verl_name": f"robustgrpo_{e.name}",
+         "parameters": [{"name": p.name, "default": p.default, "description": p.description} for p in e.parameters],
+         "clip": e.clip, "scaling": e.scaling, "bounded": e.bounded, "batch_level": e.batch_level,
+         "order_based": e.order_based, "breakdown": e.breakdown.note}
+        for e in ESTIMATORS.values()]}
+
+
 def _cmd_estimators(args: argparse.Namespace) -> int:
-    _say(describe_estimators())
+    _say(_json(_estimators_json()) if args.json else describe_estimators())
     return 0
 
 
@@ -248,17 +290,15 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     log = load_log(args.file, columns=dict(args.column or []), skip_bad=args.skip_bad, group_size=args.group_size,
                    reward_weights=args.reward_weights)
     if isinstance(log, RunLog) and args.reward_fn is None:
-        run = diagnose_run(log, reward_range=args.reward_range, reward_kind=args.reward_kind)
-        _say(run.text())
-        diagnosis = run.total
+        diagnosis = diagnose_run(log, reward_range=args.reward_range, reward_kind=args.reward_kind)
     else:
         diagnosis = diagnose(log, reward_range=args.reward_range, reward_fn=args.reward_fn, reward_kind=args.reward_kind)
-        _say(diagnosis.text())
+    _say(_json(diagnosis.to_json()) if args.json else diagnosis.text())
     if args.html is not None:
         from robustgrpo.book.your_rewards.report import write_diagnosis_html
 
         page = write_diagnosis_html(diagnosis, page, force=args.force, inputs=log.files if isinstance(log, RunLog) else [args.file])
-        _say(f"\nHTML report: {page.resolve()}")
+        _say(f"{'' if args.json else chr(10)}HTML report: {page.resolve()}", file=sys.stderr if args.json else None)
     return 0
 
 
@@ -354,8 +394,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if args.target[0] == "status":
         if len(args.target) != 2:
             raise ValueError("usage: sweep status DIR (the --out folder of a sweep)")
-        _say(format_status(sweep_status(args.target[1])))
+        status = sweep_status(args.target[1])
+        _say(_json(status.to_json()) if args.json else format_status(status))
         return 0
+    if args.json:
+        raise ValueError("--json applies to sweep status DIR; a sweep prints its progress and summary")
     if len(args.target) != 1:
         raise ValueError(f"sweep takes one CONFIG file, got {args.target} (or: sweep status DIR)")
     if args.out is None:
@@ -428,12 +471,19 @@ def _add_engine_options(parser: argparse.ArgumentParser, unit: str) -> None:
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``python -m robustgrpo``."""
-    parser = _OneLineParser(prog=PROG, description=__doc__.split("\n")[0])
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The argument parser of ``python -m robustgrpo`` (or of the console script, ``prog="robustgrpo"``)."""
+    from robustgrpo import __version__
+
+    parser = _OneLineParser(prog=prog, description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"robustgrpo {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
+    parser.commands = sub.choices  # each command's parser, by name
     sub.add_parser("demo", help="seed 000's poisoned group through every estimator").set_defaults(func=_cmd_demo)
-    sub.add_parser("estimators", help="list the estimator catalogue").set_defaults(func=_cmd_estimators)
+    estimators = sub.add_parser("estimators", help="list the estimator catalogue")
+    estimators.add_argument("--json", action="store_true",
+                            help="print the catalogue as JSON (schema: robustgrpo/schemas/estimators.schema.json)")
+    estimators.set_defaults(func=_cmd_estimators)
     bench = sub.add_parser("bench", help="time the estimators (prints a table)")
     bench.add_argument("--shapes", type=_shape, nargs="+", metavar="BxG", help="shapes to time (default 65536x16 4096x256)")
     bench.add_argument("--repeats", type=_positive, default=7, help="timed calls per case (median reported)")
@@ -507,6 +557,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also write a self-contained HTML report with figures, a new file in an existing folder "
                            "(never the log itself, never through a symbolic link)")
     diag.add_argument("--force", action="store_true", help="with --html: replace an existing file")
+    diag.add_argument("--json", action="store_true",
+                      help="print the diagnosis as JSON instead of text, every step and outlier in full (schema: "
+                           "robustgrpo/schemas/diagnose.schema.json); the exit status stays 0, gate on its fields")
     diag.set_defaults(func=_cmd_diagnose)
     simulate = sub.add_parser("simulate", help="run the drift simulator from a JSON config")
     simulate.add_argument("config", help="JSON config file (robustgrpo.lab.simulate.SimConfig.to_file writes one)")
@@ -519,16 +572,19 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     simulate.set_defaults(func=_cmd_simulate)
     sweep = sub.add_parser("sweep", help="run a sweep config into a Parquet record (or: sweep status DIR)",
-                           usage="python -m robustgrpo sweep CONFIG --out DIR [--engine {local,ray}] [--address ADDRESS] ...\n"
-                                 "       python -m robustgrpo sweep status DIR")
+                           usage=f"{prog} sweep CONFIG --out DIR [--engine {{local,ray}}] [--address ADDRESS] ...\n"
+                                 f"       {prog} sweep status DIR")
     sweep.add_argument("target", nargs="+", metavar="CONFIG | status DIR",
                        help="a sweep's JSON config (README: Sweeps), or 'status' and a record folder")
     sweep.add_argument("--out", metavar="DIR", help="the record folder; a rerun into it skips finished cells")
     _add_engine_options(sweep, "cell")
     sweep.add_argument("--batch-size", type=_positive, default=16, help="local engine: most seeds per vectorized call")
+    sweep.add_argument("--json", action="store_true",
+                       help="sweep status: print the status as JSON, every cell listed (schema: "
+                            "robustgrpo/schemas/sweep_status.schema.json)")
     sweep.set_defaults(func=_cmd_sweep)
     experiment = sub.add_parser("experiment", help="real trainer runs as a sweep: experiment trl CONFIG --out DIR",
-                                usage=f"{PROG} experiment {{trl,trl_composite}} CONFIG --out DIR [--engine {{local,ray}}] "
+                                usage=f"{prog} experiment {{trl,trl_composite}} CONFIG --out DIR [--engine {{local,ray}}] "
                                       "[--address ADDRESS] ...")
     experiment.add_argument("trainer", choices=["trl", "trl_composite"],
                             help="the runs: trl (TRL's GRPOTrainer through robustgrpo.integrations.trl, one-token answers), "
@@ -537,28 +593,52 @@ def build_parser() -> argparse.ArgumentParser:
                                            'data/sweeps/trl_contamination.json, data/sweeps/trl_composite.json)')
     experiment.add_argument("--out", required=True, metavar="DIR", help="the record folder; a rerun into it skips finished runs")
     _add_engine_options(experiment, "run")
-    experiment.set_defaults(func=_cmd_experiment, batch_size=1)
+    experiment.set_defaults(func=_cmd_experiment, batch_size=1, json=False)
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m robustgrpo``; returns the exit status."""
-    args = build_parser().parse_args(argv)
+#: Python keywords whose command-line flag is not the keyword's own name (``columns`` is ``--column``).
+_FLAG_OF_KEYWORD = {"columns": "column"}
+
+
+def _flags(command: _OneLineParser) -> dict[str, str]:
+    """Each keyword a message may name (:func:`~robustgrpo.checks.setting`) -> the command's flag for it."""
+    flags = {a.dest: max(a.option_strings, key=len) for a in command._actions if a.option_strings}
+    return {**flags, **{kw: flags[dest] for kw, dest in _FLAG_OF_KEYWORD.items() if dest in flags}}
+
+
+def main(argv: Sequence[str] | None = None, prog: str = PROG) -> int:
+    """Entry point of ``python -m robustgrpo`` (and, as ``prog="robustgrpo"``, of the ``robustgrpo`` console script);
+    returns the exit status."""
+    parser = build_parser(prog)
+    args, extras = parser.parse_known_args(argv)
+    command = parser.commands[args.command]
+    if extras:  # argparse's own message names none of the options; name the closest and every one
+        unknown = next((e.split("=")[0] for e in extras if e.startswith("-")), None)
+        hint = (f"{did_you_mean(unknown, command.options()) or ';'} {args.command}'s options: "
+                f"{', '.join(command.options())}" if unknown else "")
+        command.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
     try:
-        return args.func(args)
+        with flags_for_settings(_flags(command)):
+            return args.func(args)
     except ModuleNotFoundError as err:  # the core alone: a command of the lab or the book
-        extra = _EXTRA_OF.get((err.name or "").split(".")[0])
-        if extra is None:
+        extras = _extras_needed(args, (err.name or "").split(".")[0])
+        if extras is None:
             raise
-        print(f"{PROG} {args.command}: error: this command needs the {extra} extra ({err.name} is not installed): "
-              f"pip install 'robustgrpo[{extra}]'", file=sys.stderr)
+        print(f"{parser.prog} {args.command}: error: this command needs the {extras} extra{'s' * (',' in extras)} "
+              f"({err.name} is not installed): in a clone of robustgrpo, pip install -e '.[{extras}]'", file=sys.stderr)
         return 2
     except (ValueError, OSError) as err:  # user errors: one line, no traceback
-        _say(f"{PROG} {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
+        _say(f"{parser.prog} {args.command}: error: {' '.join(str(err).split())}", file=sys.stderr)
         return 2
     except MemoryError:  # the estimates refuse what is far too large; this is what they did not foresee
-        _say(f"{PROG} {args.command}: error: out of memory; make the run smaller", file=sys.stderr)
+        _say(f"{parser.prog} {args.command}: error: out of memory; make the run smaller", file=sys.stderr)
         return 2
+
+
+def console() -> int:
+    """The ``robustgrpo`` console script (``pip`` installs it): :func:`main`, named as itself in its messages."""
+    return main(prog="robustgrpo")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -36,6 +36,8 @@ from typing import Any, Literal, Sequence, Union
 import numpy as np
 import torch
 
+from robustgrpo.checks import did_you_mean
+
 __all__ = [
     "first_appearance_codes",
     "ArrayLike",
@@ -216,7 +218,7 @@ def apply_nan_policy(
         entry and the policy is ``"propagate"``.
     """
     if nan_policy not in NAN_POLICIES:
-        raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}")
+        raise ValueError(f"nan_policy must be one of {NAN_POLICIES}, got {nan_policy!r}" + did_you_mean(nan_policy, NAN_POLICIES))
     poisoned = torch.zeros(values.shape[:-1], dtype=torch.bool, device=values.device)
     zero = torch.zeros((), dtype=values.dtype, device=values.device)
     if mask is None and bool(torch.isfinite(values.sum())):
@@ -613,7 +615,7 @@ def distinct_names(value: str | Sequence[str], known: Sequence[str], what: str, 
     unknown = [n for n in names if n not in known]
     if unknown:
         listed = repr(unknown[0]) if len(unknown) == 1 else str(unknown)
-        raise ValueError(f"unknown {kind} {listed}; known {kind}s: {', '.join(known)}")
+        raise ValueError(f"unknown {kind} {listed}; known {kind}s: {', '.join(known)}" + did_you_mean(unknown[0], known))
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
         raise ValueError(f"{what} lists {repeated} more than once; pass each {kind} once")

@@ -209,7 +209,8 @@ USER_ERRORS = [
     ([], "the following arguments are required: command"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
     (["demo", "extra"], "unrecognized arguments: extra"),
-    (["estimators", "--verbose"], "unrecognized arguments: --verbose"),
+    (["estimators", "--verbose"], "unrecognized arguments: --verbose; estimators's options: --help, --json"),
+    (["estimators", "--json=1"], "argument --json: ignored explicit argument '1'"),
     (["bench", "--shapes", "16by8"], "shape must look like 65536x16, got '16by8'"),
     (["bench", "--shapes", "8x"], "shape must look like 65536x16, got '8x'"),
     (["bench", "--shapes", "0x8"], "shape sizes must be positive, got '0x8'"),
@@ -255,7 +256,14 @@ USER_ERRORS = [
     (["battery", "--no-progress=yes"], "argument --no-progress: ignored explicit argument 'yes'"),
     (["diagnose", "{log}", "--reward-kind", "judge"], "argument --reward-kind: invalid choice: 'judge'"),
     (["diagnose"], "the following arguments are required: file"),
-    (["diagnose", "{tmp}/none.csv"], "none.csv: no such file; pass the path of a reward log"),
+    (["diagnose", "{tmp}/none.csv"], "none.csv: no such file or folder; pass the path of a reward log"),
+    (["diagnose", "{tmp}/no_such_run"], "no_such_run: no such file or folder; pass the path of a reward log"),
+    (["diagnose", "{log}", "--json=yes"], "argument --json: ignored explicit argument 'yes'"),
+    (["diagnose", "{log}", "--reward-rnage", "0", "1"], "unrecognized arguments: --reward-rnage 0 1; did you mean '--reward-range'? "
+                                                       "diagnose's options: --help, --reward-range, --reward-fn, --reward-kind"),
+    (["diagnose", "{log}", "--reward-kind", "binry"], "invalid choice: 'binry' (choose from 'binary', 'composite', "
+                                                     "'continuous', 'any'); did you mean 'binary'?"),
+    (["diagnoze", "{log}"], "invalid choice: 'diagnoze' (choose from 'demo'"),
     (["diagnose", "{file}"], "unknown file type '.txt'; reward logs are read from .csv"),
     (["diagnose", "{log}", "--reward-range", "1", "0"], "reward_range"),
     (["diagnose", "{log}", "--reward-range", "0"], "argument --reward-range: expected 2 arguments"),
@@ -272,10 +280,10 @@ USER_ERRORS = [
     (["diagnose", "{tmp}"], "no run logs found: TRL writes output_dir/completions/completions_<step>.parquet"),
     (["diagnose", "{run}", "--group-size", "0"], "argument --group-size: must be >= 1, got 0"),
     (["diagnose", "{run}", "--group-size", "8"], "rows 1-8 (a group of num_generations=8) hold 2 prompts"),
-    (["diagnose", "{log}", "--group-size", "4"], "group_size= and reward_weights= (--group-size, --reward-weights) apply to"),
-    (["diagnose", "{run}", "--reward-weights", "1"], "reward_weights (--reward-weights) must be 2 finite numbers"),
+    (["diagnose", "{log}", "--group-size", "4"], "--group-size and --reward-weights apply to"),
+    (["diagnose", "{run}", "--reward-weights", "1"], "--reward-weights must be 2 finite numbers"),
     (["diagnose", "{run}", "--reward-weights", "x"], "argument --reward-weights: invalid float value: 'x'"),
-    (["diagnose", "{run}", "--skip-bad"], "columns= and skip_bad= (--column, --skip-bad) apply to reward log files"),
+    (["diagnose", "{run}", "--skip-bad"], "--column and --skip-bad apply to reward log files"),
     (["simulate"], "the following arguments are required: config, --out"),
     (["simulate", "{tmp}/none.json", "--out", "{tmp}"], "no config file at"),
     (["simulate", "{file}", "--out", "{tmp}"], "invalid JSON at line 1"),
@@ -289,6 +297,8 @@ USER_ERRORS = [
     (["sweep"], "the following arguments are required: CONFIG | status DIR"),
     (["sweep", "status"], "usage: sweep status DIR"),
     (["sweep", "status", "{tmp}"], "holds no sweep record (no manifest.json); pass the --out folder of a sweep"),
+    (["sweep", "status", "{tmp}/none"], "none: no such folder; pass the --out folder of a sweep"),
+    (["sweep", "{sweep}", "--out", "{tmp}", "--json"], "--json applies to sweep status DIR"),
     (["sweep", "{sweep}", "{sweep}", "--out", "{tmp}"], "sweep takes one CONFIG file"),
     (["sweep", "{sweep}"], "sweep CONFIG needs --out DIR"),
     (["sweep", "{tmp}/none.json", "--out", "{tmp}"], "no sweep config at"),
@@ -320,7 +330,7 @@ USER_ERRORS = [
                                                       "this machine has {cpus} CPUs (os.cpu_count())"),
     (["diagnose", "{log}", "--force"], "--force applies to --html (replace an existing page); add --html OUT"),
     (["diagnose", "{log}", "--html", "{log}"], "is an input of this command"),
-    (["diagnose", "{log}", "--html", "{file}"], "'{file}' exists; pass another path, or --force (force=True) to replace it"),
+    (["diagnose", "{log}", "--html", "{file}"], "'{file}' exists; pass another path, or --force to replace it"),
     (["diagnose", "{log}", "--html", "{link}"], "'{link}' is a symbolic link; outputs never follow one"),
     (["diagnose", "{log}", "--html", "{tmp}/no/such/../r.html"], "the folder '{tmp}/no/such/..' does not exist"),
     (["diagnose", "{latin1}"], "latin1.csv: not UTF-8 text: byte 0xe9 at line 2, column 6 (byte offset 23); save the file as UTF-8"),
@@ -367,7 +377,7 @@ def _commands():
 
 
 def test_every_command_and_every_option_has_its_user_errors_tested():
-    assert {argv[0] for argv, _ in USER_ERRORS if argv} - {"frobnicate"} == set(_commands())
+    assert {argv[0] for argv, _ in USER_ERRORS if argv} - {"frobnicate", "diagnoze"} == set(_commands())
     for name, command in _commands().items():
         tried = {a.split("=")[0] for argv, _ in USER_ERRORS if argv[:1] == [name] for a in argv[1:]}
         for action in command._actions:

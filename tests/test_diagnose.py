@@ -215,7 +215,7 @@ def test_figures_and_a_self_contained_html_page(tmp_path):
     (tmp_path / "sub").mkdir()
     path = write_diagnosis_html(d, tmp_path / "sub" / "report.html")
     assert path.read_text(encoding="utf-8") == page
-    with pytest.raises(ValueError, match=r"report.html' exists; pass another path, or --force"):
+    with pytest.raises(ValueError, match=r"report.html' exists; pass another path, or force=True to replace it"):
         write_diagnosis_html(d, path)
     path.write_text("old")
     assert write_diagnosis_html(d, path, force=True).read_text(encoding="utf-8") == page
@@ -279,8 +279,7 @@ def test_cli_user_errors_are_one_line_without_traceback(tmp_path):
     out = _cli(str(bad))
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip() == ("python -m robustgrpo diagnose: error: bad.csv: line 3, column 'reward': not a number: 'x' "
-                                  "(1 bad row in all); fix the file, or pass skip_bad=True (--skip-bad) to skip bad "
-                                  "rows and report them")
+                                  "(1 bad row in all); fix the file, or pass --skip-bad to skip bad rows and report them")
     out = _cli(str(bad), "--skip-bad")
     assert out.returncode == 0 and "skipped 1 of 2 rows: 1 reward not a number" in out.stdout
     for args in ([str(tmp_path / "none.csv")], [str(EXAMPLE), "--reward-range", "1", "0"],

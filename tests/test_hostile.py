@@ -995,4 +995,4 @@ def test_a_long_log_is_shown_by_ranges_of_steps_whose_rows_are_exact(tmp_path, c
     assert title == "Per step (last row: the whole log)" and len(short) == 201
     assert main(["diagnose", str(log)]) == 0
     out = capsys.readouterr().out
-    assert len(out.splitlines()) < 120 and "the table of every step is Diagnosis.steps" in out
+    assert len(out.splitlines()) < 120 and "every step: the 'steps' of diagnose --json" in out

@@ -30,7 +30,7 @@ def _split(spec: str) -> tuple[str, str]:
 
 
 def test_environment_yml_matches_pyproject():
-    """Every package of pyproject (core, lab, book, dev, trl, verl, integrations, sweep, mutation) is in environment.yml, with the same spec.
+    """Every package of pyproject (core, lab, plots, book, dev, trl, verl, integrations, sweep, mutation) is in environment.yml, with the same spec.
 
     The trainer extras (trl, verl and what verl's trainer imports; integrations is their union plus
     TensorBoard), the sweep extra (Ray) and the mutation extra (mutmut) go under environment.yml's
@@ -38,7 +38,8 @@ def test_environment_yml_matches_pyproject():
     """
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    assert set(extras) == {"lab", "book", "dev", "trl", "verl", "integrations", "sweep", "mutation"}
+    assert set(extras) == {"lab", "plots", "book", "dev", "trl", "verl", "integrations", "sweep", "mutation"}
+    assert set(extras["plots"]) <= set(extras["book"])  # the book draws with matplotlib too
     conda_expected = dict(_split(s) for s in project["dependencies"] + extras["lab"] + extras["book"] + extras["dev"])
     pip_listed = [_split(s) for name in ("trl", "verl", "integrations", "sweep", "mutation") for s in extras[name]]
     pip_expected = dict(pip_listed)
@@ -133,7 +134,7 @@ def test_every_module_declares_its_public_names(name):
 LAYERS = {
     "core": ["checks", "inputs", "stats", "advantages", "multireward", "integrations"],
     "lab": ["lab.contamination", "lab.scenarios", "lab.logfiles", "lab.rewardlogs", "lab.runlogs", "lab.metrics", "lab.diagnose",
-            "lab.simulate", "lab.sweep", "lab.experiments"],
+            "lab.simulate", "lab.sweep", "lab.experiments", "lab.watch"],
     "book": ["book.style", "book.text", "book.glue", "book.figures", "book.interactive", "book.controls", "book.widget", "book.execute",
              "book.outlier_poisoning", "book.robust_statistics_primer", "book.sweep_g_and_c", "book.advantage_distributions", "book.policy_gradient_drift", "book.grouping_and_dynamic_clipping",
              "book.your_rewards", "book.real_trainer", "book.records", "book.dashboards"],

@@ -136,4 +136,5 @@ def test_error_messages_are_one_line(tmp_path):
     path = _csv(tmp_path, "step,group,reward\n0,a,1\n0,a,x\n")
     with pytest.raises(RewardLogError) as err:
         load_reward_log(path)
-    assert "\n" not in str(err.value) and re.search(r"skip_bad=True \(--skip-bad\)", str(err.value))
+    assert "\n" not in str(err.value) and str(err.value).endswith("fix the file, or pass skip_bad=True to skip bad rows and "
+                                                                "report them")  # (the command line names --skip-bad)

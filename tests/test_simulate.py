@@ -121,7 +121,7 @@ SIM_CONFIG_ERRORS = [
      r"params sets \['c'\], which c_schedule decides, got \{'c': 2\.0\}; drop it from params or drop c_schedule$"),
     (dict(estimators=("grpo",), params={"magic": 1}),
      r"params are accepted by none of the estimators \['grpo'\], got \['magic'\]; check the spelling \(describe_estimators\(\) lists "
-     r"each estimator's parameters\)$"),
+     r"each estimator's parameters\): they accept ddof, eps$"),
     (dict(loss_type="dapoo"), r"^loss_type must be one of \['grpo', 'dapo', 'dr_grpo', 'bnpo'\], got 'dapoo'; did you mean 'dapo'\?$"),
     (dict(kl_estimator="k3_iss"), r"^kl_estimator must be one of .*got 'k3_iss'; did you mean 'k3_is'\?$"),
     (dict(reward_weights={"corect": 1.0}), r"^unknown reward function field\(s\) \['corect'\]; did you mean 'correct'\?"),

@@ -547,14 +547,16 @@ def test_sweep_command_runs_reports_and_says_what_is_done_failed_and_missing(tmp
 @pytest.mark.parametrize("argv, message", [
     (["sweep", "{bad}", "--out", "{out}"], "{bad}: grid.G: G must be an integer >= 2, got 'eight'"),
     (["sweep", "{bad}"], "sweep CONFIG needs --out DIR"),
-    (["sweep", "status", "{out}"], "holds no sweep record (no manifest.json)"),
+    (["sweep", "status", "{out}"], "{out}: no such folder; pass the --out folder of a sweep"),
+    (["sweep", "status", "{empty}"], "{empty} holds no sweep record (no manifest.json)"),
     (["sweep", "{bad}", "--out", "{out}", "--address", "auto"], "--address applies to the ray engine"),
     (["sweep", "{bad}", "extra", "--out", "{out}"], "sweep takes one CONFIG file"),
 ])
 def test_sweep_command_user_errors_are_one_line_and_exit_2(tmp_path, capsys, argv, message):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"runnable": "simulate", "grid": {"G": ["eight"]}}))
-    fill = {"bad": str(bad), "out": str(tmp_path / "out")}
+    (tmp_path / "empty").mkdir()
+    fill = {"bad": str(bad), "out": str(tmp_path / "out"), "empty": str(tmp_path / "empty")}
     assert main([a.format(**fill) for a in argv]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("python -m robustgrpo sweep: error: ") and message.format(**fill) in err
@@ -590,8 +592,11 @@ def test_a_record_without_cells_has_only_the_cell_id_column_and_loaded_rows_are_
     assert run_sweep(spec, out, progress=False, runnables=TOYS).ran == 0
     empty = load_record(out, partial=True)
     assert list(empty.columns) == ["cell_id"] and len(empty) == 0 and empty.attrs["unfinished"] == 1
-    with pytest.raises(ValueError, match=r"holds no sweep record \(no manifest\.json\); pass the --out folder of a sweep$"):
+    with pytest.raises(ValueError, match=r"nowhere: no such folder; pass the --out folder of a sweep$"):
         load_record(tmp_path / "nowhere")
+    (tmp_path / "bare").mkdir()
+    with pytest.raises(ValueError, match=r"bare holds no sweep record \(no manifest\.json\); pass the --out folder of a sweep$"):
+        load_record(tmp_path / "bare")
     run_sweep({"runnable": "toy", "grid": {"x": [1, 2]}}, tmp_path / "two", progress=False, runnables=TOYS)
     pd.testing.assert_index_equal(load_record(tmp_path / "two").index, pd.RangeIndex(4))
 

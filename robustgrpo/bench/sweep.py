@@ -162,7 +162,7 @@ def run_sweep_benchmark(
             try:
                 import ray
             except ImportError:
-                notes.append("ray: not installed (pip install -c constraints.txt -e '.[sweep]')")
+                notes.append("ray: not installed (pip install -e '.[sweep]')")
                 bar.update(2)
             else:
                 ray_version = ray.__version__

@@ -1,6 +1,7 @@
 """The book: the notebooks' figures, captions, takeaways and live lessons, one chapter per folder.
 
-``pip install robustgrpo[lab,book]`` (matplotlib, plotly, ipywidgets, anywidget, jupyterlab). A
+The ``lab`` and ``book`` extras (matplotlib, plotly, ipywidgets, anywidget, jupyterlab; the diagnosis page,
+``book.your_rewards``, needs only ``plots``: matplotlib). A
 chapter is a subpackage named as its notebook (without the number), holding what the notebook shows:
 
 ``outlier_poisoning`` (notebook ``01_outlier_poisoning``), ``robust_statistics_primer`` (02),

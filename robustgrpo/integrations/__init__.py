@@ -9,11 +9,13 @@
 Neither imports its trainer library until it is used, and importing
 :mod:`robustgrpo` imports neither. Each has its extra: ``trl`` (trl >= 1.10)
 and ``verl`` (verl 0.9); ``integrations`` installs both
-(``pip install -c constraints.txt -e '.[trl]'``).
+(``pip install -e '.[trl]'`` in a clone, into the trainer's environment, which keeps its torch).
 
 This module holds what the two adapters share: checking an estimator
 choice and its settings (:func:`estimator_settings`), the diagnostics
-they report (:func:`advantage_metrics`) and MC-GRPO's pivot (:func:`pivot_rows`).
+they report (:func:`advantage_metrics`), MC-GRPO's pivot (:func:`pivot_rows`)
+and a choice written as each trainer takes it (:func:`trl_arguments`,
+:func:`verl_overrides`), to paste.
 """
 
 from __future__ import annotations
@@ -26,15 +28,17 @@ import torch
 
 from robustgrpo.advantages import AdvantageResult, compute_advantages, get_estimator
 
-__all__ = ["OPTIONS", "estimator_settings", "advantage_metrics", "pivot_rows"]
+__all__ = ["METRIC_PREFIX", "OPTIONS", "estimator_settings", "advantage_metrics", "pivot_rows", "trl_arguments", "verl_overrides"]
 
 
+#: Prefix of the metrics both adapters add to their trainer's (TRL's metrics, verl's tracking logger).
+METRIC_PREFIX = "robustgrpo/"
 #: Settings that are options of compute_advantages rather than estimator parameters.
 OPTIONS: tuple[str, ...] = ("reward_range", "out_of_range")
 
 
 def estimator_settings(method: str, settings: Mapping[str, Any] | None, *, options: tuple[str, ...] = OPTIONS,
-                       where: str = "") -> dict[str, Any]:
+                       where: str = "", also: tuple[str, ...] = ()) -> dict[str, Any]:
     """Keyword arguments of ``compute_advantages(rewards, method, **kwargs)`` from a trainer's settings, checked.
 
     ``settings`` holds the estimator's parameters (checked with
@@ -44,14 +48,16 @@ def estimator_settings(method: str, settings: Mapping[str, Any] | None, *, optio
     Returns only the settings given (the defaults apply to the others), with
     ``reward_range`` as a tuple of floats; every value is checked now, before
     any training step, by one call on a two-sample group. ``where`` names the
-    section in error messages (verl: ``"algorithm.robustgrpo."``).
+    section in error messages (verl: ``"algorithm.robustgrpo."``); ``also`` are the settings the
+    adapter reads itself (verl's ``nan_policy``, ``drop_pivot``), named with the options when a
+    name is unknown, with the closest valid one.
 
     >>> estimator_settings("robust", {"c": 3.0, "reward_range": [0, 1]})
     {'c': 3.0, 'reward_range': (0.0, 1.0)}
-    >>> estimator_settings("robust", {"clip": 3.0})
+    >>> estimator_settings("robust", {"reward_rnage": [0, 1]})
     Traceback (most recent call last):
     ...
-    ValueError: estimator 'robust' has no parameter(s) ['clip']; it accepts: ...
+    ValueError: estimator 'robust' has no parameter(s) ['reward_rnage']; it accepts: c, resolution, and the options reward_range, out_of_range; did you mean 'reward_range'?
     >>> estimator_settings("robust", {"reward_range": [0, 1, 2]})
     Traceback (most recent call last):
     ...
@@ -63,7 +69,7 @@ def estimator_settings(method: str, settings: Mapping[str, Any] | None, *, optio
     params = {k: v for k, v in kwargs.items() if k not in options}
     prefix = f"{where.rstrip('.')}: " if where else ""
     try:
-        get_estimator(method).bind(params)
+        get_estimator(method).bind(params, options=(*options, *also))
     except ValueError as err:
         raise ValueError(f"{prefix}{err}") from None
     if kwargs.get("reward_range") is not None:
@@ -81,6 +87,45 @@ def estimator_settings(method: str, settings: Mapping[str, Any] | None, *, optio
     except ValueError as err:
         raise ValueError(f"{prefix}{err}") from None
     return kwargs
+
+
+def _changed(method: str, settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``settings`` checked, split into the estimator's parameters and the options, without those at their default."""
+    checked = estimator_settings(method, settings)
+    defaults = get_estimator(method).defaults
+    params = {k: v for k, v in checked.items() if k not in OPTIONS and v != defaults[k]}
+    options = {k: v for k, v in checked.items() if k in OPTIONS and not (k == "out_of_range" and v == "mask")}
+    return params, options
+
+
+def trl_arguments(method: str, settings: Mapping[str, Any] | None = None) -> str:
+    """The arguments that make :class:`~robustgrpo.integrations.trl.RobustGRPOTrainer` use ``method`` with ``settings``,
+    as Python to paste into its call (settings at their default left out).
+
+    >>> trl_arguments("dr_grpo", {"reward_range": (0, 1), "out_of_range": "mask"})
+    "advantage_method='dr_grpo', reward_range=(0.0, 1.0)"
+    >>> trl_arguments("robust", {"c": 2.0})
+    "advantage_method='robust', advantage_params={'c': 2.0}"
+    """
+    params, options = _changed(method, settings or {})
+    parts = [f"advantage_method={method!r}", *(f"{k}={v!r}" for k, v in options.items())]
+    return ", ".join(parts + ([f"advantage_params={params!r}"] if params else []))
+
+
+def verl_overrides(method: str, settings: Mapping[str, Any] | None = None) -> list[str]:
+    """The command-line overrides of verl's trainer that choose ``method`` with ``settings`` (settings at their default
+    left out), each one argument of ``python -m verl.trainer.main_ppo``.
+
+    >>> verl_overrides("dr_grpo", {"reward_range": (0, 1), "out_of_range": "mask"})
+    ['algorithm.adv_estimator=robustgrpo_dr_grpo', '+algorithm.robustgrpo.reward_range=[0.0,1.0]']
+    """
+    params, options = _changed(method, settings or {})
+
+    def value(v: Any) -> str:
+        return "[" + ",".join(map(repr, v)) + "]" if isinstance(v, (list, tuple)) else str(v)
+
+    return [f"algorithm.adv_estimator=robustgrpo_{method}",
+            *(f"+algorithm.robustgrpo.{k}={value(v)}" for k, v in {**params, **options}.items())]
 
 
 def _plain(value: Any) -> Any:

@@ -62,8 +62,8 @@ response tokens. As verl does, a group with a single response gets its raw score
 divides it by ``1 + epsilon``). ``robustgrpo_grpo`` reproduces verl's ``grpo`` numbers
 (Bessel std, ``eps = 1e-6``).
 
-:func:`install_hooks` (run by the plugin) wraps three verl functions, each only for the
-``robustgrpo_*`` estimators and otherwise handing over to verl's own:
+:func:`install_hooks` (run by the plugin) wraps four verl functions, the first three only for
+the ``robustgrpo_*`` estimators and otherwise handing over to verl's own:
 
 * ``verl.utils.config.validate_config``: the settings above, at start;
 * ``verl.trainer.ppo.ray_trainer.compute_advantage``: hands the reward keys (for
@@ -72,7 +72,25 @@ divides it by ``1 + epsilon``). ``robustgrpo_grpo`` reproduces verl's ``grpo`` n
 * ``verl.trainer.ppo.v1.utils.compute_advantage_for_multi_trajectories`` (the v1 trainer):
   multi-turn rows are grouped as verl's ``grpo`` groups them: only the final output of each
   conversation (batch key ``{uid}_{session}_{output}``, the highest output) is scored in its
-  prompt's group, and its advantage is copied to the conversation's other outputs.
+  prompt's group, and its advantage is copied to the conversation's other outputs;
+* ``verl.utils.tracking.Tracking.log``: a training step's record (the metrics holding
+  ``training/global_step``, which both trainers log once a step) gains the ``robustgrpo/*``
+  metrics of the step's advantages, those of the TRL adapter
+  (:func:`~robustgrpo.integrations.advantage_metrics`: ``fallback_rate``, ``clipped_fraction``,
+  ``sign_flip_fraction`` against verl's own ``grpo`` on the same rewards, ``out_of_range_fraction``,
+  ``silenced_fraction``; ``advantage_seconds``, the estimator's time; ``estimator/<name>``), so
+  they reach every backend of ``trainer.logger`` (console, wandb, TensorBoard, file...). The
+  estimator computes them on the driver, where both trainers compute advantages and log; the last
+  computation before the record is the one logged.
+
+Checking the plug-in
+--------------------
+``python -c "import verl.trainer.ppo.core_algos as c; print(sorted(n for n in c.ADV_ESTIMATOR_REGISTRY if
+n.startswith('robustgrpo_')))"`` lists the names the plug-in registered. verl swallows a plug-in
+that fails to import (a debug line); this one logs a warning first
+(:mod:`robustgrpo.integrations.verl_plugin`: ``robustgrpo: the verl plug-in failed to import
+...``), and the trainer then stops at its first advantage with verl's ``ValueError: Unknown
+advantage estimator simply: robustgrpo_<name>``.
 
 The hooks patch a module when it is imported (an import hook), so importing robustgrpo never
 imports verl's trainers. This module imports verl only in :func:`register_estimators` and
@@ -95,6 +113,7 @@ import importlib.abc
 import importlib.util
 import logging
 import sys
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -103,10 +122,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from robustgrpo.advantages import ESTIMATORS, compute_advantages, resolve_methods
+from robustgrpo.advantages import ESTIMATORS, AdvantageResult, compute_advantages, resolve_methods
+from robustgrpo.checks import did_you_mean
 from robustgrpo.inputs import first_appearance_codes, group_by_index, scatter_to_flat
 from robustgrpo.multireward import compute_multi_reward_advantages
-from robustgrpo.integrations import OPTIONS, _plain, estimator_settings, pivot_rows
+from robustgrpo.integrations import METRIC_PREFIX, OPTIONS, _plain, advantage_metrics, estimator_settings, pivot_rows
 
 __all__ = [
     "PREFIX",
@@ -130,6 +150,10 @@ SECTION_OPTIONS: tuple[str, ...] = (*OPTIONS, "nan_policy", "drop_pivot")
 logger = logging.getLogger(__name__)
 
 _FUNCTIONS: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {}
+#: verl's own constant in its grpo (``compute_grpo_outcome_advantage``'s ``epsilon``).
+VERL_EPS = 1e-6
+#: The ``robustgrpo/*`` metrics of the last advantage computation, for the next training log (:func:`install_hooks`).
+_PENDING_METRICS: dict[str, float] = {}
 
 
 def verl_name(method: str) -> str:
@@ -219,9 +243,8 @@ def _check_section_names(config: Any, ours: bool) -> None:
         if looks_like_ours:
             raise ValueError(f"algorithm.{key} is not a verl setting nor robustgrpo's; did you mean algorithm.{CONFIG_KEY}?")
         if ours:
-            close = difflib.get_close_matches(key, sorted(known), n=1)
-            hint = f"; did you mean algorithm.{close[0]}?" if close else f"; estimator settings go under algorithm.{CONFIG_KEY}"
-            raise ValueError(f"algorithm.{key} is not a setting of verl's algorithm section{hint}")
+            raise ValueError(f"algorithm.{key} is not a setting of verl's algorithm section (estimator settings go under "
+                             f"algorithm.{CONFIG_KEY}); its settings: {', '.join(sorted(known))}" + did_you_mean(key, known))
 
 
 def _bool(name: str, value: Any) -> bool:
@@ -303,15 +326,16 @@ def check_config(config: Any, adv_estimator: str | None = None, *, full: Any = N
     name = estimator
     method = name[len(PREFIX):]
     if method not in ESTIMATORS:
-        close = difflib.get_close_matches(method, list(ESTIMATORS), n=1)
-        raise ValueError(f"algorithm.adv_estimator={name!r} names no robustgrpo estimator"
-                         + (f"; did you mean {PREFIX}{close[0]}?" if close else f"; choose one of {[PREFIX + m for m in ESTIMATORS]}"))
+        names = [PREFIX + m for m in ESTIMATORS]
+        raise ValueError(f"algorithm.adv_estimator={name!r} names no robustgrpo estimator; choose one of {names}"
+                         + did_you_mean(name, names))
     settings = dict(section or {})
     where = f"algorithm.{CONFIG_KEY}."
     drop_pivot = _bool(where + "drop_pivot", settings.pop("drop_pivot", False))
     nan_policy = settings.pop("nan_policy", "raise")
     if nan_policy not in ("raise", "omit"):
-        raise ValueError(f"{where}nan_policy must be 'raise' or 'omit', got {_plain(nan_policy)!r}")
+        raise ValueError(f"{where}nan_policy must be 'raise' or 'omit', got {_plain(nan_policy)!r}"
+                         + did_you_mean(nan_policy, ("raise", "omit")))
     norm = _bool("algorithm.norm_adv_by_std_in_grpo", _get(config, "norm_adv_by_std_in_grpo", True))
     if not norm:
         if method != "grpo":
@@ -322,7 +346,7 @@ def check_config(config: Any, adv_estimator: str | None = None, *, full: Any = N
         if "eps" in settings:
             raise ValueError(f"{where}eps has no effect with algorithm.norm_adv_by_std_in_grpo=false (no std division); remove it")
         method = "dr_grpo"
-    kwargs = estimator_settings(method, settings, where=where)
+    kwargs = estimator_settings(method, settings, where=where, also=("nan_policy", "drop_pivot"))
     reward_keys, reward_weights = _reward_keys(config)
     if drop_pivot and reward_keys is not None:
         raise ValueError(f"{where}drop_pivot picks the median of the summed score; it does not apply with "
@@ -441,24 +465,42 @@ def verl_estimator(method: str) -> Callable[..., tuple[torch.Tensor, torch.Tenso
             if kwargs.get("eps", epsilon) != epsilon:
                 raise ValueError(f"epsilon={epsilon!r} and algorithm.{CONFIG_KEY}.eps={kwargs['eps']!r} disagree; set one of them")
             kwargs = estimator_settings(settings.method, {**kwargs, "eps": epsilon})
+        start = time.perf_counter()
         scores = token_level_rewards.sum(dim=-1)
         with torch.no_grad():
             if settings.reward_keys is not None:
                 per_key = _reward_key_scores(name, settings, non_tensor_batch, scores.shape[0])
                 _check_scores(name, per_key, settings, "reward-key score")
-                result = compute_multi_reward_advantages(
-                    per_key, settings.reward_weights, settings.method, index=index, batch_normalize="whiten",
-                    sample_weights=response_mask.sum(-1).to(torch.float64).cpu(), singleton="reward",
-                    nan_policy="omit" if settings.nan_policy == "omit" else "raise", **kwargs)
-                flat = torch.as_tensor(result.advantages).to(device=scores.device, dtype=scores.dtype)
+
+                def advantages_of(method: str, **settings_: Any) -> AdvantageResult:
+                    return compute_multi_reward_advantages(
+                        per_key, settings.reward_weights, method, index=index, batch_normalize="whiten",
+                        sample_weights=response_mask.sum(-1).to(torch.float64).cpu(), singleton="reward",
+                        nan_policy="omit" if settings.nan_policy == "omit" else "raise", **settings_)
+
+                valid = torch.isfinite(per_key).any(-1)
             else:
                 _check_scores(name, scores, settings)
-                result = compute_advantages(scores, settings.method, index=index, singleton="reward",
-                                            nan_policy=settings.nan_policy, **kwargs)
-                flat = result.advantages
+
+                def advantages_of(method: str, **settings_: Any) -> AdvantageResult:
+                    return compute_advantages(scores, method, index=index, singleton="reward",
+                                              nan_policy=settings.nan_policy, **settings_)
+
+                valid = torch.isfinite(scores)
+            result = advantages_of(settings.method, **kwargs)
+            flat = torch.as_tensor(result.advantages).to(device=scores.device, dtype=scores.dtype)
             if settings.drop_pivot:
-                flat = torch.where(_pivot(scores, index, name), torch.zeros_like(flat), flat)
+                pivot = _pivot(scores, index, name)
+                flat = torch.where(pivot, torch.zeros_like(flat), flat)
+                valid = valid & ~pivot.to(valid.device)
             advantages = flat.unsqueeze(-1) * response_mask
+            # the metrics the TRL adapter logs, signs against verl's own grpo on the same rewards (eps 1e-6)
+            reference = result if (settings.method, kwargs) == ("grpo", {}) else advantages_of("grpo", eps=VERL_EPS)
+            metrics = advantage_metrics(result, torch.as_tensor(reference.advantages), valid.cpu())
+        _PENDING_METRICS.clear()
+        _PENDING_METRICS.update({METRIC_PREFIX + k: v for k, v in metrics.items()})
+        _PENDING_METRICS[f"{METRIC_PREFIX}estimator/{settings.method}"] = 1.0
+        _PENDING_METRICS[METRIC_PREFIX + "advantage_seconds"] = time.perf_counter() - start
         return advantages, advantages
 
     estimator.__name__ = estimator.__qualname__ = f"compute_{method}_outcome_advantage"
@@ -482,7 +524,8 @@ def register_estimators(methods: str | Sequence[str] | None = None) -> list[str]
         from verl.trainer.ppo.core_algos import register_adv_est
     except ImportError as err:
         raise ImportError(
-            f"verl is not installed ({err}); install the verl extra: pip install -c constraints.txt -e '.[verl]'"
+            f"verl is not installed ({err}); install the verl extra into the trainer's environment: in a clone of "
+            "robustgrpo, pip install -e '.[verl]'"
         ) from err
     names = []
     for method in resolve_methods(methods):
@@ -554,6 +597,18 @@ def _wrap_compute_advantage(original: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _IN_MULTI_TRAJECTORIES = False
+
+
+def _wrap_tracking_log(original: Callable[..., Any]) -> Callable[..., Any]:
+    def log(self: Any, data: Any, step: Any, *args: Any, **kwargs: Any) -> Any:
+        if _PENDING_METRICS and isinstance(data, Mapping) and "training/global_step" in data:
+            data = {**data, **_PENDING_METRICS}  # a training step's record: the metrics of its advantages join it
+            _PENDING_METRICS.clear()
+        return original(self, data, step, *args, **kwargs)
+
+    log.__wrapped__ = original
+    log.__doc__ = original.__doc__
+    return log
 
 
 def final_outputs(batch_keys: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -628,16 +683,21 @@ _HOOKS: dict[str, tuple[str, Callable[[Callable[..., Any]], Callable[..., Any]],
     "verl.trainer.ppo.ray_trainer": ("compute_advantage", _wrap_compute_advantage, ("verl.trainer.ppo.v1.utils",)),
     "verl.trainer.ppo.v1.utils": ("compute_advantage_for_multi_trajectories", _wrap_multi_trajectories,
                                   ("verl.trainer.ppo.v1.trainer_base",)),
+    "verl.utils.tracking": ("Tracking.log", _wrap_tracking_log, ()),
 }
 
 
 def _patch(module: ModuleType) -> None:
     attribute, factory, also = _HOOKS[module.__name__]
-    original = getattr(module, attribute, None)
+    *path, name = attribute.split(".")  # a function of the module, or a method of one of its classes
+    owner: Any = module
+    for part in path:
+        owner = getattr(owner, part, None)
+    original = getattr(owner, name, None)
     if original is None or hasattr(original, "__wrapped__"):
         return  # another verl version without it, or patched already
     wrapper = factory(original)
-    setattr(module, attribute, wrapper)
+    setattr(owner, name, wrapper)
     for other in also:  # modules that bound the original by name before the hook ran
         bound = sys.modules.get(other)
         if bound is not None and getattr(bound, attribute, None) is original:

@@ -1,4 +1,4 @@
-"""The lab: what the estimators do, measured (``pip install robustgrpo[lab]``: scipy, pandas, tqdm, pyarrow).
+"""The lab: what the estimators do, measured (the ``lab`` extra: scipy, pandas, tqdm, pyarrow).
 
 Each module imports the core (:mod:`robustgrpo.advantages` and below) and the lab modules before
 it in this list, never one after it (``tests/test_project.py`` checks the imports):

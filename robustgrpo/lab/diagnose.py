@@ -63,8 +63,12 @@ True
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import math
 import os
+import shlex
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,8 +87,9 @@ from robustgrpo.advantages import (
     resolve_methods,
     split_settings,
 )
-from robustgrpo.checks import ParamError, check_positive, check_real, plain_text
+from robustgrpo.checks import ParamError, check_positive, check_real, did_you_mean, plain_text, setting
 from robustgrpo.inputs import group_by_index
+from robustgrpo.integrations import trl_arguments, verl_overrides
 from robustgrpo.lab.metrics import relative_update_error, update_cosine
 from robustgrpo.lab.metrics.battery import EFFICIENCY_MARGIN
 from robustgrpo.multireward import compute_multi_reward_advantages
@@ -111,6 +116,9 @@ __all__ = [
     "ZERO_STD_ATOL",
     "MAX_STEP_ROWS",
     "STEP_RANGES",
+    "LABEL_WIDTH",
+    "JSON_SCHEMA",
+    "short_label",
     "LogFacts",
     "Recommendation",
     "Rule",
@@ -132,6 +140,53 @@ ZERO_STD_ATOL: float = 1e-8
 MAX_STEP_ROWS: int = 200
 #: ... in this many ranges of consecutive steps (:meth:`Diagnosis.step_table`).
 STEP_RANGES: int = 50
+#: A group label longer than this is shown in tables as a short hash and its first words (:func:`short_label`).
+LABEL_WIDTH: int = 48
+#: The name of the JSON Schema that ``diagnose --json`` follows (``robustgrpo/schemas/``), as its ``schema`` field.
+JSON_SCHEMA: str = "diagnose.schema.json"
+
+
+def short_label(text: Any, width: int = LABEL_WIDTH) -> str:
+    """A group label as tables show it: the whole text when it has at most ``width`` characters, else the first 7
+    hex digits of the sha256 of its UTF-8 text and its first words, the whole within ``width`` characters
+    (``diagnose --json`` keeps the full text beside it). Control characters are escaped
+    (:func:`~robustgrpo.checks.plain_text`), whitespace runs shown as one space.
+
+    >>> short_label("what is 2+2?")
+    'what is 2+2?'
+    >>> short_label("You are a careful assistant. Think step by step, then answer in one line. " * 20)
+    'beb818c You are a careful assistant. Think step…'
+    """
+    text = str(text)
+    shown = plain_text(text)
+    if len(shown) <= width:
+        return shown
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:7]
+    words = " ".join(shown.split())
+    head = textwrap.shorten(words, width=width - 8, placeholder="…")
+    if head == "…":  # a first word longer than the room
+        head = words[:width - 9] + "…"
+    return f"{digest} {head}"
+
+
+def _plain_json(value: Any) -> Any:
+    """``value`` as JSON holds it: numpy scalars as Python numbers, NaN and infinities as null, tuples as lists."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_plain_json(v) for v in value]
+    if isinstance(value, (np.bool_, bool)):
+        return bool(value)
+    if isinstance(value, (np.integer, int)):
+        return int(value)
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    return value
+
+
+def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
+    """A table as JSON records (:func:`_plain_json` values)."""
+    return [_plain_json(row) for row in frame.to_dict(orient="records")]
 _DTYPE = torch.float64
 
 
@@ -199,6 +254,27 @@ class Recommendation:
         """Parameters and options together (``compute_advantages(rewards, method, **settings)``)."""
         return {**self.params, **self.options}
 
+    @property
+    def trl(self) -> str:
+        """The choice as TRL takes it: ``RobustGRPOTrainer(..., advantage_method=..., reward_range=...)``."""
+        return f"RobustGRPOTrainer(..., {trl_arguments(self.method, self.settings)})"
+
+    @property
+    def verl(self) -> str:
+        """The choice as verl takes it: its command-line overrides, quoted for a shell."""
+        return " ".join(shlex.quote(o) for o in verl_overrides(self.method, self.settings))
+
+    def lines(self) -> list[str]:
+        """The recommendation as reports print it: the estimator, the setting to paste for each trainer, the reason."""
+        settings = f" with {', '.join(f'{k}={v!r}' for k, v in self.settings.items())}" if self.settings else ""
+        return [f"Recommendation: {self.method}{settings}", f"  TRL:  {self.trl}", f"  verl: {self.verl}",
+                f"Reason: {self.reason}."]
+
+    def to_json(self) -> dict[str, Any]:
+        """The recommendation as the ``recommendation`` object of ``diagnose --json``."""
+        return {"method": self.method, "settings": _plain_json(self.settings), "rule": self.rule, "reason": self.reason,
+                "trl": self.trl, "verl": verl_overrides(self.method, self.settings)}
+
     def __str__(self) -> str:
         settings = ", ".join(f"{k}={v!r}" for k, v in self.settings.items())
         return f"{self.method}({settings}): {self.reason}"
@@ -264,8 +340,9 @@ def _evidence(kind: str, declared: bool) -> str:
 
 def _kind_hint(f: LogFacts) -> str:
     return "" if f.reward_kind != "any" else (
-        "; the rewards take more than two values, so the kind was not inferred: pass reward_kind='composite' "
-        "(a sum of reward functions) or 'continuous' (a reward model's or a judge's score) for a sharper choice")
+        f"; the rewards take more than two values, so the kind was not inferred: pass {setting('reward_kind', 'composite')} "
+        f"(a sum of reward functions) or {setting('reward_kind', 'continuous')} (a reward model's or a judge's score) for a "
+        "sharper choice")
 
 
 #: The recommendation rule, first match wins. Every estimator comes from the evidence battery's
@@ -299,7 +376,7 @@ RULES: tuple[Rule, ...] = (
         lambda f: f"{f.outlier_group_fraction:.1%} of the groups hold an outlier candidate (the best plausible answer "
         f"gets a negative grpo advantage in {_rate(f.best_negative_rate)} of the groups with a best answer) and no range is "
         f"declared: {_situation_method(f)} is the recommendation ({_evidence(f.reward_kind, False)}); if the rewards have a "
-        f"known range, declare it (reward_range): then {recommended_method(f.reward_kind, True)} is "
+        f"known range, declare it ({setting('reward_range')}): then {recommended_method(f.reward_kind, True)} is "
         f"({_evidence(f.reward_kind, True)}){_kind_hint(f)}",
     ),
     Rule(
@@ -410,8 +487,8 @@ class Diagnosis:
             table["mean_length"] = (weighted / self.steps["n_samples"].groupby(position).sum()).to_numpy()
         first, last = self.steps["step"].groupby(position).first(), self.steps["step"].groupby(position).last()
         table["step"] = [f"{a}-{b}" for a, b in zip(first, last)]
-        title = (f"Per range of {width:,} steps ({n:,} steps in {len(table)} ranges; the table of every step is "
-                 "Diagnosis.steps; last row: the whole log)")
+        title = (f"Per range of {width:,} steps ({n:,} steps in {len(table)} ranges; every step: the 'steps' of "
+                 "diagnose --json, Diagnosis.steps in Python; last row: the whole log)")
         return pd.concat([table, self.overall], ignore_index=True), title
 
     def text(self, max_outliers: int = 10) -> str:
@@ -433,14 +510,31 @@ class Diagnosis:
         lines += ["", f"Outlier candidates: {n_out}" + (f" (the {min(n_out, max_outliers)} largest |z| below)" if n_out else "")]
         if n_out:
             top = self.outliers.reindex(self.outliers["z"].abs().sort_values(ascending=False).index).head(max_outliers)
-            top = top.assign(group=top["group"].map(plain_text))  # a group id is the log's text: shown inert
+            top = top.assign(group=top["group"].map(short_label))  # the log's text: shown inert, long ones shortened
             lines.append(top.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
+            if (top["group"] != self.outliers.loc[top.index, "group"]).any():
+                lines.append("(long group labels are shown as the first 7 hex digits of the sha256 of their text and "
+                             "their first words; --json holds the full text)")
         lines += ["", "Estimator disagreement on the gradient, against grpo (per-step policy updates)",
                   self.agreement_summary.to_string(index=False, float_format=lambda v: f"{v:.3f}")]
-        rec = self.recommendation
-        lines += ["", f"Recommendation: {rec.method}" + (f" with {', '.join(f'{k}={v!r}' for k, v in rec.settings.items())}" if rec.settings else ""),
-                  f"Reason: {rec.reason}."]
+        lines += ["", *self.recommendation.lines()]
         return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything :meth:`text` prints, in full, as the JSON object ``diagnose --json`` writes
+        (``robustgrpo/schemas/diagnose.schema.json``): every step (not ranges), every outlier candidate with its
+        group's full text and the label tables show, the agreement, the facts and the recommendation."""
+        from robustgrpo import __version__
+
+        outliers = self.outliers.assign(group_label=self.outliers["group"].map(short_label))
+        return {
+            "schema": JSON_SCHEMA, "robustgrpo_version": __version__, "kind": "reward_log", "source": self.source,
+            "summary": self.load_summary, "reward_fn": self.reward_fn,
+            "reward_range": _plain_json(self.reward_range), "steps": _records(self.steps),
+            "overall": _records(self.overall.drop(columns="step"))[0], "outliers": _records(outliers),
+            "agreement": _records(self.agreement_summary), "facts": _plain_json(dataclasses.asdict(self.facts)),
+            "recommendation": self.recommendation.to_json(),
+        }
 
 
 def _reward_range(reward_range: Any) -> tuple[float, float] | None:
@@ -462,11 +556,12 @@ def _select_reward_fn(log: RewardLog, reward_fn: str | None) -> tuple[pd.DataFra
         if len(names) > 1:
             raise ValueError(
                 f"{log.path.name} holds {len(names)} reward functions {names}; diagnose one at a time: "
-                "pass reward_fn= (--reward-fn NAME)"
+                f"pass {setting('reward_fn', 'NAME')}"
             )
         return log.frame, (names[0] if names else None)
     if reward_fn not in names:
-        raise ValueError(f"{log.path.name} has no reward function {reward_fn!r}; it holds {names or 'none (no reward_fn column)'}")
+        raise ValueError(f"{log.path.name} has no reward function {reward_fn!r}; it holds {names or 'none (no reward_fn column)'}"
+                         + did_you_mean(reward_fn, names))
     return log.frame[log.frame["reward_fn"] == reward_fn], reward_fn
 
 
@@ -819,13 +914,37 @@ class RunDiagnosis:
             source = f"robustgrpo's {self.logged_method!r} estimator" if self.logged_method else "TRL's own normalisation"
             lines += ["", f"== The advantages the trainer logged (by {source}) against each estimator's =="]
             lines.append(self.advantages.to_string(index=False, float_format=lambda v: f"{v:.3g}"))
-            matching = self.advantages.loc[self.advantages["matches"], "method"].tolist()
-            lines.append(f"reproduced by: {', '.join(matching)}" if matching else
-                         "no estimator reproduces them; if the run weighted its reward functions, pass reward_weights= "
-                         "(--reward-weights)")
+            matching = self.reproduced_by
+            lines.append(f"reproduced by: {', '.join(matching)}" if matching else self.no_match_text)
         else:
             lines += ["", "verl's rollout dumps hold no advantages: nothing logged to compare"]
         return "\n".join(lines)
+
+    @property
+    def no_match_text(self) -> str:
+        """What the report says when no estimator reproduces the logged advantages."""
+        return f"no estimator reproduces them; if the run weighted its reward functions, pass {setting('reward_weights')}"
+
+    @property
+    def reproduced_by(self) -> list[str]:
+        """The estimators whose advantages match the logged ones (TRL; empty for verl)."""
+        return self.advantages.loc[self.advantages["matches"], "method"].tolist() if len(self.advantages) else []
+
+    def to_json(self) -> dict[str, Any]:
+        """:meth:`Diagnosis.to_json` of the total, with the run: its trainer, files and grouping, each reward
+        function's row, and (TRL) the logged advantages against each estimator's."""
+        r = self.run
+        return {
+            **self.total.to_json(), "kind": "run", "source": r.path.name, "summary": r.summary(),
+            "run": {"trainer": r.trainer, "files": [p.name for p in r.files], "group_size": r.group_size,
+                    "group_size_given": r.group_size_given, "functions": list(r.functions), "total": r.total,
+                    "weights": _plain_json(r.weights), "repeated_files": list(r.repeated_files),
+                    "shared_steps": _plain_json(r.shared_steps), "left_out_turns": r.left_out_turns,
+                    "position_groups": r.position_groups},
+            "functions": _records(self.function_table),
+            "logged_method": self.logged_method, "logged_advantages": _records(self.advantages),
+            "reproduced_by": self.reproduced_by,
+        }
 
 
 def _row(name: str, d: Diagnosis) -> dict[str, Any]:
@@ -837,24 +956,45 @@ def _row(name: str, d: Diagnosis) -> dict[str, Any]:
 
 def _logged_comparison(run: RunLog, names: list[str], per_method: dict[str, dict[str, Any]],
                        logged_method: str | None) -> pd.DataFrame:
-    """Each estimator's advantages of the run's rewards against the logged ones (TRL), in the log's row order."""
+    """Each estimator's advantages of the run's rewards against the logged ones (TRL), in the log's row order.
+
+    Each candidate is computed as the trainer computed it: one call per generation batch (a TRL completions
+    file holds the batch of one step), in float32 (TRL's rewards), so that the batch-level estimators
+    (``batch_std``, ``batch_huber``), the tie tolerances of the order-based ones and TRL's batch step of
+    ``normalize_then_sum`` see the batch the trainer saw, not the whole log pooled. (An estimator whose groups
+    do not depend on each other, :attr:`~robustgrpo.advantages.Estimator.depends_on_batch` False, gives the
+    same numbers in one call over every batch, which it gets.)
+    """
     s = run.samples
-    keys = s["file"].astype(str).str.cat(s["group"].astype(str), sep="\x1f").to_numpy()
     logged = s["advantage"].to_numpy(dtype=np.float64)
     counted = s["in_loss"].to_numpy(dtype=bool) & np.isfinite(logged)
-    total = torch.tensor(s[run.total].to_numpy(dtype=np.float64))
+    total = torch.tensor(s[run.total].to_numpy(dtype=np.float64), dtype=torch.float32)
+    per_fn = torch.tensor(s[list(run.functions)].to_numpy(dtype=np.float64), dtype=torch.float32)
+    weights = list(run.weights) if run.weights is not None else None
+    files = s["file"].astype(str).to_numpy()
+    batches = [np.flatnonzero(files == f) for f in pd.unique(files)]
+    size = run.group_size  # a TRL group: group_size consecutive rows of one file, so a batch is [groups, size]
+
+    def per_batch(advantages_of: Callable[[np.ndarray], Any], by_batch: bool = True) -> np.ndarray:
+        out = np.zeros(len(s))
+        for rows in batches if by_batch else [np.arange(len(s))]:
+            out[rows] = np.asarray(advantages_of(rows), dtype=np.float64).reshape(-1)
+        return out
+
+    def settings(m: str) -> dict[str, Any]:
+        return {**per_method[m], **({"eps": _TRL_EPS} if m == "grpo" and "eps" not in per_method[m] else {})}
+
     candidates: list[tuple[str, str, np.ndarray]] = []
     for m in names:
-        params = {**per_method[m], **({"eps": _TRL_EPS} if m == "grpo" and "eps" not in per_method[m] else {})}
-        adv = compute_advantages(total, m, index=keys, nan_policy="omit", **params).advantages
-        candidates.append((m, "sum_then_normalize", np.asarray(adv)))
+        adv = per_batch(lambda rows: compute_advantages(total[rows].view(-1, size), m, nan_policy="omit",
+                                                        **settings(m)).advantages, ESTIMATORS[m].depends_on_batch)
+        candidates.append((m, "sum_then_normalize", adv))
     if len(run.functions) > 1:  # TRL's normalize_then_sum, with grpo and with the estimator the adapter logged
-        per_fn = torch.tensor(s[list(run.functions)].to_numpy(dtype=np.float64))
-        weights = list(run.weights) if run.weights is not None else None
         for m in dict.fromkeys(["grpo", *([logged_method] if logged_method in names else [])]):
-            params = {**per_method[m], **({"eps": _TRL_EPS} if m == "grpo" and "eps" not in per_method[m] else {})}
-            adv = compute_multi_reward_advantages(per_fn, weights, m, index=keys, nan_policy="omit", **params).advantages
-            candidates.append((m, "normalize_then_sum", np.asarray(adv)))
+            adv = per_batch(lambda rows: compute_multi_reward_advantages(per_fn[rows].view(-1, size, per_fn.shape[-1]),
+                                                                         weights, m, nan_policy="omit",
+                                                                         **settings(m)).advantages)
+            candidates.append((m, "normalize_then_sum", adv))
     rows = []
     for m, aggregation, adv in candidates:
         gap = np.abs(adv[counted] - logged[counted])

@@ -53,7 +53,7 @@ skip them; line numbers still count them).
 >>> load_reward_log(path)
 Traceback (most recent call last):
 ...
-robustgrpo.lab.logfiles.RewardLogError: rewards.csv: line 4, column 'reward': not a number: 'oops' (1 bad row in all); fix the file, or pass skip_bad=True (--skip-bad) to skip bad rows and report them
+robustgrpo.lab.logfiles.RewardLogError: rewards.csv: line 4, column 'reward': not a number: 'oops' (1 bad row in all); fix the file, or pass skip_bad=True to skip bad rows and report them
 >>> log = load_reward_log(path, skip_bad=True)
 >>> log.frame[["step", "group", "reward"]].values.tolist()
 [[0, 'a', 1.0], [0, 'a', 0.0]]
@@ -72,7 +72,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from robustgrpo.checks import check_int, check_seed
+from robustgrpo.checks import check_int, check_seed, setting
 from robustgrpo.lab.logfiles import FORMATS, RewardLogError, check_fields, first_problem, format_of, read_table
 from robustgrpo.lab.scenarios import load_scenario
 
@@ -175,14 +175,14 @@ def _resolve_columns(raw: pd.DataFrame, columns: Mapping[str, str] | None, name:
         present = [a for a in aliases if a in raw.columns]
         if len(present) > 1:
             raise RewardLogError(
-                f"{name}: columns {present} could each be the {fld}; name one with columns={{{fld!r}: ...}} (--column {fld}=NAME)"
+                f"{name}: columns {present} could each be the {fld}; name one with {setting('columns', {fld: 'NAME'})}"
             )
         if present:
             found[fld] = present[0]
         elif fld in REQUIRED:
             raise RewardLogError(
                 f"{name}: missing column {fld!r} (accepted names: {', '.join(aliases)}); the file has {list(raw.columns)}; "
-                f"rename it or pass columns={{{fld!r}: ...}} (--column {fld}=NAME)"
+                f"rename it or pass {setting('columns', {fld: 'NAME'})}"
             )
     return found
 
@@ -245,9 +245,12 @@ def load_reward_log(
     if path.is_dir():  # a trainer's run folder: robustgrpo.lab.runlogs, a later layer, reads it
         raise RewardLogError(f"{path}: a folder; a TRL or verl run folder is read by robustgrpo.lab.runlogs.load_run_log "
                              "(robustgrpo.lab.runlogs.load_log and diagnose read both); a reward log is a file")
+    if not path.exists():
+        raise RewardLogError(f"{path}: no such file or folder; pass the path of a reward log ({', '.join(FORMATS)}) or of "
+                             "a TRL or verl run folder")
     format_of(path)
     if not path.is_file():
-        raise RewardLogError(f"{path}: no such file; pass the path of a reward log ({', '.join(FORMATS)})")
+        raise RewardLogError(f"{path}: not a regular file; pass the path of a reward log ({', '.join(FORMATS)})")
     table = read_table(path, empty="a reward log starts with a header line (step,group,reward)")
     name, where, lines = table.name, table.where, table.lines
     found = _resolve_columns(table.frame, columns, name)
@@ -260,7 +263,7 @@ def load_reward_log(
                             "reason": problems["reason"][bad].to_numpy()})
     if not skip_bad:
         error = first_problem(table, found, problems,
-                              "fix the file, or pass skip_bad=True (--skip-bad) to skip bad rows and report them")
+                              f"fix the file, or pass {setting('skip_bad', True)} to skip bad rows and report them")
         if error is not None:
             raise error
     kept = frame[~bad].reset_index(drop=True)

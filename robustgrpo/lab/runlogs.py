@@ -15,11 +15,19 @@ TRL (``GRPOConfig(log_completions=True)``)
     same batch: a file equal to the one before it (but for ``step``) is skipped and counted.
 verl (``trainer.rollout_data_dir``)
     ``<global_step>.jsonl`` from the trainer's ``_dump_generations``: ``input``, ``output``,
-    ``score``, ``step``, ``gts`` (some versions) and the reward function's extra infos. The
-    legacy trainer writes no group id: a group is the prompt (``input``) within a step.
-    verl's v1 trainer writes ``uid`` = ``{prompt}_{session}_{output}``: a group is the prompt
-    of the key, and a multi-turn conversation is scored by its final output as verl's
-    ``grpo`` does (the conversation's other output rows are left out and counted).
+    ``score``, ``step``, ``gts`` (some versions) and the reward function's extra infos. verl
+    groups by ``uid`` (one per prompt the batch drew). The v1 trainer writes ``uid`` =
+    ``{prompt}_{session}_{output}``: a group is the prompt of the key, and a multi-turn
+    conversation is scored by its final output as verl's ``grpo`` does (the conversation's
+    other output rows are left out and counted). A legacy dump that holds a ``uid`` (an extra
+    info) is grouped by it. The legacy trainer writes none: a group is the prompt (``input``)
+    within a step, and a prompt the batch drew k times (verl's DAPO data repeats prompts) has
+    k x ``rollout.n`` responses, split into k groups by position: its responses in dump order,
+    ``rollout.n`` at a time, labelled ``<prompt> #1`` ... ``#k``. That is verl's grouping where the
+    dump keeps the batch's order (``trainer.balance_batch=false``: the batch holds each prompt's
+    ``rollout.n`` responses side by side); verl's default ``balance_batch=true`` reorders the
+    batch by sequence length before it dumps, so there the split is by position, not verl's
+    (:attr:`RunLog.position_groups` counts these groups and the summary says so).
 
 Every file is read under the one discipline of every log (:mod:`robustgrpo.lab.logfiles`, as
 reward logs are): UTF-8 with or without a byte-order mark, JSON nested at most 64 deep with no
@@ -36,9 +44,9 @@ summary says which steps). ``group_size`` is the run's ``num_generations``; by d
 inferred from each file, as the greatest common divisor of the lengths of its runs of equal
 consecutive prompts, and files that give different sizes, or a size of 1 (TRL's
 ``num_generations`` is at least 2: a truncated file, say), are an error that names them and
-asks for it. verl without ``uid``: every group must have ``group_size`` responses
-(``actor_rollout_ref.rollout.n``; default: the most common size, which must be at least 2), and
-a prompt sampled twice in one step (two groups that the dump cannot tell apart) is an error.
+asks for it. verl without ``uid``: every prompt must have ``group_size`` responses in a step, or a
+whole multiple of it (``actor_rollout_ref.rollout.n``; default: the most common size, which must be
+at least 2).
 Each violation is a one-line :class:`~robustgrpo.lab.logfiles.RewardLogError` naming the file,
 the rows and the fix.
 
@@ -78,7 +86,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from robustgrpo.checks import check_output_file
+from robustgrpo.checks import check_output_file, setting
 from robustgrpo.lab.logfiles import RewardLogError, Table, check_fields, first_problem, is_number, read_table
 from robustgrpo.lab.rewardlogs import RewardLog, load_reward_log
 
@@ -130,6 +138,9 @@ class RunLog(RewardLog):
     shared_steps : tuple of int
         TRL steps that several files carry (a resumed run, say): each file's groups are kept
         apart, labelled ``<file stem>:<block>``.
+    position_groups : int
+        verl dumps without a uid: the groups of prompts sampled more than once in a step, formed
+        by position (labelled ``<prompt> #<k>``; see the module docstring).
     """
 
     trainer: str = "trl"
@@ -143,6 +154,7 @@ class RunLog(RewardLog):
     repeated_files: tuple[str, ...] = ()
     left_out_turns: int = 0
     shared_steps: tuple[int, ...] = ()
+    position_groups: int = 0
 
     @property
     def where(self) -> str:
@@ -165,7 +177,7 @@ class RunLog(RewardLog):
         if self.functions:
             text += f"; reward functions {', '.join(self.functions)}"
         if self.trainer == "trl" and len(self.functions) > 1:
-            weights = "weights 1 each (the files do not say; pass reward_weights=)" if self.weights is None else \
+            weights = f"weights 1 each (the files do not say; pass {setting('reward_weights')})" if self.weights is None else \
                 f"weights {', '.join(f'{w:g}' for w in self.weights)}"
             text += f"; sum with {weights}"
         if self.repeated_files:
@@ -173,6 +185,14 @@ class RunLog(RewardLog):
         if self.shared_steps:
             listed = ", ".join(map(str, self.shared_steps[:5])) + (", ..." if len(self.shared_steps) > 5 else "")
             text += f"; {len(self.shared_steps)} step(s) written by several files ({listed}): each file's groups kept apart"
+        if self.trainer == "trl" and len(steps) > 1 and steps[-1] - steps[0] + 1 > len(steps):
+            text += (f"; {len(steps)} of the {steps[-1] - steps[0] + 1} steps {_span(steps)} have a file (TRL writes the "
+                     "last generation batch at each logging step: GRPOConfig(logging_steps=1) records every batch)")
+        if self.position_groups:
+            text += (f"; {self.position_groups} group(s) of prompts sampled more than once in a step, formed by position "
+                     "(each prompt's responses in dump order, rollout.n at a time: verl's groups where the dump keeps "
+                     "the batch's order, trainer.balance_batch=false; verl's default balance_batch=true reorders the batch "
+                     "first, and the dump holds no uid to undo it)")
         if self.left_out_turns:
             text += f"; {self.left_out_turns} intermediate turn(s) of multi-turn conversations left out, as verl's grpo"
         if len(self.skipped):
@@ -338,7 +358,8 @@ def _lengths_text(lengths: np.ndarray, most: int = 8) -> str:
     return shown + (f", ... ({len(lengths)} runs)" if len(lengths) > most else "")
 
 
-_GROUP_SIZE_HINT = "pass the run's num_generations (group_size=, --group-size)"
+def _group_size_hint() -> str:
+    return f"pass the run's num_generations ({setting('group_size')})"
 
 
 def _trl_group_size(frame: pd.DataFrame) -> int:
@@ -351,7 +372,7 @@ def _trl_group_size(frame: pd.DataFrame) -> int:
             raise RewardLogError(
                 f"{file}: its runs of equal consecutive prompts (lengths {_lengths_text(by_file[file])}) leave a group "
                 "size of 1, and TRL's num_generations is at least 2: the file looks truncated or its rows reordered; "
-                f"{_GROUP_SIZE_HINT} to check it")
+                f"{_group_size_hint()} to check it")
     if len(set(sizes.values())) > 1:
         by_size: dict[int, list[str]] = {}
         for file, size in sizes.items():
@@ -359,7 +380,7 @@ def _trl_group_size(frame: pd.DataFrame) -> int:
         said = "; ".join(f"groups of {size} in {', '.join(names[:3])}{' and more' if len(names) > 3 else ''}"
                          for size, names in sorted(by_size.items()))
         raise RewardLogError(f"the files do not agree on the group size: their runs of equal consecutive prompts give {said}; "
-                             f"{_GROUP_SIZE_HINT}")
+                             f"{_group_size_hint()}")
     return next(iter(sizes.values()))
 
 
@@ -374,7 +395,7 @@ def _trl_groups(frame: pd.DataFrame, group_size: int | None) -> tuple[pd.DataFra
     odd = per_file[per_file % size != 0]
     if len(odd):
         raise RewardLogError(f"{odd.index[0]}: {int(odd.iloc[0])} completions is not a whole number of groups of {size} "
-                             f"(TRL's num_generations); {_GROUP_SIZE_HINT}")
+                             f"(TRL's num_generations); {_group_size_hint()}")
     block = position // size
     keyed = frame.assign(block=block)
     prompts = keyed.groupby(["file", "block"], sort=False)["prompt"].nunique()
@@ -383,7 +404,7 @@ def _trl_groups(frame: pd.DataFrame, group_size: int | None) -> tuple[pd.DataFra
         file, b = mixed.index[0]
         raise RewardLogError(f"{file}: rows {b * size + 1}-{(b + 1) * size} (a group of num_generations={size}) hold "
                              f"{int(mixed.iloc[0])} prompts; TRL's groups are num_generations consecutive completions of "
-                             f"one prompt: {_GROUP_SIZE_HINT}")
+                             f"one prompt: {_group_size_hint()}")
     files_per_step = frame.groupby("step")["file"].nunique()
     shared = tuple(int(step) for step in files_per_step.index[files_per_step > 1])
     label = pd.Series(block.astype(str), index=frame.index)
@@ -425,13 +446,17 @@ def _read_verl(files: list[Path]) -> tuple[pd.DataFrame, list[str]]:
     return pd.concat(frames, ignore_index=True), components
 
 
-def _verl_groups(frame: pd.DataFrame, group_size: int | None) -> tuple[pd.DataFrame, int | None, int]:
+def _verl_groups(frame: pd.DataFrame, group_size: int | None) -> tuple[pd.DataFrame, int | None, int, int, str]:
+    """Each response's group as verl formed it (see the module docstring), the group size checked, the multi-turn
+    rows left out, the groups formed by position (a prompt sampled more than once in a step, no uid) and the field
+    the groups come from (``uid`` or ``input``)."""
     prompt = _text(frame["input"])
     frame = frame.assign(prompt=prompt)
-    if "uid" in frame and frame["uid"].map(lambda v: isinstance(v, str) and v.count("_") >= 2).all():
-        parts = frame["uid"].str.rsplit("_", n=2, expand=True)
+    uids = frame["uid"] if "uid" in frame else None
+    if uids is not None and uids.map(lambda v: isinstance(v, str) and v.count("_") >= 2).all():
+        parts = uids.str.rsplit("_", n=2, expand=True)
         if not parts[2].str.isdigit().all():
-            bad = frame["uid"][~parts[2].str.isdigit()].iloc[0]
+            bad = uids[~parts[2].str.isdigit()].iloc[0]
             raise RewardLogError(f"uid {bad!r} is not verl's '{{prompt}}_{{session}}_{{output}}'")
         conversation = frame["file"] + "\x1f" + parts[0] + "_" + parts[1]
         out = parts[2].astype(np.int64)
@@ -442,29 +467,46 @@ def _verl_groups(frame: pd.DataFrame, group_size: int | None) -> tuple[pd.DataFr
         kept = frame.loc[final.index].assign(group=parts[0][final.index].to_numpy())
         if group_size is not None:
             _check_sizes(kept, group_size, given=True)
-        return kept, group_size, left_out
-    grouped = frame.assign(group=prompt)
-    size = _check_sizes(grouped, group_size, given=group_size is not None)
-    return grouped, size, 0
+        return kept, group_size, left_out, 0, "uid"
+    if uids is not None and uids.map(lambda v: isinstance(v, str) and v != "").all():  # the legacy trainer's uid
+        grouped = frame.assign(group=uids.to_numpy())
+        if group_size is not None:
+            _check_sizes(grouped, group_size, given=True)
+        return grouped, group_size, 0, 0, "uid"
+    size = _check_sizes(frame.assign(group=prompt), group_size, given=group_size is not None, repeats=True)
+    # a prompt sampled k times in a step: k groups of rollout.n, by position among its responses in the dump
+    by_prompt = frame.groupby(["file", "step", "prompt"], sort=False)
+    block = by_prompt.cumcount().to_numpy() // size
+    repeated = by_prompt["prompt"].transform("size").to_numpy() > size
+    label = np.where(repeated, prompt + " #" + pd.Series(block + 1, index=frame.index).astype(str), prompt)
+    grouped = frame.assign(group=label)
+    merged = grouped.groupby(["file", "step", "group"], sort=False).size() != size
+    if merged.any():  # a label "<prompt> #2" that is another prompt's text
+        file, step, group = merged.index[merged.argmax()]
+        raise RewardLogError(f"{file}: step {step}: the prompt {group[:80]!r} is also the label of a repeated prompt's "
+                             "second group; the dump cannot tell them apart")
+    return grouped, size, 0, int(grouped.loc[repeated, ["file", "step", "group"]].drop_duplicates().shape[0]), "input"
 
 
-def _check_sizes(frame: pd.DataFrame, group_size: int | None, given: bool) -> int:
+def _check_sizes(frame: pd.DataFrame, group_size: int | None, given: bool, repeats: bool = False) -> int:
+    """The group size (given, or the most common number of responses of a group), checked: every group has that many
+    responses, or (``allow_repeats``, a prompt sampled several times in a step) a whole multiple of it."""
     sizes = frame.groupby(["file", "step", "group"], sort=False).size()
     size = int(sizes.mode().iloc[0]) if group_size is None else group_size
-    hint = "pass the run's actor_rollout_ref.rollout.n as group_size= (--group-size)"
+    hint = f"pass the run's actor_rollout_ref.rollout.n as {setting('group_size')}"
     if size == 1 and not given:
         raise RewardLogError(f"most prompts have one response in the dumps ({int((sizes == 1).sum())} of {len(sizes)}), "
                              f"so no group size can be inferred (GRPO needs rollout.n >= 2); {hint}")
-    wrong = sizes[sizes != size]
+    wrong = sizes[(sizes % size != 0) if repeats else (sizes != size)]
     if len(wrong):
         file, step, group = wrong.index[0]
         n = int(wrong.iloc[0])
         lines = frame.loc[(frame["file"] == file) & (frame["group"] == group), "line"]
-        why = (f"the prompt appears {n // size} times in the step, and the dump cannot tell its groups apart"
-               if n % size == 0 else "verl groups actor_rollout_ref.rollout.n responses per prompt")
         source = "given" if given else "most groups have"
-        raise RewardLogError(f"{file}: step {step}: the prompt on lines {int(lines.min())}-{int(lines.max())} has {n} "
-                             f"responses where {size} are expected ({source} {size}); {why}; {hint}")
+        multiple = " (or a multiple, for a prompt sampled several times)" if repeats else ""
+        raise RewardLogError(f"{file}: step {step}: the group on lines {int(lines.min())}-{int(lines.max())} has {n} "
+                             f"responses where {size}{multiple} are expected ({source} {size}); verl groups "
+                             f"actor_rollout_ref.rollout.n responses per prompt; {hint}")
     return size
 
 
@@ -522,7 +564,7 @@ def load_run_log(
             except (TypeError, ValueError):
                 weights = ()
             if len(weights) != len(functions) or not all(math.isfinite(w) for w in weights):
-                raise RewardLogError(f"reward_weights (--reward-weights) must be {len(functions)} finite numbers, one per "
+                raise RewardLogError(f"{setting('reward_weights')} must be {len(functions)} finite numbers, one per "
                                      f"reward function {functions}, got {list(reward_weights)!r}")
         w = np.ones(len(functions)) if weights is None else np.asarray(weights)
         values = frame[functions].to_numpy(dtype=np.float64)
@@ -535,15 +577,15 @@ def load_run_log(
             raise RewardLogError(
                 f"{row['file']}: row {row['line']}: the sum of the reward functions {functions} with weights "
                 f"{w.tolist()} overflows float64 (values {[float(row[f]) for f in functions]}); rescale the reward "
-                "functions or their weights (--reward-weights)")
+                f"functions or their weights ({setting('reward_weights')})")
         total[unscorable] = np.nan  # unscorable, as TRL
         samples = frame.assign(sum=total)
         if "in_loss" not in samples:
             samples = samples.assign(in_loss=True)
-        left_out, total_name = 0, "sum"
+        left_out, total_name, split, by = 0, "sum", 0, "prompt"
     else:
         frame, functions = _read_verl(files)
-        frame, size, left_out = _verl_groups(frame, group_size)
+        frame, size, left_out, split, by = _verl_groups(frame, group_size)
         samples = frame.assign(in_loss=True)
         repeated, weights, total_name, shared = [], None, "score", ()
     samples = samples.assign(**{c: samples[c].astype(np.float64) for c in [*functions, total_name]})
@@ -560,12 +602,11 @@ def load_run_log(
     if long.empty:
         raise RewardLogError(f"{path.name}: no completion has a reward (every reward function returned None)")
     long["group"] = long["group"].astype(str)
-    source = {"step": "step", "group": "prompt" if trainer == "trl" else ("uid" if size is None else "input"),
-              "reward": total_name, "reward_fn": "reward function columns"}
+    source = {"step": "step", "group": by, "reward": total_name, "reward_fn": "reward function columns"}
     return RunLog(frame=long, path=path, source_columns=source, n_rows=len(samples) * (len(functions) + 1),
                   skipped=skipped, trainer=trainer, samples=samples, functions=tuple(functions), total=total_name,
                   weights=weights, group_size=size, group_size_given=group_size is not None, files=tuple(files),
-                  repeated_files=tuple(repeated), left_out_turns=left_out, shared_steps=shared)
+                  repeated_files=tuple(repeated), left_out_turns=left_out, shared_steps=shared, position_groups=split)
 
 
 def load_log(
@@ -584,10 +625,10 @@ def load_log(
     found = detect_run(path)
     if found is None:
         if group_size is not None or reward_weights is not None:
-            raise RewardLogError("group_size= and reward_weights= (--group-size, --reward-weights) apply to a TRL or verl "
+            raise RewardLogError(f"{setting('group_size')} and {setting('reward_weights')} apply to a TRL or verl "
                                  f"run folder; {Path(path).name} is a reward log file, whose group column says the groups")
         return load_reward_log(path, columns=columns, skip_bad=skip_bad)
     if columns or skip_bad:
-        raise RewardLogError(f"columns= and skip_bad= (--column, --skip-bad) apply to reward log files; {Path(path).name} "
+        raise RewardLogError(f"{setting('columns')} and {setting('skip_bad')} apply to reward log files; {Path(path).name} "
                              f"is a {'TRL' if found[0] == 'trl' else 'verl'} run, read as the trainer wrote it")
     return load_run_log(path, group_size=group_size, reward_weights=reward_weights)

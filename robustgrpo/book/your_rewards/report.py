@@ -21,13 +21,13 @@ import html
 import io
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import pandas as pd
 from matplotlib.figure import Figure
 
 from robustgrpo.checks import check_output_file, plain_text, write_new_file
-from robustgrpo.lab.diagnose import Diagnosis
+from robustgrpo.lab.diagnose import Diagnosis, RunDiagnosis, short_label
 from robustgrpo.book.your_rewards.plots import reward_distribution, step_health, update_agreement
 from robustgrpo.book.style import house_style, literal_text
 
@@ -71,9 +71,13 @@ def _table(frame: pd.DataFrame, digits: int = 3) -> str:
     return shown.to_html(index=False, border=0, escape=True, float_format=lambda v: f"{v:.{digits}f}", na_rep="-")
 
 
-def diagnosis_html(diagnosis: Diagnosis, max_outliers: int = 50) -> str:
-    """One self-contained HTML page: summary, recommendation, tables and embedded figures."""
-    d = diagnosis
+def diagnosis_html(diagnosis: Diagnosis | RunDiagnosis, max_outliers: int = 50) -> str:
+    """One self-contained HTML page holding every section the terminal prints (:meth:`Diagnosis.text`,
+    :meth:`RunDiagnosis.text`) and the figures: summary, per-step table, outlier candidates, estimator
+    disagreement, the recommendation with the setting to paste for TRL and verl, and for a run its summary,
+    each reward function's row and the logged advantages against each estimator's."""
+    run = diagnosis if isinstance(diagnosis, RunDiagnosis) else None
+    d = diagnosis.total if run is not None else diagnosis
 
     def esc(text: str) -> str:
         return html.escape(plain_text(text))
@@ -81,45 +85,71 @@ def diagnosis_html(diagnosis: Diagnosis, max_outliers: int = 50) -> str:
     rec = d.recommendation
     settings = ", ".join(f"{k}={v!r}" for k, v in rec.settings.items())
     top = d.outliers.reindex(d.outliers["z"].abs().sort_values(ascending=False).index).head(max_outliers)
+    shortened = top.assign(group=top["group"].map(short_label))
     steps, steps_title = d.step_table()
     figures = diagnosis_figures(d)
+    title = f"Run diagnosis: {esc(run.run.path.name)}" if run is not None else f"Reward-log diagnosis: {esc(d.source)}"
     parts = [
         "<!DOCTYPE html>",
         f"<html lang='en'><head><meta charset='utf-8'><title>robustgrpo diagnosis: {esc(d.source)}</title>",
         f"<style>{_CSS}</style></head><body>",
-        f"<h1>Reward-log diagnosis: {esc(d.source)}</h1>",
-        f"<p>{esc(d.load_summary)}</p>",
+        f"<h1>{title}</h1>",
+        f"<p>{esc(run.run.summary() if run is not None else d.load_summary)}</p>",
     ]
-    if d.reward_fn is not None:
+    if run is not None:
+        parts.append(f"<h2>The total reward ({esc(run.run.total)}): what the trainer normalised</h2>")
+    if d.reward_fn is not None and run is None:
         parts.append(f"<p>Reward function: {esc(d.reward_fn)}</p>")
     if d.reward_range is not None:
         parts.append(f"<p>Declared reward range: [{d.reward_range[0]:g}, {d.reward_range[1]:g}]</p>")
     parts += [
-        f"<div class='rec'><strong>Recommendation: {esc(rec.method)}{esc(f'({settings})' if settings else '')}</strong>"
-        f"<br>{esc(rec.reason)}.</div>",
+        f"<div class='rec'><strong>Recommendation: {esc(rec.method)}{esc(f' with {settings}' if settings else '')}</strong>"
+        f"<br>TRL: <code>{esc(rec.trl)}</code><br>verl: <code>{esc(rec.verl)}</code><br>{esc(rec.reason)}.</div>",
         "<h2>Per step</h2>",
         f"<p>{esc(steps_title)}</p>",
         _table(steps),
         f"<img alt='group health per step' src='data:image/png;base64,{_png_base64(figures['07_step_health'])}'>",
         f"<h2>Outlier candidates ({len(d.outliers):,})</h2>",
-        _table(top) if len(top) else "<p>None.</p>",
+        _table(shortened) if len(top) else "<p>None.</p>",
+    ]
+    if (shortened["group"] != top["group"]).any():
+        parts.append("<p>Long group labels are shown as the first 7 hex digits of the sha256 of their text and their "
+                     "first words; <code>diagnose --json</code> holds the full text.</p>")
+    parts += [
         f"<img alt='reward distribution' src='data:image/png;base64,{_png_base64(figures['07_reward_distribution'])}'>",
         "<h2>Estimator disagreement on the gradient, against grpo</h2>",
         _table(d.agreement_summary),
         f"<img alt='update agreement' src='data:image/png;base64,{_png_base64(figures['07_update_agreement'])}'>",
-        "<p>Made by robustgrpo (<code>python -m robustgrpo diagnose</code>).</p>",
-        "</body></html>",
     ]
+    if run is not None:
+        parts += _run_sections(run, esc)
+    parts += ["<p>Made by robustgrpo (<code>python -m robustgrpo diagnose</code>).</p>", "</body></html>"]
     return "\n".join(parts)
 
 
-def write_diagnosis_html(diagnosis: Diagnosis, path: str | os.PathLike[str], *, force: bool = False,
+def _run_sections(run: RunDiagnosis, esc: Callable[[str], str]) -> list[str]:
+    """The run's own sections of the page: each reward function's row, the logged advantages against each estimator's."""
+    parts = []
+    if run.functions:
+        parts += ["<h2>Each reward function on its own, and the total</h2>", _table(run.function_table)]
+    if run.run.trainer == "trl":
+        source = f"robustgrpo's {run.logged_method!r} estimator" if run.logged_method else "TRL's own normalisation"
+        matching = run.reproduced_by
+        parts += [f"<h2>The advantages the trainer logged (by {esc(source)}) against each estimator's</h2>",
+                  _table(run.advantages, digits=3),
+                  f"<p>{esc('reproduced by: ' + ', '.join(matching)) if matching else esc(run.no_match_text)}</p>"]
+    else:
+        parts.append("<p>verl's rollout dumps hold no advantages: nothing logged to compare.</p>")
+    return parts
+
+
+def write_diagnosis_html(diagnosis: Diagnosis | RunDiagnosis, path: str | os.PathLike[str], *, force: bool = False,
                          inputs: Sequence[str | os.PathLike[str]] = ()) -> Path:
     """Write :func:`diagnosis_html` to ``path``; return the path.
 
     Parameters
     ----------
-    diagnosis : Diagnosis
+    diagnosis : Diagnosis or RunDiagnosis
     path : path
         The HTML file, in a folder that exists (a missing folder is refused, not made).
     force : bool

@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 
-from robustgrpo.checks import CONNECT_TIMEOUT, check_int, check_positive, cpu_limit
+from robustgrpo.checks import CONNECT_TIMEOUT, check_int, check_positive, cpu_limit, setting
 from robustgrpo.lab.simulate.runner import torch_threads
 from robustgrpo.lab.sweep.spec import Cell, Sweep
 
@@ -157,7 +157,7 @@ def _import_ray():
     try:
         import ray
     except ImportError:
-        raise ValueError("the ray engine needs Ray: pip install -c constraints.txt -e '.[sweep]' "
+        raise ValueError("the ray engine needs Ray: pip install -e '.[sweep]' "
                          "(python3 tasks.py setup installs it)") from None
     return ray
 
@@ -206,7 +206,7 @@ class RayEngine:
             bound = self.num_cpus or cpu_limit()
             if sweep.cpus_per_cell > bound:
                 raise ValueError(f"cpus_per_cell is {sweep.cpus_per_cell}, more than the {bound} CPUs of the local Ray "
-                                 f"instance (this machine's os.cpu_count(), or --num-cpus); ask for at most {bound}")
+                                 f"instance (this machine's os.cpu_count(), or {setting('num_cpus')}); ask for at most {bound}")
 
     def _check_reachable(self) -> None:
         """Raise ``ValueError`` unless the cluster at ``address`` answers within ``connect_timeout`` (see the module)."""
@@ -226,7 +226,7 @@ class RayEngine:
             done = subprocess.run([sys.executable, "-c", probe, address], capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             raise ValueError(f"no Ray cluster answered at {address!r} within {timeout:g} s; check the address, or allow "
-                             "more time with --connect-timeout SECONDS (connect_timeout=)") from None
+                             f"more time with {setting('connect_timeout', 'SECONDS')}") from None
         if done.returncode != 0:
             lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
             why = " ".join(lines[-1].split()) if lines else f"exit status {done.returncode}"

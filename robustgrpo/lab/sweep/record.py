@@ -189,6 +189,8 @@ class Record:
 
     def manifest(self) -> dict[str, Any]:
         """The manifest; ``ValueError`` if the folder holds none, or one that is damaged (naming the file)."""
+        if not self.directory.is_dir():
+            raise ValueError(f"{self.directory}: no such folder; pass the --out folder of a sweep")
         if not self.manifest_path.is_file():
             raise ValueError(f"{self.directory} holds no sweep record (no manifest.json); "
                              "pass the --out folder of a sweep")
@@ -465,6 +467,17 @@ class SweepStatus:
     @property
     def complete(self) -> bool:
         return len(self.done) == self.n_cells
+
+    def to_json(self) -> dict[str, Any]:
+        """The status as ``sweep status DIR --json`` writes it (``robustgrpo/schemas/sweep_status.schema.json``):
+        every cell, not the first few that :func:`format_status` lists."""
+        from robustgrpo import __version__
+
+        return {"schema": "sweep_status.schema.json", "robustgrpo_version": __version__, "directory": str(self.directory),
+                "runnable": self.runnable, "n_cells": self.n_cells, "complete": self.complete, "done": list(self.done),
+                "failed": [dict(e) for e in self.failed], "missing": [dict(e) for e in self.missing],
+                "corrupt": [dict(e) for e in self.corrupt], "orphans": list(self.orphans),
+                "unfinished_writes": self.partial, "unlisted": self.unlisted}
 
 
 def sweep_status(directory: str | os.PathLike[str]) -> SweepStatus:

@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from tqdm.auto import tqdm
 
-from robustgrpo.checks import Estimate, check_estimate
+from robustgrpo.checks import Estimate, check_estimate, setting
 from robustgrpo.lab.sweep.engines import LocalEngine, Outcome, RayEngine
 from robustgrpo.lab.sweep.record import Record, tidy_frame
 from robustgrpo.lab.sweep.runnables import Runnable
@@ -123,7 +123,7 @@ def run_sweep(
         check(sweep)
     largest = largest_cell(sweep)
     if largest is not None:
-        check_estimate(largest, yes=yes, flag="yes=True (--yes)")
+        check_estimate(largest, yes=yes, flag=setting("yes", True))
     record = Record(out)
     bound = dict(options or {})
     if "folder" in sweep.runnable.run_options:
