@@ -253,3 +253,14 @@ def test_every_notebook_or_page_the_readme_and_the_notebooks_name_exists():
     named = {n for text in texts for n in re.findall(r"notebooks/(?:dashboards/)?[\w.-]+\.ipynb", text)}
     assert "notebooks/dashboards/03_grid.ipynb" in named
     assert [n for n in sorted(named) if not (ROOT / n).exists()] == []
+
+
+def test_every_chapter_folder_is_named_as_its_notebook_and_the_glossary_says_so():
+    """A chapter of the book (a folder of robustgrpo/book with a report) carries its notebook's name without the
+    number, one folder per notebook; README's glossary gives the rule with a real pair."""
+    chapters = sorted(p.parent.name for p in (ROOT / "robustgrpo" / "book").glob("*/report.py"))
+    notebooks = sorted(p.stem[3:].lower() for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert chapters == notebooks
+    glossary = (ROOT / "README.md").read_text().split("## Glossary", 1)[1].split("\n## ", 1)[0]
+    pairs = re.findall(r"`(\d\d_\w+)` and `book/(\w+)`", glossary)
+    assert pairs and all(nb[3:].lower() == folder and folder in chapters for nb, folder in pairs)
