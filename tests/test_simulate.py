@@ -770,20 +770,26 @@ def test_the_facts_behind_notebook_05s_text():
 
 
 @pytest.mark.slow
-def test_notebook_05s_table_and_dashboard_sentences_read_the_table_and_the_engine():
+def test_notebook_05s_table_and_dashboard_prose_places_the_table_and_the_engine_numbers():
+    from prose import notebook_prose
+
     from robustgrpo.book.policy_gradient_drift.engine import DriftEngine
     from robustgrpo.book.policy_gradient_drift import report as drift
 
     table = simulate(SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo", "robust")), seeds=[0], progress=False)
-    text = drift.table_text(table)
-    assert text.startswith(f"The table has {len(table)} rows and {table.shape[1]} columns")
-    assert f"the same true reward, {table.true_reward.iloc[0]:.3f};" in text
+    shape = drift.table_values(table)
+    assert (shape["table_rows"], shape["table_columns"]) == table.shape and shape["start_true_reward"] == table.true_reward.iloc[0]
+    assert shape["metric_columns"].startswith("true_reward, judged_reward") and shape["config_columns"].endswith("record_every")
     engine = DriftEngine()
-    text = drift.dashboard_text(engine)
+    numbers = drift.dashboard_values(engine)
     glitch, hack = engine.data(rate=0.2, size=100.0, estimator="dr_grpo"), engine.data(scenario="hack", rate=0.5, size=1.5,
                                                                                         estimator="robust")
-    assert f"dr_grpo ends at a true reward of {glitch.final:.3f} (without glitches {glitch.final_clean:.3f})" in text
-    assert text.endswith(f"takes robust from {hack.final_clean:.3f} to {hack.final:.3f}.")
+    assert (numbers["glitch_dr_grpo_end"], numbers["hack_end"]) == (glitch.final, hack.final)
+    prose = notebook_prose("05_policy_gradient_drift.ipynb", {**shape, **numbers}, partial=True)
+    assert f"The table has {len(table)} rows and {table.shape[1]} columns: the metrics (true_reward, judged_reward" in prose
+    assert f"the same true reward, {table.true_reward.iloc[0]:.3f};" in prose
+    assert f"dr_grpo ends at a true reward of {glitch.final:.3f} (without glitches {glitch.final_clean:.3f})" in prose
+    assert f"takes robust from {hack.final_clean:.3f} to {hack.final:.3f}." in prose
 
 
 @pytest.mark.slow

@@ -18,8 +18,9 @@ Every experiment runs :func:`robustgrpo.lab.simulate.simulate` (or
   never had it; a tabular one does not;
 * ``05_kl_estimators``: where training settles with the KL term of each trainer option.
 
-:func:`trainer_agreement_text` says how far the simulator predicts the real trainer, from the
-shipped calibration (:mod:`robustgrpo.lab.simulate.trainer`), without simulating.
+:func:`trainer_agreement_values` and :func:`unmodelled_table` say how far the simulator predicts the real
+trainer, from the shipped calibration (:mod:`robustgrpo.lab.simulate.trainer`), without simulating; notebook 05's
+markdown places the values by name (:mod:`robustgrpo.book.glue`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from robustgrpo.lab.metrics import update_weight
 from robustgrpo.book.policy_gradient_drift.plots import plot_curves, plot_update_weight, plot_weight_ratio
 from robustgrpo.lab.simulate.config import KL_DIVERGENCES
 from robustgrpo.lab.simulate.trainer import (
-    SHIPPED_RECORDS,
     UNMODELLED_SHARE,
     agreement_summary,
     read_calibration,
@@ -90,14 +90,15 @@ __all__ = [
     "drift_unexposed_figure",
     "RUN_METRICS",
     "simulation_figure",
-    "table_text",
-    "dashboard_text",
+    "table_values",
+    "dashboard_values",
     "KL",
     "KL_TERMS",
     "kl_fixed_points",
     "kl_estimators_figure",
     "agreement_text",
-    "trainer_agreement_text",
+    "trainer_agreement_values",
+    "unmodelled_table",
     "trainer_agreement_table",
 ]
 
@@ -535,34 +536,40 @@ def simulation_figure(frame: pd.DataFrame, config: SimConfig, name: str = "simul
     return ReportFigure(name, fig, caption, bands)
 
 
-# ------------------------------------------------------------------ notebook 05's text
+# ------------------------------------------------------------------ notebook 05's numbers
 
 
-def table_text(table: pd.DataFrame) -> str:
-    """What a run's table holds (notebook 05's first cell): its size, metric and config columns, the shared start."""
-    return (
-        f"The table has {len(table)} rows and {table.shape[1]} columns: the metrics "
-        f"({', '.join(table.columns[3:12])}, ...) and the config ({', '.join(table.columns[-6:])}, ...). "
-        f"At step 0 every estimator samples the same answers (the random numbers are shared), so "
-        f"grpo and robust start from the same true reward, {table.true_reward.iloc[0]:.3f}; "
-        f"`SimConfig.to_file` and `python -m robustgrpo simulate CONFIG --out DIR` run the same from a file."
-    )
+def table_values(table: pd.DataFrame) -> dict[str, int | float | str]:
+    """What a run's table holds, for notebook 05's first section (glued by name, :mod:`robustgrpo.book.glue`).
+
+    ``table_rows`` and ``table_columns`` (its shape), ``metric_columns`` (the first nine metrics, from the
+    fourth column on: the first three are the step, the seed and the estimator) and ``config_columns`` (the last
+    six, the config), each as a comma-separated list, and ``start_true_reward``, the true reward of the first
+    row (step 0, which every estimator shares: the random numbers are shared).
+    """
+    return {"table_rows": len(table), "table_columns": table.shape[1],
+            "metric_columns": ", ".join(table.columns[3:12]), "config_columns": ", ".join(table.columns[-6:]),
+            "start_true_reward": float(table.true_reward.iloc[0])}
 
 
-def dashboard_text(engine: object) -> str:
-    """Notebook 05's dashboard engine in numbers: 20 % glitches of 100 under dr_grpo and robust, and a hack under
-    robust. ``engine`` is the dashboard's :class:`~robustgrpo.book.policy_gradient_drift.engine.DriftEngine` (its cache is shared)."""
+def dashboard_values(engine: object) -> dict[str, float]:
+    """Notebook 05's dashboard engine in numbers: 20 % glitches of 100 under dr_grpo and robust, and a hack over-scored
+    (1.5) on half the prompts under robust. ``engine`` is the dashboard's
+    :class:`~robustgrpo.book.policy_gradient_drift.engine.DriftEngine` (its cache is shared).
+
+    ``glitch_dr_grpo_end`` and ``glitch_robust_end``: the true reward at the end with the glitches,
+    ``clean_dr_grpo_end`` and ``clean_robust_end`` without them; ``glitch_dr_grpo_cos`` and ``glitch_robust_cos``:
+    the mean cosine of the updates with the clean updates; ``hack_clean_end`` and ``hack_end``: robust's true reward
+    at the end without and with the hack.
+    """
     glitch = engine.data(rate=0.2, size=100.0, estimator="dr_grpo")
     robust = engine.data(rate=0.2, size=100.0, estimator="robust")
     hack = engine.data(scenario="hack", rate=0.5, size=1.5, estimator="robust")
-    return (
-        f"The dashboard's engine (the data function behind the widgets, `drift_dashboard_data`) in numbers. With 20 % "
-        f"glitches of 100, dr_grpo ends at a true reward "
-        f"of {glitch.final:.3f} (without glitches {glitch.final_clean:.3f}) and robust at {robust.final:.3f} "
-        f"({robust.final_clean:.3f}); their updates have a mean cosine of {glitch.summary()['mean_cos_clean']:.2f} "
-        f"and {robust.summary()['mean_cos_clean']:.2f} with the clean updates. A hack over-scored on half the "
-        f"prompts takes robust from {hack.final_clean:.3f} to {hack.final:.3f}."
-    )
+    return {"glitch_dr_grpo_end": float(glitch.final), "clean_dr_grpo_end": float(glitch.final_clean),
+            "glitch_robust_end": float(robust.final), "clean_robust_end": float(robust.final_clean),
+            "glitch_dr_grpo_cos": float(glitch.summary()["mean_cos_clean"]),
+            "glitch_robust_cos": float(robust.summary()["mean_cos_clean"]),
+            "hack_clean_end": float(hack.final_clean), "hack_end": float(hack.final)}
 
 
 # ------------------------------------------------------------------ the simulator against the real trainer
@@ -599,20 +606,53 @@ def agreement_text(pairs: pd.DataFrame) -> str:
             "P(correct) at the end, record / simulator):\n\n" + "\n".join(items))
 
 
-def trainer_agreement_text() -> str:
-    """Markdown, from the shipped calibration: the settings fitted to one trainer record, then per record how often
-    the simulator ranks its pairs of arms as the record does and where it cannot model it (:func:`agreement_text`)."""
+#: The prefix of each shipped record's values in notebook 05's prose.
+_RECORD_KEYS = {"trl_contamination": "one_token", "trl_composite": "multi_token"}
+
+
+def trainer_agreement_values() -> dict[str, int | float | str]:
+    """From the shipped calibration, for notebook 05's section 8 (glued by name, :mod:`robustgrpo.book.glue`).
+
+    The settings fitted to one trainer record: ``fitted_on`` (the record in words), ``lr_scale`` (times the
+    trainer's learning rate), ``correct_feature``, ``length_feature`` and ``n_settings`` (the grid they were chosen
+    from); ``unmodelled_share``, the share of its pairs an arm must disagree in to count as not modelled (a fraction
+    in words, ``1/3``). Then per record, with the prefix ``one_token_`` or ``multi_token_``: ``fitted`` (the words
+    "fitted on it" or "not fitted on it"), ``agree`` of ``pairs`` pairs of arms ranked as the record ranks them and
+    their ``share`` (0 to 1); the same for the pairs of two arms under one judge (``arms_agree`` of ``arms_pairs``)
+    and of one arm under two judges (``judges_agree`` of ``judges_pairs``); ``separated_agree`` of the
+    ``separated`` pairs the record tells apart; ``arms``, the record's arms, and ``rms``, the root mean square
+    difference between the record's and the simulator's P(correct) at the end over them.
+    """
     data = read_calibration()
     settings = data["settings"]
-    pairs = shipped_pairs()
-    parts = [f"Fitted to {_RECORD_NAMES[data['fitted_on']]}: a learning rate {settings['lr_scale']:g} times the "
-             f"trainer's, a correct feature of {settings['correct_feature']:g} and a length feature of "
-             f"{settings['length_feature']:g}, chosen from {len(data['scores'])} settings as the one that ranks the most "
-             "of its pairs of arms as it does; the other record is predicted with them, unchanged."]
-    for name in SHIPPED_RECORDS:
-        fitted = " (fitted on it)" if name == data["fitted_on"] else " (not fitted on it)"
-        parts.append(f"**{_RECORD_NAMES[name].capitalize()}{fitted}.** " + agreement_text(pairs[name]))
-    return "\n\n".join(parts)
+    values: dict[str, int | float | str] = {
+        "fitted_on": _RECORD_NAMES[data["fitted_on"]], "lr_scale": float(settings["lr_scale"]),
+        "correct_feature": float(settings["correct_feature"]), "length_feature": float(settings["length_feature"]),
+        "n_settings": len(data["scores"]), "unmodelled_share": str(Fraction(UNMODELLED_SHARE).limit_denominator(100))}
+    for name, pairs in shipped_pairs().items():
+        key = _RECORD_KEYS[name]
+        summary = agreement_summary(pairs).set_index("kind")
+        ends = pd.concat([pairs[[f"judge_{x}", f"arm_{x}", f"real_{x}", f"simulated_{x}"]].set_axis(
+            ["judge", "arm", "real", "simulated"], axis=1) for x in ("a", "b")]).drop_duplicates(["judge", "arm"])
+        values[f"{key}_fitted"] = "fitted on it" if name == data["fitted_on"] else "not fitted on it"
+        for kind, prefix in (("all", ""), ("arms", "arms_"), ("judges", "judges_")):
+            values[f"{key}_{prefix}agree"] = int(summary.loc[kind, "agree"])
+            values[f"{key}_{prefix}pairs"] = int(summary.loc[kind, "pairs"])
+        values[f"{key}_share"] = float(summary.loc["all", "share"])
+        values[f"{key}_separated"] = int(summary.loc["all", "separated"])
+        values[f"{key}_separated_agree"] = int(summary.loc["all", "separated_agree"])
+        values[f"{key}_arms"] = len(ends)
+        values[f"{key}_rms"] = float(np.sqrt(((ends["real"] - ends["simulated"]) ** 2).mean()))
+    return values
+
+
+def unmodelled_table() -> pd.DataFrame:
+    """Per shipped record (in words), the arms the simulator cannot model
+    (:func:`~robustgrpo.lab.simulate.trainer.unmodelled_arms`): the judge and the arm, P(correct) at the end in the
+    record (``real``) and in the simulator (``simulated``), and how many of the arm's pairs disagree, of how many."""
+    tables = [unmodelled_arms(pairs).assign(record=_RECORD_NAMES[name]) for name, pairs in shipped_pairs().items()]
+    table = pd.concat(tables, ignore_index=True)
+    return table[["record", "judge", "arm", "real", "simulated", "disagree", "pairs"]]
 
 
 def trainer_agreement_table() -> pd.DataFrame:
