@@ -276,10 +276,13 @@ def test_notebook_03s_sentences_read_the_heat_maps_and_the_dashboard_data():
     trap = dashboard_data(G=8, c=2.5, rate=0.05, size=10.0, methods=["grpo", "seed_mad", "robust", "rank"], n_groups=500)
     big = dashboard_data(G=16, rate=0.05, size=10.0, methods=["seed_mad", "robust"], n_groups=500)
     huge = dashboard_data(G=8, rate=0.05, size=1000.0, methods=["grpo", "seed_mad", "robust", "rank"], n_groups=500)
-    text = W.dashboard_numbers_text(trap, big, huge)
+    values = W.dashboard_values(trap, big, huge)
+    assert (values["trap_G"], values["big_G"], values["huge_size"]) == (8, 16, 1000)
+    text = notebook_prose("03_sweep_G_and_c.ipynb", values, partial=True)
     assert f"takes its fallback in {100 * trap.fallback_rate['seed_mad']:.1f} % of the groups at G = 8" in text
     assert f"{100 * big.fallback_rate['seed_mad']:.1f} % at G = 16" in text and "(M = 1000)" in text
     assert f"robust {huge.update_cosine['robust']:.3f} and rank {huge.update_cosine['rank']:.3f}" in text
+    assert "At 1000 times the reward gap the gap of 1 is below robust's and rank's resolution (0.1 % of" in text
 
 
 def test_notebook_02s_sentences_read_its_figures_tables():

@@ -53,7 +53,7 @@ __all__ = [
     "heatmap_sweep",
     "heatmap_data",
     "cell_value",
-    "dashboard_numbers_text",
+    "dashboard_values",
     "schedule_data",
     "heatmap_update_cosine_figure",
     "heatmap_reference_cosine_figure",
@@ -324,33 +324,25 @@ def clip_schedule_figure() -> ReportFigure:
                         takeaway)
 
 
-def dashboard_numbers_text(trap: Any, big: Any, huge: Any) -> str:
-    """Notebook 03's reading of its dashboard's data function, as Markdown: seed 000's setting ``trap`` (G = 8,
-    5 % glitches of 10; grpo, seed_mad, robust, rank), the same at G = 64 (``big``: seed_mad) and with glitches of
-    1000 (``huge``: grpo, seed_mad, robust, rank); each a :class:`~robustgrpo.book.sweep_g_and_c.engine.DashboardData`."""
-    return (
-        f"**The MAD is almost always 0 with 0/1 rewards.** More than half of a group ties, so the "
-        f"median absolute deviation vanishes and seed 000's estimator takes its fallback in "
-        f"{100 * trap.fallback_rate['seed_mad']:.1f} % of the groups at G = {trap.G} and "
-        f"{100 * big.fallback_rate['seed_mad']:.1f} % at G = {big.G}; the remaining groups are constant (all "
-        f"wrong or all right) and get advantage 0 anyway. The robust path of the seed's proposal "
-        f"practically never runs. Its fallback is the sample standard deviation, which the outlier "
-        f"inflates: the policy update it gives on these rewards has a cosine of "
-        f"{trap.update_cosine['seed_mad']:.3f} with the one it gives on the clean rewards "
-        f"(robust, whose fallback scale is bounded: {trap.update_cosine['robust']:.3f}; grpo: "
-        f"{trap.update_cosine['grpo']:.3f}).\n\n"
-        f"**Where the contaminated samples end up.** At the top, under every estimator: a glitch gets a "
-        f"mean advantage of {trap.contaminated_mean_advantage['grpo']:+.2f} under grpo (whose scores cannot "
-        f"exceed (G-1)/sqrt(G) = {samuelson_bound(trap.G):.2f} at G = {trap.G}) and "
-        f"{trap.contaminated_mean_advantage['robust']:+.2f} under "
-        f"robust (clipped at c = {trap.c:g}). Within one group nothing tells a glitch from an excellent answer, "
-        f"so no estimator stops the glitch from being reinforced: in the dashboard's last panel the "
-        f"contaminated samples pile up on the right. The difference is what the glitch does to the *others*: among the "
-        f"uncontaminated samples with a clean signal grpo keeps the sign of {100 * trap.sign_agreement['grpo']:.1f} %, "
-        f"robust {100 * trap.sign_agreement['robust']:.1f} % (and silences {100 * trap.silenced['robust']:.1f} %).\n\n"
-        f"**A glitch 100 times larger** (M = {huge.size:g}) moves the update cosines to grpo {huge.update_cosine['grpo']:.3f}, "
-        f"seed_mad {huge.update_cosine['seed_mad']:.3f}, robust {huge.update_cosine['robust']:.3f} and rank "
-        f"{huge.update_cosine['rank']:.3f}. At 1000 times the reward gap the gap of 1 is below robust's and rank's "
-        f"resolution (0.1 % of the group's range) and ties with the wrong answers: the price of a resolution relative to "
-        f"the range (notebook 02). A declared reward range removes such glitches before any estimator sees them."
-    )
+def dashboard_values(trap: Any, big: Any, huge: Any) -> dict[str, int | float]:
+    """Notebook 03's reading of its dashboard's data function (glued by name, :mod:`robustgrpo.book.glue`): seed
+    000's setting ``trap`` (G = 8, 5 % glitches of 10; grpo, seed_mad, robust, rank), the same at another G (``big``:
+    seed_mad) and with larger glitches (``huge``: grpo, seed_mad, robust, rank); each a
+    :class:`~robustgrpo.book.sweep_g_and_c.engine.DashboardData`.
+
+    ``trap_G``, ``big_G``, ``trap_c`` and ``huge_size`` (the settings); ``trap_fallback`` and ``big_fallback``
+    (seed_mad's fallback rate, 0 to 1); ``trap_cos_<m>`` (the update's cosine with the clean update, for seed_mad,
+    robust and grpo); ``trap_outlier_<m>`` (a glitch's mean advantage, grpo and robust) and ``samuelson`` (grpo's
+    bound (G - 1)/sqrt(G) at ``trap_G``); ``trap_sign_<m>`` (the share of clean samples whose sign is kept, grpo and
+    robust) and ``trap_silenced_robust``; ``huge_cos_<m>`` for grpo, seed_mad, robust and rank; ``resolution``,
+    robust's default resolution (a fraction of the group's range).
+    """
+    values = {"trap_G": trap.G, "big_G": big.G, "huge_size": float(huge.size), "trap_c": float(trap.c),
+              "trap_fallback": float(trap.fallback_rate["seed_mad"]), "big_fallback": float(big.fallback_rate["seed_mad"]),
+              "samuelson": float(samuelson_bound(trap.G)), "trap_silenced_robust": float(trap.silenced["robust"]),
+              "resolution": float(ESTIMATORS["robust"].defaults["resolution"])}
+    values |= {f"trap_cos_{m}": float(trap.update_cosine[m]) for m in ("seed_mad", "robust", "grpo")}
+    values |= {f"trap_outlier_{m}": float(trap.contaminated_mean_advantage[m]) for m in ("grpo", "robust")}
+    values |= {f"trap_sign_{m}": float(trap.sign_agreement[m]) for m in ("grpo", "robust")}
+    values |= {f"huge_cos_{m}": float(huge.update_cosine[m]) for m in ("grpo", "seed_mad", "robust", "rank")}
+    return values
