@@ -824,13 +824,17 @@ def test_the_facts_behind_notebook_06s_verdicts():
     assert f"| grouping by state bins or k-means stabilises training | no: bins are {bins} prompt groups (grpo)" in table[5]
 
 
-def test_notebook_06s_binning_sentence_shows_seed_003s_fifth_group():
-    from robustgrpo.book.grouping_and_dynamic_clipping.report import digitize_text
+def test_notebook_06s_binning_prose_shows_seed_003s_fifth_group():
+    from prose import notebook_prose
 
-    assert digitize_text() == (
-        "With n = 4 bins the seed's `group_states` labels [0.05, 0.3, 0.55, 0.8, 1.0] as [0, 1, 2, 3, 4]: the largest "
-        "state alone in a fifth group, 4, because `np.digitize` returns len(edges) = 5 for a value equal to the last edge. "
-        "The simulator's bins put it in bin 3: [0, 1, 2, 3, 3].")
+    from robustgrpo.book.grouping_and_dynamic_clipping.report import digitize_values
+
+    values = digitize_values()
+    assert (values["seed_largest"], values["n_edges"], values["our_largest"]) == (4, 5, 3)
+    assert notebook_prose("06_grouping_and_dynamic_clipping.ipynb", values, partial=True).count(
+        "With n = 4 bins the seed's `group_states` labels [0.05, 0.3, 0.55, 0.8, 1.0] as the groups [0, 1, 2, 3, 4]: the "
+        "largest state alone in a group of its own, number 4, because `np.digitize` returns len(edges) = 5 for a value "
+        "equal to the last edge. The simulator's bins put it in bin 3: [0, 1, 2, 3, 3].") == 1
 
 
 def test_the_readme_example_runs(tmp_path, monkeypatch):

@@ -30,7 +30,7 @@ from robustgrpo.book.policy_gradient_drift.report import HACK, SEEDS, run_all
 
 __all__ = [
     "claims_table",
-    "digitize_text",
+    "digitize_values",
     "NOTEBOOK",
     "CLIP_GROUP",
     "CLIP_VALUES",
@@ -312,8 +312,14 @@ def claims_table(clip: ReportFigure, modes: ReportFigure, grouping: ReportFigure
     return "| claim of seed 003 | verdict here |\n|---|---|\n" + "\n".join(f"| {c} | {v} |" for c, v in rows)
 
 
-def digitize_text(states: Sequence[float] = (0.05, 0.3, 0.55, 0.8, 1.0), n_bins: int = 4) -> str:
-    """Seed 003's ``np.digitize`` binning against the simulator's bins, on states whose largest is the last edge."""
+def digitize_values(states: Sequence[float] = (0.05, 0.3, 0.55, 0.8, 1.0), n_bins: int = 4) -> dict[str, int | str]:
+    """Seed 003's ``np.digitize`` binning against the simulator's bins, on ``states`` whose largest is the last edge
+    (glued by name in notebook 06, :mod:`robustgrpo.book.glue`).
+
+    ``n_bins``; ``states``, ``seed_labels`` and ``our_labels`` (lists in words, ``[0, 1, 2]``); ``seed_largest``, the
+    seed's label of the largest state, ``n_edges``, the edges' count (``np.digitize`` returns it for a value equal to
+    the last edge), and ``our_largest``, the simulator's label of the largest state.
+    """
     import torch
 
     from robustgrpo.lab.simulate.grouping import assign_bins, bin_edges
@@ -323,8 +329,6 @@ def digitize_text(states: Sequence[float] = (0.05, 0.3, 0.55, 0.8, 1.0), n_bins:
     seed_labels = np.digitize(x, edges) - 1
     t = torch.tensor(x).unsqueeze(0)
     ours = assign_bins(t, bin_edges(t, n_bins))[0].tolist()
-    return (
-        f"With n = {n_bins} bins the seed's `group_states` labels {x.tolist()} as {seed_labels.tolist()}: the largest "
-        f"state alone in a fifth group, {seed_labels.max()}, because `np.digitize` returns len(edges) = {len(edges)} for a "
-        f"value equal to the last edge. The simulator's bins put it in bin {ours[-1]}: {ours}."
-    )
+    return {"n_bins": n_bins, "states": str(x.tolist()), "seed_labels": str(seed_labels.tolist()),
+            "seed_largest": int(seed_labels.max()), "n_edges": len(edges), "our_largest": int(ours[-1]),
+            "our_labels": str(ours)}
