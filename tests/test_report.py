@@ -296,9 +296,12 @@ def test_notebook_02s_sentences_read_its_figures_tables():
     assert mad_zero.takeaway.endswith(f"(G = 2 to 64, p from 0 to 1) the average is {exact['mad_zero'].mean():.1%}.")
     e = efficiency.data.set_index("estimator")
     assert f"The MAD buys its 50 % breakdown with {e.loc['mad', 'efficiency']:.1%} efficiency" in efficiency.takeaway
-    closing = P.closing_text(breakdown, mad_zero, efficiency)
-    assert closing.count("\n- ") == 3 and "published: MAD 36.75%, Qn 82.27%, Huber 95%" in closing
+    values = P.closing_values(breakdown, mad_zero, efficiency)
+    assert values["tie_limit"] == 500 and values["robust_glitches"] == int(d.loc["robust", "glitches"]) - 1
+    closing = notebook_prose("02_robust_statistics_primer.ipynb", values, partial=True).split("## Takeaway", 1)[1]
+    assert closing.count(" - ") == 4 and "published: MAD 36.75%, Qn 82.27%, Huber 95%" in closing
     assert f"keeps its lead against {int(d.loc['robust', 'glitches']) - 1} glitch under robust" in closing
+    assert "(glitches beyond 500 reward gaps tie the gap)" in closing
     for name in ("02_influence", "02_samuelson", "02_tie_collapse", "02_update_weight"):
         assert built(name).takeaway == built(name).caption
     assert built("02_resolution").takeaway.endswith("and no glitch size matters.")

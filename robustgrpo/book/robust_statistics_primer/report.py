@@ -56,7 +56,7 @@ from robustgrpo.book.figures import ReportFigure, report_figure
 from robustgrpo.book.text import join, pct
 
 __all__ = [
-    "closing_text",
+    "closing_values",
     "NOTEBOOK",
     "RESOLUTION_METHODS",
     "finite_n_efficiencies",
@@ -550,24 +550,22 @@ def mad_zero_figure(
     return ReportFigure("02_mad_zero", fig, caption, data, takeaway)
 
 
-def closing_text(breakdown: ReportFigure, mad_zero: ReportFigure, efficiency: ReportFigure) -> str:
-    """Notebook 02's closing bullets as Markdown, from its breakdown (G = 8), MAD-zero and efficiency figures."""
+def closing_values(breakdown: ReportFigure, mad_zero: ReportFigure, efficiency: ReportFigure) -> dict[str, float | int]:
+    """Notebook 02's takeaway, from its breakdown (G = 8), MAD-zero and efficiency figures (glued by name,
+    :mod:`robustgrpo.book.glue`).
+
+    ``mean_breakdown`` and ``median_breakdown`` (grpo's and robust's breakdown point at G = 8, 0 to 1);
+    ``mad_zero_mean`` (P(MAD = 0) averaged over the exact (G, p) grid); ``robust_glitches`` and ``rank_glitches``
+    (how many glitches a lone correct answer keeps its lead against: the breakdown count less one); the published
+    efficiencies ``mad_efficiency``, ``qn_efficiency`` and ``huber_efficiency`` (0 to 1); ``tie_limit``, the glitch (in
+    reward gaps) beyond which a gap of 1 ties under robust's default resolution: 1 / (2 x resolution).
+    """
     d = breakdown.data[breakdown.data["G"] == 8].set_index("method")
     m = mad_zero.data.query("source == 'exact'")
     e = efficiency.data.set_index("estimator")
-    return (
-        f"- On continuous rewards the mean and the std break down at one outlier ({d.loc['grpo', 'breakdown']:.1%} of a "
-        f"group of 8), the median and the MAD only at half the group ({d.loc['robust', 'breakdown']:.0%}). On 0/1 rewards "
-        f"the picture changes: half the group *tying* makes the MAD 0 ({m['mad_zero'].mean():.1%} of the (G, p) grid), "
-        f"and a lone correct answer keeps its lead against {int(d.loc['robust', 'glitches']) - 1} glitch under robust, "
-        f"{int(d.loc['rank', 'glitches']) - 1} under rank.\n"
-        "- Order statistics need a resolution: without one, jitter far below the reward gap becomes full-size signal and "
-        "advantages jump as a reward leaves a tie. For a group alone a resolution relative to its range costs a dynamic "
-        "range (glitches beyond 500 reward gaps tie the gap); in a batch the other groups cap the tolerance at four typical "
-        "gaps, and a declared reward range costs nothing.\n"
-        "- A median centre strengthens Dr. GRPO's difficulty bias (section 7) and gives the majority no signal; ranks "
-        "weight prompts almost evenly and keep most of the update's signal-to-noise ratio.\n"
-        f"- Robustness costs efficiency on clean data (published: MAD {e.loc['mad', 'published']:.2%}, Qn "
-        f"{e.loc['qn', 'published']:.2%}, Huber {e.loc['huber_location', 'published']:.0%}), and mean/std scores are "
-        "already capped at (G-1)/sqrt(G): the danger of an outlier is what it does to the other answers' advantages."
-    )
+    return {"mean_breakdown": float(d.loc["grpo", "breakdown"]), "median_breakdown": float(d.loc["robust", "breakdown"]),
+            "mad_zero_mean": float(m["mad_zero"].mean()),
+            "robust_glitches": int(d.loc["robust", "glitches"]) - 1, "rank_glitches": int(d.loc["rank", "glitches"]) - 1,
+            "mad_efficiency": float(e.loc["mad", "published"]), "qn_efficiency": float(e.loc["qn", "published"]),
+            "huber_efficiency": float(e.loc["huber_location", "published"]),
+            "tie_limit": 1 / (2 * ESTIMATORS["robust"].defaults["resolution"])}
