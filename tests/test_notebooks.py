@@ -42,6 +42,17 @@ def test_committed_notebook_has_no_outputs_and_opens_with_a_title(path):
     )
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)
+def test_every_chapter_shows_the_call_a_trainer_writes(path):
+    """Each chapter has a code cell tagged "call" (the reading page keeps its source) that calls the package the way a
+    trainer does; the run test checks that the page shows it."""
+    nb = nbformat.read(path, as_version=4)
+    calls = [c.source for c in nb.cells if c.cell_type == "code" and CALL_TAG in c.metadata.get("tags", [])]
+    assert any(f in s for s in calls for f in ("compute_advantages(", "RobustGRPOTrainer(")), (
+        f"{path.name} shows no call a trainer writes: tag a cell {CALL_TAG!r} that calls compute_advantages or "
+        "RobustGRPOTrainer")
+
+
 def figure_cells(nb) -> list[int]:
     """Indices of the cells tagged ``figure``: the cells that show a matplotlib figure."""
     return [i for i, c in enumerate(nb.cells) if "figure" in c.get("metadata", {}).get("tags", [])]
