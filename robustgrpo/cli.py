@@ -99,7 +99,7 @@ def _say(text: str = "", *, file=None) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from robustgrpo.book.seed.report import demo_text
+    from robustgrpo.book.outlier_poisoning.report import demo_text
 
     _say(demo_text())
     return 0
@@ -213,9 +213,12 @@ def _cmd_figures(args: argparse.Namespace) -> int:
 def _cmd_notebooks(args: argparse.Namespace) -> int:
     from robustgrpo.book.execute import run_all
 
-    runs = run_all(args.out, notebooks=args.only, timeout=args.timeout, progress=not args.no_progress)
+    runs = run_all(args.out, notebooks=args.only, timeout=args.timeout, progress=not args.no_progress,
+                   update_prose=args.update_prose)
     for run in runs:
         _say(f"{run.source.name:<40} {run.seconds:6.1f} s  -> {run.executed} (to read without code: {run.executed.with_suffix('.html').name})")
+        for line in run.updated:
+            _say(f"  prose updated, {line}")
     _say(f"{len(runs)} notebooks executed; figures in {(Path(args.out) / 'figures').resolve()}")
     return 0
 
@@ -302,7 +305,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         diagnosis = diagnose(log, reward_range=args.reward_range, reward_fn=args.reward_fn, reward_kind=args.reward_kind)
     _say(_json(diagnosis.to_json()) if args.json else diagnosis.text())
     if args.html is not None:
-        from robustgrpo.book.diagnose.report import write_diagnosis_html
+        from robustgrpo.book.your_rewards.report import write_diagnosis_html
 
         page = write_diagnosis_html(diagnosis, page, force=args.force, inputs=log.files if isinstance(log, RunLog) else [args.file])
         _say(f"{'' if args.json else chr(10)}HTML report: {page.resolve()}", file=sys.stderr if args.json else None)
@@ -311,7 +314,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from robustgrpo.book.style import save_figure
-    from robustgrpo.book.drift.report import simulation_figure
+    from robustgrpo.book.policy_gradient_drift.report import simulation_figure
     from robustgrpo.lab.simulate import SimConfig, simulate
 
     from robustgrpo.checks import check_estimate, check_output_file
@@ -445,7 +448,7 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     args.target = [args.config]
     status = _cmd_sweep(args)
     if status in (0, 1) and len(table := load_record(args.out, partial=True)):  # every run finished, or some failed
-        from robustgrpo.book.trainer import report
+        from robustgrpo.book.real_trainer import report
 
         _say()
         if table.attrs.get("unfinished"):
@@ -453,7 +456,7 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
         if args.trainer == "trl":
             _say(report.format_final_table(report.final_table(table)))
         elif "model" in table.columns:  # a pretrained model's runs: their held-out greedy evaluation
-            from robustgrpo.book.trainer import realmodel
+            from robustgrpo.book.real_trainer import realmodel
 
             _say(realmodel.real_model_text(table))
         else:
@@ -536,6 +539,8 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                            help="execute only these notebooks (a path, or a name such as 01_outlier_poisoning)")
     notebooks.add_argument("--timeout", type=_positive, default=600, help="seconds allowed per cell")
     notebooks.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    notebooks.add_argument("--update-prose", action="store_true",
+                           help="also write the values this run computed into the prose of the notebook files")
     notebooks.set_defaults(func=_cmd_notebooks)
     trap_page = sub.add_parser("trap-page", help="write the trap lesson as a static HTML page (no kernel) into a folder")
     trap_page.add_argument("--out", required=True, help="folder to write trap_lesson.html into")

@@ -32,7 +32,7 @@ def test_the_colour_map_gives_each_estimator_its_own_colour_and_nothing_else_use
 
 def test_the_primers_statistics_take_no_estimators_colour():
     """They took the colour of the estimator built on them (the mean grpo's, the median robust's, ...)."""
-    from robustgrpo.book.primer.plots import STATISTIC_COLORS
+    from robustgrpo.book.robust_statistics_primer.plots import STATISTIC_COLORS
 
     assert colour_clashes(ESTIMATOR_COLORS, STATISTIC_COLORS) == []
 
@@ -85,8 +85,8 @@ def test_the_books_code_writes_no_estimators_colour(path):
 def test_the_trap_lessons_mean_and_median_lines_are_neutral_and_keep_their_legend_label():
     pytest.importorskip("plotly")
     from robustgrpo.book.interactive import trace_by_meta
-    from robustgrpo.book.seed.engine import trap_data
-    from robustgrpo.book.seed.views import trap_views, update_trap_views
+    from robustgrpo.book.outlier_poisoning.engine import trap_data
+    from robustgrpo.book.outlier_poisoning.views import trap_views, update_trap_views
 
     fig = trap_views(trap_data())
     traces = trace_by_meta(fig)
@@ -98,8 +98,8 @@ def test_the_trap_lessons_mean_and_median_lines_are_neutral_and_keep_their_legen
 
 
 def test_the_critic_and_the_seed_groups_lines_take_no_estimators_colour():
-    from robustgrpo.book.drift.plots import curve_colors
-    from robustgrpo.book.seed.plots import ROLE_COLORS
+    from robustgrpo.book.policy_gradient_drift.plots import curve_colors
+    from robustgrpo.book.outlier_poisoning.plots import ROLE_COLORS
     from robustgrpo.lab.simulate import CRITIC
 
     colours = curve_colors([*ESTIMATOR_COLORS, CRITIC])

@@ -1,4 +1,4 @@
-"""Tests for notebook 04's tables, figures and builders (robustgrpo.book.distributions.report, plots.distributions).
+"""Tests for notebook 04's tables, figures and builders (robustgrpo.book.advantage_distributions.report, plots.distributions).
 
 Values are checked against :func:`compute_advantages` run directly on the same rewards, and
 against closed forms where one exists (the 1-of-G group).
@@ -19,9 +19,9 @@ from figure_util import clashes
 from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.lab.metrics import advantage_samples, agreement
 from robustgrpo.lab.metrics import distributions as T
-from robustgrpo.book.distributions import plots as P
+from robustgrpo.book.advantage_distributions import plots as P
 from robustgrpo.book.style import estimator_color
-from robustgrpo.book.distributions import report as D
+from robustgrpo.book.advantage_distributions import report as D
 from robustgrpo.stats import batch_tie_reference, residue_tolerance, typical_deviation, value_range
 from robustgrpo.book.figures import report_figures
 from robustgrpo.lab.scenarios import load_scenario

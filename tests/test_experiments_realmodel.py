@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from robustgrpo import recommended_method
-from robustgrpo.book.trainer import realmodel
+from robustgrpo.book.real_trainer import realmodel
 from robustgrpo.lab.experiments.composite import CompositeConfig
 from robustgrpo.lab.experiments.pretrained import SMOLLM2, model_name, smollm2_file
 from robustgrpo.lab.experiments.task import ArithmeticTask

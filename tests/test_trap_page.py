@@ -2,7 +2,7 @@
 
 The page is written by the command (``python -m robustgrpo trap-page``) once per module; the browser
 test moves its controls to a grid of settings and compares every number shown with
-:func:`~robustgrpo.book.seed.engine.trap_data` (range undeclared) and
+:func:`~robustgrpo.book.outlier_poisoning.engine.trap_data` (range undeclared) and
 :func:`~robustgrpo.advantages.compute_advantages` with the declared range, formatted as the live
 lesson's readout formats them. Every request that would leave the machine is blocked and counted.
 """
@@ -17,7 +17,7 @@ import torch
 from browser_util import ROOT, TIMEOUT
 
 from robustgrpo.advantages import ESTIMATORS, compute_advantages
-from robustgrpo.book.seed.engine import M_GRID, trap_data, trap_rewards
+from robustgrpo.book.outlier_poisoning.engine import M_GRID, trap_data, trap_rewards
 from robustgrpo.book.trap_page import DECLARED_RANGE, PAGE_GROUP_SIZES, PAGE_METHODS, trap_page_tables
 
 

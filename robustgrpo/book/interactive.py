@@ -1,7 +1,7 @@
 """What the plotly views of every chapter share: colours, sizes, and how a figure is built and fed.
 
 A chapter's views (``robustgrpo.book.<chapter>.views``, and the drift dashboard's curves in
-:mod:`robustgrpo.book.drift.plots`) build one plotly ``FigureWidget`` with a trace (``meta`` key)
+:mod:`robustgrpo.book.policy_gradient_drift.plots`) build one plotly ``FigureWidget`` with a trace (``meta`` key)
 for everything it can show and move those traces in place inside one ``batch_update``, so a
 slider move sends only the changed values to the browser and a browser test can read any trace
 by its key (:func:`trace_by_meta`).

@@ -1,17 +1,17 @@
 """Notebook 01's trap lesson as one static HTML page: sliders for M, k, G and c, no kernel, no network.
 
 The page holds every number it can show, computed here by the package: for each group size of
-:data:`PAGE_GROUP_SIZES`, each k and each M of the lesson's grid (:data:`~robustgrpo.book.seed.engine.M_GRID`),
-the group's mean, median, std and MAD (as :func:`~robustgrpo.book.seed.engine.trap_data` computes them)
+:data:`PAGE_GROUP_SIZES`, each k and each M of the lesson's grid (:data:`~robustgrpo.book.outlier_poisoning.engine.M_GRID`),
+the group's mean, median, std and MAD (as :func:`~robustgrpo.book.outlier_poisoning.engine.trap_data` computes them)
 and each estimator's advantage of a wrong answer, a correct one and the glitch, with the reward range
-undeclared (as :func:`~robustgrpo.book.seed.engine.trap_data`) and declared (:data:`DECLARED_RANGE`, the
+undeclared (as :func:`~robustgrpo.book.outlier_poisoning.engine.trap_data`) and declared (:data:`DECLARED_RANGE`, the
 glitch outside it masked: :func:`~robustgrpo.advantages.compute_advantages` with ``reward_range``).
 
 The clip c enters only as a clamp: the clipped estimators (seed_mad, robust, huber_m) compute their
 advantages without c and clamp them to [-c, c] last, so the page stores them unclipped and its script
 clamps them, as the package does (the displayed value is the same: c has one decimal, so rounding to
 four decimals commutes with the clamp). Every number is stored as the readout prints it (4 decimals,
-:func:`~robustgrpo.book.seed.widget.trap_readout_html`); a run of equal values along M is stored once.
+:func:`~robustgrpo.book.outlier_poisoning.widget.trap_readout_html`); a run of equal values along M is stored once.
 The script only looks numbers up, clamps and draws: it computes none of them.
 
 The page has no request to make: no script, font or style from elsewhere; the chart is SVG drawn by
@@ -31,7 +31,7 @@ import torch
 from robustgrpo.advantages import ESTIMATORS, compute_advantages
 from robustgrpo.checks import check_int, make_folder
 from robustgrpo.stats import mad, median
-from robustgrpo.book.seed.engine import (CLIP_RANGE, DEFAULT_STATE, ESTIMATOR_CHOICES, GROUP_SIZE_RANGE, M_GRID, M_RANGE,
+from robustgrpo.book.outlier_poisoning.engine import (CLIP_RANGE, DEFAULT_STATE, ESTIMATOR_CHOICES, GROUP_SIZE_RANGE, M_GRID, M_RANGE,
                                          grpo_crossing, trap_rewards)
 
 __all__ = ["PAGE_GROUP_SIZES", "PAGE_METHODS", "DECLARED_RANGE", "PAGE_NAME", "trap_page_tables", "write_trap_page"]

@@ -16,7 +16,7 @@ say) means adding one entry to :data:`RUNNABLES`.
   policy update with the clean update at one (G, c, contamination rate, outlier size); the
   seed is the sweep's base seed, so a record over G x c x method is the table of
   ``metrics.agreement_grid`` over that grid, the table the heat maps draw
-  (:func:`robustgrpo.book.grid.plots.plot_heatmaps`). ``c`` is dropped (None) for estimators
+  (:func:`robustgrpo.book.sweep_g_and_c.plots.plot_heatmaps`). ``c`` is dropped (None) for estimators
   without a clip and ``size`` for ``judge_flips``, so grid points that differ only there are
   one cell.
 * ``trl``: one real GRPO run (:func:`robustgrpo.lab.experiments.trl.run_trl`): TRL's trainer on a
