@@ -362,6 +362,7 @@ USER_ERRORS = [
     (["sweep", "status", "{bad_cells}"], "manifest.json: not a sweep manifest (cells[0] is a int, not an object)"),
     (["sweep", "status", "{broken}"], "manifest.json: invalid JSON at line 1, column 2"),
     (["notebooks", "--out", "{tmp}", "--only", "{fake_notebook}"], "fake.ipynb: not a valid Jupyter notebook (ValidationError"),
+    (["notebooks", "--out", "{tmp}", "--update-prose=1"], "argument --update-prose: ignored explicit argument '1'"),
     (["experiment", "trl", "{trl_up}", "--out", "{tmp}"], "fixed.output_dir: output_dir must stay inside the record folder"),
     (["experiment", "trl", "{trl_abs}", "--out", "{tmp}"], "output_dir must be a folder relative to the record folder"),
     (["experiment", "trl", "{trl_wandb}", "--out", "{tmp}/w"], "report_to names ['wandb'], which may send the run's data over "
