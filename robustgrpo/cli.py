@@ -8,6 +8,7 @@ bench       time every estimator against idiomatic grpo and numpy + scipy (--tra
             --adapters: the verl adapter on verl's layout; --scaling: time and memory as B and G grow)
 figures     rebuild every report figure (PNG, SVG, PDF) and an index into a folder
 notebooks   execute the notebook series into a folder, their figures beside them
+trap-page   write notebook 01's trap lesson as one static HTML page: sliders, no kernel, no network
 battery     the evidence battery: every estimator's update against the exact gradient, and the
             recommendation per situation that a stated rule derives from it
 diagnose    a reward log or a TRL / verl run folder: zero-std and MAD-zero groups, outliers, each reward
@@ -51,6 +52,7 @@ _EXTRA_OF = {**dict.fromkeys(("scipy", "pandas", "tqdm", "pyarrow"), "lab"), "ma
              "trl": "trl", "verl": "verl", "ray": "sweep"}
 #: The extras each command needs beside the core (diagnose: ``plots`` too with --html; bench: by its table).
 _COMMAND_EXTRAS = {"demo": ("lab", "book"), "figures": ("lab", "book"), "notebooks": ("lab", "book"),
+                   "trap-page": ("lab", "book"),
                    "battery": ("lab",), "diagnose": ("lab",), "simulate": ("lab", "plots"), "sweep": ("lab",),
                    "experiment": ("lab", "trl"), "bench": ("lab",)}
 
@@ -98,7 +100,7 @@ def _say(text: str = "", *, file=None) -> None:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from robustgrpo.book.seed.report import demo_text
+    from robustgrpo.book.outlier_poisoning.report import demo_text
 
     _say(demo_text())
     return 0
@@ -212,10 +214,21 @@ def _cmd_figures(args: argparse.Namespace) -> int:
 def _cmd_notebooks(args: argparse.Namespace) -> int:
     from robustgrpo.book.execute import run_all
 
-    runs = run_all(args.out, notebooks=args.only, timeout=args.timeout, progress=not args.no_progress)
+    runs = run_all(args.out, notebooks=args.only, timeout=args.timeout, progress=not args.no_progress,
+                   update_prose=args.update_prose)
     for run in runs:
         _say(f"{run.source.name:<40} {run.seconds:6.1f} s  -> {run.executed} (to read without code: {run.executed.with_suffix('.html').name})")
+        for line in run.updated:
+            _say(f"  prose updated, {line}")
     _say(f"{len(runs)} notebooks executed; figures in {(Path(args.out) / 'figures').resolve()}")
+    return 0
+
+
+def _cmd_trap_page(args: argparse.Namespace) -> int:
+    from robustgrpo.book.trap_page import write_trap_page
+
+    path = write_trap_page(args.out)
+    _say(f"the trap lesson, {path.stat().st_size / 1e6:.1f} MB, written to {path.resolve()}")
     return 0
 
 
@@ -293,7 +306,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
         diagnosis = diagnose(log, reward_range=args.reward_range, reward_fn=args.reward_fn, reward_kind=args.reward_kind)
     _say(_json(diagnosis.to_json()) if args.json else diagnosis.text())
     if args.html is not None:
-        from robustgrpo.book.diagnose.report import write_diagnosis_html
+        from robustgrpo.book.your_rewards.report import write_diagnosis_html
 
         page = write_diagnosis_html(diagnosis, page, force=args.force, inputs=log.files if isinstance(log, RunLog) else [args.file])
         _say(f"{'' if args.json else chr(10)}HTML report: {page.resolve()}", file=sys.stderr if args.json else None)
@@ -302,7 +315,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
 
 def _cmd_simulate(args: argparse.Namespace) -> int:
     from robustgrpo.book.style import save_figure
-    from robustgrpo.book.drift.report import simulation_figure
+    from robustgrpo.book.policy_gradient_drift.report import simulation_figure
     from robustgrpo.lab.simulate import SimConfig, simulate
 
     from robustgrpo.lab.files import check_output_file
@@ -437,13 +450,17 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
     args.target = [args.config]
     status = _cmd_sweep(args)
     if status in (0, 1) and len(table := load_record(args.out, partial=True)):  # every run finished, or some failed
-        from robustgrpo.book.trainer import report
+        from robustgrpo.book.real_trainer import report
 
         _say()
         if table.attrs.get("unfinished"):
             _say(f"(the table leaves out {table.attrs['unfinished']} run(s) that have not finished)")
         if args.trainer == "trl":
             _say(report.format_final_table(report.final_table(table)))
+        elif "model" in table.columns:  # a pretrained model's runs: their held-out greedy evaluation
+            from robustgrpo.book.real_trainer import realmodel
+
+            _say(realmodel.real_model_text(table))
         else:
             _say(report.format_composite_table(report.composite_final_table(report.composite_record(table))))
     return status
@@ -524,7 +541,12 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
                            help="execute only these notebooks (a path, or a name such as 01_outlier_poisoning)")
     notebooks.add_argument("--timeout", type=_positive, default=600, help="seconds allowed per cell")
     notebooks.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    notebooks.add_argument("--update-prose", action="store_true",
+                           help="also write the values this run computed into the prose of the notebook files")
     notebooks.set_defaults(func=_cmd_notebooks)
+    trap_page = sub.add_parser("trap-page", help="write the trap lesson as a static HTML page (no kernel) into a folder")
+    trap_page.add_argument("--out", required=True, help="folder to write trap_lesson.html into")
+    trap_page.set_defaults(func=_cmd_trap_page)
     battery = sub.add_parser("battery", help="run the evidence battery and print the recommendation per situation")
     battery.add_argument("--quick", action="store_true",
                          help="G = 8, 16, 2 problem draws and 16 seeds instead of G = 2..64, 5 draws and 32 seeds")

@@ -213,9 +213,9 @@ def test_each_estimator_has_its_own_colour_on_the_registry_and_the_figures_read_
 
 def test_the_comparison_figures_draw_the_estimators_the_registry_features_in_their_places():
     from robustgrpo.advantages import featured_estimators
-    from robustgrpo.book.grid.report import HEATMAP_METHODS, SCHEDULE_METHODS
-    from robustgrpo.book.seed.engine import DEFAULT_STATE
-    from robustgrpo.book.seed.report import SCALE_METHODS, SENSITIVITY_METHODS
+    from robustgrpo.book.sweep_g_and_c.report import HEATMAP_METHODS, SCHEDULE_METHODS
+    from robustgrpo.book.outlier_poisoning.engine import DEFAULT_STATE
+    from robustgrpo.book.outlier_poisoning.report import SCALE_METHODS, SENSITIVITY_METHODS
 
     assert featured_estimators() == ("grpo", "seed_mad", "robust", "huber_m", "rank")
     assert featured_estimators(clipped=True) == ("seed_mad", "robust", "huber_m")
@@ -1143,7 +1143,7 @@ def _demo(g, *, c):
 
 
 from robustgrpo.advantages import clip_help, split_settings
-from robustgrpo.book.seed.engine import trap_data
+from robustgrpo.book.outlier_poisoning.engine import trap_data
 from robustgrpo.lab.metrics import agreement
 from robustgrpo.book.style import estimator_color
 from robustgrpo.lab.simulate import SimConfig, simulate
@@ -1159,8 +1159,8 @@ d = trap_data(methods=("grpo", name), c=2.0)
 assert float(d.advantages[name][d.correct]) == -0.375, d.advantages[name]
 frame = simulate(SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo", name), params={"c": 2.0}, c_schedule=None))
 assert set(frame["estimator"]) == {"grpo", name}, set(frame["estimator"])
-from robustgrpo.book.grid.report import HEATMAP_METHODS, SCHEDULE_METHODS
-from robustgrpo.book.seed.report import SENSITIVITY_METHODS, seed_sensitivity_figure
+from robustgrpo.book.sweep_g_and_c.report import HEATMAP_METHODS, SCHEDULE_METHODS
+from robustgrpo.book.outlier_poisoning.report import SENSITIVITY_METHODS, seed_sensitivity_figure
 assert HEATMAP_METHODS[-1] == SCHEDULE_METHODS[-1] == SENSITIVITY_METHODS[-1] == name, HEATMAP_METHODS
 rf = seed_sensitivity_figure()
 assert name in set(rf.data["method"]), set(rf.data["method"])

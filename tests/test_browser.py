@@ -46,9 +46,9 @@ from browser_util import (
     widget_errors,
 )
 
-from robustgrpo.book.grid.engine import CLEAN_MODEL_CHOICES, CONTROLS, DashboardData, dashboard_data
-from robustgrpo.book.grid.views import MARGIN, MAX_MARKERS, MAX_REWARD_MARKERS
-from robustgrpo.book.grid.widget import READOUT_COLUMNS
+from robustgrpo.book.sweep_g_and_c.engine import CLEAN_MODEL_CHOICES, CONTROLS, DashboardData, dashboard_data
+from robustgrpo.book.sweep_g_and_c.views import MARGIN, MAX_MARKERS, MAX_REWARD_MARKERS
+from robustgrpo.book.sweep_g_and_c.widget import READOUT_COLUMNS
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ default setting. As for the sweep dashboard (``test_browser.py``):
   another (screenshots go to ``$ROBUSTGRPO_ARTIFACTS``);
 * after single moves and a burst of moves on the rate, G and c sliders, the estimator and scenario
   dropdowns, rate 0 and the reset button, the readout and the curves are those of
-  :func:`~robustgrpo.book.drift.engine.drift_dashboard_data` at the setting the export box writes
+  :func:`~robustgrpo.book.policy_gradient_drift.engine.drift_dashboard_data` at the setting the export box writes
   out, which is what the sliders show; the status line went busy and came back, and the kernel
   sent no error.
 
@@ -41,7 +41,7 @@ from browser_util import (
     widget_errors,
 )
 
-from robustgrpo.book.drift.engine import CONTROLS, DEFAULT_STATE, SCENARIO_CHOICES, DriftData
+from robustgrpo.book.policy_gradient_drift.engine import CONTROLS, DEFAULT_STATE, SCENARIO_CHOICES, DriftData
 
 pytestmark = pytest.mark.slow
 

@@ -38,7 +38,7 @@ from browser_util import (
 from test_notebooks import figure_cells
 
 from robustgrpo.book.execute import NOTEBOOK_DIR, list_notebooks
-from robustgrpo.book.figures import NUMBERS_SUMMARY
+from robustgrpo.book.figures import CAPTION_SUMMARY
 
 pytestmark = pytest.mark.slow
 
@@ -212,10 +212,10 @@ def test_run_all_in_lab_shows_every_figure_as_an_image_and_logs_no_error(chromiu
         assert with_image == figure_cells(nb), f"{path.name}: cells with an image {with_image}, figure cells {figure_cells(nb)}"
         for i in with_image:  # a drawn picture, not a broken link
             assert cells.nth(i).locator(".jp-OutputArea-output img").first.evaluate("e => e.naturalWidth") > 100
-        # a figure's numbers, folded beneath its takeaway: Lab keeps the <details> element and shows it closed
-        folded = page.locator(".jp-OutputArea-output details", has=page.locator("summary", has_text=NUMBERS_SUMMARY))
+        # a figure's caption, folded beneath its takeaway: Lab keeps the <details> element and shows it closed
+        folded = page.locator(".jp-OutputArea-output details", has=page.locator("summary", has_text=CAPTION_SUMMARY))
         asked = sum(len(re.findall(r"figures\.show\([^)]*caption=True", "".join(c.source))) for c in nb.cells if c.cell_type == "code")
-        assert folded.count() == asked, f"{path.name}: {folded.count()} folded numbers views, {asked} figures shown with caption=True"
+        assert folded.count() == asked, f"{path.name}: {folded.count()} folded captions, {asked} figures shown with caption=True"
         assert all(folded.nth(i).get_attribute("open") is None for i in range(folded.count()))
         for index in range(page.locator(".rg-dashboard").count()):
             _move_and_check(page, index)

@@ -34,9 +34,9 @@ from browser_util import (
     widget_errors,
 )
 
-from robustgrpo.book.distributions.engine import distributions_data
-from robustgrpo.book.primer.engine import playground_data
-from robustgrpo.book.seed.engine import trap_data
+from robustgrpo.book.advantage_distributions.engine import distributions_data
+from robustgrpo.book.robust_statistics_primer.engine import playground_data
+from robustgrpo.book.outlier_poisoning.engine import trap_data
 from robustgrpo.book.widget import contrast_ratio
 
 pytestmark = pytest.mark.slow
@@ -168,7 +168,7 @@ def _cell(page, stat: str, key: str) -> str:
 
 
 def _assert_playground_shows(page, **state) -> None:
-    from robustgrpo.book.primer.engine import CONTROLS as PG
+    from robustgrpo.book.robust_statistics_primer.engine import CONTROLS as PG
 
     data = playground_data(**state)
     assert _span(page, "x") == PG["x"].format(data.x) and _span(page, "m") == str(data.m)

@@ -250,6 +250,8 @@ USER_ERRORS = [
     (["notebooks", "--out", "{tmp}", "--timeout", "0"], "argument --timeout: must be >= 1, got 0"),
     (["notebooks", "--out", "{tmp}", "--timeout", "x"], "argument --timeout: must be an integer, got 'x'"),
     (["notebooks", "--out", "{tmp}", "--no-progress=1"], "argument --no-progress: ignored explicit argument '1'"),
+    (["trap-page"], "the following arguments are required: --out"),
+    (["trap-page", "--out", "{file}"], "cannot make the folder '{file}' (File exists); pass a folder you can write to"),
     (["battery", "--quick", "--write"], "--write ships the full battery; drop --quick"),
     (["bench", "--battery=yes"], "argument --battery: ignored explicit argument 'yes'"),
     (["battery", "--out", "{file}/sub", "--quick"], "cannot make the folder"),
@@ -360,6 +362,7 @@ USER_ERRORS = [
     (["sweep", "status", "{bad_cells}"], "manifest.json: not a sweep manifest (cells[0] is a int, not an object)"),
     (["sweep", "status", "{broken}"], "manifest.json: invalid JSON at line 1, column 2"),
     (["notebooks", "--out", "{tmp}", "--only", "{fake_notebook}"], "fake.ipynb: not a valid Jupyter notebook (ValidationError"),
+    (["notebooks", "--out", "{tmp}", "--update-prose=1"], "argument --update-prose: ignored explicit argument '1'"),
     (["experiment", "trl", "{trl_up}", "--out", "{tmp}"], "fixed.output_dir: output_dir must stay inside the record folder"),
     (["experiment", "trl", "{trl_abs}", "--out", "{tmp}"], "output_dir must be a folder relative to the record folder"),
     (["experiment", "trl", "{trl_wandb}", "--out", "{tmp}/w"], "report_to names ['wandb'], which may send the run's data over "

@@ -28,8 +28,8 @@ from robustgrpo.lab.diagnose import (
     recommend,
 )
 from robustgrpo.lab.metrics import relative_update_error, update_cosine
-from robustgrpo.book.diagnose.plots import reward_distribution, step_health, update_agreement
-from robustgrpo.book.diagnose.report import (
+from robustgrpo.book.your_rewards.plots import reward_distribution, step_health, update_agreement
+from robustgrpo.book.your_rewards.report import (
     FIGURE_NAMES,
     diagnosis_figures,
     diagnosis_html,
@@ -240,7 +240,7 @@ def test_the_example_log_diagnosis():
     undeclared = diagnose(EXAMPLE).recommendation
     assert undeclared.rule == "undeclared_outliers" and undeclared.method == recommended_method("binary", False)
     # notebook 07's sentences: the package's, from this diagnosis
-    from robustgrpo.book.diagnose.report import agreement_text, loaded_text, overall_text, recommendation_text
+    from robustgrpo.book.your_rewards.report import agreement_text, loaded_text, overall_text, recommendation_text
 
     assert loaded_text(d) == "**Loaded:** binary_judge_glitch.csv: 5120 rows, 20 steps, 640 groups."
     overall = overall_text(d)

@@ -1,4 +1,4 @@
-"""Tests for notebook 04's tables, figures and builders (robustgrpo.book.distributions.report, plots.distributions).
+"""Tests for notebook 04's tables, figures and builders (robustgrpo.book.advantage_distributions.report, plots.distributions).
 
 Values are checked against :func:`compute_advantages` run directly on the same rewards, and
 against closed forms where one exists (the 1-of-G group).
@@ -14,13 +14,14 @@ import pandas as pd
 import pytest
 import torch
 from matplotlib.figure import Figure
+from figure_util import clashes
 
 from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.lab.metrics import advantage_samples, agreement
 from robustgrpo.lab.metrics import distributions as T
-from robustgrpo.book.distributions import plots as P
+from robustgrpo.book.advantage_distributions import plots as P
 from robustgrpo.book.style import estimator_color
-from robustgrpo.book.distributions import report as D
+from robustgrpo.book.advantage_distributions import report as D
 from robustgrpo.stats import batch_tie_reference, residue_tolerance, typical_deviation, value_range
 from robustgrpo.book.figures import report_figures
 from robustgrpo.lab.scenarios import load_scenario
@@ -326,6 +327,20 @@ class TestPlots:
         assert all(ax.get_ylabel() == "cumulative fraction of samples" for ax in axes)
         assert [len(ax.get_lines()) for ax in axes] == [2, 2, 2, 2]  # clean dashed, contaminated solid
         assert [line.get_linestyle() for line in axes[0].get_lines()] == ["--", "-"]
+
+    def test_ecdf_notes_sit_above_every_curve_and_no_label_meets_another(self):
+        """The notes were boxes over the curves (top left, up to y = 0.6 of a panel) and mc_grpo's symlog ticks
+        (-10^3 .. 10^3, four per side) ran into each other."""
+        frame = _ecdf_frame(("grpo", "seed_mad", "mc_grpo", "robust", "huber_m", "rank"))
+        note = "update cosine: 0.12\nsign kept: 67.6 %\nbest answer < 0: 100.0 %"
+        fig = P.plot_ecdfs(frame, title="glitch", annotations={m: note for m in set(frame["method"])})
+        assert clashes(fig) == []
+        renderer = fig.canvas.get_renderer()
+        for ax in _plotted_axes(fig):
+            (text,) = ax.texts
+            top_of_curves = ax.transData.transform((0.0, max(max(line.get_ydata()) for line in ax.get_lines())))[1]
+            assert text.get_window_extent(renderer).y0 > top_of_curves, ax.get_title()
+            assert ax.get_ylim()[1] == P.ANNOTATION_BAND and list(ax.get_yticks()) == pytest.approx(np.linspace(0, 1, 6))
 
     def test_ecdf_steps_end_at_one(self):
         fig = P.plot_ecdfs(_ecdf_frame(("robust",)), title="glitch")

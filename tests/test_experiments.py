@@ -32,7 +32,7 @@ from robustgrpo.lab.experiments.judge import (
     step_seed,
 )
 from robustgrpo.lab.experiments.task import HACK_TOKEN, SPECIAL_TOKENS, FirstLetterTask
-from robustgrpo.book.trainer import report
+from robustgrpo.book.real_trainer import report
 from robustgrpo.lab.simulate import first_step_above
 from robustgrpo.lab.sweep import RUNNABLES, LocalEngine, RayEngine, load_record, load_sweep, run_sweep
 from robustgrpo.lab.sweep.record import Record
@@ -432,7 +432,7 @@ def test_effects_compare_each_arm_with_grpo_under_its_judge():
 
 
 def test_the_curve_grid_draws_a_panel_per_metric_and_judge_and_a_legend_per_curve_and_style():
-    from robustgrpo.book.trainer.plots import plot_curve_grid
+    from robustgrpo.book.real_trainer.plots import plot_curve_grid
 
     bands = pd.DataFrame([{"step": s, "mean": 0.5, "lo": 0.4, "hi": 0.6, "metric": m, "judge": j, "estimator": e, "range": r}
                           for s in range(24) for m in ("correct_prob", "hack_prob") for j in ("clean judge", "hack")

@@ -33,7 +33,7 @@ from robustgrpo.lab.experiments.rewards import (
     targeted_to_dict,
 )
 from robustgrpo.lab.experiments.task import HACK_TOKEN, SPECIAL_TOKENS, ReverseTask
-from robustgrpo.book.trainer import report
+from robustgrpo.book.real_trainer import report
 from robustgrpo.lab.sweep import RUNNABLES, load_sweep
 
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
@@ -423,7 +423,7 @@ def test_the_recommendation_check_compares_the_batterys_choice_with_the_best_arm
 
 
 def test_the_arm_dots_draw_a_row_per_arm_a_panel_per_judge_and_the_seeds():
-    from robustgrpo.book.trainer.plots import arm_estimator, plot_arm_dots
+    from robustgrpo.book.real_trainer.plots import arm_estimator, plot_arm_dots
 
     summary = pd.DataFrame({"judge": ["a", "a", "b", "b"], "arm": ["grpo", "rank per function"] * 2, "mean": 0.5,
                             "lo": 0.4, "hi": 0.6})

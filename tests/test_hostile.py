@@ -30,7 +30,7 @@ from robustgrpo.lab.machine import Estimate, check_estimate, check_threads
 from robustgrpo.cli import main
 from robustgrpo.lab.diagnose import diagnose
 from robustgrpo.inputs import group_by_index
-from robustgrpo.book.diagnose.report import diagnosis_html, write_diagnosis_html
+from robustgrpo.book.your_rewards.report import diagnosis_html, write_diagnosis_html
 from robustgrpo.lab.rewardlogs import RewardLog, load_reward_log, write_reward_log
 from robustgrpo.lab.simulate import SimConfig, simulate
 from robustgrpo.lab.simulate.runner import torch_threads

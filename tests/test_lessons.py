@@ -20,7 +20,7 @@ from scipy.optimize import brentq
 
 from robustgrpo import compute_advantages
 from robustgrpo.advantages import ESTIMATORS
-from robustgrpo.book.seed.engine import ESTIMATOR_CHOICES, M_GRID, grpo_crossing, trap_data, trap_rewards
+from robustgrpo.book.outlier_poisoning.engine import ESTIMATOR_CHOICES, M_GRID, grpo_crossing, trap_data, trap_rewards
 from robustgrpo.lab.metrics import sensitivity_curve
 from robustgrpo.lab.metrics.seed import seed_group, seed_group_summary
 
@@ -157,7 +157,7 @@ def test_trap_widget_moves_with_its_controls_and_k_follows_g():
 
 
 def test_playground_numbers_are_the_package_statistics_of_the_sample():
-    from robustgrpo.book.primer.engine import LOCATION, SCALE, X_GRID, playground_data, playground_sample
+    from robustgrpo.book.robust_statistics_primer.engine import LOCATION, SCALE, X_GRID, playground_data, playground_sample
     from robustgrpo.lab.metrics import statistic_sensitivity
     from robustgrpo.lab.metrics.sensitivity import STATISTICS
 
@@ -185,7 +185,7 @@ def test_playground_numbers_are_the_package_statistics_of_the_sample():
 @pytest.mark.parametrize("distribution", ["normal", "cauchy", "exponential"])
 @pytest.mark.parametrize("n", [5, 12, 20, 33, 50])
 def test_each_statistic_breaks_at_its_own_m(distribution, n):
-    from robustgrpo.book.primer.engine import playground_data
+    from robustgrpo.book.robust_statistics_primer.engine import playground_data
 
     d = playground_data(distribution=distribution, n=n, seed=1, x=0.5, size=1000.0)
     b = d.breaks_at
@@ -203,7 +203,7 @@ def test_each_statistic_breaks_at_its_own_m(distribution, n):
 
 
 def test_playground_refuses_settings_off_its_ranges_and_writes_its_call():
-    from robustgrpo.book.primer.engine import playground_data
+    from robustgrpo.book.robust_statistics_primer.engine import playground_data
 
     with pytest.raises(ValueError, match=r"m must be .*replace 0 \.\. 9"):
         playground_data(n=10, m=10)
@@ -221,7 +221,7 @@ def test_playground_refuses_settings_off_its_ranges_and_writes_its_call():
 
 
 def test_playground_efficiency_is_the_package_monte_carlo_beside_the_published_values():
-    from robustgrpo.book.primer.engine import playground_efficiency
+    from robustgrpo.book.robust_statistics_primer.engine import playground_efficiency
     from robustgrpo.lab.metrics import efficiency, reference_efficiencies
 
     table = playground_efficiency(n=15, n_samples=400, seed=2).set_index("statistic")
@@ -239,7 +239,7 @@ def test_playground_efficiency_is_the_package_monte_carlo_beside_the_published_v
 def test_playground_widget_moves_with_its_controls_and_a_click_on_a_curve():
     from plotly.callbacks import Points
 
-    from robustgrpo.book.primer.engine import playground_data
+    from robustgrpo.book.robust_statistics_primer.engine import playground_data
     from robustgrpo.book.dashboards import playground_dashboard
 
     dash = playground_dashboard()
@@ -276,7 +276,7 @@ def test_playground_widget_moves_with_its_controls_and_a_click_on_a_curve():
 def test_distributions_data_is_the_package_tables_of_the_scenario_at_g():
     import dataclasses
 
-    from robustgrpo.book.distributions.engine import LEVELS, SAMPLES, distributions_data, distributions_record
+    from robustgrpo.book.advantage_distributions.engine import LEVELS, SAMPLES, distributions_data, distributions_record
     from robustgrpo.lab.metrics import advantage_samples, agreement, scenario_record
     from robustgrpo.lab.metrics.distributions import contaminated_landing_table, hit_group_samples
     from robustgrpo.lab.scenarios import load_scenario
@@ -305,7 +305,7 @@ def test_distributions_data_is_the_package_tables_of_the_scenario_at_g():
 
 
 def test_distributions_data_refuses_what_the_controls_cannot_show():
-    from robustgrpo.book.distributions.engine import distributions_data
+    from robustgrpo.book.advantage_distributions.engine import distributions_data
 
     with pytest.raises(ValueError, match="scenario must be one of"):
         distributions_data(scenario="clean_binary")
@@ -325,8 +325,8 @@ def test_distributions_data_refuses_what_the_controls_cannot_show():
 def test_the_distributions_axes_keep_a_tick_each_side_of_zero_and_every_point(G):
     """Each x axis shows A = -1 and 1 (at G = 32 every ECDF value lay above -0.4 and the axis kept no tick left of
     0) and every point drawn, inside a 5 % margin."""
-    from robustgrpo.book.distributions.engine import GROUP_SIZES, distributions_data
-    from robustgrpo.book.distributions.views import ASINH_TICKS, distributions_views
+    from robustgrpo.book.advantage_distributions.engine import GROUP_SIZES, distributions_data
+    from robustgrpo.book.advantage_distributions.views import ASINH_TICKS, distributions_views
 
     assert GROUP_SIZES == (4, 8, 16, 32)
     fig = distributions_views(distributions_data(G=G))
@@ -341,8 +341,8 @@ def test_the_distributions_axes_keep_a_tick_each_side_of_zero_and_every_point(G)
 
 
 def test_distributions_widget_moves_with_its_controls():
-    from robustgrpo.book.distributions.engine import distributions_data
-    from robustgrpo.book.distributions.views import asinh_axis
+    from robustgrpo.book.advantage_distributions.engine import distributions_data
+    from robustgrpo.book.advantage_distributions.views import asinh_axis
     from robustgrpo.book.dashboards import distributions_dashboard
 
     dash = distributions_dashboard()
@@ -391,8 +391,8 @@ def test_lessons_benchmark_times_every_lesson_and_prints_its_table(capsys):
 def test_the_playgrounds_legend_tells_every_statistic_apart():
     """Each legend entry of the playground has its own colour and line: a location and the scale that shares its
     colour (mean and std, median and MAD, trimmed mean and IQR) differ by the dash."""
-    from robustgrpo.book.primer.engine import playground_data
-    from robustgrpo.book.primer.views import playground_views
+    from robustgrpo.book.robust_statistics_primer.engine import playground_data
+    from robustgrpo.book.robust_statistics_primer.views import playground_views
 
     fig = playground_views(playground_data())
     entries = [(t.line.color, t.line.dash) for t in fig.data if t.showlegend is not False]
@@ -402,8 +402,8 @@ def test_the_playgrounds_legend_tells_every_statistic_apart():
 
 
 def test_the_trap_lessons_crossing_label_stays_clear_of_the_m_line():
-    from robustgrpo.book.seed.engine import trap_data
-    from robustgrpo.book.seed.views import trap_views, update_trap_views
+    from robustgrpo.book.outlier_poisoning.engine import trap_data
+    from robustgrpo.book.outlier_poisoning.views import trap_views, update_trap_views
 
     fig = trap_views(trap_data())  # seed 000: M = 10 right of M* = 7
     cross = next(t for t in fig.data if t.meta == "crossing")

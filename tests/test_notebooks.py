@@ -15,7 +15,8 @@ import pytest
 from nbclient.exceptions import CellExecutionError
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from robustgrpo.book.execute import NOTEBOOK_DIR, list_notebooks, reading_html, run_notebook
+from robustgrpo.book.execute import CALL_TAG, NOTEBOOK_DIR, list_notebooks, reading_html, run_notebook
+from robustgrpo.book.glue import differences
 from robustgrpo.book.figures import report_figures
 
 NOTEBOOKS = list_notebooks()
@@ -41,6 +42,17 @@ def test_committed_notebook_has_no_outputs_and_opens_with_a_title(path):
     )
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)
+def test_every_chapter_shows_the_call_a_trainer_writes(path):
+    """Each chapter has a code cell tagged "call" (the reading page keeps its source) that calls the package the way a
+    trainer does; the run test checks that the page shows it."""
+    nb = nbformat.read(path, as_version=4)
+    calls = [c.source for c in nb.cells if c.cell_type == "code" and CALL_TAG in c.metadata.get("tags", [])]
+    assert any(f in s for s in calls for f in ("compute_advantages(", "RobustGRPOTrainer(")), (
+        f"{path.name} shows no call a trainer writes: tag a cell {CALL_TAG!r} that calls compute_advantages or "
+        "RobustGRPOTrainer")
+
+
 def figure_cells(nb) -> list[int]:
     """Indices of the cells tagged ``figure``: the cells that show a matplotlib figure."""
     return [i for i, c in enumerate(nb.cells) if "figure" in c.get("metadata", {}).get("tags", [])]
@@ -54,10 +66,14 @@ def image_cells(nb) -> list[int]:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids)
 def test_notebook_runs_top_to_bottom_and_saves_its_figures(path, tmp_path):
     figures = tmp_path / "figures"
-    run = run_notebook(path, figures=figures, out=tmp_path / "nb")
+    run = run_notebook(path, figures=figures, out=tmp_path / "nb")  # fails if a placeholder or a glued value is unmatched
     executed = nbformat.read(run.executed, as_version=4)  # the copy the main job writes to out/notebooks
     errors = [o for c in executed.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
+    # the committed prose holds the values the code computes (what Lab and GitHub show before a run)
+    stale = differences(nbformat.read(path, as_version=4), executed)
+    assert not stale, (f"{path.name}: the committed prose holds other values than the notebook computes: {stale}; run "
+                       f"python -m robustgrpo notebooks --out DIR --only {path.stem} --update-prose")
     # every cell tagged "figure" shows its figure as an image, and every image is in a tagged cell
     # (the Lab test in test_browser_lab.py finds the figure cells by the same tag)
     assert figure_cells(executed), f"{path.name} tags no cell as a figure cell"
@@ -67,9 +83,14 @@ def test_notebook_runs_top_to_bottom_and_saves_its_figures(path, tmp_path):
     template = reading_html(new_notebook()).count("data:image/png;base64,")  # the page's own (its stylesheet's)
     assert page.count("data:image/png;base64,") - template == sum(
         "image/png" in o.get("data", {}) for c in executed.cells for o in c.get("outputs", []))
-    assert "<div class=\"jp-CodeMirrorEditor" not in page and "<div class=\"jp-InputPrompt" not in page
+    # the only code shown is that of the cells tagged "call" (the call a trainer would write), without a prompt
+    calls = [c for c in executed.cells if c.cell_type == "code" and CALL_TAG in c.metadata.get("tags", [])]
+    assert page.count("<div class=\"jp-CodeMirrorEditor") == len(calls) and "<div class=\"jp-InputPrompt" not in page
+    for cell in calls:  # a trainer's call, and the page shows it
+        called = [f for f in ("compute_advantages", "RobustGRPOTrainer") if f"{f}(" in cell.source]
+        assert called and all(f in page for f in called), f"{path.name}: a 'call' cell calls neither: {cell.source}"
     for cell in executed.cells:
-        if cell.cell_type == "code":
+        if cell.cell_type == "code" and cell not in calls:
             imports = [line for line in cell.source.splitlines() if line.startswith(("from robustgrpo", "import "))]
             assert not any(html.escape(line) in page for line in imports), imports
         elif cell.source.startswith("# "):

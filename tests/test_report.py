@@ -21,20 +21,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from figure_util import clashes
 
 from robustgrpo.lab.metrics import mad_zero_fraction, samuelson_bound
 from robustgrpo.book.style import save_figure
-from robustgrpo.book.primer.plots import plot_breakdown, plot_mad_zero
-from robustgrpo.book.seed.plots import (
+from robustgrpo.book.robust_statistics_primer.plots import plot_breakdown, plot_mad_zero
+from robustgrpo.book.outlier_poisoning.plots import (
     plot_advantages_by_role,
     plot_group_rewards,
     plot_sensitivity,
 )
 from robustgrpo.book.figures import ReportFigure, build_all, report_figures
-from robustgrpo.book.primer import report as P
-from robustgrpo.book.seed import report as S
+from robustgrpo.book.robust_statistics_primer import report as P
+from robustgrpo.book.outlier_poisoning import report as S
+from prose import notebook_prose
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = json.loads((ROOT / "data" / "reference" / "seed_000.json").read_text())
@@ -172,15 +175,15 @@ def test_seed_group_figure_draws_the_scenario():
     rf = built("01_seed_group")
     assert rf.data["reward"].tolist() == [0.0] * 6 + [1.0, 10.0]
     assert rf.data["role"].tolist() == ["wrong"] * 6 + ["correct", "outlier"]
-    assert f"{REF['mean']:.3f}" in rf.caption
+    assert f"{REF['mean']:.3f}" in rf.takeaway and "G = 8 as one bar per answer" in rf.caption
 
 
-def test_show_puts_the_figure_then_its_takeaway_then_its_numbers_folded(monkeypatch):
-    """What a notebook cell shows: the figure, the takeaway in the open, and (asked for) the caption inside a
-    collapsed view whose summary names it; nothing else."""
+def test_show_puts_the_figure_then_its_takeaway_then_its_caption_folded(monkeypatch):
+    """What a notebook cell shows: the figure, the takeaway in the open, and the caption (what the figure draws)
+    inside a collapsed view whose summary names it; nothing else."""
     import IPython.display
 
-    from robustgrpo.book.figures import NUMBERS_SUMMARY, show
+    from robustgrpo.book.figures import CAPTION_SUMMARY, show
 
     shown = []
     monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
@@ -189,38 +192,81 @@ def test_show_puts_the_figure_then_its_takeaway_then_its_numbers_folded(monkeypa
     assert shown[0] is rf.figure and len(shown) == 3
     assert shown[1].data == f"**Takeaway:** {rf.takeaway}"
     folded = shown[2].data
-    assert folded.startswith(f"<details><summary>{NUMBERS_SUMMARY}</summary>\n\n") and folded.endswith("\n\n</details>")
+    assert folded.startswith(f"<details><summary>{CAPTION_SUMMARY}</summary>\n\n") and folded.endswith("\n\n</details>")
     assert rf.caption in folded
     shown.clear()
     show(rf)  # no caption asked: the figure and its takeaway only
     assert len(shown) == 2 and rf.caption not in shown[1].data
 
 
-def test_notebook_01s_sentences_are_the_packages_with_the_seed_numbers():
-    """Every sentence notebook 01 prints is a function of the package, with the reference numbers of seed 000."""
-    from robustgrpo import recommended_method
+def _sentences(text: str) -> set[str]:
+    """The sentences of a caption or takeaway, without Markdown emphasis, for comparing the two."""
+    plain = re.sub(r"[*_`]", "", text)
+    return {s.strip() for s in re.split(r"(?<=[.:;])\s+", plain) if len(s.strip()) > 20}
+
+
+#: The chapters whose figures' captions say what is drawn and whose takeaways say what it shows (issue 41's
+#: item 5, carried through one chapter at a time; the others still share sentences between the two).
+SPLIT_CAPTIONS = ("01_outlier_poisoning.ipynb",)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if SPECS[n].notebook in SPLIT_CAPTIONS])
+def test_caption_says_what_is_drawn_and_the_takeaway_what_it_shows_without_repeating_it(name):
+    """Each report figure of a converted chapter has both, and they differ: no sentence (or clause) of one is in
+    the other."""
+    rf = built(name)
+    assert rf.caption.strip() and rf.takeaway.strip(), name
+    shared = _sentences(rf.caption) & _sentences(rf.takeaway)
+    assert not shared, f"{name}: caption and takeaway repeat {shared}"
+    assert rf.caption not in rf.takeaway and rf.takeaway not in rf.caption
+
+
+def test_notebook_01s_prose_places_the_seed_numbers():
+    """Every number notebook 01's prose states is glued from the package, and reads as seed 000's reference."""
+    from robustgrpo import compute_advantages, recommended_method
 
     group = built("01_seed_group").takeaway
     assert f"grpo gives the correct answer **{REF['grpo_correct_bessel']:.3f}**" in group and "ddof = 0: 3.276" in group
-    fallback = S.fallback_text()
-    assert "the MAD is **0**" in fallback and f"gets **{REF['seed_mad_correct']:.3f}**" in fallback
-    assert f"correct answer **{REF['robust_correct']:.3f}**" in fallback
-    assert S.mad_zero_text().startswith("P(MAD = 0) at G = 8: 99.5% at p = 0.1, 86.4% at p = 0.3, 72.7% at p = 0.5; "
-                                        "with torch's lower median 100% at every p.")
-    assert "here the glitch gets 10,000 against the correct answer's 1,000, 10 times its weight" in S.mc_grpo_text()
+    rewards = torch.tensor([[0.0] * 6 + [1.0, 10.0]])
+    call = S.call_values(compute_advantages(rewards, "rank", reward_range=(0, 1)), rewards)
+    assert call["call_method"] == "rank" and call["call_glitch"] == 0 and call["call_correct"] > 0 > call["call_wrong"]
+    assert call["call_method"] == recommended_method("binary", reward_range_declared=True)  # as the prose says
+    values = {**S.fallback_values(), **S.mad_zero_values(), **S.mc_grpo_values(), **call, **S.closing_values()}
+    assert values["mad"] == 0 and values["tie_limit"] == 500 and values["resolution"] == 1e-3
+    prose = notebook_prose("01_outlier_poisoning.ipynb", values)
+    assert "and the MAD is **0**: six of the eight rewards tie at 0" in prose
+    assert f"the correct answer gets **{REF['seed_mad_correct']:.3f}** instead of about {REF['clean_grpo_correct']:.2f}" in prose
+    assert f"correct answer **{REF['robust_correct']:.3f}**, glitch clipped at c" in prose
+    assert "up to 500 times the reward gap; beyond, the gap of 1 is below the estimator's resolution (0.1 % " in prose
+    assert ("P(MAD = 0) at G = 8 is 99.5 % at p = 0.1, 86.4 % at p = 0.3 and 72.7 % at p = 0.5; with torch's lower "
+            "median it is 100 % at every p.") in prose
+    assert "the glitch gets 10,000 against the correct answer's 1,000, that is 10 times its weight" in prose
+    assert "`winsor` (20 % per tail) erases the lone correct answer of the clean group" in prose
+    assert S.estimator_table().loc["winsor", "correct, clean"] == 0  # what that sentence says
+    assert (f"The call with `rank` and `reward_range=(0, 1)` gives the correct answer {call['call_correct']:.3f}, each "
+            f"wrong answer {call['call_wrong']:.3f} and the masked glitch 0") in prose
+    assert f"keeps {REF['robust_correct']:.3f} for any glitch up to 500 times the reward gap" in prose
+    assert f"`{recommended_method('binary', reward_range_declared=True)}` with `reward_range` declared" in prose
+    assert f"`{recommended_method('binary', reward_range_declared=False)}` without" in prose
     assert built("01_binary_groups").takeaway.endswith("returns 0, not 0.5 (the mean of the two middle values), so seed "
                                                        "000's code centres on the wrong answers and only the correct ones "
                                                        "get a signal.")
-    closing = S.closing_text()
-    assert f"`{recommended_method('binary', reward_range_declared=True)}` with `reward_range` declared" in closing
-    assert f"`{recommended_method('binary', reward_range_declared=False)}` without" in closing
-    for name in ("01_seed_advantages", "01_seed_sensitivity", "01_seed_scale"):
-        assert built(name).takeaway == built(name).caption
+
+
+def test_notebook_01s_table_has_every_estimator_on_both_groups():
+    table = S.estimator_table()
+    assert list(table.index) == list(S.ESTIMATORS)
+    assert table.loc["grpo", "correct"] == pytest.approx(REF["grpo_correct_bessel"], abs=1e-6)
+    assert table.loc["grpo", "correct, clean"] == pytest.approx(REF["clean_grpo_correct"], abs=1e-6)
+    assert table.loc["seed_mad", "fallback"] == "yes" and table.loc["grpo", "fallback"] == "no"
+    other = torch.tensor([[0.0, 1.0]])
+    with pytest.raises(ValueError, match="seed 000's group"):
+        S.call_values(S.compute_advantages(other, "grpo"), other)
 
 
 def test_notebook_03s_sentences_read_the_heat_maps_and_the_dashboard_data():
-    from robustgrpo.book.grid.engine import dashboard_data
-    from robustgrpo.book.grid import report as W
+    from robustgrpo.book.sweep_g_and_c.engine import dashboard_data
+    from robustgrpo.book.sweep_g_and_c import report as W
 
     heat = built("03_heatmap_update_cosine")
     grpo4, grpo256 = (W.cell_value(heat.data, "grpo", g, "update_cosine") for g in (4, 256))
@@ -231,14 +277,17 @@ def test_notebook_03s_sentences_read_the_heat_maps_and_the_dashboard_data():
     trap = dashboard_data(G=8, c=2.5, rate=0.05, size=10.0, methods=["grpo", "seed_mad", "robust", "rank"], n_groups=500)
     big = dashboard_data(G=16, rate=0.05, size=10.0, methods=["seed_mad", "robust"], n_groups=500)
     huge = dashboard_data(G=8, rate=0.05, size=1000.0, methods=["grpo", "seed_mad", "robust", "rank"], n_groups=500)
-    text = W.dashboard_numbers_text(trap, big, huge)
+    values = W.dashboard_values(trap, big, huge)
+    assert (values["trap_G"], values["big_G"], values["huge_size"]) == (8, 16, 1000)
+    text = notebook_prose("03_sweep_G_and_c.ipynb", values, partial=True)
     assert f"takes its fallback in {100 * trap.fallback_rate['seed_mad']:.1f} % of the groups at G = 8" in text
     assert f"{100 * big.fallback_rate['seed_mad']:.1f} % at G = 16" in text and "(M = 1000)" in text
     assert f"robust {huge.update_cosine['robust']:.3f} and rank {huge.update_cosine['rank']:.3f}" in text
+    assert "At 1000 times the reward gap the gap of 1 is below robust's and rank's resolution (0.1 % of" in text
 
 
 def test_notebook_02s_sentences_read_its_figures_tables():
-    from robustgrpo.book.primer import report as P
+    from robustgrpo.book.robust_statistics_primer import report as P
 
     breakdown, mad_zero, efficiency = built("02_breakdown"), built("02_mad_zero"), built("02_efficiency")
     d = breakdown.data[breakdown.data["G"] == 8].set_index("method")
@@ -248,9 +297,12 @@ def test_notebook_02s_sentences_read_its_figures_tables():
     assert mad_zero.takeaway.endswith(f"(G = 2 to 64, p from 0 to 1) the average is {exact['mad_zero'].mean():.1%}.")
     e = efficiency.data.set_index("estimator")
     assert f"The MAD buys its 50 % breakdown with {e.loc['mad', 'efficiency']:.1%} efficiency" in efficiency.takeaway
-    closing = P.closing_text(breakdown, mad_zero, efficiency)
-    assert closing.count("\n- ") == 3 and "published: MAD 36.75%, Qn 82.27%, Huber 95%" in closing
+    values = P.closing_values(breakdown, mad_zero, efficiency)
+    assert values["tie_limit"] == 500 and values["robust_glitches"] == int(d.loc["robust", "glitches"]) - 1
+    closing = notebook_prose("02_robust_statistics_primer.ipynb", values, partial=True).split("## Takeaway", 1)[1]
+    assert closing.count(" - ") == 4 and "published: MAD 36.75%, Qn 82.27%, Huber 95%" in closing
     assert f"keeps its lead against {int(d.loc['robust', 'glitches']) - 1} glitch under robust" in closing
+    assert "(glitches beyond 500 reward gaps tie the gap)" in closing
     for name in ("02_influence", "02_samuelson", "02_tie_collapse", "02_update_weight"):
         assert built(name).takeaway == built(name).caption
     assert built("02_resolution").takeaway.endswith("and no glitch size matters.")
@@ -271,12 +323,21 @@ def test_seed_advantages_figure_has_the_seed_numbers():
     for m in ("huber_m", "rank"):
         assert _advantage(d, m, "wrong") < 0 < _advantage(d, m, "correct")
     assert set(d["method"]) == set(S.ESTIMATORS)
-    assert f"{REF['grpo_correct_bessel']:.3f}" in rf.caption and f"{REF['seed_mad_correct']:.3f}" in rf.caption
+    assert f"{REF['grpo_correct_bessel']:.3f}" in rf.takeaway and f"{REF['seed_mad_correct']:.3f}" in rf.takeaway
+
+
+def test_seed_advantages_figure_writes_no_label_over_another():
+    """mc_grpo's clean and poisoned bars are both off scale (1,000): their two labels, one with a white patch behind
+    it, sit one above the other without touching (they overlapped by 0.8 px at 0.22 in a row)."""
+    fig = built("01_seed_advantages").figure
+    labels = [t.get_text() for ax in fig.axes for t in ax.texts]
+    assert labels.count("1,000") == 2
+    assert not clashes(fig)
 
 
 def test_seed_advantages_figure_takes_a_subset_of_methods():
     rf = S.seed_advantages_figure(methods=["grpo", "robust"])
-    assert set(rf.data["method"]) == {"grpo", "robust"} and "-0.107" in rf.caption
+    assert set(rf.data["method"]) == {"grpo", "robust"} and "-0.107" in rf.takeaway
     with pytest.raises(ValueError, match="unknown method 'nope'"):
         S.seed_advantages_figure(methods=["nope"])
 
@@ -291,7 +352,7 @@ def test_sensitivity_figure_follows_the_correct_answer():
     assert abs(grpo[7.0]) < 1e-9 and (grpo[grpo.index > 7] < 0).all() and (grpo[grpo.index < 7] > 0).all()
     robust = d[(d["method"] == "robust") & (d["value"] >= 1)]["advantage"]
     assert np.allclose(robust, REF["robust_correct"])
-    assert "above 7" in rf.caption
+    assert "above 7" in rf.takeaway
 
 
 def test_scale_figure_shows_the_std_fallback_growing():
@@ -326,25 +387,10 @@ def test_binary_groups_figure():
         assert all(d[m, k, "wrong"] < 0 < d[m, k, "correct"] for k in range(1, g))
 
 
-def _text_boxes(fig) -> list[tuple[str, object]]:
-    """The drawn, non-empty texts of ``fig`` (titles, labels, tick labels, legend entries) with their boxes."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.text import Text
-
-    renderer = FigureCanvasAgg(fig).get_renderer()
-    fig.draw(renderer)
-    return [(t.get_text(), t.get_window_extent(renderer)) for t in fig.findobj(Text)
-            if t.get_visible() and t.get_text().strip() and t.figure is fig]
-
-
 @pytest.mark.parametrize("name", ["01_binary_groups", "01_seed_sensitivity"])
 def test_side_by_side_panels_share_one_x_label_and_no_text_meets_another(name):
     fig = built(name).figure
-    texts = _text_boxes(fig)
-    clashes = [(a, b) for i, (a, box_a) in enumerate(texts) for b, box_b in texts[i + 1:]
-               if box_a.overlaps(box_b) and box_a.intersection(box_a, box_b).width > 0.5
-               and box_a.intersection(box_a, box_b).height > 0.5]
-    assert not clashes, f"{name}: overlapping texts {clashes}"
+    assert not clashes(fig), f"{name}: overlapping texts {clashes(fig)}"
     assert all(not ax.get_xlabel() for ax in fig.axes) and fig.get_supxlabel()
     # nothing is written inside the panels: the off-scale note is a legend entry
     assert all(not ax.texts for ax in fig.axes)

@@ -634,7 +634,7 @@ def test_seed_bands_mean_se_and_spread():
 
 
 def test_drift_dashboard_data_is_the_simulation_of_its_setting():
-    from robustgrpo.book.drift.engine import SEEDS, drift_config, drift_dashboard_data
+    from robustgrpo.book.policy_gradient_drift.engine import SEEDS, drift_config, drift_dashboard_data
 
     d = drift_dashboard_data(rate=0.2, size=30.0, G=4, c=2.0, estimator="robust")
     config = drift_config("glitches", 0.2, 30.0, 4, 2.0, "robust")
@@ -654,7 +654,7 @@ def test_drift_dashboard_data_is_the_simulation_of_its_setting():
 
 def test_drift_widget_moves_its_curves_in_place():
     pytest.importorskip("ipywidgets")
-    from robustgrpo.book.drift.engine import drift_dashboard_data
+    from robustgrpo.book.policy_gradient_drift.engine import drift_dashboard_data
     from robustgrpo.book.dashboards import drift_dashboard, drift_readout_html
 
     dash = drift_dashboard(G=4)
@@ -739,7 +739,7 @@ def test_simulate_bench_prints_its_table():
 
 @pytest.mark.slow
 def test_the_facts_behind_notebook_05s_text():
-    from robustgrpo.book.drift import report as drift
+    from robustgrpo.book.policy_gradient_drift import report as drift
 
     curves = drift.curves_data()
     final = curves[curves.step == curves.step.max()].groupby(["setting", "estimator"]).correct_prob.mean()
@@ -770,25 +770,31 @@ def test_the_facts_behind_notebook_05s_text():
 
 
 @pytest.mark.slow
-def test_notebook_05s_table_and_dashboard_sentences_read_the_table_and_the_engine():
-    from robustgrpo.book.drift.engine import DriftEngine
-    from robustgrpo.book.drift import report as drift
+def test_notebook_05s_table_and_dashboard_prose_places_the_table_and_the_engine_numbers():
+    from prose import notebook_prose
+
+    from robustgrpo.book.policy_gradient_drift.engine import DriftEngine
+    from robustgrpo.book.policy_gradient_drift import report as drift
 
     table = simulate(SimConfig(n_prompts=4, G=4, steps=2, estimators=("grpo", "robust")), seeds=[0], progress=False)
-    text = drift.table_text(table)
-    assert text.startswith(f"The table has {len(table)} rows and {table.shape[1]} columns")
-    assert f"the same true reward, {table.true_reward.iloc[0]:.3f};" in text
+    shape = drift.table_values(table)
+    assert (shape["table_rows"], shape["table_columns"]) == table.shape and shape["start_true_reward"] == table.true_reward.iloc[0]
+    assert shape["metric_columns"].startswith("true_reward, judged_reward") and shape["config_columns"].endswith("record_every")
     engine = DriftEngine()
-    text = drift.dashboard_text(engine)
+    numbers = drift.dashboard_values(engine)
     glitch, hack = engine.data(rate=0.2, size=100.0, estimator="dr_grpo"), engine.data(scenario="hack", rate=0.5, size=1.5,
                                                                                         estimator="robust")
-    assert f"dr_grpo ends at a true reward of {glitch.final:.3f} (without glitches {glitch.final_clean:.3f})" in text
-    assert text.endswith(f"takes robust from {hack.final_clean:.3f} to {hack.final:.3f}.")
+    assert (numbers["glitch_dr_grpo_end"], numbers["hack_end"]) == (glitch.final, hack.final)
+    prose = notebook_prose("05_policy_gradient_drift.ipynb", {**shape, **numbers}, partial=True)
+    assert f"The table has {len(table)} rows and {table.shape[1]} columns: the metrics (true_reward, judged_reward" in prose
+    assert f"the same true reward, {table.true_reward.iloc[0]:.3f};" in prose
+    assert f"dr_grpo ends at a true reward of {glitch.final:.3f} (without glitches {glitch.final_clean:.3f})" in prose
+    assert f"takes robust from {hack.final_clean:.3f} to {hack.final:.3f}." in prose
 
 
 @pytest.mark.slow
 def test_the_facts_behind_notebook_06s_verdicts():
-    from robustgrpo.book.stabilisers import report as st
+    from robustgrpo.book.grouping_and_dynamic_clipping import report as st
 
     clip = st.dynamic_clip_data().set_index(["method", "value"])
     assert np.ptp(clip.loc["grpo", "eps_dynamic"]) < 1e-5  # a fixed clip under grpo
@@ -818,13 +824,17 @@ def test_the_facts_behind_notebook_06s_verdicts():
     assert f"| grouping by state bins or k-means stabilises training | no: bins are {bins} prompt groups (grpo)" in table[5]
 
 
-def test_notebook_06s_binning_sentence_shows_seed_003s_fifth_group():
-    from robustgrpo.book.stabilisers.report import digitize_text
+def test_notebook_06s_binning_prose_shows_seed_003s_fifth_group():
+    from prose import notebook_prose
 
-    assert digitize_text() == (
-        "With n = 4 bins the seed's `group_states` labels [0.05, 0.3, 0.55, 0.8, 1.0] as [0, 1, 2, 3, 4]: the largest "
-        "state alone in a fifth group, 4, because `np.digitize` returns len(edges) = 5 for a value equal to the last edge. "
-        "The simulator's bins put it in bin 3: [0, 1, 2, 3, 3].")
+    from robustgrpo.book.grouping_and_dynamic_clipping.report import digitize_values
+
+    values = digitize_values()
+    assert (values["seed_largest"], values["n_edges"], values["our_largest"]) == (4, 5, 3)
+    assert notebook_prose("06_grouping_and_dynamic_clipping.ipynb", values, partial=True).count(
+        "With n = 4 bins the seed's `group_states` labels [0.05, 0.3, 0.55, 0.8, 1.0] as the groups [0, 1, 2, 3, 4]: the "
+        "largest state alone in a group of its own, number 4, because `np.digitize` returns len(edges) = 5 for a value "
+        "equal to the last edge. The simulator's bins put it in bin 3: [0, 1, 2, 3, 3].") == 1
 
 
 def test_the_readme_example_runs(tmp_path, monkeypatch):
@@ -1244,7 +1254,7 @@ def test_the_kl_terms_are_the_trainers_own():
 
 @pytest.mark.slow
 def test_notebook_05s_kl_figure_settles_each_trainer_option_at_its_divergences_optimum():
-    from robustgrpo.book.drift import report as drift
+    from robustgrpo.book.policy_gradient_drift import report as drift
 
     rf = drift.kl_estimators_figure()
     final, points = rf.data["final"].set_index("kl_estimator")["mean"], rf.data["fixed_points"]

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
-from robustgrpo.book.trainer import report
+from robustgrpo.book.real_trainer import report
 from robustgrpo.integrations.trl import TRL_EPS
 from robustgrpo.lab.contamination import NoisyVerifier, RandomOutliers
 from robustgrpo.lab.experiments.composite import CompositeConfig
@@ -222,24 +222,35 @@ def test_the_shipped_prediction_is_what_the_fitted_settings_give(name):
     np.testing.assert_allclose(again[["value", "se"]].to_numpy(), stored[["value", "se"]].to_numpy(), rtol=1e-9, atol=1e-12)
 
 
-def test_notebook_05s_and_08s_sentences_read_the_shipped_pairs():
-    from robustgrpo.book.drift import report as drift
+def test_notebook_05s_prose_and_08s_takeaways_read_the_shipped_pairs():
+    from prose import notebook_prose
 
-    text = drift.trainer_agreement_text()
+    from robustgrpo.book.policy_gradient_drift import report as drift
+
+    values = drift.trainer_agreement_values()
     settings = T.shipped_settings()
-    assert text.startswith(f"Fitted to the multi-token record: a learning rate {settings.lr_scale:g} times the trainer's")
+    assert (values["lr_scale"], values["correct_feature"], values["length_feature"]) == (
+        settings.lr_scale, settings.correct_feature, settings.length_feature)
+    prose = notebook_prose("05_policy_gradient_drift.ipynb", values, partial=True)
+    assert f"Fitted to the multi-token record: a learning rate {settings.lr_scale:g} times the trainer's" in prose
+    unmodelled = drift.unmodelled_table()
     for name, pairs in T.shipped_pairs().items():
+        key = {"trl_contamination": "one_token", "trl_composite": "multi_token"}[name]
         summary = T.agreement_summary(pairs).set_index("kind")
-        part = drift.agreement_text(pairs)
-        assert part in text
-        assert part.startswith(f"The simulator ranks {int(summary.loc['all', 'agree'])} of {int(summary.loc['all', 'pairs'])} pairs of "
-                               f"arms as the record does ({100 * summary.loc['all', 'share']:.0f} %)")
-        for r in T.unmodelled_arms(pairs).itertuples(index=False):
-            assert f"- {r.arm} under the {r.judge}: {r.real:.3f} / {r.simulated:.3f} ({r.disagree} of {r.pairs} pairs)" in part
+        said = (f"The simulator ranks {int(summary.loc['all', 'agree'])} of {int(summary.loc['all', 'pairs'])} pairs of "
+                f"arms as the record does ({100 * summary.loc['all', 'share']:.0f} %)")
+        assert said in prose and drift.agreement_text(pairs).startswith(said)  # notebook 08's takeaway says the same
+        assert (values[f"{key}_arms_pairs"] + values[f"{key}_judges_pairs"], values[f"{key}_arms_agree"] + values[
+            f"{key}_judges_agree"]) == (values[f"{key}_pairs"], values[f"{key}_agree"])
+        hard = T.unmodelled_arms(pairs)
+        assert (unmodelled["record"] == ("the one-token record" if key == "one_token" else "the multi-token record")).sum() == len(hard)
+        for r in hard.itertuples(index=False):
+            assert f"- {r.arm} under the {r.judge}: {r.real:.3f} / {r.simulated:.3f} ({r.disagree} of {r.pairs} pairs)" in \
+                drift.agreement_text(pairs)
         real, simulated = T.shipped_ends(name)
         both = real.merge(simulated, on=["judge", "arm"], suffixes=("", "_sim"))
         rms = float(np.sqrt(((both["value"] - both["value_sim"]) ** 2).mean()))
-        assert f"over the {len(real)} arms, the record's and the simulator's P(correct) at the end differ by {rms:.3f}" in part
+        assert f"over the {len(real)} arms, the record's and the simulator's P(correct) at the end differ by {rms:.3f}" in prose
     table = drift.trainer_agreement_table()
     for name, pairs in T.shipped_pairs().items():  # the counted table adds up to each record's summary, kind by kind
         counted = table[table["record"] == name].groupby("kind")[["pairs", "agree", "separated", "separated_agree"]].sum()
@@ -250,7 +261,7 @@ def test_notebook_05s_and_08s_sentences_read_the_shipped_pairs():
     fitted = pd.DataFrame(report.shipped_calibration()["scores"])
     best = fitted[(fitted["lr_scale"] == settings.lr_scale) & (fitted["correct_feature"] == settings.correct_feature)
                   & (fitted["length_feature"] == settings.length_feature)]
-    assert f"differ by {float(best['rms'].iloc[0]):.3f} (root mean square)" in text  # the fit's own score, the same number
+    assert f"differ by {float(best['rms'].iloc[0]):.3f} (root mean square)" in prose  # the fit's own score, the same number
 
 
 def test_the_readme_states_the_shipped_agreement():

@@ -480,7 +480,7 @@ def test_a_cell_that_fails_once_is_recorded_with_its_error_and_a_rerun_completes
 
 
 def test_the_shipped_configs_expand_to_their_documented_counts_and_the_heatmap_config_is_notebook_03s_grid():
-    from robustgrpo.book.grid import report as heat
+    from robustgrpo.book.sweep_g_and_c import report as heat
 
     readme = (ROOT / "data" / "sweeps" / "README.md").read_text()
     for path in sorted((ROOT / "data" / "sweeps").glob("*.json")):

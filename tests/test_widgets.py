@@ -28,7 +28,7 @@ from robustgrpo.bench import (
 )
 from robustgrpo.cli import build_parser
 from robustgrpo.lab.contamination import Bernoulli, Gaussian
-from robustgrpo.book.grid.engine import (
+from robustgrpo.book.sweep_g_and_c.engine import (
     CLEAN_MODEL_CHOICES,
     PREVIEW_REWARDS,
     CLIP_RANGE,
@@ -43,8 +43,8 @@ from robustgrpo.book.grid.engine import (
 )
 from robustgrpo.lab.metrics import agreement_from_advantages, agreement_grid, update_cosine
 from robustgrpo.book.interactive import trace_by_meta
-from robustgrpo.book.grid.views import EMPTY_BIN, MAX_REWARD_MARKERS, plot_linked_views, update_linked_views
-from robustgrpo.book.grid.plots import plot_clip_schedule, plot_heatmaps
+from robustgrpo.book.sweep_g_and_c.views import EMPTY_BIN, MAX_REWARD_MARKERS, plot_linked_views, update_linked_views
+from robustgrpo.book.sweep_g_and_c.plots import plot_clip_schedule, plot_heatmaps
 from robustgrpo.book.dashboards import dashboard, readout_html
 from robustgrpo.book.widget import COMPLETE_AFTER_S
 
@@ -140,7 +140,7 @@ def test_float64_engine_equals_metrics_agreement_grid_exactly():
 
 def test_the_dashboard_default_clean_model_is_the_heat_maps_data():
     """dashboard_data at a heat-map cell gives that cell's numbers (float32 vs float64: to rounding)."""
-    from robustgrpo.book.grid import report as R
+    from robustgrpo.book.sweep_g_and_c import report as R
 
     assert CLEAN_MODEL_CHOICES["bernoulli"].model == Bernoulli(R.HEATMAP_P)
     G = 4
@@ -535,7 +535,7 @@ def test_engine_options_are_validated(kwargs, message):
 
 
 def test_linked_views_update_in_place(engine):
-    from robustgrpo.book.grid.views import _PARTS
+    from robustgrpo.book.sweep_g_and_c.views import _PARTS
 
     first = engine.data(8, 2.5, 0.1, 10.0, "bernoulli", ["grpo", "robust"], group=3)
     fig = plot_linked_views(first)
@@ -959,7 +959,7 @@ def test_heatmaps_and_schedule_figures_are_titled_and_labelled():
 
 
 def test_heat_map_signs_do_not_change_along_c():
-    from robustgrpo.book.grid.report import HEATMAP_CLIPS, heatmap_data
+    from robustgrpo.book.sweep_g_and_c.report import HEATMAP_CLIPS, heatmap_data
 
     data = heatmap_data()
     clipped = data[data["c"].notna()]
@@ -1072,8 +1072,8 @@ def test_every_dashboard_control_has_a_short_help_line(module):
 def test_dropdown_labels_fit_the_sidebar():
     """A sidebar dropdown shows about 24 characters: the clean-model and scenario choices fit whole (the readout
     names them in full)."""
-    from robustgrpo.book.drift.engine import SCENARIO_CHOICES, SCENARIOS
-    from robustgrpo.book.grid.engine import CLEAN_MODEL_CHOICES
+    from robustgrpo.book.policy_gradient_drift.engine import SCENARIO_CHOICES, SCENARIOS
+    from robustgrpo.book.sweep_g_and_c.engine import CLEAN_MODEL_CHOICES
 
     shorts = [c.short for c in CLEAN_MODEL_CHOICES.values()] + list(SCENARIO_CHOICES.values())
     assert all(len(label) <= 24 for label in shorts) and len(set(shorts)) == len(shorts)
@@ -1094,8 +1094,8 @@ def test_dashboard_data_writes_its_call_and_its_readout():
 
 
 def test_the_drift_views_legend_tells_every_curve_apart():
-    from robustgrpo.book.drift.engine import drift_dashboard_data
-    from robustgrpo.book.drift.plots import drift_views
+    from robustgrpo.book.policy_gradient_drift.engine import drift_dashboard_data
+    from robustgrpo.book.policy_gradient_drift.plots import drift_views
 
     fig = drift_views(drift_dashboard_data(G=4))
     entries = [(t.line.color, t.line.dash) for t in fig.data if t.showlegend is not False and t.name]
@@ -1106,7 +1106,7 @@ def test_drift_dashboard_status_reset_and_export():
     import html
     import re
 
-    from robustgrpo.book.drift.engine import drift_dashboard_data
+    from robustgrpo.book.policy_gradient_drift.engine import drift_dashboard_data
     from robustgrpo.book.dashboards import drift_dashboard
 
     dash = drift_dashboard(G=4)

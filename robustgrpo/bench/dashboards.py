@@ -173,7 +173,7 @@ def _estimator_moves(dash, chosen: tuple[str, ...], repeats: int, notes: list[st
 
 def _group_size_moves(dash, G: int, repeats: int) -> _Timed:
     """From the next smaller G to ``G``: with the caches cleared before each move, and back to a pair seen before."""
-    from robustgrpo.book.grid.engine import GROUP_SIZES
+    from robustgrpo.book.sweep_g_and_c.engine import GROUP_SIZES
 
     ctl = dash.controls["G"]
     other = GROUP_SIZES[GROUP_SIZES.index(G) - 1] if GROUP_SIZES.index(G) else GROUP_SIZES[1]
@@ -233,22 +233,22 @@ def run_dashboard_benchmark(
     move triggers, i.e. the data function, the in-place update of the plotly
     ``FigureWidget``'s traces and the readout. Each row has two times: to the
     first view drawn (a preview on
-    :data:`~robustgrpo.book.grid.engine.PREVIEW_REWARDS` rewards where the
+    :data:`~robustgrpo.book.sweep_g_and_c.engine.PREVIEW_REWARDS` rewards where the
     dashboard makes one) and to the full data drawn. Moves into a new (G, clean
     model) pair draw 2.56 million new rewards and run every estimator twice;
     they are timed separately ("first visit", caches cleared) from returns to
     a pair seen before ("revisit"). A clean model's first visit is also timed
     after the kernel's idle time has drawn the other models' rewards and run the
     estimators shown on them (every step of the widget's idle work,
-    :meth:`~robustgrpo.book.grid.engine.DashboardEngine.prefetch`), as it does
+    :meth:`~robustgrpo.book.sweep_g_and_c.engine.DashboardEngine.prefetch`), as it does
     in a notebook after every move.
 
-    With ``sweep=True`` it also times :func:`robustgrpo.book.grid.report.heatmap_sweep`
+    With ``sweep=True`` it also times :func:`robustgrpo.book.sweep_g_and_c.report.heatmap_sweep`
     (uncached). ``preview_rewards`` sets the dashboard's preview size (default its own).
     """
     from tqdm.auto import tqdm
 
-    from robustgrpo.book.grid.engine import DEFAULT_METHODS, GROUP_SIZES, PREVIEW_REWARDS
+    from robustgrpo.book.sweep_g_and_c.engine import DEFAULT_METHODS, GROUP_SIZES, PREVIEW_REWARDS
     from robustgrpo.book.dashboards import dashboard
 
     if G not in GROUP_SIZES:
@@ -277,7 +277,7 @@ def run_dashboard_benchmark(
         bar.update()
     sweep_s, cells = None, 0
     if sweep:
-        from robustgrpo.book.grid.report import heatmap_sweep
+        from robustgrpo.book.sweep_g_and_c.report import heatmap_sweep
 
         t0 = time.perf_counter()
         table = heatmap_sweep()
@@ -292,7 +292,7 @@ def run_dashboard_benchmark(
 
 def format_dashboard_table(result: DashboardBench) -> str:
     """Render :func:`run_dashboard_benchmark`'s result as a table with the targets and verdicts."""
-    from robustgrpo.book.grid.engine import PREVIEW_REWARDS
+    from robustgrpo.book.sweep_g_and_c.engine import PREVIEW_REWARDS
 
     load = load_text(result.load)
     lines = [

@@ -75,9 +75,9 @@ def run_lessons_benchmark(repeats: int = 7, *, progress: bool = True) -> LessonB
     """
     from tqdm.auto import tqdm
 
-    from robustgrpo.book.distributions import engine as lesson04
-    from robustgrpo.book.primer import engine as lesson02
-    from robustgrpo.book.seed.engine import ESTIMATOR_CHOICES, trap_data
+    from robustgrpo.book.advantage_distributions import engine as lesson04
+    from robustgrpo.book.robust_statistics_primer import engine as lesson02
+    from robustgrpo.book.outlier_poisoning.engine import ESTIMATOR_CHOICES, trap_data
     from robustgrpo.book.dashboards import distributions_dashboard, playground_dashboard, trap_dashboard
 
     check_int("repeats", repeats, minimum=1)

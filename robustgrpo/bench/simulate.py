@@ -56,12 +56,12 @@ def run_simulate_benchmark(
 
     Each estimator runs alone on the case (every step recorded), once per thread count in
     ``threads`` (``simulate(..., threads=n)``). The dashboard rows time
-    :meth:`robustgrpo.book.drift.engine.DriftEngine.data` for ``moves`` new contamination rates (a
+    :meth:`robustgrpo.book.policy_gradient_drift.engine.DriftEngine.data` for ``moves`` new contamination rates (a
     rate-slider move: one new run, the clean reference cached) and one new G (two new runs).
     """
     from tqdm.auto import tqdm
 
-    from robustgrpo.book.drift.engine import DEFAULT_STATE, GROUP_SIZES, DriftEngine
+    from robustgrpo.book.policy_gradient_drift.engine import DEFAULT_STATE, GROUP_SIZES, DriftEngine
     from robustgrpo.lab.simulate import SimConfig, simulate
 
     check_int("moves", moves, minimum=1)

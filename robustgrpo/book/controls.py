@@ -184,8 +184,8 @@ def format_call(function: str, module: str, arguments: Mapping[str, Any]) -> str
     Every value is written with ``repr``, so floats round-trip exactly and
     running the text reproduces the call.
 
-    >>> print(format_call("dashboard_data", "robustgrpo.book.grid.engine", {"G": 8, "methods": ("grpo",)}))
-    from robustgrpo.book.grid.engine import dashboard_data
+    >>> print(format_call("dashboard_data", "robustgrpo.book.sweep_g_and_c.engine", {"G": 8, "methods": ("grpo",)}))
+    from robustgrpo.book.sweep_g_and_c.engine import dashboard_data
     dashboard_data(G=8, methods=('grpo',))
     """
     args = ", ".join(f"{key}={value!r}" for key, value in arguments.items())

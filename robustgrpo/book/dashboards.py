@@ -11,11 +11,11 @@
 >>> distributions_dashboard()  # notebook 04's distributions you steer  # doctest: +SKIP
 """
 
-from robustgrpo.book.distributions.widget import DistributionsDashboard, distributions_dashboard, distributions_readout_html
-from robustgrpo.book.drift.widget import DriftDashboard, drift_dashboard, drift_readout_html
-from robustgrpo.book.primer.widget import PlaygroundDashboard, efficiency_html, playground_dashboard, playground_readout_html
-from robustgrpo.book.grid.widget import Dashboard, dashboard, readout_html
-from robustgrpo.book.seed.widget import TrapDashboard, trap_dashboard, trap_readout_html
+from robustgrpo.book.advantage_distributions.widget import DistributionsDashboard, distributions_dashboard, distributions_readout_html
+from robustgrpo.book.policy_gradient_drift.widget import DriftDashboard, drift_dashboard, drift_readout_html
+from robustgrpo.book.robust_statistics_primer.widget import PlaygroundDashboard, efficiency_html, playground_dashboard, playground_readout_html
+from robustgrpo.book.sweep_g_and_c.widget import Dashboard, dashboard, readout_html
+from robustgrpo.book.outlier_poisoning.widget import TrapDashboard, trap_dashboard, trap_readout_html
 
 __all__ = ["Dashboard", "dashboard", "readout_html", "DriftDashboard", "drift_dashboard", "drift_readout_html",
            "TrapDashboard", "trap_dashboard", "trap_readout_html", "PlaygroundDashboard", "playground_dashboard",

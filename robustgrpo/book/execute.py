@@ -5,34 +5,42 @@ working directory and ``$ROBUSTGRPO_FIGURES`` pointing at the figure folder,
 so the figures it saves land where the caller chose. Unless the caller set
 ``OMP_NUM_THREADS``, kernels run torch on one thread: the notebooks' tensors
 are small, and on a machine with few shared cores torch's thread pool slowed
-them several-fold.
+them several-fold. The executed copy's prose gets the values its code cells
+glued (:func:`robustgrpo.book.glue.fill`): a placeholder without a value, or a
+value no placeholder uses, fails the run with the notebook's and the value's name.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
 from robustgrpo.checks import check_int
 from robustgrpo.lab.files import decode_utf8, make_folder
 
-__all__ = ["NOTEBOOK_DIR", "NotebookRun", "list_notebooks", "resolve_notebook", "read_notebook", "run_notebook", "reading_html",
-           "run_all"]
+__all__ = ["NOTEBOOK_DIR", "CALL_TAG", "NotebookRun", "list_notebooks", "resolve_notebook", "read_notebook", "run_notebook",
+           "reading_html", "run_all"]
 
 #: The committed notebooks (without outputs).
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+#: The tag of a code cell that shows a reader the call a trainer would write (``compute_advantages(...)``,
+#: ``RobustGRPOTrainer(...)``): the page to read without the code keeps that cell's source.
+CALL_TAG = "call"
 
 
 @dataclass(frozen=True)
 class NotebookRun:
-    """One executed notebook: where it came from, where the executed copy went, how long it took."""
+    """One executed notebook: where it came from, where the executed copy went, how long it took, the values
+    its code cells glued into its prose, and (``update_prose``) the committed values that changed."""
 
     source: Path
     executed: Path | None
     seconds: float
+    values: dict = field(default_factory=dict)
+    updated: list = field(default_factory=list)
 
 
 def list_notebooks(directory: str | Path = NOTEBOOK_DIR) -> list[Path]:
@@ -78,17 +86,23 @@ def read_notebook(path: str | Path):
 
 
 def run_notebook(
-    path: str | Path, *, figures: str | Path, out: str | Path | None = None, timeout: int = 600
+    path: str | Path, *, figures: str | Path, out: str | Path | None = None, timeout: int = 600,
+    update_prose: bool = False,
 ) -> NotebookRun:
-    """Execute one notebook; save the executed copy in ``out`` if given, and beside it the same notebook as a
-    page to read without the code (:func:`reading_html`, ``<name>.html``).
+    """Execute one notebook and fill its prose with the values its code cells glued; save the executed copy in
+    ``out`` if given, and beside it the same notebook as a page to read without the code (:func:`reading_html`,
+    ``<name>.html``). With ``update_prose`` the computed values are also written into the prose of the notebook
+    file itself (:func:`robustgrpo.book.glue.update_prose`).
 
     Raises ``nbclient.exceptions.CellExecutionError`` (with the failing
-    cell's traceback) if any cell raises.
+    cell's traceback) if any cell raises, and ``ValueError`` naming the
+    notebook and the value if its prose and its glued values do not match
+    (:func:`robustgrpo.book.glue.fill`).
     """
     import nbformat
     from nbclient import NotebookClient
 
+    from robustgrpo.book import glue
     from robustgrpo.book.figures import FIGURES_ENV
 
     path = Path(path)
@@ -112,34 +126,44 @@ def run_notebook(
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+    values = glue.fill(nb, path.name)
+    updated = glue.update_prose(path, nb) if update_prose else []
     executed = None
     if out is not None:
         executed = Path(out) / path.name
         executed.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, executed)
         executed.with_suffix(".html").write_text(reading_html(nb), encoding="utf-8")
-    return NotebookRun(path, executed, seconds)
+    return NotebookRun(path, executed, seconds, values, updated)
 
 
 def reading_html(nb) -> str:
     """An executed notebook as one HTML page to read without its code: the prose, the printed text and the
-    figures, no code cell's source and no prompt (nbconvert's HTML export with the inputs left out). The
-    dashboards need a kernel: they show in Lab or on their Voilà pages, not here."""
+    figures, and no code cell's source but those tagged :data:`CALL_TAG` (the call a trainer would write);
+    no prompt. The dashboards need a kernel: they show in Lab or on their Voilà pages, not here."""
+    import copy
+
     from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
-    body, _resources = exporter.from_notebook_node(nb)
+    page = copy.deepcopy(nb)
+    for cell in page.cells:
+        if cell.cell_type == "code" and CALL_TAG not in cell.get("metadata", {}).get("tags", []):
+            cell.metadata.setdefault("transient", {})["remove_source"] = True
+    exporter = HTMLExporter(exclude_input_prompt=True, exclude_output_prompt=True)
+    body, _resources = exporter.from_notebook_node(page)
     return body
 
 
 def run_all(
-    out: str | Path, *, notebooks: Sequence[str | Path] | None = None, timeout: int = 600, progress: bool = True
+    out: str | Path, *, notebooks: Sequence[str | Path] | None = None, timeout: int = 600, progress: bool = True,
+    update_prose: bool = False,
 ) -> list[NotebookRun]:
     """Execute every notebook into ``out/notebooks``, their figures into ``out/figures``.
 
     ``notebooks`` names a subset (see `resolve_notebook`); every name, the
     ``timeout`` (seconds per cell, >= 1) and the output folders are checked
-    before the first kernel starts.
+    before the first kernel starts. ``update_prose`` writes the computed
+    values into the prose of the notebook files (:func:`run_notebook`).
     """
     from tqdm.auto import tqdm
 
@@ -151,6 +175,6 @@ def run_all(
     for folder in (out / "figures", out / "notebooks"):
         make_folder(folder)
     return [
-        run_notebook(p, figures=out / "figures", out=out / "notebooks", timeout=timeout)
+        run_notebook(p, figures=out / "figures", out=out / "notebooks", timeout=timeout, update_prose=update_prose)
         for p in tqdm(paths, desc="notebooks", disable=not progress)
     ]

@@ -37,8 +37,8 @@ __all__ = [
     "figure_dir",
     "save",
     "show",
-    "numbers_view",
-    "NUMBERS_SUMMARY",
+    "caption_view",
+    "CAPTION_SUMMARY",
     "build_all",
     "FIGURES_ENV",
 ]
@@ -57,15 +57,16 @@ class ReportFigure:
         File stem (``01_seed_advantages``).
     figure : matplotlib.figure.Figure
     caption : str
-        One or two sentences: what the figure shows and its takeaway, with
-        the numbers computed by the builder.
+        What the figure draws: its panels, marks, axes and setting (the
+        setting's numbers included), never what they show.
     data : Any
-        The numbers drawn (usually a tidy DataFrame), for the notebook text.
+        The numbers drawn (usually a tidy DataFrame).
     takeaway : str
-        What a reader should keep from the figure, in a sentence or two of
-        Markdown, with the numbers computed by the builder from ``data``
-        (empty where the caption says it all). Notebooks show it beneath
-        the figure with :func:`show`; they compose no sentence themselves.
+        What the figure shows: what a reader should keep from it, in Markdown,
+        with the numbers computed by the builder from ``data``. It shares no
+        sentence with the caption (``tests/test_report.py`` checks every
+        registered figure). Notebooks show it beneath the figure with
+        :func:`show`, and the report index beneath the caption.
     """
 
     name: str
@@ -136,17 +137,17 @@ def save(rf: ReportFigure, directory: str | Path | None = None, formats: Sequenc
     return save_figure(rf.figure, figure_dir() if directory is None else directory, rf.name, formats)
 
 
-#: The summary line of the collapsed view that holds a figure's caption beneath its takeaway.
-NUMBERS_SUMMARY = "the numbers behind the figure"
+#: The summary line of the collapsed view that holds a figure's caption (what it draws) beneath its takeaway.
+CAPTION_SUMMARY = "what the figure draws"
 
 
 def show(rf: ReportFigure, *, caption: bool = False) -> None:
     """Display a built figure in a notebook, then its takeaway (if it has one) as Markdown beneath it, headed
     "Takeaway:" unless it opens with its own bold heading, then (with ``caption``) its caption, folded.
 
-    The caption, the figure's numbers sentence by sentence, sits in a collapsed ``<details>`` view
-    (:data:`NUMBERS_SUMMARY`): a reader sees the figure and the sentence that matters, and opens the
-    numbers when wanted (Lab, Voila and exported HTML all fold it).
+    The caption, what the figure draws, sits in a collapsed ``<details>`` view (:data:`CAPTION_SUMMARY`): the
+    notebook's prose above the figure says what is drawn already, and a reader opens the caption when wanted (Lab,
+    Voila and exported HTML all fold it).
     """
     from IPython.display import Markdown, display
 
@@ -154,20 +155,20 @@ def show(rf: ReportFigure, *, caption: bool = False) -> None:
     if rf.takeaway:
         display(Markdown(rf.takeaway if rf.takeaway.startswith("**") else f"**Takeaway:** {rf.takeaway}"))
     if caption:
-        display(Markdown(numbers_view(rf.caption)))
+        display(Markdown(caption_view(rf.caption)))
 
 
-def numbers_view(caption: str) -> str:
-    """``caption`` as Markdown folded under :data:`NUMBERS_SUMMARY` (blank lines around it: Markdown inside HTML).
+def caption_view(caption: str) -> str:
+    """``caption`` as Markdown folded under :data:`CAPTION_SUMMARY` (blank lines around it: Markdown inside HTML).
 
-    >>> print(numbers_view("*x* = 1."))
-    <details><summary>the numbers behind the figure</summary>
+    >>> print(caption_view("*x* against *y*."))
+    <details><summary>what the figure draws</summary>
     <BLANKLINE>
-    *x* = 1.
+    *x* against *y*.
     <BLANKLINE>
     </details>
     """
-    return f"<details><summary>{NUMBERS_SUMMARY}</summary>\n\n{caption}\n\n</details>"
+    return f"<details><summary>{CAPTION_SUMMARY}</summary>\n\n{caption}\n\n</details>"
 
 
 def build_all(
@@ -208,7 +209,7 @@ def build_all(
     lines = ["# robustgrpo report figures", "", "Rebuilt by `python -m robustgrpo figures`; each figure as " + ", ".join(formats) + ".", ""]
     for rf, spec, paths in built:
         files = " ".join(f"[{p.suffix[1:]}]({p.name})" for p in paths)
-        takeaway = [f"**Takeaway:** {rf.takeaway}", ""] if rf.takeaway else []
+        takeaway = [rf.takeaway if rf.takeaway.startswith("**") else f"**Takeaway:** {rf.takeaway}", ""] if rf.takeaway else []
         lines += [f"## {rf.name}", "", f"![{rf.name}]({rf.name}.png)" if "png" in formats else "", "", rf.caption, "",
                   *takeaway, f"Notebook: `{spec.notebook}`. Files: {files}", ""]
     (out / "index.md").write_text("\n".join(lines))

@@ -1,7 +1,7 @@
 """What the plotly views of every chapter share: colours, sizes, and how a figure is built and fed.
 
 A chapter's views (``robustgrpo.book.<chapter>.views``, and the drift dashboard's curves in
-:mod:`robustgrpo.book.drift.plots`) build one plotly ``FigureWidget`` with a trace (``meta`` key)
+:mod:`robustgrpo.book.policy_gradient_drift.plots`) build one plotly ``FigureWidget`` with a trace (``meta`` key)
 for everything it can show and move those traces in place inside one ``batch_update``, so a
 slider move sends only the changed values to the browser and a browser test can read any trace
 by its key (:func:`trace_by_meta`).
@@ -20,7 +20,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from robustgrpo.book.style import estimator_color
+from robustgrpo.book.style import REFERENCE_COLORS
 
 __all__ = [
     "CONTAMINATED_COLOR",
@@ -37,14 +37,15 @@ __all__ = [
 ]
 
 #: Colour of contaminated samples (the judge-glitch wine of the report figures).
-CONTAMINATED_COLOR = "#882255"
+CONTAMINATED_COLOR = REFERENCE_COLORS["contaminated"]
 #: Colour of uncontaminated samples.
-CLEAN_SAMPLE_COLOR = "#9A9A9A"
+CLEAN_SAMPLE_COLOR = REFERENCE_COLORS["clean_sample"]
 #: Colour of the correct answers.
-CORRECT_COLOR = "#117733"
-#: Colours of the mean and the median lines: those of the estimators built on them.
-MEAN_COLOR = estimator_color("grpo")
-MEDIAN_COLOR = estimator_color("robust")
+CORRECT_COLOR = REFERENCE_COLORS["correct"]
+#: Colours of the mean and the median lines: neutral, not the colours of the estimators built on them (a mean
+#: line is not grpo), told apart by their dash.
+MEAN_COLOR = REFERENCE_COLORS["mean"]
+MEDIAN_COLOR = REFERENCE_COLORS["median"]
 
 #: The narrowest the dashboards' figures are laid out for (px); the widgets keep them at least this wide.
 MIN_WIDTH = 520

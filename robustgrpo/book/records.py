@@ -5,9 +5,9 @@ A sweep run elsewhere (a Ray cluster, another machine) leaves a record folder
 report figures of notebooks 03 and 05:
 
 * :func:`record_heatmaps`: an ``agreement`` sweep over G x c x method (the table of
-  :func:`robustgrpo.lab.metrics.agreement_grid`) as :func:`robustgrpo.book.grid.plots.plot_heatmaps` draws it;
+  :func:`robustgrpo.lab.metrics.agreement_grid`) as :func:`robustgrpo.book.sweep_g_and_c.plots.plot_heatmaps` draws it;
 * :func:`record_curves`: a ``simulate`` sweep as training curves, seed mean and band
-  (:func:`robustgrpo.lab.simulate.seed_bands`, :func:`robustgrpo.book.drift.plots.plot_curves`);
+  (:func:`robustgrpo.lab.simulate.seed_bands`, :func:`robustgrpo.book.policy_gradient_drift.plots.plot_curves`);
 * :func:`compare_with_heatmaps`: the cells of a record that are cells of notebook 03's heat maps
   (same setting), beside the heat maps' own numbers.
 
@@ -26,9 +26,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from robustgrpo.book.drift.plots import plot_curves
-from robustgrpo.book.grid.plots import METRICS as HEATMAP_METRICS
-from robustgrpo.book.grid.plots import plot_heatmaps
+from robustgrpo.book.policy_gradient_drift.plots import plot_curves
+from robustgrpo.book.sweep_g_and_c.plots import METRICS as HEATMAP_METRICS
+from robustgrpo.book.sweep_g_and_c.plots import plot_heatmaps
 from robustgrpo.lab.simulate import seed_bands
 from robustgrpo.lab.sweep import load_record
 from robustgrpo.lab.sweep.record import swept_columns
@@ -103,7 +103,7 @@ def record_heatmaps(
         Column -> value, to select one setting (``{"rate": 0.05}``) when the record varies more
         than G, c and the estimator.
     methods, mark_c, title
-        As in :func:`robustgrpo.book.grid.plots.plot_heatmaps` (``mark_c``: seed 000's schedule
+        As in :func:`robustgrpo.book.sweep_g_and_c.plots.plot_heatmaps` (``mark_c``: seed 000's schedule
         range 2.0 to 3.5).
 
     Returns
@@ -177,11 +177,11 @@ def compare_with_heatmaps(table: pd.DataFrame, metric: str = "update_cosine",
                           reference: pd.DataFrame | None = None) -> pd.DataFrame:
     """The rows of an ``agreement`` record that are cells of notebook 03's heat maps, beside their value there.
 
-    A row is such a cell when its setting is the heat maps' (:mod:`robustgrpo.book.grid.report`:
+    A row is such a cell when its setting is the heat maps' (:mod:`robustgrpo.book.sweep_g_and_c.report`:
     Bernoulli(``HEATMAP_P``) rewards, random outliers at ``HEATMAP_RATE`` of size
     ``HEATMAP_SIZE``, ``N_GROUPS`` groups, seed 0, every sample compared, the rloo reference, no
     estimator parameters) and its (method, G, c) is in ``reference`` (default: the heat maps'
-    table, :func:`~robustgrpo.book.grid.report.heatmap_data`).
+    table, :func:`~robustgrpo.book.sweep_g_and_c.report.heatmap_data`).
 
     Returns
     -------
@@ -189,7 +189,7 @@ def compare_with_heatmaps(table: pd.DataFrame, metric: str = "update_cosine",
         ``method``, ``G``, ``c``, ``metric`` (the record's), ``reference`` (the heat maps') and
         ``difference`` (record minus heat maps); no rows when no cell matches.
     """
-    from robustgrpo.book.grid.report import HEATMAP_P, HEATMAP_RATE, HEATMAP_SIZE, N_GROUPS, SEED, heatmap_data
+    from robustgrpo.book.sweep_g_and_c.report import HEATMAP_P, HEATMAP_RATE, HEATMAP_SIZE, N_GROUPS, SEED, heatmap_data
 
     setting = {"clean": "bernoulli", "clean.p": HEATMAP_P, "contamination": "random_outliers", "rate": HEATMAP_RATE,
                "size": HEATMAP_SIZE, "n_groups": N_GROUPS, "seed": SEED, "subset": "all", "reference": "rloo",

@@ -3,7 +3,10 @@
 Every figure function of the chapters' ``plots`` modules takes data (tensors, arrays or the tidy DataFrames of
 :mod:`robustgrpo.lab.metrics`) and returns the figure; nothing here computes a
 statistic. Estimators keep one colour in every figure (:data:`ESTIMATOR_COLORS`, read
-from the registry; Okabe-Ito based, distinguishable with the common colour-vision deficiencies).
+from the registry; Okabe-Ito based, distinguishable with the common colour-vision deficiencies),
+and nothing else uses it: what is not an estimator (a mean line, the learned critic, a kind of
+sample, a guide line) takes its colour from :data:`REFERENCE_COLORS`, which shares none with them
+(:func:`colour_clashes` states the rule; the tests hold it over this map and the book's code).
 
 Figures are built on ``matplotlib.figure.Figure`` directly, not pyplot, so
 no global state leaks between them and they render headless; Jupyter shows
@@ -30,6 +33,8 @@ from robustgrpo.lab.files import plain_text, require_columns
 
 __all__ = [
     "ESTIMATOR_COLORS",
+    "REFERENCE_COLORS",
+    "colour_clashes",
     "COLUMN_WIDTH",
     "PAGE_WIDTH",
     "HOUSE_STYLE",
@@ -47,6 +52,55 @@ PAGE_WIDTH = 7.0  # inches
 #: One colour per estimator, used by every figure: each estimator's registry entry holds it
 #: (``ESTIMATORS[name].colour``, given at :func:`~robustgrpo.advantages.register`).
 ESTIMATOR_COLORS: Mapping[str, str] = MappingProxyType({name: est.colour for name, est in ESTIMATORS.items()})
+
+#: Colours of what is not an estimator, by what they mark. None is an estimator's (:func:`colour_clashes`): a mean
+#: or median line is not grpo or robust, so it is drawn in a neutral grey, told apart by its dash and label.
+REFERENCE_COLORS: Mapping[str, str] = MappingProxyType({
+    "mean": "#444444",  # dark grey, dashed: the group mean
+    "median": "#444444",  # dark grey, solid: the group median
+    "critic": "#999933",  # olive: the learned-critic baseline (PPO)
+    "correct": "#117733",  # green: a correct answer
+    "wrong": "#BBBBBB",  # light grey: a wrong answer
+    "contaminated": "#882255",  # wine: a contaminated sample (the judge glitch)
+    "clean_sample": "#9A9A9A",  # mid grey: an uncontaminated sample
+    "guide": "#777777",  # grey: a reference line (a bound, 1, 0)
+    "ink": "#222222",  # near black: marks for theory and outlines
+    "tied": "#88CCEE",  # pale cyan: groups whose rewards all tie
+    "mad_zero": "#44AA99",  # teal: groups whose MAD is 0
+    "outlier": "#CC6677",  # rose: groups or samples that hold an outlier candidate
+    "best_negative": "#AA4499",  # purple: groups whose best answer gets a negative advantage
+    "plausible": "#DDCC77",  # sand: plausible rewards
+    "declared_range": "#999933",  # olive, faint: the declared reward range
+})
+
+
+def colour_clashes(estimators: Mapping[str, str], others: Mapping[str, str]) -> list[str]:
+    """What breaks the rule "each estimator has one colour of its own, and nothing else uses it".
+
+    Colours are compared as opaque RGB (``"#0072b2"`` is ``"#0072B2"``, ``"black"`` is ``"#000000"``).
+
+    Returns
+    -------
+    list of str
+        One line per clash: two estimators with one colour, or an ``others`` entry with an estimator's colour
+        (empty when the rule holds).
+
+    >>> colour_clashes({"grpo": "#D55E00", "robust": "#0072B2"}, {"mean": "#d55e00", "median": "#444444"})
+    ["'mean' uses grpo's colour #D55E00"]
+    """
+    from matplotlib.colors import to_hex
+
+    owner: dict[str, str] = {}
+    out = []
+    for name, colour in estimators.items():
+        key = to_hex(colour)
+        if key in owner:
+            out.append(f"{owner[key]} and {name} share the colour {colour}")
+        owner.setdefault(key, name)
+    out += [f"{name!r} uses {owner[to_hex(colour)]}'s colour {estimators[owner[to_hex(colour)]]}"
+            for name, colour in others.items() if to_hex(colour) in owner]
+    return out
+
 
 #: matplotlib rcParams of the house style: small type readable at column width.
 HOUSE_STYLE: dict[str, object] = {

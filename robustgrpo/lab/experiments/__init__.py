@@ -14,16 +14,19 @@ estimator's diagnostics and the step's timing (:data:`METRICS`).
 A run is the ``trl`` runnable of :mod:`robustgrpo.lab.sweep`, so a grid of estimators x judges x
 seeds runs as a sweep, on the local or the Ray engine, into a Parquet record:
 ``python -m robustgrpo experiment trl CONFIG --out DIR``. Its figures are in
-:mod:`robustgrpo.book.trainer.report`, and notebook 08 reads the shipped record.
+:mod:`robustgrpo.book.real_trainer.report`, and notebook 08 reads the shipped record.
 
 The second experiment (:func:`run_composite`, the ``trl_composite`` runnable, set by
 :class:`CompositeConfig`) is at the shape of real runs: answers of several tokens (:class:`~.task.ReverseTask`:
 a word reversed in an answer tag), a small model first warmed up on the format (:mod:`~.warmup`), a
 TRL-style sum of reward functions (correctness, format, length) with a judge in front of one of them
-(:mod:`~.rewards`), TRL's loss types and per-function normalisation, and exact held-out metrics.
+(:mod:`~.rewards`), TRL's loss types and per-function normalisation, and exact held-out metrics. Its ``model`` may be a
+pretrained language model (:mod:`~.pretrained`: SmolLM2-135M-Instruct from the ``pretrained`` extra, a
+Hugging Face folder or a GGUF file) on :class:`~.task.ArithmeticTask` (sums asked in words), with a
+held-out greedy evaluation.
 
 Importing this package imports neither trl nor transformers; a run needs the
-``integrations`` extra.
+``integrations`` extra (and, for SmolLM2 or another GGUF file, the ``pretrained`` extra).
 """
 
 from robustgrpo.lab.experiments.composite import RUNNABLE_COMPOSITE, CompositeConfig
@@ -31,7 +34,7 @@ from robustgrpo.lab.experiments.composite_trl import COMPOSITE_METRICS, run_comp
 from robustgrpo.lab.experiments.config import RUNNABLE, TrlConfig
 from robustgrpo.lab.experiments.judge import JUDGE_MODELS, JudgedReward, PatternHack, judge_from_dict, judge_label, judge_to_dict
 from robustgrpo.lab.experiments.model import char_tokenizer, tiny_model
-from robustgrpo.lab.experiments.task import HACK_TOKEN, FirstLetterTask, ReverseTask
+from robustgrpo.lab.experiments.task import HACK_TOKEN, ArithmeticTask, FirstLetterTask, ReverseTask
 from robustgrpo.lab.experiments.trl import METRICS, ExactProbe, run_trl
 
 __all__ = [
@@ -53,6 +56,7 @@ __all__ = [
     "RUNNABLE_COMPOSITE",
     "CompositeConfig",
     "ReverseTask",
+    "ArithmeticTask",
     "COMPOSITE_METRICS",
     "run_composite",
 ]

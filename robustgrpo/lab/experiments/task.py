@@ -1,7 +1,8 @@
 r"""The toy verifiable tasks of the real trainer runs: name a word's first letter; write a word reversed.
 
 :class:`FirstLetterTask` (one-token answers) is described first; :class:`ReverseTask`
-(answers of several tokens in an answer tag, scored by several reward functions) below it.
+(answers of several tokens in an answer tag, scored by several reward functions) below it;
+:class:`ArithmeticTask` (short sums in plain words, for a pretrained model) last.
 
 A prompt is ``length`` letters drawn from the first ``letters`` of the alphabet, then ``=``
 (``"cab="``); the correct answer is the prompt's first letter (``"c"``). The verifier is exact:
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,7 +47,7 @@ import numpy as np
 from robustgrpo.checks import ParamError, check_int
 
 __all__ = ["SPECIAL_TOKENS", "SEPARATOR", "HACK_TOKEN", "MAX_PROMPTS", "OPEN_TAG", "CLOSE_TAG", "FirstLetterTask",
-           "ReverseTask"]
+           "ReverseTask", "ArithmeticTask", "TASKS"]
 
 #: Special tokens of the character tokenizer, ids 0 to 3: padding, begin and end of sequence, unknown.
 SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<s>", "</s>", "<unk>")
@@ -265,3 +267,112 @@ def _same_length(prompts: Sequence[str], completions: Sequence[str]) -> None:
     if len(prompts) != len(completions):
         raise ValueError(f"verify needs one completion per prompt, got {len(prompts)} prompts and "
                          f"{len(completions)} completions")
+
+
+_QUESTION = re.compile(r"What is (\d+) \+ (\d+)\?")
+_INTEGER = re.compile(r"-?\d+")
+
+
+@dataclass(frozen=True)
+class ArithmeticTask:
+    r"""Add two small numbers, asked in words: ``"What is 3 + 5? Reply with the number only."`` -> ``"8"``.
+
+    A task whose answers a pretrained instruction model can give (the reverse task's prompts mean
+    nothing to one). Every pair :math:`(a, b)` with :math:`0 \le a, b \le` ``max_operand`` is a
+    question, ``(max_operand + 1) ** 2`` of them; ``held_out`` of them (drawn once, seed 0) are
+    never trained on. The reward functions have the reverse task's names and ranges, so the
+    composite reward, its weights, its judges and the declared range are the same:
+
+    * :meth:`correct`: 1 when the reply's *last* integer is the sum (``"3 + 5 = 8."`` is
+      correct), else 0 (no integer: 0);
+    * :meth:`well_formed` (the format): 1 when the reply is the number alone (an optional sign
+      and digits, surrounding white space allowed), else 0;
+    * :meth:`length`: minus the reply's length in tokens over ``max_completion_length``
+      (:meth:`ReverseTask.length`).
+
+    The task has no over-scored pattern (:meth:`hacked` is False for every reply): a
+    ``pattern_hack`` judge is refused for it (:class:`~robustgrpo.lab.experiments.composite.CompositeConfig`).
+
+    Parameters
+    ----------
+    held_out : int
+        Held-out questions, 1 to half of them.
+    max_operand : int
+        The largest operand, 1 to 99.
+
+    >>> task = ArithmeticTask(held_out=4, max_operand=9)
+    >>> task.answer("<|im_start|>user\nWhat is 7 + 5? Reply with the number only.")
+    '12'
+    >>> task.correct(["What is 7 + 5?"] * 4, ["12", "7 + 5 = 12.", "12 or 13", "twelve"])
+    [1.0, 1.0, 0.0, 0.0]
+    >>> task.well_formed(["12", " 12\n", "12.", "The answer is 12"])
+    [1.0, 1.0, 0.0, 0.0]
+    """
+
+    held_out: int = 20
+    max_operand: int = 12
+
+    def __post_init__(self) -> None:
+        check_int("max_operand", self.max_operand, minimum=1, maximum=99, hint="the largest number a question adds")
+        n = (self.max_operand + 1) ** 2
+        check_int("held_out", self.held_out, minimum=1, maximum=n // 2,
+                  hint=f"at most half of the task's {n} questions (max_operand={self.max_operand})")
+
+    @staticmethod
+    def question(a: int, b: int) -> str:
+        """The question that asks for ``a + b``."""
+        return f"What is {a} + {b}? Reply with the number only."
+
+    def questions(self) -> list[str]:
+        """Every question, ``a`` then ``b`` in increasing order."""
+        return [self.question(a, b) for a in range(self.max_operand + 1) for b in range(self.max_operand + 1)]
+
+    def _split(self) -> tuple[list[str], list[str]]:
+        everything = self.questions()
+        chosen = set(np.random.default_rng(0).choice(len(everything), size=self.held_out, replace=False).tolist())
+        return ([q for i, q in enumerate(everything) if i in chosen],
+                [q for i, q in enumerate(everything) if i not in chosen])
+
+    def held_out_prompts(self) -> list[str]:
+        """The held-out questions, drawn once (seed 0), in the order of :meth:`questions`."""
+        return self._split()[0]
+
+    def train_prompts(self, n: int, seed: int = 0) -> list[str]:
+        """``n`` training questions, uniformly among those not held out (``numpy.random.default_rng(seed)``)."""
+        n = check_int("n", n, minimum=1)
+        rng = np.random.default_rng(check_int("seed", seed, minimum=0))
+        train = self._split()[1]
+        return [train[int(i)] for i in rng.integers(len(train), size=n)]
+
+    @staticmethod
+    def answer(prompt: str) -> str:
+        """The sum the prompt asks for, as digits; the question may sit inside a chat template's text."""
+        match = _QUESTION.search(prompt)
+        if match is None:
+            raise ValueError(f"no question 'What is A + B?' in the prompt {prompt[:80]!r}")
+        return str(int(match.group(1)) + int(match.group(2)))
+
+    def correct(self, prompts: Sequence[str], completions: Sequence[str]) -> list[float]:
+        """1.0 where the completion's last integer is the sum, else 0.0."""
+        _same_length(prompts, completions)
+        out = []
+        for prompt, completion in zip(prompts, completions):
+            numbers = _INTEGER.findall(completion)
+            out.append(1.0 if numbers and int(numbers[-1]) == int(self.answer(prompt)) else 0.0)
+        return out
+
+    @staticmethod
+    def well_formed(completions: Sequence[str]) -> list[float]:
+        """1.0 where the completion is an integer alone (white space around it allowed), else 0.0."""
+        return [1.0 if _INTEGER.fullmatch(c.strip()) else 0.0 for c in completions]
+
+    length = staticmethod(ReverseTask.length)
+
+    @staticmethod
+    def hacked(completions: Sequence[str]) -> list[bool]:
+        """False for every completion: the task has no over-scored pattern."""
+        return [False] * len(completions)
+
+
+#: The composite experiment's tasks by name (``CompositeConfig.task``).
+TASKS = {"reverse": ReverseTask, "arithmetic": ArithmeticTask}

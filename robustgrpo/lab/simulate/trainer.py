@@ -33,7 +33,7 @@ or of one arm under two judges, which ends higher or whether they end level
 the other record is then predicted with them, unchanged.
 
 The shipped calibration (``data/records/calibration.json``, written by
-``robustgrpo.book.trainer.report.write_calibration``) holds the fit on :data:`FITTED_ON` over
+``robustgrpo.book.real_trainer.report.write_calibration``) holds the fit on :data:`FITTED_ON` over
 :data:`CALIBRATION_GRID` and both shipped records' ends, real and simulated at the fitted
 settings: :func:`read_calibration`, :func:`shipped_pairs` and :func:`unmodelled_arms` read it
 without simulating anything.
@@ -429,12 +429,12 @@ def read_calibration(path: str | os.PathLike[str] | None = None) -> dict[str, An
     """The shipped calibration (:func:`calibration_path` by default), checked to hold what this module reads."""
     path = calibration_path() if path is None else Path(path)
     if not path.is_file():
-        raise ValueError(f"no calibration file at {path}; write it with robustgrpo.book.trainer.report.write_calibration()")
+        raise ValueError(f"no calibration file at {path}; write it with robustgrpo.book.real_trainer.report.write_calibration()")
     data = json.loads(path.read_text(encoding="utf-8"))
     missing = [k for k in ("fitted_on", "settings", "scores", "records") if k not in data]
     if missing or sorted(data["records"]) != sorted(SHIPPED_RECORDS):
         raise ValueError(f"{path} is not a calibration of the simulator to {list(SHIPPED_RECORDS)} (it lacks "
-                         f"{missing or 'a record'}); write it again with robustgrpo.book.trainer.report.write_calibration()")
+                         f"{missing or 'a record'}); write it again with robustgrpo.book.real_trainer.report.write_calibration()")
     return data
 
 

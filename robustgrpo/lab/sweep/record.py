@@ -378,7 +378,7 @@ def load_record(directory: str | os.PathLike[str], *, partial: bool = False) -> 
     columns): for ``simulate`` the table of :func:`robustgrpo.lab.simulate.simulate`, which
     :func:`~robustgrpo.lab.simulate.seed_bands` and the training-curve figures take; for
     ``agreement`` the table of :func:`robustgrpo.lab.metrics.agreement_grid`, which
-    :func:`robustgrpo.book.grid.plots.plot_heatmaps` takes. Cells whose config columns differ
+    :func:`robustgrpo.book.sweep_g_and_c.plots.plot_heatmaps` takes. Cells whose config columns differ
     are aligned by name (missing values NaN).
 
     Parameters

@@ -16,7 +16,7 @@ say) means adding one entry to :data:`RUNNABLES`.
   policy update with the clean update at one (G, c, contamination rate, outlier size); the
   seed is the sweep's base seed, so a record over G x c x method is the table of
   ``metrics.agreement_grid`` over that grid, the table the heat maps draw
-  (:func:`robustgrpo.book.grid.plots.plot_heatmaps`). ``c`` is dropped (None) for estimators
+  (:func:`robustgrpo.book.sweep_g_and_c.plots.plot_heatmaps`). ``c`` is dropped (None) for estimators
   without a clip and ``size`` for ``judge_flips``, so grid points that differ only there are
   one cell.
 * ``trl``: one real GRPO run (:func:`robustgrpo.lab.experiments.trl.run_trl`): TRL's trainer on a
@@ -108,6 +108,10 @@ class Runnable:
         with these options (the ``trl`` runnable: a remote reporter without
         ``allow_remote_reporting``), so that :func:`~robustgrpo.lab.sweep.run_sweep` refuses the
         sweep before it starts rather than failing each cell.
+    optional : tuple of str
+        Parameters a sweep may set that :attr:`defaults` leaves out (the ``trl_composite``
+        runnable's fields added after its shipped records, which its resolved config holds only
+        when they differ from their defaults, so that the shipped cells keep their ids).
     """
 
     name: str
@@ -120,6 +124,7 @@ class Runnable:
     estimate: Callable[[Mapping[str, Any]], Estimate] = dataclasses.field(kw_only=True)
     run_options: tuple[str, ...] = ()
     preflight: Callable[..., None] | None = None
+    optional: tuple[str, ...] = ()
 
     def bound(self, **options: Any) -> Runnable:
         """This runnable with ``options`` (keywords of :attr:`run_options`) passed to every call of ``run`` and
@@ -139,8 +144,8 @@ class Runnable:
 
     @property
     def parameters(self) -> tuple[str, ...]:
-        """Top-level parameter names a sweep may set."""
-        return tuple(self.defaults)
+        """Top-level parameter names a sweep may set: those of :attr:`defaults`, then :attr:`optional`."""
+        return (*self.defaults, *(name for name in self.optional if name not in self.defaults))
 
 
 def flat_columns(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -372,8 +377,9 @@ RUNNABLES: dict[str, Runnable] = {
     ),
     "trl_composite": Runnable(
         "trl_composite", "one real GRPO run with multi-token answers and a composite reward: TRL's trainer, a warmed-up "
-        "tiny language model, a flawed judge of one reward function (robustgrpo.lab.experiments)",
+        "tiny language model or a pretrained one, a flawed judge of one reward function (robustgrpo.lab.experiments)",
         resolve=_composite_resolve, run=_composite_run_in, columns=_composite_columns, estimate=_composite_estimate,
         run_options=("folder", "allow_remote_reporting"), preflight=_composite_preflight,
+        optional=("task_name", "model", "device"),
     ),
 }
