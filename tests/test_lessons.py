@@ -24,7 +24,7 @@ from robustgrpo.book.outlier_poisoning.engine import ESTIMATOR_CHOICES, M_GRID, 
 from robustgrpo.lab.metrics import sensitivity_curve
 from robustgrpo.lab.metrics.seed import seed_group, seed_group_summary
 
-LESSON_MODULES = ["seed", "primer", "distributions"]  # the chapters with a live lesson
+LESSON_MODULES = ["outlier_poisoning", "robust_statistics_primer", "advantage_distributions"]  # the chapters with a live lesson
 
 
 @pytest.mark.parametrize("module", LESSON_MODULES)

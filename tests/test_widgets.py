@@ -1056,7 +1056,7 @@ def test_a_slider_spec_snaps_float_noise_and_refuses_values_off_its_grid():
         Slider("c", "clip c", "h", 1.0, 5.05, step=0.1, digits=1)
 
 
-@pytest.mark.parametrize("module", ["grid", "drift"])
+@pytest.mark.parametrize("module", ["sweep_g_and_c", "policy_gradient_drift"])
 def test_every_dashboard_control_has_a_short_help_line(module):
     import importlib
 
