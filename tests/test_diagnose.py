@@ -239,19 +239,32 @@ def test_the_example_log_diagnosis():
     assert d.recommendation.method == recommended_method("binary", reward_range_declared=True)
     undeclared = diagnose(EXAMPLE).recommendation
     assert undeclared.rule == "undeclared_outliers" and undeclared.method == recommended_method("binary", False)
-    # notebook 07's sentences: the package's, from this diagnosis
-    from robustgrpo.book.your_rewards.report import agreement_text, loaded_text, overall_text, recommendation_text
+    # notebook 07's numbers: the package's, from this diagnosis, placed in the notebook's markdown
+    from robustgrpo.book.your_rewards.report import agreement_values, loaded_values, overall_values, recommendation_values
+    from prose import notebook_prose
 
-    assert loaded_text(d) == "**Loaded:** binary_judge_glitch.csv: 5120 rows, 20 steps, 640 groups."
-    overall = overall_text(d)
-    assert overall.startswith(f"**Over the whole log** (640 groups of 8): the rewards of {over['frac_reward_zero_std']:.1%}")
-    assert f"{int(over['out_of_range'])} rewards lie outside [0, 1], " in overall
-    assert "lie outside" not in overall_text(diagnose(EXAMPLE))  # no range declared: nothing is out of it
-    cosines = d.agreement_summary.set_index("method")["mean_cosine"].drop("grpo")
-    assert f"closest to `grpo`'s is `{cosines.idxmax()}`'s (mean cosine {cosines.max():.3f})" in agreement_text(d)
+    values = {**loaded_values(d), **overall_values(d), **agreement_values(d), **recommendation_values(d)}
+    assert values["loaded"] == "binary_judge_glitch.csv: 5120 rows, 20 steps, 640 groups"
+    assert (values["n_groups"], values["group_size"], values["out_of_range"]) == (640, 8.0, over["out_of_range"])
+    assert values["tie_share"] == over["frac_reward_zero_std"] and values["best_negative_share"] == over["best_negative_rate"]
+    assert (values["range_low"], values["range_high"]) == (0.0, 1.0)
+    assert not {"out_of_range", "range_low", "range_high"} & set(overall_values(diagnose(EXAMPLE)))  # no range: none
+    cosines = d.agreement_summary.set_index("method")["mean_cosine"]
+    assert (values["nearest"], values["nearest_cosine"]) == (cosines.drop("grpo").idxmax(), cosines.drop("grpo").max())
+    assert (values["farthest"], values["farthest_cosine"]) == (cosines.drop("grpo").idxmin(), cosines.drop("grpo").min())
+    assert values["robust_cosine"] == cosines["robust"]
+    assert "robust_cosine" not in agreement_values(diagnose(EXAMPLE, methods=["grpo", "rank"]))
     rec = d.recommendation
-    assert recommendation_text(d) == f"**Use `{rec.method}`** with `{rec.settings}`: {rec.reason}."
-    assert recommendation_text(d, loaded=True).startswith(loaded_text(d) + " **Use")
+    assert (values["method"], values["settings"], values["reason"]) == (rec.method, repr(rec.settings), rec.reason)
+    assert set(recommendation_values(d, "your_")) == {"your_method", "your_settings", "your_reason"}
+    prose = notebook_prose("07_your_rewards.ipynb", values, partial=True)
+    assert "**Loaded:** binary_judge_glitch.csv: 5120 rows, 20 steps, 640 groups." in prose
+    assert (f"over the whole log (640 groups of 8) the rewards of {over['frac_reward_zero_std']:.1%} of the groups all tie"
+            in prose)
+    assert f"{int(over['out_of_range'])} rewards lie outside the declared range [0, 1]" in prose
+    near = cosines.drop("grpo").idxmax()
+    assert f"the update closest to `grpo`'s is `{near}`'s (mean cosine {cosines[near]:.3f})" in prose
+    assert f"**Use `{rec.method}`** with `{rec.settings}`: {rec.reason}." in prose
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

@@ -207,7 +207,10 @@ def _sentences(text: str) -> set[str]:
 
 #: The chapters whose figures' captions say what is drawn and whose takeaways say what it shows (issue 41's
 #: item 5, carried through one chapter at a time; the others still share sentences between the two).
-SPLIT_CAPTIONS = ("01_outlier_poisoning.ipynb",)
+SPLIT_CAPTIONS = ("01_outlier_poisoning.ipynb", "07_your_rewards.ipynb")
+#: Those of them that draw their figures in the notebook rather than register them: the markdown cell above each
+#: figure cell is its caption, the one below its takeaway.
+NOTEBOOK_CAPTIONS = tuple(n for n in SPLIT_CAPTIONS if not any(s.notebook == n for s in SPECS.values()))
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if SPECS[n].notebook in SPLIT_CAPTIONS])
@@ -219,6 +222,23 @@ def test_caption_says_what_is_drawn_and_the_takeaway_what_it_shows_without_repea
     shared = _sentences(rf.caption) & _sentences(rf.takeaway)
     assert not shared, f"{name}: caption and takeaway repeat {shared}"
     assert rf.caption not in rf.takeaway and rf.takeaway not in rf.caption
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOK_CAPTIONS)
+def test_a_notebook_drawn_figure_has_a_caption_above_and_a_different_takeaway_below(notebook):
+    """Every cell tagged 'figure' sits between two markdown cells: the caption above, the takeaway below (it opens with
+    **Takeaway:**), sharing no sentence; glued numbers as committed (tests/test_diagnose.py checks them for 07)."""
+    import nbformat
+
+    cells = nbformat.read(ROOT / "notebooks" / notebook, as_version=4).cells
+    shown = [i for i, c in enumerate(cells) if "figure" in c.get("metadata", {}).get("tags", [])]
+    assert shown, f"{notebook} tags no figure cell"
+    for i in shown:
+        caption, takeaway = cells[i - 1], cells[i + 1]
+        assert caption.cell_type == takeaway.cell_type == "markdown", (notebook, i)
+        assert takeaway.source.startswith("**Takeaway:**"), (notebook, i, takeaway.source[:60])
+        shared = _sentences(caption.source) & _sentences(takeaway.source)
+        assert not shared, f"{notebook}, cell {i}: caption and takeaway repeat {shared}"
 
 
 def test_notebook_01s_prose_places_the_seed_numbers():

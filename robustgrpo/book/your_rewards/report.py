@@ -31,8 +31,8 @@ from robustgrpo.lab.diagnose import Diagnosis, RunDiagnosis, short_label
 from robustgrpo.book.your_rewards.plots import reward_distribution, step_health, update_agreement
 from robustgrpo.book.style import house_style, literal_text
 
-__all__ = ["FIGURE_NAMES", "diagnosis_figures", "diagnosis_html", "write_diagnosis_html", "loaded_text", "overall_text",
-           "agreement_text", "recommendation_text"]
+__all__ = ["FIGURE_NAMES", "diagnosis_figures", "diagnosis_html", "write_diagnosis_html", "loaded_values",
+           "overall_values", "agreement_values", "recommendation_values"]
 
 #: File stems of the diagnosis figures (notebook 07 saves them under these names).
 FIGURE_NAMES: tuple[str, ...] = ("07_step_health", "07_reward_distribution", "07_update_agreement")
@@ -168,45 +168,67 @@ def write_diagnosis_html(diagnosis: Diagnosis | RunDiagnosis, path: str | os.Pat
     return write_new_file(path, lambda handle: handle.write(page), force=force)
 
 
-# ------------------------------------------------------------------ notebook 07's sentences
+# ------------------------------------------------------------------ notebook 07's numbers
 
 
-def loaded_text(diagnosis: Diagnosis) -> str:
-    """What was read: the log's :meth:`~robustgrpo.lab.rewardlogs.RewardLog.summary`, as Markdown."""
-    return f"**Loaded:** {plain_text(diagnosis.load_summary)}."
+def loaded_values(diagnosis: Diagnosis, prefix: str = "") -> dict[str, str]:
+    """What was read, for the notebook's prose (:func:`robustgrpo.book.glue.glue`).
+
+    ``{prefix}loaded``: the log's :meth:`~robustgrpo.lab.rewardlogs.RewardLog.summary` (file name, rows, steps,
+    groups), its control characters escaped (:func:`~robustgrpo.lab.files.plain_text`). ``prefix`` names a second
+    diagnosis in the same notebook (glue names are unique per notebook).
+    """
+    return {f"{prefix}loaded": plain_text(diagnosis.load_summary)}
 
 
-def overall_text(diagnosis: Diagnosis) -> str:
-    """The whole log's group health in a sentence (Markdown): ties, zero MADs, outliers, out-of-range rewards (with a
-    declared range) and best answers pushed negative by grpo."""
+def overall_values(diagnosis: Diagnosis, prefix: str = "") -> dict[str, float | int]:
+    """The whole log's group health, for the notebook's prose: one row of ``diagnosis.overall``.
+
+    Returns
+    -------
+    dict
+        ``n_groups`` and ``group_size`` (the median group size); the shares of groups whose rewards all tie
+        (``tie_share``), whose MAD is 0 (``mad_zero_share``) and that hold an outlier candidate
+        (``outlier_group_share``); ``outlier_candidates`` (rewards); ``best_eligible``, the groups with a best
+        plausible answer, and ``best_negative_share``, the share of them where its ``grpo`` advantage is negative.
+        With a declared range also ``out_of_range`` (rewards outside it) and its ends ``range_low``,
+        ``range_high``; without one these three are absent, as nothing can lie outside no range. Each name begins
+        with ``prefix`` (a second diagnosis in the same notebook).
+    """
     o = diagnosis.overall.iloc[0]
-    lo_hi = diagnosis.reward_range
-    out_of_range = f"{int(o.out_of_range)} rewards lie outside [{lo_hi[0]:g}, {lo_hi[1]:g}], " if lo_hi is not None else ""
-    return (
-        f"**Over the whole log** ({int(o.n_groups)} groups of {o.group_size_median:g}): the rewards of "
-        f"{o.frac_reward_zero_std:.1%} of the groups all tie, the MAD is 0 in {o.frac_mad_zero:.1%}, "
-        f"{o.outlier_group_fraction:.1%} of the groups hold an outlier candidate ({int(o.outlier_candidates)} rewards), "
-        f"{out_of_range}and the best plausible answer gets a negative `grpo` "
-        f"advantage in {o.best_negative_rate:.1%} of the {int(o.best_eligible)} groups that have one."
-    )
+    values: dict[str, float | int] = {
+        "n_groups": int(o.n_groups), "group_size": float(o.group_size_median),
+        "tie_share": float(o.frac_reward_zero_std), "mad_zero_share": float(o.frac_mad_zero),
+        "outlier_group_share": float(o.outlier_group_fraction), "outlier_candidates": int(o.outlier_candidates),
+        "best_eligible": int(o.best_eligible), "best_negative_share": float(o.best_negative_rate),
+    }
+    if diagnosis.reward_range is not None:
+        low, high = diagnosis.reward_range
+        values.update(out_of_range=int(o.out_of_range), range_low=float(low), range_high=float(high))
+    return {prefix + name: value for name, value in values.items()}
 
 
-def agreement_text(diagnosis: Diagnosis) -> str:
-    """Which estimator's update is closest to grpo's on the log and which farthest (Markdown)."""
-    summary = diagnosis.agreement_summary.set_index("method")
-    others = summary.drop("grpo")["mean_cosine"]
-    far, near = others.idxmin(), others.idxmax()
-    robust = f"; `robust` has {summary.mean_cosine['robust']:.3f}" if "robust" in summary.index else ""
-    return (
-        f"**Takeaway:** the update closest to `grpo`'s is `{near}`'s (mean cosine {summary.mean_cosine[near]:.3f}), the "
-        f"farthest `{far}`'s ({summary.mean_cosine[far]:.3f}){robust}: where "
-        "on this log the choice of estimator changes the direction of the update."
-    )
+def agreement_values(diagnosis: Diagnosis) -> dict[str, str | float]:
+    """Which estimator's update is closest to ``grpo``'s on the log and which farthest, for the notebook's prose.
+
+    From ``diagnosis.agreement_summary`` (``grpo`` itself left out): ``nearest`` and ``farthest``, the estimators of
+    the largest and smallest mean cosine with ``grpo``'s update over the steps (the first in catalogue order on a
+    tie), with ``nearest_cosine`` and ``farthest_cosine``; ``robust_cosine``, the mean cosine of ``robust``, only
+    where the diagnosis compared ``robust`` (``diagnose(..., methods=...)`` may leave it out).
+    """
+    cosines = diagnosis.agreement_summary.set_index("method")["mean_cosine"]
+    others = cosines.drop("grpo")
+    near, far = others.idxmax(), others.idxmin()
+    values: dict[str, str | float] = {"nearest": near, "nearest_cosine": float(others[near]), "farthest": far,
+                                      "farthest_cosine": float(others[far])}
+    if "robust" in cosines.index:
+        values["robust_cosine"] = float(cosines["robust"])
+    return values
 
 
-def recommendation_text(diagnosis: Diagnosis, *, loaded: bool = False) -> str:
-    """The estimator the diagnosis recommends, its settings and the rule's reason (Markdown); with ``loaded``, after
-    :func:`loaded_text`."""
+def recommendation_values(diagnosis: Diagnosis, prefix: str = "") -> dict[str, str]:
+    """The recommendation of the diagnosis, for the notebook's prose: ``{prefix}method``, ``{prefix}settings`` (the
+    settings as Python writes the dict) and ``{prefix}reason``, the rule's reason
+    (:func:`~robustgrpo.lab.diagnose.recommend`). ``prefix`` names a second diagnosis in the same notebook."""
     rec = diagnosis.recommendation
-    text = f"**Use `{rec.method}`** with `{rec.settings}`: {rec.reason}."
-    return f"{loaded_text(diagnosis)} {text}" if loaded else text
+    return {f"{prefix}method": rec.method, f"{prefix}settings": repr(rec.settings), f"{prefix}reason": rec.reason}
