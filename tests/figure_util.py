@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from matplotlib.axis import Axis
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.text import Text
@@ -10,12 +9,13 @@ from matplotlib.transforms import Bbox
 
 
 def _undrawn_tick_labels(fig: Figure) -> set[int]:
-    """Ids of the tick labels matplotlib keeps but does not draw: those of ticks outside their axis's view (a shared
-    axis's locator places ticks past the limits; their labels stay "visible" but are never painted)."""
+    """Ids of the tick labels matplotlib keeps but does not draw: those of ticks outside their axis's view (a locator
+    places ticks past the limits; their labels stay "visible" but are never painted). The ticks drawn are those
+    matplotlib's own draw selects (``Axis._update_ticks``, a private method: no public one says which are drawn)."""
     hidden = set()
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
-            drawn = {id(t) for t in Axis._update_ticks(axis)}
+            drawn = {id(t) for t in axis._update_ticks()}
             for tick in axis.get_major_ticks() + axis.get_minor_ticks():
                 if id(tick) not in drawn:
                     hidden |= {id(tick.label1), id(tick.label2)}
