@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from matplotlib.colors import to_hex
 from matplotlib.figure import Figure
-from figure_util import clashes
+from figure_util import clashes, text_boxes
 
 from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.lab.metrics import advantage_samples, agreement
@@ -324,6 +325,9 @@ class TestPlots:
         scales = {ax.get_title(): ax.get_xscale() for ax in axes}
         assert scales == {"grpo": "linear", "mc_grpo": "symlog", "robust": "linear", "rank": "linear"}
         assert "symlog" in axes[1].get_xlabel() and axes[0].get_xlabel() == "advantage"
+        # the one panel whose axis differs reads apart: grey, where the linear panels keep the house background
+        faces = {ax.get_title(): to_hex(ax.get_facecolor()) for ax in axes}
+        assert faces.pop("mc_grpo") == P.SYMLOG_FACE and P.SYMLOG_FACE not in faces.values()
         assert all(ax.get_ylabel() == "cumulative fraction of samples" for ax in axes)
         assert [len(ax.get_lines()) for ax in axes] == [2, 2, 2, 2]  # clean dashed, contaminated solid
         assert [line.get_linestyle() for line in axes[0].get_lines()] == ["--", "-"]
@@ -335,6 +339,10 @@ class TestPlots:
         note = "update cosine: 0.12\nsign kept: 67.6 %\nbest answer < 0: 100.0 %"
         fig = P.plot_ecdfs(frame, title="glitch", annotations={m: note for m in set(frame["method"])})
         assert clashes(fig) == []
+        # every text lies inside the figure (mc_grpo's symlog x label ran 0.09 in past the right edge)
+        outside = [t for t, box in text_boxes(fig) if box.x0 < 0 or box.y0 < 0 or box.x1 > fig.bbox.width
+                   or box.y1 > fig.bbox.height]
+        assert outside == []
         renderer = fig.canvas.get_renderer()
         for ax in _plotted_axes(fig):
             (text,) = ax.texts
@@ -349,8 +357,6 @@ class TestPlots:
             assert y[0] == 0.0 and y[-1] == 1.0 and np.all(np.diff(y) >= 0)
 
     def test_ecdf_colours_follow_the_house_style(self):
-        from matplotlib.colors import to_hex
-
         fig = P.plot_ecdfs(_ecdf_frame(("robust", "rank")), title="glitch")
         for ax in _plotted_axes(fig):
             assert {to_hex(line.get_color()) for line in ax.get_lines()} == {estimator_color(ax.get_title()).lower()}
@@ -482,7 +488,10 @@ def test_ecdf_builder_data_and_caption(built):
     data = rf.data.set_index("method")
     assert data.loc["grpo", "best_negative_rate"] == 1.0  # seed 000's failure in every glitched group
     assert data.loc["robust", "best_negative_rate"] == 0.0
-    assert "grpo 100.0 %" in rf.caption and "Symlog x axis" in rf.caption
+    assert "grpo 100.0 %" in rf.caption
+    # mc_grpo's (1 - 0) / (0 + 1e-3) on a 0/1 group with MAD 0: 1,000, where the others stay within the linear ±4
+    assert ("Grey panel: a symlog x axis (linear within ±1) for mc_grpo, whose values reach ±1,000; the other panels "
+            "share one linear axis, ±4.") in rf.caption
 
 
 def test_the_takeaways_notebook_04_shows_are_computed_by_its_builders(built):

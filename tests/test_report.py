@@ -416,6 +416,41 @@ def test_side_by_side_panels_share_one_x_label_and_no_text_meets_another(name):
     assert all(not ax.texts for ax in fig.axes)
 
 
+COMPOSITE_CURVES = ["08_composite_curves_correct", "08_composite_curves_length", "08_composite_curves_hack"]
+
+
+@pytest.mark.parametrize("name", COMPOSITE_CURVES)
+def test_composite_curves_are_one_quantity_per_figure_a_row_per_range_and_no_text_meets_another(name):
+    """Issue 45: the 6 estimators x 4 judges x 3 quantities of one figure became a figure per quantity, each with a
+    row without and a row with the declared range, so a panel holds six curves, not twelve."""
+    from robustgrpo.book.real_trainer import report as R
+    from robustgrpo.book.style import estimator_color
+
+    rf = built(name)
+    metric = next(m for m, (n, _, _) in R.COMPOSITE_CURVES.items() if n == name)
+    assert set(rf.data["metric"]) == {metric}
+    judges, ranges = list(pd.unique(rf.data["judge"])), list(pd.unique(rf.data["range"]))
+    assert len(judges) == 4 and ranges == ["no range", "range [-0.01, 1.2]"]
+    axes = [ax for ax in rf.figure.axes if ax.get_visible()]
+    assert len(axes) == len(judges) * len(ranges)
+    for i, r in enumerate(ranges):
+        assert r in axes[i * len(judges)].get_ylabel() and R.COMPOSITE_LABELS[metric] in axes[i * len(judges)].get_ylabel()
+        for j, judge in enumerate(judges):
+            lines = axes[i * len(judges) + j].get_lines()
+            assert [line.get_color() for line in lines] == [estimator_color(e) for e in R.CORE_ESTIMATORS]
+            for line, e in zip(lines, R.CORE_ESTIMATORS):  # each curve is its seed mean, panel by panel
+                rows = rf.data[(rf.data["judge"] == judge) & (rf.data["range"] == r) & (rf.data["estimator"] == e)]
+                np.testing.assert_array_equal(line.get_ydata(), rows.sort_values("step")["mean"].to_numpy())
+    assert not clashes(rf.figure), f"{name}: overlapping texts {clashes(rf.figure)}"
+
+
+def test_composite_curves_figure_names_the_closest_quantity():
+    from robustgrpo.book.real_trainer import report as R
+
+    with pytest.raises(ValueError, match="did you mean 'length'"):
+        R.composite_curves_figure(metric="lenght")
+
+
 def test_binary_groups_figure_names_the_off_scale_estimator_in_its_legend():
     legend = built("01_binary_groups").figure.legends[0]
     notes = [t.get_text() for t in legend.get_texts() if t.get_text().startswith("off scale")]

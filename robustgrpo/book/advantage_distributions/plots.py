@@ -45,6 +45,7 @@ from robustgrpo.book.style import estimator_color, house_style, new_figure, requ
 
 __all__ = [
     "ANNOTATION_BAND",
+    "SYMLOG_FACE",
     "plot_one_of_eight",
     "plot_zero_fractions",
     "plot_ecdfs",
@@ -256,6 +257,8 @@ def plot_zero_fractions(table: pd.DataFrame) -> Figure:
 
 #: Top of the y axis of ECDF panels with an annotation: the band above 1 holds the text.
 ANNOTATION_BAND = 1.45
+#: The background of an ECDF panel drawn on a symmetric log axis, so it reads apart from the linear ones.
+SYMLOG_FACE = "#ececec"
 
 
 def _ecdf_steps(values: np.ndarray, left: float, right: float) -> tuple[np.ndarray, np.ndarray]:
@@ -283,7 +286,8 @@ def plot_ecdfs(
     value (the jump at 0 is the samples that get no signal). Panels whose
     values all lie within ``±linear_limit`` share the linear range
     ``[-linear_limit, linear_limit]``; the others (``mc_grpo``, ``dr_grpo``
-    on large outliers) use a symmetric log x axis, and their x label says so.
+    on large outliers) use a symmetric log x axis: their x label says so and
+    their background is grey (:data:`SYMLOG_FACE`).
 
     Parameters
     ----------
@@ -355,7 +359,8 @@ def plot_ecdfs(
                 ax.set_xlabel("advantage")
             else:
                 _symlog(ax, "x", linthresh, 1.5 * left, 1.5 * right, per_side=2)  # (a third of the page wide)
-                ax.set_xlabel(f"advantage (symlog, linear within ±{linthresh:g})")
+                ax.set_xlabel("advantage, symlog axis")  # short: a third of the page wide (linthresh: the caption)
+                ax.set_facecolor(SYMLOG_FACE)
             ax.set_ylim(-0.02, ANNOTATION_BAND if annotations else 1.02)
             ax.set_yticks(np.linspace(0, 1, 6))
             ax.set_ylabel("cumulative fraction of samples")

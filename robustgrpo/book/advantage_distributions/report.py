@@ -387,7 +387,8 @@ def ecdf_figure(
         f"{listing([(m, pct(v)) for m, v in by_method['silenced'].items()])}. "
         f"Groups whose best clean answer is pushed below 0: "
         f"{listing([(m, pct(v)) for m, v in by_method['best_negative_rate'].items()])}."
-        + (f" Symlog x axis (linear within ±1) for {join(symlog)}, whose values exceed ±{LINEAR_LIMIT:g}." if symlog else "")
+        + (f" Grey panel: a symlog x axis (linear within ±1) for {join(symlog)}, whose values reach "
+           f"±{widest[symlog].max():,.0f}; the other panels share one linear axis, ±{LINEAR_LIMIT:g}." if symlog else "")
     )
     figure = plot_ecdfs(samples, title=title, annotations=notes, linear_limit=LINEAR_LIMIT)
     takeaway = _ECDF_TAKEAWAYS[name](by_method, every.assign(scenario=name)) if name in _ECDF_TAKEAWAYS and set(

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from robustgrpo.advantages import compute_advantages, recommended_method
+from robustgrpo.checks import check_choice
 from robustgrpo.lab.files import require_columns
 from robustgrpo.book.policy_gradient_drift.plots import plot_point_ranges
 from robustgrpo.book.policy_gradient_drift.report import agreement_text
@@ -107,7 +108,11 @@ __all__ = [
     "learning_text",
     "recommendation_text",
     "comparison_text",
+    "COMPOSITE_CURVES",
     "composite_curves_figure",
+    "composite_correct_figure",
+    "composite_length_curves_figure",
+    "composite_hack_figure",
     "composite_finals_figure",
     "composite_length_figure",
     "composite_loss_figure",
@@ -932,23 +937,69 @@ def _composite_bands(table: pd.DataFrame, metrics: Sequence[str], by: Sequence[s
     return pd.concat([seed_bands(table, m, by=list(by)).assign(metric=m) for m in metrics], ignore_index=True)
 
 
-@report_figure("08_composite_curves", notebook=NOTEBOOK)
-def composite_curves_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) -> ReportFigure:
-    """P(correct) on the held-out prompts, the mean length and P(hack) over training under each judge, for the
-    :data:`CORE_ESTIMATORS` with and without the declared range."""
+#: The figure of each multi-token quantity drawn over training (:func:`composite_curves_figure`), and the summary its
+#: caption reads at the end: (name, summary, "max" | "min").
+COMPOSITE_CURVES = {"correct_prob": ("08_composite_curves_correct", "correct_end", "max"),
+                    "length": ("08_composite_curves_length", "length_end", "min"),
+                    "hack_prob": ("08_composite_curves_hack", "hack_end", "max")}
+_COMPOSITE_YLIM = {"correct_prob": (-0.02, 0.82), "length": None, "hack_prob": (-0.02, 1.02)}
+
+
+def composite_curves_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None,
+                            metric: str = "correct_prob") -> ReportFigure:
+    """One quantity over training, P(correct) on the held-out prompts, the mean length or P(hack), for the
+    :data:`CORE_ESTIMATORS`: a column of panels per judge, a row without and a row with the declared range.
+
+    Parameters
+    ----------
+    record : folder, table or None
+        A ``trl_composite`` record (:func:`composite_record`; None: the shipped one).
+    metric : {"correct_prob", "length", "hack_prob"}
+        The quantity drawn; each has its registered figure (:data:`COMPOSITE_CURVES`).
+
+    Returns
+    -------
+    ReportFigure
+        Named after ``metric`` (:data:`COMPOSITE_CURVES`); its caption names the arm and judge with the highest
+        (lowest, for the length) end value, the mean over the last :data:`END_FRACTION` of training.
+    """
+    metric = check_choice("metric", metric, list(COMPOSITE_CURVES))
+    name, summary, extreme = COMPOSITE_CURVES[metric]
     table = composite_record(record)
     core = table[table["estimator"].isin(CORE_ESTIMATORS) & table["arm"].isin(
         [e + s for e in CORE_ESTIMATORS for s in ("", " + range")])]
-    bands = _composite_bands(core, ("correct_prob", "length", "hack_prob"), ("judge", "estimator", "range"))
-    fig = plot_curve_grid(bands, hue="estimator", style="range", row_labels=COMPOSITE_LABELS,
-                          ylim={"correct_prob": (-0.02, 0.82), "hack_prob": (-0.02, 1.02), "length": None},
-                          title="Multi-token GRPO runs on a composite reward (solid: no declared range; dashed: range)")
+    bands = _composite_bands(core, (metric,), ("judge", "estimator", "range"))
+    ranges = list(pd.unique(bands["range"]))
+    fig = plot_curve_grid(bands, row="range", hue="estimator", ylim=_COMPOSITE_YLIM[metric],
+                          row_labels={r: f"{COMPOSITE_LABELS[metric]}\n{r}" for r in ranges},
+                          title=f"Multi-token GRPO runs on a composite reward: {COMPOSITE_LABELS[metric]}")
     final = composite_final_table(core).set_index(["judge", "arm"])
-    best = final["correct_end"].idxmax()
-    caption = (f"Seed mean and 2-se band over {int(core['seed'].nunique())} seeds per judge, estimator and range; "
-               f"P(correct) is exact on the held-out prompts. Highest "
-               f"P(correct) at the end: {best[1]} under the {best[0]}, {final.loc[best, 'correct_end']:.3f}.")
-    return ReportFigure("08_composite_curves", fig, caption, bands)
+    at = final[summary].idxmax() if extreme == "max" else final[summary].idxmin()
+    digits = 1 if metric == "length" else 3
+    caption = (f"Seed mean and 2-se band over {int(core['seed'].nunique())} seeds per judge, estimator and range; top "
+               f"row: {ranges[0]}, bottom row: {ranges[-1]}"
+               + ("; P(correct) is exact on the held-out prompts" if metric == "correct_prob" else "")
+               + f". {'Highest' if extreme == 'max' else 'Lowest'} {COMPOSITE_SUMMARIES[summary]}: {at[1]} under the "
+               f"{at[0]}, {final.loc[at, summary]:.{digits}f}.")
+    return ReportFigure(name, fig, caption, bands)
+
+
+@report_figure("08_composite_curves_correct", notebook=NOTEBOOK)
+def composite_correct_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) -> ReportFigure:
+    """:func:`composite_curves_figure` of P(correct) on the held-out prompts."""
+    return composite_curves_figure(record, "correct_prob")
+
+
+@report_figure("08_composite_curves_length", notebook=NOTEBOOK)
+def composite_length_curves_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) -> ReportFigure:
+    """:func:`composite_curves_figure` of the mean answer length."""
+    return composite_curves_figure(record, "length")
+
+
+@report_figure("08_composite_curves_hack", notebook=NOTEBOOK)
+def composite_hack_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) -> ReportFigure:
+    """:func:`composite_curves_figure` of P(hack), the probability of the answer only the hack judge over-scores."""
+    return composite_curves_figure(record, "hack_prob")
 
 
 @report_figure("08_composite_finals", notebook=NOTEBOOK)
