@@ -36,6 +36,7 @@ from browser_util import (
 
 from robustgrpo.book.advantage_distributions.engine import distributions_data
 from robustgrpo.book.robust_statistics_primer.engine import playground_data
+from robustgrpo.book.outlier_poisoning.engine import CONTROLS as TRAP_CONTROLS
 from robustgrpo.book.outlier_poisoning.engine import trap_data
 from robustgrpo.book.widget import contrast_ratio
 
@@ -136,6 +137,12 @@ def _assert_trap_shows(page, M: float, k: int, G: int) -> None:
 def test_lesson_01_moving_m_and_g_by_keyboard_moves_the_numbers_to_trap_data(chromium, trap_url, artifacts):
     page, watch = _open(chromium, trap_url)
     try:
+        for control in TRAP_CONTROLS.values():  # what a screen reader announces: each control by its label, with its help
+            role = "listbox" if control.name == "methods" else "slider"
+            found = page.get_by_role(role, name=control.label, exact=True)
+            assert found.count() == 1, (role, control.label)
+            if role == "slider":
+                assert found.get_attribute("aria-description") == control.help
         _assert_trap_shows(page, 10.0, 1, 8)
         press(page, "outlier M", "ArrowLeft", times=6)  # 10.0 -> 7.0: the crossing itself
         _wait_span(page, "M", "7.0")

@@ -4,7 +4,8 @@ A dashboard is a sidebar of controls beside a main area (the plotly figure above
 in a row that wraps: the main area takes the width the sidebar leaves and moves below the
 controls only when the container is narrower than :data:`SIDEBAR_WIDTH` plus
 :data:`~robustgrpo.book.interactive.MIN_WIDTH`. Each control has a one-line help text beneath
-it (and as its tooltip), from the control specs of the chapter's ``engine``.
+it (and as its tooltip), from the control specs of the chapter's ``engine``; a screen reader announces each
+control by its label (the page's watcher names each slider's handle, which ipywidgets leaves unnamed).
 
 :class:`DashboardWidget` runs every update the same way: the status line says that the setting
 is being computed, the data function runs, and only then are the figure and the readout moved,
@@ -141,7 +142,10 @@ DRAWING_TEXT = "drawing the figure …"
 FAILED_START_TEXT = "the figure did not start (a widget failed to load): reload the page"
 
 #: The watcher's front end. (1) When the column it sits in changes width, tell the page it was resized (plotly.js
-#: resizes responsive figures on a window resize, not on a container resize). (2) Confirm the figure: the kernel
+#: resizes responsive figures on a window resize, not on a container resize). (2) Name the sliders for screen readers:
+#: ipywidgets links a dropdown's or a list's label to it (``<label for>``) but not a slider's, whose handle (the element
+#: that takes the focus, ``role="slider"``) had no accessible name; each handle gets its slider's label as
+#: ``aria-label`` and the help line beneath it as ``aria-description``. (3) Confirm the figure: the kernel
 #: tags each drawing of the figure (``layout.meta``) and tells the watcher the tag of the last one (``setting``);
 #: the status line says "ready" only once the figure in the page carries that tag, and says "drawing the figure"
 #: until then; a figure not drawn within ``start_timeout_ms`` turns the status line into a failure with a reload
@@ -177,9 +181,20 @@ export default {
         status.appendChild(button);
       }
     };
+    const name = (dash) => {  // a slider's handle takes the slider's label as its name, its help line as its description
+      for (const slider of dash.querySelectorAll(".widget-slider")) {
+        const label = slider.querySelector(".widget-label");
+        const handle = slider.querySelector(".noUi-handle");
+        if (!label || !handle || handle.getAttribute("aria-label") === label.textContent.trim()) continue;
+        handle.setAttribute("aria-label", label.textContent.trim());
+        const help = slider.parentElement && slider.parentElement.querySelector(".rg-help");
+        if (help) handle.setAttribute("aria-description", help.textContent.trim());
+      }
+    };
     const check = () => {
       const dash = el.closest(".rg-dashboard");
       const status = dash && dash.querySelector(".rg-status");
+      if (dash) name(dash);
       if (!status) return;
       const gd = dash.querySelector(".js-plotly-plot");
       if (gd && gd !== hooked && typeof gd.on === "function") {
