@@ -112,7 +112,8 @@ def test_the_lessons_text_reads_in_the_light_and_the_dark_theme(chromium, trap_u
         assert (background == "#ffffff") is (theme == "light")
         for name, colour in zip((".rg-help", ".rg-status", ".rg-alert", ".rg-readout"), texts):
             assert contrast_ratio(_hex(colour, background), background) >= 4.5, (theme, name, colour, background)
-        check_screens(page, artifacts, "lesson_01_trap", theme)  # (plotly draws on white: the dark page turns it dark)
+        # (plotly draws on white: the dark page turns it dark; the figure stays beside the controls down to 768 px)
+        check_screens(page, artifacts, "lesson_01_trap", theme, narrow_width=767)
         assert widget_errors(page) == 0 and watch.errors == []
     finally:
         page.close()
@@ -152,6 +153,12 @@ def test_lesson_01_moving_m_and_g_by_keyboard_moves_the_numbers_to_trap_data(chr
         _assert_trap_shows(page, 7.0, 1, 6)
         assert "pushed down" in page.locator(".rg-readout").inner_text()
         _check_page(page, watch, artifacts, "01_trap")
+        layout = settled_layout(page)  # the whole lesson, readout included, on the projector's screen
+        check_layout(layout, on_screen=True)
+        assert layout["dashboard"][3] <= PROJECTOR[1], f"the lesson ends at {layout['dashboard'][3]:.0f} px"
+        page.set_viewport_size({"width": 768, "height": 1024})  # a tablet: the controls stay beside the figure
+        check_layout(settled_layout(page), on_screen=True, beside=True)
+        page.screenshot(path=artifacts / "voila_lesson_01_trap_768x1024.png")
     finally:
         page.close()
 

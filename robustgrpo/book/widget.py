@@ -1,9 +1,9 @@
 """What every dashboard widget shares: layout, help lines, status line, reset, export.
 
 A dashboard is a sidebar of controls beside a main area (the plotly figure above the readout)
-in a row that wraps: the main area takes the width the sidebar leaves and moves below the
-controls only when the container is narrower than :data:`SIDEBAR_WIDTH` plus
-:data:`~robustgrpo.book.interactive.MIN_WIDTH`. Each control has a one-line help text beneath
+in a row that wraps: the main area takes the width the sidebar leaves and moves above the
+controls only when the container is narrower than :data:`SIDEBAR_WIDTH` plus the dashboard's
+``MAIN_MIN_WIDTH`` (:data:`~robustgrpo.book.interactive.MIN_WIDTH` unless it says otherwise). Each control has a one-line help text beneath
 it (and as its tooltip), from the control specs of the chapter's ``engine``; a screen reader announces each
 control by its label (the page's watcher names each slider's handle, which ipywidgets leaves unnamed).
 
@@ -60,11 +60,13 @@ from typing import Any, Iterator, Mapping
 from robustgrpo.book.controls import Control, Slider
 from robustgrpo.book.interactive import MIN_WIDTH
 
-__all__ = ["SIDEBAR_WIDTH", "DESCRIPTION_WIDTH", "COMPLETE_AFTER_S", "TEXT_COLOURS", "DARK_FIGURE_FILTER", "theme_style", "narrow_style", "contrast_ratio", "slider",
+__all__ = ["SIDEBAR_WIDTH", "NARROW_SIDEBAR_WIDTH", "DESCRIPTION_WIDTH", "COMPLETE_AFTER_S", "TEXT_COLOURS", "DARK_FIGURE_FILTER", "theme_style", "narrow_style", "contrast_ratio", "slider",
            "with_help", "export_html", "about_html", "HOW_TO", "SAVE_SCALE", "DashboardWidget"]
 
 #: Width of the controls' column (px).
 SIDEBAR_WIDTH = 300
+#: Width of the controls' column of a dashboard whose main column keeps beside it below :data:`MIN_WIDTH` (px).
+NARROW_SIDEBAR_WIDTH = 250
 #: Width of a control's label (px).
 DESCRIPTION_WIDTH = "92px"
 #: After a preview, how long the kernel handles waiting moves before it computes the full data (s).
@@ -105,18 +107,26 @@ def theme_style() -> str:
     return "<style>" + "\n".join(rules) + "</style>"
 
 
-def narrow_style() -> str:
+def narrow_style(main_min_width: int = MIN_WIDTH) -> str:
     """A ``<style>`` element that puts the figure above the controls where the two do not fit side by side.
 
-    The dashboard is a CSS size container: narrower than the sidebar plus :data:`MIN_WIDTH` (an 800 px
-    window, a narrow Lab column), the main column wraps onto a line of its own and, ordered first,
-    stands above the controls, so the figure is what the page opens on.
+    The dashboard is a CSS size container. A main column laid out for less than :data:`MIN_WIDTH`
+    (``main_min_width``) keeps its place beside the controls in a container narrower than :data:`SIDEBAR_WIDTH` plus
+    :data:`MIN_WIDTH`, and the controls' column narrows to :data:`NARROW_SIDEBAR_WIDTH` there. Narrower still than
+    the sidebar plus ``main_min_width`` (an 800 px window, a narrow Lab column), the main column wraps onto a line of
+    its own and, ordered first, stands above the controls, so the figure is what the page opens on.
 
-    >>> "@container (max-width: 831px)" in narrow_style()
-    True
+    >>> "@container (max-width: 831px)" in narrow_style(), "@container (max-width: 681px)" in narrow_style(420)
+    (True, True)
     """
-    return ("<style>.rg-dashboard { container-type: inline-size; } "
-            f"@container (max-width: {SIDEBAR_WIDTH + 12 + MIN_WIDTH - 1}px) {{ .rg-dashboard .rg-main {{ order: -1; }} }}</style>")
+    side = SIDEBAR_WIDTH
+    rules = ".rg-dashboard { container-type: inline-size; } "
+    if main_min_width < MIN_WIDTH:
+        side = NARROW_SIDEBAR_WIDTH
+        rules += (f"@container (max-width: {SIDEBAR_WIDTH + 12 + MIN_WIDTH - 1}px) {{ .rg-dashboard .rg-side "
+                  f"{{ flex-basis: {side}px !important; width: {side}px !important; }} "
+                  ".rg-dashboard .rg-side button { padding-left: 2px; padding-right: 2px; } } ")  # "save figure" in full
+    return f"<style>{rules}@container (max-width: {side + 12 + main_min_width - 1}px) {{ .rg-dashboard .rg-main {{ order: -1; }} }}</style>"
 
 
 def contrast_ratio(foreground: str, background: str) -> float:
@@ -414,6 +424,8 @@ class DashboardWidget:
     ABOUT: str
     #: The file name (no extension) of the figure the save button downloads.
     FIGURE_NAME: str
+    #: The narrowest the main column (the figure and the readout) is laid out for (px); narrower, it goes above the controls.
+    MAIN_MIN_WIDTH: int = MIN_WIDTH
 
     def _compute(self, state: Mapping[str, Any]) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -451,7 +463,7 @@ class DashboardWidget:
         self.timing: dict[str, float] = {}
         self.status = W.HTML(_status_html("ready", "ready"))
         # the text colours of either theme, and the figure first where it cannot stand beside the controls
-        self._theme = W.HTML(theme_style() + narrow_style(), layout=W.Layout(display="none"))
+        self._theme = W.HTML(theme_style() + narrow_style(self.MAIN_MIN_WIDTH), layout=W.Layout(display="none"))
         self.message = W.HTML("")
         self.export = W.HTML("")
         self.reset_button = W.Button(description="reset", tooltip="put every control back to where it started",
@@ -467,9 +479,11 @@ class DashboardWidget:
         self.about = W.HTML(about_html(self.ABOUT))
         side = W.VBox([*sidebar, buttons, self.status, self.message, self.export, self.about],
                       layout=W.Layout(flex=f"0 0 {SIDEBAR_WIDTH}px", width=f"{SIDEBAR_WIDTH}px", margin="0 12px 0 0"))
+        side.add_class("rg-side")
         self._watcher = _figure_watcher()
         self._tag(self._watcher_tag(0, None))  # the figure as built shows the initial data
-        body = W.VBox([self._watcher, self._theme, *main], layout=W.Layout(flex=f"1 1 {MIN_WIDTH}px", min_width=f"{MIN_WIDTH}px", width="auto"))
+        body = W.VBox([self._watcher, self._theme, *main],
+                      layout=W.Layout(flex=f"1 1 {self.MAIN_MIN_WIDTH}px", min_width=f"{self.MAIN_MIN_WIDTH}px", width="auto"))
         body.add_class("rg-main")
         self.widget = W.Box([side, body], layout=W.Layout(display="flex", flex_flow="row wrap", width="100%",
                                                         align_items="flex-start"))
