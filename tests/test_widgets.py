@@ -655,6 +655,20 @@ def test_every_control_of_every_dashboard_is_named_by_its_label_and_described_by
     assert 'handle.setAttribute("aria-label", label.textContent.trim())' in _WATCHER_ESM
 
 
+def test_only_the_trap_lesson_keeps_its_figure_beside_narrowed_controls_below_the_usual_width():
+    """The CSS each dashboard's page gets: the main column wraps above the controls below 832 px (300 + 12 + 520),
+    the trap lesson's only below 682 px (250 + 12 + 420), its controls narrowed to 250 px under 832 px."""
+    from robustgrpo.book import dashboards
+
+    trap, grid = dashboards.trap_dashboard(), dashboards.dashboard(n_groups=20, G=8)
+    trap_main, grid_main = trap.widget.children[1], grid.widget.children[1]
+    assert (trap_main.layout.min_width, grid_main.layout.min_width) == ("420px", "520px")
+    assert "@container (max-width: 681px) { .rg-dashboard .rg-main { order: -1; } }" in trap._theme.value
+    assert "@container (max-width: 831px) { .rg-dashboard .rg-side { flex-basis: 250px !important;" in trap._theme.value
+    assert "@container (max-width: 831px) { .rg-dashboard .rg-main { order: -1; } }" in grid._theme.value
+    assert ".rg-side {" not in grid._theme.value and "rg-side" in trap.widget.children[0]._dom_classes
+
+
 def _html_of(widget) -> str:
     """The text of every HTML widget inside ``widget``."""
     import ipywidgets as W

@@ -3,9 +3,10 @@
 A dashboard is a sidebar of controls beside a main area (the plotly figure above the readout)
 in a row that wraps: the main area takes the width the sidebar leaves and moves above the
 controls only when the container is narrower than :data:`SIDEBAR_WIDTH` plus the dashboard's
-``MAIN_MIN_WIDTH`` (:data:`~robustgrpo.book.interactive.MIN_WIDTH` unless it says otherwise). Each control has a one-line help text beneath
-it (and as its tooltip), from the control specs of the chapter's ``engine``; a screen reader announces each
-control by its label (the page's watcher names each slider's handle, which ipywidgets leaves unnamed).
+``MAIN_MIN_WIDTH`` (:data:`~robustgrpo.book.interactive.MIN_WIDTH`, or less for a dashboard whose controls then
+narrow to :data:`NARROW_SIDEBAR_WIDTH`: :func:`narrow_style`). Each control has a one-line help text beneath it
+(and as its tooltip), from the control specs of the chapter's ``engine``; a screen reader announces each control
+by its label (the page's watcher names each slider's handle, which ipywidgets leaves unnamed).
 
 :class:`DashboardWidget` runs every update the same way: the status line says that the setting
 is being computed, the data function runs, and only then are the figure and the readout moved,
