@@ -258,11 +258,11 @@ def white_share(png: bytes) -> float:
     return float((pixels > 240).all(axis=-1).mean())
 
 
-def check_screens(page, artifacts: Path, name: str, theme: str) -> None:
+def check_screens(page, artifacts: Path, name: str, theme: str, narrow_width: int = NARROW_WIDTH) -> None:
     """The open dashboard page in ``theme``: its figure drawn on white (light) or turned dark (not a white block on
     the dark page), then laid out at every size of :data:`SCREENSHOT_SIZES` (:func:`check_layout`: the figure beside
-    the controls, or above them in a narrow window; no text meets another), each photographed as
-    ``voila_<name>_<theme>_<width>x<height>.png``."""
+    the controls, or above them in a window ``narrow_width`` wide or narrower; no text meets another), each
+    photographed as ``voila_<name>_<theme>_<width>x<height>.png``."""
     white = white_share(page.locator(".rg-dashboard .js-plotly-plot").first.screenshot())
     if theme == "light":
         assert white > 0.5, f"the figure is {white:.0%} white on the light page"
@@ -270,7 +270,7 @@ def check_screens(page, artifacts: Path, name: str, theme: str) -> None:
         assert white < 0.01, f"the figure is {white:.0%} white on the dark page"
     for size in SCREENSHOT_SIZES:
         page.set_viewport_size({"width": size[0], "height": size[1]})
-        check_layout(settled_layout(page), on_screen=False, beside=size[0] > NARROW_WIDTH)
+        check_layout(settled_layout(page), on_screen=False, beside=size[0] > narrow_width)
         page.screenshot(path=artifacts / f"voila_{name}_{theme}_{size[0]}x{size[1]}.png")
 
 

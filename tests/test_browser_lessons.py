@@ -36,6 +36,7 @@ from browser_util import (
 
 from robustgrpo.book.advantage_distributions.engine import distributions_data
 from robustgrpo.book.robust_statistics_primer.engine import playground_data
+from robustgrpo.book.outlier_poisoning.engine import CONTROLS as TRAP_CONTROLS
 from robustgrpo.book.outlier_poisoning.engine import trap_data
 from robustgrpo.book.widget import contrast_ratio
 
@@ -111,7 +112,8 @@ def test_the_lessons_text_reads_in_the_light_and_the_dark_theme(chromium, trap_u
         assert (background == "#ffffff") is (theme == "light")
         for name, colour in zip((".rg-help", ".rg-status", ".rg-alert", ".rg-readout"), texts):
             assert contrast_ratio(_hex(colour, background), background) >= 4.5, (theme, name, colour, background)
-        check_screens(page, artifacts, "lesson_01_trap", theme)  # (plotly draws on white: the dark page turns it dark)
+        # (plotly draws on white: the dark page turns it dark; the figure stays beside the controls down to 768 px)
+        check_screens(page, artifacts, "lesson_01_trap", theme, narrow_width=767)
         assert widget_errors(page) == 0 and watch.errors == []
     finally:
         page.close()
@@ -136,6 +138,12 @@ def _assert_trap_shows(page, M: float, k: int, G: int) -> None:
 def test_lesson_01_moving_m_and_g_by_keyboard_moves_the_numbers_to_trap_data(chromium, trap_url, artifacts):
     page, watch = _open(chromium, trap_url)
     try:
+        for control in TRAP_CONTROLS.values():  # what a screen reader announces: each control by its label, with its help
+            role = "listbox" if control.name == "methods" else "slider"
+            found = page.get_by_role(role, name=control.label, exact=True)
+            assert found.count() == 1, (role, control.label)
+            if role == "slider":
+                assert found.get_attribute("aria-description") == control.help
         _assert_trap_shows(page, 10.0, 1, 8)
         press(page, "outlier M", "ArrowLeft", times=6)  # 10.0 -> 7.0: the crossing itself
         _wait_span(page, "M", "7.0")
@@ -145,6 +153,12 @@ def test_lesson_01_moving_m_and_g_by_keyboard_moves_the_numbers_to_trap_data(chr
         _assert_trap_shows(page, 7.0, 1, 6)
         assert "pushed down" in page.locator(".rg-readout").inner_text()
         _check_page(page, watch, artifacts, "01_trap")
+        layout = settled_layout(page)  # the whole lesson, readout included, on the projector's screen
+        check_layout(layout, on_screen=True)
+        assert layout["dashboard"][3] <= PROJECTOR[1], f"the lesson ends at {layout['dashboard'][3]:.0f} px"
+        page.set_viewport_size({"width": 768, "height": 1024})  # a tablet: the controls stay beside the figure
+        check_layout(settled_layout(page), on_screen=True, beside=True)
+        page.screenshot(path=artifacts / "voila_lesson_01_trap_768x1024.png")
     finally:
         page.close()
 

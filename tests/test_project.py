@@ -113,6 +113,26 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_test_one():
     assert "python3 tasks.py test" in ci
 
 
+def test_readme_opens_the_notebooks_and_a_lesson_as_a_user_and_as_root(tmp_path):
+    """README's commands for JupyterLab and Voilà: as root, JupyterLab refuses to start without ``--allow-root`` (the
+    flag README gives it), and Voilà has no such check (README gives it none)."""
+    from voila.app import Voila
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("Open them in JupyterLab", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    commands = [line.split("#")[0].strip() for line in block.strip().splitlines()]
+    assert commands == [".venv/bin/jupyter lab notebooks/", ".venv/bin/jupyter lab --allow-root notebooks/",
+                        ".venv/bin/voila notebooks/dashboards/01_trap.ipynb"]
+    assert (ROOT / "notebooks" / "dashboards" / "01_trap.ipynb").exists()
+    assert "allow_root" not in Voila.class_trait_names()
+    if os.geteuid() == 0:  # (a user's JupyterLab starts without the flag; only root's refuses)
+        env = {**os.environ, "JUPYTER_CONFIG_DIR": str(tmp_path)}  # no user setting that allows root already
+        done = subprocess.run([sys.executable, "-m", "jupyter", "lab", "--no-browser", "--port=0", str(ROOT / "notebooks")],
+                              cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode != 0 and "Use --allow-root to bypass" in done.stderr + done.stdout
+
+
 def test_torch_is_pinned_by_the_setup_step_not_by_the_package():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     torch_spec = next(s for s in project["dependencies"] if s.startswith("torch"))

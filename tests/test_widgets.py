@@ -632,6 +632,43 @@ def test_every_dashboard_says_what_it_shows_and_saves_its_figure_under_its_own_n
         assert box.count("<li>") == len(HOW_TO)
 
 
+def test_every_control_of_every_dashboard_is_named_by_its_label_and_described_by_its_help():
+    """What a screen reader reads for a control: its ``description`` (ipywidgets links it to a dropdown or a list; the
+    page's watcher gives it to a slider's handle, see ``_WATCHER_ESM`` and the lesson's browser test) and its help."""
+    import ipywidgets as W
+
+    from robustgrpo.book import dashboards
+    from robustgrpo.book.widget import _WATCHER_ESM
+
+    built = [dashboards.dashboard(n_groups=20, G=8), dashboards.drift_dashboard(), dashboards.trap_dashboard(),
+             dashboards.playground_dashboard(), dashboards.distributions_dashboard()]
+    for dash in built:
+        labels = [dash.specs[name].label for name in dash.controls]
+        assert len(set(labels)) == len(labels), labels
+        for name, control in dash.controls.items():
+            assert control.description == dash.specs[name].label, name
+            assert control.tooltip == dash.specs[name].help, name
+            assert f"data-control='{name}'" in _html_of(dash.widget) and html.escape(dash.specs[name].help) in _html_of(dash.widget)
+    sliders = sum(isinstance(c, (W.FloatSlider, W.FloatLogSlider, W.IntSlider, W.SelectionSlider))
+                  for dash in built for c in dash.controls.values())
+    assert sliders == 18
+    assert 'handle.setAttribute("aria-label", label.textContent.trim())' in _WATCHER_ESM
+
+
+def test_only_the_trap_lesson_keeps_its_figure_beside_narrowed_controls_below_the_usual_width():
+    """The CSS each dashboard's page gets: the main column wraps above the controls below 832 px (300 + 12 + 520),
+    the trap lesson's only below 682 px (250 + 12 + 420), its controls narrowed to 250 px under 832 px."""
+    from robustgrpo.book import dashboards
+
+    trap, grid = dashboards.trap_dashboard(), dashboards.dashboard(n_groups=20, G=8)
+    trap_main, grid_main = trap.widget.children[1], grid.widget.children[1]
+    assert (trap_main.layout.min_width, grid_main.layout.min_width) == ("420px", "520px")
+    assert "@container (max-width: 681px) { .rg-dashboard .rg-main { order: -1; } }" in trap._theme.value
+    assert "@container (max-width: 831px) { .rg-dashboard .rg-side { flex-basis: 250px !important;" in trap._theme.value
+    assert "@container (max-width: 831px) { .rg-dashboard .rg-main { order: -1; } }" in grid._theme.value
+    assert ".rg-side {" not in grid._theme.value and "rg-side" in trap.widget.children[0]._dom_classes
+
+
 def _html_of(widget) -> str:
     """The text of every HTML widget inside ``widget``."""
     import ipywidgets as W

@@ -1,10 +1,12 @@
 """What every dashboard widget shares: layout, help lines, status line, reset, export.
 
 A dashboard is a sidebar of controls beside a main area (the plotly figure above the readout)
-in a row that wraps: the main area takes the width the sidebar leaves and moves below the
-controls only when the container is narrower than :data:`SIDEBAR_WIDTH` plus
-:data:`~robustgrpo.book.interactive.MIN_WIDTH`. Each control has a one-line help text beneath
-it (and as its tooltip), from the control specs of the chapter's ``engine``.
+in a row that wraps: the main area takes the width the sidebar leaves and moves above the
+controls only when the container is narrower than :data:`SIDEBAR_WIDTH` plus the dashboard's
+``MAIN_MIN_WIDTH`` (:data:`~robustgrpo.book.interactive.MIN_WIDTH`, or less for a dashboard whose controls then
+narrow to :data:`NARROW_SIDEBAR_WIDTH`: :func:`narrow_style`). Each control has a one-line help text beneath it
+(and as its tooltip), from the control specs of the chapter's ``engine``; a screen reader announces each control
+by its label (the page's watcher names each slider's handle, which ipywidgets leaves unnamed).
 
 :class:`DashboardWidget` runs every update the same way: the status line says that the setting
 is being computed, the data function runs, and only then are the figure and the readout moved,
@@ -59,11 +61,13 @@ from typing import Any, Iterator, Mapping
 from robustgrpo.book.controls import Control, Slider
 from robustgrpo.book.interactive import MIN_WIDTH
 
-__all__ = ["SIDEBAR_WIDTH", "DESCRIPTION_WIDTH", "COMPLETE_AFTER_S", "TEXT_COLOURS", "DARK_FIGURE_FILTER", "theme_style", "narrow_style", "contrast_ratio", "slider",
+__all__ = ["SIDEBAR_WIDTH", "NARROW_SIDEBAR_WIDTH", "DESCRIPTION_WIDTH", "COMPLETE_AFTER_S", "TEXT_COLOURS", "DARK_FIGURE_FILTER", "theme_style", "narrow_style", "contrast_ratio", "slider",
            "with_help", "export_html", "about_html", "HOW_TO", "SAVE_SCALE", "DashboardWidget"]
 
 #: Width of the controls' column (px).
 SIDEBAR_WIDTH = 300
+#: Width of the controls' column of a dashboard whose main column keeps beside it below :data:`MIN_WIDTH` (px).
+NARROW_SIDEBAR_WIDTH = 250
 #: Width of a control's label (px).
 DESCRIPTION_WIDTH = "92px"
 #: After a preview, how long the kernel handles waiting moves before it computes the full data (s).
@@ -104,18 +108,26 @@ def theme_style() -> str:
     return "<style>" + "\n".join(rules) + "</style>"
 
 
-def narrow_style() -> str:
+def narrow_style(main_min_width: int = MIN_WIDTH) -> str:
     """A ``<style>`` element that puts the figure above the controls where the two do not fit side by side.
 
-    The dashboard is a CSS size container: narrower than the sidebar plus :data:`MIN_WIDTH` (an 800 px
-    window, a narrow Lab column), the main column wraps onto a line of its own and, ordered first,
-    stands above the controls, so the figure is what the page opens on.
+    The dashboard is a CSS size container. A main column laid out for less than :data:`MIN_WIDTH`
+    (``main_min_width``) keeps its place beside the controls in a container narrower than :data:`SIDEBAR_WIDTH` plus
+    :data:`MIN_WIDTH`, and the controls' column narrows to :data:`NARROW_SIDEBAR_WIDTH` there. Narrower still than
+    the sidebar plus ``main_min_width`` (an 800 px window, a narrow Lab column), the main column wraps onto a line of
+    its own and, ordered first, stands above the controls, so the figure is what the page opens on.
 
-    >>> "@container (max-width: 831px)" in narrow_style()
-    True
+    >>> "@container (max-width: 831px)" in narrow_style(), "@container (max-width: 681px)" in narrow_style(420)
+    (True, True)
     """
-    return ("<style>.rg-dashboard { container-type: inline-size; } "
-            f"@container (max-width: {SIDEBAR_WIDTH + 12 + MIN_WIDTH - 1}px) {{ .rg-dashboard .rg-main {{ order: -1; }} }}</style>")
+    side = SIDEBAR_WIDTH
+    rules = ".rg-dashboard { container-type: inline-size; } "
+    if main_min_width < MIN_WIDTH:
+        side = NARROW_SIDEBAR_WIDTH
+        rules += (f"@container (max-width: {SIDEBAR_WIDTH + 12 + MIN_WIDTH - 1}px) {{ .rg-dashboard .rg-side "
+                  f"{{ flex-basis: {side}px !important; width: {side}px !important; }} "
+                  ".rg-dashboard .rg-side button { padding-left: 2px; padding-right: 2px; } } ")  # "save figure" in full
+    return f"<style>{rules}@container (max-width: {side + 12 + main_min_width - 1}px) {{ .rg-dashboard .rg-main {{ order: -1; }} }}</style>"
 
 
 def contrast_ratio(foreground: str, background: str) -> float:
@@ -141,7 +153,10 @@ DRAWING_TEXT = "drawing the figure …"
 FAILED_START_TEXT = "the figure did not start (a widget failed to load): reload the page"
 
 #: The watcher's front end. (1) When the column it sits in changes width, tell the page it was resized (plotly.js
-#: resizes responsive figures on a window resize, not on a container resize). (2) Confirm the figure: the kernel
+#: resizes responsive figures on a window resize, not on a container resize). (2) Name the sliders for screen readers:
+#: ipywidgets links a dropdown's or a list's label to it (``<label for>``) but not a slider's, whose handle (the element
+#: that takes the focus, ``role="slider"``) had no accessible name; each handle gets its slider's label as
+#: ``aria-label`` and the help line beneath it as ``aria-description``. (3) Confirm the figure: the kernel
 #: tags each drawing of the figure (``layout.meta``) and tells the watcher the tag of the last one (``setting``);
 #: the status line says "ready" only once the figure in the page carries that tag, and says "drawing the figure"
 #: until then; a figure not drawn within ``start_timeout_ms`` turns the status line into a failure with a reload
@@ -177,9 +192,20 @@ export default {
         status.appendChild(button);
       }
     };
+    const name = (dash) => {  // a slider's handle takes the slider's label as its name, its help line as its description
+      for (const slider of dash.querySelectorAll(".widget-slider")) {
+        const label = slider.querySelector(".widget-label");
+        const handle = slider.querySelector(".noUi-handle");
+        if (!label || !handle || handle.getAttribute("aria-label") === label.textContent.trim()) continue;
+        handle.setAttribute("aria-label", label.textContent.trim());
+        const help = slider.parentElement && slider.parentElement.querySelector(".rg-help");
+        if (help) handle.setAttribute("aria-description", help.textContent.trim());
+      }
+    };
     const check = () => {
       const dash = el.closest(".rg-dashboard");
       const status = dash && dash.querySelector(".rg-status");
+      if (dash) name(dash);
       if (!status) return;
       const gd = dash.querySelector(".js-plotly-plot");
       if (gd && gd !== hooked && typeof gd.on === "function") {
@@ -399,6 +425,8 @@ class DashboardWidget:
     ABOUT: str
     #: The file name (no extension) of the figure the save button downloads.
     FIGURE_NAME: str
+    #: The narrowest the main column (the figure and the readout) is laid out for (px); narrower, it goes above the controls.
+    MAIN_MIN_WIDTH: int = MIN_WIDTH
 
     def _compute(self, state: Mapping[str, Any]) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -436,7 +464,7 @@ class DashboardWidget:
         self.timing: dict[str, float] = {}
         self.status = W.HTML(_status_html("ready", "ready"))
         # the text colours of either theme, and the figure first where it cannot stand beside the controls
-        self._theme = W.HTML(theme_style() + narrow_style(), layout=W.Layout(display="none"))
+        self._theme = W.HTML(theme_style() + narrow_style(self.MAIN_MIN_WIDTH), layout=W.Layout(display="none"))
         self.message = W.HTML("")
         self.export = W.HTML("")
         self.reset_button = W.Button(description="reset", tooltip="put every control back to where it started",
@@ -452,9 +480,11 @@ class DashboardWidget:
         self.about = W.HTML(about_html(self.ABOUT))
         side = W.VBox([*sidebar, buttons, self.status, self.message, self.export, self.about],
                       layout=W.Layout(flex=f"0 0 {SIDEBAR_WIDTH}px", width=f"{SIDEBAR_WIDTH}px", margin="0 12px 0 0"))
+        side.add_class("rg-side")
         self._watcher = _figure_watcher()
         self._tag(self._watcher_tag(0, None))  # the figure as built shows the initial data
-        body = W.VBox([self._watcher, self._theme, *main], layout=W.Layout(flex=f"1 1 {MIN_WIDTH}px", min_width=f"{MIN_WIDTH}px", width="auto"))
+        body = W.VBox([self._watcher, self._theme, *main],
+                      layout=W.Layout(flex=f"1 1 {self.MAIN_MIN_WIDTH}px", min_width=f"{self.MAIN_MIN_WIDTH}px", width="auto"))
         body.add_class("rg-main")
         self.widget = W.Box([side, body], layout=W.Layout(display="flex", flex_flow="row wrap", width="100%",
                                                         align_items="flex-start"))

@@ -18,7 +18,6 @@ from robustgrpo.book.interactive import (
     CLEAN_SAMPLE_COLOR,
     CONTAMINATED_COLOR,
     CORRECT_COLOR,
-    LESSON_HEIGHT,
     MEAN_COLOR,
     MEDIAN_COLOR,
     autosized,
@@ -28,7 +27,13 @@ from robustgrpo.book.interactive import (
 )
 from robustgrpo.book.style import estimator_color
 
-__all__ = ["LABEL_ROOM", "trap_views", "update_trap_views"]
+__all__ = ["LABEL_ROOM", "TRAP_HEIGHT", "TRAP_MIN_WIDTH", "trap_views", "update_trap_views"]
+
+#: Height of the lesson's figure (px): with Voila's heading above it and the readout below it, the lesson fits a
+#: 1280 x 720 projector.
+TRAP_HEIGHT = 460
+#: The narrowest the figure is laid out for (px): beside the controls in a 768 px window.
+TRAP_MIN_WIDTH = 420
 
 _ROLES = {"wrong": (CLEAN_SAMPLE_COLOR, "circle", "wrong answer (0)"),
           "correct": (CORRECT_COLOR, "star", "correct answer (1)"),
@@ -37,7 +42,7 @@ _ROLES = {"wrong": (CLEAN_SAMPLE_COLOR, "circle", "wrong answer (0)"),
 
 
 
-def trap_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
+def trap_views(data: Any, *, height: int = TRAP_HEIGHT) -> Any:
     """Notebook 01's lesson as a plotly ``FigureWidget``: the group, its advantages, a correct answer's advantage over M.
 
     ``data`` is a :class:`robustgrpo.book.outlier_poisoning.engine.TrapData`. Panels: the rewards with the
@@ -81,7 +86,7 @@ def trap_views(data: Any, *, height: int = LESSON_HEIGHT) -> Any:
                       # the legend hangs from the top of the figure, not from the panels: a legend anchored to the panels
                       # pushed the top margin when it took two rows and was left there, over the titles, when the window widened
                       legend=dict(orientation="h", yref="container", yanchor="top", y=1, x=0, font=dict(size=12)))
-    autosized(fig, height=height, margin=dict(l=66, r=20, t=125, b=55))  # room for a legend of three rows (Lab's column)
+    autosized(fig, height=height, margin=dict(l=66, r=20, t=150, b=55))  # room for a legend of four rows (a 768 px window)
     # (l: the k and c moves drew labels 62 px wide; see autosized)
     fig.update_annotations(font_size=14)
     # the top panels' axis is named in their title: an x title there met the bottom panel's title once the

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from robustgrpo.book.outlier_poisoning.engine import CONTROLS, DEFAULT_STATE, ESTIMATOR_CHOICES, GROUP_SIZE_RANGE, TrapData, trap_data
+from robustgrpo.book.outlier_poisoning.views import TRAP_MIN_WIDTH
 from robustgrpo.book.widget import DESCRIPTION_WIDTH, DashboardWidget, slider, with_help
 
 __all__ = ["trap_readout_html", "TrapDashboard", "trap_dashboard"]
@@ -44,9 +45,11 @@ def trap_readout_html(data: TrapData) -> str:
         + "</tr>"
         for r in data.role_advantages().itertuples()
     )
-    return (f"<div class='rg-readout rg-trap-readout' style='font-size:14px;line-height:1.35'><div>{setting}</div>"
-            f"<div>{stats}</div><div>{crossing}</div>"
-            f"<table class='rg-table' style='font-size:13px'><tr>{head}</tr>{rows}</table></div>")
+    # the sentences beside the table where the column has room for both (a 1280 x 720 projector), above it where not
+    return (f"<div class='rg-readout rg-trap-readout' style='font-size:14px;line-height:1.35;display:flex;"
+            f"flex-wrap:wrap;column-gap:16px;align-items:flex-start'><div style='flex:1 1 300px'><div>{setting}</div>"
+            f"<div>{stats}</div><div>{crossing}</div></div>"
+            f"<table class='rg-table' style='font-size:13px;flex:0 0 auto'><tr>{head}</tr>{rows}</table></div>")
 
 
 class TrapDashboard(DashboardWidget):
@@ -60,6 +63,7 @@ class TrapDashboard(DashboardWidget):
         "and a correct answer's advantage as M moves; the readout says where grpo's crosses 0 (M* = G - k)."
     )
     FIGURE_NAME = "robustgrpo_trap"
+    MAIN_MIN_WIDTH = TRAP_MIN_WIDTH
 
     def __init__(self, state: Mapping[str, Any]) -> None:
         import ipywidgets as W
