@@ -312,3 +312,13 @@ def test_the_collapses_the_readme_says_the_simulator_reproduces():
     for arm in collapsed:
         assert real[arm] < 0.01 and simulated[arm] < 0.01, arm
     assert real[("clean judge", "dr_grpo")] > 0.4 and simulated[("clean judge", "dr_grpo")] > 0.4
+
+
+def test_single_value_reads_one_setting_and_names_the_group_when_runs_differ():
+    rows = pd.DataFrame({"lr": [1e-3, 1e-3], "beta": [0.0, 0.04]})
+    assert T.single_value(rows, "lr") == 1e-3 and type(T.single_value(rows, "lr")) is float
+    with pytest.raises(ValueError, match=r"^the runs of one judge differ in beta \(\['0\.0', '0\.04'\]\); the simulator "
+                                         r"reproduces one setting per judge$"):
+        T.single_value(rows, "beta", group="judge")
+    with pytest.raises(ValueError, match=r"one setting per arm$"):
+        T.single_value(rows, "beta")

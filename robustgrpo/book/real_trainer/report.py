@@ -52,6 +52,7 @@ from robustgrpo.lab.simulate.trainer import (
     pair_table,
     predict,
     read_calibration,
+    single_value,
     shipped_pairs,
     shipped_settings,
 )
@@ -295,15 +296,6 @@ def clean_judge(table: pd.DataFrame) -> str:
     return str(labels[0])
 
 
-def _one(rows: pd.DataFrame, column: str) -> Any:
-    values = pd.unique(rows[column])
-    if len(values) != 1:
-        raise ValueError(f"the runs of one judge differ in {column} ({sorted(map(str, values))}); the simulator "
-                         "reproduces one setting per judge")
-    value = values[0]
-    return value.item() if hasattr(value, "item") else value
-
-
 #: The shipped calibration of the drift simulator to both shipped records (:mod:`robustgrpo.lab.simulate.trainer`):
 #: the settings fitted to :data:`~robustgrpo.lab.simulate.trainer.FITTED_ON` over
 #: :data:`~robustgrpo.lab.simulate.trainer.CALIBRATION_GRID`, each setting's score, and both records' ends, real and
@@ -426,7 +418,8 @@ def clean_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) ->
     last = int(grpo["step"].max())
     marks = [s for s in (0, 40, 80) if s in set(grpo["step"])] + [last]
     finals = final_values(rows, "correct_prob", by=["estimator"]).set_index("estimator")["mean"]
-    caption = (f"{int(rows['seed'].nunique())} seeds, TRL's GRPOTrainer on a {int(_one(rows, 'vocab_size'))}-token "
+    vocab = int(single_value(rows, "vocab_size", group="judge"))
+    caption = (f"{int(rows['seed'].nunique())} seeds, TRL's GRPOTrainer on a {vocab}-token "
                f"random-weight model, clean 0/1 verifier. grpo's P(correct answer) "
                + ", ".join(f"at step {s}: {_at(grpo, s):.3f}" for s in marks)
                + "; at the last step " + ", ".join(f"{m} {v:.3f}" for m, v in finals.items())
@@ -485,7 +478,8 @@ def simulator_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None
                           title="The real runs (solid) and the simulator's prediction (dashed)")
     pairs = record_pairs("trl_contamination" if record is None else None, table)
     summary = agreement_summary(pairs).set_index("kind").loc["all"]
-    caption = (f"Simulator: a linear policy over the {int(_one(table, 'vocab_size'))} one-token answers, {len(SIM_SEEDS)} "
+    vocab = int(single_value(table, "vocab_size", group="judge"))
+    caption = (f"Simulator: a linear policy over the {vocab} one-token answers, {len(SIM_SEEDS)} "
                f"seeds, {_settings_text(settings, 'trl_contamination' if record is None else None)}. Of "
                f"{int(summary['pairs'])} pairs of arms (two arms under one judge, or one arm under two judges; every arm, "
                f"with and without the range) it ranks {int(summary['agree'])} as the record does: which ends higher, or "
@@ -1085,7 +1079,8 @@ def composite_simulator_figure(record: str | os.PathLike[str] | pd.DataFrame | N
                           title="The multi-token runs (solid) and the simulator's prediction (dashed)")
     pairs = record_pairs("trl_composite" if record is None else None, table)
     summary = agreement_summary(pairs).set_index("kind").loc["all"]
-    caption = (f"Simulator: answers of {COMPOSITE_ANSWER_LENGTHS[2]} to {int(_one(table, 'max_completion_length'))} "
+    longest = int(single_value(table, "max_completion_length", group="judge"))
+    caption = (f"Simulator: answers of {COMPOSITE_ANSWER_LENGTHS[2]} to {longest} "
                f"tokens around the correct one's, the record's weighted sum, judge, range, aggregation and loss type, "
                f"{len(SIM_SEEDS)} seeds, {_settings_text(settings, 'trl_composite' if record is None else None)}. Of "
                f"{int(summary['pairs'])} "

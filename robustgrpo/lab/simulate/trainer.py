@@ -71,6 +71,7 @@ __all__ = [
     "COMPOSITE_ANSWER_LENGTHS",
     "SimSettings",
     "record_kind",
+    "single_value",
     "record_configs",
     "tied_share",
     "predict",
@@ -140,19 +141,26 @@ def record_kind(table: pd.DataFrame) -> str:
     return "trl_composite" if "weight.correct" in table.columns else "trl"
 
 
-def _one(rows: pd.DataFrame, column: str) -> Any:
+def single_value(rows: pd.DataFrame, column: str, group: str = "arm") -> Any:
+    """The one value of ``column`` in ``rows`` (the runs of one ``group`` of a record), as a Python scalar.
+
+    Raises
+    ------
+    ValueError
+        When the runs hold more than one value: the simulator reproduces one setting per ``group``.
+    """
     values = pd.unique(rows[column])
     if len(values) != 1:
-        raise ValueError(f"the runs of one arm differ in {column} ({sorted(map(str, values))}); the simulator reproduces "
-                         "one setting per arm")
+        raise ValueError(f"the runs of one {group} differ in {column} ({sorted(map(str, values))}); the simulator "
+                         f"reproduces one setting per {group}")
     value = values[0]
     return value.item() if hasattr(value, "item") else value
 
 
 def _judge(rows: pd.DataFrame) -> dict[str, Any]:
     """The judge's fields of SimConfig: the contamination model, or the hack's size; its target function."""
-    model = _one(rows, "contamination")
-    fields = {c.split(".", 1)[1]: _one(rows, c) for c in rows.columns
+    model = single_value(rows, "contamination")
+    fields = {c.split(".", 1)[1]: single_value(rows, c) for c in rows.columns
               if c.startswith("contamination.") and c != "contamination.target" and rows[c].notna().all()}
     out: dict[str, Any] = {"hack_reward": 0.0}
     if model == "pattern_hack":
@@ -160,36 +168,36 @@ def _judge(rows: pd.DataFrame) -> dict[str, Any]:
     elif model != "none":
         out["contamination"] = contamination_from_dict({"model": model, **fields})
     if "contamination.target" in rows.columns and model != "none":
-        out["judge_target"] = str(_one(rows, "contamination.target"))
+        out["judge_target"] = str(single_value(rows, "contamination.target"))
     return out
 
 
 def _arm_fields(rows: pd.DataFrame, composite: bool) -> dict[str, Any]:
     """The arm's fields of SimConfig besides its estimator: the declared range, and for a composite record the
     aggregation, the loss type and the weights."""
-    lo, hi = _one(rows, "reward_range_lo"), _one(rows, "reward_range_hi")
+    lo, hi = single_value(rows, "reward_range_lo"), single_value(rows, "reward_range_hi")
     out: dict[str, Any] = {"reward_range": None if pd.isna(lo) else (float(lo), float(hi))}
     if composite:
-        weights = {name: float(_one(rows, f"weight.{name}")) for name in ("correct", "format", "length")}
-        out.update(aggregation=str(_one(rows, "aggregation")), loss_type=str(_one(rows, "loss_type")),
+        weights = {name: float(single_value(rows, f"weight.{name}")) for name in ("correct", "format", "length")}
+        out.update(aggregation=str(single_value(rows, "aggregation")), loss_type=str(single_value(rows, "loss_type")),
                    reward_weights={k: w for k, w in weights.items() if w != 0.0},
-                   max_completion_length=int(_one(rows, "max_completion_length")))
+                   max_completion_length=int(single_value(rows, "max_completion_length")))
     return out
 
 
 def _base(table: pd.DataFrame, settings: SimSettings, lengths: tuple[int, int, int]) -> SimConfig:
     """The problem and the training every arm of the record shares (the arm's fields still at their defaults)."""
     start = table[table["step"] == 0]
-    common = dict(n_prompts=int(_one(table, "prompts_per_step")), G=int(_one(table, "G")), steps=int(_one(table, "steps")),
-                  record_every=int(_one(table, "record_every")), epochs=1, kl_coef=float(_one(table, "beta")),
-                  kl_estimator="k3_is", optimizer="adam", lr=settings.lr_scale * float(_one(table, "lr")),
+    common = dict(n_prompts=int(single_value(table, "prompts_per_step")), G=int(single_value(table, "G")), steps=int(single_value(table, "steps")),
+                  record_every=int(single_value(table, "record_every")), epochs=1, kl_coef=float(single_value(table, "beta")),
+                  kl_estimator="k3_is", optimizer="adam", lr=settings.lr_scale * float(single_value(table, "lr")),
                   policy="linear", feature_dim=0, hidden_units=HIDDEN_UNITS, correct_feature=settings.correct_feature,
                   hack_reward=0.0, hack_init_prob=float(start["hack_prob"].mean()))
     if record_kind(table) == "trl":
         p = float(start["correct_prob"].mean())
-        return SimConfig(n_answers=int(_one(table, "vocab_size")), initial_correct=(p, p), length_range=(1, 1), **common)
+        return SimConfig(n_answers=int(single_value(table, "vocab_size")), initial_correct=(p, p), length_range=(1, 1), **common)
     longest, shortest, least = lengths
-    top = int(_one(table, "max_completion_length"))
+    top = int(single_value(table, "max_completion_length"))
     base = SimConfig(n_answers=2 + top - least + 1, initial_correct=(float(start["correct_prob_long"].mean()),
                                                                       float(start["correct_prob_short"].mean())),
                      initial_spread="logit", correct_length=(longest, shortest), length_range=(least, top),
@@ -254,7 +262,7 @@ def record_configs(table: pd.DataFrame, settings: SimSettings, *,
     base = _base(table, settings, lengths)
     groups: dict[Any, tuple[SimConfig, list[tuple[str, str]], list[str]]] = {}
     for (judge, arm), rows in table.groupby(["judge", "arm"], sort=False):
-        estimator = str(_one(rows, "estimator"))
+        estimator = str(single_value(rows, "estimator"))
         fields = {**_judge(rows), **_arm_fields(rows, composite)}
         # an estimator other than grpo that takes eps must not get TRL's: it runs apart
         apart = estimator != "grpo" and "eps" in ESTIMATORS[estimator].parameters
