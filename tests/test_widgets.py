@@ -370,6 +370,109 @@ def test_in_the_kernel_loop_idle_time_draws_the_other_clean_models_until_a_move_
         e.prefetch(8, "gaussian", "nope")
 
 
+def _interrupting(dash, monkeypatch, after: int, move) -> list[tuple[dict, int]]:
+    """Count the steps each computation of ``dash`` runs ((setting, steps) per computation); after ``after`` steps of
+    the first one, ``move()`` is called from the event loop, as the kernel handles a move that arrives meanwhile."""
+    import asyncio
+
+    runs: list[tuple[dict, int]] = []
+
+    def counted(state, _f=dash._compute_steps):
+        steps = _f(state)
+        index = len(runs)
+        runs.append((dict(state), 0))
+
+        def wrapped():
+            for _ in steps:
+                runs[index] = (runs[index][0], runs[index][1] + 1)
+                if index == 0 and runs[index][1] == after:
+                    asyncio.get_running_loop().call_soon(move)
+                yield
+
+        return wrapped()
+
+    monkeypatch.setattr(dash, "_compute_steps", counted)
+    return runs
+
+
+def test_data_steps_compute_every_piece_data_reads_and_the_same_numbers():
+    e = DashboardEngine(40, seed=3)
+    setting = dict(G=16, c=1.5, rate=0.2, size=100.0, clean_model="gaussian", methods=("grpo", "robust", "rank"))
+    steps = e.data_steps(**setting)
+    assert not e.cached(**setting)
+    assert len(list(steps)) == 4 + 5 * 3  # draws, uniforms, contaminated rewards, reference; five pieces an estimator
+    assert e.cached(**setting)
+    _assert_same_data(e.data(**setting, group=7), dashboard_data(**setting, group=7, n_groups=40, seed=3))
+    with pytest.raises(ValueError, match="G must be"):  # checked on the call, before any step
+        e.data_steps(G=1)
+
+
+def test_in_the_kernel_loop_a_new_setting_stops_the_computation_of_the_one_it_replaces(monkeypatch):
+    """Issue 45: six quick key presses finished a left setting's 10 s before the last one started. Now the first
+    setting's work stops at the first turn after the next move, its remaining pieces never computed."""
+    import asyncio
+
+    dash, drawn = _previewing_dashboard(monkeypatch)
+    runs = _interrupting(dash, monkeypatch, after=5, move=lambda: setattr(dash.controls["G"], "value", 24))
+
+    async def session():
+        dash.controls["G"].value = 128  # a preview now, then its full data in steps
+        await _until_ready(dash)
+
+    asyncio.run(session())
+    (first, stopped), (last, finished) = runs
+    assert (first["G"], last["G"]) == (128, 24) and dash.abandoned == 1
+    assert stopped == 5 and finished == 4 + 5 * len(DEFAULT_METHODS)  # the first stopped after the 5th of its 24 pieces
+    left = dash.engine._contaminated.peek((128, "bernoulli", first["rate"], first["size"]))
+    assert left is None or not set(DEFAULT_METHODS) <= set(left.methods)  # its estimators never all ran
+    assert not dash.engine.cached(**{k: v for k, v in first.items() if k != "group"})
+    assert [(d.G, d.is_preview) for d in drawn] == [(128, True), (24, True), (24, False)]  # nothing of 128's in full
+    _assert_same_data(dash.data, dashboard_data(**dash.data.state()))
+    assert dash.readout.value == readout_html(dash.data) and "data-state='ready'" in dash.status.value
+
+
+def test_simulate_steps_is_simulate_one_step_at_a_time():
+    from robustgrpo.lab.simulate import SimConfig, simulate
+    from robustgrpo.lab.simulate.runner import simulate_steps
+
+    config = SimConfig(n_prompts=4, G=4, steps=5, record_every=2, estimators=("grpo", "robust"))
+    run = simulate_steps(config, (0, 3))
+    for _ in range(5):
+        next(run)
+    with pytest.raises(StopIteration) as done:
+        next(run)
+    pd.testing.assert_frame_equal(done.value.value, simulate(config, (0, 3), progress=False))
+    with pytest.raises(ValueError, match="seeds"):
+        simulate_steps(config, (1, 1))
+
+
+def test_in_the_kernel_loop_a_new_drift_setting_stops_the_trainings_of_the_one_it_replaces(monkeypatch):
+    import asyncio
+
+    import robustgrpo.book.policy_gradient_drift.engine as drift
+    from robustgrpo.book.dashboards import drift_dashboard
+
+    monkeypatch.setattr(drift, "BASE", drift.BASE.replace(n_prompts=4, steps=6))
+    dash = drift_dashboard(G=4)
+    drawn = []
+    monkeypatch.setattr(dash, "_draw", lambda data, _f=dash._draw: drawn.append(data) or _f(data))
+    runs = _interrupting(dash, monkeypatch, after=2, move=lambda: setattr(dash.controls["rate"], "value", 0.3))
+
+    async def session():
+        dash.controls["rate"].value = 0.2  # its trainings start, one step a turn
+        await _until_ready(dash)
+
+    asyncio.run(session())
+    (first, stopped), (last, finished) = runs
+    assert (first["rate"], last["rate"]) == (0.2, 0.3) and dash.abandoned == 1
+    assert stopped == 2 and finished == 6  # the clean reference is cached: the new setting trains its 6 steps only
+    assert drift.drift_config(**first) not in dash.engine._runs  # the left setting's run never finished
+    assert [d.rate for d in drawn] == [0.3]
+    expected = drift.DriftEngine().data(**last)
+    assert dash.data.summary() == expected.summary()
+    pd.testing.assert_frame_equal(dash.data.true_reward, expected.true_reward)
+
+
 @pytest.mark.slow
 def test_in_a_real_kernel_a_move_returns_on_the_preview_and_the_full_data_and_idle_work_follow():
     """ipykernel runs widget callbacks and cells inside its event loop: the deferred path is the one taken there."""

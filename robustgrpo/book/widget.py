@@ -23,6 +23,15 @@ the full data after the callback has returned, once the kernel has handled the m
 waiting (:data:`COMPLETE_AFTER_S`): a move made before then replaces it, so a burst of moves costs
 one full computation. Outside a running event loop (a script, a test) the full data follows the
 preview within the same call. ``timing`` holds when the first view and the full data were drawn.
+
+A dashboard whose computation takes long may also hand it over in steps
+(:meth:`DashboardWidget._compute_steps`: a generator that does one piece of the work a step and
+fills the caches :meth:`DashboardWidget._compute` then reads). In the kernel's event loop the frame
+then runs one step a turn of the loop, so the kernel reads the moves that arrive meanwhile, and a
+move that arrives stops the computation of the setting it replaces at its next turn: a burst of
+moves costs the pieces already under way and the last setting's computation, not every setting's
+whole computation (``abandoned`` counts the computations stopped so). The figure and the readout
+stay on the last setting drawn until the new one's data is complete.
 Once the full data is drawn, the kernel's idle time goes to :meth:`DashboardWidget._idle_steps`
 (work that makes likely next moves cheaper), one step per :data:`COMPLETE_AFTER_S`, until a move
 comes.
@@ -408,6 +417,8 @@ class DashboardWidget:
         The folded "about this dashboard" box: :attr:`ABOUT`, then :data:`HOW_TO`.
     widget : ipywidgets.Box
         The whole layout; displaying the dashboard displays it.
+    abandoned : int
+        Computations in steps stopped before their end because a newer setting arrived.
     timing : dict
         Seconds from the start of the last update to the first view drawn (``first_view_s``)
         and to the full data drawn (``complete_s``; absent while it is being computed). Without
@@ -444,6 +455,17 @@ class DashboardWidget:
         """Callables to run while the kernel is idle after an update (each quick; none by default)."""
         return []
 
+    def _compute_steps(self, state: Mapping[str, Any]) -> Iterator[None] | None:
+        """The work of :meth:`_compute` for ``state`` in steps, or None (it is computed at once: the default).
+
+        A generator that does one piece of the work a step (filling the caches that :meth:`_compute`
+        reads, so that :meth:`_compute` then only assembles the data) and yields between pieces; in the
+        kernel's event loop the frame runs one step a turn and closes the generator, the rest of its
+        work undone, as soon as a newer setting has arrived. Refuses the settings :meth:`_compute`
+        refuses, with the same ``ValueError``, when it is called (before any step).
+        """
+        return None
+
     def _preview(self, state: Mapping[str, Any]) -> tuple[Any, str] | None:
         """A quick first view of ``state`` and the words that say what it shows, or None (compute at once).
 
@@ -459,7 +481,8 @@ class DashboardWidget:
 
         self._initial = dict(initial)
         self._holding = False
-        self._generation = 0  # counts updates: a full computation deferred by a preview runs only if still the last
+        self._generation = 0  # counts updates: a deferred full computation runs (on) only while it is still the last
+        self.abandoned = 0
         self._refusal_shown = False
         self.timing: dict[str, float] = {}
         self.status = W.HTML(_status_html("ready", "ready"))
@@ -534,8 +557,13 @@ class DashboardWidget:
         start = time.perf_counter()
         state = self.state()
         try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:  # no event loop (a script, a test): the full data now, no idle work
+            loop = None
+        try:
             preview = self._preview(state)
-            data = self._compute(state) if preview is None else None
+            steps = self._compute_steps(state) if loop is not None else None
+            data = self._compute(state) if preview is None and steps is None else None
             compute_s = time.perf_counter() - start
         except ValueError as err:  # a full computation still pending for the setting shown goes on
             self._refuse(err)
@@ -547,22 +575,50 @@ class DashboardWidget:
         generation = self._generation
         self.timing = {}
         self._refusal_shown = False
-        try:
-            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
-        except RuntimeError:  # no event loop (a script, a test): the full data now, no idle work
-            loop = None
         if data is not None:
             self._show(data, start, compute_s=compute_s)
             self._when_idle(loop, generation)
             return data
-        view, what = preview
-        self._show(view, start, preview=what, compute_s=compute_s)
-        complete = functools.partial(self._complete, generation, state, start)
+        if preview is not None:
+            view, what = preview
+            self._show(view, start, preview=what, compute_s=compute_s)
+        else:  # computed in steps: the figure stays on the last setting drawn until this one's data is complete
+            self.message.value = ""
         if loop is None:
-            complete()
+            self._complete(generation, state, start)
         else:
-            loop.call_later(COMPLETE_AFTER_S, self._complete_in_loop, complete, loop, generation)
+            self._continue(loop, generation, state, start, steps, delay=COMPLETE_AFTER_S if preview is not None else 0.0)
         return self.data
+
+    def _continue(self, loop: asyncio.AbstractEventLoop, generation: int, state: Mapping[str, Any], start: float,
+                  steps: Iterator[None] | None, delay: float) -> None:
+        """From ``loop``, ``delay`` seconds on: run ``steps`` (:meth:`_compute_steps`, if any) one a turn of the loop,
+        then compute and draw the full data of ``state`` (:meth:`_complete`) and start the idle work, all while update
+        ``generation`` is the last one. A later update stops it at its next turn and closes ``steps``, the rest of their
+        work undone (:attr:`abandoned` counts it)."""
+        def turn() -> None:
+            if generation != self._generation:
+                if steps is not None:
+                    steps.close()
+                    self.abandoned += 1
+                return
+            if steps is not None:
+                try:
+                    next(steps)
+                except StopIteration:
+                    pass
+                except ValueError as err:  # the setting was accepted when its steps were made, so this is not expected
+                    self._refuse(err)
+                    return
+                except Exception as err:  # noqa: BLE001 - shown to the user, then logged by the loop
+                    self._fail(err)
+                    raise
+                else:
+                    loop.call_soon(turn)
+                    return
+            self._complete_in_loop(functools.partial(self._complete, generation, state, start), loop, generation)
+
+        loop.call_later(delay, turn)
 
     def _when_idle(self, loop: asyncio.AbstractEventLoop | None, generation: int) -> None:
         """Run :meth:`_idle_steps` from ``loop``, one a tick, while update ``generation`` is the last one."""
@@ -642,10 +698,14 @@ class DashboardWidget:
         try:
             complete()
         except Exception as err:  # noqa: BLE001 - shown to the user, then logged by the loop
-            self.message.value = f"<span class='rg-error'>{html.escape(repr(err))}</span>"
-            self.status.value = _status_html("invalid", "failed: see the message below")
+            self._fail(err)
             raise
         self._when_idle(loop, generation)
+
+    def _fail(self, err: Exception) -> None:
+        """Say in the message and the status line that work run from the event loop failed with ``err``."""
+        self.message.value = f"<span class='rg-error'>{html.escape(repr(err))}</span>"
+        self.status.value = _status_html("invalid", "failed: see the message below")
 
     def _on_change(self, _change: Mapping[str, Any]) -> None:
         if not self._holding:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -29,6 +29,7 @@ from robustgrpo.advantages import ESTIMATORS, clip_help
 from robustgrpo.checks import check_choice, check_int, check_real
 from robustgrpo.lab.contamination import RandomOutliers
 from robustgrpo.lab.simulate import CRITIC, SimConfig, seed_bands, simulate
+from robustgrpo.lab.simulate.runner import simulate_steps
 from robustgrpo.book.controls import Control, Slider, format_call
 
 __all__ = [
@@ -104,6 +105,11 @@ def drift_config(scenario: str, rate: float, size: float, G: int, c: float, esti
     if scenario == "glitches":
         return base.replace(contamination=RandomOutliers(rate, size))
     return base.replace(hack_reward=size, exposed_fraction=rate)
+
+
+def _configs(scenario: str, rate: float, size: float, G: int, c: float, estimator: str) -> tuple[SimConfig, SimConfig]:
+    """The two runs behind a setting: with the contamination, and the clean reference (rate 0: the size never matters)."""
+    return drift_config(scenario, rate, size, G, c, estimator), drift_config(scenario, 0.0, 1.0, G, c, estimator)
 
 
 @dataclass(frozen=True)
@@ -185,19 +191,39 @@ class DriftEngine:
         if config in self._runs:
             self._runs.move_to_end(config)
             return self._runs[config]
-        frame = simulate(config, SEEDS, progress=False)
+        return self._keep(config, simulate(config, SEEDS, progress=False))
+
+    def _keep(self, config: SimConfig, frame: pd.DataFrame) -> pd.DataFrame:
         self._runs[config] = frame
         while len(self._runs) > self.cache_size:
             self._runs.popitem(last=False)
         return frame
+
+    def data_steps(self, scenario: str = DEFAULT_STATE["scenario"], rate: float = DEFAULT_STATE["rate"],
+                   size: float = DEFAULT_STATE["size"], G: int = DEFAULT_STATE["G"], c: float = DEFAULT_STATE["c"],
+                   estimator: str = DEFAULT_STATE["estimator"]) -> Iterator[None]:
+        """The work of :meth:`data` in steps: the runs it needs that are not cached, one training step
+        (:func:`~robustgrpo.lab.simulate.runner.simulate_steps`) a step; each finished run is cached.
+
+        Once the generator is exhausted :meth:`data` only reads the cache; one stopped early leaves
+        the run under way unrecorded. The setting is checked when this is called (:meth:`data`'s errors).
+        """
+        configs = _configs(scenario, rate, size, G, c, estimator)
+
+        def steps() -> Iterator[None]:
+            for config in configs:
+                if config not in self._runs:
+                    frame = yield from simulate_steps(config, SEEDS)
+                    self._keep(config, frame)
+
+        return steps()
 
     def data(self, scenario: str = DEFAULT_STATE["scenario"], rate: float = DEFAULT_STATE["rate"],
              size: float = DEFAULT_STATE["size"], G: int = DEFAULT_STATE["G"], c: float = DEFAULT_STATE["c"],
              estimator: str = DEFAULT_STATE["estimator"]) -> DriftData:
         """Everything the dashboard shows for one setting; see :func:`drift_dashboard_data`."""
         scenario, rate, size, G, c, estimator = _check_state(scenario, rate, size, G, c, estimator)
-        hit = self.run(drift_config(scenario, rate, size, G, c, estimator))
-        clean = self.run(drift_config(scenario, 0.0, 1.0, G, c, estimator))  # rate 0: the size never matters
+        hit, clean = (self.run(config) for config in _configs(scenario, rate, size, G, c, estimator))
         last = hit["step"].max()
         return DriftData(
             scenario=scenario, rate=rate, size=size, G=G, c=c, estimator=estimator,

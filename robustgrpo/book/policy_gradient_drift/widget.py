@@ -4,12 +4,14 @@ The numbers come from :class:`robustgrpo.book.policy_gradient_drift.engine.Drift
 widgets on it and wires them together (the frame, reset and export come from
 :mod:`robustgrpo.book.widget`). Every slider waits for its release
 (``continuous_update=False``): each move reruns a short simulation (under 2 s on two cores,
-``python -m robustgrpo bench --simulate`` times it), and the status line says so meanwhile.
+``python -m robustgrpo bench --simulate`` times it), and the status line says so meanwhile. The
+trainings run one step a turn of the kernel's loop (:meth:`~robustgrpo.book.policy_gradient_drift.engine.DriftEngine.data_steps`):
+a move made meanwhile stops them and starts its own.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from robustgrpo.book.policy_gradient_drift.engine import (
     CONTROLS,
@@ -101,6 +103,9 @@ class DriftDashboard(DashboardWidget):
 
     def _compute(self, state: Mapping[str, Any]) -> DriftData:
         return self.engine.data(**state)
+
+    def _compute_steps(self, state: Mapping[str, Any]) -> Iterator[None]:
+        return self.engine.data_steps(**state)
 
     def _draw(self, data: DriftData) -> None:
         from robustgrpo.book.policy_gradient_drift.plots import update_drift_views

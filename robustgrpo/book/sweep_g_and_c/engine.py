@@ -73,7 +73,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Hashable, Mapping, Sequence, Union
+from typing import Any, Callable, Hashable, Iterator, Mapping, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -813,6 +813,59 @@ class DashboardEngine:
             hit_group_fraction=st.n_hit_groups / self.n_groups,
             computed_groups=self.n_groups,
         )
+
+    def data_steps(
+        self,
+        G: int = DEFAULT_STATE["G"],
+        c: float = DEFAULT_STATE["c"],
+        rate: float = DEFAULT_STATE["rate"],
+        size: float = DEFAULT_STATE["size"],
+        clean_model: CleanKey = DEFAULT_STATE["clean_model"],
+        methods: Sequence[str] = DEFAULT_METHODS,
+        *,
+        group: int = 0,
+    ) -> Iterator[None]:
+        """The work of :meth:`data` in steps: a generator that computes one cached piece a step and yields after it.
+
+        The pieces: the clean rewards, the hit uniforms, the contaminated rewards, the reference
+        estimator's clean advantages, then for each estimator its clean and its contaminated
+        advantages, its histogram, its update numbers and its sign numbers at c. Once the generator
+        is exhausted :meth:`data` only reads caches (:meth:`cached` is True); one stopped early has
+        cached the pieces it finished, each exactly what :meth:`data` would compute. The setting is
+        checked when this is called, with :meth:`data`'s ``ValueError``.
+        """
+        G, c, rate, size, clean_model = self._validate(G, c, rate, size, clean_model)
+        names = check_methods(methods)
+        check_int("group", group, minimum=0, maximum=self.n_groups - 1, hint=f"pick a group index below n_groups={self.n_groups}")
+
+        def clean() -> _CleanState:  # looked up again at every step: a cache may have dropped it meanwhile
+            return self._clean_state(G, clean_model)
+
+        def contaminated() -> _ContaminatedState:
+            return self._contaminated_state(G, clean_model, rate, size)
+
+        def steps() -> Iterator[None]:
+            clean()
+            yield
+            self._uniforms(G)
+            yield
+            contaminated()
+            yield
+            self._reference(clean())
+            yield
+            for m in names:
+                self._method(clean(), m)
+                yield
+                self._method(contaminated(), m)
+                yield
+                self._histogram(contaminated(), m, c)
+                yield
+                self._update_and_clipped(contaminated(), clean(), m, c)
+                yield
+                self._sign_stats(contaminated(), clean(), m, c)
+                yield
+
+        return steps()
 
     def cached(
         self, G: int, c: float, rate: float, size: float, clean_model: CleanKey, methods: Sequence[str]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from robustgrpo.advantages import ESTIMATORS
 from robustgrpo.checks import check_int
@@ -193,6 +193,10 @@ class Dashboard(DashboardWidget):
     def _compute(self, state: Mapping[str, Any]) -> DashboardData:
         self._check(state)
         return self.engine.data(**state)
+
+    def _compute_steps(self, state: Mapping[str, Any]) -> Iterator[None]:
+        self._check(state)
+        return self.engine.data_steps(**state)
 
     def _preview(self, state: Mapping[str, Any]) -> tuple[DashboardData, str] | None:
         self._check(state)

@@ -47,7 +47,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections import defaultdict
-from typing import Any, Iterator, Sequence
+from typing import Any, Generator, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -82,7 +82,7 @@ from robustgrpo.lab.simulate.problem import (
 from robustgrpo.lab.simulate.rng import CounterStream, row_keys
 from robustgrpo.lab.simulate.stabilisers import clip_epsilon, group_std
 
-__all__ = ["METRICS", "simulate", "torch_threads", "sample_answers", "group_advantages", "composite_advantages",
+__all__ = ["METRICS", "simulate", "simulate_steps", "torch_threads", "sample_answers", "group_advantages", "composite_advantages",
            "measured_update_weight", "kl_term", "loss_weights"]
 
 DTYPE = torch.float64
@@ -361,6 +361,49 @@ def simulate(
     >>> df.shape[0], sorted(df.estimator.unique())
     (12, ['grpo', 'robust'])
     """
+    config, seed_list = _checked(config, seeds)
+    with torch_threads(threads):
+        run = _run(config, seed_list, progress)
+        while True:
+            try:
+                next(run)
+            except StopIteration as done:
+                return done.value
+
+
+def simulate_steps(
+    config: SimConfig, seeds: Sequence[int] | int = (0,), *, threads: int | None = 1
+) -> Generator[None, None, pd.DataFrame]:
+    """:func:`simulate` one training step at a time: a generator that yields after each step and returns the record.
+
+    Whoever drives it may stop between two steps (``close()``), the rest of the training undone
+    (the dashboards do so when a newer setting arrives). Run to its end it returns exactly
+    :func:`simulate`'s record (no progress bar). The arguments are checked when it is called, with
+    :func:`simulate`'s errors; ``threads`` applies during each step only.
+
+    Examples
+    --------
+    >>> cfg = SimConfig(n_prompts=4, G=4, steps=3)
+    >>> len(list(simulate_steps(cfg)))  # one yield a step
+    3
+    """
+    config, seed_list = _checked(config, seeds)
+
+    def steps() -> Generator[None, None, pd.DataFrame]:
+        run = _run(config, seed_list, False)
+        while True:
+            with torch_threads(threads):
+                try:
+                    next(run)
+                except StopIteration as done:
+                    return done.value
+            yield
+
+    return steps()
+
+
+def _checked(config: SimConfig | dict, seeds: Sequence[int] | int) -> tuple[SimConfig, list[int]]:
+    """:func:`simulate`'s config and seeds, checked (and the run's memory against the machine's)."""
     if isinstance(config, dict):
         config = SimConfig.from_dict(config)
     if not isinstance(config, SimConfig):
@@ -370,12 +413,11 @@ def simulate(
     if need.bytes > memory:  # it could only end in a MemoryError, or the machine swapping: refuse before allocating
         raise ValueError(f"this run needs {need.text()}, more than this machine's {memory / 1e9:.3g} GB; "
                          "make it smaller (fewer prompts, answers, samples, estimators, seeds or recorded steps)")
-    with torch_threads(threads):
-        return _run(config, seed_list, progress)
+    return config, seed_list
 
 
-def _run(config: SimConfig, seed_list: list[int], progress: bool) -> pd.DataFrame:
-    """The loop of :func:`simulate` (arguments checked)."""
+def _run(config: SimConfig, seed_list: list[int], progress: bool) -> Generator[None, None, pd.DataFrame]:
+    """The loop of :func:`simulate` (arguments checked), a generator: it yields after each step and returns the record."""
     S, E, P, K, G = len(seed_list), len(config.estimators), config.n_prompts, config.n_answers, config.G
     problem = build_problem(config)
     keys = row_keys(torch.tensor(seed_list, dtype=torch.int64), P)  # [S, P]
@@ -526,6 +568,7 @@ def _run(config: SimConfig, seed_list: list[int], progress: bool) -> pd.DataFram
                              f"{config.lr:g}): the training diverged and its record would be NaN; lower lr")
         if record:
             records["clip_fraction"].append(((ratio.detach() - 1.0).abs() > eps).to(DTYPE).mean((-2, -1)))
+        yield
 
     return _frame(config, seed_list, steps, records)
 
