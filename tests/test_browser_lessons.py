@@ -14,6 +14,8 @@ processes is in ``browser_util.kernel_env``.
 from __future__ import annotations
 
 import re
+import shlex
+import time
 
 import numpy as np
 import pytest
@@ -24,9 +26,11 @@ from browser_util import (
     check_margins_stay,
     check_screens,
     cpu_burner,
+    kernel_env,
     open_dashboard,
     press,
     readout_span,
+    server,
     settled_layout,
     themed,
     voila,
@@ -384,3 +388,40 @@ def test_save_figure_downloads_the_figure_as_drawn_and_the_about_box_opens(chrom
         assert widget_errors(page) == 0 and watch.errors == []
     finally:
         page.close()
+
+
+def _class_command() -> list[str]:
+    """The arguments of README's command for a class (the line that serves ``notebooks/dashboards/`` preheated)."""
+    lines = [line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith(".venv/bin/voila --preheat")]
+    assert len(lines) == 1, lines
+    return shlex.split(lines[0])[1:]
+
+
+#: JavaScript: the id of the kernel a Voila page is connected to (its page config).
+PAGE_KERNEL = "() => JSON.parse(document.getElementById('jupyter-config-data').textContent).kernelId"
+
+
+def test_the_readme_class_command_opens_every_lesson_on_a_kernel_that_has_already_run_it(chromium, tmp_path):
+    """Issue 45: a lesson showed a spinner for 28-43 s at load 5 while its kernel started, imported and computed.
+    README's command for a class preheats a kernel per lesson: the first and the second opening of a lesson are
+    each served from a kernel Voila had started and run the lesson in before the page asked (Voila's log names the
+    page's kernel as a pre-heated one). The time to the figure is printed (no limit is asserted here)."""
+    args = _class_command()
+    assert args[-1] == "notebooks/dashboards/" and "--preheat_kernel=True" in args
+    log = tmp_path / "voila.log"
+    command = ["voila", *args[:-1], str(PAGES), "--no-browser", "--Voila.ip=127.0.0.1"]
+    with server(command, ROOT, log, kernel_env(tmp_path / "figures")) as port:
+        name = "01_trap.ipynb"
+        for opening in (1, 2):
+            page = chromium.new_page(viewport={"width": PROJECTOR[0], "height": PROJECTOR[1]})
+            try:
+                start = time.monotonic()
+                page.goto(f"http://127.0.0.1:{port}/voila/render/{name}", timeout=3 * TIMEOUT)
+                page.wait_for_selector(".rg-dashboard .js-plotly-plot .main-svg", timeout=3 * TIMEOUT)
+                print(f"{name}, opening {opening}: the figure after {time.monotonic() - start:.1f} s")
+                kernel = page.evaluate(PAGE_KERNEL)
+                assert f"Using pre-heated kernel: {kernel} for {name}" in log.read_text(), (name, opening, kernel)
+                page.wait_for_selector(".rg-status[data-state='ready']", timeout=TIMEOUT)
+                assert widget_errors(page) == 0
+            finally:
+                page.close()
