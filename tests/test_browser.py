@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 
 import numpy as np
 import pandas as pd
@@ -259,6 +260,47 @@ def test_a_large_new_setting_shows_a_preview_at_once_then_the_full_data(chromium
         assert "uncontaminated samples, all groups" in titles
         data, _ = _exported(page)
         assert data.G == 256 and not data.is_preview
+        _assert_shows(page, data)
+        assert widget_errors(page) == 0 and watch.errors == []
+    finally:
+        page.close()
+
+
+#: JavaScript: from now on record in ``window.rgDrawn`` the tag of every drawing of the figure (its ``layout.meta``:
+#: "update N: preview" or "update N: full data", see ``robustgrpo.book.widget``).
+DRAWN = """() => { window.rgDrawn = [];
+  const gd = document.querySelector('.rg-dashboard .js-plotly-plot');
+  gd.on('plotly_afterplot', () => { const tag = String(gd.layout.meta);
+    if (window.rgDrawn[window.rgDrawn.length - 1] !== tag) window.rgDrawn.push(tag); }); }"""
+
+
+def test_a_new_setting_stops_the_computation_of_the_one_it_replaces(chromium, url):
+    """Issue 45: six key presses on G, each made once its preview is drawn (the full data of that setting then
+    under way in the kernel): before, each left setting's full data was computed and drawn before the next one
+    started; now only the last setting's full data is drawn, each left setting stops at its preview, and the page
+    ends on the last setting's exact numbers."""
+    page, watch = open_dashboard(chromium, url, (1280, 800))
+    try:
+        page.evaluate(DRAWN)
+        opened = page.evaluate("() => document.querySelector('.rg-status').dataset.expected")  # (plotly may redraw it)
+        start = time.monotonic()
+        press(page, "group size G", "End")  # G = 256: a preview, then its full data in steps
+        for _ in range(5):
+            shown = page.evaluate("() => document.querySelector('.rg-status').dataset.shown")
+            page.wait_for_function(
+                "(before) => { const s = document.querySelector('.rg-status');"
+                " return s.dataset.shown !== before && s.dataset.shown.endsWith('preview'); }", arg=shown, timeout=TIMEOUT)
+            press(page, "group size G", "ArrowLeft")
+        page.wait_for_selector(".rg-status[data-state='ready']", timeout=TIMEOUT)
+        print(f"six presses on G: ready {time.monotonic() - start:.1f} s after the first (load {os.getloadavg()[0]:.1f})")
+        _settle(page)
+        drawn = page.evaluate("() => window.rgDrawn")
+        expected = page.evaluate("() => document.querySelector('.rg-status').dataset.expected")
+        full = [tag for tag in drawn if tag.endswith("full data") and tag != opened]
+        assert full == [expected], drawn  # no left setting's full data was drawn
+        assert sum(tag.endswith("preview") for tag in drawn) >= 6, drawn
+        data, _ = _exported(page)
+        assert not data.is_preview and data.G == int(slider_readouts(page)[CONTROLS["G"].label])
         _assert_shows(page, data)
         assert widget_errors(page) == 0 and watch.errors == []
     finally:
