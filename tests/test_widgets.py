@@ -473,6 +473,34 @@ def test_in_the_kernel_loop_a_new_drift_setting_stops_the_trainings_of_the_one_i
     pd.testing.assert_frame_equal(dash.data.true_reward, expected.true_reward)
 
 
+def test_in_the_kernel_loop_a_new_lesson_setting_stops_the_estimators_of_the_one_it_replaces(monkeypatch):
+    """Notebook 04's lesson runs one estimator a step: a move after the first estimator of a setting stops it."""
+    import asyncio
+
+    import robustgrpo.book.advantage_distributions.engine as distributions
+    from robustgrpo.book.dashboards import distributions_dashboard
+
+    monkeypatch.setattr(distributions, "_VIEWS", {})  # nothing cached from elsewhere
+    dash = distributions_dashboard(methods=("grpo", "robust", "rank"))
+    runs = _interrupting(dash, monkeypatch, after=2, move=lambda: setattr(dash.controls["G"], "value", 32))
+
+    async def session():
+        dash.controls["G"].value = 16
+        await _until_ready(dash)
+
+    asyncio.run(session())
+    (first, stopped), (last, finished) = runs
+    assert (first["G"], last["G"]) == (16, 32) and dash.abandoned == 1
+    assert stopped == 2 and finished == 1 + 3  # the record, then one estimator a step (the views come at the end)
+    assert distributions._VIEWS[(first["scenario"], 16)] == {}  # nothing of the left setting was kept
+    expected = distributions.distributions_data(**last)
+    assert dash.data.state() == expected.state()
+    pd.testing.assert_frame_equal(dash.data.agreement, expected.agreement)
+    assert list(distributions.distributions_steps(**last)) == []  # all cached now: no step left
+    with pytest.raises(ValueError, match="G must be one of"):
+        distributions.distributions_steps(G=12)
+
+
 @pytest.mark.slow
 def test_in_a_real_kernel_a_move_returns_on_the_preview_and_the_full_data_and_idle_work_follow():
     """ipykernel runs widget callbacks and cells inside its event loop: the deferred path is the one taken there."""

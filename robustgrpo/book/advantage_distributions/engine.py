@@ -13,7 +13,8 @@ per chosen estimator, the two views of notebook 04:
   their contaminated rewards (:func:`~robustgrpo.lab.metrics.distributions.contaminated_landing_table`).
 
 The sampled record and each estimator's views are cached per scenario and G, so a change of
-the estimators computes only the new ones (all of them in one pass). :func:`robustgrpo.book.dashboards.distributions_dashboard`
+the estimators computes only the new ones (all of them in one pass; :func:`distributions_steps` does that work
+one estimator a step, so that the lesson can stop it when a newer setting arrives). :func:`robustgrpo.book.dashboards.distributions_dashboard`
 puts the controls on it.
 """
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -46,6 +47,7 @@ __all__ = [
     "DistributionsData",
     "distributions_record",
     "distributions_data",
+    "distributions_steps",
 ]
 
 #: Scenarios of the dropdown: the sampled, contaminated scenarios of notebook 04's ECDF figures.
@@ -112,16 +114,30 @@ def _method_views(scenario: str, G: int, methods: tuple[str, ...]) -> dict[str, 
     :func:`~robustgrpo.lab.metrics.agreement_from_advantages` on the hit groups, and only the
     contaminated samples go through :func:`~robustgrpo.lab.metrics.distributions.contaminated_landing_table`.
     """
+    for _ in _method_views_steps(scenario, G, methods):
+        pass
+    cached = _VIEWS[(scenario, G)]
+    return {m: cached[m] for m in methods}
+
+
+def _method_views_steps(scenario: str, G: int, methods: tuple[str, ...]) -> Iterator[None]:
+    """The work of :func:`_method_views` in steps: the record, then each estimator not cached yet (its clean and its
+    contaminated advantages) a step, then all their views at once (one landing table: its fixed cost is most of its
+    time), cached."""
     cached = _VIEWS.setdefault((scenario, G), {})
+    missing = [m for m in methods if m not in cached]
+    if not missing:
+        return
     record = distributions_record(scenario, G)
+    yield
     hit = record.contaminated.to(torch.bool)
     rows = hit.any(-1)
     keep = ~hit[rows]  # the other samples of the hit groups
-    missing = [m for m in methods if m not in cached]
-    if not missing:
-        return {m: cached[m] for m in methods}
-    clean = {m: compute_advantages(record.clean, m).advantages for m in missing}
-    dirty = {m: compute_advantages(record.rewards, m).advantages for m in missing}
+    clean, dirty = {}, {}
+    for m in missing:
+        clean[m] = compute_advantages(record.clean, m).advantages
+        dirty[m] = compute_advantages(record.rewards, m).advantages
+        yield
     landed = pd.concat([pd.DataFrame({"method": m, "contaminated": True, "clean_advantage": clean[m][hit].numpy(),
                                       "advantage": dirty[m][hit].numpy()}) for m in missing], ignore_index=True)
     landing = contaminated_landing_table(landed)  # one call: its fixed cost is most of its time
@@ -131,7 +147,18 @@ def _method_views(scenario: str, G: int, methods: tuple[str, ...]) -> dict[str, 
             np.quantile(clean[m][rows][keep].numpy(), LEVELS), np.quantile(dirty[m][rows][keep].numpy(), LEVELS),
             int(keep.sum()), landing[landing["method"] == m].reset_index(drop=True),
             pd.Series({k: float(numbers[k]) for k in AGREEMENT_KEYS}))
-    return {m: cached[m] for m in methods}
+
+
+def distributions_steps(scenario: str = DEFAULT_STATE["scenario"], G: int = DEFAULT_STATE["G"],
+                        methods: Sequence[str] = DEFAULT_STATE["methods"]) -> Iterator[None]:
+    """The work of :func:`distributions_data` in steps: a generator that draws the record, runs one estimator a step
+    and then computes the views of the new ones (cached), yielding after each step.
+
+    Once it is exhausted :func:`distributions_data` only reads caches; one stopped early caches nothing of the
+    estimators it ran. The setting is checked when this is called, with :func:`distributions_data`'s errors.
+    """
+    scenario, G = _check_setting(scenario, G)
+    return _method_views_steps(scenario, G, check_methods(methods))
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ only builds widgets on it and wires them (the frame, reset and export come from
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from robustgrpo.advantages import ESTIMATORS
 from robustgrpo.book.advantage_distributions.engine import (
@@ -18,6 +18,7 @@ from robustgrpo.book.advantage_distributions.engine import (
     SCENARIO_CHOICES,
     DistributionsData,
     distributions_data,
+    distributions_steps,
 )
 from robustgrpo.book.widget import DESCRIPTION_WIDTH, DashboardWidget, with_help
 
@@ -94,6 +95,9 @@ class DistributionsDashboard(DashboardWidget):
 
     def _compute(self, state: Mapping[str, Any]) -> DistributionsData:
         return distributions_data(**state)
+
+    def _compute_steps(self, state: Mapping[str, Any]) -> Iterator[None]:
+        return distributions_steps(**state)
 
     def _draw(self, data: DistributionsData) -> None:
         from robustgrpo.book.advantage_distributions.views import update_distributions_views
