@@ -24,17 +24,18 @@ waiting (:data:`COMPLETE_AFTER_S`): a move made before then replaces it, so a bu
 one full computation. Outside a running event loop (a script, a test) the full data follows the
 preview within the same call. ``timing`` holds when the first view and the full data were drawn.
 
+Once the full data is drawn, the kernel's idle time goes to :meth:`DashboardWidget._idle_steps`
+(work that makes likely next moves cheaper), one step per :data:`COMPLETE_AFTER_S`, until a move
+comes.
+
 A dashboard whose computation takes long may also hand it over in steps
 (:meth:`DashboardWidget._compute_steps`: a generator that does one piece of the work a step and
 fills the caches :meth:`DashboardWidget._compute` then reads). In the kernel's event loop the frame
 then runs one step a turn of the loop, so the kernel reads the moves that arrive meanwhile, and a
-move that arrives stops the computation of the setting it replaces at its next turn: a burst of
-moves costs the pieces already under way and the last setting's computation, not every setting's
-whole computation (``abandoned`` counts the computations stopped so). The figure and the readout
+move that arrives stops the computation of the setting it replaces at its next turn: a left setting
+costs at most the piece under way when the move came, not its whole computation (``abandoned``
+counts the computations stopped so). The figure and the readout
 stay on the last setting drawn until the new one's data is complete.
-Once the full data is drawn, the kernel's idle time goes to :meth:`DashboardWidget._idle_steps`
-(work that makes likely next moves cheaper), one step per :data:`COMPLETE_AFTER_S`, until a move
-comes.
 
 The figures follow their container: plotly.js resizes them on a window resize
 (:func:`~robustgrpo.book.interactive.figure_widget`), and a small watcher widget in the main
@@ -423,7 +424,7 @@ class DashboardWidget:
         Seconds from the start of the last update to the first view drawn (``first_view_s``)
         and to the full data drawn (``complete_s``; absent while it is being computed). Without
         a preview both are the same. Where the time went, summed over the update's drawings
-        (a preview and the full data): the data function (``compute_s``) and the drawing
+        (a preview and the full data): the data function (``compute_s``, its steps included) and the drawing
         (``draw_s``: the figure's and the readout's update, the widget messages built and handed
         to the kernel).
     """
@@ -603,6 +604,7 @@ class DashboardWidget:
                     self.abandoned += 1
                 return
             if steps is not None:
+                began = time.perf_counter()
                 try:
                     next(steps)
                 except StopIteration:
@@ -616,6 +618,8 @@ class DashboardWidget:
                 else:
                     loop.call_soon(turn)
                     return
+                finally:
+                    self.timing["compute_s"] = self.timing.get("compute_s", 0.0) + time.perf_counter() - began
             self._complete_in_loop(functools.partial(self._complete, generation, state, start), loop, generation)
 
         loop.call_later(delay, turn)
