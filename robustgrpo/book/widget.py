@@ -550,8 +550,9 @@ class DashboardWidget:
     def update(self) -> Any:
         """Recompute for the current controls, then move the figure and the readout together.
 
-        Returns the data shown when it returns (a preview while the full data waits for the
-        kernel, see the module notes), or None when the setting is refused: the message line
+        Returns the data shown when it returns (a preview, or with :meth:`_compute_steps` in the
+        kernel's loop the last setting's data, while the full data waits for the kernel, see the
+        module notes), or None when the setting is refused: the message line
         says why, and the figure and the readout keep the last valid setting.
         """
         self.status.value = _status_html("busy", "computing …")
