@@ -503,7 +503,7 @@ def test_ecdf_builder_data_and_caption(built):
     data = rf.data.set_index("method")
     assert data.loc["grpo", "best_negative_rate"] == 1.0  # seed 000's failure in every glitched group
     assert data.loc["robust", "best_negative_rate"] == 0.0
-    assert rf.takeaway.startswith(f"`grpo` pushes the best clean answer below 0 in 100% of the {data.n_groups['grpo']:,}")
+    assert rf.takeaway.startswith(f"`grpo` pushes the best clean answer negative in 100% of the {data.n_groups['grpo']:,}")
     # mc_grpo's (1 - 0) / (0 + 1e-3) on a 0/1 group with MAD 0: 1,000, where the others stay within the linear ±4
     assert ("Grey panel: a symlog x axis (linear within ±1) for mc_grpo, whose values reach ±1,000; the other panels "
             "share one linear axis, ±4.") in rf.caption

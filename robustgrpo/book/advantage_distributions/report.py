@@ -4,7 +4,9 @@ Four questions, each answered by a builder (registered with
 :func:`~robustgrpo.book.figures.report_figure`, deterministic: every scenario is
 sampled with its own fixed seed and size). Each builder takes its table from
 :mod:`robustgrpo.lab.metrics.distributions`, draws it with
-:mod:`robustgrpo.book.advantage_distributions.plots` and writes the caption from the table:
+:mod:`robustgrpo.book.advantage_distributions.plots`, writes a caption (what is drawn) and a
+one-sentence takeaway from the table, and gives the numbers behind the figure as named values
+(``*_values``) for the notebook to glue:
 
 * **What does a median centre do to the majority?** With one correct answer
   among eight, the median is 0, so ``robust``, ``seed_mad`` and ``mc_grpo``
@@ -58,7 +60,7 @@ from robustgrpo.book.advantage_distributions.plots import (
 )
 from robustgrpo.lab.scenarios import list_scenarios
 from robustgrpo.book.figures import ReportFigure, report_figure
-from robustgrpo.book.text import join, listing, num, pct
+from robustgrpo.book.text import join, num, pct
 
 __all__ = [
     "NOTEBOOK",
@@ -195,9 +197,10 @@ def _zero_fractions_takeaway(table: pd.DataFrame) -> str:
     focus = "binary_judge_glitch" if "binary_judge_glitch" in names else names[0]
     at = table[table["scenario"] == focus].set_index("method")
     most, least = at["zero_fraction"].idxmax(), at["zero_fraction"].idxmin()
-    return (f"Under `{focus}`, `{most}` gives exactly 0 to {at.loc[most, 'zero_fraction']:.0%} of all samples, `{least}` "
-            f"to {at.loc[least, 'zero_fraction']:.1%}, where the constant groups alone hold "
-            f"{at.loc[least, 'constant_group_fraction']:.1%}.")
+    zero, constant = at.loc[least, "zero_fraction"], at.loc[least, "constant_group_fraction"]
+    fewest = (f"`{least}` only to the samples of constant groups ({constant:.1%})" if zero == constant else
+              f"`{least}` to {zero:.1%} (constant groups: {constant:.1%})")
+    return f"Under `{focus}`, `{most}` gives exactly 0 to {at.loc[most, 'zero_fraction']:.0%} of all samples, {fewest}."
 
 
 def zero_fractions_values(rf: ReportFigure) -> dict[str, float]:
@@ -363,7 +366,7 @@ def ecdf_figure(
 
 
 def _glitch_takeaway(a: pd.DataFrame, samples: pd.DataFrame) -> str:
-    return (f"`grpo` pushes the best clean answer below 0 in {a.best_negative_rate['grpo']:.0%} of the "
+    return (f"`grpo` pushes the best clean answer negative in {a.best_negative_rate['grpo']:.0%} of the "
             f"{a.n_groups['grpo']:,} glitched groups, `rank` in "
             f"{a.best_negative_rate['rank']:.1%}.")
 
@@ -375,8 +378,10 @@ def _heavy_tails_takeaway(a: pd.DataFrame, samples: pd.DataFrame) -> str:
 
 
 def _hacking_takeaway(a: pd.DataFrame, samples: pd.DataFrame) -> str:
+    others = a.best_negative_rate.drop("grpo").max()
     return (f"A hacked 5 turns `grpo`'s best clean answer negative in {a.best_negative_rate['grpo']:.0%} of the groups it "
-            f"hits, while every other estimator shown does so in at most {a.best_negative_rate.drop('grpo').max():.0%}.")
+            + ("hits, and no other estimator shown does." if others == 0 else
+               f"hits, every other estimator shown in at most {others:.0%}."))
 
 
 def _flips_takeaway(a: pd.DataFrame, samples: pd.DataFrame) -> str:
