@@ -157,7 +157,8 @@ def _one_of_eight_takeaway(one: pd.DataFrame, n_wrong: int) -> str:
     default = f"the default `{RECOMMENDED}` gives each {one.loc[RECOMMENDED, 'wrong']:.3f}"
     if not silent:
         return f"Every estimator shown pushes the {n_wrong} wrong answers down: {default}."
-    return (f"{join([f'`{m}`' for m in silent])} {'give' if len(silent) > 1 else 'gives'} each of the {n_wrong} wrong answers exactly 0, no push down, "
+    verb = "give" if len(silent) > 1 else "gives"
+    return (f"{join([f'`{m}`' for m in silent])} {verb} each of the {n_wrong} wrong answers exactly 0, no push down, "
             f"while {default}.")
 
 
