@@ -463,23 +463,38 @@ def test_every_axes_has_title_and_labels(built, name):
         assert ax.get_title() and ax.get_xlabel() and ax.get_ylabel(), (name, ax.get_title())
 
 
-def test_one_of_eight_builder(built):
+def test_one_of_eight_builder_and_the_numbers_behind_it(built):
     rf = built["04_one_of_eight"]
     assert len(_plotted_axes(rf.figure)) == 1
-    assert "-0.354" in rf.caption and "1,000" in rf.caption and "7 wrong answers get advantage exactly 0" in rf.caption
+    values = D.one_of_eight_values(rf)
+    # closed forms of the 1-of-8 group: grpo's wrong answer -(1/8) / std (Bessel), mc_grpo's (1 - 0) / (0 + 1e-3)
+    assert values["ooe_grpo_wrong"] == pytest.approx(-0.125 / math.sqrt(1 / 8), abs=1e-4)
+    assert values["ooe_mc_grpo_correct"] == pytest.approx(1000.0) and values["ooe_dr_grpo_wrong"] == -0.125
+    assert all(values[f"ooe_{m}_wrong"] == 0 for m in MEDIAN_CENTRED) and values["ooe_winsor_correct"] == 0
+    assert rf.takeaway == ("`seed_mad`, `mc_grpo` and `robust` give each of the 7 wrong answers exactly 0, no push down, "
+                           "while the default `dr_grpo` gives each -0.125.")
+    assert "symlog y axis" in rf.caption and "-0.125" not in rf.caption  # the caption draws, the takeaway tells
 
 
-def test_zero_fractions_builder(built):
+def test_zero_fractions_builder_and_the_numbers_behind_it(built):
     rf = built["04_zero_fractions"]
     assert len(rf.data) == len(D.ZERO_SCENARIOS) * len(D.DEFAULT_METHODS)
-    robust = rf.data.set_index(["scenario", "method"]).loc[("binary_judge_glitch", "robust"), "zero_fraction"]
-    assert f"robust {100 * robust:.1f} %" in rf.caption
+    glitch = rf.data.set_index(["scenario", "method"]).loc["binary_judge_glitch"]
+    values = D.zero_fractions_values(rf)
+    assert {m: values[f"zero_{m}"] for m in D.DEFAULT_METHODS} == glitch["zero_fraction"].to_dict()
+    assert values["zero_constant"] == glitch["constant_group_fraction"].iloc[0] == values["zero_grpo"]
+    assert values["zero_hacking_grpo"] > values["zero_clean_grpo"]  # a hacked 5 beside three 1s: the mean is exactly 1
+    most = glitch["zero_fraction"].idxmax()
+    assert most in MEDIAN_CENTRED and f"`{most}` gives exactly 0 to {glitch.zero_fraction[most]:.0%}" in rf.takeaway
 
 
-def test_landing_builder(built):
+def test_landing_builder_and_the_numbers_behind_it(built):
     rf = built["04_contaminated_landing"]
     assert [ax.get_title() for ax in _plotted_axes(rf.figure)] == list(D.LANDING_SCENARIOS)
-    assert "10,000" in rf.caption and "exactly at c" in rf.caption
+    values = D.landing_values(rf)
+    assert values["land_robust"] == values["land_clip"] == D.CLIP and values["land_mc_grpo"] == 10_000
+    assert values["land_grpo"] < values["land_samuelson"] and values["land_widest_robust"] == D.CLIP
+    assert rf.takeaway.endswith("and 10,000 under `mc_grpo`.")
 
 
 def test_ecdf_builder_data_and_caption(built):
@@ -488,36 +503,36 @@ def test_ecdf_builder_data_and_caption(built):
     data = rf.data.set_index("method")
     assert data.loc["grpo", "best_negative_rate"] == 1.0  # seed 000's failure in every glitched group
     assert data.loc["robust", "best_negative_rate"] == 0.0
-    assert "grpo 100.0 %" in rf.caption
+    assert rf.takeaway.startswith(f"`grpo` pushes the best clean answer negative in 100% of the {data.n_groups['grpo']:,}")
     # mc_grpo's (1 - 0) / (0 + 1e-3) on a 0/1 group with MAD 0: 1,000, where the others stay within the linear ±4
     assert ("Grey panel: a symlog x axis (linear within ±1) for mc_grpo, whose values reach ±1,000; the other panels "
             "share one linear axis, ±4.") in rf.caption
 
 
 def test_the_takeaways_notebook_04_shows_are_computed_by_its_builders(built):
-    """Each figure's takeaway (shown beneath it by report.show) carries the numbers of its own table."""
-    one = built["04_one_of_eight"].takeaway
-    assert one.startswith("the default (`dr_grpo`) gives the correct answer 0.875 and each wrong answer -0.125; each of "
-                          "the 7 wrong answers gets 0 from `robust`, 0 from `seed_mad` and 0 from `mc_grpo`")
-    assert {"dr_grpo", "rank", "winsor"} <= set(built["04_one_of_eight"].data["method"])  # the default, 0/1's, 0.1.0's
-    assert "-0.354 from `grpo`" in one and "gives the correct answer 1,000" in one
-    zeros = built["04_zero_fractions"]
-    glitch = zeros.data.set_index(["scenario", "method"]).loc["binary_judge_glitch"]
-    assert f"`robust` gives exactly 0 to {glitch.zero_fraction['robust']:.0%} of all samples" in zeros.takeaway
-    assert f"{glitch.zero_fraction['rank']:.1%}" in zeros.takeaway
-    landing = built["04_contaminated_landing"].takeaway
-    assert "a glitched 10 lands at a median of 2.5 under `robust`" in landing
-    assert "the Samuelson bound for G = 8 is 2.47" in landing and "`mc_grpo` reaches 10,000" in landing
-    assert "`grpo` pushes the best clean answer below 0 in 100% of them" in built["04_ecdf_binary_judge_glitch"].takeaway
+    """Each figure's takeaway (shown beneath it by figures.show) carries the numbers of its own table."""
     flips = built["04_ecdf_judge_flips"].data["sign_agreement"]
-    assert f"the sign is kept for {flips.min():.0%} to {flips.max():.0%}" in built["04_ecdf_judge_flips"].takeaway
+    assert f"keeps the sign of only {flips.min():.0%} to {flips.max():.0%}" in built["04_ecdf_judge_flips"].takeaway
+    hacking = built["04_ecdf_reward_hacking"].data.set_index("method")["best_negative_rate"]
+    assert f"in {hacking['grpo']:.0%} of the groups it hits" in built["04_ecdf_reward_hacking"].takeaway
     assert built["04_ecdf_reward_hacking_in_range"].takeaway.endswith("only a better verifier can.")
     battery = built["04_battery"]
     assert battery.takeaway != battery.caption and "the default is dr_grpo, which leaves glitches unprotected" in battery.takeaway
-    bullets = D.closing_takeaways(zeros, built["04_ecdf_binary_judge_glitch"], built["04_ecdf_judge_flips"]).splitlines()
-    assert len(bullets) == 6 and all(b.startswith("* **") for b in bullets)
-    # a takeaway names the featured estimators: with another choice the builder says nothing rather than guess
-    assert D.one_of_eight_figure(["grpo", "robust"]).takeaway == ""
+    # a takeaway names the estimators of its own table: with another choice it says what that choice shows
+    assert D.one_of_eight_figure(["grpo", "robust"]).takeaway.startswith("`robust` gives each of the 7 wrong answers")
+
+
+def test_notebook_04s_prose_places_the_numbers_behind_its_figures_and_its_closing_values(built):
+    from prose import notebook_prose
+
+    values = {**D.one_of_eight_values(built["04_one_of_eight"]), **D.zero_fractions_values(built["04_zero_fractions"]),
+              **D.landing_values(built["04_contaminated_landing"]), **D.battery_values(), **D.closing_values()}
+    prose = notebook_prose(D.NOTEBOOK, values)
+    assert "| `mc_grpo` | 1,000 | 0 |" in prose and "| `dr_grpo` | 0.875 | -0.125 |" in prose
+    assert "eligible only within 0.1 of the best on every clean shape" in prose
+    assert "0/1 verifiers get `rank`" in prose and "rewards of unnamed kind `dr_grpo`" in prose
+    assert values["close_robust_chosen"] == 0 and "`robust` is the rule's choice in 0 of 8 situations" in prose
+    assert values["close_glitch_grpo_range"] > values["close_glitch_grpo"]  # the declared range helps grpo
 
 
 def test_judge_flips_no_estimator_recovers(built):

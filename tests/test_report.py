@@ -207,7 +207,8 @@ def _sentences(text: str) -> set[str]:
 
 #: The chapters whose figures' captions say what is drawn and whose takeaways say what it shows (issue 41's
 #: item 5, carried through one chapter at a time; the others still share sentences between the two).
-SPLIT_CAPTIONS = ("01_outlier_poisoning.ipynb", "07_your_rewards.ipynb")
+SPLIT_CAPTIONS = ("01_outlier_poisoning.ipynb", "04_advantage_distributions.ipynb", "05_policy_gradient_drift.ipynb",
+                  "06_grouping_and_dynamic_clipping.ipynb", "07_your_rewards.ipynb")
 #: Those of them that draw their figures in the notebook rather than register them: the markdown cell above each
 #: figure cell is its caption, the one below its takeaway.
 NOTEBOOK_CAPTIONS = tuple(n for n in SPLIT_CAPTIONS if not any(s.notebook == n for s in SPECS.values()))
@@ -222,6 +223,34 @@ def test_caption_says_what_is_drawn_and_the_takeaway_what_it_shows_without_repea
     shared = _sentences(rf.caption) & _sentences(rf.takeaway)
     assert not shared, f"{name}: caption and takeaway repeat {shared}"
     assert rf.caption not in rf.takeaway and rf.takeaway not in rf.caption
+
+
+#: The chapters whose report figures' takeaways are one sentence with at most three numbers (issue 45's item 3).
+ONE_SENTENCE_TAKEAWAYS = ("04_advantage_distributions.ipynb", "05_policy_gradient_drift.ipynb",
+                          "06_grouping_and_dynamic_clipping.ipynb")
+#: A number as prose writes it: 8, -0.125, 10,000, 71%, 1.2e-06 (not the digits inside a name such as 'k3' or 'G1').
+_NUMBER = re.compile(r"(?<![\w.])[-+−]?\d(?:[\d,]*\d)?(?:\.\d+)?(?:e[-+]?\d+)?(?![\w])")
+
+
+def _takeaway_sentences(text: str) -> list[str]:
+    """The sentences of a takeaway: a full stop, ! or ? before a capital, a bracket or a name in backticks."""
+    return re.split(r"(?<=[.!?])\s+(?=[A-Z(`])", text.replace("**", "").strip())
+
+
+def test_the_number_and_sentence_counts_of_a_takeaway():
+    assert _NUMBER.findall("`robust` gives each of the 7 wrong answers exactly 0, while `dr_grpo` gives -0.125.") == [
+        "7", "0", "-0.125"]
+    assert _NUMBER.findall("from 0.80 to 1,000 (71%), 1, under k3, G1 and 0.1.0's rule") == ["0.80", "1,000", "71", "1",
+                                                                                            "0.1"]
+    assert len(_takeaway_sentences("One at 0.5. Two: `grpo` here. `rank` three, at p = 0.5.")) == 3
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if SPECS[n].notebook in ONE_SENTENCE_TAKEAWAYS])
+def test_a_takeaway_is_one_sentence_with_at_most_three_numbers(name):
+    """What a reader keeps from the figure in one sentence; further numbers sit in the notebook's folded block."""
+    takeaway = built(name).takeaway
+    assert len(_takeaway_sentences(takeaway)) == 1, f"{name}: more than one sentence: {takeaway}"
+    assert len(_NUMBER.findall(takeaway)) <= 3, f"{name}: more than three numbers: {_NUMBER.findall(takeaway)}"
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOK_CAPTIONS)

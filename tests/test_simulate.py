@@ -755,18 +755,32 @@ def test_the_facts_behind_notebook_05s_text():
     rf = drift.hack_and_jackpot_figure()
     hack = rf.data
     assert (hack["end"] < 0.5).all() and (hack["peak"] > 0.8).all()
-    # the takeaways notebook 05 prints under its figures carry these tables' numbers
-    assert f"resists the hack best is {hack['end'].idxmax()}" in rf.takeaway
-    assert f"robust still finds the rare hack (ends at {hack['rare_end']['robust']:.3f})" in rf.takeaway
+    # the takeaways notebook 05 shows under its figures, and the numbers folded behind them, carry these tables' numbers
+    assert rf.takeaway == (f"A reachable hack lifts the true reward, then collapses it (`grpo` from {hack['peak']['grpo']:.2f} "
+                           f"to {hack['end']['grpo']:.3f}), and a jackpot with the same judged scores is learnt step for "
+                           "step alike: no estimator can tell the two apart.")
+    numbers = drift.hack_values(rf)
+    assert numbers["hack_resists"] == hack["end"].idxmax() and numbers["hack_robust_rare"] == hack["rare_end"]["robust"]
     curves_rf = drift.training_curves_figure()
-    assert f"dr_grpo {auc.loc['dr_grpo', 'glitches: 10 % -> 100']:.3f}" in curves_rf.takeaway
+    assert curves_rf.takeaway.startswith("Every estimator under every judge moves towards the correct answer and none away")
+    assert f"slow `{big.idxmin()}` most, from {auc.loc[big.idxmin(), 'clean']:.3f}" in curves_rf.takeaway
+    assert drift.training_curves_values(curves_rf)["curve_dr_grpo_glitch"] == auc.loc["dr_grpo", "glitches: 10 % -> 100"]
     five = glitch[(glitch.setting == "glitches: 5 % -> 10") & (glitch.method == "dr_grpo")].ratio
-    assert f"measured at {five.min():.3f} to {five.max():.3f} over p (theory 0.95)" in drift.glitch_update_figure().takeaway
+    glitch_rf = drift.glitch_update_figure()
+    assert glitch_rf.takeaway == (f"The share is positive in {len(glitch)} of {len(glitch)} cells, so glitches do not turn "
+                                  "the update, and mostly below 1, so they slow it.")
+    behind = drift.glitch_update_values(glitch_rf)
+    assert (behind["glitch_dr_grpo_low"], behind["glitch_dr_grpo_high"]) == (five.min(), five.max())
+    assert behind["glitch_dr_grpo_theory"] == 0.95 and abs(five.mean() - 0.95) < 0.05  # dr_grpo's closed form, 1 - rate
     w16 = exact.set_index(["method", "G", "p"]).w
-    assert f"at G = 16 it gives p = 0.05 only {w16['winsor', 16, 0.05]:.3f}" in drift.update_weight_figure().takeaway
+    weight_rf = drift.update_weight_figure()
+    assert drift.weight_values(weight_rf)["weight_winsor_16"] == w16["winsor", 16, 0.05]
+    assert f"{w['grpo', 0.05] / w['grpo', 0.5]:.2f} times the weight of the middle ones under `grpo`" in weight_rf.takeaway
     fate = drift.rate_or_fate_figure()
-    robust_final = fate.data["final"].set_index(["estimator", "J"]).loc[("robust", -0.5), "mean"]
-    assert f"{robust_final:.3f} at J = -0.5" in fate.takeaway and robust_final > 0.5
+    final = fate.data["final"].set_index(["estimator", "J"])["mean"]
+    assert final["robust", -0.5] > 0.5 > final["robust", 0.5]  # robust follows the same law
+    assert f"ends at {final['grpo', 0.5]:.3f} with the best verifier and {final['grpo', -0.5]:.3f}" in fate.takeaway
+    assert drift.fate_values(fate)["fate_robust_m05"] == final["robust", -0.5]
 
 
 @pytest.mark.slow
@@ -788,8 +802,8 @@ def test_notebook_05s_table_and_dashboard_prose_places_the_table_and_the_engine_
     prose = notebook_prose("05_policy_gradient_drift.ipynb", {**shape, **numbers}, partial=True)
     assert f"The table has {len(table)} rows and {table.shape[1]} columns: the metrics (true_reward, judged_reward" in prose
     assert f"the same true reward, {table.true_reward.iloc[0]:.3f};" in prose
-    assert f"dr_grpo ends at a true reward of {glitch.final:.3f} (without glitches {glitch.final_clean:.3f})" in prose
-    assert f"takes robust from {hack.final_clean:.3f} to {hack.final:.3f}." in prose
+    assert f"`dr_grpo` ends at a true reward of {glitch.final:.3f} (clean: {glitch.final_clean:.3f})" in prose
+    assert f"takes `robust` from {hack.final_clean:.3f} to {hack.final:.3f}." in prose
 
 
 @pytest.mark.slow
@@ -812,16 +826,23 @@ def test_the_facts_behind_notebook_06s_verdicts():
     assert st.compare(summary, c, "bins, every 50 steps", "bins, never regrouped", "grpo").verdict != "higher than"
     means = summary.set_index(["experiment", "variant", "estimator"])["mean"]
     assert means[c].max() < means[a].min()  # the drift costs more than any grouping recovers
-    # what notebook 06 prints: the takeaways under its figures and the closing table carry these verdicts
+    # what notebook 06 shows: the takeaways under its figures, the numbers behind them and the closing table
+    from prose import notebook_prose
+
     clip_rf, modes_rf = st.dynamic_clip_figure(), st.clip_modes_figure()
     ratio = clip.loc[("dr_grpo", 100.0), "eps_dynamic"] / clip.loc[("dr_grpo", 0.0), "eps_dynamic"]
-    assert f"{ratio:.0f} times at 100: the outlier loosens its own clip" in clip_rf.takeaway
-    assert f"at most {modes['end'].max():.3f} under every rule and estimator" in modes_rf.takeaway
+    assert f"a glitch of 100 loosens its own group's clip {ratio:.0f} times" in clip_rf.takeaway
+    assert f"to at most {modes['end'].max():.3f} after peaks of" in modes_rf.takeaway
     bins = st.compare(summary, a, "8 state bins", "by state (G answers)", "grpo").verdict
-    assert f"8 state bins are {bins} grouping by state for grpo" in rf.takeaway
-    table = st.claims_table(clip_rf, modes_rf, rf).splitlines()
-    assert table[:2] == ["| claim of seed 003 | verdict here |", "|---|---|"] and len(table) == 9
-    assert f"| grouping by state bins or k-means stabilises training | no: bins are {bins} prompt groups (grpo)" in table[5]
+    assert rf.takeaway.startswith(f"In state bins `grpo`'s true reward is {bins} that of grouping by state")
+    values = {**st.dynamic_clip_values(clip_rf), **st.clip_modes_values(modes_rf), **st.grouping_values(rf),
+              **st.claims_values(clip_rf, modes_rf, rf), **st.digitize_values()}
+    assert values["grp_1_label"] == "(a) 8 state bins" and values["grp_1_grpo"] == means[(a, "8 state bins", "grpo")]
+    prose = notebook_prose("06_grouping_and_dynamic_clipping.ipynb", values)
+    assert (f"| grouping by state bins or k-means stabilises training | no: bins are {bins} prompt groups for `grpo` and "
+            in prose)
+    assert f"| dynamic or layered clipping prevents a collapse | no: the hack ends at most at {modes['end'].max():.3f}" in prose
+    assert f"| (b) bins, >= 32 each | {means[(b, 'bins, >= 32 each', 'dr_grpo')]:.3f} ± " in prose
 
 
 def test_notebook_06s_binning_prose_shows_seed_003s_fifth_group():
@@ -833,8 +854,8 @@ def test_notebook_06s_binning_prose_shows_seed_003s_fifth_group():
     assert (values["seed_largest"], values["n_edges"], values["our_largest"]) == (4, 5, 3)
     assert notebook_prose("06_grouping_and_dynamic_clipping.ipynb", values, partial=True).count(
         "With n = 4 bins the seed's `group_states` labels [0.05, 0.3, 0.55, 0.8, 1.0] as the groups [0, 1, 2, 3, 4]: the "
-        "largest state alone in a group of its own, number 4, because `np.digitize` returns len(edges) = 5 for a value "
-        "equal to the last edge. The simulator's bins put it in bin 3: [0, 1, 2, 3, 3].") == 1
+        "largest state alone in group 4, because `np.digitize` returns len(edges) = 5 for a value equal to the last "
+        "edge. The simulator's bins put it in bin 3: [0, 1, 2, 3, 3].") == 1
 
 
 def test_the_readme_example_runs(tmp_path, monkeypatch):
@@ -1263,3 +1284,6 @@ def test_notebook_05s_kl_figure_settles_each_trainer_option_at_its_divergences_o
     assert final["k3+"] == pytest.approx(points["reverse"], abs=0.01)  # verl's k3+
     assert final["k1"] > max(points.values()) + 0.1
     assert "TRL's default multiplies k3 by the importance ratio" in rf.caption
+    assert rf.takeaway == (f"verl's default `k3` settles at {final['k3']:.3f}, the optimum of the forward KL(pi_ref || pi) "
+                           f"({points['forward']:.3f}), and TRL's default at {final['k3_is']:.3f}, that of the reverse one.")
+    assert drift.kl_values(rf)["kl_k3plus"] == final["k3+"]

@@ -232,14 +232,15 @@ def test_notebook_05s_prose_and_08s_takeaways_read_the_shipped_pairs():
     assert (values["lr_scale"], values["correct_feature"], values["length_feature"]) == (
         settings.lr_scale, settings.correct_feature, settings.length_feature)
     prose = notebook_prose("05_policy_gradient_drift.ipynb", values, partial=True)
-    assert f"Fitted to the multi-token record: a learning rate {settings.lr_scale:g} times the trainer's" in prose
+    assert f"Fitted: a learning rate {settings.lr_scale:g} times the trainer's" in prose
     unmodelled = drift.unmodelled_table()
     for name, pairs in T.shipped_pairs().items():
         key = {"trl_contamination": "one_token", "trl_composite": "multi_token"}[name]
         summary = T.agreement_summary(pairs).set_index("kind")
-        said = (f"The simulator ranks {int(summary.loc['all', 'agree'])} of {int(summary.loc['all', 'pairs'])} pairs of "
-                f"arms as the record does ({100 * summary.loc['all', 'share']:.0f} %)")
-        assert said in prose and drift.agreement_text(pairs).startswith(said)  # notebook 08's takeaway says the same
+        agree, total = int(summary.loc['all', 'agree']), int(summary.loc['all', 'pairs'])
+        assert f"| {agree} of {total} ({100 * summary.loc['all', 'share']:.0f} %) |" in prose
+        said = f"The simulator ranks {agree} of {total} pairs of arms as the record does"
+        assert drift.agreement_text(pairs).startswith(said)  # notebook 08's takeaway says the same
         assert (values[f"{key}_arms_pairs"] + values[f"{key}_judges_pairs"], values[f"{key}_arms_agree"] + values[
             f"{key}_judges_agree"]) == (values[f"{key}_pairs"], values[f"{key}_agree"])
         hard = T.unmodelled_arms(pairs)
@@ -250,7 +251,7 @@ def test_notebook_05s_prose_and_08s_takeaways_read_the_shipped_pairs():
         real, simulated = T.shipped_ends(name)
         both = real.merge(simulated, on=["judge", "arm"], suffixes=("", "_sim"))
         rms = float(np.sqrt(((both["value"] - both["value_sim"]) ** 2).mean()))
-        assert f"over the {len(real)} arms, the record's and the simulator's P(correct) at the end differ by {rms:.3f}" in prose
+        assert f"| {rms:.3f} over {len(real)} arms |" in prose and values[f"{key}_rms"] == pytest.approx(rms, abs=1e-12)
     table = drift.trainer_agreement_table()
     for name, pairs in T.shipped_pairs().items():  # the counted table adds up to each record's summary, kind by kind
         counted = table[table["record"] == name].groupby("kind")[["pairs", "agree", "separated", "separated_agree"]].sum()
@@ -261,7 +262,7 @@ def test_notebook_05s_prose_and_08s_takeaways_read_the_shipped_pairs():
     fitted = pd.DataFrame(report.shipped_calibration()["scores"])
     best = fitted[(fitted["lr_scale"] == settings.lr_scale) & (fitted["correct_feature"] == settings.correct_feature)
                   & (fitted["length_feature"] == settings.length_feature)]
-    assert f"differ by {float(best['rms'].iloc[0]):.3f} (root mean square)" in prose  # the fit's own score, the same number
+    assert f"| {float(best['rms'].iloc[0]):.3f} over " in prose  # the fit's own score, the same number
 
 
 def test_the_readme_states_the_shipped_agreement():

@@ -4,7 +4,9 @@ Four questions, each answered by a builder (registered with
 :func:`~robustgrpo.book.figures.report_figure`, deterministic: every scenario is
 sampled with its own fixed seed and size). Each builder takes its table from
 :mod:`robustgrpo.lab.metrics.distributions`, draws it with
-:mod:`robustgrpo.book.advantage_distributions.plots` and writes the caption from the table:
+:mod:`robustgrpo.book.advantage_distributions.plots`, writes a caption (what is drawn) and a
+one-sentence takeaway from the table, and gives the numbers behind the figure as named values
+(``*_values``) for the notebook to glue:
 
 * **What does a median centre do to the majority?** With one correct answer
   among eight, the median is 0, so ``robust``, ``seed_mad`` and ``mc_grpo``
@@ -58,7 +60,7 @@ from robustgrpo.book.advantage_distributions.plots import (
 )
 from robustgrpo.lab.scenarios import list_scenarios
 from robustgrpo.book.figures import ReportFigure, report_figure
-from robustgrpo.book.text import join, listing, num, pct
+from robustgrpo.book.text import join, num, pct
 
 __all__ = [
     "NOTEBOOK",
@@ -73,11 +75,15 @@ __all__ = [
     "contaminated_landing_figure",
     "ecdf_figure",
     "battery_figure",
+    "battery_values",
     "rule_table",
     "ranking_table",
     "training_table",
-    "which_estimator_takeaways",
-    "closing_takeaways",
+    "one_of_eight_values",
+    "zero_fractions_values",
+    "landing_values",
+    "CLOSING_G",
+    "closing_values",
 ]
 
 #: The notebook these figures belong to.
@@ -134,44 +140,33 @@ def one_of_eight_figure(methods: str | Sequence[str] = DEFAULT_METHODS, *, group
     chosen = list(dict.fromkeys([*resolve_methods(methods), *roles]))
     table = one_of_eight_table(chosen, group_size=group_size, n_correct=1)
     wide = table.pivot(index="method", columns="role", values="advantage").reindex(pd.unique(table["method"]))
-    silenced = [m for m in wide.index if wide.loc[m, "wrong"] == 0 and wide.loc[m, "correct"] == 0]
-    silent = [m for m in wide.index if wide.loc[m, "wrong"] == 0 and m not in silenced]
-    signal = [m for m in wide.index if wide.loc[m, "wrong"] != 0]
     n_wrong = group_size - 1
-    parts = [f"One correct answer among {group_size} (rewards: one 1, {n_wrong} zeros), with the default of "
-             f"compute_advantages ({RECOMMENDED}), the recommendations for 0/1 rewards and version 0.1.0's default "
-             f"({PREVIOUS_DEFAULT}) marked under their bars."]
-    if silent:
-        parts.append(
-            f"{join(silent)} centre on the median, 0, so the {n_wrong} wrong answers get advantage exactly 0, "
-            f"no push down, while the correct one gets {join([num(wide.loc[m, 'correct']) for m in silent])}."
-        )
-    if signal:
-        parts.append(
-            f"{join(signal)} give each wrong answer "
-            f"{join([num(wide.loc[m, 'wrong']) for m in signal])} "
-            f"(the correct one {join([num(wide.loc[m, 'correct']) for m in signal])})."
-        )
-    if silenced:
-        parts.append(f"{join(silenced)} give every answer 0: the group is silenced.")
-    parts.append("Symlog y axis, linear within ±1.")
+    caption = (f"One correct answer among {group_size} (rewards: one 1, {n_wrong} zeros): the advantage each estimator "
+               f"gives the correct answer and each wrong answer, with the default of compute_advantages "
+               f"({RECOMMENDED}), the recommendations for 0/1 rewards and version 0.1.0's default ({PREVIOUS_DEFAULT}) "
+               "marked under their bars; symlog y axis, linear within ±1.")
     labels = {m: f"{m}\n({', '.join(r)})" for m, r in roles.items()}
-    return ReportFigure("04_one_of_eight", plot_one_of_eight(table, labels=labels), " ".join(parts), table,
+    return ReportFigure("04_one_of_eight", plot_one_of_eight(table, labels=labels), caption, table,
                         _one_of_eight_takeaway(wide, n_wrong))
 
 
 def _one_of_eight_takeaway(one: pd.DataFrame, n_wrong: int) -> str:
-    """Which estimators give the wrong answers nothing and which a push down (the featured six; empty otherwise)."""
-    if not set(DEFAULT_METHODS) | {RECOMMENDED} <= set(one.index):
-        return ""
-    return (
-        f"the default (`{RECOMMENDED}`) gives the correct answer {one.loc[RECOMMENDED, 'correct']:.3f} and each wrong answer "
-        f"{one.loc[RECOMMENDED, 'wrong']:.3f}; each of the {n_wrong} wrong answers gets {one.loc['robust', 'wrong']:g} from `robust`, "
-        f"{one.loc['seed_mad', 'wrong']:g} from `seed_mad` and {one.loc['mc_grpo', 'wrong']:g} from `mc_grpo`, "
-        f"but {one.loc['grpo', 'wrong']:.3f} from `grpo`, {one.loc['huber_m', 'wrong']:.3f} from `huber_m` "
-        f"and {one.loc['rank', 'wrong']:.3f} from `rank`; `mc_grpo` gives the correct answer "
-        f"{one.loc['mc_grpo', 'correct']:,.0f} (a zero MAD plus its eps of 1e-3)."
-    )
+    """One sentence: which estimators give the wrong answers exactly 0 while the correct one gets a signal, against
+    the default's push down."""
+    silent = [m for m in one.index if one.loc[m, "wrong"] == 0 and one.loc[m, "correct"] != 0]
+    default = f"the default `{RECOMMENDED}` gives each {one.loc[RECOMMENDED, 'wrong']:.3f}"
+    if not silent:
+        return f"Every estimator shown pushes the {n_wrong} wrong answers down: {default}."
+    verb = "give" if len(silent) > 1 else "gives"
+    return (f"{join([f'`{m}`' for m in silent])} {verb} each of the {n_wrong} wrong answers exactly 0, no push down, "
+            f"while {default}.")
+
+
+def one_of_eight_values(rf: ReportFigure) -> dict[str, float]:
+    """The numbers behind ``04_one_of_eight`` (glued by name, :mod:`robustgrpo.book.glue`): ``ooe_<method>_correct``
+    and ``ooe_<method>_wrong``, the advantage of the correct answer and of each wrong answer, per estimator drawn."""
+    wide = rf.data.pivot(index="method", columns="role", values="advantage")
+    return {f"ooe_{m}_{role}": float(wide.loc[m, role]) for m in wide.index for role in ("correct", "wrong")}
 
 
 @report_figure("04_zero_fractions", notebook=NOTEBOOK)
@@ -191,55 +186,41 @@ def zero_fractions_figure(
         :func:`scenario_samples`.
     """
     table = zero_fractions_table(scenario_samples(scenarios, methods, n_groups=n_groups, seed=seed))
-    names = list(pd.unique(table["scenario"]))
-    focus = "binary_judge_glitch" if "binary_judge_glitch" in names else names[0]
-    at = table[table["scenario"] == focus].set_index("method")
-    constant = at["constant_group_fraction"].iloc[0]
-    per_method = table.groupby("method", sort=False)["zero_fraction"]
-    low, high = per_method.min(), per_method.max()
-    parts = [
-        "Fraction of samples whose advantage is exactly 0 (contaminated rewards), per estimator and scenario; "
-        "hatched: samples of constant groups, which every estimator gives 0.",
-        f"Under {focus}: {listing([(m, pct(v)) for m, v in at['zero_fraction'].items()])} "
-        f"(constant groups: {pct(constant)}).",
-    ]
-    majority = at["majority_zero_fraction"].dropna()
-    if not majority.empty:
-        parts.append(
-            "Of the majority answers in groups with spread, "
-            f"{listing([(m, pct(v)) for m, v in majority.items()])} get 0."
-        )
-    parts.append(
-        f"Range over the {len(names)} scenarios: "
-        f"{listing([(m, f'{pct(low[m])} to {pct(high[m])}') for m in low.index])}."
-    )
-    return ReportFigure("04_zero_fractions", plot_zero_fractions(table), " ".join(parts), table,
-                        _zero_fractions_takeaway(table))
+    caption = ("Fraction of samples whose advantage is exactly 0 (contaminated rewards), per estimator and scenario; "
+               "hatched: samples of constant groups, which every estimator gives 0.")
+    return ReportFigure("04_zero_fractions", plot_zero_fractions(table), caption, table, _zero_fractions_takeaway(table))
 
 
 def _zero_fractions_takeaway(table: pd.DataFrame) -> str:
-    """Who silences how much under judge glitches, grpo's zeros under hacking, seed_mad's on scores (the default
-    scenarios and estimators; empty otherwise)."""
-    needed = {"binary_judge_glitch", "clean_binary", "reward_hacking", "reward_model_heavy_tails"}
-    if not (needed <= set(table["scenario"]) and set(DEFAULT_METHODS) <= set(table["method"])):
-        return ""
-    zero_table = table.set_index(["scenario", "method"])
-    glitch, clean, hacked, tails = (zero_table.loc[s] for s in
-                                    ("binary_judge_glitch", "clean_binary", "reward_hacking", "reward_model_heavy_tails"))
-    return (
-        f"under `binary_judge_glitch`, `robust` gives exactly 0 to {glitch.zero_fraction['robust']:.0%} "
-        f"of all samples: {glitch.zero_in_spread_fraction['robust']:.0%} of the samples in groups with any spread and "
-        f"{glitch.majority_zero_fraction['robust']:.0%} of the majority answers there "
-        f"(`seed_mad` {glitch.zero_fraction['seed_mad']:.0%}, `mc_grpo` {glitch.zero_fraction['mc_grpo']:.0%}). "
-        f"`huber_m` and `rank` give 0 to {glitch.zero_fraction['huber_m']:.1%} and {glitch.zero_fraction['rank']:.1%}: "
-        f"the constant groups ({glitch.constant_group_fraction['huber_m']:.1%} of samples) and, in groups with spread, "
-        f"{glitch.zero_in_spread_fraction['huber_m']:.2%} and {glitch.zero_in_spread_fraction['rank']:.2%}. "
-        f"`grpo` gives more zeros under `reward_hacking` ({hacked.zero_fraction['grpo']:.1%}) than on clean rewards "
-        f"({clean.zero_fraction['grpo']:.1%}): a hacked 5 next to three correct answers makes the group mean exactly 1, "
-        f"so those correct answers get nothing. On continuous reward-model scores (`reward_model_heavy_tails`) exact "
-        f"zeros vanish, except under `seed_mad`, whose lower median is one of the 16 samples "
-        f"({tails.zero_fraction['seed_mad']:.2%})."
-    )
+    """One sentence: under the first contaminated scenario, the most silencing estimator's zeros against the least
+    silencing one's, which are (about) the constant groups' own."""
+    names = list(pd.unique(table["scenario"]))
+    focus = "binary_judge_glitch" if "binary_judge_glitch" in names else names[0]
+    at = table[table["scenario"] == focus].set_index("method")
+    most, least = at["zero_fraction"].idxmax(), at["zero_fraction"].idxmin()
+    zero, constant = at.loc[least, "zero_fraction"], at.loc[least, "constant_group_fraction"]
+    fewest = (f"`{least}` only to the samples of constant groups ({constant:.1%})" if zero == constant else
+              f"`{least}` to {zero:.1%} (constant groups: {constant:.1%})")
+    return f"Under `{focus}`, `{most}` gives exactly 0 to {at.loc[most, 'zero_fraction']:.0%} of all samples, {fewest}."
+
+
+def zero_fractions_values(rf: ReportFigure) -> dict[str, float]:
+    """The numbers behind ``04_zero_fractions`` (glued by name): per estimator under ``binary_judge_glitch``,
+    ``zero_<method>`` (share of all samples with advantage exactly 0), ``zero_spread_<method>`` (of the samples in
+    groups with spread) and ``zero_majority_<method>`` (of the majority answers there); ``zero_constant``, the
+    samples of constant groups; ``zero_hacking_grpo`` and ``zero_clean_grpo``, grpo's zeros under ``reward_hacking``
+    and on clean 0/1 rewards; ``zero_tails_seed_mad``, seed_mad's under ``reward_model_heavy_tails``."""
+    t = rf.data.set_index(["scenario", "method"])
+    glitch = t.loc["binary_judge_glitch"]
+    values = {"zero_constant": float(glitch["constant_group_fraction"].iloc[0]),
+              "zero_hacking_grpo": float(t.loc[("reward_hacking", "grpo"), "zero_fraction"]),
+              "zero_clean_grpo": float(t.loc[("clean_binary", "grpo"), "zero_fraction"]),
+              "zero_tails_seed_mad": float(t.loc[("reward_model_heavy_tails", "seed_mad"), "zero_fraction"])}
+    for m in glitch.index:
+        values[f"zero_{m}"] = float(glitch.loc[m, "zero_fraction"])
+        values[f"zero_spread_{m}"] = float(glitch.loc[m, "zero_in_spread_fraction"])
+        values[f"zero_majority_{m}"] = float(glitch.loc[m, "majority_zero_fraction"])
+    return values
 
 
 @report_figure("04_contaminated_landing", notebook=NOTEBOOK)
@@ -259,46 +240,40 @@ def contaminated_landing_figure(
         :func:`contaminated_landing_table` of :func:`scenario_samples`.
     """
     table = contaminated_landing_table(scenario_samples(scenarios, methods, n_groups=n_groups, seed=seed))
-    landed = table[table["rewards"] == "contaminated"]
-    focus = landed["scenario"].iloc[0]
-    at = landed[landed["scenario"] == focus].set_index("method")
-
-    def where(m: str) -> str:
-        clip_share = at.loc[m, "at_clip_fraction"]
-        share = f" ({pct(clip_share)} exactly at c)" if np.isfinite(clip_share) else ""
-        return f"{num(at.loc[m, 'median'])}{share}"
-
-    widest = landed.groupby("method", sort=False)["max_abs"].max()
     caption = (
-        "Advantages of the contaminated samples themselves: filled, from the contaminated rewards; hollow, "
-        "the same samples from their clean rewards; dot: median, thick bar: 25-75 %, thin bar: 5-95 %. "
-        f"Symlog x axis (linear within ±1); dotted lines at ±c = ±{CLIP:g}. "
-        f"Under {focus} the contaminated samples land at a median of "
-        f"{listing([(m, where(m)) for m in at.index])}. "
-        f"Largest |advantage| of a contaminated sample over the {landed['scenario'].nunique()} scenarios: "
-        f"{listing([(m, num(v)) for m, v in widest.items()])}."
+        "Advantages of the contaminated samples themselves, one panel per scenario: filled, from the contaminated "
+        "rewards; hollow, the same samples from their clean rewards; dot: median, thick bar: 25-75 %, thin bar: 5-95 %. "
+        f"Symlog x axis (linear within ±1); dotted lines at ±c = ±{CLIP:g}."
     )
+    landed = table[table["rewards"] == "contaminated"]
     return ReportFigure("04_contaminated_landing", plot_contaminated_landing(table, clip=CLIP), caption, table,
                         _landing_takeaway(landed))
 
 
 def _landing_takeaway(landed: pd.DataFrame) -> str:
-    """Where a glitched 10 lands per estimator, and the widest landing (default scenarios and estimators; empty
-    otherwise)."""
-    if "binary_judge_glitch" not in set(landed["scenario"]) or not set(DEFAULT_METHODS) <= set(landed["method"]):
-        return ""
-    land = landed.set_index(["scenario", "method"])
-    g = land.loc["binary_judge_glitch"]
-    widest = land.groupby("method")["max_abs"].max()
-    return (
-        f"a glitched 10 lands at a median of {g.loc['robust', 'median']:g} under `robust` "
-        f"({g.loc['robust', 'at_clip_fraction']:.0%} exactly at c = {CLIP:g}; the others share their group with a "
-        f"second glitch), {g.loc['huber_m', 'median']:g} under `huber_m`, {g.loc['rank', 'median']:.2f} under `rank` "
-        f"(the top rank), {g.loc['grpo', 'median']:.2f} under `grpo` (the Samuelson bound for G = 8 is "
-        f"{samuelson_bound(8):.2f}) and {g.loc['mc_grpo', 'median']:,.0f} under `mc_grpo`. Over the "
-        f"{landed['scenario'].nunique()} scenarios no contaminated sample exceeds |A| = {widest['robust']:g} under "
-        f"`robust` or {widest['rank']:.2f} under `rank`; `mc_grpo` reaches {widest['mc_grpo']:,.0f}."
-    )
+    """One sentence: where the first scenario's contaminated samples land under the least and the most extreme
+    estimator (by median)."""
+    focus = landed["scenario"].iloc[0]
+    at = landed[landed["scenario"] == focus].set_index("method")["median"]
+    low, high = at.abs().idxmin(), at.abs().idxmax()
+    return (f"Under `{focus}` the contaminated samples land at a median advantage of {num(at[low])} under `{low}` and "
+            f"{num(at[high])} under `{high}`.")
+
+
+def landing_values(rf: ReportFigure) -> dict[str, float]:
+    """The numbers behind ``04_contaminated_landing`` (glued by name): ``land_<method>``, the median advantage of a
+    contaminated sample under ``binary_judge_glitch``; ``land_widest_<method>``, the largest |advantage| of a
+    contaminated sample over every scenario drawn; ``land_robust_at_clip``, the share of robust's glitched samples
+    exactly at c; ``land_clip``, c; ``land_samuelson``, the Samuelson bound for G = 8."""
+    landed = rf.data[rf.data["rewards"] == "contaminated"]
+    at = landed[landed["scenario"] == "binary_judge_glitch"].set_index("method")
+    widest = landed.groupby("method", sort=False)["max_abs"].max()
+    values = {"land_robust_at_clip": float(at.loc["robust", "at_clip_fraction"]), "land_clip": float(CLIP),
+              "land_samuelson": float(samuelson_bound(8))}
+    for m in at.index:
+        values[f"land_{m}"] = float(at.loc[m, "median"])
+        values[f"land_widest_{m}"] = float(widest[m])
+    return values
 
 
 _AGREEMENT_COLUMNS = [
@@ -378,15 +353,10 @@ def ecdf_figure(
     symlog = [m for m in chosen if widest[m] > LINEAR_LIMIT]
     caption = (
         f"Empirical CDFs of the advantages of the {int(by_method['n_compared'].iloc[0]):,} uncontaminated samples in the "
-        f"{n_hit:,} groups ({pct(hit_share)}) that {name} contaminated, computed from the clean rewards (dashed) "
-        f"and from the contaminated rewards (solid). Cosine between the update of these groups with and without "
-        f"the contamination (every sample, the contaminated ones included): "
-        f"{listing([(m, f'{v:.2f}') for m, v in by_method['update_cosine'].items()])}. Samples with a clean "
-        f"signal whose advantage keeps its sign: "
-        f"{listing([(m, pct(v)) for m, v in by_method['sign_agreement'].items()])}; silenced to 0: "
-        f"{listing([(m, pct(v)) for m, v in by_method['silenced'].items()])}. "
-        f"Groups whose best clean answer is pushed below 0: "
-        f"{listing([(m, pct(v)) for m, v in by_method['best_negative_rate'].items()])}."
+        f"{n_hit:,} groups ({pct(hit_share)}) that {name} contaminated, one panel per estimator, computed from the clean "
+        "rewards (dashed) and from the contaminated rewards (solid); each panel notes the cosine between these groups' "
+        "update with and without the contamination, the share of the samples with a clean signal whose advantage keeps "
+        "its sign, and the share of groups whose best clean answer is pushed below 0."
         + (f" Grey panel: a symlog x axis (linear within ±1) for {join(symlog)}, whose values reach "
            f"±{widest[symlog].max():,.0f}; the other panels share one linear axis, ±{LINEAR_LIMIT:g}." if symlog else "")
     )
@@ -397,59 +367,36 @@ def ecdf_figure(
 
 
 def _glitch_takeaway(a: pd.DataFrame, samples: pd.DataFrame) -> str:
-    return (
-        f"in the {a.n_groups['grpo']:,} glitched groups, `grpo` pushes the best clean answer below 0 in "
-        f"{a.best_negative_rate['grpo']:.0%} of them (seed 000's failure, batch-wide); `robust` in "
-        f"{a.best_negative_rate['robust']:.0%}, `seed_mad` in {a.best_negative_rate['seed_mad']:.0%}, `mc_grpo` in "
-        f"{a.best_negative_rate['mc_grpo']:.0%}, `rank` in {a.best_negative_rate['rank']:.1%}, and `huber_m` "
-        f"in {a.best_negative_rate['huber_m']:.0%}: the groups with two glitches, which pull its M-location above 1."
-    )
+    return (f"`grpo` pushes the best clean answer negative in {a.best_negative_rate['grpo']:.0%} of the "
+            f"{a.n_groups['grpo']:,} glitched groups, `rank` in "
+            f"{a.best_negative_rate['rank']:.1%}.")
 
 
 def _heavy_tails_takeaway(a: pd.DataFrame, samples: pd.DataFrame) -> str:
-    return (
-        f"with continuous scores the Cauchy noise mostly moves the noisy sample itself; `grpo`'s inflated std "
-        f"squeezes the others (sign kept {a.sign_agreement['grpo']:.0%}, best answer pushed below 0 in "
-        f"{a.best_negative_rate['grpo']:.0%} of groups), while `robust`, `huber_m` and `rank` keep "
-        f"{a.sign_agreement['robust']:.0%}, {a.sign_agreement['huber_m']:.0%} and {a.sign_agreement['rank']:.0%}."
-    )
+    return (f"Cauchy noise inflates `grpo`'s std and squeezes the rest of the group (sign kept for "
+            f"{a.sign_agreement['grpo']:.0%} of it), while `robust` and `rank` keep {a.sign_agreement['robust']:.0%} and "
+            f"{a.sign_agreement['rank']:.0%}.")
 
 
 def _hacking_takeaway(a: pd.DataFrame, samples: pd.DataFrame) -> str:
-    return (
-        f"a hacked 5 in half the groups turns `grpo`'s best clean answer negative in "
-        f"{a.best_negative_rate['grpo']:.0%} of them and keeps the sign of only {a.sign_agreement['grpo']:.0%} of the "
-        f"other samples; the highest rate among the other estimators is {a.best_negative_rate.drop('grpo').max():.0%} "
-        f"(`robust` keeps {a.sign_agreement['robust']:.0%} of signs, `huber_m` "
-        f"{a.sign_agreement['huber_m']:.0%}). The hacked response itself still gets about the largest advantage its "
-        f"estimator allows (section 3)."
-    )
+    others = a.best_negative_rate.drop("grpo").max()
+    return (f"A hacked 5 turns `grpo`'s best clean answer negative in {a.best_negative_rate['grpo']:.0%} of the groups it "
+            + ("hits, and no other estimator shown does." if others == 0 else
+               f"hits, every other estimator shown in at most {others:.0%}."))
 
 
 def _flips_takeaway(a: pd.DataFrame, samples: pd.DataFrame) -> str:
-    fewer = a.sign_agreement["robust"] < a.sign_agreement["grpo"]
-    return (
-        f"under judge flips the sign is kept for {a.sign_agreement.min():.0%} to "
-        f"{a.sign_agreement.max():.0%} of the other samples with a clean signal, whatever the estimator "
-        f"(update cosine {a.update_cosine.min():.2f} to {a.update_cosine.max():.2f}); the median-centred `robust` keeps "
-        f"{a.sign_agreement['robust']:.0%} against `grpo`'s {a.sign_agreement['grpo']:.0%}"
-        + (" and silences " + f"{a.silenced['robust']:.0%} more: one flip can move the median from 0 to 1 and switch which "
-           "half of the group gets the zeros." if fewer else ".")
-    )
+    return (f"Under judge flips every estimator keeps the sign of only {a.sign_agreement.min():.0%} to "
+            f"{a.sign_agreement.max():.0%} of the other samples with a clean signal: a flipped verdict looks like an "
+            "honest one.")
 
 
 def _in_range_takeaway(a: pd.DataFrame, samples: pd.DataFrame) -> str:
     hack = contaminated_landing_table(samples)  # the figure's own samples: the scenario is not drawn again
     hack = hack[hack.rewards == "contaminated"].set_index("method")
-    return (
-        f"the in-range hack leaves the other samples' signs about as they were ({a.sign_agreement.min():.0%} "
-        f"to {a.sign_agreement.max():.0%} kept; highest rate of best answers pushed below 0: "
-        f"{a.best_negative_rate.max():.0%}), "
-        f"but the hacked response itself is "
-        f"rewarded like a correct answer: median advantage {hack.loc['robust', 'median']:.2f} under `robust`, "
-        f"{hack.loc['huber_m', 'median']:.2f} under `huber_m`, {hack.loc['grpo', 'median']:.2f} under `grpo`. "
-        f"No advantage estimator can see it; only a better verifier can."
-    )
+    return (f"The in-range hack is rewarded like a correct answer (median advantage {hack.loc['robust', 'median']:.2f} "
+            f"under `robust`, {hack.loc['grpo', 'median']:.2f} under `grpo`): no advantage estimator can see it, only a "
+            "better verifier can.")
 
 
 #: The takeaway of each scenario's ECDF figure, from its agreement table (indexed by method) and, where it needs
@@ -495,6 +442,15 @@ def battery_figure() -> ReportFigure:
     takeaway = (f"Doing no harm first leaves the mean-centred estimators for rewards of unnamed kind without a range: the "
                 f"default is {any_row['method']}, which leaves glitches unprotected; declare the range, or name the rewards.")
     return ReportFigure("04_battery", fig, caption, regrets, takeaway)
+
+
+def battery_values(battery: pd.DataFrame | None = None) -> dict[str, int | float]:
+    """The battery's size and the rule's margin, for notebook 04's prose (glued by name): ``battery_families``,
+    ``battery_g_low`` and ``battery_g_high`` (the smallest and largest G) and ``battery_margin`` (:data:`~robustgrpo.lab.metrics.battery.EFFICIENCY_MARGIN`, stage 1's tolerance)."""
+    table = load_battery() if battery is None else battery
+    return {"battery_families": int(table["family"].nunique()), "battery_g_low": int(table["G"].min()),
+            "battery_g_high": int(table["G"].max()),
+            "battery_margin": float(EFFICIENCY_MARGIN)}
 
 
 def rule_table(battery: pd.DataFrame | None = None, check: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -554,55 +510,31 @@ def training_table() -> pd.DataFrame:
     return wide.round(3)
 
 
-def which_estimator_takeaways(zero: pd.DataFrame, glitch: pd.DataFrame, flips: pd.DataFrame,
-                              battery: pd.DataFrame | None = None) -> list[str]:
-    """Notebook 04's closing bullets, each number from the tables it names.
+#: The group size of the battery cells notebook 04's closing bullets quote.
+CLOSING_G = 16
 
-    ``zero`` is :func:`zero_fractions_figure`'s table for ``binary_judge_glitch``
-    (indexed by method), ``glitch`` and ``flips`` the agreement tables of that
-    scenario and of ``judge_flips`` (indexed by method), ``battery`` the
-    shipped battery (default: :func:`~robustgrpo.lab.metrics.battery.load_battery`).
+
+def closing_values(battery: pd.DataFrame | None = None) -> dict[str, int | float | str]:
+    """Notebook 04's closing numbers (glued by name, :mod:`robustgrpo.book.glue`), from the battery (default: the
+    shipped one, :func:`~robustgrpo.lab.metrics.battery.load_battery`).
+
+    ``close_<kind>`` for ``any``, ``binary``, ``composite`` and ``continuous``: the rule's estimator for rewards of
+    that kind without a declared range; ``close_any_range``: with a range, for rewards of any kind, and
+    ``close_any_range_worst`` its worst regret over the contaminated shapes; ``close_g`` (:data:`CLOSING_G`) and
+    ``close_glitch_grpo`` / ``close_glitch_grpo_range``: grpo's update cosine under judge glitches at that G without
+    and with the range; ``close_robust_chosen`` of ``close_situations``: the situations whose answer is ``robust``.
     """
     table = load_battery() if battery is None else battery
     rec = recommend(table).set_index(["kind", "reward_range_declared"])
     cells = cell_table(table)
     cos = cells[cells["aggregation"] == "sum"].set_index(["family", "G", "declared", "method"])["cosine"]
-
-    def said(kind: str, declared: bool) -> str:
-        row = rec.loc[(kind, declared)]
-        return f"`{row['method']}` (worst regret {row['clean_regret']:.3f} clean, {row['worst_regret']:.3f} contaminated)"
-
-    return [
-        f"**Declare the reward range** whenever you know it: out-of-range glitches are dropped from their groups "
-        f"before any estimator sees them (grpo's update cosine under judge glitches, G = 16: "
-        f"{cos['binary_judge_glitch', 16, False, 'grpo']:.2f} without, {cos['binary_judge_glitch', 16, True, 'grpo']:.2f} "
-        f"with), and then the plain mean-centred {said('any', True)} is within 0.05 of the best estimator on every "
-        "shape of the battery, clean or contaminated.",
-        f"**Without a range, do no harm first**: every robust estimator is more than {EFFICIENCY_MARGIN:g} behind the "
-        f"best on some clean shape, so rewards of unnamed kind get {said('any', False)}, which protects against no "
-        f"glitch. Name the rewards for more: 0/1 verifier rewards {said('binary', False)}; sums of reward functions "
-        f"{said('composite', False)}; a reward model's or judge's scores {said('continuous', False)}.",
-        f"**`rank`** ignores how large a glitch is and signals every answer (zeros under judge glitches: "
-        f"{zero.loc['rank', 'zero_fraction']:.0%}, nearly all in constant groups; best answer pushed below 0 in "
-        f"{glitch.loc['rank', 'best_negative_rate']:.1%} of glitched groups), but it forgets how large the reward gaps are: "
-        f"on the TRL-style sum with a length penalty it reaches {cos['composite_length', 16, True, 'rank']:.2f} against "
-        f"dr_grpo's {cos['composite_length', 16, True, 'dr_grpo']:.2f} (G = 16, range declared).",
-        f"**`robust`** protects the correct answer from an outlier (best clean answer pushed below 0 in "
-        f"{glitch.loc['robust', 'best_negative_rate']:.0%} of glitched groups; grpo: {glitch.loc['grpo', 'best_negative_rate']:.0%}), "
-        f"but its median centre gives {zero.loc['robust', 'zero_fraction']:.0%} of all samples no signal on 0/1 rewards "
-        f"and strengthens the difficulty bias (notebook 02); it is recommended nowhere.",
-        f"**`seed_mad`** has the same zeros ({zero.loc['seed_mad', 'zero_fraction']:.0%}) and the std fallback an "
-        f"outlier inflates (notebook 01); **`mc_grpo`** the zeros ({zero.loc['mc_grpo', 'zero_fraction']:.0%}) and no "
-        "bound: a glitch weighs ten times a correct answer.",
-        f"**Judge flips and in-range hacking** are beyond any estimator: every estimator keeps between "
-        f"{flips['sign_agreement'].min():.0%} and {flips['sign_agreement'].max():.0%} of signs under flips. Fix those "
-        "at the reward.",
-    ]
-
-
-def closing_takeaways(zeros: ReportFigure, glitch: ReportFigure, flips: ReportFigure) -> str:
-    """Notebook 04's closing bullets as Markdown, from its zero-fractions figure and the ECDF figures of
-    ``binary_judge_glitch`` and ``judge_flips`` (:func:`which_estimator_takeaways` on their tables)."""
-    zero = zeros.data.set_index(["scenario", "method"]).loc["binary_judge_glitch"]
-    lines = which_estimator_takeaways(zero, glitch.data.set_index("method"), flips.data.set_index("method"))
-    return "\n".join(f"* {line}" for line in lines)
+    values: dict[str, int | float | str] = {f"close_{kind}": str(rec.loc[(kind, False), "method"])
+                                            for kind in ("any", "binary", "composite", "continuous")}
+    return values | {
+        "close_any_range": str(rec.loc[("any", True), "method"]),
+        "close_any_range_worst": float(rec.loc[("any", True), "worst_regret"]),
+        "close_g": CLOSING_G,
+        "close_glitch_grpo": float(cos["binary_judge_glitch", CLOSING_G, False, "grpo"]),
+        "close_glitch_grpo_range": float(cos["binary_judge_glitch", CLOSING_G, True, "grpo"]),
+        "close_robust_chosen": int((rec["method"] == "robust").sum()), "close_situations": len(rec),
+    }

@@ -29,7 +29,7 @@ from robustgrpo.book.figures import ReportFigure, report_figure
 from robustgrpo.book.policy_gradient_drift.report import HACK, SEEDS, run_all
 
 __all__ = [
-    "claims_table",
+    "claims_values",
     "digitize_values",
     "NOTEBOOK",
     "CLIP_GROUP",
@@ -45,6 +45,9 @@ __all__ = [
     "dynamic_clip_figure",
     "clip_modes_figure",
     "grouping_figure",
+    "dynamic_clip_values",
+    "clip_modes_values",
+    "grouping_values",
 ]
 
 NOTEBOOK = "06_grouping_and_dynamic_clipping.ipynb"
@@ -117,7 +120,6 @@ class Comparison:
     difference: float
     band: float
     verdict: str  # "higher than", "lower than" or "within the band of"
-    text: str
 
 
 def compare(summary: pd.DataFrame, experiment: str, first: str, second: str, estimator: str) -> Comparison:
@@ -131,9 +133,7 @@ def compare(summary: pd.DataFrame, experiment: str, first: str, second: str, est
     diff = float(one["mean"] - two["mean"])
     band = 2 * float(np.hypot(one["se"], two["se"]))
     verdict = "higher than" if diff > band else "lower than" if diff < -band else "within the band of"
-    text = (f"'{first}' {one['mean']:.3f} +/- {2 * one['se']:.3f} is {verdict} '{second}' "
-            f"{two['mean']:.3f} +/- {2 * two['se']:.3f}")
-    return Comparison(float(one["mean"]), float(two["mean"]), diff, band, verdict, text)
+    return Comparison(float(one["mean"]), float(two["mean"]), diff, band, verdict)
 
 
 # ---------------------------------------------------------------------- figures
@@ -145,34 +145,27 @@ def dynamic_clip_figure() -> ReportFigure:
     data = dynamic_clip_data()
     fig = plot_dynamic_clip(data, group_size=len(CLIP_GROUP),
                             title="Seed 003's dynamic clip reads the outlier (mean-only) or nothing (std-normalised)")
-    by = data.set_index(["method", "value"])
-    grpo_eps = by.loc["grpo", "eps_dynamic"]
+    eps = data.set_index(["method", "value"])["eps_dynamic"]
     caption = (
         f"One group of G = {len(CLIP_GROUP)} (six wrong answers, one correct, and one answer whose reward grows from 0 "
-        f"to {CLIP_VALUES[-1]:g}: a glitch), alpha = 0.1, beta = 0.1. (a) Under std-normalised advantages (grpo) the "
-        f"std of the group's advantages is s / (s + eps), 1 up to the eps: the dynamic clip stays at "
-        f"{grpo_eps.mean():.3f} (it varies by {grpo_eps.max() - grpo_eps.min():.1e}) whatever the glitch, a fixed clip "
-        f"in disguise. Under mean-only "
-        f"advantages (dr_grpo, seed 003's A = R - mean) the std is the rewards' own, so the clip grows with the glitch, "
-        f"from {by.loc[('dr_grpo', 0.0), 'eps_dynamic']:.3f} on the clean group to "
-        f"{by.loc[('dr_grpo', 10.0), 'eps_dynamic']:.3f} at a glitch of 10 and {by.loc[('dr_grpo', 1000.0), 'eps_dynamic']:.1f} "
-        f"at 1000 (about alpha M / sqrt(G)): the ratio clip loosens exactly on the poisoned group, and beyond 1 its "
-        f"lower bound 1 - eps_g is below 0 and never binds. (b) Dashed: the layered rule with tau at 60 % of the clean group's std. Every group "
-        f"with at least the clean group's spread is above tau, so the layered rule multiplies by 0.1 almost everywhere "
-        f"and by 1.5 only where the spread is small: a 15x jump at tau, not a graded response."
+        f"to {CLIP_VALUES[-1]:g}: a glitch), alpha = 0.1, beta = 0.1: (a) seed 003's dynamic clip eps_g under "
+        "std-normalised (grpo) and mean-only (dr_grpo, seed 003's A = R - mean) advantages; (b) dashed, the layered rule "
+        "with tau at 60 % of the clean group's std."
     )
-    curve = data.set_index(["method", "value"])
-    takeaway = (
-        f"**Claim: dynamic clipping adapts the update to the group's data. Holds only for mean-only advantages, "
-        f"and there in the wrong direction.** With dr_grpo the clip of the poisoned group is "
-        f"{curve.loc[('dr_grpo', 10.0), 'eps_dynamic'] / curve.loc[('dr_grpo', 0.0), 'eps_dynamic']:.1f} times the clean "
-        f"group's at a glitch of 10 and {curve.loc[('dr_grpo', 100.0), 'eps_dynamic'] / curve.loc[('dr_grpo', 0.0), 'eps_dynamic']:.0f} "
-        f"times at 100: the outlier loosens its own clip. With grpo the clip does not move at all. "
-        f"**Claim: layered clipping protects against high-variance groups. Does not hold as stated:** with tau at 60 % "
-        f"of a group's std every ordinary group is already above tau (tight), so the rule can only loosen the few "
-        f"groups with little spread, by 15x."
-    )
+    takeaway = (f"Under `grpo` the dynamic clip stays at {eps['grpo'].mean():.3f} whatever the glitch, while under mean-only "
+                f"advantages a glitch of 100 loosens its own group's clip {eps[('dr_grpo', 100.0)] / eps[('dr_grpo', 0.0)]:.0f} "
+                "times.")
     return ReportFigure("06_dynamic_clip", fig, caption, data, takeaway)
+
+
+def dynamic_clip_values(rf: ReportFigure) -> dict[str, float]:
+    """The numbers behind ``06_dynamic_clip`` (glued by name, :mod:`robustgrpo.book.glue`): ``clip_grpo_span``, how
+    much grpo's dynamic clip varies over the glitch sizes; ``clip_dr_<M>``, dr_grpo's at a glitch of M = 0, 10 and
+    1000; ``clip_ratio_10``, dr_grpo's clip at a glitch of 10 over its clean one."""
+    eps = rf.data.set_index(["method", "value"])["eps_dynamic"]
+    return {"clip_grpo_span": float(eps["grpo"].max() - eps["grpo"].min()),
+            **{f"clip_dr_{m}": float(eps[("dr_grpo", float(m))]) for m in (0, 10, 1000)},
+            "clip_ratio_10": float(eps[("dr_grpo", 10.0)] / eps[("dr_grpo", 0.0)])}
 
 
 @report_figure("06_clip_modes", notebook=NOTEBOOK)
@@ -190,23 +183,23 @@ def clip_modes_figure() -> ReportFigure:
     caption = (
         f"The hack of notebook 05 ({HACK.n_prompts} prompts, true quality 0, judged {HACK.hack_reward:g}, "
         f"{100 * HACK.hack_init_prob:g} % initially), {CLIP_MODES_CONFIG.epochs} PPO epochs per step so that the ratio "
-        f"clip binds ({100 * clipped.loc[('fixed', 'grpo')]:.1f} % of grpo's samples clipped with the fixed clip, "
-        f"{100 * clipped.loc[('layered', 'grpo')]:.1f} % with the layered one); {len(SEEDS)} seeds. The true reward "
-        f"collapses under every rule: grpo ends at {end[('fixed', 'grpo')]:.3f} (fixed), {end[('dynamic', 'grpo')]:.3f} "
-        f"(dynamic) and {end[('layered', 'grpo')]:.3f} (layered), dr_grpo at {end[('fixed', 'dr_grpo')]:.3f}, "
-        f"{end[('dynamic', 'dr_grpo')]:.3f} and {end[('layered', 'dr_grpo')]:.3f}; peaks "
-        f"{peak[('fixed', 'grpo')]:.2f}, {peak[('dynamic', 'grpo')]:.2f} and {peak[('layered', 'grpo')]:.2f} for grpo. "
-        f"Under grpo the dynamic clip equals a fixed one (std(A_g) ~ 1). A clip bounds how far one step moves the "
-        f"policy; the hack is rewarded at every step, so it is reached all the same."
+        f"clip binds; true reward per estimator under a fixed, a dynamic and a layered ratio clip; {len(SEEDS)} seeds."
     )
-    takeaway = (
-        f"**Claim: dynamic (and layered) clipping prevents policy collapse from local data bias. Does not hold.** "
-        f"The final true reward is at most {end.max():.3f} under every rule and estimator, after peaks of "
-        f"{peak.min():.2f} to {peak.max():.2f}. A clip limits each step; a hack rewarded at every step is reached "
-        f"anyway, a few steps later."
-    )
+    takeaway = (f"The true reward collapses under every clip rule, to at most {end.max():.3f} after peaks of "
+                f"{peak.min():.2f} to {peak.max():.2f}: a clip limits each step, and a hack rewarded at every step is "
+                "reached anyway.")
     return ReportFigure("06_clip_modes", fig, caption, {"bands": bands, "end": end, "peak": peak, "clipped": clipped},
                         takeaway)
+
+
+def clip_modes_values(rf: ReportFigure) -> dict[str, float]:
+    """The numbers behind ``06_clip_modes`` (glued by name): ``modes_<mode>_<method>_end`` and ``..._peak``, the true
+    reward at the end and at its highest per clip rule and estimator; ``modes_clipped_fixed`` and
+    ``modes_clipped_layered``, the share of grpo's samples the fixed and the layered clip bind on."""
+    d = rf.data
+    values = {f"modes_{mode}_{m}_{what}": float(d[what][(mode, m)]) for mode, m in d["end"].index
+              for what in ("end", "peak")}
+    return values | {f"modes_clipped_{mode}": float(d["clipped"][(mode, "grpo")]) for mode in ("fixed", "layered")}
 
 
 @report_figure("06_grouping", notebook=NOTEBOOK)
@@ -221,95 +214,74 @@ def grouping_figure() -> ReportFigure:
                             title="Seed 003's groupings on continuous states: none beats grouping by state", height=3.0)
     small = data.groupby(["experiment", "variant"], sort=False)["smallest_group"].mean()
     cos = data.groupby(["experiment", "variant", "estimator"], sort=False)["cos_exact"].mean()
-    s = summary.set_index(["experiment", "variant", "estimator"])["mean"]
-    a, b, c = "(a) uniform states", "(b) skewed states", "(c) drifting states"
-
-    def versus(exp: str, first: str, second: str, est: str) -> str:
-        return compare(summary, exp, first, second, est).text
-
-    by_state = "by state (G answers)"
     caption = (
         f"Continuous states (seed 003's setting): {STATES.n_prompts} states per step, {STATES.n_answers} answers of which "
         f"the right one depends on the state, a linear policy, G = {STATES.G} answers per state, 10 % of rewards replaced "
-        f"by a glitch of 10; mean true reward over {STATES.steps} steps, mean and 2-se band over {len(SEEDS)} seeds. "
-        f"(a) For grpo, {versus(a, by_state, '8 state bins', 'grpo')} and {versus(a, by_state, '8 k-means groups', 'grpo')}; "
-        f"its updates point closer to the exact gradient by state (mean cosine {cos[(a, by_state, 'grpo')]:.2f}) than in "
-        f"bins ({cos[(a, '8 state bins', 'grpo')]:.2f}): a bin mixes states of different difficulty under one scale. For "
-        f"the mean-only dr_grpo, {versus(a, by_state, '8 state bins', 'dr_grpo')}. (b) With skewed states, equal-width "
-        f"bins are unequal (smallest group {small[(b, '8 state bins')]:.1f} samples on average); merging groups to at "
-        f"least 32 samples (seed 003's advice): for dr_grpo {versus(b, 'bins, >= 32 each', '8 state bins', 'dr_grpo')}, "
-        f"for grpo {versus(b, 'bins, >= 32 each', '8 state bins', 'grpo')}. (c) When the state window drifts, "
-        + (f"every variant learns less than any with a fixed window (at most {s[c].max():.3f} against at least "
-           f"{s[a].min():.3f}); " if s[c].max() < s[a].min() else f"the variants reach {s[c].min():.3f} to {s[c].max():.3f}; ")
-        + f"for grpo "
-        f"{versus(c, 'bins, regroup every step', 'bins, never regrouped', 'grpo')} and "
-        f"{versus(c, 'bins, every 50 steps', 'bins, never regrouped', 'grpo')}; for dr_grpo "
-        f"{versus(c, 'bins, regroup every step', 'bins, never regrouped', 'dr_grpo')}. The answers right for the new "
-        f"states were rarely sampled before: an exploration problem that grouping barely touches."
+        f"by a glitch of 10; mean true reward over {STATES.steps} steps, mean and 2-se band over {len(SEEDS)} seeds, per "
+        "grouping: (a) uniform states, (b) skewed states (unequal bins), with and without a minimum group size, (c) a "
+        "drifting state window, regrouped at different intervals."
     )
     return ReportFigure("06_grouping", fig, caption, {"summary": summary, "smallest": small, "cos": cos},
-                        _grouping_takeaway(summary, cos, small))
+                        _grouping_takeaway(summary, cos))
 
 
 #: The three experiments of the grouping figure.
 _UNIFORM, _SKEWED, _DRIFTING = "(a) uniform states", "(b) skewed states", "(c) drifting states"
+_BY_STATE = "by state (G answers)"
 
 
 def _grouping_verdicts(summary: pd.DataFrame) -> dict[str, Comparison | list[Comparison]]:
     """Seed 003's grouping claims, each a comparison of two variants of the grouping experiment."""
     return {
-        "bins_grpo": compare(summary, _UNIFORM, "8 state bins", "by state (G answers)", "grpo"),
-        "bins_dr": compare(summary, _UNIFORM, "8 state bins", "by state (G answers)", "dr_grpo"),
+        "bins_grpo": compare(summary, _UNIFORM, "8 state bins", _BY_STATE, "grpo"),
+        "bins_dr": compare(summary, _UNIFORM, "8 state bins", _BY_STATE, "dr_grpo"),
         "merged": [compare(summary, _SKEWED, "bins, >= 32 each", "8 state bins", e) for e in ("dr_grpo", "grpo")],
         "often": compare(summary, _DRIFTING, "bins, regroup every step", "bins, never regrouped", "grpo"),
         "rarely": compare(summary, _DRIFTING, "bins, every 50 steps", "bins, never regrouped", "grpo"),
     }
 
 
-def _grouping_takeaway(summary: pd.DataFrame, cos: pd.Series, small: pd.Series) -> str:
-    v = _grouping_verdicts(summary)
-    a, b = _UNIFORM, _SKEWED
-    bins_grpo, bins_dr, merged, often, rarely = v["bins_grpo"], v["bins_dr"], v["merged"], v["often"], v["rarely"]
-    return (
-        f"**Claim: grouping by state bins or k-means lowers the variance and stabilises training. Does not hold "
-        f"here:** 8 state bins are {bins_grpo.verdict} grouping by state for grpo and {bins_dr.verdict} it for dr_grpo. "
-        f"A bin pools states of different difficulty under one baseline and one scale; grpo's updates point less along "
-        f"the exact gradient there (mean cosine {cos[(a, '8 state bins', 'grpo')]:.2f} against "
-        f"{cos[(a, 'by state (G answers)', 'grpo')]:.2f} by state).\n\n"
-        f"**Claim: groups of at least 32 samples avoid the trouble of unequal groups. Holds for the sizes, not for the "
-        f"training:** the smallest group grows from {small[(b, '8 state bins')]:.1f} to "
-        f"{small[(b, 'bins, >= 32 each')]:.1f} samples, and the merged groups are {merged[0].verdict} the unequal ones "
-        f"for dr_grpo and {merged[1].verdict} them for grpo.\n\n"
-        f"**Claim: regroup every so often (seed 003: every 1000 iterations) to keep groups fresh. Partly:** under a "
-        f"drifting state window, regrouping every step is {often.verdict} never regrouping for grpo "
-        f"({often.first:.3f} against {often.second:.3f}); every 50 steps is {rarely.verdict} never. The drift itself "
-        f"costs more: every drifting variant stays below every variant with a fixed window."
-    )
+def _grouping_takeaway(summary: pd.DataFrame, cos: pd.Series) -> str:
+    """One sentence: state bins against grouping by state for grpo, with the update's cosine in each."""
+    bins = _grouping_verdicts(summary)["bins_grpo"]
+    in_bins, by_state = cos[(_UNIFORM, "8 state bins", "grpo")], cos[(_UNIFORM, _BY_STATE, "grpo")]
+    return (f"In state bins `grpo`'s true reward is {bins.verdict} that of grouping by state: a bin pools states of "
+            f"different difficulty, and its updates point {'less' if in_bins < by_state else 'no less'} along the exact "
+            f"gradient (mean cosine {in_bins:.2f} against {by_state:.2f}).")
 
 
-def claims_table(clip: ReportFigure, modes: ReportFigure, grouping: ReportFigure) -> str:
-    """Notebook 06's closing table as Markdown: each of seed 003's claims and the verdict of this suite's figures
-    (the dynamic-clip, clip-modes and grouping figures)."""
+def grouping_values(rf: ReportFigure) -> dict[str, float | str]:
+    """The numbers behind ``06_grouping`` (glued by name): per case ``i`` of :data:`GROUPING_CASES` (in order),
+    ``grp_<i>_label`` (the experiment's letter and the variant), ``grp_<i>_<method>`` and ``grp_<i>_<method>_band``,
+    the mean true reward over training and two standard errors, for dr_grpo and grpo; ``grp_small_bins`` and
+    ``grp_small_merged``, the smallest group's mean size with skewed states in 8 bins and merged to at least 32."""
+    rows = rf.data["summary"].set_index(["experiment", "variant", "estimator"])
+    small = rf.data["smallest"]
+    values: dict[str, float | str] = {"grp_small_bins": float(small[(_SKEWED, "8 state bins")]),
+                                      "grp_small_merged": float(small[(_SKEWED, "bins, >= 32 each")])}
+    for i, (experiment, variant) in enumerate(GROUPING_CASES):
+        values[f"grp_{i}_label"] = f"{experiment[:3]} {variant}"
+        for m in ("dr_grpo", "grpo"):
+            values[f"grp_{i}_{m}"] = float(rows.loc[(experiment, variant, m), "mean"])
+            values[f"grp_{i}_{m}_band"] = float(2 * rows.loc[(experiment, variant, m), "se"])
+    return values
+
+
+def claims_values(clip: ReportFigure, modes: ReportFigure, grouping: ReportFigure) -> dict[str, float | str]:
+    """Notebook 06's closing table in values (glued by name): each of seed 003's claims against the dynamic-clip,
+    clip-modes and grouping figures. ``claim_grpo_eps`` and ``claim_dr_eps_0`` / ``claim_dr_eps_100`` (the dynamic
+    clip under grpo, and under dr_grpo clean and at a glitch of 100); ``claim_modes_end`` (the highest final true
+    reward under any clip rule); ``claim_bins_grpo`` / ``claim_bins_dr`` (state bins against prompt groups),
+    ``claim_merged_dr`` / ``claim_merged_grpo`` (merged groups of at least 32 against the unequal ones),
+    ``claim_often`` / ``claim_rarely`` (regrouping every step or every 50 steps against never): each a verdict,
+    "higher than", "lower than" or "within the band of"."""
     eps = clip.data.set_index(["method", "value"])["eps_dynamic"]
-    end = modes.data["end"]
     v = _grouping_verdicts(grouping.data["summary"])
-    merged = v["merged"]
-    rows = [
-        ("dynamic clip eps_g = alpha std(A_g) + beta adapts to the group",
-         f"under grpo it is a fixed clip ({eps[('grpo', 0.0)]:.3f} whatever the glitch); under mean-only advantages the "
-         f"glitch loosens its own clip ({eps[('dr_grpo', 0.0)]:.3f} to {eps[('dr_grpo', 100.0)]:.2f} at a glitch of 100)"),
-        ("layered clip protects against high-variance groups",
-         "with tau at 50 to 70 % of the group std almost every group is above tau: a 15x jump, not a safeguard"),
-        ("dynamic or layered clipping prevents a collapse", f"no: the hack ends at most at {end.max():.3f} under every rule"),
-        ("grouping by state bins or k-means stabilises training",
-         f"no: bins are {v['bins_grpo'].verdict} prompt groups (grpo) and {v['bins_dr'].verdict} them (dr_grpo)"),
-        ("at least 32 samples per group", f"fixes the sizes; the result is {merged[0].verdict} (dr_grpo) and "
-                                          f"{merged[1].verdict} (grpo) the unequal groups"),
-        ("regroup every 1000 iterations", f"regrouping every step is {v['often'].verdict} never (grpo, drifting states); "
-                                          f"every 50 steps is {v['rarely'].verdict} never"),
-        ("GRPO vs PPO vs DPO", "GRPO against PPO's learned critic: notebook 05; DPO: outside what a reward simulator can say"),
-    ]
-    return "| claim of seed 003 | verdict here |\n|---|---|\n" + "\n".join(f"| {c} | {v} |" for c, v in rows)
+    return {"claim_grpo_eps": float(eps[("grpo", 0.0)]), "claim_dr_eps_0": float(eps[("dr_grpo", 0.0)]),
+            "claim_dr_eps_100": float(eps[("dr_grpo", 100.0)]), "claim_modes_end": float(modes.data["end"].max()),
+            "claim_bins_grpo": v["bins_grpo"].verdict, "claim_bins_dr": v["bins_dr"].verdict,
+            "claim_merged_dr": v["merged"][0].verdict, "claim_merged_grpo": v["merged"][1].verdict,
+            "claim_often": v["often"].verdict, "claim_rarely": v["rarely"].verdict}
 
 
 def digitize_values(states: Sequence[float] = (0.05, 0.3, 0.55, 0.8, 1.0), n_bins: int = 4) -> dict[str, int | str]:

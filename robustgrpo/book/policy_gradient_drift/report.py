@@ -88,6 +88,15 @@ __all__ = [
     "update_weight_figure",
     "hack_and_jackpot_figure",
     "drift_unexposed_figure",
+    "BIG_GLITCHES",
+    "GLITCH_CELL",
+    "training_curves_values",
+    "glitch_update_values",
+    "kl_values",
+    "fate_values",
+    "weight_values",
+    "hack_values",
+    "drift_values",
     "RUN_METRICS",
     "simulation_figure",
     "table_values",
@@ -96,6 +105,7 @@ __all__ = [
     "KL_TERMS",
     "kl_fixed_points",
     "kl_estimators_figure",
+    "agreement_values",
     "agreement_text",
     "trainer_agreement_values",
     "unmodelled_table",
@@ -276,6 +286,10 @@ def _setting_text() -> str:
             f"{CURVES.epochs} PPO epochs; mean and 2-se band over {len(SEEDS)} seeds")
 
 
+#: The largest glitches of the training curves, the setting their takeaway and numbers compare with the clean one.
+BIG_GLITCHES = "glitches: 10 % -> 100"
+
+
 @report_figure("05_training_curves", notebook=NOTEBOOK)
 def training_curves_figure() -> ReportFigure:
     """Probability of the correct answer over training, per estimator, clean and under each contamination."""
@@ -286,30 +300,32 @@ def training_curves_figure() -> ReportFigure:
     auc = data.groupby(["setting", "estimator"])["correct_prob"].mean().unstack(0)
     final = final_values(data, "correct_prob", by=("setting", "estimator"))
     start = float(data.loc[data.step == 0, "correct_prob"].mean())
-    big = "glitches: 10 % -> 100"
-    low = final[final["mean"] < 0.9]
-    others = final[~final.index.isin(low.index)]
-    slowest = (auc[big] - auc["clean"]).idxmin()
-    moved = bool((final["mean"] > start).all())
-    caption = (
-        f"Seed mean of the probability of the correct answer, {_setting_text()}. "
-        + ("Under every contamination every estimator moves towards the correct answer, none towards a wrong one: "
-           "no drift. What changes is the speed. " if moved else
-           "Not every estimator moves towards the correct answer under every contamination. ")
-        + f"After {CURVES.steps} steps every curve but {len(low)} is above {others['mean'].min():.3f}"
-        + "".join(f"; {r.estimator} under {r.setting} is at {r.mean:.3f} (from {start:.2f})" for r in low.itertuples())
-        + f". Averaged over training, grpo reaches {auc.loc['grpo', 'clean']:.3f} clean and {auc.loc['grpo', big]:.3f} "
-        f"with 10 % glitches of 100, while {slowest} falls from {auc.loc[slowest, 'clean']:.3f} to "
-        f"{auc.loc[slowest, big]:.3f}."
-    )
-    takeaway = (
-        "averaged over training, the probability of the correct answer under 10 % glitches of 100 is "
-        + ", ".join(f"{m} {auc.loc[m, big]:.3f}" for m in CURVE_METHODS)
-        + f" (clean: {auc['clean'].min():.3f} to {auc['clean'].max():.3f}). The two that slow down most, dr_grpo "
-        f"and the learned critic, are the two whose advantages are not divided by any scale: a glitch of 100 enters "
-        f"them at full size, while grpo, seed_mad, rank and robust divide it by a spread or replace it by a rank."
-    )
-    return ReportFigure("05_training_curves", fig, caption, {"bands": bands, "auc": auc, "final": final}, takeaway)
+    caption = (f"Seed mean of the probability of the correct answer per estimator, one panel per judge (clean, two "
+               f"sizes of glitches, Cauchy noise, judge flips), {_setting_text()}.")
+    slowest = (auc[BIG_GLITCHES] - auc["clean"]).idxmin()
+    fate = ("Every estimator under every judge moves towards the correct answer and none away" if
+            bool((final["mean"] > start).all()) else "Not every estimator moves towards the correct answer under every judge")
+    takeaway = (f"{fate}; the largest glitches slow `{slowest}` most, from {auc.loc[slowest, 'clean']:.3f} to "
+                f"{auc.loc[slowest, BIG_GLITCHES]:.3f} averaged over training.")
+    return ReportFigure("05_training_curves", fig, caption, {"bands": bands, "auc": auc, "final": final, "start": start},
+                        takeaway)
+
+
+def training_curves_values(rf: ReportFigure) -> dict[str, float]:
+    """The numbers behind ``05_training_curves`` (glued by name, :mod:`robustgrpo.book.glue`): per estimator,
+    ``curve_<method>_clean`` and ``curve_<method>_glitch``, P(correct) averaged over training, clean and under
+    :data:`BIG_GLITCHES`; ``curve_start``, P(correct) at step 0; ``curve_lowest_end``, the lowest seed mean at the
+    last step over every judge and estimator."""
+    auc = rf.data["auc"]
+    values = {"curve_start": float(rf.data["start"]), "curve_lowest_end": float(rf.data["final"]["mean"].min())}
+    for m in auc.index:
+        values[f"curve_{m}_clean"] = float(auc.loc[m, "clean"])
+        values[f"curve_{m}_glitch"] = float(auc.loc[m, BIG_GLITCHES])
+    return values
+
+
+#: The glitch setting and success probability at which the glitch-update numbers compare estimators.
+GLITCH_CELL = ("glitches: 20 % -> 100", 0.5)
 
 
 @report_figure("05_glitch_update", notebook=NOTEBOOK)
@@ -318,37 +334,37 @@ def glitch_update_figure() -> ReportFigure:
     data = glitch_update_data()
     fig = plot_weight_ratio(data, panel="setting",
                             title="Glitches shrink the expected update but keep its direction")
-    half = data[(data["setting"] == "glitches: 20 % -> 100") & (data["p"] == 0.5)].set_index("method")
-    smallest = data.loc[data["ratio"].idxmin()]
-    unclear = data[data["lo"] <= 0]
-    above_one = data[data["lo"] > 1.0]
-
-    def cell(m: str) -> str:
-        return f"{half.loc[m, 'ratio']:.2f} +/- {half.loc[m, 'ratio'] - half.loc[m, 'lo']:.2f}"
-
     caption = (
         f"Expected update of one group (G = {CURVES.G}) at success probability p under response-independent glitches, "
-        f"as a share of the clean expected update, measured with the simulator's sampling and autograd over "
-        f"{WEIGHT_GROUPS:,} groups per p (band: 2 standard errors). The measured share is positive in "
-        f"{int((data['ratio'] > 0).sum())} of {len(data)} cells (smallest {smallest['ratio']:.2f}, {smallest['method']} at "
-        f"p = {smallest['p']:g}) and its band excludes 0 in {len(data) - len(unclear)}"
-        + (f"; the others are {', '.join(sorted(set(unclear['method'])))} under "
-           f"{', '.join(sorted(set(unclear['setting'])))}, too noisy to tell at this sample size" if len(unclear) else "")
-        + f". No drift in expectation, then. "
-        f"The share is mostly below 1, so learning slows: with 20 % glitches of 100 at p = 0.5, grpo keeps "
-        f"{cell('grpo')} of its update, robust {cell('robust')}, rank {cell('rank')} and dr_grpo {cell('dr_grpo')} (its "
-        f"closed form is 1 - rate = 0.8; a glitch of 100 makes its update so noisy that 10,000 groups barely measure it). "
-        f"The exception is winsor where successes are rare ({len(above_one[above_one.method == 'winsor'])} cells above 1 "
-        f"by more than the band): with a glitch in the group, the glitch and not the lone correct answer is the value "
-        f"it winsorizes."
+        f"as a share of the clean expected update, per estimator and glitch setting, measured with the simulator's "
+        f"sampling and autograd over {WEIGHT_GROUPS:,} groups per p (band: 2 standard errors)."
     )
-    cell5 = data[(data.setting == "glitches: 5 % -> 10") & (data.method == "dr_grpo")]
-    takeaway = (
-        f"for dr_grpo the share has a closed form: a sample hit with probability ρ contributes nothing and "
-        f"the others (G - 1)/G each, so E[g] = (1 - ρ) (G - 1) p (1 - p) and the share is 1 - ρ. With 5 % "
-        f"glitches of 10 it is measured at {cell5.ratio.min():.3f} to {cell5.ratio.max():.3f} over p (theory 0.95)."
-    )
+    positive, below = int((data["ratio"] > 0).sum()), float((data["ratio"] < 1).mean())
+    takeaway = (f"The share is positive in {positive} of {len(data)} cells, so glitches do not turn the update"
+                + (", and mostly below 1, so they slow it." if below > 0.5 else "."))
     return ReportFigure("05_glitch_update", fig, caption, data, takeaway)
+
+
+def glitch_update_values(rf: ReportFigure) -> dict[str, float | int | str]:
+    """The numbers behind ``05_glitch_update`` (glued by name): ``glitch_cells``, ``glitch_clear`` (cells whose band
+    excludes 0), ``glitch_smallest`` with its ``glitch_smallest_method`` and ``glitch_smallest_p``; at
+    :data:`GLITCH_CELL`, ``glitch_<method>`` for grpo, robust, rank and dr_grpo; ``glitch_dr_grpo_low`` and
+    ``glitch_dr_grpo_high``, dr_grpo's share over p under 5 % glitches of 10, whose closed form is 1 - rate
+    (``glitch_dr_grpo_theory``); ``glitch_winsor_above``, winsor's cells above 1 by more than the band."""
+    data = rf.data
+    setting, p = GLITCH_CELL
+    at = data[(data["setting"] == setting) & (data["p"] == p)].set_index("method")["ratio"]
+    smallest = data.loc[data["ratio"].idxmin()]
+    five = data[(data["setting"] == "glitches: 5 % -> 10") & (data["method"] == "dr_grpo")]["ratio"]
+    values: dict[str, float | int | str] = {
+        "glitch_cells": len(data), "glitch_clear": int((data["lo"] > 0).sum()),
+        "glitch_smallest": float(smallest["ratio"]), "glitch_smallest_method": str(smallest["method"]),
+        "glitch_smallest_p": float(smallest["p"]),
+        "glitch_dr_grpo_low": float(five.min()), "glitch_dr_grpo_high": float(five.max()),
+        "glitch_dr_grpo_theory": 1.0 - GLITCHES["glitches: 5 % -> 10"].rate,
+        "glitch_winsor_above": int(((data["method"] == "winsor") & (data["lo"] > 1.0)).sum())}
+    values |= {f"glitch_{m}": float(at[m]) for m in ("grpo", "robust", "rank", "dr_grpo")}
+    return values
 
 
 @report_figure("05_kl_estimators", notebook=NOTEBOOK)
@@ -365,14 +381,23 @@ def kl_estimators_figure() -> ReportFigure:
     caption = (
         f"P(correct) under RLOO advantages and SGD with the KL term of each trainer option in the loss at beta = "
         f"{KL.kl_coef:g} (two answers, rewards 1 and 0, reference and start at P(correct) = 0.3; mean and 2-se band over "
-        f"3 seeds x {KL.n_prompts} prompts). DeepSeekMath's k3 differentiated through the sampled answers (verl's "
-        f"default; TRL with use_bias_correction_kl=False) follows the gradient of KL(pi_ref || pi) and settles at "
-        f"{final.loc['k3', 'mean']:.3f}, the forward KL's optimum {points['forward']:.3f}. TRL's default multiplies k3 by "
-        f"the importance ratio and verl's k3+ takes k2's gradient: both follow KL(pi || pi_ref) and settle at "
-        f"{final.loc['k3_is', 'mean']:.3f} and {final.loc['k3+', 'mean']:.3f}, the reverse KL's optimum "
-        f"{points['reverse']:.3f}. k1 in the loss penalises nothing on average and climbs to {final.loc['k1', 'mean']:.3f}."
+        f"3 seeds x {KL.n_prompts} prompts); dotted, the optimum of each divergence. TRL's default multiplies k3 by the "
+        "importance ratio; verl's k3+ keeps k3's value with k2's gradient."
     )
-    return ReportFigure("05_kl_estimators", fig, caption, {"bands": bands, "final": final.reset_index(), "fixed_points": points})
+    takeaway = (f"verl's default `k3` settles at {final.loc['k3', 'mean']:.3f}, the optimum of the forward "
+                f"KL(pi_ref || pi) ({points['forward']:.3f}), and TRL's default at {final.loc['k3_is', 'mean']:.3f}, "
+                "that of the reverse one.")
+    return ReportFigure("05_kl_estimators", fig, caption, {"bands": bands, "final": final.reset_index(), "fixed_points": points},
+                        takeaway)
+
+
+def kl_values(rf: ReportFigure) -> dict[str, float]:
+    """The numbers behind ``05_kl_estimators`` (glued by name): ``kl_<term>`` (``k3``, ``k3_is``, ``k3plus``, ``k1``),
+    P(correct) at the end with each KL term; ``kl_forward`` and ``kl_reverse``, the optima of the two divergences."""
+    final = rf.data["final"].set_index("kl_estimator")["mean"]
+    values = {f"kl_{term.replace('+', 'plus')}": float(final[term]) for term in KL_TERMS}
+    return values | {"kl_forward": float(rf.data["fixed_points"]["forward"]),
+                     "kl_reverse": float(rf.data["fixed_points"]["reverse"])}
 
 
 @report_figure("05_rate_or_fate", notebook=NOTEBOOK)
@@ -388,21 +413,30 @@ def rate_or_fate_figure() -> ReportFigure:
     t_slow = first_step_below(data[data.J == 0.1], "wrong_mass", 0.2)
     caption = (
         f"Probability of the wrong answer (two answers, P(correct) = 0.5 at the start) when a noisy verifier with "
-        f"true-positive rate TPR and false-positive rate FPR scores the answers; mean and 2-se band over {len(SEEDS)} "
-        f"seeds, {FATE.n_prompts} prompts each. J > 0 drives the wrong mass to 0 (grpo after {FATE.steps} steps: "
-        f"{final.loc[('grpo', 0.5), 'mean']:.3f} at J = 0.5, {final.loc[('grpo', 0.1), 'mean']:.3f} at J = 0.1), J < 0 "
-        f"to 1 ({final.loc[('grpo', -0.5), 'mean']:.3f} at J = -0.5) and J = 0 leaves it where it was in expectation "
-        f"({final.loc[('grpo', 0.0), 'mean']:.3f} +/- {2 * final.loc[('grpo', 0.0), 'se']:.3f}). Noise changes the "
-        f"rate, not the fate: grpo's wrong mass falls below 0.2 at step {t_fast['grpo']:.0f} with J = 0.5 and step "
-        f"{t_slow['grpo']:.0f} with J = 0.1 (Rate or Fate, arXiv 2601.04411)."
+        f"true-positive rate TPR and false-positive rate FPR scores the answers, one line per J = TPR - FPR, one panel "
+        f"per estimator; mean and 2-se band over {len(SEEDS)} seeds, {FATE.n_prompts} prompts each, {FATE.steps} steps."
     )
-    takeaway = (
-        f"robust follows the same law: after {FATE.steps} steps its wrong mass is "
-        f"{final.loc[('robust', 0.5), 'mean']:.3f} at J = 0.5, {final.loc[('robust', 0.0), 'mean']:.3f} at J = 0 and "
-        f"{final.loc[('robust', -0.5), 'mean']:.3f} at J = -0.5. No estimator can see the sign of J from inside a "
-        f"group: a verifier worse than chance (J < 0) trains the policy away from the truth, robustly."
-    )
-    return ReportFigure("05_rate_or_fate", fig, caption, {"bands": bands, "final": final.reset_index()}, takeaway)
+    best, worst = max(VERIFIERS), min(VERIFIERS)
+    takeaway = (f"The sign of J decides where training goes (Rate or Fate, arXiv 2601.04411): `grpo`'s wrong mass ends at "
+                f"{final.loc[('grpo', best), 'mean']:.3f} with the best verifier and {final.loc[('grpo', worst), 'mean']:.3f} "
+                "with the worst, and `robust` follows the same law.")
+    return ReportFigure("05_rate_or_fate", fig, caption,
+                        {"bands": bands, "final": final.reset_index(), "fast": t_fast, "slow": t_slow}, takeaway)
+
+
+def fate_values(rf: ReportFigure) -> dict[str, float]:
+    """The numbers behind ``05_rate_or_fate`` (glued by name): ``fate_<method>_<j>``, the wrong mass at the end per
+    estimator and J (``j`` as ``p05`` for +0.5, ``m01`` for -0.1, ``0`` for 0); ``fate_grpo_0_band``, two standard
+    errors of grpo's at J = 0; ``fate_fast`` and ``fate_slow``: the step at which grpo's wrong mass falls below 0.2 at
+    J = 0.5 and J = 0.1."""
+    final = rf.data["final"].set_index(["estimator", "J"])
+
+    def key(j: float) -> str:
+        return "0" if j == 0 else f"{'p' if j > 0 else 'm'}{abs(j):.1f}".replace(".", "")
+
+    values = {f"fate_{m}_{key(j)}": float(final.loc[(m, j), "mean"]) for m, j in final.index}
+    return values | {"fate_grpo_0_band": float(2 * final.loc[("grpo", 0.0), "se"]),
+                     "fate_fast": float(rf.data["fast"]["grpo"]), "fate_slow": float(rf.data["slow"]["grpo"])}
 
 
 @report_figure("05_update_weight", notebook=NOTEBOOK)
@@ -412,25 +446,29 @@ def update_weight_figure() -> ReportFigure:
     fig = plot_update_weight(exact, measured, title="Per-prompt update weight w(p): measured in training equals the exact value")
     merged = measured.merge(exact, on=["method", "G", "p"], suffixes=("", "_exact"))
     z = ((merged["w"] - merged["w_exact"]) / merged["se"]).abs()
-    e8 = exact[exact.G == 8].set_index(["method", "p"])["w"]
     caption = (
         f"Update weight w(p) = E[g] / (G p (1 - p)) of one group, g = sum_i A_i (y_i - p) the gradient of the "
         f"correct answer's logit: lines are the exact enumeration over k ~ Binomial(G, p) "
-        f"(robustgrpo.lab.metrics.update_weight), points the simulator's own sampling and autograd over {WEIGHT_GROUPS:,} groups "
-        f"(bars: 2 se). The largest gap is {z.max():.1f} standard errors over {len(z)} cells. Dotted: (G - 1)/G, "
-        f"dr_grpo's constant weight. Dividing by the group's std weights the hard and easy prompts more (Dr. GRPO's "
-        f"difficulty bias): at G = 8 grpo gives p = 0.05 {e8[('grpo', 0.05)] / e8[('grpo', 0.5)]:.2f} times the weight "
-        f"of p = 0.5, and the median centre of robust strengthens it to "
-        f"{e8[('robust', 0.05)] / e8[('robust', 0.5)]:.2f} times."
+        f"(robustgrpo.lab.metrics.update_weight), points the simulator's own sampling and autograd over {WEIGHT_GROUPS:,} "
+        f"groups (bars: 2 se), at p = {min(WEIGHT_P):g} (the hardest prompts drawn) to {max(WEIGHT_P):g} and G = 4, 8 "
+        "and 16. Dotted: (G - 1)/G, dr_grpo's constant weight."
     )
     w = exact.set_index(["method", "G", "p"])["w"]
-    takeaway = (
-        "the bias grows with G: grpo's weight at p = 0.05 relative to p = 0.5 is "
-        + ", ".join(f"{w[('grpo', g, 0.05)] / w[('grpo', g, 0.5)]:.2f} at G = {g}" for g in (4, 8, 16))
-        + f". winsor turns it around: at G = 16 it gives p = 0.05 only {w[('winsor', 16, 0.05)]:.3f}, because "
-        f"winsorizing one value per tail erases a lone correct answer."
-    )
+    hardest, middle = min(WEIGHT_P), 0.5
+    takeaway = (f"At G = 8, dividing by the group's std gives the hardest prompts drawn "
+                f"{w[('grpo', 8, hardest)] / w[('grpo', 8, middle)]:.2f} times the weight of the middle ones under `grpo`, "
+                f"and `robust`'s median centre {w[('robust', 8, hardest)] / w[('robust', 8, middle)]:.2f} times.")
     return ReportFigure("05_update_weight", fig, caption, {"exact": exact, "measured": measured, "z": z}, takeaway)
+
+
+def weight_values(rf: ReportFigure) -> dict[str, float | int]:
+    """The numbers behind ``05_update_weight`` (glued by name): ``weight_z`` (the largest gap between measured and
+    exact, in standard errors) over ``weight_cells``; ``weight_grpo_<G>``, grpo's w(0.05) / w(0.5) at G = 4, 8, 16;
+    ``weight_winsor_16``, winsor's w(0.05) at G = 16."""
+    w = rf.data["exact"].set_index(["method", "G", "p"])["w"]
+    values: dict[str, float | int] = {"weight_z": float(rf.data["z"].max()), "weight_cells": len(rf.data["z"]),
+                                      "weight_winsor_16": float(w[("winsor", 16, 0.05)])}
+    return values | {f"weight_grpo_{g}": float(w[("grpo", g, 0.05)] / w[("grpo", g, 0.5)]) for g in (4, 8, 16)}
 
 
 @report_figure("05_hack_and_jackpot", notebook=NOTEBOOK)
@@ -451,36 +489,32 @@ def hack_and_jackpot_figure() -> ReportFigure:
     rare_end = final_values(data[data.setting == "rare hack"], "true_reward").set_index("estimator")["mean"]
     jack_end = final_values(data[data.setting == "jackpot"], "true_reward").set_index("estimator")["mean"]
     same = bool(np.array_equal(hack["hack_prob"].to_numpy(), data[data.setting == "jackpot"]["jackpot_prob"].to_numpy()))
-    kept = rare_end[rare_end > 0.9]
     caption = (
         f"{HACK.n_prompts} prompts, {HACK.n_answers} answers: correct (quality 1), two wrong (0) and either a hack "
         f"(true quality 0, judged {HACK.hack_reward:g}) or a jackpot (true and judged quality {HACK.hack_reward:g}); "
-        f"{len(SEEDS)} seeds. (a) Reachable (3 % initially), the hack makes the true reward rise, then collapse: grpo "
-        f"peaks at {peak['grpo']:.2f} and ends at {end['grpo']:.3f}; robust at {peak['robust']:.2f} and "
-        f"{end['robust']:.3f}; ppo_critic at {peak['ppo_critic']:.2f} and {end['ppo_critic']:.3f}; winsor, which "
-        f"clips the lone top score to the next value, slows it most ({end['winsor']:.3f} at the end). (b) At "
-        f"{100 * RARE_HACK:g} % the policy settles on the correct answer before it finds the hack: "
-        + (f"{', '.join(kept.index)} end above 0.9" if len(kept) else "no estimator ends above 0.9")
-        + (f", while {', '.join(f'{m} ({v:.3f})' for m, v in rare_end[rare_end <= 0.9].items())} still "
-           f"{'drifts' if (rare_end <= 0.9).sum() == 1 else 'drift'} to it" if (rare_end <= 0.9).any() else "")
-        + f". (c) With a genuine jackpot the same dynamics are a gain (grpo ends at {jack_end['grpo']:.3f}, winsor at "
-        f"{jack_end['winsor']:.3f}). (d) The judged scores are the same, so the probability of the hack equals that "
-        f"of the jackpot step by step ({'identical' if same else 'NOT identical'} in every run): an estimator that "
-        f"stops the hack stops the jackpot by as much. Only a better judge tells them apart."
+        f"{len(SEEDS)} seeds. (a) The hack at {100 * HACK.hack_init_prob:g} % initially, (b) at {100 * RARE_HACK:g} %, "
+        "(c) the jackpot: true reward per estimator; (d) the probability of the hack and of the jackpot."
     )
-    takeaway = (
-        "per estimator, peak and final true reward under the reachable hack, final true reward under the rare hack, "
-        "and with the jackpot: "
-        + "; ".join(f"{m} {peak[m]:.2f} → {end[m]:.3f} (rare hack {rare_end[m]:.3f}, jackpot {jack_end[m]:.3f})"
-                    for m in HACK_METHODS)
-        + f". The one that resists the hack best is {end.idxmax()}; the one that gains least from the jackpot is "
-        f"{jack_end.idxmin()}. Robust statistics cannot tell the two apart: the hack is not an outlier of its group, "
-        f"it is its best-scored answer, exactly like the jackpot. Once the correct answer is the majority of a group, "
-        f"a median centre gives it advantage 0 and the rare hack the only positive one, which is why robust still finds "
-        f"the rare hack (ends at {rare_end['robust']:.3f}) where grpo does not ({rare_end['grpo']:.3f})."
-    )
+    alike = ("and a jackpot with the same judged scores is learnt step for step alike" if same else
+             "and a jackpot with the same judged scores is learnt differently")
+    takeaway = (f"A reachable hack lifts the true reward, then collapses it (`grpo` from {peak['grpo']:.2f} to "
+                f"{end['grpo']:.3f}), {alike}: no estimator can tell the two apart.")
     return ReportFigure("05_hack_and_jackpot", fig, caption,
-                        {"bands": bands, "peak": peak, "end": end, "rare_end": rare_end, "jackpot_end": jack_end}, takeaway)
+                        {"bands": bands, "peak": peak, "end": end, "rare_end": rare_end, "jackpot_end": jack_end,
+                         "same": same}, takeaway)
+
+
+def hack_values(rf: ReportFigure) -> dict[str, float | str]:
+    """The numbers behind ``05_hack_and_jackpot`` (glued by name): per estimator of :data:`HACK_METHODS`,
+    ``hack_<method>_peak`` and ``hack_<method>_end`` (true reward under the reachable hack), ``hack_<method>_rare``
+    (at the end under the rare hack) and ``hack_<method>_jackpot`` (at the end with the jackpot); ``hack_resists``,
+    the estimator that ends highest under the reachable hack."""
+    d = rf.data
+    values: dict[str, float | str] = {"hack_resists": str(d["end"].idxmax())}
+    for m in HACK_METHODS:
+        values |= {f"hack_{m}_peak": float(d["peak"][m]), f"hack_{m}_end": float(d["end"][m]),
+                   f"hack_{m}_rare": float(d["rare_end"][m]), f"hack_{m}_jackpot": float(d["jackpot_end"][m])}
+    return values
 
 
 @report_figure("05_drift_unexposed", notebook=NOTEBOOK)
@@ -498,14 +532,21 @@ def drift_unexposed_figure() -> ReportFigure:
                             by=("policy_kind",))
     caption = (
         f"grpo, the hack judged {HACK.hack_reward:g} on half of {HACK.n_prompts} prompts and scored 0 (its true "
-        f"quality) on the other half; {len(SEEDS)} seeds. With a table of logits per prompt, the never-contaminated "
-        f"prompts keep the hack at or below its initial {100 * HACK.hack_init_prob:g} % (highest seed mean "
-        f"{peak['tabular']:.3f}). With one linear policy over answer features shared by every prompt, the update that "
-        f"rewards the hack where it is over-scored raises it everywhere: on the prompts that never saw it the hack "
-        f"reaches {peak['linear']:.3f} (twice its initial probability from step {rise.iloc[0]:.0f}), although there "
-        f"it is always scored 0."
+        f"quality) on the other half; {len(SEEDS)} seeds. P(hack) over (a) all prompts and (b) the prompts never "
+        f"contaminated, with a table of logits per prompt and with one linear policy over answer features shared by "
+        f"every prompt; dotted, its initial {100 * HACK.hack_init_prob:g} %."
     )
-    return ReportFigure("05_drift_unexposed", fig, caption, {"bands": bands, "peak": peak})
+    takeaway = (f"With a shared linear policy the hack reaches {peak['linear']:.3f} on prompts whose judge never "
+                f"over-scored it, against at most {peak['tabular']:.3f} with a table of logits.")
+    return ReportFigure("05_drift_unexposed", fig, caption, {"bands": bands, "peak": peak, "rise": float(rise.iloc[0])},
+                        takeaway)
+
+
+def drift_values(rf: ReportFigure) -> dict[str, float]:
+    """The numbers behind ``05_drift_unexposed`` (glued by name): ``drift_start`` (the hack's initial probability)
+    and ``drift_rise``, the step from which its probability on the never-contaminated prompts is twice that under the
+    linear policy."""
+    return {"drift_start": float(HACK.hack_init_prob), "drift_rise": float(rf.data["rise"])}
 
 
 # ------------------------------------------------------------------ any run (CLI)
@@ -578,24 +619,35 @@ def dashboard_values(engine: object) -> dict[str, float]:
 _RECORD_NAMES = {"trl_contamination": "the one-token record", "trl_composite": "the multi-token record"}
 
 
-def agreement_text(pairs: pd.DataFrame) -> str:
-    """Markdown: how many pairs of arms the simulator ranks as a trainer record does (every pair, and those the record
-    tells apart), per kind of pair, and the arms it cannot model
-    (:func:`~robustgrpo.lab.simulate.trainer.unmodelled_arms`) with the record's end beside the simulator's; and how far
-    apart their levels are (the root mean square difference of the arms' ends)."""
+def agreement_values(pairs: pd.DataFrame) -> dict[str, int | float]:
+    """How far the simulator ranks pairs of arms as a trainer record does (one of
+    :func:`~robustgrpo.lab.simulate.trainer.shipped_pairs`): ``agree`` of ``pairs`` pairs ranked as the record ranks
+    them and their ``share`` (0 to 1); the same for the pairs of two arms under one judge (``arms_agree`` of
+    ``arms_pairs``) and of one arm under two judges (``judges_agree`` of ``judges_pairs``); ``separated_agree`` of the
+    ``separated`` pairs the record tells apart (one ends higher beyond its band and 0.01); ``arms``, the record's arms,
+    and ``rms``, the root mean square difference between the record's and the simulator's P(correct) at the end."""
     summary = agreement_summary(pairs).set_index("kind")
-    kinds = {"arms": "two arms under one judge", "judges": "one arm under two judges"}
     ends = pd.concat([pairs[[f"judge_{x}", f"arm_{x}", f"real_{x}", f"simulated_{x}"]].set_axis(
         ["judge", "arm", "real", "simulated"], axis=1) for x in ("a", "b")]).drop_duplicates(["judge", "arm"])
-    rms = float(np.sqrt(((ends["real"] - ends["simulated"]) ** 2).mean()))
-    first = (f"The simulator ranks {int(summary.loc['all', 'agree'])} of {int(summary.loc['all', 'pairs'])} pairs of arms "
-             f"as the record does ({100 * summary.loc['all', 'share']:.0f} %): "
-             + "; ".join(f"{int(summary.loc[k, 'agree'])} of {int(summary.loc[k, 'pairs'])} pairs of {text}"
-                         for k, text in kinds.items() if k in summary.index)
-             + f". Of the {int(summary.loc['all', 'separated'])} pairs the record tells apart (one ends higher beyond its "
-             f"band and 0.01) it ranks {int(summary.loc['all', 'separated_agree'])} the same way. Its levels are another "
-             f"matter: over the {len(ends)} arms, the record's and the simulator's P(correct) at the end differ by "
-             f"{rms:.3f} (root mean square).")
+    values: dict[str, int | float] = {}
+    for kind, prefix in (("all", ""), ("arms", "arms_"), ("judges", "judges_")):
+        values[f"{prefix}agree"] = int(summary.loc[kind, "agree"])
+        values[f"{prefix}pairs"] = int(summary.loc[kind, "pairs"])
+    return values | {"share": float(summary.loc["all", "share"]), "separated": int(summary.loc["all", "separated"]),
+                     "separated_agree": int(summary.loc["all", "separated_agree"]), "arms": len(ends),
+                     "rms": float(np.sqrt(((ends["real"] - ends["simulated"]) ** 2).mean()))}
+
+
+def agreement_text(pairs: pd.DataFrame) -> str:
+    """Markdown for notebook 08's takeaways: :func:`agreement_values` in sentences, and the arms the simulator cannot
+    model (:func:`~robustgrpo.lab.simulate.trainer.unmodelled_arms`) with the record's end beside the simulator's."""
+    v = agreement_values(pairs)
+    kinds = {"arms_": "two arms under one judge", "judges_": "one arm under two judges"}
+    first = (f"The simulator ranks {v['agree']} of {v['pairs']} pairs of arms as the record does ({100 * v['share']:.0f} %): "
+             + "; ".join(f"{v[f'{k}agree']} of {v[f'{k}pairs']} pairs of {text}" for k, text in kinds.items())
+             + f". Of the {v['separated']} pairs the record tells apart (one ends higher beyond its band and 0.01) it "
+             f"ranks {v['separated_agree']} the same way. Its levels are another matter: over the {v['arms']} arms, the "
+             f"record's and the simulator's P(correct) at the end differ by {v['rms']:.3f} (root mean square).")
     hard = unmodelled_arms(pairs)
     share = Fraction(UNMODELLED_SHARE).limit_denominator(100)
     if hard.empty:
@@ -617,11 +669,7 @@ def trainer_agreement_values() -> dict[str, int | float | str]:
     trainer's learning rate), ``correct_feature``, ``length_feature`` and ``n_settings`` (the grid they were chosen
     from); ``unmodelled_share``, the share of its pairs an arm must disagree in to count as not modelled (a fraction
     in words, ``1/3``). Then per record, with the prefix ``one_token_`` or ``multi_token_``: ``fitted`` (the words
-    "fitted on it" or "not fitted on it"), ``agree`` of ``pairs`` pairs of arms ranked as the record ranks them and
-    their ``share`` (0 to 1); the same for the pairs of two arms under one judge (``arms_agree`` of ``arms_pairs``)
-    and of one arm under two judges (``judges_agree`` of ``judges_pairs``); ``separated_agree`` of the
-    ``separated`` pairs the record tells apart; ``arms``, the record's arms, and ``rms``, the root mean square
-    difference between the record's and the simulator's P(correct) at the end over them.
+    "fitted on it" or "not fitted on it") and every value of :func:`agreement_values`.
     """
     data = read_calibration()
     settings = data["settings"]
@@ -631,18 +679,8 @@ def trainer_agreement_values() -> dict[str, int | float | str]:
         "n_settings": len(data["scores"]), "unmodelled_share": str(Fraction(UNMODELLED_SHARE).limit_denominator(100))}
     for name, pairs in shipped_pairs().items():
         key = _RECORD_KEYS[name]
-        summary = agreement_summary(pairs).set_index("kind")
-        ends = pd.concat([pairs[[f"judge_{x}", f"arm_{x}", f"real_{x}", f"simulated_{x}"]].set_axis(
-            ["judge", "arm", "real", "simulated"], axis=1) for x in ("a", "b")]).drop_duplicates(["judge", "arm"])
         values[f"{key}_fitted"] = "fitted on it" if name == data["fitted_on"] else "not fitted on it"
-        for kind, prefix in (("all", ""), ("arms", "arms_"), ("judges", "judges_")):
-            values[f"{key}_{prefix}agree"] = int(summary.loc[kind, "agree"])
-            values[f"{key}_{prefix}pairs"] = int(summary.loc[kind, "pairs"])
-        values[f"{key}_share"] = float(summary.loc["all", "share"])
-        values[f"{key}_separated"] = int(summary.loc["all", "separated"])
-        values[f"{key}_separated_agree"] = int(summary.loc["all", "separated_agree"])
-        values[f"{key}_arms"] = len(ends)
-        values[f"{key}_rms"] = float(np.sqrt(((ends["real"] - ends["simulated"]) ** 2).mean()))
+        values |= {f"{key}_{k}": v for k, v in agreement_values(pairs).items()}
     return values
 
 
