@@ -219,8 +219,8 @@ def test_seed_group_figure_draws_the_scenario():
 
 
 def test_show_puts_the_figure_then_its_takeaway_then_its_caption_folded(monkeypatch):
-    """What a notebook cell shows: the figure, the takeaway in the open, and the caption (what the figure draws)
-    inside a collapsed view whose summary names it; nothing else."""
+    """What a notebook cell shows: the figure, the takeaway in the open, the numbers behind the figure and the caption
+    (what the figure draws) each inside a collapsed view whose summary names it; nothing else."""
     import IPython.display
 
     from robustgrpo.book.figures import CAPTION_SUMMARY, show
@@ -229,20 +229,16 @@ def test_show_puts_the_figure_then_its_takeaway_then_its_caption_folded(monkeypa
     monkeypatch.setattr(IPython.display, "display", lambda obj: shown.append(obj))
     rf = built("03_heatmap_update_cosine")
     show(rf, caption=True)
-    assert shown[0] is rf.figure and len(shown) == 3
+    assert shown[0] is rf.figure and len(shown) == 4
     assert shown[1].data == f"**Takeaway:** {rf.takeaway}"
-    folded = shown[2].data
+    assert shown[2].data.startswith("<details><summary>Numbers behind the figure</summary>") and rf.numbers in shown[2].data
+    folded = shown[3].data
     assert folded.startswith(f"<details><summary>{CAPTION_SUMMARY}</summary>\n\n") and folded.endswith("\n\n</details>")
     assert rf.caption in folded
     shown.clear()
-    show(rf)  # no caption asked: the figure and its takeaway only
-    assert len(shown) == 2 and rf.caption not in shown[1].data
-    shown.clear()
-    from robustgrpo.book.figures import NUMBERS_SUMMARY
+    show(rf)  # no caption asked: the figure, its takeaway and the numbers behind it
+    assert len(shown) == 3 and rf.caption not in shown[1].data and rf.caption not in shown[2].data
 
-    show(built("01_seed_group"), caption=True)  # with numbers behind it: folded between the takeaway and the caption
-    assert len(shown) == 4 and shown[2].data.startswith(f"<details><summary>{NUMBERS_SUMMARY}</summary>")
-    assert built("01_seed_group").numbers in shown[2].data and CAPTION_SUMMARY in shown[3].data
 
 
 def _sentences(text: str) -> set[str]:
@@ -253,7 +249,8 @@ def _sentences(text: str) -> set[str]:
 
 #: The chapters whose figures' captions say what is drawn and whose takeaways say what it shows (issue 41's
 #: item 5, carried through one chapter at a time; the others still share sentences between the two).
-SPLIT_CAPTIONS = ("01_outlier_poisoning.ipynb", "07_your_rewards.ipynb")
+SPLIT_CAPTIONS = ("01_outlier_poisoning.ipynb", "02_robust_statistics_primer.ipynb", "03_sweep_G_and_c.ipynb",
+                  "07_your_rewards.ipynb")
 #: Those of them that draw their figures in the notebook rather than register them: the markdown cell above each
 #: figure cell is its caption, the one below its takeaway.
 NOTEBOOK_CAPTIONS = tuple(n for n in SPLIT_CAPTIONS if not any(s.notebook == n for s in SPECS.values()))
@@ -395,7 +392,8 @@ def test_notebook_03s_sentences_read_the_heat_maps_and_the_dashboard_data():
 
     heat = built("03_heatmap_update_cosine")
     grpo4, grpo256 = (W.cell_value(heat.data, "grpo", g, "update_cosine") for g in (4, 256))
-    assert f"({grpo4:.3f} at G = 4, {grpo256:.3f} at G = 256)" in heat.takeaway and grpo256 < grpo4
+    assert f"(cosine {grpo4:.3f} at G = 4, {grpo256:.3f} at the largest G)" in heat.takeaway and grpo256 < grpo4
+    assert f"| grpo | {grpo4:.3f} | " in heat.numbers and heat.numbers.count(f"{grpo256:.3f}") >= 1
     fallback = built("03_heatmap_fallback")
     assert f"{100 * W.cell_value(fallback.data, 'seed_mad', 8, 'fallback_rate'):.1f} %" in fallback.takeaway
     assert "for robust." in built("03_clip_schedule").takeaway
@@ -416,10 +414,11 @@ def test_notebook_02s_sentences_read_its_figures_tables():
 
     breakdown, mad_zero, efficiency = built("02_breakdown"), built("02_mad_zero"), built("02_efficiency")
     d = breakdown.data[breakdown.data["G"] == 8].set_index("method")
-    assert f"a single glitch is already {d.loc['grpo', 'breakdown']:.1%} of the group" in breakdown.takeaway
+    assert f"a single glitch, {d.loc['grpo', 'breakdown']:.1%} of the group, already breaks grpo" in breakdown.takeaway
     assert "12.5%" in breakdown.takeaway  # one of eight
     exact = mad_zero.data.query("source == 'exact'")
-    assert mad_zero.takeaway.endswith(f"(G = 2 to 64, p from 0 to 1) the average is {exact['mad_zero'].mean():.1%}.")
+    assert mad_zero.takeaway.endswith(f"over the whole map it is 0 in {exact['mad_zero'].mean():.1%} of groups.")
+    assert f"| the whole map (mean) | {100 * exact['mad_zero'].mean():.1f} % |" in mad_zero.numbers
     e = efficiency.data.set_index("estimator")
     assert f"The MAD buys its 50 % breakdown with {e.loc['mad', 'efficiency']:.1%} efficiency" in efficiency.takeaway
     values = P.closing_values(breakdown, mad_zero, efficiency)
@@ -428,9 +427,10 @@ def test_notebook_02s_sentences_read_its_figures_tables():
     assert closing.count(" - ") == 4 and "published: MAD 36.75%, Qn 82.27%, Huber 95%" in closing
     assert f"keeps its lead against {int(d.loc['robust', 'glitches']) - 1} glitch under robust" in closing
     assert "(glitches beyond 500 reward gaps tie the gap)" in closing
-    for name in ("02_influence", "02_samuelson", "02_tie_collapse", "02_update_weight"):
-        assert built(name).takeaway == built(name).caption
-    assert built("02_resolution").takeaway.endswith("and no glitch size matters.")
+    assert f"| {d.loc['robust', 'breakdown']:.3f} | {d.loc['robust', 'theory']:.3f} | 2 | 2 |" in breakdown.numbers
+    for name in ("02_influence", "02_samuelson", "02_tie_collapse", "02_update_weight"):  # were the caption repeated
+        assert built(name).takeaway not in built(name).caption and built(name).numbers
+    assert built("02_resolution").takeaway.endswith("so no glitch size matters.")
 
 
 def test_seed_advantages_figure_has_the_seed_numbers():
@@ -605,7 +605,7 @@ def test_resolution_figure_shows_the_jump_the_jitter_and_the_dynamic_range():
     assert batched[batched.index > 2].iloc[0] == pytest.approx(robust[(robust.index > 2) & (robust.index <= 500)].iloc[0], rel=1e-12)
     rank_alone, rank_batched = g.loc[("rank", "resolution 0.001")], g.loc[("rank", "resolution 0.001, among 31 clean groups")]
     assert rank_alone.iloc[-1] < 0 < rank_batched.iloc[-1]
-    assert "rank 0.80 at M = 10^6 (alone: -0.20)" in rf.caption
+    assert "| (c) | rank at M = 10^6: among the clean groups, alone | 0.80, -0.20 |" in rf.numbers
 
 
 def test_update_weight_figure_is_the_exact_enumeration():
@@ -639,7 +639,7 @@ def test_efficiency_figure_agrees_with_the_reference_table():
         lit = EFF["values"][name]["efficiency"]
         gap = abs(finite[name]["efficiency"] - lit)
         assert abs(d.loc[name, "efficiency"] - lit) <= Z * d.loc[name, "se"] + gap, name
-    assert "36.75 %" in rf.caption and "82.27 %" in rf.caption
+    assert "| mad | " in rf.numbers and "| 36.75 % |" in rf.numbers and "| 82.27 % |" in rf.numbers
 
 
 def test_samuelson_figure_is_attained():
@@ -651,7 +651,7 @@ def test_samuelson_figure_is_attained():
         # attained by a lone outlier, up to grpo's eps = 1e-6 in the denominator
         assert np.allclose(part["advantage"], part["bound"], rtol=1e-5)
     assert d[(d["ddof"] == 1) & (d["G"] == 8)]["bound"].item() == pytest.approx(REF["samuelson_bound_g8"], abs=1e-6)
-    assert "from G = 9" in rf.caption
+    assert "| the G from which the bound exceeds the clip c = 2.5 | 9 |" in rf.numbers
 
 
 def test_tie_collapse_figure():
