@@ -360,8 +360,8 @@ def test_notebook_01s_prose_places_the_seed_numbers():
     assert f"the correct answer gets **{REF['seed_mad_correct']:.3f}** instead of about {REF['clean_grpo_correct']:.2f}" in prose
     assert f"correct answer **{REF['robust_correct']:.3f}**, glitch clipped at c" in prose
     assert "up to 500 times the reward gap; beyond, the gap of 1 is below the estimator's resolution (0.1 % " in prose
-    assert ("P(MAD = 0) at G = 8 is 99.5 % at p = 0.1, 86.4 % at p = 0.3 and 72.7 % at p = 0.5; with torch's lower "
-            "median it is 100 % at every p.") in prose
+    assert "P(MAD = 0) at G = 8 is 86.4 % at p = 0.3, and 100 % at every p with torch's lower median." in prose
+    assert "| P(MAD = 0), G = 8 | 99.5 % | 86.4 % | 72.7 % |" in prose
     assert "the glitch gets 10,000 against the correct answer's 1,000, that is 10 times its weight" in prose
     assert "`winsor` (20 % per tail) erases the lone correct answer of the clean group" in prose
     assert S.estimator_table().loc["winsor", "correct, clean"] == 0  # what that sentence says
@@ -403,10 +403,13 @@ def test_notebook_03s_sentences_read_the_heat_maps_and_the_dashboard_data():
     values = W.dashboard_values(trap, big, huge)
     assert (values["trap_G"], values["big_G"], values["huge_size"]) == (8, 16, 1000)
     text = notebook_prose("03_sweep_G_and_c.ipynb", values, partial=True)
-    assert f"takes its fallback in {100 * trap.fallback_rate['seed_mad']:.1f} % of the groups at G = 8" in text
-    assert f"{100 * big.fallback_rate['seed_mad']:.1f} % at G = 16" in text and "(M = 1000)" in text
-    assert f"robust {huge.update_cosine['robust']:.3f} and rank {huge.update_cosine['rank']:.3f}" in text
-    assert "At 1000 times the reward gap the gap of 1 is below robust's and rank's resolution (0.1 % of" in text
+    assert f"takes its fallback in {100 * trap.fallback_rate['seed_mad']:.1f} % of the groups at G = 8;" in text
+    assert f"seed_mad's fallback rate is {100 * big.fallback_rate['seed_mad']:.1f} % at G = 16" in text
+    assert trap.sign_agreement["robust"] > trap.sign_agreement["grpo"]  # "whose signs robust keeps more often than grpo"
+    assert (f"| robust | {trap.update_cosine['robust']:.3f} | {huge.update_cosine['robust']:.3f} | "
+            f"{trap.contaminated_mean_advantage['robust']:+.2f} | {100 * trap.sign_agreement['robust']:.1f} % |") in text
+    assert f"| rank | | {huge.update_cosine['rank']:.3f} | | |" in text and "update cosine, glitch 1000 |" in text
+    assert "below robust's and rank's resolution (a share of the group's range" in text
 
 
 def test_notebook_02s_sentences_read_its_figures_tables():

@@ -18,8 +18,9 @@ Builders (each runs with no arguments and is deterministic):
 The notebook's prose places the numbers of :func:`fallback_values`,
 :func:`mad_zero_values`, :func:`mc_grpo_values`, :func:`call_values` and
 :func:`closing_values` by name (:mod:`robustgrpo.book.glue`); :func:`estimator_table`
-is its table of every estimator's advantages, and :func:`demo_text` is the report
-``python -m robustgrpo demo`` prints, written from the same numbers.
+is its table of every estimator's advantages. :func:`demo_text` is the terminal report
+``python -m robustgrpo demo`` prints, written from the same numbers; it serves that command only (no notebook
+shows it), so it stays plain text composed here.
 """
 
 from __future__ import annotations
@@ -494,7 +495,8 @@ def _advantage_table(rewards: torch.Tensor, correct: int) -> list[str]:
 
 
 def demo_text() -> str:
-    """The seed example report that ``python -m robustgrpo demo`` prints.
+    """The seed example report that ``python -m robustgrpo demo`` prints (its only caller; the notebook's prose places
+    the same numbers by name instead).
 
     The numbers are :func:`~robustgrpo.lab.metrics.seed.seed_group_summary`'s (the
     ones notebook 01 quotes) and each estimator's advantages of the group.
