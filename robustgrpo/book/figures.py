@@ -9,8 +9,9 @@ the notebooks call the same builders, so the
 notebook figure and the report figure are one piece of code.
 
 ``python -m robustgrpo figures --out DIR`` runs :func:`build_all`: every
-builder, saved as PNG, SVG and PDF, plus ``index.md`` listing each figure
-with its caption and takeaway under an overview table (:func:`index_markdown`). Builds are deterministic: same code, same bytes, on one machine and
+builder, saved as PNG, SVG and PDF, plus ``index.md`` (:func:`index_markdown`): an
+overview table, then each figure with its caption, takeaway and the numbers behind it.
+Builds are deterministic: same code, same bytes, on one machine and
 environment (another processor's vector kernels may move a value in its last bits).
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -28,6 +30,7 @@ from matplotlib.figure import Figure
 
 from robustgrpo.lab.files import make_folder
 from robustgrpo.book.style import save_figure
+from robustgrpo.book.text import num
 
 __all__ = [
     "ReportFigure",
@@ -211,8 +214,6 @@ def numbers_table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     | grpo | -0.107 |
     | mc_grpo | 1,000 |
     """
-    from robustgrpo.book.text import num
-
     if not rows or any(len(r) != len(header) for r in rows):
         raise ValueError(f"numbers_table needs at least one row, each of {len(header)} cells (one per header)")
 
@@ -241,8 +242,6 @@ def index_takeaway(rf: ReportFigure) -> str:
 
 def _first_sentence(text: str) -> str:
     """The first sentence of ``text``: up to the first ``.``, ``!`` or ``?`` followed by a space and a capital."""
-    import re
-
     return re.split(r"(?<=[.!?])\s+(?=[A-Z*_`(])", text.strip(), maxsplit=1)[0]
 
 

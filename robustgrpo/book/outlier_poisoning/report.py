@@ -4,8 +4,9 @@ Seed 000's group (``data/scenarios/seed_example.json``): G = 8 verifiable
 rewards, six wrong answers (0), one correct answer (1) and one response that
 a judge glitch scored 10. Every builder here computes its numbers from that
 file with :mod:`robustgrpo.lab.metrics` and :mod:`robustgrpo.advantages`, draws
-them with :mod:`robustgrpo.book.outlier_poisoning.plots` and writes them into its takeaway (its caption
-says what is drawn), so the notebook, the report and the tests read the same numbers.
+them with :mod:`robustgrpo.book.outlier_poisoning.plots` and writes them into its takeaway (one sentence, at
+most three numbers) and ``numbers`` (the rest, a table); its caption says what is drawn. The notebook, the report
+and the tests read the same numbers.
 
 Builders (each runs with no arguments and is deterministic):
 

@@ -2,7 +2,8 @@ r"""Report figures of notebook 02, the robust-statistics primer.
 
 Each builder computes its numbers with :mod:`robustgrpo.lab.metrics` (fixed
 seeds; a no-argument call is deterministic), draws them with
-:mod:`robustgrpo.book.robust_statistics_primer.plots` and writes the key numbers into its caption.
+:mod:`robustgrpo.book.robust_statistics_primer.plots`; its caption says what is drawn, its takeaway what it
+shows (one sentence, at most three numbers) and ``numbers`` holds the rest as a table.
 
 * ``02_breakdown``: empirical breakdown points of the catalogue against theory;
 * ``02_influence``: Tukey's sensitivity curves of location and scale statistics;

@@ -21,6 +21,9 @@ of the policy update (:func:`robustgrpo.lab.metrics.agreement_from_advantages`):
 * ``03_clip_schedule``: seed 000's annealed c (2.0 to 3.5) and what each c
   does to the clipped fraction.
 
+Each caption says what is drawn, each takeaway what it shows (one sentence, at most three numbers), and
+``numbers`` holds the rest as a table.
+
 The sweeps run once per process (:func:`heatmap_data` and :func:`schedule_data` keep
 their tables; ``progress=True`` on the first call shows a progress bar, as notebook 03
 does); the figures are drawn anew at every call.
