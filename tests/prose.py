@@ -1,5 +1,7 @@
 """The prose of a committed notebook with glued values placed (robustgrpo.book.glue), for the tests that check
-what a notebook says: the values a chapter's ``*_values()`` functions compute, in the sentences that place them."""
+what a notebook says: the values a chapter's ``*_values()`` functions compute, in the sentences that place them;
+and the house rule for a takeaway (one sentence, at most three numbers), with what counts as a number
+(:func:`numbers_in`) and as a sentence (:func:`sentences_in`)."""
 
 from __future__ import annotations
 
@@ -42,14 +44,10 @@ def used_names(notebook: str) -> set[str]:
     return {p.name for c in nb.cells if c.cell_type == "markdown" for p in placeholders(c.source, notebook)}
 
 
-
-
-
 # ------------------------------------------------------------------ the takeaway rule (issue 45, item 3)
 
-#: Where a numeral is a name, not a number: ``0/1`` (the reward kind), ``seed 000`` (the proposal documents),
-#: ``notebook 04`` / ``chapter 04`` / ``section 2`` (cross-references) and ``G - 1`` style formula constants are NOT
-#: exempt; code spans are dropped before counting.
+#: Numerals that are names, not numbers: ``0/1`` (the reward kind), ``seed 000`` (the proposal documents) and
+#: cross-references (``notebook 04``, ``chapter 04``, ``section 2``).
 _NAMED = re.compile(r"\b0/1\b|\bseeds? \d{3}\b|\b(?:notebook|chapter|section)s? \d+\b", re.I)
 #: A number: an optional sign, digits (with thousands commas), an optional decimal part, an optional exponent
 #: (``1e-3``, ``10^6``, ``10⁶``), an optional percent sign; not part of a word or a name (``k3``, ``01_seed``).
@@ -57,8 +55,8 @@ _NUMBER = re.compile(r"(?<![\w.])[-+−]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?
                      r"(?:[eE][-+−]?\d+|\^[-+−]?\d+|[⁰¹²³⁴⁵⁶⁷⁸⁹]+)?\s?%?(?![\w])")
 _CODE = re.compile(r"`[^`]*`")
 _COMMENT = re.compile(r"<!--.*?-->", re.S)
-#: The end of a sentence: ., ! or ? then a space and a capital, a digit, an emphasis mark or a backtick; ``e.g.``
-#: and ``i.e.`` are not used in takeaways, so they are not special.
+#: The end of a sentence: ``.``, ``!`` or ``?``, then a space and a capital, a digit, an emphasis mark, a backtick or
+#: an opening parenthesis (``e.g.`` and ``i.e.`` would end one: takeaways do not use them).
 _SENTENCE_END = re.compile(r"[.!?]\s+(?=[A-Z0-9*_`(])")
 
 
@@ -101,5 +99,6 @@ def takeaway_faults(text: str, *, most: int = 3) -> list[str]:
     if len(numbers_in(text)) > most:
         faults.append(f"{len(numbers_in(text))} numbers {numbers_in(text)}")
     return faults
+
 
 __all__ = ["notebook_prose", "used_names", "NOTEBOOKS", "plain", "numbers_in", "sentences_in", "takeaway_faults"]
