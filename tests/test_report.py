@@ -359,7 +359,8 @@ def test_notebook_01s_prose_places_the_seed_numbers():
     assert "and the MAD is **0**: six of the eight rewards tie at 0" in prose
     assert f"the correct answer gets **{REF['seed_mad_correct']:.3f}** instead of about {REF['clean_grpo_correct']:.2f}" in prose
     assert f"correct answer **{REF['robust_correct']:.3f}**, glitch clipped at c" in prose
-    assert "up to 500 times the reward gap; beyond, the gap of 1 is below the estimator's resolution (0.1 % " in prose
+    assert "up to 500 times the reward gap; beyond, the gap of 1 is below the estimator's resolution and ties" in prose
+    assert "| robust's resolution, a share of the group's range | 0.1 % |" in prose
     assert "P(MAD = 0) at G = 8 is 86.4 % at p = 0.3, and 100 % at every p with torch's lower median." in prose
     assert "| P(MAD = 0), G = 8 | 99.5 % | 86.4 % | 72.7 % |" in prose
     assert "the glitch gets 10,000 against the correct answer's 1,000, that is 10 times its weight" in prose
@@ -394,6 +395,8 @@ def test_notebook_03s_sentences_read_the_heat_maps_and_the_dashboard_data():
     grpo4, grpo256 = (W.cell_value(heat.data, "grpo", g, "update_cosine") for g in (4, 256))
     assert f"(cosine {grpo4:.3f} at G = 4, {grpo256:.3f} at the largest G)" in heat.takeaway and grpo256 < grpo4
     assert f"| grpo | {grpo4:.3f} | " in heat.numbers and heat.numbers.count(f"{grpo256:.3f}") >= 1
+    robust4, robust256 = (W.cell_value(heat.data, "robust", g, "update_cosine") for g in (4, 256))
+    assert robust256 > robust4 and "while the median-centred robust gets closer." in heat.takeaway
     fallback = built("03_heatmap_fallback")
     assert f"{100 * W.cell_value(fallback.data, 'seed_mad', 8, 'fallback_rate'):.1f} %" in fallback.takeaway
     assert "for robust." in built("03_clip_schedule").takeaway
