@@ -516,10 +516,15 @@ def test_a_record_of_a_corner_of_the_heat_maps_holds_the_heat_maps_numbers(tmp_p
 
     values = comparison_values(rec, "update_cosine", reference)
     assert values == {"record_cells": 10, "record_matching": 10,
-                      "record_largest_difference": f"{same['difference'].abs().max():.1g}"}
+                      "record_largest_difference": f"{same['difference'].abs().max():.1g}",
+                      "record_verdict": "holds the heat maps' own numbers, computed one cell at a time"}
     assert float(values["record_largest_difference"]) <= 1e-12
     assert comparison_values(other, "update_cosine", reference) == {
-        "record_cells": 10, "record_matching": 0, "record_largest_difference": "none: no cell in common"}
+        "record_cells": 10, "record_matching": 0, "record_largest_difference": "none: no cell in common",
+        "record_verdict": "sweeps another setting than the heat maps"}
+    shifted = reference.assign(update_cosine=reference["update_cosine"] + 0.01)  # the same cells, other numbers
+    assert comparison_values(rec, "update_cosine", shifted)["record_verdict"] == ("differs from the heat maps in the "
+                                                                                 "cells it shares with them")
 
 
 # ---------------------------------------------------------------------------------- the command
