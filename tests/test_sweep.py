@@ -511,13 +511,20 @@ def test_a_record_of_a_corner_of_the_heat_maps_holds_the_heat_maps_numbers(tmp_p
     np.testing.assert_allclose(same["update_cosine"], same["reference"], rtol=0, atol=1e-12)
     other = rec.assign(rate=0.1)  # another setting: no cell of the heat maps
     assert compare_with_heatmaps(other, "update_cosine", reference).empty
-    # the sentence notebook 03 prints below the record's heat maps
-    from robustgrpo.book.records import comparison_text
+    # the values notebook 03's takeaway below the record's heat maps places (glued)
+    from robustgrpo.book.records import comparison_values
 
-    text = comparison_text(rec, "update_cosine", reference)
-    assert text.startswith("10 of the record's 10 cells are cells of the heat maps above")
-    assert f"between the two is {same['difference'].abs().max():.1g}:" in text
-    assert comparison_text(other, "update_cosine", reference).startswith("None of the record's cells")
+    values = comparison_values(rec, "update_cosine", reference)
+    assert values == {"record_cells": 10, "record_matching": 10,
+                      "record_largest_difference": f"{same['difference'].abs().max():.1g}",
+                      "record_verdict": "holds the heat maps' own numbers, computed one cell at a time"}
+    assert float(values["record_largest_difference"]) <= 1e-12
+    assert comparison_values(other, "update_cosine", reference) == {
+        "record_cells": 10, "record_matching": 0, "record_largest_difference": "none: no cell in common",
+        "record_verdict": "sweeps another setting than the heat maps"}
+    shifted = reference.assign(update_cosine=reference["update_cosine"] + 0.01)  # the same cells, other numbers
+    assert comparison_values(rec, "update_cosine", shifted)["record_verdict"] == ("differs from the heat maps in the "
+                                                                                 "cells it shares with them")
 
 
 # ---------------------------------------------------------------------------------- the command

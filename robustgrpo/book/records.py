@@ -34,9 +34,12 @@ from robustgrpo.lab.sweep import load_record
 from robustgrpo.lab.sweep.record import swept_columns
 from robustgrpo.book.figures import ReportFigure
 
-__all__ = ["record_heatmaps", "record_curves", "select", "compare_with_heatmaps", "comparison_text"]
+__all__ = ["record_heatmaps", "record_curves", "select", "compare_with_heatmaps", "comparison_values", "SAME_NUMBER"]
 
 _RecordLike = str | os.PathLike[str] | pd.DataFrame
+#: The largest difference between a record's cell and the heat maps' value that :func:`comparison_values` still calls
+#: the same number (float residue of a sum taken in another order).
+SAME_NUMBER = 1e-12
 
 
 def select(frame: pd.DataFrame, where: Mapping[str, Any] | None) -> pd.DataFrame:
@@ -209,11 +212,27 @@ def compare_with_heatmaps(table: pd.DataFrame, metric: str = "update_cosine",
     return out.assign(difference=out[metric] - out["reference"])
 
 
-def comparison_text(table: pd.DataFrame, metric: str = "update_cosine", reference: pd.DataFrame | None = None) -> str:
-    """How a record's cells compare with notebook 03's heat maps (:func:`compare_with_heatmaps`), in a sentence."""
+def comparison_values(table: pd.DataFrame, metric: str = "update_cosine",
+                      reference: pd.DataFrame | None = None) -> dict[str, int | str]:
+    """How a record's cells compare with notebook 03's heat maps (:func:`compare_with_heatmaps`), as values for its
+    prose (glued by name, :mod:`robustgrpo.book.glue`).
+
+    Returns
+    -------
+    dict
+        ``record_cells`` (the rows of ``table``), ``record_matching`` (those that are cells of the heat maps: same
+        estimator, G, c and data) and ``record_largest_difference``: the largest absolute difference in ``metric``
+        between a matching cell and the heat maps' value, written with one significant digit (``"4e-16"``, ``"0"``),
+        or ``"none: no cell in common"`` when no cell matches (there is then no difference to state, and a number
+        would be made up); ``record_verdict``, what that means, by the rule: the record "holds the heat maps' own
+        numbers" when some cells match and none differs by more than :data:`SAME_NUMBER` (float residue), "differs
+        from the heat maps in the cells it shares with them" when one does, "sweeps another setting than the heat
+        maps" when none matches.
+    """
     same = compare_with_heatmaps(table, metric, reference)
-    if not len(same):
-        return "None of the record's cells is a cell of the heat maps above: it sweeps another setting."
-    return (f"{len(same)} of the record's {len(table)} cells are cells of the heat maps above (same estimator, G, c and "
-            f"data); the largest difference in {metric.replace('_', ' ')} between the two is "
-            f"{same['difference'].abs().max():.1g}: the record holds the heat maps' own numbers, computed one cell at a time.")
+    largest = float(same["difference"].abs().max()) if len(same) else None
+    verdict = ("sweeps another setting than the heat maps" if largest is None
+               else "holds the heat maps' own numbers, computed one cell at a time" if largest <= SAME_NUMBER
+               else "differs from the heat maps in the cells it shares with them")
+    return {"record_cells": len(table), "record_matching": len(same), "record_verdict": verdict,
+            "record_largest_difference": "none: no cell in common" if largest is None else f"{largest:.1g}"}

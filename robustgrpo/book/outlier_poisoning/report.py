@@ -4,8 +4,9 @@ Seed 000's group (``data/scenarios/seed_example.json``): G = 8 verifiable
 rewards, six wrong answers (0), one correct answer (1) and one response that
 a judge glitch scored 10. Every builder here computes its numbers from that
 file with :mod:`robustgrpo.lab.metrics` and :mod:`robustgrpo.advantages`, draws
-them with :mod:`robustgrpo.book.outlier_poisoning.plots` and writes them into its takeaway (its caption
-says what is drawn), so the notebook, the report and the tests read the same numbers.
+them with :mod:`robustgrpo.book.outlier_poisoning.plots` and writes them into its takeaway (one sentence, at
+most three numbers) and ``numbers`` (the rest, a table); its caption says what is drawn. The notebook, the report
+and the tests read the same numbers.
 
 Builders (each runs with no arguments and is deterministic):
 
@@ -18,8 +19,9 @@ Builders (each runs with no arguments and is deterministic):
 The notebook's prose places the numbers of :func:`fallback_values`,
 :func:`mad_zero_values`, :func:`mc_grpo_values`, :func:`call_values` and
 :func:`closing_values` by name (:mod:`robustgrpo.book.glue`); :func:`estimator_table`
-is its table of every estimator's advantages, and :func:`demo_text` is the report
-``python -m robustgrpo demo`` prints, written from the same numbers.
+is its table of every estimator's advantages. :func:`demo_text` is the terminal report
+``python -m robustgrpo demo`` prints, written from the same numbers; it serves that command only (no notebook
+shows it), so it stays plain text composed here.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ from robustgrpo.book.outlier_poisoning.plots import (
     plot_sensitivity,
 )
 from robustgrpo.lab.scenarios import load_scenario
-from robustgrpo.book.figures import ReportFigure, report_figure
-from robustgrpo.book.text import ZERO, join, num, sentences
+from robustgrpo.book.figures import ReportFigure, numbers_table, report_figure
+from robustgrpo.book.text import ZERO, join, num, pct
 
 if TYPE_CHECKING:
     from robustgrpo.advantages import AdvantageResult
@@ -118,15 +120,16 @@ def seed_group_figure() -> ReportFigure:
         f"answer ({g.rewards[0, g.correct]:g}) and one judge glitch ({g.outlier_reward:g}); dashed, the group's mean "
         "(grpo's centre), solid, its median (robust's centre), with both standard deviations written beside them."
     )
-    takeaway = (
-        f"the glitch pulls the mean to {summary['mean']:.3f}, above the correct answer's reward of 1, while the median "
-        f"stays at {summary['median']:g}, so grpo gives the "
-        f"correct answer **{summary['grpo_correct']:.3f}**: the policy is pushed *away* from it. "
-        f"Seed 000's text writes the population std (ddof = 0: {summary['std_population']:.3f}, advantage "
-        f"{summary['grpo_correct_population']:.3f}); its code calls `torch.std`, the sample std (ddof = 1: "
-        f"{summary['std_bessel']:.3f}, advantage {summary['grpo_correct']:.3f}). Either way the sign is wrong."
-    )
-    return ReportFigure("01_seed_group", fig, caption, data, takeaway)
+    takeaway = (f"the glitch pulls the mean to {summary['mean']:.3f}, above the correct answer's reward of "
+                f"{g.rewards[0, g.correct]:g}, so grpo gives the correct answer **{summary['grpo_correct']:.3f}** and "
+                "pushes the policy *away* from it.")
+    numbers = numbers_table(["quantity", "value"], [
+        ["mean (grpo's centre)", summary["mean"]], ["median (robust's centre)", float(summary["median"])],
+        ["sample std, ddof = 1 (seed 000's code: `torch.std`)", summary["std_bessel"]],
+        ["grpo's advantage of the correct answer, ddof = 1", summary["grpo_correct"]],
+        ["population std, ddof = 0 (seed 000's text)", summary["std_population"]],
+        ["grpo's advantage of the correct answer, ddof = 0", summary["grpo_correct_population"]]])
+    return ReportFigure("01_seed_group", fig, caption, data, takeaway, numbers)
 
 
 @report_figure("01_seed_advantages", notebook=NOTEBOOK)
@@ -174,37 +177,24 @@ def seed_advantages_figure(
 
     correct, correct_clean, wrong = pick("correct", "poisoned"), pick("correct", "clean"), pick("wrong", "poisoned")
     n_wrong = int((roles == "wrong").sum())
-    parts = []
-    moved = [m for m in ("grpo", "seed_mad") if m in correct.index]
-    if moved:
-        first = "The glitch turns the correct answer's advantage " + " and ".join(
-            f"from {num(correct_clean[m])} to {num(correct[m])} under {m}" for m in moved
-        )
-        if "seed_mad" in moved:
-            first += " (its MAD is 0, so it divides by the std the glitch inflated)"
+    if "grpo" in correct.index:
+        said = f"the glitch turns the correct answer's advantage under grpo from {num(correct_clean['grpo'])} to {num(correct['grpo'])}"
         if "robust" in correct.index:
-            first += f"; robust keeps {num(correct['robust'])}"
-        parts.append(first)
-    zero = [m for m in wrong.index if abs(wrong[m]) <= ZERO]
-    pushed = [m for m in ("huber_m", "rank") if m in wrong.index and wrong[m] < -ZERO]
-    second = []
-    if zero:
-        text = f"median-centred {join(zero)} give the {n_wrong} wrong answers 0"
-        if pushed:
-            text += f", while {join([f'{m} ({num(wrong[m])})' for m in pushed])} push them down"
-        second.append(text)
+            said += f", while robust keeps {num(correct['robust'])}"
+        takeaway = said + "."
+    else:
+        takeaway = "the glitch moves each estimator's advantages as drawn; their values are in the table below."
+    outlier = pick("outlier", "poisoned")
+    numbers = numbers_table(
+        ["estimator", "correct, poisoned", "correct, clean", "each wrong, poisoned", "glitch, poisoned", "fallback"],
+        [[m, float(correct[m]), float(correct_clean[m]), float(wrong[m]), float(outlier[m]),
+          "yes" if data[(data["method"] == m)]["fallback"].any() else "no"] for m in correct.index])
     low, high = limits
-    off = [m for m in correct.index if not low <= correct[m] <= high]
-    if off:
-        second.append(f"{join([f'{m} gives the correct answer {num(correct[m])}' for m in off])} (off scale)")
-    if second:
-        parts.append("; ".join(second))
-    takeaway = sentences(parts, "the estimators give seed 000's group the advantages drawn.", keep=ESTIMATORS)
     caption = (f"Each estimator's advantage of the correct answer, of each of the {n_wrong} wrong answers and of the "
                f"glitched answer in seed 000's group, one bar per estimator and panel: filled for the poisoned group "
                f"(glitch scored {g.outlier_reward:g}), hatched for the clean group (glitch scored "
                f"{float(g.clean[0, g.outlier]):g}); values beyond the axis ({low:g} to {high:g}) are written on their bar.")
-    return ReportFigure("01_seed_advantages", fig, caption, data, takeaway)
+    return ReportFigure("01_seed_advantages", fig, caption, data, takeaway, numbers)
 
 
 @report_figure("01_seed_sensitivity", notebook=NOTEBOOK)
@@ -243,29 +233,26 @@ def seed_sensitivity_figure(
     r_correct = float(g.rewards[0, g.correct])
     top = float(m_values.max())
     ends = correct[correct["value"] == top].set_index("method")["advantage"]
-    parts = []
+    said, rows = [], []
     if "grpo" in names:
         grpo = correct[correct["method"] == "grpo"]
         negative = grpo[grpo["advantage"] < 0]
         if len(negative):
             last_ok = grpo[grpo["value"] < negative["value"].min()]["value"].max()
-            parts.append(f"under grpo turns negative for every M above {last_ok:g} (the mean passes {r_correct:g})")
-    if "seed_mad" in names:
-        parts.append(f"under seed_mad shrinks towards 0 ({num(ends['seed_mad'])} at M = {top:g})")
+            said.append(f"the correct answer's advantage under grpo turns negative for every M above {last_ok:g}")
+            rows.append(["grpo", f"turns negative above M = {last_ok:g} (the mean passes {r_correct:g})"])
     above = correct[(correct["value"] >= r_correct) & (correct["method"] == "robust")]["advantage"]
     if len(above):
         span = num(above.min()) if np.isclose(above.min(), above.max()) else f"between {num(above.min())} and {num(above.max())}"
-        parts.append(f"under robust it stays at {span} for every M >= {r_correct:g}")
-    said = []
-    falls = [p for p in parts if not p.startswith("under robust")]
-    if falls:
-        said.append("as the glitch's reward M grows, the correct answer's advantage " + " and ".join(falls))
-    said += [p for p in parts if p.startswith("under robust")]
-    takeaway = sentences(said, "the advantages move with the glitch's reward M as drawn.", keep=ESTIMATORS)
+        said.append(f"robust keeps it at {span} for every M >= {r_correct:g}")
+        rows.append(["robust", f"{span} for every M >= {r_correct:g}"])
+    rows += [[m, f"{num(ends[m])} at M = {top:g}"] for m in names if m not in ("grpo", "robust")]
+    takeaway = (" while ".join(said) + ".") if said else "the advantages move with the glitch's reward M as drawn."
+    numbers = numbers_table(["estimator", "the correct answer's advantage"], rows)
     caption = (f"The advantage of the correct answer (left) and of each wrong answer (right) in seed 000's group as the "
                f"glitch's reward M moves from {m_values.min():g} to {top:g}, one line per estimator ({join(names)})"
                + (f"; dotted, seed 000's M = {marker:g}." if marker is not None else "."))
-    return ReportFigure("01_seed_sensitivity", fig, caption, data, takeaway)
+    return ReportFigure("01_seed_sensitivity", fig, caption, data, takeaway, numbers)
 
 
 @report_figure("01_seed_scale", notebook=NOTEBOOK)
@@ -303,28 +290,28 @@ def seed_scale_figure(
     fig = plot_group_scale(data, marker=marker)
     top = float(m_values.max())
     at_top = data[data["value"] == top].set_index("method")["scale"]
-    parts = []
+    r_correct = float(g.rewards[0, g.correct])
+    said, rows = [], []
     if "seed_mad" in names:
         sm = data[data["method"] == "seed_mad"]
         share = sm["fallback"].mean()
-        where = "at every M" if share == 1 else f"at {share:.0%} of the M values"
-        parts.append(
-            f"{where} the MAD is 0, so seed_mad divides by its std fallback, "
-            f"which grows with M ({num(at_top['seed_mad'])} at M = {top:g})"
-        )
+        said.append(f"seed_mad divides by a std fallback that grows with M to {num(at_top['seed_mad'])} at M = {top:g}")
+        rows.append(["seed_mad", "std fallback (its MAD is 0)", pct(share, 0), num(at_top["seed_mad"])])
     if "robust" in names:
-        r_correct = float(g.rewards[0, g.correct])
         rb = data[(data["method"] == "robust") & (data["value"] >= r_correct)]["scale"]
-        parts.append(
-            f"robust's bounded fallback stays at or below {num(rb.max())} for every M >= {r_correct:g}: it measures "
-            f"the correct answer's distance, not the glitch's (it shrinks slightly with M, by the tie tolerance "
-            f"of 0.1 % of the range, and the correct answer's advantage does not move)"
-        )
-    takeaway = sentences(parts, "the scales move with the glitch's reward M as drawn.", keep=ESTIMATORS)
+        said.append(f"robust's bounded fallback, which measures the correct answer's distance, stays at or below "
+                    f"{num(rb.max())}")
+        rows.append(["robust", f"bounded fallback: {num(rb.min())} to {num(rb.max())} for M >= {r_correct:g} (it shrinks "
+                               "by the tie tolerance, 0.1 % of the range)", pct(data[data["method"] == "robust"]["fallback"].mean(), 0),
+                     num(at_top["robust"])])
+    rows += [[m, "its own (the line drawn)", pct(data[data["method"] == m]["fallback"].mean(), 0), num(at_top[m])]
+             for m in names if m not in ("seed_mad", "robust")]
+    takeaway = (" while ".join(said) + ".") if said else "the scales move with the glitch's reward M as drawn."
+    numbers = numbers_table(["estimator", "scale", "share of the M values its fallback ran at", f"scale at M = {top:g}"], rows)
     caption = (f"The scale each estimator divides seed 000's group by (its per-group scale diagnostic, in reward units) "
                f"as the glitch's reward M moves from {m_values.min():g} to {top:g}, one line per estimator "
                f"({join(names)})" + (f"; dotted, seed 000's M = {marker:g}." if marker is not None else "."))
-    return ReportFigure("01_seed_scale", fig, caption, data, takeaway)
+    return ReportFigure("01_seed_scale", fig, caption, data, takeaway, numbers)
 
 
 @report_figure("01_binary_groups", notebook=NOTEBOOK)
@@ -368,39 +355,28 @@ def binary_groups_figure(
         row = data[(data["method"] == method) & (data["k"] == kk) & (data["role"] == role)]
         return float(row["advantage"].iloc[0])
 
-    parts = []
     centred = [m for m in ("robust", "seed_mad", "mc_grpo") if m in names]
     signal = [m for m in ("grpo", "huber_m", "rank") if m in names]
-    if centred:
-        wrong = [value(m, 1, "wrong") for m in centred]
-        given = "0" if all(abs(w) <= ZERO for w in wrong) else ", ".join(num(w) for w in wrong)
-        first = (f"with one correct answer of {group_size}, median-centred {join(centred)} give the "
-                 f"{group_size - 1} wrong answers {given}")
-        if signal:
-            pushed = [f"{m} ({num(value(m, 1, 'wrong'))})" for m in signal]
-            first += f", while {join(pushed)} push them down"
-        parts.append(first)
+    zero = [m for m in centred if abs(value(m, 1, "wrong")) <= ZERO]
+    if zero:
+        takeaway = f"with one correct answer of {group_size}, median-centred {join(zero)} give the {group_size - 1} wrong answers 0"
+        takeaway += f", while {join(signal)} push them down." if signal else "."
+    else:
+        takeaway = f"every estimator drawn gives the wrong answers of a 0/1 group of {group_size} a signal (values below)."
     half = group_size // 2
+    ks = [1] + ([half] if half > 1 else [])
+    numbers = numbers_table(["estimator", *(f"{role}, k = {kk}" for kk in ks for role in ("correct", "wrong"))],
+                            [[m, *(value(m, kk, role) for kk in ks for role in ("correct", "wrong"))] for m in names])
     if group_size % 2 == 0 and "seed_mad" in names:
-        second = (f"at the even split k = {half}, seed_mad's lower median gives the wrong answers "
-                  f"{num(value('seed_mad', half, 'wrong'))} and the correct ones {num(value('seed_mad', half, 'correct'))}")
-        if "robust" in names:
-            second += f" (robust: {num(value('robust', half, 'wrong'))} and {num(value('robust', half, 'correct'))})"
-        parts.append(second)
-    if "mc_grpo" in names:
-        parts.append(f"mc_grpo gives a lone correct answer {num(value('mc_grpo', 1, 'correct'))} (off scale)")
-    said = sentences(parts, f"the estimators give 0/1 groups of G = {group_size} the advantages drawn.", keep=ESTIMATORS)
+        summary = seed_group_summary()
+        numbers += (f"\n\nAt the even split k = {half}, `torch.median` on 0,0,0,0,1,1,1,1 returns "
+                    f"{summary['split_lower_median']:g}, not {summary['split_median']:g} (the mean of the two middle values), so seed "
+                    "000's code centres on the wrong answers and only the correct ones get a signal.")
     caption = (f"Every 0/1 group of G = {group_size} with k = 1 to {group_size - 1} correct answers: the advantage of "
                f"each correct answer (left) and of each wrong answer (right), one line per estimator ({join(names)}), "
                f"on an axis from {limits[0]:g} to {limits[1]:g} (larger values are named in the legend, not drawn)"
                + (f"; dotted, the even split k = {group_size // 2}." if group_size % 2 == 0 else "."))
-    s = seed_group_summary()
-    takeaway = (
-        f"{said} The even split shows `torch.median`'s convention: on 0,0,0,0,1,1,1,1 it "
-        f"returns {s['split_lower_median']:g}, not {s['split_median']:g} (the mean of the two middle values), so seed "
-        "000's code centres on the wrong answers and only the correct ones get a signal."
-    )
-    return ReportFigure("01_binary_groups", fig, caption, data, takeaway)
+    return ReportFigure("01_binary_groups", fig, caption, data, takeaway, numbers)
 
 
 # ------------------------------------------------------------------ the lesson's numbers
@@ -520,7 +496,8 @@ def _advantage_table(rewards: torch.Tensor, correct: int) -> list[str]:
 
 
 def demo_text() -> str:
-    """The seed example report that ``python -m robustgrpo demo`` prints.
+    """The seed example report that ``python -m robustgrpo demo`` prints (its only caller; the notebook's prose places
+    the same numbers by name instead).
 
     The numbers are :func:`~robustgrpo.lab.metrics.seed.seed_group_summary`'s (the
     ones notebook 01 quotes) and each estimator's advantages of the group.

@@ -2,7 +2,8 @@ r"""Report figures of notebook 02, the robust-statistics primer.
 
 Each builder computes its numbers with :mod:`robustgrpo.lab.metrics` (fixed
 seeds; a no-argument call is deterministic), draws them with
-:mod:`robustgrpo.book.robust_statistics_primer.plots` and writes the key numbers into its caption.
+:mod:`robustgrpo.book.robust_statistics_primer.plots`; its caption says what is drawn, its takeaway what it
+shows (one sentence, at most three numbers) and ``numbers`` holds the rest as a table.
 
 * ``02_breakdown``: empirical breakdown points of the catalogue against theory;
 * ``02_influence``: Tukey's sensitivity curves of location and scale statistics;
@@ -52,7 +53,7 @@ from robustgrpo.book.robust_statistics_primer.plots import (
 )
 from robustgrpo.lab.scenarios import data_dir
 from robustgrpo.lab.reductions import median
-from robustgrpo.book.figures import ReportFigure, report_figure
+from robustgrpo.book.figures import ReportFigure, numbers_table, report_figure
 from robustgrpo.book.text import join, pct
 
 __all__ = [
@@ -118,46 +119,36 @@ def breakdown_figure(
     fig = plot_breakdown(data, theory, binary)
     g0 = 8 if 8 in sizes else min(sizes)
     at = data[data["G"] == g0].set_index("method")
-    one = [m for m in at.index if np.isclose(at.loc[m, "breakdown"], 1 / g0)]
-    half = [m for m in at.index if np.isclose(at.loc[m, "breakdown"], 0.5)]
-    never = [m for m in at.index if np.isinf(at.loc[m, "breakdown"])]
-    first = [m for m in at.index if at.loc[m, "glitches"] == 1]
-    most = at["glitches"].idxmax()
-    parts = []
-    if one:
-        parts.append(f"on continuous rewards at G = {g0} one outlier (1/G = {1 / g0:.3f}) breaks {join(one)}")
-    if half:
-        parts.append(f"{join(half)} hold until half the group is replaced")
-    if never:
-        parts.append(f"{join(never)} never breaks down in size")
-    caption = "; ".join(parts) + ". " if parts else ""
-    caption += (
-        f"On 0/1 rewards a lone correct answer loses its lead to the first glitch under {join(first)}; "
-        f"{most} holds longest ({int(at.loc[most, 'glitches'])} glitches of {g0}), robust "
-        f"{int(at.loc['robust', 'glitches']) if 'robust' in at.index else 'n/a'}: the majority's ties leave a "
-        f"median-based scale only the minority to measure. "
+    caption = (
+        f"Left: the measured breakdown point of each estimator on continuous rewards, the smallest share of a group of "
+        f"G = {', '.join(map(str, sizes))} normal rewards that, replaced by an outlier of 20 and 200 clean spreads, carries "
+        f"its centre or its scale with the outlier ({n_groups} groups per G). Right: on 0/1 rewards, the number of wrong "
+        "answers a judge glitch must hit before a lone correct answer loses its lead. Black ticks: the registry's closed forms."
     )
+    if {"grpo", "robust"} <= set(at.index):
+        takeaway = (f"at G = {g0} a single glitch, {at.loc['grpo', 'breakdown']:.1%} of the group, already breaks grpo, and "
+                    "robust's median, which resists half a group of continuous rewards, lets "
+                    f"{int(at.loc['robust', 'glitches'])} glitches take a lone correct answer's lead on 0/1 rewards, "
+                    "whose tied majority leaves only the minority to measure the scale.")
+    else:
+        takeaway = "the estimators drawn break down where the table below says."
     agree = data["theory"].notna()
     cont = int((np.isclose(data.loc[agree, "breakdown"], data.loc[agree, "theory"])
                 | (np.isinf(data.loc[agree, "breakdown"]) & np.isinf(data.loc[agree, "theory"]))).sum())
     known = data["binary_theory"].notna()
     binm = int((data.loc[known, "glitches"] == data.loc[known, "binary_theory"]).sum())
-    caption += (
-        f"Measured against the registry's closed forms ({n_groups} normal groups per G for the continuous panel): "
-        f"{cont} of {int(agree.sum())} continuous and {binm} of {int(known.sum())} 0/1 values agree; huber_m has no "
-        f"closed form. Outliers here are at most 200 clean spreads, inside the dynamic range of the default resolution."
-    )
-    caption = caption[0].upper() + caption[1:]
-    takeaway = caption
-    d = data[data["G"] == 8].set_index("method")
-    if {"grpo", "robust"} <= set(d.index):
-        takeaway += (
-            f" At G = 8 a single glitch is already {d.loc['grpo', 'breakdown']:.1%} of the group: "
-            "grpo has no protection at all. The two panels disagree for the median-based estimators: a median that resists "
-            f"half the group on continuous rewards lets {int(d.loc['robust', 'glitches'])} glitches take the lone correct "
-            "answer's lead, because on 0/1 rewards the majority ties and only the minority is left to measure the scale."
-        )
-    return ReportFigure("02_breakdown", fig, caption, data, takeaway)
+
+    def share(x: float) -> str:
+        return "never" if np.isinf(x) else "n/a" if np.isnan(x) else f"{x:.3f}"
+
+    numbers = numbers_table(
+        ["estimator", f"breakdown at G = {g0}, measured", "closed form", "glitches that take the lead (0/1)", "closed form"],
+        [[m, share(r["breakdown"]), share(r["theory"]), int(r["glitches"]),
+          "none" if pd.isna(r["binary_theory"]) else int(r["binary_theory"])] for m, r in at.iterrows()])
+    numbers += (f"\n\nOver every G drawn, {cont} of {int(agree.sum())} measured continuous values and {binm} of "
+                f"{int(known.sum())} 0/1 values equal the registry's closed forms. The outliers are at most 200 clean "
+                "spreads, inside the dynamic range of the default resolution.")
+    return ReportFigure("02_breakdown", fig, caption, data, takeaway, numbers)
 
 
 # ------------------------------------------------------------------ resolution
@@ -216,29 +207,37 @@ def resolution_figure(methods: Sequence[str] = RESOLUTION_METHODS) -> ReportFigu
 
     switch = 1e-6 / 1.4826  # where seed 000's lower MAD (= d here) crosses its eps
     caption = (
-        f"(a) One reward d leaves its tie with 0. Seed 000's function moves every advantage by up to "
-        f"{change('seed_mad', 'as published', d[d < 0.99 * switch][-1], 1.01 * switch):.2f} as d passes "
-        f"{switch:.2g}, where its MAD crosses eps and the std fallback gives way. Leaving the tie itself (d from 0 to "
-        f"1e-9) moves the advantages with exact order statistics (resolution 0) by "
-        + ", ".join(f"{m} {change(m, 'exact (resolution 0)', 0.0, 0.0):.2f}" for m in names)
-        + f", and with the default resolution (ties within {default:g} of the group's range) by "
-        + ", ".join(f"{m} {change(m, res, 0.0, 0.0):.2g}" for m in names)
-        + f". (b) Gaussian jitter "
-        f"of {j4:.0e} on 0/1 rewards (G = 8, p = 0.3) turns "
-        f"{pct(wp[('robust', 'exact (resolution 0)', j4)])} of the wrong answers positive under exact robust and "
-        f"{pct(wp[('robust', res, j4)])} with the resolution; jitter beyond about {default:g} of the range is "
-        f"resolved as signal again. (c) The price of a resolution relative to the range, for a group alone: a "
-        f"glitch of M ties the reward gap of 1 once M passes 1/(2 x {default:g}) = {1 / (2 * default):g}; robust's "
-        f"correct answer keeps {correct('robust', res, 100):.2f} at M = 100 and {correct('robust', res, 1e4):.2f} at "
-        f"M = 10^4. A group alone cannot do better ([0, ..., 1, M] is [0, ..., 1/M, 1]); in a batch the other groups "
-        f"say what a reward gap is (the tolerance is capped at four times the batch's typical gap), and among "
-        f"{BATCH_CONTEXT} clean groups robust keeps {correct('robust', batch, 1e4):.2f} at M = 10^4 and rank "
-        f"{correct('rank', batch, 1e6):.2f} at M = 10^6 (alone: {correct('rank', res, 1e6):.2f}); declaring "
-        f"reward_range=(0, 1) masks the glitch and keeps {correct('robust', 'reward_range (0, 1)', 1e6):.2f} at M = 10^6."
+        f"(a) The advantage of an answer at 1 in the group [-1, 0, 0, 0, d, 1, 1, 1] as the reward d leaves its tie "
+        f"with 0, under seed 000's function and under {join(names)} exact (resolution 0) and with the default "
+        f"resolution {default:g}. (b) The share of wrong answers that Gaussian jitter turns positive on 0/1 rewards "
+        f"(G = 8, p = 0.3), against the jitter's size. (c) The correct answer's advantage in seed 000's group as the "
+        f"glitch M grows from 1 to 10^6: the group alone, among {BATCH_CONTEXT} clean groups, and with "
+        "reward_range=(0, 1) declared."
     )
-    takeaway = (f"{caption} Declare the reward range when you know it: the resolution then becomes absolute "
-                "(a fraction of the declared width), a group of jittered wrong answers is a tie, and no glitch size matters.")
-    return ReportFigure("02_resolution", fig, caption, {"step": every, "jitter": jitter_df, "glitch": glitch_df}, takeaway)
+    takeaway = (f"a resolution keeps jitter far below the reward gap from becoming signal (a jitter of {j4:.0e} turns "
+                f"{pct(wp[('robust', 'exact (resolution 0)', j4)])} of the wrong answers positive under exact robust, "
+                f"{pct(wp[('robust', res, j4)])} with it), and a declared reward range makes the resolution absolute, "
+                "so no glitch size matters.")
+    rows = [["(a)", f"seed_mad: largest move of an advantage as d passes {switch:.2g} (its MAD crosses eps; the std "
+                    "fallback gives way)", change("seed_mad", "as published", d[d < 0.99 * switch][-1], 1.01 * switch)]]
+    rows += [["(a)", f"{m}: largest move as d leaves the tie (0 to 1e-9), exact", change(m, "exact (resolution 0)", 0.0, 0.0)]
+             for m in names]
+    rows += [["(a)", f"{m}: the same with the default resolution", f"{change(m, res, 0.0, 0.0):.2g}"] for m in names]
+    rows += [["(b)", f"robust: wrong answers positive at a jitter of {j4:.0e}, exact", pct(wp[("robust", "exact (resolution 0)", j4)])],
+             ["(b)", f"robust: the same with the default resolution (jitter beyond about {default:g} of the range is "
+                     "signal again)", pct(wp[("robust", res, j4)])],
+             ["(c)", f"the gap of 1 ties once M passes 1/(2 x {default:g})", f"{1 / (2 * default):g}"],
+             ["(c)", "robust, the group alone, at M = 100", f"{correct('robust', res, 100):.2f}"],
+             ["(c)", "robust, the group alone, at M = 10^4", f"{correct('robust', res, 1e4):.2f}"],
+             ["(c)", f"robust among {BATCH_CONTEXT} clean groups (tolerance capped at four typical gaps), at M = 10^4",
+              f"{correct('robust', batch, 1e4):.2f}"],
+             ["(c)", "rank at M = 10^6: among the clean groups, alone",
+              f"{correct('rank', batch, 1e6):.2f}, {correct('rank', res, 1e6):.2f}"],
+             ["(c)", "robust with reward_range=(0, 1) declared (the glitch masked), at M = 10^6",
+              f"{correct('robust', 'reward_range (0, 1)', 1e6):.2f}"]]
+    numbers = numbers_table(["panel", "quantity", "value"], rows)
+    return ReportFigure("02_resolution", fig, caption, {"step": every, "jitter": jitter_df, "glitch": glitch_df}, takeaway,
+                        numbers)
 
 
 # --------------------------------------------------------- per-prompt weight and update SNR
@@ -258,19 +257,21 @@ def update_weight_figure(group_size: int = 8, methods: Sequence[str] | None = No
         return float(t.loc[(m, lo), "w"] / t.loc[(m, mid), "w"])
 
     snr = t.xs(mid, level="p")["snr"]
-    best, worst = snr.idxmax(), snr.idxmin()
     caption = (
-        f"(a) w(p): the expected update of one group of G = {group_size} divided by G times the true gradient "
-        f"p(1 - p), exact by enumerating the binomial outcomes. rloo is unbiased (w = 1 at every p). Dividing by the "
-        f"group std weights hard and easy prompts more (Dr. GRPO's difficulty bias): grpo's weight at p = {lo:g} is "
-        f"{ratio('grpo'):.2f} times its weight at p = {mid:g}. A median centre strengthens the bias: robust "
-        f"{ratio('robust'):.2f}, huber_m {ratio('huber_m'):.2f}, seed_mad {ratio('seed_mad'):.2f}; rank "
-        f"{ratio('rank'):.2f}. (b) SNR of one group's update at p = {mid:g}: {best} {snr[best]:.2f}, {worst} "
-        f"{snr[worst]:.2f} ({snr[best] / snr[worst]:.1f}x); robust {snr['robust']:.2f}, rank {snr['rank']:.2f}. "
-        f"(mc_grpo is left out: its weight is about 1000 times the others', a global rescale Adam absorbs; "
-        f"the batch-level estimators have no per-prompt weight.)"
+        f"(a) The weight w(p) each estimator gives a prompt answered correctly with probability p, in groups of "
+        f"G = {group_size} 0/1 rewards: one group's expected update of the prompt's logit divided by G times the true "
+        f"gradient p(1 - p), exact by enumerating the binomial outcomes (dotted: w = 1, unbiased). (b) The "
+        "signal-to-noise ratio of one group's update against p. mc_grpo (weights about 1000 times the others', a "
+        "rescale Adam absorbs) and the batch-level estimators (no per-prompt weight) are left out."
     )
-    return ReportFigure("02_update_weight", fig, caption, table, caption)
+    if {"grpo", "robust"} <= set(snr.index):
+        takeaway = (f"a median centre strengthens the std's difficulty bias: robust weights a prompt solved {lo:.0%} of the "
+                    f"time {ratio('robust'):.2f} times as much as an even one, grpo {ratio('grpo'):.2f} times.")
+    else:
+        takeaway = "the estimators drawn weight the prompts as the table below says."
+    numbers = numbers_table(["estimator", f"w({lo:g}) / w({mid:g})", f"SNR at p = {mid:g}"],
+                            [[m, f"{ratio(m):.2f}", f"{snr[m]:.2f}"] for m in snr.index])
+    return ReportFigure("02_update_weight", fig, caption, table, takeaway, numbers)
 
 
 # ------------------------------------------------------------------ influence
@@ -306,16 +307,17 @@ def influence_figure(
     largest = change.groupby("statistic", sort=False)["change"].apply(lambda c: c.abs().max())
     unbounded = [s for s in ("mean", "std") if s in at.index]
     bounded = [s for s in at.index if s not in unbounded]
-    parts = []
-    if unbounded:
-        parts.append(f"one observation at x = {x_max:g} added to {n - 1} normal quantiles shifts "
-                     + " and ".join(f"the {s} by {at[s]:.2f}" for s in unbounded) + ", and more the larger x is")
-    if bounded:
-        parts.append(f"{join(bounded)} shift by at most " + ", ".join(f"{largest[s]:.2f}" for s in bounded)
-                     + " (in that order) anywhere on the range: their influence is bounded")
-    caption = "; ".join(parts) + "." if parts else "Sensitivity curves of location and scale statistics."
-    caption = caption[0].upper() + caption[1:]
-    return ReportFigure("02_influence", fig, caption, data, caption)
+    caption = (f"Tukey's sensitivity curve SC_n(x) of {join(list(at.index))}: n times the change of the statistic when one "
+               f"observation x, from {-x_max:g} to {x_max:g} (units of the data's sd), joins {n - 1} fixed normal quantiles.")
+    if unbounded and bounded:
+        takeaway = (f"one observation at x = {x_max:g} moves the {unbounded[0]} by {at[unbounded[0]]:.2f}, and more the "
+                    f"larger x is, while no bounded statistic ({join(bounded)}) moves by more than "
+                    f"{largest[bounded].max():.2f} anywhere.")
+    else:
+        takeaway = "the statistics drawn move with x as the table below says."
+    numbers = numbers_table(["statistic", f"change at x = {x_max:g}", "largest change on the range"],
+                            [[s, f"{at[s]:.2f}", f"{largest[s]:.2f}"] for s in at.index])
+    return ReportFigure("02_influence", fig, caption, data, takeaway, numbers)
 
 
 # ----------------------------------------------------------------- efficiency
@@ -372,24 +374,29 @@ def efficiency_figure(
     data = mc.merge(published.rename(columns={"efficiency": "published"}), on="estimator", how="left")
     data = data.merge(finite.rename(columns={"efficiency": "finite_n", "se": "finite_n_se"}), on="estimator", how="left")
     fig = plot_efficiency(mc, published, finite if len(finite) else None)
-    row = data.set_index("estimator")
-    parts = ", ".join(
-        f"{label} {pct(row.loc[s, 'efficiency'])} (published {pct(row.loc[s, 'published'], 2)})"
-        for s, label in (("mad", "MAD"), ("huber_location", "Huber at c = 1.345"), ("qn", "Qn"))
-    )
     caption = (
-        f"Monte Carlo efficiency at n = {n} ({n_samples:,} normal samples; {n_samples_pairwise:,} for Qn and Sn): {parts}."
+        f"Monte Carlo Gaussian efficiency at n = {n} ({n_samples:,} normal samples; {n_samples_pairwise:,} for Qn and Sn) "
+        "of location statistics relative to the mean and of scale statistics relative to the std, with the published "
+        "asymptotic values and this project's large finite-n run marked."
     )
-    if not np.isnan(row.loc["qn", "finite_n"]):
-        caption += (f" Qn's gap is finite-n, not error: a {int(reference['n_samples'].iloc[0]):,}-replicate run "
-                    f"at n = {n} gives {pct(row.loc['qn', 'finite_n'])}.")
     e = data.set_index("estimator")
-    takeaway = caption
-    if {"mad", "qn", "huber_location"} <= set(e.index):
-        takeaway += (f" The MAD buys its 50 % breakdown with {e.loc['mad', 'efficiency']:.1%} "
-                     f"efficiency; Qn keeps 50 % breakdown at {e.loc['qn', 'efficiency']:.1%}, and Huber's M-estimate "
-                     f"({e.loc['huber_location', 'efficiency']:.1%}) is nearly as precise as the mean.")
-    return ReportFigure("02_efficiency", fig, caption, data, takeaway)
+    if {"mad", "qn"} <= set(e.index):
+        takeaway = (f"The MAD buys its 50 % breakdown with {e.loc['mad', 'efficiency']:.1%} efficiency, while Qn keeps the "
+                    f"same breakdown at {e.loc['qn', 'efficiency']:.1%}.")
+    else:
+        takeaway = "the statistics drawn cost the efficiency the table below gives."
+
+    def share(x: float, digits: int = 1) -> str:
+        return "" if np.isnan(x) else pct(x, digits)
+
+    numbers = numbers_table(["statistic", f"Monte Carlo, n = {n}", "standard error", "published (asymptotic)",
+                             f"reference run, n = {n}"],
+                            [[name, pct(r["efficiency"]), pct(r["se"], 2), share(r["published"], 2), share(r["finite_n"])]
+                             for name, r in e.iterrows()])
+    if not np.isnan(e.loc["qn", "finite_n"]):
+        numbers += (f"\n\nQn's gap to its published value is finite-n, not error: the {int(reference['n_samples'].iloc[0]):,}"
+                    f"-replicate reference run at n = {n} gives {pct(e.loc['qn', 'finite_n'])}.")
+    return ReportFigure("02_efficiency", fig, caption, data, takeaway, numbers)
 
 
 # ------------------------------------------------------------------ samuelson
@@ -425,16 +432,21 @@ def samuelson_figure(group_sizes: Sequence[int] = tuple(range(2, 65)), clip: flo
     data = pd.concat(frames, ignore_index=True)
     fig = plot_samuelson(data[["G", "ddof", "bound"]], data[["G", "ddof", "advantage"]], clip=clip)
     bessel = data[data["ddof"] == 1].set_index("G")
-    at8 = f" ({bessel.loc[8, 'bound']:.3f} at G = 8)" if 8 in bessel.index else ""
     gap = float((data["advantage"] - data["bound"]).abs().max())
     above = bessel.index[bessel["bound"] > clip]
-    clip_text = (f"; robust's clip c = {clip:g} is tighter than the bound only from G = {int(above.min())} on"
-                 if len(above) else f"; the clip c = {clip:g} never binds for these G")
     caption = (
-        f"No grpo advantage can exceed (G-1)/sqrt(G){at8}, and a lone outlier M = {outlier:g} attains it at every G "
-        f"(up to {gap:.1e}, the eps of its denominator){clip_text}. An outlier's own advantage is bounded: its harm is what it does to the others."
+        f"The Samuelson bound on a grpo advantage, (G-1)/sqrt(G) with Bessel's std and sqrt(G-1) with the population "
+        f"std, for G = {int(sizes.min())} to {int(sizes.max())}, with grpo's advantage of a lone outlier M = {outlier:g} "
+        f"among zeros under each convention (markers) and robust's clip c = {clip:g} (dashed)."
     )
-    return ReportFigure("02_samuelson", fig, caption, data, caption)
+    g0 = 8 if 8 in bessel.index else int(bessel.index[0])
+    takeaway = (f"a lone outlier attains the bound at every G, so its own advantage is capped ({bessel.loc[g0, 'bound']:.3f} "
+                f"at G = {g0}) and its harm is what it does to the other answers.")
+    numbers = numbers_table(["quantity", "value"], [
+        [f"the bound at G = {g0}, Bessel's std", f"{bessel.loc[g0, 'bound']:.3f}"],
+        ["largest gap between the outlier's advantage and the bound (grpo's eps)", f"{gap:.1e}"],
+        [f"the G from which the bound exceeds the clip c = {clip:g}", int(above.min()) if len(above) else "none drawn"]])
+    return ReportFigure("02_samuelson", fig, caption, data, takeaway, numbers)
 
 
 # -------------------------------------------------------------- tie collapse
@@ -491,16 +503,21 @@ def tie_collapse_figure(
     for name in statistics:
         part = data[(data["statistic"] == name) & (data["zero_fraction"] >= 0.5)]
         collapse[name] = int(part["k"].min()) if len(part) else None
-    zero = [f"{s} from k = {k}" for s, k in collapse.items() if k is not None]
+    zero = {s: k for s, k in collapse.items() if k is not None}
     never = [s for s, k in collapse.items() if k is None]
     last = data[data["k"] == group_size - 1].set_index("statistic")["relative_scale"]
-    caption = f"With k of G = {group_size} normal values tied at the group's median, the scale is 0 in most groups for " + (
-        join(zero) if zero else "no statistic")
-    if never:
-        caption += f"; {join(never)} only shrink" + " (" + ", ".join(f"{s} to {last[s]:.2f}" for s in never) + \
-                   f" of the untied value at k = {group_size - 1})"
-    caption += ". 0/1 rewards are this case: most values tie."
-    return ReportFigure("02_tie_collapse", fig, caption, data, caption)
+    caption = (f"The median ratio over {n_groups} groups of each scale statistic ({join(list(statistics))}) to its "
+               f"untied value, as k of G = {group_size} standard normal values are set to the group's median "
+               "(dotted: half the group tied).")
+    if zero:
+        takeaway = (f"{join(list(zero))} fall to 0 in most groups once about half the group ties (from k = "
+                    f"{min(zero.values())} of {group_size})" + (f", while {join(never)} only shrink" if never else "")
+                    + ", and 0/1 rewards are that case.")
+    else:
+        takeaway = "no scale statistic drawn falls to 0 as values tie."
+    numbers = numbers_table(["statistic", "0 in most groups from k =", f"ratio at k = {group_size - 1}"],
+                            [[s, "never" if collapse[s] is None else collapse[s], f"{last[s]:.2f}"] for s in statistics])
+    return ReportFigure("02_tie_collapse", fig, caption, data, takeaway, numbers)
 
 
 # ------------------------------------------------------------------ mad zero
@@ -535,19 +552,19 @@ def mad_zero_figure(
         hit = exact[(exact["G"] == g) & np.isclose(exact["p"], p)]
         return float(hit["mad_zero"].iloc[0]) if len(hit) else None
 
-    parts = ["for odd G the MAD of 0/1 rewards is always 0, for even G only an exact half-half split avoids it"]
+    g_min, g_max = int(exact["G"].min()), int(exact["G"].max())
+    caption = (f"P(MAD = 0) of G Bernoulli(p) rewards, exact over G = {g_min} to {g_max} and p from {exact['p'].min():g} to "
+               f"{exact['p'].max():g} (map), and along p at G = {', '.join(map(str, curve_sizes))} with Monte Carlo points "
+               f"from robust's fallback flag ({n_groups:,} groups each).")
+    takeaway = ("for odd G the MAD of 0/1 rewards is always 0 and for even G only an exact half-half split avoids it, so "
+                f"over the whole map it is 0 in {exact['mad_zero'].mean():.1%} of groups.")
     g_mid = 8 if 8 in set(exact["G"]) else int(exact["G"].median())
-    examples = [(p, at(g_mid, p)) for p in (0.3, 0.5)]
-    examples = [(p, v) for p, v in examples if v is not None]
-    if examples:
-        parts.append(f"at G = {g_mid} it is 0 in " + " and ".join(f"{pct(v)} of groups at p = {p:g}" for p, v in examples))
-    g_max = int(exact["G"].max())
-    parts.append(f"at G = {g_max} in at least {pct(exact.loc[exact['G'] == g_max, 'mad_zero'].min())} at any p")
-    caption = "; ".join(parts) + ". With torch's lower median (seed 000's code) it is always 0."
-    caption = caption[0].upper() + caption[1:]
-    takeaway = (f"{caption} Over the whole grid (G = {int(exact['G'].min())} to {g_max}, p from {exact['p'].min():g} to "
-                f"{exact['p'].max():g}) the average is {exact['mad_zero'].mean():.1%}.")
-    return ReportFigure("02_mad_zero", fig, caption, data, takeaway)
+    rows = [[f"G = {g_mid}, p = {p:g}", pct(v)] for p in (0.1, 0.3, 0.5) if (v := at(g_mid, p)) is not None]
+    rows += [[f"G = {g_max}, any p (smallest)", pct(exact.loc[exact["G"] == g_max, "mad_zero"].min())],
+             ["the whole map (mean)", pct(exact["mad_zero"].mean())],
+             ["torch's lower median (seed 000's code), any G and p", pct(1.0, 0)]]
+    numbers = numbers_table(["setting", "P(MAD = 0)"], rows)
+    return ReportFigure("02_mad_zero", fig, caption, data, takeaway, numbers)
 
 
 def closing_values(breakdown: ReportFigure, mad_zero: ReportFigure, efficiency: ReportFigure) -> dict[str, float | int]:

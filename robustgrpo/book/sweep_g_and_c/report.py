@@ -21,6 +21,9 @@ of the policy update (:func:`robustgrpo.lab.metrics.agreement_from_advantages`):
 * ``03_clip_schedule``: seed 000's annealed c (2.0 to 3.5) and what each c
   does to the clipped fraction.
 
+Each caption says what is drawn, each takeaway what it shows (one sentence, at most three numbers), and
+``numbers`` holds the rest as a table.
+
 The sweeps run once per process (:func:`heatmap_data` and :func:`schedule_data` keep
 their tables; ``progress=True`` on the first call shows a progress bar, as notebook 03
 does); the figures are drawn anew at every call.
@@ -37,7 +40,8 @@ from robustgrpo.advantages import ESTIMATORS, clip_schedule, featured_estimators
 from robustgrpo.lab.contamination import Bernoulli, Gaussian
 from robustgrpo.lab.metrics import agreement_grid, samuelson_bound
 from robustgrpo.book.sweep_g_and_c.plots import plot_clip_schedule, plot_heatmaps
-from robustgrpo.book.figures import ReportFigure, report_figure
+from robustgrpo.book.figures import ReportFigure, numbers_table, report_figure
+from robustgrpo.book.text import pct
 
 __all__ = [
     "NOTEBOOK",
@@ -143,9 +147,10 @@ def _setting() -> str:
             f"outlier M = {HEATMAP_SIZE:g}; {N_GROUPS:,} groups per cell; seed {SEED}.")
 
 
-def _at(data: pd.DataFrame, metric: str, g: int, methods: tuple[str, ...] = HEATMAP_METHODS) -> str:
-    """``grpo 0.69, robust 0.82, ...`` at G = g and c = 2.5."""
-    return ", ".join(f"{m} {cell_value(data, m, g, metric):.2f}" for m in methods)
+def _by_g(data: pd.DataFrame, metric: str, sizes: tuple[int, ...], c: float | None = 2.5, digits: int = 3) -> str:
+    """The numbers behind a heat map: one row per estimator, its ``metric`` at each G of ``sizes`` and clip c."""
+    return numbers_table(["estimator", *(f"G = {g}" for g in sizes)],
+                         [[m, *(f"{cell_value(data, m, g, metric, c):.{digits}f}" for g in sizes)] for m in HEATMAP_METHODS])
 
 
 def _best(data: pd.DataFrame, metric: str, g: int, *, highest: bool = True) -> str:
@@ -159,24 +164,22 @@ def heatmap_update_cosine_figure() -> ReportFigure:
     data = heatmap_data()
     fig = plot_heatmaps(data, "update_cosine", methods=HEATMAP_METHODS, mark_c=SCHEDULE,
                         title="How close does the update stay to the update without outliers?")
-    small, large = 8, HEATMAP_GROUP_SIZES[-1]
     caption = (
-        f"Cosine between the policy update each estimator gives on the contaminated rewards and the update it gives "
-        f"on the clean rewards (every sample counts, distinct answers as orthogonal directions; 1 = the outliers "
-        f"change nothing but the scale), per group size G and clip c; {_setting()} "
-        f"At G = {small}: {_at(data, 'update_cosine', small)}; at G = {large}: {_at(data, 'update_cosine', large)}. "
-        f"grpo gets worse as G grows (more groups hold an outlier that inflates their std), the median-centred "
-        f"estimators better. The clip barely matters: the largest change along c is "
-        f"{_spread_along_c(data, 'update_cosine'):.2f}. Dashed lines: seed 000's schedule range c = 2.0 to 3.5."
+        "The cosine between the policy update each estimator gives on the contaminated rewards and the one it gives "
+        "on the clean rewards (1: the outliers change nothing but the scale; every sample counts, distinct answers as "
+        f"orthogonal directions), per group size G and clip c, one panel per estimator; {_setting()} Dashed lines: "
+        f"seed 000's schedule range c = {SCHEDULE[0]:.1f} to {SCHEDULE[1]:.1f}."
     )
     takeaway = (
-        f"grpo's update drifts away from its clean update as G grows "
-        f"({cell_value(data, 'grpo', 4, 'update_cosine'):.3f} at G = 4, {cell_value(data, 'grpo', 256, 'update_cosine'):.3f} at "
-        f"G = 256): larger groups hold more glitches, each inflating the standard deviation that divides every advantage, "
-        f"while the median-centred robust gets closer ({cell_value(data, 'robust', 4, 'update_cosine'):.3f} and "
-        f"{cell_value(data, 'robust', 256, 'update_cosine'):.3f})."
+        f"the larger the group, the further grpo's update drifts from its clean update (cosine "
+        f"{cell_value(data, 'grpo', 4, 'update_cosine'):.3f} at G = 4, {cell_value(data, 'grpo', 256, 'update_cosine'):.3f} "
+        "at the largest G), because more of its groups hold a glitch that inflates the std dividing every advantage, "
+        "while the median-centred robust gets closer."
     )
-    return ReportFigure("03_heatmap_update_cosine", fig, caption, data, takeaway)
+    numbers = (_by_g(data, "update_cosine", (4, 8, HEATMAP_GROUP_SIZES[-1]))
+               + f"\n\nAt c = 2.5; the largest change along c of any estimator at any G is "
+                 f"{_spread_along_c(data, 'update_cosine'):.2f}.")
+    return ReportFigure("03_heatmap_update_cosine", fig, caption, data, takeaway, numbers)
 
 
 @report_figure("03_heatmap_reference_cosine", notebook=NOTEBOOK)
@@ -187,18 +190,18 @@ def heatmap_reference_cosine_figure() -> ReportFigure:
                         title="How close does the update stay to the unbiased update on clean rewards?")
     small, large = 8, HEATMAP_GROUP_SIZES[-1]
     caption = (
-        f"Cosine between each estimator's update on the contaminated rewards and one common target: the unbiased "
-        f"leave-one-out (rloo) update on the clean rewards. Unlike the previous figure it also charges what an "
-        f"estimator leaves out on clean rewards, such as the wrong answers a median centre gives 0; {_setting()} "
-        f"At G = {small}: {_at(data, 'reference_cosine', small)} (best: {_best(data, 'reference_cosine', small)}); "
-        f"at G = {large}: {_at(data, 'reference_cosine', large)} (best: {_best(data, 'reference_cosine', large)})."
+        "The cosine between each estimator's update on the contaminated rewards and one common target, the unbiased "
+        f"leave-one-out (rloo) update on the clean rewards, per group size G and clip c; {_setting()}"
     )
     takeaway = (
-        f"robust's silent majority now shows: at G = 8 its update has a cosine of "
-        f"{cell_value(data, 'robust', 8, 'reference_cosine'):.3f} with the unbiased clean update against "
-        f"{cell_value(data, 'robust', 8, 'update_cosine'):.3f} with its own clean update."
+        f"robust's silent majority shows against the unbiased target: at G = {small} its update's cosine is "
+        f"{cell_value(data, 'robust', small, 'reference_cosine'):.3f} with it, against "
+        f"{cell_value(data, 'robust', small, 'update_cosine'):.3f} with robust's own clean update."
     )
-    return ReportFigure("03_heatmap_reference_cosine", fig, caption, data, takeaway)
+    numbers = (_by_g(data, "reference_cosine", (small, large))
+               + f"\n\nAt c = 2.5; the closest to the target is {_best(data, 'reference_cosine', small)} at G = {small} and "
+                 f"{_best(data, 'reference_cosine', large)} at G = {large}.")
+    return ReportFigure("03_heatmap_reference_cosine", fig, caption, data, takeaway, numbers)
 
 
 @report_figure("03_heatmap_relative_error", notebook=NOTEBOOK)
@@ -209,20 +212,21 @@ def heatmap_relative_error_figure() -> ReportFigure:
                         title="How large is the update error, in units of the clean update?")
     g = 16
     caption = (
-        f"Norm of the difference between the contaminated and the clean update, divided by the norm of the clean "
-        f"update: each estimator measured in its own units, so estimators that scale their advantages differently "
-        f"compare fairly; {_setting()} At G = {g} and c = 2.5: {_at(data, 'relative_error', g)} "
-        f"(smallest: {_best(data, 'relative_error', g, highest=False)}). robust's error at c = {SCHEDULE[0]:.1f} is "
-        f"{cell_value(data, 'robust', g, 'relative_error', SCHEDULE[0]):.2f} and at c = {SCHEDULE[1]:.1f} "
-        f"{cell_value(data, 'robust', g, 'relative_error', SCHEDULE[1]):.2f}."
+        "The norm of the difference between the contaminated and the clean update divided by the norm of the clean "
+        "update, each estimator in its own units, per group size G and clip c; " + _setting()
     )
     takeaway = (
-        f"here c matters, and G even more: seed_mad's error follows grpo's because it divides by the same inflated "
-        f"standard deviation, unless c is so small that it clips nearly everything "
-        f"({cell_value(data, 'seed_mad', 64, 'relative_error', 1.0):.3f} at c = 1 against "
-        f"{cell_value(data, 'seed_mad', 64, 'relative_error', 2.5):.3f} at c = 2.5, G = 64)."
+        "seed_mad's update error follows grpo's because it divides by the same inflated std, and only clipping at c = 1 "
+        f"brings it down markedly, to {cell_value(data, 'seed_mad', 64, 'relative_error', 1.0):.3f} from "
+        f"{cell_value(data, 'seed_mad', 64, 'relative_error', 2.5):.3f}."
     )
-    return ReportFigure("03_heatmap_relative_error", fig, caption, data, takeaway)
+    numbers = (_by_g(data, "relative_error", (g, 64))
+               + f"\n\nAt c = 2.5 (smallest at G = {g}: {_best(data, 'relative_error', g, highest=False)}). seed_mad at G = 64: "
+                 f"{cell_value(data, 'seed_mad', 64, 'relative_error', 1.0):.3f} at c = 1, "
+                 f"{cell_value(data, 'seed_mad', 64, 'relative_error', 2.5):.3f} at c = 2.5. robust at G = {g}: "
+                 f"{cell_value(data, 'robust', g, 'relative_error', SCHEDULE[0]):.2f} at c = {SCHEDULE[0]:.1f}, "
+                 f"{cell_value(data, 'robust', g, 'relative_error', SCHEDULE[1]):.2f} at c = {SCHEDULE[1]:.1f}.")
+    return ReportFigure("03_heatmap_relative_error", fig, caption, data, takeaway, numbers)
 
 
 @report_figure("03_heatmap_fallback", notebook=NOTEBOOK)
@@ -231,27 +235,21 @@ def heatmap_fallback_figure() -> ReportFigure:
     data = heatmap_data()
     fig = plot_heatmaps(data, "fallback_rate", methods=HEATMAP_METHODS, mark_c=SCHEDULE,
                         title="How often does the fallback scale decide? (fraction of groups)")
-    fb = {(m, g): cell_value(data, m, g, "fallback_rate") for m in ("seed_mad", "robust") for g in (2, 8, 256)}
     caption = (
-        f"Fraction of groups whose scale comes from the estimator's fallback (seed_mad: its MAD was 0; robust and "
-        f"huber_m's start: the bounded fallback scale exceeds the normal MAD), per G and c; "
-        f"{_setting()} With 0/1 rewards more than half of a group ties, so the MAD is 0: seed_mad falls back in "
-        f"{100 * fb['seed_mad', 8]:.1f} % of the groups at G = 8 and {100 * fb['seed_mad', 256]:.1f} % at G = 256 "
-        f"(its lower median makes the MAD 0 even at an exact half-half split: {100 * fb['seed_mad', 2]:.1f} % at G = 2, "
-        f"against {100 * fb['robust', 2]:.1f} % for robust's mid-median). The rest are constant groups, which get "
-        f"advantage 0 without a fallback. grpo and rank have no fallback (0 everywhere); c changes nothing "
-        f"(largest change along c: {_spread_along_c(data, 'fallback_rate'):.3g})."
+        "The share of groups whose scale comes from the estimator's fallback (seed_mad: its MAD was 0; robust and "
+        f"huber_m's start: the bounded fallback scale exceeds the normal MAD), per group size G and clip c; {_setting()}"
     )
     takeaway = (
-        f"with verifiable rewards the MAD path is the exception, not the rule: robust's bounded fallback decides the scale in "
-        f"{100 * cell_value(data, 'robust', 8, 'fallback_rate'):.1f} % of the groups at G = 8 and "
-        f"{100 * cell_value(data, 'robust', 256, 'fallback_rate'):.1f} % at G = 256, seed_mad in "
-        f"{100 * cell_value(data, 'seed_mad', 8, 'fallback_rate'):.1f} % and "
-        f"{100 * cell_value(data, 'seed_mad', 256, 'fallback_rate'):.1f} %. What matters is therefore "
-        f"not whether an estimator falls back but what it falls back to: a scale the outlier can "
-        f"inflate (seed_mad) or one it cannot (robust, huber_m)."
+        f"with verifiable rewards the MAD path is the exception: at G = 8 robust's bounded fallback decides the scale in "
+        f"{100 * cell_value(data, 'robust', 8, 'fallback_rate'):.1f} % of the groups and seed_mad's std fallback in "
+        f"{100 * cell_value(data, 'seed_mad', 8, 'fallback_rate'):.1f} %, so what matters is what an estimator falls back to."
     )
-    return ReportFigure("03_heatmap_fallback", fig, caption, data, takeaway)
+    numbers = numbers_table(["estimator", *(f"G = {g}" for g in (2, 8, 256))],
+                            [[m, *(pct(cell_value(data, m, g, "fallback_rate")) for g in (2, 8, 256))] for m in HEATMAP_METHODS])
+    numbers += ("\n\nAt c = 2.5. seed_mad's lower median makes the MAD 0 even at an exact half-half split (G = 2); the "
+                "groups without a fallback are constant and get advantage 0; grpo and rank have no fallback. The largest "
+                f"change along c is {_spread_along_c(data, 'fallback_rate'):.3g}.")
+    return ReportFigure("03_heatmap_fallback", fig, caption, data, takeaway, numbers)
 
 
 def _schedule_sweep(progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -301,27 +299,23 @@ def clip_schedule_figure() -> ReportFigure:
     mid_cos = float(schedule[(schedule["schedule"] == "cosine") & np.isclose(schedule["progress"], 0.25)]["c"].iloc[0])
     caption = (
         f"(a) Seed 000's clip schedule, c from {SCHEDULE[0]:.1f} at the start of training to {SCHEDULE[1]:.1f} at the end, "
-        f"linear (c = {mid_lin:.2f} half-way) or cosine (c = {mid_cos:.2f} a quarter of the way). "
-        f"(b) Fraction of samples clipped at each c: reward-model scores (Normal(0, 1), G = 16, {N_GROUPS:,} groups) with "
-        f"{100 * share:.1f} % of samples replaced by the outlier {HEATMAP_SIZE:g}. At c = {SCHEDULE[0]:.1f} robust clips "
-        f"{100 * frac('robust', SCHEDULE[0]):.1f} % of the samples, and {100 * frac('robust', SCHEDULE[0], 'clipped_fraction_clean'):.1f} % "
-        f"of the same scores without outliers (genuine answers clipped: the price of a strict c); at c = {SCHEDULE[1]:.1f} "
-        f"{100 * frac('robust', SCHEDULE[1]):.1f} % and {100 * frac('robust', SCHEDULE[1], 'clipped_fraction_clean'):.2f} %. "
-        f"huber_m clips {100 * frac('huber_m', SCHEDULE[0]):.1f} % and {100 * frac('huber_m', SCHEDULE[1]):.1f} %. "
-        f"(c) The clipped fraction along the two schedules: it falls towards the share of outliers as c grows."
+        f"linear or cosine. (b) The share of samples each estimator clips at each c, on reward-model scores (Normal(0, 1), "
+        f"G = 16, {N_GROUPS:,} groups) with {100 * share:.1f} % of samples replaced by the outlier {HEATMAP_SIZE:g} (solid) "
+        "and on the same scores without outliers (dashed). (c) The clipped share along the two schedules."
     )
-    robust_at = clipped[clipped["method"] == "robust"].set_index("c")
     takeaway = (
-        f"the outliers sit about ten standard deviations out, so they are clipped at either end of the "
-        f"schedule; what changes is how many genuine scores are clipped with them: "
-        f"{100 * robust_at.loc[2.0, 'clipped_fraction_clean']:.1f} % at "
-        f"c = 2.0 against {100 * robust_at.loc[3.5, 'clipped_fraction_clean']:.2f} % at c = 3.5 for robust. "
-        f"A strict c early costs signal on the best and worst answers, exactly the ones the policy "
-        f"should learn most from; with 0/1 rewards it matters less, since there the fallback scale, "
-        f"not the clip, decides the advantages."
+        "the outliers are clipped at either end of the schedule, so what it changes is how many genuine scores are "
+        f"clipped with them: {100 * frac('robust', SCHEDULE[0], 'clipped_fraction_clean'):.1f} % at the strict start against "
+        f"{100 * frac('robust', SCHEDULE[1], 'clipped_fraction_clean'):.2f} % at the loose end for robust."
     )
+    numbers = numbers_table(
+        ["c", "robust, with outliers", "robust, clean scores", "huber_m, with outliers"],
+        [[f"{c:.1f}", pct(frac("robust", c), 2), pct(frac("robust", c, "clipped_fraction_clean"), 2), pct(frac("huber_m", c), 2)]
+         for c in SCHEDULE])
+    numbers += (f"\n\nThe schedule: c = {mid_lin:.2f} half-way (linear), {mid_cos:.2f} a quarter of the way (cosine). The "
+                f"share of outliers is {pct(share, 2)}.")
     return ReportFigure("03_clip_schedule", fig, caption, {"schedule": schedule, "clipped": clipped, "training": training},
-                        takeaway)
+                        takeaway, numbers)
 
 
 def dashboard_values(trap: Any, big: Any, huge: Any) -> dict[str, int | float]:
