@@ -207,7 +207,8 @@ def _sentences(text: str) -> set[str]:
 
 #: The chapters whose figures' captions say what is drawn and whose takeaways say what it shows (issue 41's
 #: item 5, carried through one chapter at a time; the others still share sentences between the two).
-SPLIT_CAPTIONS = ("01_outlier_poisoning.ipynb", "07_your_rewards.ipynb")
+SPLIT_CAPTIONS = ("01_outlier_poisoning.ipynb", "07_your_rewards.ipynb", "08_real_trainer.ipynb",
+                  "09_composite_reward.ipynb")
 #: Those of them that draw their figures in the notebook rather than register them: the markdown cell above each
 #: figure cell is its caption, the one below its takeaway.
 NOTEBOOK_CAPTIONS = tuple(n for n in SPLIT_CAPTIONS if not any(s.notebook == n for s in SPECS.values()))
@@ -222,6 +223,18 @@ def test_caption_says_what_is_drawn_and_the_takeaway_what_it_shows_without_repea
     shared = _sentences(rf.caption) & _sentences(rf.takeaway)
     assert not shared, f"{name}: caption and takeaway repeat {shared}"
     assert rf.caption not in rf.takeaway and rf.takeaway not in rf.caption
+
+
+#: The chapters whose registered figures' takeaways are one sentence with at most three numbers (issue 45, item 3).
+SHORT_TAKEAWAYS = ("08_real_trainer.ipynb", "09_composite_reward.ipynb")
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if SPECS[n].notebook in SHORT_TAKEAWAYS])
+def test_a_takeaway_is_one_sentence_with_at_most_three_numbers(name):
+    """Quoted labels (a judge's, in “...”) and code are names, not numbers the sentence states."""
+    takeaway = re.sub(r"“[^”]*”|`[^`]*`", "", built(name).takeaway)
+    assert len(re.findall(r"\d+(?:[.,]\d+)*", takeaway)) <= 3, (name, takeaway)
+    assert len(re.findall(r"[.!?](?:\s|$)", takeaway)) == 1 and takeaway.endswith("."), (name, takeaway)
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOK_CAPTIONS)
@@ -416,14 +429,15 @@ def test_side_by_side_panels_share_one_x_label_and_no_text_meets_another(name):
     assert all(not ax.texts for ax in fig.axes)
 
 
-COMPOSITE_CURVES = ["08_composite_curves_correct", "08_composite_curves_length", "08_composite_curves_hack"]
+COMPOSITE_CURVES = ["09_composite_curves_correct", "09_composite_curves_length", "09_composite_curves_hack"]
 
 
 @pytest.mark.parametrize("name", COMPOSITE_CURVES)
 def test_composite_curves_are_one_quantity_per_figure_a_row_per_range_and_no_text_meets_another(name):
     """Issue 45: the 6 estimators x 4 judges x 3 quantities of one figure became a figure per quantity, each with a
     row without and a row with the declared range, so a panel holds six curves, not twelve."""
-    from robustgrpo.book.real_trainer import report as R
+    from robustgrpo.book.composite_reward import report as R
+    from robustgrpo.book.real_trainer.report import CORE_ESTIMATORS
     from robustgrpo.book.style import estimator_color
 
     rf = built(name)
@@ -437,15 +451,15 @@ def test_composite_curves_are_one_quantity_per_figure_a_row_per_range_and_no_tex
         assert r in axes[i * len(judges)].get_ylabel() and R.COMPOSITE_LABELS[metric] in axes[i * len(judges)].get_ylabel()
         for j, judge in enumerate(judges):
             lines = axes[i * len(judges) + j].get_lines()
-            assert [line.get_color() for line in lines] == [estimator_color(e) for e in R.CORE_ESTIMATORS]
-            for line, e in zip(lines, R.CORE_ESTIMATORS):  # each curve is its seed mean, panel by panel
+            assert [line.get_color() for line in lines] == [estimator_color(e) for e in CORE_ESTIMATORS]
+            for line, e in zip(lines, CORE_ESTIMATORS):  # each curve is its seed mean, panel by panel
                 rows = rf.data[(rf.data["judge"] == judge) & (rf.data["range"] == r) & (rf.data["estimator"] == e)]
                 np.testing.assert_array_equal(line.get_ydata(), rows.sort_values("step")["mean"].to_numpy())
     assert not clashes(rf.figure), f"{name}: overlapping texts {clashes(rf.figure)}"
 
 
 def test_composite_curves_figure_names_the_closest_quantity():
-    from robustgrpo.book.real_trainer import report as R
+    from robustgrpo.book.composite_reward import report as R
 
     with pytest.raises(ValueError, match="did you mean 'length'"):
         R.composite_curves_figure(metric="lenght")

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
+from robustgrpo.book.composite_reward import report as composite
 from robustgrpo.book.real_trainer import report
 from robustgrpo.integrations.trl import TRL_EPS
 from robustgrpo.lab.contamination import NoisyVerifier, RandomOutliers
@@ -239,7 +240,9 @@ def test_notebook_05s_prose_and_08s_takeaways_read_the_shipped_pairs():
         summary = T.agreement_summary(pairs).set_index("kind")
         said = (f"The simulator ranks {int(summary.loc['all', 'agree'])} of {int(summary.loc['all', 'pairs'])} pairs of "
                 f"arms as the record does ({100 * summary.loc['all', 'share']:.0f} %)")
-        assert said in prose and drift.agreement_text(pairs).startswith(said)  # notebook 08's takeaway says the same
+        assert said in prose and drift.agreement_text(pairs).startswith(said)
+        figure = {"trl_contamination": report.simulator_figure, "trl_composite": composite.composite_simulator_figure}[name]
+        assert figure().takeaway == report.agreement_takeaway(pairs) == said + "."  # chapters 08 and 09 say the same
         assert (values[f"{key}_arms_pairs"] + values[f"{key}_judges_pairs"], values[f"{key}_arms_agree"] + values[
             f"{key}_judges_agree"]) == (values[f"{key}_pairs"], values[f"{key}_agree"])
         hard = T.unmodelled_arms(pairs)
