@@ -559,6 +559,8 @@ def test_notebook_08s_prose_places_the_shipped_records_numbers():
     assert masked["end_grpo"] < masked["peak_grpo"] - 0.1 and masked["end_rank"] < masked["peak_rank"] - 0.1
     clean_values = report.clean_values(table)
     assert clean_values["clean_hack_end"] < clean_values["clean_hack_start"] / 10  # the hack token fades
+    with pytest.raises(ValueError, match=r"no step \[40\]"):
+        report.clean_values(table[table["step"] != 40])
     values = {**setup, **clean_values, **glitch_values, **in_range, **masked,
               "recommended_range": recommended_method("binary", reward_range_declared=True),
               "recommended_no_range": recommended_method("binary", reward_range_declared=False)}
@@ -579,6 +581,14 @@ def test_notebook_08s_prose_places_the_shipped_records_numbers():
     moved = report.finals_values(table)
     assert (moved["n_higher"], moved["n_lower"], moved["n_compared"]) == (3, 0, 25)
     assert report.finals_figure().takeaway.startswith("Against grpo without a range under the same judge, 3 of 25 ")
+
+
+def test_the_numbers_behind_a_figure_fold_under_their_summary():
+    frame = pd.DataFrame({"arm": ["grpo", "rank <b>"], "P(correct)": ["0.5 ± 0.1", "0.6 ± 0.1"]})
+    html = report.numbers_behind(frame).data
+    assert html == f"<details><summary>Numbers behind the figure</summary>\n{frame.to_html(index=False)}\n</details>"
+    assert "rank &lt;b&gt;" in html  # a cell's text is escaped, as pandas escapes it
+    assert report.numbers_behind(frame, "a <i>").data.startswith("<details><summary>a &lt;i&gt;</summary>")
 
 
 def test_a_live_run_is_shown_beside_the_records_rows_of_its_cell():

@@ -466,6 +466,10 @@ def clean_values(table: pd.DataFrame) -> dict[str, float | int]:
     rows = table[(table["judge"] == clean_judge(table)) & (table["range"] == "no range")]
     curve = rows.groupby(["estimator", "step"])[["correct_prob", "hack_prob"]].mean()
     grpo = curve.loc["grpo"]
+    missing = [s for s in (0, 40, 80) if s not in grpo.index]
+    if missing:
+        raise ValueError(f"the record's clean grpo runs have no step {missing} (they record {len(grpo)} steps); the "
+                         "numbers behind 08_trainer_clean read steps 0, 40 and 80: record every step or every 4th")
     last = int(grpo.index.max())
     values: dict[str, float | int] = {f"clean_step{s}": float(grpo.loc[s, "correct_prob"]) for s in (0, 40, 80)}
     values.update(last_step=last, clean_last=float(grpo.loc[last, "correct_prob"]),
