@@ -462,7 +462,9 @@ def _cmd_experiment(args: argparse.Namespace) -> int:
 
             _say(realmodel.real_model_text(table))
         else:
-            _say(report.format_composite_table(report.composite_final_table(report.composite_record(table))))
+            from robustgrpo.book.composite_reward import report as composite
+
+            _say(composite.format_composite_table(composite.composite_final_table(report.composite_record(table))))
     return status
 
 

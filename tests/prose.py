@@ -46,9 +46,10 @@ def used_names(notebook: str) -> set[str]:
 
 # ------------------------------------------------------------------ the takeaway rule (issue 45, item 3)
 
-#: Numerals that are names, not numbers: ``0/1`` (the reward kind), ``seed 000`` (the proposal documents) and
-#: cross-references (``notebook 04``, ``chapter 04``, ``section 2``).
-_NAMED = re.compile(r"\b0/1\b|\bseeds? \d{3}\b|\b(?:notebook|chapter|section)s? \d+\b", re.I)
+#: Numerals that are names, not numbers: ``0/1`` (the reward kind), ``seed 000`` (the proposal documents),
+#: cross-references (``notebook 04``, ``chapter 04``, ``section 2``) and a label in curly quotes (a judge's name
+#: such as “hack: '#' judged 1.5”).
+_NAMED = re.compile(r"\b0/1\b|\bseeds? \d{3}\b|\b(?:notebook|chapter|section)s? \d+\b|“[^”]*”", re.I)
 #: A number: an optional sign, digits (with thousands commas), an optional decimal part, an optional exponent
 #: (``1e-3``, ``10^6``, ``10⁶``), an optional percent sign; not part of a word or a name (``k3``, ``01_seed``).
 _NUMBER = re.compile(r"(?<![\w.])[-+−]?\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w])|(?<![\w.])[-+−]?\d+(?:\.\d+)?"
@@ -74,8 +75,9 @@ def numbers_in(text: str) -> list[str]:
 
     A number is a numeral as a reader meets it: ``8``, ``-0.220``, ``12.5 %``, ``1,000``, ``1e-3``, ``10^6``; one
     numeral, however written, counts once. Not counted: numerals inside code spans (names a reader types, such as
-    ``reward_range=(0, 1)``), numerals that are part of a word (``k3``, ``01_seed``) and the names ``0/1`` (the reward
-    kind), ``seed 000`` and ``notebook 04`` / ``section 2``. Everything else counts, formula constants included
+    ``reward_range=(0, 1)``), numerals that are part of a word (``k3``, ``01_seed``), the names ``0/1`` (the reward
+    kind), ``seed 000`` and ``notebook 04`` / ``section 2``, and labels in curly quotes (“hack: '#' judged 1.5”).
+    Everything else counts, formula constants included
     (``(G - 1)`` holds one number).
 
     >>> numbers_in("grpo gives **0.286** at G = 8 (12.5 %) on 0/1 rewards, `c=2.5`, seed 000's group")

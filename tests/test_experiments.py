@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 import torch
 
+from robustgrpo import compute_advantages
 from robustgrpo.cli import main
 from robustgrpo.lab.contamination import NoContamination, NoisyVerifier, RandomOutliers
 from robustgrpo.lab.experiments.config import RUNNABLE, TrlConfig
@@ -405,8 +406,10 @@ def test_the_final_table_is_the_last_step_and_the_mean_over_training_per_judge_a
     assert final["correct_prob"] == pytest.approx(0.6) and final["correct_prob_se"] == pytest.approx(0.1)
     assert final["hack_prob"] == pytest.approx(0.1) and final["hack_prob_se"] == pytest.approx(0.1)
     assert final["correct_prob_auc"] == pytest.approx(0.35) and final["correct_prob_auc_se"] == pytest.approx(0.05)
-    text = report.format_final_table(report.final_table(table))
+    text = report.format_final_table(report.final_table(table))  # what the experiment command prints
     assert "clean judge  rank + range    0.600 ± 0.200    0.100 ± 0.200    0.350 ± 0.100  2" in text
+    assert report.final_frame(report.final_table(table)).values.tolist() == [  # what notebook 08 shows
+        ["clean judge", "rank + range", "0.600 ± 0.200", "0.350 ± 0.100", "0.100 ± 0.200", 2]]
     assert set(table["range"]) == {"range [0, 1]"}
 
 
@@ -423,10 +426,10 @@ def test_effects_compare_each_arm_with_grpo_under_its_judge():
         ("rank + range", "correct_prob"): "within noise", ("rank + range", "correct_prob_auc"): "within noise",
         ("rank + range", "hack_prob"): "within noise", ("robust", "correct_prob"): "higher",
         ("robust", "correct_prob_auc"): "negligible", ("robust", "hack_prob"): "within noise"}
-    assert report.effects_text(report.effects(final)) == (
-        "- **j**: last-step P(correct): rank +0.300 ± 0.141, robust +0.495 ± 0.100 (the others as grpo); mean "
-        "P(correct) over training: rank -0.100 ± 0.000 (the others as grpo); last-step P(hack): rank -0.300 ± 0.000 "
-        "(the others as grpo).")
+    moved = report.moved_frame(report.effects(final))  # the table notebook 08 shows: the arms apart from grpo
+    assert moved.values.tolist() == [
+        ["j", "rank", "last-step P(correct)", "+0.300 ± 0.141"], ["j", "rank", "mean P(correct) over training", "-0.100 ± 0.000"],
+        ["j", "rank", "last-step P(hack)", "-0.300 ± 0.000"], ["j", "robust", "last-step P(correct)", "+0.495 ± 0.100"]]
     with pytest.raises(ValueError, match="no 'grpo' arm"):
         report.effects(final[final["arm"] != "grpo"])
 
@@ -524,30 +527,80 @@ def test_the_shipped_record_backs_what_notebook_08_and_the_readme_say():
     assert robust_r["correct_prob"] - rank_r["correct_prob"] > 2 * math.hypot(robust_r["correct_prob_se"], rank_r["correct_prob_se"])
 
 
-def test_notebook_08s_sentences_read_the_shipped_record():
-    """The paragraphs notebook 08 prints come from the package and carry the record's numbers."""
+def test_notebook_08s_prose_places_the_shipped_records_numbers():
+    """The numbers notebook 08's markdown states are glued from the package and are the record's."""
+    from prose import notebook_prose
+
+    from robustgrpo.advantages import recommended_method
+    from robustgrpo.lab.experiments.model import char_tokenizer, n_parameters, tiny_model
+
     table = report.shipped_record()
     f = report.final_table(table).set_index(["judge", "arm"])
     clean, glitch, noisy, hack1, hack15 = JUDGES
-    glitch_text = report.glitch_group_text(table)
-    assert glitch_text.startswith("In `[0, 0, 0, 0, 0, 0, 1, 10]` the correct answer gets grpo -0.107, robust +1.871, ")
-    assert f"grpo {f.loc[(glitch, 'grpo'), 'correct_prob_auc']:.3f}, " in glitch_text
-    in_range = report.in_range_text(table)
-    assert f"its last-step P(hack) is at least {f.loc[hack1, 'hack_prob'].min():.3f}." in in_range
-    masked = report.masked_hack_text(table)
-    assert masked.startswith("Sum of the advantages in `[1, 0, 0, 0, 0, 0, 1.5, 1.5]` with the range: grpo + range +0.000")
-    assert f"ends at {f.loc[(hack15, 'robust + range'), 'correct_prob']:.3f}" in masked
+    config = TrlConfig()
+    tokenizer = char_tokenizer(config.task.characters())
+    model = tiny_model(len(tokenizer), hidden_size=config.hidden_size, layers=config.layers, heads=config.heads)
+    setup = report.setup_values(config, len(tokenizer), config.task.vocabulary(), n_parameters(model), table,
+                                len(load_sweep(report.CONFIG).cells))
+    assert (setup["n_runs"], setup["n_cells"], setup["n_judges"], setup["n_arms"], setup["n_seeds"]) == (150, 150, 5, 6, 5)
+    assert setup["chance"] == 1 / len(tokenizer) and setup["n_params"] == sum(p.numel() for p in model.parameters())
+    glitch_values = report.glitch_values(table)
+    assert glitch_values["glitch_grpo"] < 0 < glitch_values["glitch_rank"] < glitch_values["glitch_robust"]
+    assert glitch_values["auc_rank_range"] == f.loc[(glitch, "rank + range"), "correct_prob_auc"]
+    in_range = report.in_range_values(table)
+    assert in_range["lone_robust"] == 0 and in_range["lone_grpo"] < 0 and in_range["lone_rank"] < 0
+    assert in_range["hack1_min"] == f.loc[hack1, "hack_prob"].min()
+    for arm in ("grpo", "robust", "rank"):  # "a correct answer beside a hack judged 1: both get the same advantage"
+        a = compute_advantages([list(report.GROUPS["tied"])], arm, reward_range=(0, 1)).advantages[0]
+        assert a[3] == a[7] == in_range[f"tied_{arm}"]
+    masked = report.masked_hack_values(table)
+    assert masked["sum_grpo"] == masked["sum_rank"] == 0 < masked["sum_robust"]  # the push on a masked answer
+    assert masked["end_robust"] == f.loc[(hack15, "robust + range"), "correct_prob"]
+    assert masked["end_grpo"] < masked["peak_grpo"] - 0.1 and masked["end_rank"] < masked["peak_rank"] - 0.1
+    clean_values = report.clean_values(table)
+    assert clean_values["clean_hack_end"] < clean_values["clean_hack_start"] / 10  # the hack token fades
+    with pytest.raises(ValueError, match=r"no step \[40\]"):
+        report.clean_values(table[table["step"] != 40])
+    values = {**setup, **clean_values, **glitch_values, **in_range, **masked,
+              "recommended_range": recommended_method("binary", reward_range_declared=True),
+              "recommended_no_range": recommended_method("binary", reward_range_declared=False)}
+    prose = notebook_prose("08_real_trainer.ipynb", values, partial=True)
+    assert "the evidence battery of notebook 04 recommends `rank` with the range declared and `rank` without it" in prose
+    assert (f"In `[0, 0, 0, 0, 0, 0, 1, 10]` the correct answer gets -0.107 under `grpo`, +1.871 under `robust`, "
+            f"{glitch_values['glitch_rank']:+.3f} under `rank`") in prose
+    assert f"the mean P(correct) over training is {f.loc[(glitch, 'grpo'), 'correct_prob_auc']:.3f} for `grpo`" in prose
+    assert f"its last-step P(hack) is at least {f.loc[hack1, 'hack_prob'].min():.3f}." in prose
+    assert "sum to +0.000 under `grpo`, +0.000 under `rank` and +2.236 under `robust`" in prose
+    assert f"`robust` ends at {f.loc[(hack15, 'robust + range'), 'correct_prob']:.3f}" in prose
+    assert f"There are {len(config.task.prompts())} prompts" in prose and f"with {setup['n_params']:,} parameters" in prose
     grpo_clean = table[(table["judge"] == clean) & (table["arm"] == "grpo")]
     above = first_step_above(grpo_clean, "correct_prob", 0.9, by=["arm"])["grpo"]
-    assert report.clean_figure().takeaway == f"the seed mean of grpo's P(correct) first exceeds 0.9 at step {above:.0f}."
-    live = table[table["cell_id"] == table["cell_id"].iloc[0]].assign(contaminated_fraction=0.1, out_of_range_fraction=0.05)
-    text = report.live_text(live, table[table["cell_id"] == table["cell_id"].iloc[0]])
-    assert "(the same numbers)" in text and text.endswith("rewards and the range masked 5.0 %.")
+    assert report.clean_figure().takeaway == (f"The model learns the task from rewards alone: grpo's seed mean of "
+                                              f"P(correct) first exceeds 0.9 at step {above:.0f} and ends at "
+                                              f"{clean_values['clean_last']:.3f}.")
+    moved = report.finals_values(table)
+    assert (moved["n_higher"], moved["n_lower"], moved["n_compared"]) == (3, 0, 25)
+    assert report.finals_figure().takeaway.startswith("Against grpo without a range under the same judge, 3 of 25 ")
 
-    config = TrlConfig()
-    setup = report.setup_text(config, 12, ["a", "b"], 1234, table, 99)
-    assert setup.startswith(f"{len(config.task.prompts())} prompts") and "1,234 parameters" in setup
-    assert "(99 cells of the sweep)" in setup and f"{config.layers}-layer Llama" in setup
+
+def test_the_numbers_behind_a_figure_fold_under_their_summary():
+    frame = pd.DataFrame({"arm": ["grpo", "rank <b>"], "P(correct)": ["0.5 ± 0.1", "0.6 ± 0.1"]})
+    html = report.numbers_behind(frame).data
+    assert html == f"<details><summary>Numbers behind the figure</summary>\n{frame.to_html(index=False)}\n</details>"
+    assert "rank &lt;b&gt;" in html  # a cell's text is escaped, as pandas escapes it
+    assert report.numbers_behind(frame, "a <i>").data.startswith("<details><summary>a &lt;i&gt;</summary>")
+
+
+def test_a_live_run_is_shown_beside_the_records_rows_of_its_cell():
+    table = report.shipped_record()
+    recorded = table[table["cell_id"] == table["cell_id"].iloc[0]]
+    live = recorded[recorded["step"] <= 4]
+    shown = report.live_frame(live, recorded)
+    assert list(shown.columns) == ["step", "correct_prob, live", "correct_prob, record", "hack_prob, live",
+                                   "hack_prob, record"]
+    assert (shown["correct_prob, live"] == shown["correct_prob, record"]).all() and len(shown) == live["step"].nunique()
+    with pytest.raises(ValueError, match="share no step"):
+        report.live_frame(live.assign(step=live["step"] + 1000), recorded)
 
 
 @pytest.mark.slow

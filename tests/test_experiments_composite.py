@@ -33,7 +33,8 @@ from robustgrpo.lab.experiments.rewards import (
     targeted_to_dict,
 )
 from robustgrpo.lab.experiments.task import HACK_TOKEN, SPECIAL_TOKENS, ReverseTask
-from robustgrpo.book.real_trainer import report
+from robustgrpo.book.composite_reward import report
+from robustgrpo.book.real_trainer import report as trainer
 from robustgrpo.lab.sweep import RUNNABLES, load_sweep
 
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
@@ -350,7 +351,7 @@ def _synthetic() -> pd.DataFrame:
                                  "correct_prob": p, "hack_prob": 0.01, "greedy_success": p,
                                  "length": 6.5 - (2.5 * step / 9 if arm == "grpo" else 0.0), "kl": 0.1 * step,
                                  "steps": 10})
-    return report.composite_record(pd.DataFrame(rows))
+    return trainer.composite_record(pd.DataFrame(rows))
 
 
 def test_composite_summaries_are_the_start_the_last_fifth_and_the_gain_per_run():
@@ -381,20 +382,23 @@ def test_comparisons_pair_each_variant_with_its_reference_and_texts_say_what_mov
     assert clean.loc["dr_grpo + range", "band"] == pytest.approx(2 * math.sqrt(2) * 0.04 * 8.5 / 9 / 2)
     assert clean.loc["dr_grpo + range", "verdict"] == "higher" and clean.loc["dr_grpo + range (grpo loss)", "verdict"] == "bands overlap"
     assert clean.loc["grpo + range", "verdict"] == "bands overlap"  # 0.02 apart at the end, with seeds 0.04 apart
-    text = report.comparison_text(comp, "per function", summaries=("correct_end",))
-    assert text.splitlines()[0] == "- **clean judge**: P(correct) at the end: grpo per function +0.331 ± 0.053 (against grpo)."
+    shown = report.comparison_frame(comp, "per function", summaries=("correct_end",))
+    assert shown.values.tolist()[0] == ["clean judge", "grpo per function", "grpo", "P(correct) at the end", "+0.331 ± 0.053"]
     learning = report.learning_table(final).set_index(["judge", "arm"])
     assert learning.loc[("clean judge", "grpo"), "verdict"] == "collapses"
     assert learning.loc[("clean judge", "grpo + range"), "verdict"] == "collapses"
     assert learning.loc[("clean judge", "grpo"), "gain"] == pytest.approx((0.0 - 0.2) * 8.5 / 9)  # the seeds' offsets cancel
     assert learning.loc[("clean judge", "dr_grpo"), "verdict"] == "learns"
-    paragraph = report.learning_text(final, "clean judge")
-    assert paragraph.startswith("Under the clean judge, from P(correct) 0.200 and 6.5 tokens at the start")
-    assert paragraph.endswith("2 arms collapse: grpo 0.011 ± 0.038 (seeds -0.008 to 0.030), 4.1 tokens; grpo + range "
-                              "0.030 ± 0.038 (seeds 0.011 to 0.049), 6.5 tokens.")
-    assert "6 arms learn: dr_grpo 0.389 ± 0.038 (seeds 0.370 to 0.408); dr_grpo + range 0.483" in paragraph
+    values = report.learning_values(final, "clean judge")
+    assert (values["start_correct"], values["start_length"]) == pytest.approx((0.2, 6.5))
+    assert (values["n_learn"], values["n_flat"], values["n_collapse"]) == (6, 0, 2)
+    shown = report.learning_frame(final, "clean judge").set_index("arm")
+    assert shown.loc["grpo"].tolist() == ["collapses", "0.011 ± 0.038", -0.008, 0.03, 4.1]
+    assert shown.loc["dr_grpo + range", "P(correct) at the end"] == "0.483 ± 0.038"
     with pytest.raises(ValueError, match="no kind 'nope'"):
-        report.comparison_text(comp, "nope")
+        report.comparison_frame(comp, "nope")
+    with pytest.raises(ValueError, match="no judge 'nope'"):
+        report.learning_values(final, "nope")
 
 
 def test_the_recommendation_check_compares_the_batterys_choice_with_the_best_arm_of_its_situation():
@@ -406,16 +410,16 @@ def test_the_recommendation_check_compares_the_batterys_choice_with_the_best_arm
     assert declared["verdict"] == "best" and declared["regret"] == 0.0
     assert none["recommended"] == robustgrpo.recommended_method("composite", False) == "batch_huber"
     assert none["best"] == "batch_huber" and none["verdict"] == "best"
-    text = report.recommendation_text(check.reset_index())
-    assert text.splitlines()[0] == ("- **clean judge**: range declared: dr_grpo + range 0.483 ± 0.038, the best of its "
-                                    "situation; no range: batch_huber 0.436 ± 0.038, the best of its situation.")
+    shown = report.recommendation_frame(check.reset_index())
+    assert shown.values.tolist()[0] == ["clean judge", "declared", "dr_grpo + range", "0.483 ± 0.038", "dr_grpo + range",
+                                        "0.483 ± 0.038", "0.000 ± 0.053", "best"]
     worse = report.composite_final_table(_synthetic())
     worse.loc[worse["arm"] == "batch_huber", "correct_end"] = 0.2
     behind = report.recommendation_check(worse).set_index(["judge", "range_declared"]).loc[("clean judge", False)]
     assert behind["best"] == "dr_grpo" and behind["verdict"] == "lower"
     assert behind["regret"] == pytest.approx(0.2 + 0.2 * 8.5 / 9 - 0.2)
-    assert "no range: batch_huber 0.200 ± 0.038, **behind** the best, dr_grpo 0.389 ± 0.038, by 0.189 ± 0.053" in \
-        report.recommendation_text(report.recommendation_check(worse))
+    assert report.recommendation_frame(report.recommendation_check(worse)).values.tolist()[1] == [
+        "clean judge", "none", "batch_huber", "0.200 ± 0.038", "dr_grpo", "0.389 ± 0.038", "0.189 ± 0.053", "lower"]
     missing = _synthetic()
     missing = missing[missing["arm"] != "dr_grpo + range"]
     with pytest.raises(ValueError, match="no 'dr_grpo \\+ range' arm, the battery's recommendation"):
@@ -436,23 +440,19 @@ def test_the_arm_dots_draw_a_row_per_arm_a_panel_per_judge_and_the_seeds():
         plot_arm_dots(summary.drop(columns="hi"))
 
 
-def test_the_overview_and_the_recommendation_summary_say_what_the_tables_hold():
+def test_the_overview_and_the_recommendation_count_what_the_tables_hold():
     table = _synthetic().assign(step_seconds=0.25, advantage_seconds=0.0012)
-    assert report.composite_overview_text(table) == (
-        "The record: 32 runs, 2 judges (clean judge; format judge: glitches: 10 % -> 10), 8 arms (8 arms per judge), "
-        "2 seeds each, 10 steps per run. A recorded step took 250 ms (median, one torch thread, the held-out probe "
-        "included), the estimator's block 1.20 ms of it.")
+    assert report.composite_overview_values(table) == {
+        "n_runs": 32, "n_judges": 2, "judges": "clean judge; format judge: glitches: 10 % -> 10", "n_arms": 8,
+        "min_arms": 8, "max_arms": 8, "n_seeds": 2, "steps": 10, "step_ms": 250.0, "advantage_ms": 1.2,
+        "range_low": -0.01, "range_high": 1.2}
     final = report.composite_final_table(table)
-    assert report.recommendation_summary_text(report.recommendation_check(final)) == (
-        "With the range declared the battery recommends `dr_grpo + range`: the best arm or within the best's bands "
-        "under 2 of 2 judges, so this record agrees with the battery. Without a range the battery recommends "
-        "`batch_huber`: the best arm or within the best's bands under 2 of 2 judges, so this record agrees with the "
-        "battery.")
+    assert report.recommendation_values(report.recommendation_check(final)) == {
+        "judges_checked": 2, "recommended_range": "dr_grpo + range", "agree_range": 2, "behind_range": 0,
+        "recommended_no_range": "batch_huber", "agree_no_range": 2, "behind_no_range": 0}
     final.loc[(final["arm"] == "batch_huber") & (final["judge"] == "clean judge"), "correct_end"] = 0.2
-    assert report.recommendation_summary_text(report.recommendation_check(final)).endswith(
-        "under 1 of 2 judges, **behind** under the clean judge (by 0.189 ± 0.053): there this record contradicts the "
-        "battery.")
-
+    behind = report.recommendation_values(report.recommendation_check(final))
+    assert (behind["agree_no_range"], behind["behind_no_range"]) == (1, 1)
 
 # ------------------------------------------------------------------------------------------- command line
 
@@ -482,7 +482,7 @@ def test_the_experiment_command_runs_a_composite_sweep_and_prints_its_table(tmp_
     assert main(["experiment", "trl_composite", str(config), "--out", str(out), "--no-progress"]) == 0
     text = capsys.readouterr().out
     assert "3 cells: 0 already done, 3 ran, 0 failed" in text
-    table = report.composite_record(out)
+    table = trainer.composite_record(out)
     assert set(table["arm"]) == {"dr_grpo", "dr_grpo + range", "rank per function"}
     assert report.format_composite_table(report.composite_final_table(table)) in text
 
@@ -493,14 +493,14 @@ def test_the_experiment_command_runs_a_composite_sweep_and_prints_its_table(tmp_
 def test_the_shipped_composite_record_is_complete_small_and_made_by_its_config():
     from robustgrpo.lab.sweep.record import Record
 
-    sweep = load_sweep(report.COMPOSITE_CONFIG)
+    sweep = load_sweep(trainer.COMPOSITE_CONFIG)
     assert len(sweep.cells) == (4 * 6 * 2 + 4 * 2 + 4 * 2 + 4 + 3) * 3 == 213
-    assert Record(report.COMPOSITE_RECORD).done() == {c.id for c in sweep.cells}
-    size = sum(p.stat().st_size for p in report.COMPOSITE_RECORD.rglob("*") if p.is_file())
+    assert Record(trainer.COMPOSITE_RECORD).done() == {c.id for c in sweep.cells}
+    size = sum(p.stat().st_size for p in trainer.COMPOSITE_RECORD.rglob("*") if p.is_file())
     assert size < 5_000_000
     readme = (ROOT / "data" / "records" / "README.md").read_text()
-    assert report.COMPOSITE_COMMAND in readme and "trl_composite/" in readme
-    table = report.composite_record()
+    assert trainer.COMPOSITE_COMMAND in readme and "trl_composite/" in readme
+    table = trainer.composite_record()
     assert table.groupby("cell_id").size().eq(51).all()  # every 4th of 200 steps and the last
     assert tuple(table["judge"].unique()) == COMPOSITE_JUDGES
 
@@ -509,7 +509,7 @@ CORE = ("grpo", "dr_grpo", "rloo", "rank", "robust", "batch_huber")
 
 
 def _shipped_final() -> tuple[pd.DataFrame, pd.Series]:
-    final = report.composite_final_table(report.composite_record())
+    final = report.composite_final_table(trainer.composite_record())
     return final.set_index(["judge", "arm"]), report.learning_table(final).set_index(["judge", "arm"])["verdict"]
 
 
@@ -530,13 +530,22 @@ def test_on_clean_rewards_the_length_term_decides_which_estimators_learn_as_note
     for estimator in ("rank", "robust"):
         assert verdict[(clean, estimator)] != "learns" and verdict[(clean, estimator + " + range")] == "learns"
         assert f.loc[(clean, estimator + " + range"), "correct_end"] < f.loc[(clean, "dr_grpo"), "correct_end"]
-    # the group of notebook 08: a spread of a few thousandths becomes advantages of order one under grpo
+    # the group of notebook 09: a spread of a few thousandths becomes advantages of order one under grpo
     group = report.length_group()
     spread = group[group["estimator"] == "grpo"]["reward"]
     assert spread.max() - spread.min() < 0.005
     grpo = group[(group["estimator"] == "grpo")]["advantage"]
     dr = group[(group["estimator"] == "dr_grpo")]["advantage"]
     assert grpo.abs().max() > 1.0 > 0.01 > dr.abs().max()
+    values = report.length_group_values(group)
+    assert (values["n_answers"], values["short_tokens"], values["long_tokens"]) == (8, 4, 8)
+    assert values["reward_spread"] == spread.max() - spread.min()
+    shown = report.length_group_frame(group).set_index(["estimator", "correct in each other group"])
+    assert shown.loc[("grpo", 0), "shortest"] == round(grpo.iloc[0], 3) and shown.loc[("grpo", 0), "longest"] == round(
+        grpo.iloc[7], 3)
+    # only the batch-level estimator's advantages change with the other groups (the sentence below the table)
+    changed = {e for e in trainer.CORE_ESTIMATORS if not shown.loc[(e, 0)].equals(shown.loc[(e, 1)])}
+    assert "batch_huber" in changed and not changed & {"grpo", "dr_grpo", "rloo"}
 
 
 def test_the_batterys_recommendation_holds_in_real_training_under_every_judge():
@@ -545,7 +554,8 @@ def test_the_batterys_recommendation_holds_in_real_training_under_every_judge():
     assert len(check) == 2 * len(COMPOSITE_JUDGES)
     assert set(check["recommended"]) == {"dr_grpo + range", "batch_huber"}
     assert set(check["verdict"]) <= {"best", "bands overlap", "negligible"}
-    assert "so this record agrees with the battery" in report.recommendation_summary_text(check)
+    values = report.recommendation_values(check)  # what notebook 09's lead and section 3 say
+    assert (values["agree_range"], values["agree_no_range"], values["judges_checked"]) == (4, 4, len(COMPOSITE_JUDGES))
 
 
 def test_a_hack_above_the_range_takes_every_run_without_it_and_none_with_it():
@@ -598,15 +608,13 @@ def test_trls_loss_types_end_within_each_others_bands_but_for_one_pair():
     assert (f["length_end"].loc[[(j, a) for j, a in f.index if "loss)" in a]] - 6.5).abs().max() < 0.2
 
 
-def test_the_live_text_compares_the_exact_metrics_and_says_whether_they_are_the_same_numbers():
+def test_the_live_run_is_shown_beside_the_records_exact_metrics():
     recorded = pd.DataFrame({"step": [0, 4], "correct_prob": [0.16, 0.2], "hack_prob": [0.01, 0.0],
                              "greedy_success": [0.2, 0.25], "length": [6.6, 6.5]})
-    live = pd.DataFrame({"step": [0, 1], "correct_prob": [0.16, 0.17], "hack_prob": [0.01, 0.01],
-                         "greedy_success": [0.2, 0.2], "length": [6.3, 6.4],  # sampled: other prompts
-                         "contaminated_fraction": [0.1, 0.12], "out_of_range_fraction": [0.1, 0.12]})
-    text = report.live_composite_text(live, recorded)
-    assert "P(correct) 0.160000 live and 0.160000 in the record" in text and "(the same numbers)" in text
-    assert "hit 11.0 % of the targeted function's scores" in text and "masked 11.0 %" in text
-    assert "not bit for bit" in report.live_composite_text(live.assign(hack_prob=[0.011, 0.01]), recorded)
-    with pytest.raises(ValueError, match=r"step\(s\) \[4\] are not in both tables"):
-        report.live_composite_text(live, recorded, steps=(0, 4))
+    live = pd.DataFrame({"step": [0, 1], "correct_prob": [0.16, 0.17], "hack_prob": [0.011, 0.01],
+                         "greedy_success": [0.2, 0.2], "length": [6.3, 6.4]})  # sampled: other prompts
+    shown = trainer.live_frame(live, recorded, ("correct_prob", "hack_prob", "greedy_success"))
+    assert shown.values.tolist() == [[0, 0.16, 0.16, 0.011, 0.01, 0.2, 0.2]]
+    with pytest.raises(ValueError, match="lacks"):
+        trainer.live_frame(live.drop(columns="greedy_success"), recorded, ("greedy_success",))
+

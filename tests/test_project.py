@@ -171,7 +171,7 @@ LAYERS = {
             "lab.watch"],
     "book": ["book.style", "book.text", "book.glue", "book.figures", "book.interactive", "book.controls", "book.widget", "book.execute",
              "book.outlier_poisoning", "book.robust_statistics_primer", "book.sweep_g_and_c", "book.advantage_distributions", "book.policy_gradient_drift", "book.grouping_and_dynamic_clipping",
-             "book.your_rewards", "book.real_trainer", "book.records", "book.dashboards",
+             "book.your_rewards", "book.real_trainer", "book.composite_reward", "book.records", "book.dashboards",
              "book.trap_page"],
     "tools": ["bench", "cli"],
 }

@@ -251,7 +251,8 @@ def _sentences(text: str) -> set[str]:
 #: item 5, carried through one chapter at a time; the others still share sentences between the two).
 SPLIT_CAPTIONS = ("01_outlier_poisoning.ipynb", "02_robust_statistics_primer.ipynb", "03_sweep_G_and_c.ipynb",
                   "04_advantage_distributions.ipynb", "05_policy_gradient_drift.ipynb",
-                  "06_grouping_and_dynamic_clipping.ipynb", "07_your_rewards.ipynb")
+                  "06_grouping_and_dynamic_clipping.ipynb", "07_your_rewards.ipynb", "08_real_trainer.ipynb",
+                  "09_composite_reward.ipynb")
 #: Those of them that draw their figures in the notebook rather than register them: the markdown cell above each
 #: figure cell is its caption, the one below its takeaway.
 NOTEBOOK_CAPTIONS = tuple(n for n in SPLIT_CAPTIONS if not any(s.notebook == n for s in SPECS.values()))
@@ -321,6 +322,7 @@ def test_the_takeaway_rule_counts_numbers_and_sentences_as_stated():
                                                                                           "10^6", "-0.107"]
     assert numbers_in("seed 000's 0/1 rewards (notebook 04, section 2), `reward_range=(0, 1)`, k3 and 01_seed") == []
     assert numbers_in("the mean <!--glue:mean:.3f-->1.375<!--/glue--> and (G - 1)/sqrt(G)") == ["1.375", "1"]
+    assert numbers_in("grpo ends at 0.000 under the judge “hack: '#' judged 1.5”") == ["0.000"]
     assert len(sentences_in("**Takeaway:** grpo gives 0.5 at p = 0.3. Robust gives 1.")) == 2
     assert sentences_in("robust keeps 1.871; seed_mad gets 0.286.") == ["robust keeps 1.871; seed_mad gets 0.286."]
     assert takeaway_faults("one, 2, 3, 4 and 5. Two.") == ["2 sentences", "4 numbers ['2', '3', '4', '5']"]
@@ -529,14 +531,15 @@ def test_side_by_side_panels_share_one_x_label_and_no_text_meets_another(name):
     assert all(not ax.texts for ax in fig.axes)
 
 
-COMPOSITE_CURVES = ["08_composite_curves_correct", "08_composite_curves_length", "08_composite_curves_hack"]
+COMPOSITE_CURVES = ["09_composite_curves_correct", "09_composite_curves_length", "09_composite_curves_hack"]
 
 
 @pytest.mark.parametrize("name", COMPOSITE_CURVES)
 def test_composite_curves_are_one_quantity_per_figure_a_row_per_range_and_no_text_meets_another(name):
     """Issue 45: the 6 estimators x 4 judges x 3 quantities of one figure became a figure per quantity, each with a
     row without and a row with the declared range, so a panel holds six curves, not twelve."""
-    from robustgrpo.book.real_trainer import report as R
+    from robustgrpo.book.composite_reward import report as R
+    from robustgrpo.book.real_trainer.report import CORE_ESTIMATORS
     from robustgrpo.book.style import estimator_color
 
     rf = built(name)
@@ -550,15 +553,15 @@ def test_composite_curves_are_one_quantity_per_figure_a_row_per_range_and_no_tex
         assert r in axes[i * len(judges)].get_ylabel() and R.COMPOSITE_LABELS[metric] in axes[i * len(judges)].get_ylabel()
         for j, judge in enumerate(judges):
             lines = axes[i * len(judges) + j].get_lines()
-            assert [line.get_color() for line in lines] == [estimator_color(e) for e in R.CORE_ESTIMATORS]
-            for line, e in zip(lines, R.CORE_ESTIMATORS):  # each curve is its seed mean, panel by panel
+            assert [line.get_color() for line in lines] == [estimator_color(e) for e in CORE_ESTIMATORS]
+            for line, e in zip(lines, CORE_ESTIMATORS):  # each curve is its seed mean, panel by panel
                 rows = rf.data[(rf.data["judge"] == judge) & (rf.data["range"] == r) & (rf.data["estimator"] == e)]
                 np.testing.assert_array_equal(line.get_ydata(), rows.sort_values("step")["mean"].to_numpy())
     assert not clashes(rf.figure), f"{name}: overlapping texts {clashes(rf.figure)}"
 
 
 def test_composite_curves_figure_names_the_closest_quantity():
-    from robustgrpo.book.real_trainer import report as R
+    from robustgrpo.book.composite_reward import report as R
 
     with pytest.raises(ValueError, match="did you mean 'length'"):
         R.composite_curves_figure(metric="lenght")

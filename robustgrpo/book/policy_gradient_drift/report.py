@@ -106,7 +106,6 @@ __all__ = [
     "kl_fixed_points",
     "kl_estimators_figure",
     "agreement_values",
-    "agreement_text",
     "trainer_agreement_values",
     "unmodelled_table",
     "trainer_agreement_table",
@@ -636,26 +635,6 @@ def agreement_values(pairs: pd.DataFrame) -> dict[str, int | float]:
     return values | {"share": float(summary.loc["all", "share"]), "separated": int(summary.loc["all", "separated"]),
                      "separated_agree": int(summary.loc["all", "separated_agree"]), "arms": len(ends),
                      "rms": float(np.sqrt(((ends["real"] - ends["simulated"]) ** 2).mean()))}
-
-
-def agreement_text(pairs: pd.DataFrame) -> str:
-    """Markdown for notebook 08's takeaways: :func:`agreement_values` in sentences, and the arms the simulator cannot
-    model (:func:`~robustgrpo.lab.simulate.trainer.unmodelled_arms`) with the record's end beside the simulator's."""
-    v = agreement_values(pairs)
-    kinds = {"arms_": "two arms under one judge", "judges_": "one arm under two judges"}
-    first = (f"The simulator ranks {v['agree']} of {v['pairs']} pairs of arms as the record does ({100 * v['share']:.0f} %): "
-             + "; ".join(f"{v[f'{k}agree']} of {v[f'{k}pairs']} pairs of {text}" for k, text in kinds.items())
-             + f". Of the {v['separated']} pairs the record tells apart (one ends higher beyond its band and 0.01) it "
-             f"ranks {v['separated_agree']} the same way. Its levels are another matter: over the {v['arms']} arms, the "
-             f"record's and the simulator's P(correct) at the end differ by {v['rms']:.3f} (root mean square).")
-    hard = unmodelled_arms(pairs)
-    share = Fraction(UNMODELLED_SHARE).limit_denominator(100)
-    if hard.empty:
-        return f"{first} No arm disagrees in {share} of its pairs or more."
-    items = [f"- {r.arm} under the {r.judge}: {r.real:.3f} / {r.simulated:.3f} ({r.disagree} of {r.pairs} pairs)"
-             for r in hard.itertuples(index=False)]
-    return (f"{first}\n\nWhere it cannot model the record (arms that disagree in at least {share} of their pairs; "
-            "P(correct) at the end, record / simulator):\n\n" + "\n".join(items))
 
 
 #: The prefix of each shipped record's values in notebook 05's prose.

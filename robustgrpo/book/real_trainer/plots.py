@@ -1,4 +1,4 @@
-r"""Figures of the real trainer runs (notebook 08).
+r"""Figures of the real trainer runs (notebooks 08 and 09).
 
 Every function takes the tidy tables :mod:`robustgrpo.book.real_trainer.report` computes from a ``trl``
 sweep's record (seed bands, final values, the simulator's prediction) and returns a

@@ -1,4 +1,4 @@
-r"""Notebook 08's section on a pretrained model: which arms a real model separates, and whether the recommendation holds.
+r"""Notebook 09's section on a pretrained model: which arms a real model separates, and whether the recommendation holds.
 
 A record of the composite experiment run with a pretrained model (``model`` in its config: the
 GPU recipe, ``data/sweeps/trl_composite_smollm2.json``, writes one) holds, at its first and its
@@ -47,7 +47,7 @@ REAL_MODEL_RECORD = _REPO / "data" / "records" / "trl_composite_smollm2"
 #: The GPU recipe (README: "Your model in the experiment").
 REAL_MODEL_COMMAND = ("python -m robustgrpo experiment trl_composite data/sweeps/trl_composite_smollm2.json "
                       "--out data/records/trl_composite_smollm2 --engine ray --num-cpus 16")
-#: The environment variable that names a record folder for the section (notebook 08 reads it).
+#: The environment variable that names a record folder for the section (notebook 09 reads it).
 RECORD_VARIABLE = "ROBUSTGRPO_REAL_MODEL_RECORD"
 #: Summaries of one run: (column, "start" | "end") and the name in text.
 REAL_SUMMARIES = {

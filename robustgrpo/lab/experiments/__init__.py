@@ -14,7 +14,7 @@ estimator's diagnostics and the step's timing (:data:`METRICS`).
 A run is the ``trl`` runnable of :mod:`robustgrpo.lab.sweep`, so a grid of estimators x judges x
 seeds runs as a sweep, on the local or the Ray engine, into a Parquet record:
 ``python -m robustgrpo experiment trl CONFIG --out DIR``. Its figures are in
-:mod:`robustgrpo.book.real_trainer.report`, and notebook 08 reads the shipped record.
+:mod:`robustgrpo.book.real_trainer.report`, and notebooks 08 and 09 read the shipped records.
 
 The second experiment (:func:`run_composite`, the ``trl_composite`` runnable, set by
 :class:`CompositeConfig`) is at the shape of real runs: answers of several tokens (:class:`~.task.ReverseTask`:
