@@ -20,7 +20,7 @@ import yaml
 import robustgrpo
 
 ROOT = Path(__file__).resolve().parents[1]
-CONDA_NAMES = {"pytorch": "torch"}
+CONDA_NAMES = {"pytorch": "torch", "python-kaleido": "kaleido"}
 
 
 def _split(spec: str) -> tuple[str, str]:
