@@ -53,6 +53,7 @@ _STYLE = """
 html { -webkit-text-size-adjust: 100%; }
 body { margin: 0; font: 17px/1.55 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #1d1d1f;
        background: #fff; }
+h1 { font-size: clamp(1.7rem, 6vw, 2.3rem); line-height: 1.2; }
 main, .rg-nav { max-width: 52rem; margin: 0 auto; padding: 0 1rem; }
 .rg-nav { display: flex; flex-wrap: wrap; gap: .4rem 1.2rem; padding-top: .8rem; padding-bottom: .8rem;
           border-bottom: 1px solid #ddd; font-size: .95rem; }
@@ -68,6 +69,7 @@ table { border-collapse: collapse; font-size: .9rem; }
 th, td { border: 1px solid #ddd; padding: .25rem .5rem; text-align: right; vertical-align: top; }
 th:first-child, td:first-child { text-align: left; }
 math { font-size: 1.1em; }
+math:not([display="block"]) { display: inline-block; max-width: 100%; overflow-x: auto; vertical-align: middle; }
 math[display="block"] { overflow-x: auto; max-width: 100%; margin: .6rem 0; }
 figure { margin: 1.2rem 0; }
 figcaption { font-size: .9rem; color: #444; }
