@@ -50,7 +50,8 @@ __all__ = ["main", "console", "build_parser"]
 PROG = "python -m robustgrpo"
 #: The extra that brings each package the lab's and the book's commands import (the core has torch and numpy only).
 _EXTRA_OF = {**dict.fromkeys(("scipy", "pandas", "tqdm", "pyarrow"), "lab"), "matplotlib": "plots",
-             **dict.fromkeys(("plotly", "ipywidgets", "anywidget", "jupyterlab", "nbclient", "nbformat"), "book"),
+             **dict.fromkeys(("plotly", "ipywidgets", "anywidget", "jupyterlab", "nbclient", "nbformat", "latex2mathml",
+                              "kaleido"), "book"),
              "trl": "trl", "verl": "verl", "ray": "sweep"}
 #: The extras each command needs beside the core (diagnose: ``plots`` too with --html; bench: by its table).
 _COMMAND_EXTRAS = {"demo": ("lab", "book"), "figures": ("lab", "book"), "notebooks": ("lab", "book"),

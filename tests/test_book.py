@@ -111,3 +111,13 @@ def test_the_book_refuses_a_folder_without_the_executed_chapters(tmp_path):
                            str(tmp_path / "executed")], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert "lacks the executed chapter(s) 01_outlier_poisoning.ipynb" in done.stderr
+
+
+def test_a_missing_browser_for_the_dashboards_pictures_is_named_with_the_fix(tmp_path, monkeypatch):
+    from robustgrpo.book.site import _snapshot
+
+    monkeypatch.setenv("BROWSER_PATH", str(tmp_path / "no-chromium"))
+    with pytest.raises(OSError, match=r"plotly's image export \(kaleido\) could not start Chromium .*install it "
+                                      r"\(apt-get install chromium, or plotly_get_chrome\)"):
+        _snapshot([{"data": [], "layout": {}}], [tmp_path / "x.png"])
+    assert not (tmp_path / "x.png").exists()

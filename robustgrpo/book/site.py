@@ -6,7 +6,7 @@
   (its first figure as a small picture, its title and its lead: the one sentence under the title in the
   notebook's first cell, :func:`chapter_head`), and links to the trap lesson and to the report figures;
 * ``NN_name.html``, one page per chapter: its H1 as the page's ``<title>``, links home and to the previous and
-  next chapters, the prose, the printed tables and the figures, and no code but the cells tagged
+  next chapters, the prose, the printed text and tables and the figures, and no code but the cells tagged
   :data:`~robustgrpo.book.execute.CALL_TAG` (the call a trainer writes). Each figure's alt text is its
   takeaway, the markdown cell just below it (:func:`alt_text`). Each dashboard, which needs a kernel, is shown
   as a picture of its figure at its default setting (:func:`dashboard_figures`, drawn by plotly's image export)
@@ -74,6 +74,7 @@ math[display="block"] { overflow-x: auto; max-width: 100%; margin: .6rem 0; }
 figure { margin: 1.2rem 0; }
 figcaption { font-size: .9rem; color: #444; }
 .rg-progress { font-size: .85rem; color: #555; }
+.rg-stderr { background: #fff4e5; }
 details { margin: .6rem 0 1rem; }
 .rg-cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(15rem, 1fr)); gap: 1rem; padding: 0;
             list-style: none; }
@@ -264,7 +265,14 @@ def _snapshot(figures: Sequence[dict[str, Any]], paths: Sequence[Path]) -> None:
     sizes = [(f.layout.width or 1000, f.layout.height or 560) for f in figs]
     for fig, (width, height) in zip(figs, sizes):
         fig.update_layout(width=width, height=height)
-    pio.write_images(figs, [str(p) for p in paths], format="png")
+    try:
+        pio.write_images(figs, [str(p) for p in paths], format="png")
+    except Exception as err:  # noqa: BLE001 - kaleido and its browser driver raise their own types
+        if "chrom" not in f"{type(err).__name__} {err}".lower():
+            raise
+        raise OSError(f"plotly's image export (kaleido) could not start Chromium to draw the dashboards' pictures "
+                      f"({type(err).__name__}: {' '.join(str(err).split())[:200]}); install it (apt-get install "
+                      "chromium, or plotly_get_chrome)") from None
 
 
 def _live_commands(chapter: Chapter) -> str:
@@ -319,9 +327,9 @@ def _chapter_body(chapter: Chapter, nb, images: Path, snapshots: list[tuple[dict
             parts.append(f'<pre><code class="language-python">{html.escape(cell.source)}</code></pre>')
         for output in cell.get("outputs", []):
             kind = output.get("output_type")
-            if kind == "stream":
-                if output.get("name") == "stdout":
-                    parts.append(f"<pre>{html.escape(''.join(output.get('text', '')))}</pre>")
+            if kind == "stream":  # printed text; stderr (a warning) too, marked
+                marked = ' class="rg-stderr"' if output.get("name") == "stderr" else ""
+                parts.append(f"<pre{marked}>{html.escape(''.join(output.get('text', '')))}</pre>")
                 continue
             if kind == "error":
                 raise ValueError(f"{where} ended in an error ({output.get('ename')}); fix the notebook and run it again")
@@ -383,8 +391,8 @@ def _card(chapter: Chapter, picture: Path | None) -> str:
 def _home(chapters: Sequence[Chapter], cards: Sequence[Path | None]) -> str:
     items = "\n".join(_card(c, p) for c, p in zip(chapters, cards))
     body = ("<h1>robustgrpo: robust group advantages for GRPO</h1>\n"
-            "<p>A book of executed notebooks on what one outlier reward does to GRPO's group-relative advantages, and "
-            "which estimator keeps the update sound. Every number in it was computed when the book was built.</p>\n"
+            "<p>Executed notebooks on what one outlier reward does to GRPO's group-relative advantages, and what "
+            "robust estimators change; every number on these pages was computed when the notebooks ran.</p>\n"
             f'<ul class="rg-cards">\n{items}\n</ul>\n<h2>Beside the chapters</h2>\n<ul>\n'
             '<li><a href="trap_lesson.html">The mean-variance trap, live</a>: notebook 01\'s lesson in the page, '
             "with sliders and no kernel.</li>\n"
@@ -397,8 +405,6 @@ def _report(report: Path, out: Path) -> None:
     """``report/index.md`` (what ``python -m robustgrpo figures`` writes) as ``out/index.html``, with every file it
     links copied beside it."""
     index = report / "index.md"
-    if not index.is_file():
-        raise ValueError(f"{report} holds no index.md; pass the folder python -m robustgrpo figures --out wrote")
     text = index.read_text(encoding="utf-8")
     make_folder(out)
     for target in dict.fromkeys(re.findall(r"\]\(([^)\s]+)\)", text)):
@@ -453,6 +459,9 @@ def build_book(
     if trap_page is not None and (Path(trap_page).name != PAGE_NAME or not Path(trap_page).is_file()):
         raise ValueError(f"{trap_page} is not a trap lesson page; pass the {PAGE_NAME} python -m robustgrpo trap-page "
                          "wrote, or leave it out to write one")
+    if report is not None and not (Path(report) / "index.md").is_file():
+        raise ValueError(f"{report} holds no index.md; pass the folder python -m robustgrpo figures --out wrote, or leave "
+                         "it out to build the report figures here")
     out = make_folder(out)
     with tempfile.TemporaryDirectory() as scratch:
         if executed is None:
