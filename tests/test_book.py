@@ -121,3 +121,22 @@ def test_a_missing_browser_for_the_dashboards_pictures_is_named_with_the_fix(tmp
                                       r"\(apt-get install chromium, or plotly_get_chrome\)"):
         _snapshot([{"data": [], "layout": {}}], [tmp_path / "x.png"])
     assert not (tmp_path / "x.png").exists()
+
+
+def test_the_report_page_gives_each_figure_its_takeaway_as_alt_text(tmp_path):
+    from robustgrpo.book.site import _report
+
+    (tmp_path / "r").mkdir()
+    for name in ("a.png", "a.svg", "b.png"):
+        (tmp_path / "r" / name).write_bytes(b"x")
+    (tmp_path / "r" / "index.md").write_text(
+        "# Report figures\n\n## a\n\n![a](a.png)\n\nCaption of a: x against y.\n\n**Takeaway:** the mean moves by "
+        "$1.4$ [see 01].\n\nFiles: [svg](a.svg)\n\n## b\n\n![b](b.png)\n\nCaption of b only.\n")
+    _report(tmp_path / "r", tmp_path / "book" / "report")
+    page = (tmp_path / "book" / "report" / "index.html").read_text()
+    assert 'alt="the mean moves by 1.4 (see 01)."' in page and 'alt="Caption of b only."' in page
+    assert sorted(p.name for p in (tmp_path / "book" / "report").iterdir()) == ["a.png", "a.svg", "b.png", "index.html"]
+    assert "<title>Report figures (robustgrpo)</title>" in page and 'href="../index.html"' in page
+    (tmp_path / "r" / "b.png").unlink()
+    with pytest.raises(ValueError, match=r"index.md links b.png, which is not in .*; rebuild the report figures"):
+        _report(tmp_path / "r", tmp_path / "book2")

@@ -414,10 +414,28 @@ def _report(report: Path, out: Path) -> None:
         if not source.is_file():
             raise ValueError(f"{index} links {target}, which is not in {report}; rebuild the report figures")
         shutil.copyfile(source, out / Path(target).name)
+    text = _report_alt_texts(text)
     title = next((line[2:].strip() for line in text.splitlines() if line.startswith("# ")), "Report figures")
     nav = '<nav class="rg-nav"><a href="../index.html">Home: all chapters</a></nav>'
     body = markdown_html(text, str(index)).replace("<img ", '<img loading="lazy" ')
     (out / "index.html").write_text(_page(f"{title} (robustgrpo)", body, nav), encoding="utf-8")
+
+
+def _report_alt_texts(index: str) -> str:
+    """The report index (markdown) with each figure's alt text set to its takeaway: in each ``## `` section, the
+    paragraph that opens with ``**Takeaway:**`` (that word left out), else the first paragraph after the picture
+    (its caption); a section without either keeps its alt text."""
+    sections = re.split(r"(?m)^(?=## )", index)
+    for n, section in enumerate(sections):
+        picture = re.search(r"!\[[^\]]*\]\(([^)\s]+)\)", section)
+        if picture is None:
+            continue
+        after = [q.strip() for q in re.split(r"\n\s*\n", section[picture.end():]) if q.strip()]
+        said = next((q for q in after if q.startswith("**Takeaway:**")), after[0] if after else "")
+        alt = _plain(said.removeprefix("**Takeaway:**")).replace("[", "(").replace("]", ")")
+        if alt:
+            sections[n] = section[:picture.start()] + f"![{alt}]({picture.group(1)})" + section[picture.end():]
+    return "".join(sections)
 
 
 def build_book(
