@@ -136,7 +136,7 @@ def test_the_report_page_gives_each_figure_its_takeaway_as_alt_text(tmp_path):
     page = (tmp_path / "book" / "report" / "index.html").read_text()
     assert 'alt="the mean moves by 1.4 (see 01)."' in page and 'alt="Caption of b only."' in page
     assert sorted(p.name for p in (tmp_path / "book" / "report").iterdir()) == ["a.png", "a.svg", "b.png", "index.html"]
-    assert "<title>Report figures (robustgrpo)</title>" in page and 'href="../index.html"' in page
+    assert "<title>Report figures</title>" in page and 'href="../index.html"' in page
     (tmp_path / "r" / "b.png").unlink()
     with pytest.raises(ValueError, match=r"index.md links b.png, which is not in .*; rebuild the report figures"):
         _report(tmp_path / "r", tmp_path / "book2")

@@ -10,7 +10,8 @@
   :data:`~robustgrpo.book.execute.CALL_TAG` (the call a trainer writes). Each figure's alt text is its
   takeaway, the markdown cell just below it (:func:`alt_text`). Each dashboard, which needs a kernel, is shown
   as a picture of its figure at its default setting (:func:`dashboard_figures`, drawn by plotly's image export)
-  beside the commands that open it live;
+  beside the commands that open it live; a finished progress bar as the line of text it ended on; a widget of
+  any other kind is an error, not a blank;
 * ``trap_lesson.html``, notebook 01's trap lesson (:mod:`robustgrpo.book.trap_page`);
 * ``report/index.html``, the report figures' index (``index.md`` of ``python -m robustgrpo figures``) as a page,
   with the files it links;
@@ -418,7 +419,7 @@ def _report(report: Path, out: Path) -> None:
     title = next((line[2:].strip() for line in text.splitlines() if line.startswith("# ")), "Report figures")
     nav = '<nav class="rg-nav"><a href="../index.html">Home: all chapters</a></nav>'
     body = markdown_html(text, str(index)).replace("<img ", '<img loading="lazy" ')
-    (out / "index.html").write_text(_page(f"{title} (robustgrpo)", body, nav), encoding="utf-8")
+    (out / "index.html").write_text(_page(title, body, nav), encoding="utf-8")
 
 
 def _report_alt_texts(index: str) -> str:
@@ -468,7 +469,10 @@ def build_book(
     ------
     ValueError
         A chapter's executed copy missing from ``executed``; a first cell without title and one-sentence lead
-        (:func:`chapter_head`); an unpaired ``$``; a cell that ended in an error.
+        (:func:`chapter_head`); an unpaired ``$``; a cell that ended in an error; a widget that is neither a
+        dashboard nor a progress bar; ``report`` without ``index.md``; ``trap_page`` not a trap lesson page.
+    OSError
+        No Chromium for plotly's image export to draw the dashboards' pictures with.
     """
     from robustgrpo.book.figures import build_all
     from robustgrpo.book.trap_page import PAGE_NAME, write_trap_page
