@@ -209,8 +209,7 @@ def test_the_book_built_from_the_executed_chapters_reads_offline(executed, tmp_p
                        progress=False)
     chapters = [book / f"{p.stem}.html" for p in NOTEBOOKS]
     assert pages[0] == book / BOOK_INDEX and set(chapters) <= set(pages)
-    assert {p.name for p in book.glob("*.html")} | {"report/index.html"} == {
-        str(p.relative_to(book)) for p in pages} | {"report/index.html"}
+    assert sorted(pages) == sorted([*book.glob("*.html"), book / "report" / "index.html"])
     seen, paint = {}, {}
     for width, height in ((1280, 800), (390, 844)):
         context = chromium.new_context(viewport={"width": width, "height": height})
@@ -242,18 +241,23 @@ def test_the_book_built_from_the_executed_chapters_reads_offline(executed, tmp_p
         assert outside == [] and errors == [], (outside, errors)
     titles = [got["title"] for got in seen.values()]
     assert len(set(titles)) == len(titles), titles
-    home = seen[BOOK_INDEX]
+    home, shown = seen[BOOK_INDEX], 0
     for i, (path, page) in enumerate(zip(NOTEBOOKS, chapters)):
-        title, lead = chapter_head(nbformat.read(executed / path.name, as_version=4), path.name)
+        nb = nbformat.read(executed / path.name, as_version=4)
+        title, lead = chapter_head(nb, path.name)
         got = seen[page.name]
         assert got["title"] == title and page.name in home["links"] and title in home["text"]
+        assert " ".join(lead.split()[:4]) in home["text"]  # the card's sentence
         assert got["prev"] == (chapters[i - 1].name if i else None)
         assert got["next"] == (chapters[i + 1].name if i + 1 < len(chapters) else None)
         assert BOOK_INDEX in got["links"]
-        nb = nbformat.read(executed / path.name, as_version=4)
         widgets = [o["data"][WIDGET]["model_id"] for c in nb.cells for o in c.get("outputs", []) if WIDGET in o.get("data", {})]
         assert len(got["snapshots"]) == sum(bool(dashboard_figures(nb, w)) for w in widgets), (page.name, got["snapshots"])
-        assert all(".venv/bin/jupyter lab notebooks/" + path.name in s for s in got["snapshots"])
+        lesson = [p.name for p in DASHBOARD_PAGES if p.name[:2] == path.name[:2]]
+        commands = [f".venv/bin/jupyter lab notebooks/{path.name}", *(f".venv/bin/voila notebooks/dashboards/{n}" for n in lesson)]
+        assert all(c in s for s in got["snapshots"] for c in commands), (page.name, got["snapshots"])
+        shown += len(got["snapshots"])
+    assert shown >= len(DASHBOARD_PAGES)  # every dashboard that has a page of its own is shown in its chapter
     assert {"trap_lesson.html", "report/index.html"} <= set(home["links"])
     (artifacts / "book_paint.json").write_text(json.dumps(
         {"load_average": os.getloadavg(), "first_contentful_paint_ms": paint}, indent=1))
