@@ -14,7 +14,8 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from robustgrpo.book.execute import list_notebooks
-from robustgrpo.book.site import alt_text, build_book, chapter_head, dashboard_figures, latex_to_mathml, markdown_html
+from robustgrpo.book.site import (alt_text, build_book, chapter_head, dashboard_figures, latex_to_mathml, markdown_html,
+                                  write_report_page)
 from browser_util import ROOT
 
 
@@ -124,19 +125,26 @@ def test_a_missing_browser_for_the_dashboards_pictures_is_named_with_the_fix(tmp
 
 
 def test_the_report_page_gives_each_figure_its_takeaway_as_alt_text(tmp_path):
-    from robustgrpo.book.site import _report
+    from robustgrpo.book.site import write_report_page
+
+    from PIL import Image
 
     (tmp_path / "r").mkdir()
-    for name in ("a.png", "a.svg", "b.png"):
-        (tmp_path / "r" / name).write_bytes(b"x")
+    for name in ("a.png", "b.png"):
+        Image.new("RGB", (960, 600), (200, 30, 30)).save(tmp_path / "r" / name)
+    (tmp_path / "r" / "a.svg").write_text("<svg/>")
     (tmp_path / "r" / "index.md").write_text(
         "# Report figures\n\n## a\n\n![a](a.png)\n\nCaption of a: x against y.\n\n**Takeaway:** the mean moves by "
         "$1.4$ [see 01].\n\nFiles: [svg](a.svg)\n\n## b\n\n![b](b.png)\n\nCaption of b only.\n")
-    _report(tmp_path / "r", tmp_path / "book" / "report")
+    write_report_page(tmp_path / "r", tmp_path / "book" / "report")
     page = (tmp_path / "book" / "report" / "index.html").read_text()
     assert 'alt="the mean moves by 1.4 (see 01)."' in page and 'alt="Caption of b only."' in page
-    assert sorted(p.name for p in (tmp_path / "book" / "report").iterdir()) == ["a.png", "a.svg", "b.png", "index.html"]
+    assert '<a href="a.png"><img loading="lazy" src="small/a.png"' in page  # a small picture linking the full one
+    folder = tmp_path / "book" / "report"
+    assert sorted(p.name for p in folder.iterdir()) == ["a.png", "a.svg", "b.png", "index.html", "small"]
+    with Image.open(folder / "small" / "b.png") as small:
+        assert small.size == (480, 300) and small.mode == "P"
     assert "<title>Report figures</title>" in page and 'href="../index.html"' in page
     (tmp_path / "r" / "b.png").unlink()
     with pytest.raises(ValueError, match=r"index.md links b.png, which is not in .*; rebuild the report figures"):
-        _report(tmp_path / "r", tmp_path / "book2")
+        write_report_page(tmp_path / "r", tmp_path / "book2")

@@ -36,7 +36,7 @@ from robustgrpo.book.execute import CALL_TAG, list_notebooks, read_notebook, run
 from robustgrpo.lab.files import make_folder
 
 __all__ = ["Chapter", "BOOK_INDEX", "DASHBOARD_DIR", "chapter_head", "latex_to_mathml", "markdown_html", "alt_text",
-           "dashboard_figures", "build_book"]
+           "dashboard_figures", "write_report_page", "build_book"]
 
 #: The home page's file name.
 BOOK_INDEX = "index.html"
@@ -46,8 +46,10 @@ DASHBOARD_DIR = Path(__file__).resolve().parents[2] / "notebooks" / "dashboards"
 _WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 #: The widget state nbclient saves with an executed notebook.
 _STATE_MIME = "application/vnd.jupyter.widget-state+json"
-#: Width (px) of a card's picture on the home page.
-CARD_WIDTH = 480
+#: Width (px) of a small picture: a card's on the home page, a figure's on the report page (which links the full one).
+THUMBNAIL_WIDTH = 480
+#: Colours a small picture keeps (a palette PNG: a quarter of the bytes of a full-colour one at this size).
+THUMBNAIL_COLOURS = 128
 
 _STYLE = """
 *, *::before, *::after { box-sizing: border-box; }
@@ -382,7 +384,7 @@ def _figure_title(figure: dict[str, Any], chapter_title: str) -> str:
 
 def _card(chapter: Chapter, picture: Path | None) -> str:
     img = (f'<img src="img/{picture.name}" alt="The first figure of {html.escape(chapter.title)}" '
-           f'width="{CARD_WIDTH}">' if picture else "")
+           f'width="{THUMBNAIL_WIDTH}">' if picture else "")
     lead = markdown_html(chapter.lead, chapter.notebook.name).strip()
     lead = re.sub(r"^<p>(.*)</p>$", r"\1", lead, flags=re.S)
     return (f'<li class="rg-card"><a href="{chapter.page}">{img}</a>'
@@ -402,9 +404,15 @@ def _home(chapters: Sequence[Chapter], cards: Sequence[Path | None]) -> str:
     return _page("robustgrpo: the book", body, '<nav class="rg-nav"><a href="index.html">Home: all chapters</a></nav>')
 
 
-def _report(report: Path, out: Path) -> None:
-    """``report/index.md`` (what ``python -m robustgrpo figures`` writes) as ``out/index.html``, with every file it
-    links copied beside it."""
+def write_report_page(report: str | Path, out: str | Path) -> Path:
+    """Write ``report/index.md`` (what ``python -m robustgrpo figures`` writes) as ``out/index.html``, with every
+    file it links copied beside it; return the page's path.
+
+    Each figure is shown small (:data:`THUMBNAIL_WIDTH` px, in ``out/small/``) and linked to its full picture, so
+    that the page with its pictures stays under 2 MB (the 48 report figures: about 1 MB); its alt text is its
+    takeaway (:func:`_report_alt_texts`). ``ValueError`` for a link to a file the folder lacks.
+    """
+    report, out = Path(report), Path(out)
     index = report / "index.md"
     text = index.read_text(encoding="utf-8")
     make_folder(out)
@@ -416,10 +424,15 @@ def _report(report: Path, out: Path) -> None:
             raise ValueError(f"{index} links {target}, which is not in {report}; rebuild the report figures")
         shutil.copyfile(source, out / Path(target).name)
     text = _report_alt_texts(text)
+    small = make_folder(out / "small")
+    text = re.sub(r"!\[([^\]]*)\]\(([^)\s]+\.png)\)",  # each figure as a small picture that links the full one
+                  lambda m: f"[![{m.group(1)}](small/{_thumbnail(out / m.group(2), small / m.group(2)).name})]({m.group(2)})",
+                  text)
     title = next((line[2:].strip() for line in text.splitlines() if line.startswith("# ")), "Report figures")
     nav = '<nav class="rg-nav"><a href="../index.html">Home: all chapters</a></nav>'
     body = markdown_html(text, str(index)).replace("<img ", '<img loading="lazy" ')
     (out / "index.html").write_text(_page(title, body, nav), encoding="utf-8")
+    return out / "index.html"
 
 
 def _report_alt_texts(index: str) -> str:
@@ -500,7 +513,7 @@ def build_book(
         pages, cards, snapshots = [out / BOOK_INDEX], [], []
         for i, (chapter, nb) in enumerate(zip(chapters, nbs)):
             body, first = _chapter_body(chapter, nb, images, snapshots)
-            cards.append(_card_picture(first, images / f"{chapter.notebook.stem}-card.png"))
+            cards.append(_thumbnail(first, images / f"{chapter.notebook.stem}-card.png") if first else None)
             nav = _nav(chapters, i)
             (out / chapter.page).write_text(_page(chapter.title, body, nav), encoding="utf-8")
             pages.append(out / chapter.page)
@@ -509,7 +522,7 @@ def build_book(
         if report is None:
             report = Path(scratch) / "report"
             build_all(report, formats=("png", "svg"), progress=progress)
-        _report(Path(report), out / "report")
+        write_report_page(Path(report), out / "report")
     pages.append(out / "report" / "index.html")
     if trap_page is None:
         pages.append(write_trap_page(out))
@@ -519,13 +532,12 @@ def build_book(
     return pages
 
 
-def _card_picture(figure: Path | None, path: Path) -> Path | None:
-    """A copy of ``figure`` :data:`CARD_WIDTH` px wide for a home-page card (None for a chapter without figures)."""
-    if figure is None:
-        return None
+def _thumbnail(figure: Path, path: Path) -> Path:
+    """A copy of the PNG ``figure`` :data:`THUMBNAIL_WIDTH` px wide in :data:`THUMBNAIL_COLOURS` colours, at ``path``."""
     from PIL import Image
 
     with Image.open(figure) as img:
-        height = round(img.height * CARD_WIDTH / img.width)
-        img.convert("RGB").resize((CARD_WIDTH, height), Image.LANCZOS).save(path, optimize=True)
+        height = max(1, round(img.height * THUMBNAIL_WIDTH / img.width))
+        small = img.convert("RGB").resize((THUMBNAIL_WIDTH, height), Image.LANCZOS).quantize(colors=THUMBNAIL_COLOURS)
+        small.save(path, optimize=True)
     return path
