@@ -265,9 +265,8 @@ def _snapshot(figures: Sequence[dict[str, Any]], paths: Sequence[Path]) -> None:
     import plotly.io as pio
 
     figs = [go.Figure(f) for f in figures]
-    sizes = [(f.layout.width or 1000, f.layout.height or 560) for f in figs]
-    for fig, (width, height) in zip(figs, sizes):
-        fig.update_layout(width=width, height=height)
+    for fig in figs:  # a dashboard's figure fills its box in the page; here it gets a size of its own
+        fig.update_layout(width=fig.layout.width or 1000, height=fig.layout.height or 560)
     try:
         pio.write_images(figs, [str(p) for p in paths], format="png")
     except Exception as err:  # noqa: BLE001 - kaleido and its browser driver raise their own types
