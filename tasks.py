@@ -3,7 +3,8 @@
 
 main   build the environment in .venv, then run the main job: print the seed
        example, execute every notebook into out/notebooks (their figures into
-       out/figures; the trap lesson's static page beside them) and rebuild the report figures into out/report
+       out/figures; the trap lesson's static page beside them), rebuild the report figures into out/report
+       and build the book from them into out/book (index.html: the home page)
 test   build the environment in .venv (and, as root, install Chromium for the
        browser tests), then run the whole test suite, one pytest process per core (at
        most four; each test file in one process; ``-n 0`` runs it in one); pytest's
@@ -217,8 +218,12 @@ def main_job() -> None:
     run(PYTHON, "-m", "robustgrpo", "notebooks", "--out", out)
     run(PYTHON, "-m", "robustgrpo", "trap-page", "--out", out / "notebooks")
     run(PYTHON, "-m", "robustgrpo", "figures", "--out", out / "report")
+    ensure_browser()  # the book draws each dashboard's default state with plotly's image export, in Chromium
+    run(PYTHON, "-m", "robustgrpo", "book", "--out", out / "book", "--executed", out / "notebooks", "--report",
+        out / "report", "--trap-page", out / "notebooks" / "trap_lesson.html", "--no-progress")
     print(f"\nexecuted notebooks: {out / 'notebooks'}\nthe trap lesson:    {out / 'notebooks' / 'trap_lesson.html'}"
-          f"\nnotebook figures:   {out / 'figures'}\nreport figures:     {out / 'report'} (index.md)")
+          f"\nnotebook figures:   {out / 'figures'}\nreport figures:     {out / 'report'} (index.md)"
+          f"\nthe book:           {out / 'book' / 'index.html'} (open it in a browser; it reads offline)")
 
 
 #: Most pytest processes of ``test``: one per core up to this many (pytest-xdist, test files kept whole).

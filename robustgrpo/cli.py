@@ -9,6 +9,8 @@ bench       time every estimator against idiomatic grpo and numpy + scipy (--tra
 figures     rebuild every report figure (PNG, SVG, PDF) and an index into a folder
 notebooks   execute the notebook series into a folder, their figures beside them
 trap-page   write notebook 01's trap lesson as one static HTML page: sliders, no kernel, no network
+book        the book: a home page, one page per executed notebook, the trap lesson and the report figures,
+            linked and readable offline (``--executed DIR`` reuses the notebooks' executed copies)
 battery     the evidence battery: every estimator's update against the exact gradient, and the
             recommendation per situation that a stated rule derives from it
 diagnose    a reward log or a TRL / verl run folder: zero-std and MAD-zero groups, outliers, each reward
@@ -48,11 +50,12 @@ __all__ = ["main", "console", "build_parser"]
 PROG = "python -m robustgrpo"
 #: The extra that brings each package the lab's and the book's commands import (the core has torch and numpy only).
 _EXTRA_OF = {**dict.fromkeys(("scipy", "pandas", "tqdm", "pyarrow"), "lab"), "matplotlib": "plots",
-             **dict.fromkeys(("plotly", "ipywidgets", "anywidget", "jupyterlab", "nbclient", "nbformat"), "book"),
+             **dict.fromkeys(("plotly", "ipywidgets", "anywidget", "jupyterlab", "nbclient", "nbformat", "latex2mathml",
+                              "kaleido"), "book"),
              "trl": "trl", "verl": "verl", "ray": "sweep"}
 #: The extras each command needs beside the core (diagnose: ``plots`` too with --html; bench: by its table).
 _COMMAND_EXTRAS = {"demo": ("lab", "book"), "figures": ("lab", "book"), "notebooks": ("lab", "book"),
-                   "trap-page": ("lab", "book"),
+                   "trap-page": ("lab", "book"), "book": ("lab", "book"),
                    "battery": ("lab",), "diagnose": ("lab",), "simulate": ("lab", "plots"), "sweep": ("lab",),
                    "experiment": ("lab", "trl"), "bench": ("lab",)}
 
@@ -229,6 +232,17 @@ def _cmd_trap_page(args: argparse.Namespace) -> int:
 
     path = write_trap_page(args.out)
     _say(f"the trap lesson, {path.stat().st_size / 1e6:.1f} MB, written to {path.resolve()}")
+    return 0
+
+
+def _cmd_book(args: argparse.Namespace) -> int:
+    from robustgrpo.book.site import build_book
+
+    pages = build_book(args.out, executed=args.executed, report=args.report, trap_page=args.trap_page,
+                       timeout=args.timeout, progress=not args.no_progress)
+    for page in pages:
+        _say(f"{page.relative_to(pages[0].parent)}")
+    _say(f"{len(pages)} pages written; open {pages[0].resolve()}")
     return 0
 
 
@@ -549,6 +563,15 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     trap_page = sub.add_parser("trap-page", help="write the trap lesson as a static HTML page (no kernel) into a folder")
     trap_page.add_argument("--out", required=True, help="folder to write trap_lesson.html into")
     trap_page.set_defaults(func=_cmd_trap_page)
+    book = sub.add_parser("book", help="build the book (home page, chapters, trap lesson, report figures) into a folder")
+    book.add_argument("--out", required=True, help="folder to write the book into (index.html is its home page)")
+    book.add_argument("--executed", metavar="DIR",
+                      help="the executed notebooks (DIR/notebooks of 'notebooks --out DIR'); without it they run here")
+    book.add_argument("--report", metavar="DIR", help="the report figures ('figures --out DIR'); without it they are built here")
+    book.add_argument("--trap-page", metavar="FILE", help="trap_lesson.html as 'trap-page' wrote it; without it it is written here")
+    book.add_argument("--timeout", type=_positive, default=600, help="seconds allowed per cell when the notebooks run here")
+    book.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+    book.set_defaults(func=_cmd_book)
     battery = sub.add_parser("battery", help="run the evidence battery and print the recommendation per situation")
     battery.add_argument("--quick", action="store_true",
                          help="G = 8, 16, 2 problem draws and 16 seeds instead of G = 2..64, 5 draws and 32 seeds")

@@ -20,7 +20,7 @@ import yaml
 import robustgrpo
 
 ROOT = Path(__file__).resolve().parents[1]
-CONDA_NAMES = {"pytorch": "torch"}
+CONDA_NAMES = {"pytorch": "torch", "python-kaleido": "kaleido"}
 
 
 def _split(spec: str) -> tuple[str, str]:
@@ -49,7 +49,7 @@ def test_environment_yml_matches_pyproject():
     assert env["name"] == "robustgrpo" and env["channels"] == ["conda-forge"]
     conda_specs, pip_specs = {}, {}
     for dep in env["dependencies"]:
-        if isinstance(dep, str) and not dep.startswith(("python", "pip")):
+        if isinstance(dep, str) and _split(dep)[0] not in ("python", "pip"):
             name, spec = _split(dep)
             conda_specs[CONDA_NAMES.get(name, name)] = spec
         elif isinstance(dep, dict):
@@ -172,7 +172,7 @@ LAYERS = {
     "book": ["book.style", "book.text", "book.glue", "book.figures", "book.interactive", "book.controls", "book.widget", "book.execute",
              "book.outlier_poisoning", "book.robust_statistics_primer", "book.sweep_g_and_c", "book.advantage_distributions", "book.policy_gradient_drift", "book.grouping_and_dynamic_clipping",
              "book.your_rewards", "book.real_trainer", "book.composite_reward", "book.records", "book.dashboards",
-             "book.trap_page"],
+             "book.trap_page", "book.site"],
     "tools": ["bench", "cli"],
 }
 ORDER = [layer for layers in LAYERS.values() for layer in layers]

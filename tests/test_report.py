@@ -180,6 +180,19 @@ def test_the_index_drops_a_caption_repeated_inside_a_takeaway():
     assert "**Takeaway:**" not in _entries(index)["x_same"]
 
 
+def test_the_books_report_page_shows_every_figure_within_2_mb(report_dir, tmp_path):
+    """The book's page of this index (robustgrpo.book.site): every figure shown small and linked whole, the page
+    with its pictures at most 2 MB (the book's pages are checked in Chromium in test_notebooks.py)."""
+    from robustgrpo.book.site import write_report_page
+
+    out, result = report_dir
+    page = write_report_page(out, tmp_path / "report").read_text()
+    shown = re.findall(r'<a href="([^"]+\.png)"><img loading="lazy" src="(small/[^"]+)"', page)
+    assert sorted(full for full, _ in shown) == sorted(f"{rf.name}.png" for rf, _, _ in result)
+    size = len(page.encode()) + sum((tmp_path / "report" / small).stat().st_size for _, small in shown)
+    assert size <= 2_000_000, f"{size / 1e6:.2f} MB"
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_a_rebuild_gives_the_same_files(name, report_dir, tmp_path):
     """Same bytes in every format (a fresh process is tried in test_determinism).
