@@ -259,5 +259,6 @@ def test_the_book_built_from_the_executed_chapters_reads_offline(executed, tmp_p
         shown += len(got["snapshots"])
     assert shown >= len(DASHBOARD_PAGES)  # every dashboard that has a page of its own is shown in its chapter
     assert {"trap_lesson.html", "report/index.html"} <= set(home["links"])
+    assert BOOK_INDEX in seen["trap_lesson.html"]["links"]  # the lesson leads back home
     (artifacts / "book_paint.json").write_text(json.dumps(
         {"load_average": os.getloadavg(), "first_contentful_paint_ms": paint}, indent=1))

@@ -523,12 +523,22 @@ def build_book(
             build_all(report, formats=("png", "svg"), progress=progress)
         write_report_page(Path(report), out / "report")
     pages.append(out / "report" / "index.html")
-    if trap_page is None:
-        pages.append(write_trap_page(out))
-    else:
-        pages.append(Path(shutil.copyfile(trap_page, out / PAGE_NAME)))
+    lesson = write_trap_page(out) if trap_page is None else Path(shutil.copyfile(trap_page, out / PAGE_NAME))
+    pages.append(_link_home(lesson))
     (out / BOOK_INDEX).write_text(_home(chapters, cards), encoding="utf-8")
     return pages
+
+
+def _link_home(page: Path) -> Path:
+    """``page`` (a page of the book written by another module, such as the trap lesson) with a link to the home page
+    as the first thing in its body. Raises ``ValueError`` if it has no ``<body>``."""
+    text = page.read_text(encoding="utf-8")
+    if "<body>" not in text:
+        raise ValueError(f"{page} has no <body>: pass a page that python -m robustgrpo trap-page wrote")
+    link = ('<nav style="font: 14px sans-serif; margin: 0 0 .4rem"><a href="index.html">Home: all chapters</a>'
+            "</nav>")
+    page.write_text(text.replace("<body>", "<body>\n" + link, 1), encoding="utf-8")
+    return page
 
 
 def _thumbnail(figure: Path, path: Path) -> Path:
