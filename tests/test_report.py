@@ -299,11 +299,6 @@ def test_a_notebook_drawn_figure_has_a_caption_above_and_a_different_takeaway_be
         assert not shared, f"{notebook}, cell {i}: caption and takeaway repeat {shared}"
 
 
-#: Chapters in SPLIT_CAPTIONS whose takeaways are not yet one sentence with at most three numbers, and why: their
-#: test is expected to fail (strict), so it turns red the day they meet the rule and the entry must go.
-TAKEAWAY_RULE_PENDING = {"07_your_rewards.ipynb": "its takeaways below the figures still state four to nine numbers"}
-
-
 def _takeaways(notebook: str) -> list[tuple[str, str]]:
     """(where, takeaway) for every figure of ``notebook``: its registered figures' takeaways, or, for a chapter that
     draws its figures in the notebook, the markdown cell below each cell tagged 'figure'."""
@@ -317,8 +312,7 @@ def _takeaways(notebook: str) -> list[tuple[str, str]]:
             if "figure" in c.get("metadata", {}).get("tags", [])]
 
 
-@pytest.mark.parametrize("notebook", [pytest.param(n, marks=pytest.mark.xfail(reason=TAKEAWAY_RULE_PENDING[n], strict=True))
-                                      if n in TAKEAWAY_RULE_PENDING else n for n in SPLIT_CAPTIONS])
+@pytest.mark.parametrize("notebook", SPLIT_CAPTIONS)
 def test_every_takeaway_of_an_edited_chapter_is_one_sentence_with_at_most_three_numbers(notebook):
     """Issue 45, item 3: the rule of tests/prose.py (takeaway_faults: what counts as a number is stated there); the
     other numbers go in the folded "Numbers behind the figure"."""
