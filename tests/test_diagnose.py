@@ -240,15 +240,26 @@ def test_the_example_log_diagnosis():
     undeclared = diagnose(EXAMPLE).recommendation
     assert undeclared.rule == "undeclared_outliers" and undeclared.method == recommended_method("binary", False)
     # notebook 07's numbers: the package's, from this diagnosis, placed in the notebook's markdown
-    from robustgrpo.book.your_rewards.report import agreement_values, loaded_values, overall_values, recommendation_values
+    from robustgrpo.book.your_rewards.report import (agreement_values, loaded_values, overall_values, range_values,
+                                                     recommendation_values)
     from prose import notebook_prose
 
-    values = {**loaded_values(d), **overall_values(d), **agreement_values(d), **recommendation_values(d)}
+    values = {**loaded_values(d), **overall_values(d), **range_values(d), **agreement_values(d), **recommendation_values(d)}
     assert values["loaded"] == "binary_judge_glitch.csv: 5120 rows, 20 steps, 640 groups"
     assert (values["n_groups"], values["group_size"], values["out_of_range"]) == (640, 8.0, over["out_of_range"])
     assert values["tie_share"] == over["frac_reward_zero_std"] and values["best_negative_share"] == over["best_negative_rate"]
-    assert (values["range_low"], values["range_high"]) == (0.0, 1.0)
-    assert not {"out_of_range", "range_low", "range_high"} & set(overall_values(diagnose(EXAMPLE)))  # no range: none
+    assert values["declared_range"] == "[0, 1]"
+    # without a range the same names are placed (the notebook's second log may be read either way), saying so
+    assert range_values(diagnose(EXAMPLE), "your_") == {"your_declared_range": "none declared",
+                                                        "your_out_of_range": "none: no range declared"}
+    assert range_values(diagnose(EXAMPLE, reward_range=(-0.5, 2)))["declared_range"] == "[-0.5, 2]"
+    from prose import used_names
+
+    for log_range in (None, (0, 1)):  # the reader's own log, with the range the notebook's cell may declare
+        yours = diagnose(EXAMPLE, reward_range=log_range)
+        glued = {**loaded_values(yours, "your_"), **overall_values(yours, "your_"), **range_values(yours, "your_"),
+                 **recommendation_values(yours, "your_")}
+        assert set(glued) <= used_names("07_your_rewards.ipynb"), set(glued) - used_names("07_your_rewards.ipynb")
     cosines = d.agreement_summary.set_index("method")["mean_cosine"]
     assert (values["nearest"], values["nearest_cosine"]) == (cosines.drop("grpo").idxmax(), cosines.drop("grpo").max())
     assert (values["farthest"], values["farthest_cosine"]) == (cosines.drop("grpo").idxmin(), cosines.drop("grpo").min())

@@ -32,7 +32,7 @@ from robustgrpo.book.your_rewards.plots import reward_distribution, step_health,
 from robustgrpo.book.style import house_style, literal_text
 
 __all__ = ["FIGURE_NAMES", "diagnosis_figures", "diagnosis_html", "write_diagnosis_html", "loaded_values",
-           "overall_values", "agreement_values", "recommendation_values"]
+           "overall_values", "range_values", "agreement_values", "recommendation_values"]
 
 #: File stems of the diagnosis figures (notebook 07 saves them under these names).
 FIGURE_NAMES: tuple[str, ...] = ("07_step_health", "07_reward_distribution", "07_update_agreement")
@@ -191,9 +191,8 @@ def overall_values(diagnosis: Diagnosis, prefix: str = "") -> dict[str, float | 
         (``tie_share``), whose MAD is 0 (``mad_zero_share``) and that hold an outlier candidate
         (``outlier_group_share``); ``outlier_candidates`` (rewards); ``best_eligible``, the groups with a best
         plausible answer, and ``best_negative_share``, the share of them where its ``grpo`` advantage is negative.
-        With a declared range also ``out_of_range`` (rewards outside it) and its ends ``range_low``,
-        ``range_high``; without one these three are absent, as nothing can lie outside no range. Each name begins
-        with ``prefix`` (a second diagnosis in the same notebook).
+        The declared range is :func:`range_values`'. Each name begins with ``prefix`` (a second diagnosis in the
+        same notebook).
     """
     o = diagnosis.overall.iloc[0]
     values: dict[str, float | int] = {
@@ -202,9 +201,24 @@ def overall_values(diagnosis: Diagnosis, prefix: str = "") -> dict[str, float | 
         "outlier_group_share": float(o.outlier_group_fraction), "outlier_candidates": int(o.outlier_candidates),
         "best_eligible": int(o.best_eligible), "best_negative_share": float(o.best_negative_rate),
     }
-    if diagnosis.reward_range is not None:
+    return {prefix + name: value for name, value in values.items()}
+
+
+def range_values(diagnosis: Diagnosis, prefix: str = "") -> dict[str, int | str]:
+    """The declared range, for the notebook's prose, with or without one (the prose places both names either way).
+
+    Returns
+    -------
+    dict
+        ``declared_range``: the range as ``[low, high]`` (each end as the ``g`` format writes it) or ``"none
+        declared"``; ``out_of_range``: the rewards outside it, or ``"none: no range declared"`` (nothing lies outside
+        no range). Each name begins with ``prefix``.
+    """
+    if diagnosis.reward_range is None:
+        values: dict[str, int | str] = {"declared_range": "none declared", "out_of_range": "none: no range declared"}
+    else:
         low, high = diagnosis.reward_range
-        values.update(out_of_range=int(o.out_of_range), range_low=float(low), range_high=float(high))
+        values = {"declared_range": f"[{low:g}, {high:g}]", "out_of_range": int(diagnosis.overall.iloc[0].out_of_range)}
     return {prefix + name: value for name, value in values.items()}
 
 
