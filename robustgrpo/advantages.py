@@ -107,12 +107,11 @@ from robustgrpo.stats import (
     tie_tolerance,
     value_range,
     residue_tolerance,
-    resolved_quantile,
     batch_tie_reference,
     huber_location,
-    typical_deviation,
     winsor_bounds,
 )
+from robustgrpo.kernels import typical_deviation
 
 __all__ = [
     "RECOMMENDED",
@@ -700,29 +699,21 @@ def _robust_parts(g: Groups, resolution: float) -> RobustParts:
     centre = _median(g)
     t = _tolerance(g, resolution)
     d = r - centre.unsqueeze(-1)
-    # with a finite range every valid deviation is finite (|r - m| <= max - min, and rounding is monotone)
-    bounded = g.spread is not None and bool(torch.isfinite(g.spread).all()) and bool(torch.isfinite(t).all())
     u = d.abs()
     u = u.sub_(t.unsqueeze(-1)).clamp_min_(0)
     shrunk = torch.copysign(u, d, out=d)  # sign(d) max(|d| - t, 0) (u >= 0: copysign is that product)
     sorted_u = sort_valid(u, mask, inplace=True)  # invalid entries last, as +inf
     sigma = MAD_TO_SIGMA * median_of_sorted(sorted_u, n)
     zero = torch.zeros((), dtype=r.dtype, device=r.device)
-    if bounded:  # invalid entries (+inf, last) weigh 0; the others by resolved_weight
-        b = resolved_quantile(sorted_u, n, t, 0.5).unsqueeze(-1)
-        finite = None if mask is None else torch.isfinite(sorted_u)
-    else:  # invalid entries (+inf) and overflowed deviations weigh 0
-        finite = torch.isfinite(sorted_u)
-        weights = torch.where(finite, resolved_weight(sorted_u, t), zero)
-        b = continuous_lower_median(sorted_u, weights).unsqueeze(-1)
+    # invalid entries (+inf, last) and overflowed deviations weigh 0; the others by resolved_weight
+    finite = torch.isfinite(sorted_u)
+    b = continuous_lower_median(sorted_u, torch.where(finite, resolved_weight(sorted_u, t), zero)).unsqueeze(-1)
     # the sum of squares of values <= b, computed on capped / b so that huge rewards cannot overflow (in blocks of
     # rows: the capped values are a temporary of a block's size)
     unit = torch.where(b > 0, b, torch.ones((), dtype=r.dtype, device=r.device))
     squares = []
     for rows in row_blocks(sorted_u):
-        capped = torch.minimum(sorted_u[rows], b[rows])
-        if finite is not None:
-            capped.masked_fill_(~finite[rows], 0)
+        capped = torch.minimum(sorted_u[rows], b[rows]).masked_fill_(~finite[rows], 0)
         squares.append(capped.div_(unit[rows]).square_().sum(-1))
     s_fb = unit.squeeze(-1) * torch.sqrt(torch.cat(squares) / (n - 1).clamp_min(1).to(r.dtype))
     # t / sqrt(n - 1) bounds the scale from below, so that a group whose deviations are all near-ties
