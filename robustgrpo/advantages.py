@@ -1014,8 +1014,7 @@ def _count_quotients_above(sorted_u: torch.Tensor, scale: torch.Tensor, c: float
     return torch.where(ok, counted, torch.count_nonzero(sorted_u / scale.unsqueeze(-1) > c_t, dim=-1).clamp_max(n))
 
 
-def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None, *,
-                 out: torch.Tensor | None = None) -> torch.Tensor:
+def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     r"""Blom's normal scores :math:`\Phi^{-1}((R - 3/8) / (n + 1/4))` of mid-ranks R in groups of n.
 
     Ranks that are whole or half numbers (all of them unless rewards ramp into
@@ -1024,8 +1023,7 @@ def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None
     n = G when ``mask`` is None), so the quantile function runs only on the
     others. The table has one row per distinct size, so it is never larger than
     about twice the batch (a row per possible size, 0 .. G, would be quadratic
-    in G: 4 GB for one group of 16,384). Written into ``out`` (``ranks``'
-    shape and dtype, another buffer) when given; computed in blocks of rows
+    in G: 4 GB for one group of 16,384). Computed in blocks of rows
     (:func:`~robustgrpo.stats.row_blocks`), so the look-up's indices are a
     block's size.
     """
@@ -1038,7 +1036,7 @@ def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None
         sizes = torch.full((1,), float(G), dtype=torch.float64, device=ranks.device)
     j = torch.arange(2 * G + 1, dtype=torch.float64, device=ranks.device)
     table = torch.special.ndtri(((j / 2 - 0.375) / (sizes.unsqueeze(-1) + 0.25)).clamp(1e-12, 1 - 1e-12)).to(ranks.dtype)
-    z = torch.empty_like(ranks, memory_format=torch.contiguous_format) if out is None else out
+    z = torch.empty_like(ranks, memory_format=torch.contiguous_format)
     for rows in row_blocks(ranks):
         rb, zb = ranks[rows], z[rows]
         twice = 2 * rb
@@ -1159,7 +1157,7 @@ def _huber_m(
     resolved = parts.shrunk.add_(parts.centre.unsqueeze(-1))
     centre, scale, _ = huber_proposal2(
         resolved, g.mask, g.n, parts.centre, parts.scale, c=huber_c, tol=rtol, maxiter=maxiter,
-        min_scale=min_scale * parts.scale, work=parts.sorted_u,  # (the parts' sorted deviations are spent)
+        min_scale=min_scale * parts.scale,
     )
     # with min_scale = 0 a group whose resolved rewards all tie has M-scale 0: its advantages are 0 / tiny = 0, as a
     # constant group's are in robust (and a reward off the tie would be clipped to +-c, the limit as the scale -> 0)

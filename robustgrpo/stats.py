@@ -175,8 +175,7 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor) -> 
 
 
 def masked_std(
-    x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, centre: torch.Tensor, ddof: int = 1, *,
-    work: torch.Tensor | None = None,
+    x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, centre: torch.Tensor, ddof: int = 1,
 ) -> torch.Tensor:
     r"""Root mean square deviation from ``centre`` with ``n - ddof`` in the denominator.
 
@@ -184,12 +183,10 @@ def masked_std(
 
     computed as :math:`k \sqrt{\sum ((x_i - c)/k)^2 / (n - \mathrm{ddof})}` with
     :math:`k = \max_i |x_i - c|`, so that squares of large rewards (1e30 in
-    float32) do not overflow. Rows with ``n <= ddof`` give 0. One temporary of
-    ``x``'s size (the deviations, scaled and squared in place), or ``work``,
-    a buffer of ``x``'s shape the caller does not need any more.
+    float32) do not overflow. Rows with ``n <= ddof`` give 0.
     """
     zero = torch.zeros((), dtype=x.dtype, device=x.device)
-    d = torch.sub(x, centre.unsqueeze(-1), out=work)
+    d = x - centre.unsqueeze(-1)
     if mask is not None:
         d.masked_fill_(~mask, 0.0)
     k = torch.maximum(d.amax(-1, keepdim=True), d.amin(-1, keepdim=True).neg_())  # max |d| (without a pass of abs)
@@ -221,7 +218,6 @@ def huber_location(
     *,
     c: float = 1.5,
     maxiter: int = 50,
-    work: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""Huber's M-estimate of location at a known scale, row by row.
 
@@ -237,22 +233,19 @@ def huber_location(
     starting from ``start`` (the median). A row whose split holds nothing
     inside keeps its start, which is then a root (every value clipped, as many
     above as below, up to the median). The influence of any one value on
-    :math:`\mu` is at most :math:`c s / |I|`, however far it lies. The steps
-    use one buffer of ``x``'s shape: ``work`` when given (the caller's, which
-    it then holds the last step's values in), else a temporary.
+    :math:`\mu` is at most :math:`c s / |I|`, however far it lies.
     """
     s = scale.unsqueeze(-1) if scale.ndim == start.ndim else scale
     zero = torch.zeros((), dtype=x.dtype, device=x.device)
     mu = start
-    d = work  # one buffer of x's size for the deviations and the values inside, reused by every step
     for _ in range(maxiter):  # Newton steps on the split (converges in a few), over all rows at once
-        d = torch.sub(x, mu.unsqueeze(-1), out=d)
+        d = x - mu.unsqueeze(-1)
         below, above = d < -c * s, d > c * s
         inside = ~(below | above)
         if mask is not None:
             below, above, inside = below & mask, above & mask, inside & mask
         k = count_true(inside)
-        mean_in = torch.where(inside, x, zero, out=d).sum(-1) / k.clamp_min(1).to(x.dtype)
+        mean_in = torch.where(inside, x, zero).sum(-1) / k.clamp_min(1).to(x.dtype)
         step = mean_in + c * s.squeeze(-1) * (count_true(above) - count_true(below)).to(x.dtype) / k.clamp_min(1).to(x.dtype)
         new = torch.where(k > 0, step, mu)
         if torch.equal(new, mu):
@@ -272,7 +265,6 @@ def huber_proposal2(
     tol: float = 1e-8,
     maxiter: int = 30,
     min_scale: torch.Tensor | None = None,
-    work: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     r"""Huber's proposal 2: joint M-estimate of location and scale, row by row.
 
@@ -332,10 +324,6 @@ def huber_proposal2(
     shrinks towards 0 (with one value of eight apart, by a factor of about
     0.41 per plain step).
 
-    ``work`` (optional, ``x``'s shape and dtype) is a buffer the caller no
-    longer needs: the standardised values are written there instead of into
-    a temporary.
-
     Returns
     -------
     location, scale : torch.Tensor
@@ -350,9 +338,8 @@ def huber_proposal2(
     mask = None if mask is None else mask.reshape(x.shape)
     n, location, scale = n.reshape(-1), location.reshape(-1), scale.reshape(-1)
     min_scale = None if min_scale is None else min_scale.reshape(-1)
-    work = None if work is None else work.view(x.shape)
     # rows in blocks (each row's steps are its own): the steps' temporaries stay a block's size
-    parts = [_huber_proposal2_rows(*(None if v is None else v[rows] for v in (x, mask, n, location, scale, min_scale, work)),
+    parts = [_huber_proposal2_rows(*(None if v is None else v[rows] for v in (x, mask, n, location, scale, min_scale)),
                                    c, tol, maxiter) for rows in row_blocks(x, HUBER_ROW_BLOCK)]
     return tuple(torch.cat(v).reshape(batch) for v in zip(*parts))
 
@@ -366,7 +353,7 @@ HUBER_ROW_BLOCK = 2**17
 
 def _huber_proposal2_rows(
     x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, location: torch.Tensor, scale: torch.Tensor,
-    min_scale: torch.Tensor | None, work: torch.Tensor | None, c: float, tol: float, maxiter: int,
+    min_scale: torch.Tensor | None, c: float, tol: float, maxiter: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`huber_proposal2` on ``[R, G]`` rows (``n``, ``location``, ``scale``, ``min_scale``: ``[R]``)."""
     gamma = huber_gamma(c)
@@ -384,7 +371,7 @@ def _huber_proposal2_rows(
     rows = torch.nonzero(~done).squeeze(-1)  # the rows still moving, compacted
     if rows.numel() == len(done):  # every row moves: no copy
         u, valid, shift_r, unit_r, nf, floor, loc, scl = x, mask, shift, unit, n, floor_all, out_loc.clone(), out_scale
-        u = torch.sub(u, shift_r.unsqueeze(-1), out=work)
+        u = u - shift_r.unsqueeze(-1)
     else:
         u, valid, shift_r, unit_r, nf, floor, loc, scl = _take(rows, x, mask, shift, unit, n, floor_all, out_loc, out_scale)
         u = u.sub_(shift_r.unsqueeze(-1))  # (a copy of the rows)
@@ -1036,23 +1023,10 @@ def argsort_last(x: torch.Tensor) -> torch.Tensor:
     return torch.argsort(x, dim=-1)
 
 
-_argsort_last = argsort_last
 
 
-def _index_dtype() -> torch.dtype:
-    """int32 where this torch gathers and scatters with 32-bit indices (recent releases), else int64 (a group of
-    2**31 rewards is more than any call holds)."""
-    probe = torch.zeros(1, 2)
-    try:
-        at = torch.tensor([[1, 0]], dtype=torch.int32)
-        torch.empty_like(probe).scatter_(-1, at, probe.gather(-1, at))
-    except (RuntimeError, TypeError):
-        return torch.int64
-    return torch.int32
 
 
-#: The dtype :func:`soft_midranks` keeps its sorting permutation in: half the memory of int64 where torch allows.
-ORDER_DTYPE = _index_dtype()
 
 
 #: Offsets to either side at which :func:`soft_midranks` compares sorted values directly: a value
@@ -1224,10 +1198,7 @@ def _ranks_by_search(s: torch.Tensor, q: torch.Tensor, t: torch.Tensor) -> torch
     return ranks
 
 
-def soft_midranks(
-    x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor, *, sorted_x: torch.Tensor | None = None,
-    order: torch.Tensor | None = None, work: torch.Tensor | None = None, out: torch.Tensor | None = None,
-) -> torch.Tensor:
+def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -> torch.Tensor:
     r"""Mid-ranks with the tie tolerance ``t`` (per row): continuous in ``x``.
 
     .. math:: R_i = \tfrac12 + \sum_{j\ \mathrm{valid}} H(x_i - x_j), \qquad
@@ -1256,27 +1227,11 @@ def soft_midranks(
     share the mean of its positions), a value of a wider one is summed as
     before where its neighbours within ``2 t`` lie within three positions,
     and a row with any other value uses binary search and prefix sums over
-    the whole row. ``order`` and ``sorted_x``, when given, are the
-    permutation that sorts each row (invalid entries last) and the sorted
-    row (``+inf`` at invalid entries), from a caller that has them.
-    ``work`` and ``out`` (``x``'s shape and dtype, optional) are buffers the
-    caller does not need: the band sum is written into ``work`` and the
-    ranks into ``out``, which may be ``sorted_x`` itself (read before it is
-    written).
+    the whole row.
     """
-    if order is None or sorted_x is None:
-        filled = fill_invalid(x, mask, math.inf)
-        order = torch.empty(filled.shape, dtype=ORDER_DTYPE, device=filled.device)
-        s = torch.empty_like(filled, memory_format=torch.contiguous_format)
-        for rows in row_blocks(filled):  # (the 64-bit permutation a sort returns is a block's size)
-            block = _argsort_last(filled[rows])
-            order[rows] = block
-            torch.gather(filled[rows], -1, block, out=s[rows])
-        del filled
-        if out is None:  # (the sorted row is read before the ranks are put back: they go into its buffer)
-            out = s
-    else:
-        s = sorted_x
+    filled = fill_invalid(x, mask, math.inf)
+    order = argsort_last(filled)  # invalid entries (+inf) last
+    s = filled.gather(-1, order)
     n = None if mask is None else mask.sum(-1, keepdim=True)  # valid values come first in sorted order
     tt = t.unsqueeze(-1)
     slow = _rows_beyond_band(s, tt)  # rows where the band misses a pair
@@ -1288,31 +1243,24 @@ def soft_midranks(
         n_missed = int(missed.sum())
         if 8 * n_missed <= few:  # it holds most rows the first band misses: its sum on every row (a zero term changes
             # no sum, so the rows the first band held get the same ranks), the cluster path on the rest
-            ranks = _band_ranks(s, tt, n, wide, out=work)
+            ranks = _band_ranks(s, tt, n, wide)
             if n_missed:
                 rows = missed.squeeze(-1)
                 ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
                                              None if n is None else n[rows], slow[rows])
-            return _unsort(ranks, order, out)
+            return torch.empty_like(ranks).scatter_(-1, order, ranks)  # (back to the rows' own order)
     if few == 0:
-        ranks = _band_ranks(s, tt, n, out=work)
+        ranks = _band_ranks(s, tt, n)
     elif 8 * few > slow.numel():  # many: every row through the cluster path (band rows stay band rows)
         ranks = _cluster_ranks(s, t, mask, n, slow)
     else:  # a few: only those rows (the same per-row result, without the cluster work on the others)
         rows = slow.squeeze(-1)
-        ranks = _band_ranks(s, tt, n, out=work)
+        ranks = _band_ranks(s, tt, n)
         ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
                                      None if n is None else n[rows], slow[rows])
-    return _unsort(ranks, order, out)
+    return torch.empty_like(ranks).scatter_(-1, order, ranks)  # (back to the rows' own order)
 
 
-def _unsort(values: torch.Tensor, order: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
-    """Values in sorted order put back where ``order`` took them from (in ``out`` when given), in blocks of rows: a
-    32-bit ``order`` is widened for the scatter a block at a time."""
-    out = torch.empty_like(values, memory_format=torch.contiguous_format) if out is None else out
-    for rows in row_blocks(values):
-        out[rows].scatter_(-1, order[rows], values[rows])
-    return out
 
 
 def resolve_towards(x: torch.Tensor, centre: torch.Tensor, t: torch.Tensor, *, out: torch.Tensor | None = None
