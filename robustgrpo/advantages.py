@@ -93,7 +93,6 @@ from robustgrpo.inputs import (
 from robustgrpo.stats import (
     DEFAULT_RESOLUTION,
     MAD_TO_SIGMA,
-    continuous_lower_median,
     fill_invalid,
     huber_proposal2,
     masked_mean,
@@ -101,7 +100,6 @@ from robustgrpo.stats import (
     median_of_sorted,
     resolve_towards,
     row_blocks,
-    resolved_weight,
     soft_midranks,
     sort_valid,
     tie_tolerance,
@@ -111,7 +109,7 @@ from robustgrpo.stats import (
     huber_location,
     winsor_bounds,
 )
-from robustgrpo.kernels import typical_deviation
+from robustgrpo.kernels import resolved_quantile, typical_deviation
 
 __all__ = [
     "RECOMMENDED",
@@ -704,10 +702,9 @@ def _robust_parts(g: Groups, resolution: float) -> RobustParts:
     shrunk = torch.copysign(u, d, out=d)  # sign(d) max(|d| - t, 0) (u >= 0: copysign is that product)
     sorted_u = sort_valid(u, mask, inplace=True)  # invalid entries last, as +inf
     sigma = MAD_TO_SIGMA * median_of_sorted(sorted_u, n)
-    zero = torch.zeros((), dtype=r.dtype, device=r.device)
-    # invalid entries (+inf, last) and overflowed deviations weigh 0; the others by resolved_weight
+    # the weighted lower median of the deviations: invalid entries (+inf, last) and overflowed ones weigh 0
+    b = resolved_quantile(sorted_u, g.n, t, 0.5).unsqueeze(-1)
     finite = torch.isfinite(sorted_u)
-    b = continuous_lower_median(sorted_u, torch.where(finite, resolved_weight(sorted_u, t), zero)).unsqueeze(-1)
     # the sum of squares of values <= b, computed on capped / b so that huge rewards cannot overflow (in blocks of
     # rows: the capped values are a temporary of a block's size)
     unit = torch.where(b > 0, b, torch.ones((), dtype=r.dtype, device=r.device))

@@ -4,16 +4,13 @@ Each kernel here returns, bit for bit, what a plain definition elsewhere in the 
 faster at a size users meet; ``tests/test_kernels.py`` checks each pair over a family of inputs (ties, float
 residue, masks, dtypes, group sizes from 2 to 256, degenerate and singleton groups) and
 ``robustgrpo.bench.kernels`` measures each ratio. A kernel stays only while it buys at least 2x over its twin on
-:math:`2^{20}` rewards at one thread (the bench's shapes, G = 16 and 256, every kind of reward); the others were
-deleted (see the CHANGELOG).
+:math:`2^{20}` rewards at one thread on some shape and kind of rewards of the bench (G = 16 and 256; uniform
+with an outlier, 0/1, 0/1 with jitter); the others were deleted (see the CHANGELOG).
 
-=====================  ==========================================  =====================================
-kernel                 plain twin                                  what makes it fast
-=====================  ==========================================  =====================================
-:func:`typical_deviation`  :func:`robustgrpo.stats.typical_deviation`  a selection (``numpy.partition`` in a
-                                                                   sampled bracket) instead of a sort of
-                                                                   the whole batch: linear time
-=====================  ==========================================  =====================================
+* :func:`typical_deviation`, twin :func:`robustgrpo.stats.typical_deviation`: a selection
+  (``numpy.partition`` in a sampled bracket) instead of a sort of the whole batch, linear time.
+* :func:`resolved_quantile`, twin :func:`robustgrpo.stats.resolved_quantile`: counts by one search where
+  a row's weights are 0 and 1 (most rows), the twin's cumulative sum only on rows with partial weights.
 
 The estimators call the kernel; a reader checks the formula on the twin.
 """
@@ -35,7 +32,7 @@ from robustgrpo.stats import (
 )
 from robustgrpo import stats
 
-__all__ = ["typical_deviation"]
+__all__ = ["typical_deviation", "resolved_quantile"]
 
 def typical_deviation(
     x: torch.Tensor,
@@ -296,3 +293,114 @@ def _select_with_partial_weights(u: np.ndarray, n_full: int, partial: np.ndarray
     x_i = float(merged[j])
     x_prev = float(merged[j - 1]) if j > 0 else (0.0 if n_zero > 0 else x_i)
     return _quantile_pick(p, float(cum_t[j]), float(u.dtype.type(weight[j])), x_i, x_prev)
+
+
+def resolved_quantile(sorted_u: torch.Tensor, n: torch.Tensor, t: torch.Tensor, q: float) -> torch.Tensor:
+    r""":func:`robustgrpo.stats.resolved_quantile`, bit for bit, by counts where the weights are 0 and 1.
+
+    ``sorted_u`` ``[..., G]`` holds each row's n valid resolved deviations
+    :math:`u \ge 0` first (finite) and ``+inf`` after (:func:`~robustgrpo.stats.sort_valid`),
+    ``t`` ``[...]`` the tolerance they were shrunk by; an invalid entry
+    weighs 0. The value is that of ``continuous_quantile(sorted_u, w, q)``
+    with :math:`w = \min(u / t, 1)` (:math:`[u > 0]` where :math:`t \le 0`),
+    0 at invalid entries. The weights of a row are 0 on its ``z`` leading
+    zeros and 1 from the first :math:`u \ge t` on, so where none lies
+    between (no deviation within ``(t, 2t)`` of its centre: most rows) the
+    cumulative weight at position :math:`j \ge f` is :math:`j - f + 1` and
+    the quantile's position is a count. In float32 a row with a few partial
+    weights adds their sum; the other rows with partial weights (float64,
+    many of them, or a quantile that falls among them) go through the
+    cumulative sum. Where a tolerance or a valid deviation is not finite (rewards near the float maximum) the
+    twin runs.
+    """
+    if not (bool(torch.isfinite(t).all()) and bool(torch.isfinite(_last_valid(sorted_u, n)).all())):
+        return stats.resolved_quantile(sorted_u, t, q)  # (an overflowed deviation or tolerance: the twin)
+    G = sorted_u.shape[-1]
+    dtype = sorted_u.dtype
+    # the counts of zeros (u < the smallest positive float) and of u < t, by one search of the sorted rows
+    tiny = torch.full_like(t, torch.finfo(dtype).smallest_normal * torch.finfo(dtype).eps)
+    counts = torch.searchsorted(sorted_u.contiguous(), torch.stack([tiny, t], -1).reshape(*t.shape, 2).contiguous(),
+                                out_int32=G < 2**31)
+    zeros, below = counts.unbind(-1)
+    below = torch.where(t > 0, below, zeros)  # (t <= 0 or NaN: weights [u > 0])
+    n_ones = n - below
+    total = n_ones.to(dtype)
+    k = torch.ceil(q * total).long()
+    out = _quantile_at_unit_weights(sorted_u, below, total, q, k, k.to(dtype))
+    partial = below > zeros
+    if not bool(partial.any()):
+        return out
+    # rows with partial weights, on their own
+    rows = torch.nonzero(partial.reshape(-1)).squeeze(-1)
+    flat = sorted_u.reshape(-1, G)
+    su = _RowView(flat, rows)
+    tr, zr, br, nr = (v.reshape(-1).index_select(0, rows) for v in (t, zeros, below, n_ones))
+    slow = torch.ones_like(rows, dtype=torch.bool)
+    width = int((br - zr).max())
+    if dtype == torch.float32 and width <= 32:
+        # in float32 the partial weights' sum in float64 is exact (at most 32 terms of 24 bits), as the cumulative
+        # sum's float64 accumulator holds it: the cumulative weight at the k-th weight-1 entry is that sum plus k,
+        # rounded once
+        pos = zr.unsqueeze(-1) + torch.arange(width, device=flat.device)
+        w = (su.gather(-1, pos.clamp_max(G - 1)) / tr.unsqueeze(-1)).clamp_(0, 1)
+        w = torch.where(pos < br.unsqueeze(-1), w, torch.zeros((), dtype=dtype, device=flat.device))
+        psum = w.sum(-1, dtype=torch.float64)
+        cum = lambda k: (psum + k).to(dtype)  # noqa: E731
+        total_r = cum(nr)
+        p = q * total_r
+        k = torch.ceil(p.double() - psum).long().clamp_(torch.ones_like(nr), nr.clamp_min(1))
+        for _ in range(2):  # (the rounding of cum can move the first k with cum(k) >= p by one)
+            k = torch.where((k > 1) & (cum(k - 1) >= p), k - 1, k)
+            k = torch.where((cum(k) < p) & (k < nr), k + 1, k)
+        s_k = cum(k)
+        # the quantile among the partial entries, or a k that did not settle: the cumulative sum
+        slow = (psum.to(dtype) >= p) | (s_k < p) | ((k > 1) & (cum(k - 1) >= p)) | (nr == 0)
+        out = out.reshape(-1).index_copy(0, rows, _quantile_at_unit_weights(su, br, total_r, q, k, s_k)).reshape(out.shape)
+    if bool(slow.any()):  # the cumulative sum, on those rows only
+        at = torch.nonzero(slow).squeeze(-1)
+        ss = flat.index_select(0, rows.index_select(0, at))
+        w = stats.resolved_weight(ss, tr.index_select(0, at))
+        if not bool((n.reshape(-1).index_select(0, rows.index_select(0, at)) == G).all()):  # invalid entries (+inf) weigh 0
+            w = torch.where(torch.isfinite(ss), w, torch.zeros((), dtype=w.dtype, device=w.device))
+        out = out.reshape(-1).index_copy(0, rows.index_select(0, at), stats.continuous_quantile(ss, w, q)).reshape(out.shape)
+    return out
+
+
+class _RowView:
+    """Some rows of a ``[B, G]`` tensor, read by :meth:`gather` without copying them: ``view.gather(-1, i)`` is
+    ``x[rows].gather(-1, i)``."""
+
+    def __init__(self, x: torch.Tensor, rows: torch.Tensor):
+        self.x, self.rows, self.shape = x, rows, (rows.numel(), x.shape[-1])
+        self.dtype, self.device = x.dtype, x.device
+
+    def gather(self, dim: int, index: torch.Tensor) -> torch.Tensor:
+        flat = (self.rows * self.shape[1]).unsqueeze(-1) + index
+        return self.x.reshape(-1).index_select(0, flat.reshape(-1)).reshape(index.shape)
+
+
+def _quantile_at_unit_weights(sorted_u: torch.Tensor, below: torch.Tensor, total: torch.Tensor, q: float,
+                              k: torch.Tensor, s_k: torch.Tensor) -> torch.Tensor:
+    """The last lines of :func:`~robustgrpo.stats.continuous_quantile` where the quantile is the k-th weight-1 entry (position
+    ``below + k - 1``, cumulative weight ``s_k``, of a row with total weight ``total``); ``total == 0``: the first.
+
+    With the picked weight 1 the offset's quotient by it is the offset itself (division by 1 is exact), so
+    ``frac = clip(2 (p - (s_k - 1)), 0, 1)``; a row of total weight 0 takes its first entry (``frac = 1``).
+    """
+    G = sorted_u.shape[-1]  # (sorted_u: a tensor or a _RowView)
+    p = q * total
+    some = total > 0
+    i = (below + k - 1).clamp_(0, G - 1)
+    if not bool(some.all()):
+        i = torch.where(some, i, torch.zeros_like(i))
+    x_i = sorted_u.gather(-1, i.unsqueeze(-1)).squeeze(-1)
+    x_prev = sorted_u.gather(-1, i.sub_(1).clamp_min_(0).unsqueeze(-1)).squeeze(-1)
+    frac = (2 * (p - (s_k - 1))).clamp_(0, 1)
+    if not bool(some.all()):
+        frac = torch.where(some, frac, torch.ones((), dtype=frac.dtype, device=frac.device))
+    return x_prev + (x_i - x_prev) * frac
+
+
+def _last_valid(sorted_u: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
+    """Each row's largest valid entry (its first entry where it has none)."""
+    return sorted_u.gather(-1, (n - 1).clamp_min(0).unsqueeze(-1)).squeeze(-1)

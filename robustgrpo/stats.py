@@ -63,6 +63,7 @@ __all__ = [
     "resolved_weight",
     "continuous_lower_median",
     "continuous_quantile",
+    "resolved_quantile",
     "soft_midranks",
     "resolve_towards",
     "row_blocks",
@@ -975,6 +976,18 @@ def resolved_weight(u: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     rows = torch.nonzero(tied.reshape(-1)).squeeze(-1)  # (few: groups of one value, or resolution 0)
     step = as_weights(u.reshape(-1, u.shape[-1]).index_select(0, rows) > 0, u.dtype)
     return w.view(-1, w.shape[-1]).index_copy_(0, rows, step).view(w.shape)
+
+
+def resolved_quantile(sorted_u: torch.Tensor, t: torch.Tensor, q: float) -> torch.Tensor:
+    r""":func:`continuous_quantile` of ascending resolved deviations, weighted by :func:`resolved_weight`.
+
+    ``sorted_u`` ``[..., G]`` holds each row's valid resolved deviations :math:`u \ge 0` first and ``+inf`` after
+    (:func:`sort_valid`), ``t`` ``[...]`` the tolerance they were shrunk by. The weights are
+    :math:`w = \min(u / t, 1)` (:math:`[u > 0]` where :math:`t \le 0`), 0 at non-finite entries (invalid ones, and
+    deviations that overflowed). The estimators call its fast twin, :func:`robustgrpo.kernels.resolved_quantile`.
+    """
+    zero = torch.zeros((), dtype=sorted_u.dtype, device=sorted_u.device)
+    return continuous_quantile(sorted_u, torch.where(torch.isfinite(sorted_u), resolved_weight(sorted_u, t), zero), q)
 
 
 def continuous_lower_median(sorted_x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:

@@ -190,3 +190,59 @@ def test_the_kernel_bench_times_each_kernel_beside_its_twin_and_checks_their_bit
                for r in rows)
     table = format_kernel_table(rows, (1.0, 2.0, 3.0))
     assert "load average 1.00, 2.00, 3.00" in table and "typical_deviation" in table
+
+
+def _sorted_deviations(x: torch.Tensor, mask: torch.Tensor | None, resolution: float):
+    """What ``robust`` hands the resolved quantile: sorted resolved deviations (+inf at invalid entries), n, t."""
+    n = torch.full(x.shape[:-1], x.shape[-1]) if mask is None else mask.sum(-1)
+    t = torch.maximum(resolution * stats.value_range(x, mask), stats.residue_tolerance(x, mask))
+    centre = stats.median_of_sorted(stats.sort_valid(x, mask), n)
+    u = ((x - centre.unsqueeze(-1)).abs() - t.unsqueeze(-1)).clamp_min(0)
+    return stats.sort_valid(u, mask), n, t
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("G", [2, 3, 8, 16, 64, 256])
+def test_resolved_quantile_kernel_is_its_twin_bit_for_bit(kind, G):
+    """Every kind of rewards, G from 2 to 256, float64 / float32 / half precision upcast, masks with empty and
+    singleton groups, resolutions 0 (weights [u > 0]), the default and a wide one (many partial weights)."""
+    gen = torch.Generator().manual_seed(G + 1)
+    x64 = _family(kind, max(2, 512 // G), G, gen)
+    mask = torch.rand(x64.shape, generator=gen) < 0.8
+    mask[0] = False
+    mask[1] = False
+    mask[1, 0] = True
+    for dtype, arrived in ((torch.float64, None), (torch.float32, None), (torch.float32, torch.bfloat16)):
+        x = x64.to(arrived or dtype).to(dtype)
+        for m in (None, mask):
+            for resolution in (0.0, 1e-3, 0.2):
+                su, n, t = _sorted_deviations(x, m, resolution)
+                for q in (0.5, 0.8):
+                    fast, plain = kernels.resolved_quantile(su, n, t, q), stats.resolved_quantile(su, t, q)
+                    assert _same(fast, plain), (kind, G, dtype, m is None, resolution, q)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    G=st.integers(2, 40),
+    B=st.integers(1, 16),
+    values=st.lists(st.sampled_from([0.0, 1.0, 1.0 + 1e-7, 1.0 + 1.5e-3, 1.0 + 3e-3, 0.3, 10.0, -2.5, 1e6]),
+                    min_size=1, max_size=64),
+    masked=st.booleans(),
+    double=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_resolved_quantile_kernel_is_its_twin_on_any_batch(G, B, values, masked, double, seed):
+    """Values that tie, sit within one or two tolerances of each other (partial weights) or lie far apart."""
+    rng = np.random.default_rng(seed)
+    x = torch.tensor(rng.choice(values, size=(B, G)), dtype=torch.float64 if double else torch.float32)
+    mask = torch.from_numpy(rng.random((B, G)) < 0.7) if masked else None
+    su, n, t = _sorted_deviations(x, mask, 1e-3)
+    assert _same(kernels.resolved_quantile(su, n, t, 0.5), stats.resolved_quantile(su, t, 0.5))
+
+
+def test_resolved_quantile_kernel_leaves_overflowed_deviations_to_its_twin():
+    """A deviation that overflowed to inf (rewards of +-3e38 in float32) weighs 0 in both."""
+    x = torch.tensor([[-3e38, 0.0, 3e38, 1.0], [0.0, 1.0, 0.0, 0.0]], dtype=torch.float32)
+    su, n, t = _sorted_deviations(x, None, 1e-3)
+    assert _same(kernels.resolved_quantile(su, n, t, 0.5), stats.resolved_quantile(su, t, 0.5))
