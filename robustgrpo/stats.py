@@ -1,13 +1,14 @@
 r"""Location and scale primitives along the last dimension, with validity masks.
 
-The kernels the estimators need (``sort_valid``, ``median_of_sorted``,
+The definitions the estimators need (``sort_valid``, ``median_of_sorted``,
 ``masked_mean``, ``masked_std``, ``huber_proposal2``, ...) take a floating
 tensor ``x`` of shape ``[..., n]`` and a boolean ``mask`` of the same shape
 (True = valid) and reduce the last dimension. They do no conversion and no
 validation: :func:`robustgrpo.advantages.compute_advantages` has done both.
 The reward resolution (float residue, tie tolerance, the batch's typical
 gap, soft mid-ranks) lives here too, once, for every order-based estimator.
-Robust statistics of a sample as ``scipy.stats`` computes them (``median``,
+Where a definition has a faster twin that returns the same bits, the twin
+lives in :mod:`robustgrpo.kernels`. Robust statistics of a sample as ``scipy.stats`` computes them (``median``,
 ``mad``, ``qn_scale``...) are the lab's: :mod:`robustgrpo.lab.reductions`.
 
 Conventions
@@ -1073,16 +1074,14 @@ def _rows_beyond_band(s: torch.Tensor, tt: torch.Tensor, band: int = _RAMP_BAND)
     return torch.cat([_beyond_band(s[rows], tt[rows], band).any(-1, keepdim=True) for rows in row_blocks(s)])
 
 
-def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None, band: int = _RAMP_BAND, *,
-                out: torch.Tensor | None = None) -> torch.Tensor:
+def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None, band: int = _RAMP_BAND) -> torch.Tensor:
     r"""Soft mid-ranks of sorted rows from neighbours up to ``band`` positions away.
 
     :math:`R_k = k + 1 + \sum_{0 < d \le D} \varphi(s_{k+d} - s_k) - \varphi(s_k - s_{k-d})`
     with :math:`\varphi(\Delta) = \min(\max(1 - \Delta / 2t, 0), 1/2)` (1/2 for
     ties when t = 0): exact for every value whose neighbours within 2t lie
     within D positions (see :func:`_beyond_band`). ``n`` (valid values per
-    row, first in sorted order) is None when all are valid. Written into
-    ``out`` (``s``'s shape) when given; computed in blocks of rows
+    row, first in sorted order) is None when all are valid. Computed in blocks of rows
     (:func:`row_blocks`), so the gaps are a block's size.
     """
     G = s.shape[-1]
@@ -1093,7 +1092,7 @@ def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None, band:
     # gap / 2t as a product with 1 / 2t, unless that overflows (a subnormal t: rewards near the smallest normal number)
     inv = None if bool((two_t < 1 / torch.finfo(s.dtype).max).any()) else 1 / two_t
     # the terms are summed apart from the positions: small numbers carry less rounding than ranks up to G
-    delta = torch.zeros_like(s) if out is None else out.zero_()
+    delta = torch.zeros_like(s)
     for rows in row_blocks(s):
         sb, db, tb = s[rows], delta[rows], two_t[rows] if inv is None else inv[rows]
         for d in range(1, min(band, G - 1) + 1):  # offsets, not samples: a few vectorised steps
