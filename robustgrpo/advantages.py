@@ -704,13 +704,16 @@ def _robust_parts(g: Groups, resolution: float) -> RobustParts:
     sigma = MAD_TO_SIGMA * median_of_sorted(sorted_u, n)
     # the weighted lower median of the deviations: invalid entries (+inf, last) and overflowed ones weigh 0
     b = resolved_quantile(sorted_u, g.n, t, 0.5).unsqueeze(-1)
-    finite = torch.isfinite(sorted_u)
+    # (without a mask every entry is valid: where the largest is finite, all are, and no entry needs zeroing)
+    finite = None if mask is None and bool(torch.isfinite(sorted_u[..., -1]).all()) else torch.isfinite(sorted_u)
     # the sum of squares of values <= b, computed on capped / b so that huge rewards cannot overflow (in blocks of
     # rows: the capped values are a temporary of a block's size)
     unit = torch.where(b > 0, b, torch.ones((), dtype=r.dtype, device=r.device))
     squares = []
     for rows in row_blocks(sorted_u):
-        capped = torch.minimum(sorted_u[rows], b[rows]).masked_fill_(~finite[rows], 0)
+        capped = torch.minimum(sorted_u[rows], b[rows])
+        if finite is not None:
+            capped.masked_fill_(~finite[rows], 0)
         squares.append(capped.div_(unit[rows]).square_().sum(-1))
     s_fb = unit.squeeze(-1) * torch.sqrt(torch.cat(squares) / (n - 1).clamp_min(1).to(r.dtype))
     # t / sqrt(n - 1) bounds the scale from below, so that a group whose deviations are all near-ties

@@ -5,7 +5,7 @@ faster at a size users meet; ``tests/test_kernels.py`` checks each pair over a f
 residue, masks, dtypes, group sizes from 2 to 256, degenerate and singleton groups) and
 ``robustgrpo.bench.kernels`` measures each ratio. A kernel stays only while it buys at least 2x over its twin on
 :math:`2^{20}` rewards at one thread on some shape and kind of rewards of the bench (G = 16 and 256; uniform
-with an outlier, 0/1, 0/1 with jitter); the others were deleted (see the CHANGELOG).
+with an outlier, 0/1, 0/1 with jitter).
 
 * :func:`typical_deviation`, twin :func:`robustgrpo.stats.typical_deviation`: a selection
   (``numpy.partition`` in a sampled bracket) instead of a sort of the whole batch, linear time.
@@ -33,6 +33,7 @@ from robustgrpo.stats import (
 from robustgrpo import stats
 
 __all__ = ["typical_deviation", "resolved_quantile"]
+
 
 def typical_deviation(
     x: torch.Tensor,
