@@ -93,7 +93,6 @@ from robustgrpo.inputs import (
 from robustgrpo.stats import (
     DEFAULT_RESOLUTION,
     MAD_TO_SIGMA,
-    continuous_lower_median,
     fill_invalid,
     huber_proposal2,
     masked_mean,
@@ -101,18 +100,16 @@ from robustgrpo.stats import (
     median_of_sorted,
     resolve_towards,
     row_blocks,
-    resolved_weight,
     soft_midranks,
     sort_valid,
     tie_tolerance,
     value_range,
     residue_tolerance,
-    resolved_quantile,
     batch_tie_reference,
     huber_location,
-    typical_deviation,
     winsor_bounds,
 )
+from robustgrpo.kernels import resolved_quantile, typical_deviation
 
 __all__ = [
     "RECOMMENDED",
@@ -700,21 +697,15 @@ def _robust_parts(g: Groups, resolution: float) -> RobustParts:
     centre = _median(g)
     t = _tolerance(g, resolution)
     d = r - centre.unsqueeze(-1)
-    # with a finite range every valid deviation is finite (|r - m| <= max - min, and rounding is monotone)
-    bounded = g.spread is not None and bool(torch.isfinite(g.spread).all()) and bool(torch.isfinite(t).all())
     u = d.abs()
     u = u.sub_(t.unsqueeze(-1)).clamp_min_(0)
     shrunk = torch.copysign(u, d, out=d)  # sign(d) max(|d| - t, 0) (u >= 0: copysign is that product)
     sorted_u = sort_valid(u, mask, inplace=True)  # invalid entries last, as +inf
     sigma = MAD_TO_SIGMA * median_of_sorted(sorted_u, n)
-    zero = torch.zeros((), dtype=r.dtype, device=r.device)
-    if bounded:  # invalid entries (+inf, last) weigh 0; the others by resolved_weight
-        b = resolved_quantile(sorted_u, n, t, 0.5).unsqueeze(-1)
-        finite = None if mask is None else torch.isfinite(sorted_u)
-    else:  # invalid entries (+inf) and overflowed deviations weigh 0
-        finite = torch.isfinite(sorted_u)
-        weights = torch.where(finite, resolved_weight(sorted_u, t), zero)
-        b = continuous_lower_median(sorted_u, weights).unsqueeze(-1)
+    # the weighted lower median of the deviations: invalid entries (+inf, last) and overflowed ones weigh 0
+    b = resolved_quantile(sorted_u, g.n, t, 0.5).unsqueeze(-1)
+    # (without a mask every entry is valid: where the largest is finite, all are, and no entry needs zeroing)
+    finite = None if mask is None and bool(torch.isfinite(sorted_u[..., -1]).all()) else torch.isfinite(sorted_u)
     # the sum of squares of values <= b, computed on capped / b so that huge rewards cannot overflow (in blocks of
     # rows: the capped values are a temporary of a block's size)
     unit = torch.where(b > 0, b, torch.ones((), dtype=r.dtype, device=r.device))
@@ -1023,8 +1014,7 @@ def _count_quotients_above(sorted_u: torch.Tensor, scale: torch.Tensor, c: float
     return torch.where(ok, counted, torch.count_nonzero(sorted_u / scale.unsqueeze(-1) > c_t, dim=-1).clamp_max(n))
 
 
-def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None, *,
-                 out: torch.Tensor | None = None) -> torch.Tensor:
+def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     r"""Blom's normal scores :math:`\Phi^{-1}((R - 3/8) / (n + 1/4))` of mid-ranks R in groups of n.
 
     Ranks that are whole or half numbers (all of them unless rewards ramp into
@@ -1033,8 +1023,7 @@ def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None
     n = G when ``mask`` is None), so the quantile function runs only on the
     others. The table has one row per distinct size, so it is never larger than
     about twice the batch (a row per possible size, 0 .. G, would be quadratic
-    in G: 4 GB for one group of 16,384). Written into ``out`` (``ranks``'
-    shape and dtype, another buffer) when given; computed in blocks of rows
+    in G: 4 GB for one group of 16,384). Computed in blocks of rows
     (:func:`~robustgrpo.stats.row_blocks`), so the look-up's indices are a
     block's size.
     """
@@ -1047,7 +1036,7 @@ def _blom_scores(ranks: torch.Tensor, n: torch.Tensor, mask: torch.Tensor | None
         sizes = torch.full((1,), float(G), dtype=torch.float64, device=ranks.device)
     j = torch.arange(2 * G + 1, dtype=torch.float64, device=ranks.device)
     table = torch.special.ndtri(((j / 2 - 0.375) / (sizes.unsqueeze(-1) + 0.25)).clamp(1e-12, 1 - 1e-12)).to(ranks.dtype)
-    z = torch.empty_like(ranks, memory_format=torch.contiguous_format) if out is None else out
+    z = torch.empty_like(ranks, memory_format=torch.contiguous_format)
     for rows in row_blocks(ranks):
         rb, zb = ranks[rows], z[rows]
         twice = 2 * rb
@@ -1168,7 +1157,7 @@ def _huber_m(
     resolved = parts.shrunk.add_(parts.centre.unsqueeze(-1))
     centre, scale, _ = huber_proposal2(
         resolved, g.mask, g.n, parts.centre, parts.scale, c=huber_c, tol=rtol, maxiter=maxiter,
-        min_scale=min_scale * parts.scale, work=parts.sorted_u,  # (the parts' sorted deviations are spent)
+        min_scale=min_scale * parts.scale,
     )
     # with min_scale = 0 a group whose resolved rewards all tie has M-scale 0: its advantages are 0 / tiny = 0, as a
     # constant group's are in robust (and a reward off the tie would be clipped to +-c, the limit as the scale -> 0)

@@ -1,13 +1,14 @@
 r"""Location and scale primitives along the last dimension, with validity masks.
 
-The kernels the estimators need (``sort_valid``, ``median_of_sorted``,
+The definitions the estimators need (``sort_valid``, ``median_of_sorted``,
 ``masked_mean``, ``masked_std``, ``huber_proposal2``, ...) take a floating
 tensor ``x`` of shape ``[..., n]`` and a boolean ``mask`` of the same shape
 (True = valid) and reduce the last dimension. They do no conversion and no
 validation: :func:`robustgrpo.advantages.compute_advantages` has done both.
 The reward resolution (float residue, tie tolerance, the batch's typical
 gap, soft mid-ranks) lives here too, once, for every order-based estimator.
-Robust statistics of a sample as ``scipy.stats`` computes them (``median``,
+Where a definition has a faster twin that returns the same bits, the twin
+lives in :mod:`robustgrpo.kernels`. Robust statistics of a sample as ``scipy.stats`` computes them (``median``,
 ``mad``, ``qn_scale``...) are the lab's: :mod:`robustgrpo.lab.reductions`.
 
 Conventions
@@ -176,8 +177,7 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor) -> 
 
 
 def masked_std(
-    x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, centre: torch.Tensor, ddof: int = 1, *,
-    work: torch.Tensor | None = None,
+    x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, centre: torch.Tensor, ddof: int = 1,
 ) -> torch.Tensor:
     r"""Root mean square deviation from ``centre`` with ``n - ddof`` in the denominator.
 
@@ -185,12 +185,10 @@ def masked_std(
 
     computed as :math:`k \sqrt{\sum ((x_i - c)/k)^2 / (n - \mathrm{ddof})}` with
     :math:`k = \max_i |x_i - c|`, so that squares of large rewards (1e30 in
-    float32) do not overflow. Rows with ``n <= ddof`` give 0. One temporary of
-    ``x``'s size (the deviations, scaled and squared in place), or ``work``,
-    a buffer of ``x``'s shape the caller does not need any more.
+    float32) do not overflow. Rows with ``n <= ddof`` give 0.
     """
     zero = torch.zeros((), dtype=x.dtype, device=x.device)
-    d = torch.sub(x, centre.unsqueeze(-1), out=work)
+    d = x - centre.unsqueeze(-1)
     if mask is not None:
         d.masked_fill_(~mask, 0.0)
     k = torch.maximum(d.amax(-1, keepdim=True), d.amin(-1, keepdim=True).neg_())  # max |d| (without a pass of abs)
@@ -222,7 +220,6 @@ def huber_location(
     *,
     c: float = 1.5,
     maxiter: int = 50,
-    work: torch.Tensor | None = None,
 ) -> torch.Tensor:
     r"""Huber's M-estimate of location at a known scale, row by row.
 
@@ -238,22 +235,19 @@ def huber_location(
     starting from ``start`` (the median). A row whose split holds nothing
     inside keeps its start, which is then a root (every value clipped, as many
     above as below, up to the median). The influence of any one value on
-    :math:`\mu` is at most :math:`c s / |I|`, however far it lies. The steps
-    use one buffer of ``x``'s shape: ``work`` when given (the caller's, which
-    it then holds the last step's values in), else a temporary.
+    :math:`\mu` is at most :math:`c s / |I|`, however far it lies.
     """
     s = scale.unsqueeze(-1) if scale.ndim == start.ndim else scale
     zero = torch.zeros((), dtype=x.dtype, device=x.device)
     mu = start
-    d = work  # one buffer of x's size for the deviations and the values inside, reused by every step
     for _ in range(maxiter):  # Newton steps on the split (converges in a few), over all rows at once
-        d = torch.sub(x, mu.unsqueeze(-1), out=d)
+        d = x - mu.unsqueeze(-1)
         below, above = d < -c * s, d > c * s
         inside = ~(below | above)
         if mask is not None:
             below, above, inside = below & mask, above & mask, inside & mask
         k = count_true(inside)
-        mean_in = torch.where(inside, x, zero, out=d).sum(-1) / k.clamp_min(1).to(x.dtype)
+        mean_in = torch.where(inside, x, zero).sum(-1) / k.clamp_min(1).to(x.dtype)
         step = mean_in + c * s.squeeze(-1) * (count_true(above) - count_true(below)).to(x.dtype) / k.clamp_min(1).to(x.dtype)
         new = torch.where(k > 0, step, mu)
         if torch.equal(new, mu):
@@ -273,7 +267,6 @@ def huber_proposal2(
     tol: float = 1e-8,
     maxiter: int = 30,
     min_scale: torch.Tensor | None = None,
-    work: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     r"""Huber's proposal 2: joint M-estimate of location and scale, row by row.
 
@@ -333,10 +326,6 @@ def huber_proposal2(
     shrinks towards 0 (with one value of eight apart, by a factor of about
     0.41 per plain step).
 
-    ``work`` (optional, ``x``'s shape and dtype) is a buffer the caller no
-    longer needs: the standardised values are written there instead of into
-    a temporary.
-
     Returns
     -------
     location, scale : torch.Tensor
@@ -351,9 +340,8 @@ def huber_proposal2(
     mask = None if mask is None else mask.reshape(x.shape)
     n, location, scale = n.reshape(-1), location.reshape(-1), scale.reshape(-1)
     min_scale = None if min_scale is None else min_scale.reshape(-1)
-    work = None if work is None else work.view(x.shape)
     # rows in blocks (each row's steps are its own): the steps' temporaries stay a block's size
-    parts = [_huber_proposal2_rows(*(None if v is None else v[rows] for v in (x, mask, n, location, scale, min_scale, work)),
+    parts = [_huber_proposal2_rows(*(None if v is None else v[rows] for v in (x, mask, n, location, scale, min_scale)),
                                    c, tol, maxiter) for rows in row_blocks(x, HUBER_ROW_BLOCK)]
     return tuple(torch.cat(v).reshape(batch) for v in zip(*parts))
 
@@ -367,7 +355,7 @@ HUBER_ROW_BLOCK = 2**17
 
 def _huber_proposal2_rows(
     x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, location: torch.Tensor, scale: torch.Tensor,
-    min_scale: torch.Tensor | None, work: torch.Tensor | None, c: float, tol: float, maxiter: int,
+    min_scale: torch.Tensor | None, c: float, tol: float, maxiter: int,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """:func:`huber_proposal2` on ``[R, G]`` rows (``n``, ``location``, ``scale``, ``min_scale``: ``[R]``)."""
     gamma = huber_gamma(c)
@@ -385,7 +373,7 @@ def _huber_proposal2_rows(
     rows = torch.nonzero(~done).squeeze(-1)  # the rows still moving, compacted
     if rows.numel() == len(done):  # every row moves: no copy
         u, valid, shift_r, unit_r, nf, floor, loc, scl = x, mask, shift, unit, n, floor_all, out_loc.clone(), out_scale
-        u = torch.sub(u, shift_r.unsqueeze(-1), out=work)
+        u = u - shift_r.unsqueeze(-1)
     else:
         u, valid, shift_r, unit_r, nf, floor, loc, scl = _take(rows, x, mask, shift, unit, n, floor_all, out_loc, out_scale)
         u = u.sub_(shift_r.unsqueeze(-1))  # (a copy of the rows)
@@ -802,8 +790,6 @@ def typical_deviation(
     spread: torch.Tensor,
     residue: torch.Tensor | None = None,
     batch: torch.Tensor | None = None,
-    centre: torch.Tensor | None = None,
-    out: torch.Tensor | None = None,
 ) -> torch.Tensor | None:
     r"""The batch's typical genuine reward gap: a quantile of its resolved deviations from the group medians.
 
@@ -834,17 +820,10 @@ def typical_deviation(
     integers in ``[0, K)``, the training batch of each row) each batch gets
     its own D in one pass (:func:`segment_quantile`), returned per row
     (``[B]``, NaN where the row's batch has no resolved deviation).
-    ``centre``, when given, is the rows' median (a caller that has it);
-    ``out``, a contiguous buffer shaped and typed like ``x`` that may hold the
-    deviations (its contents are overwritten).
+    The estimators call its fast twin, :func:`robustgrpo.kernels.typical_deviation` (the same bits, by selection
+    instead of a sort).
     """
-    if batch is None and _selectable(x) and bool(torch.isfinite(spread).all()):
-        # every deviation is finite (|x - m| <= max - min): the quantile by selection, weights only where partial
-        u, t = _shrunk_deviations(x, mask, n, spread, residue, centre, out)
-        fast = _resolved_quantile_by_selection(u, t, TIE_REFERENCE_QUANTILE, owned=True)
-        if fast is not _NOT_SELECTED:
-            return fast
-    u, w = resolved_deviations(x, mask, n, spread, residue, centre)
+    u, w = resolved_deviations(x, mask, n, spread, residue)
     if batch is not None:
         segments = batch.unsqueeze(-1).expand(u.shape).reshape(-1)
         n_batches = int(batch.max()) + 1 if batch.numel() else 0
@@ -852,37 +831,13 @@ def typical_deviation(
     return flat_continuous_quantile(u.reshape(-1), w.reshape(-1), TIE_REFERENCE_QUANTILE)
 
 
-def _selectable(x: torch.Tensor) -> bool:
-    """Whether :func:`_flat_quantile_by_selection` can run on ``x``'s values (float32/64 on the CPU, no autograd)."""
-    return x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64) and not x.requires_grad
-
-
-def _shrunk_deviations(x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, spread: torch.Tensor,
-                       residue: torch.Tensor | None, centre: torch.Tensor | None,
-                       out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`resolved_deviations`' values u (0 at invalid entries; in ``out`` when given) and tolerance t, without
-    the weights."""
-    if centre is None:
-        centre = median_of_sorted(sort_valid(x, mask), n)
-    t = TYPICAL_WEIGHT_RESOLUTION * spread
-    if residue is not None:
-        t = torch.maximum(t, residue)
-    u = torch.sub(x, centre.unsqueeze(-1), out=out) if out is not None else x - centre.unsqueeze(-1)
-    u = u.abs_().sub_(t.unsqueeze(-1)).clamp_min_(0)
-    if mask is not None:
-        u = torch.where(mask, u, torch.zeros((), dtype=u.dtype, device=u.device), out=u)
-    return u, t
-
-
 def resolved_deviations(
     x: torch.Tensor, mask: torch.Tensor | None, n: torch.Tensor, spread: torch.Tensor, residue: torch.Tensor | None = None,
-    centre: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     r"""The resolved deviations :math:`u_{bi}` from the row medians and their weights :math:`w_{bi}` (see
     :func:`typical_deviation`), 0 at invalid entries: what a batch's typical gap is the quantile of, so a caller
-    that holds a batch in several blocks can pool them. ``centre``: the rows' medians, when the caller has them."""
-    if centre is None:
-        centre = median_of_sorted(sort_valid(x, mask), n)
+    that holds a batch in several blocks can pool them."""
+    centre = median_of_sorted(sort_valid(x, mask), n)
     t = TYPICAL_WEIGHT_RESOLUTION * spread
     if residue is not None:
         t = torch.maximum(t, residue)
@@ -925,267 +880,17 @@ def segment_quantile(values: torch.Tensor, weights: torch.Tensor, segments: torc
     return torch.where(total > 0, out, torch.full_like(out, math.nan))
 
 
-#: The most values of positive weight with a weight below 1 that :func:`flat_continuous_quantile` places by
-#: a small sort (beside a selection) before it sorts everything; a fraction of all values, at least this many.
-_PARTIAL_SHARE, _PARTIAL_MIN = 1 / 32, 4096
-
-
 def flat_continuous_quantile(values: torch.Tensor, weights: torch.Tensor, q: float) -> torch.Tensor | None:
     r""":func:`continuous_quantile` of flat ``values`` (in any order) sorted ascending, with their ``weights``.
 
-    The weighted ``q``-quantile of every value of a batch, as one row sorted
-    by value: a 0-d tensor, or None when every weight is 0. For resolved
-    deviations (:func:`resolved_deviations`: values >= 0, weight 0 exactly
-    where the value is 0, weight 1 for the fully resolved ones) it needs no
-    sort of the batch on the CPU: with only weights 0 and 1 the cumulative
-    weight at the k-th value of weight 1 is k, so the quantile lies between
-    two order statistics that a selection finds (:func:`_ranked_values`,
-    linear time); weights between 0 and 1 (deviations close to their tolerance: few)
-    are sorted apart and merged with the window of weight-1 values they can
-    reach. The result is that of the sort, value for value. Other devices,
-    other inputs (negative or non-finite values, many partial weights, a
-    partial weight tied with a weight-1 value) sort the batch
-    (``torch.argsort``).
+    The weighted ``q``-quantile of every value of a batch, as one row sorted by value: a 0-d tensor, or None
+    when every weight is 0.
     """
-    if values.device.type == "cpu":
-        fast = _flat_quantile_by_selection(values, weights, q)
-        if fast is not _NOT_SELECTED:
-            return fast
     if not bool((weights > 0).any()):
         return None
     order = torch.argsort(values)
     return continuous_quantile(values.reshape(1, -1)[:, order], weights.reshape(1, -1)[:, order], q)[0]
 
-
-def _quantile_pick(p: torch.Tensor, s_i: float, w_i: float, x_i: float, x_prev: float) -> torch.Tensor:
-    """The last lines of :func:`continuous_quantile` for one picked position, in ``p``'s dtype (the same rounding)."""
-    dtype = p.dtype
-    s_i, w_i, x_i, x_prev = (torch.tensor([v], dtype=dtype) for v in (s_i, w_i, x_i, x_prev))
-    offset = p - (s_i - w_i)
-    frac = torch.where(w_i > 0, (2 * offset / torch.where(w_i > 0, w_i, torch.ones_like(w_i))).clamp(0, 1), torch.ones_like(w_i))
-    return (x_prev + (x_i - x_prev) * frac)[0]
-
-
-_NOT_SELECTED = object()
-#: Values :func:`_ranked_values` samples to tell heavily tied data from the rest.
-_TIE_SAMPLE = 4096
-
-
-#: How far, in standard deviations of a sample quantile's rank, :func:`_ranked_values` widens its bracket.
-_BRACKET_SD = 5.0
-#: A bracket whose sample has more than one tied neighbour in this many is sorted, not selected from.
-_BRACKET_TIES = 8
-
-
-def _ranked_values(u: np.ndarray, a: int, b: int, inplace: bool = False) -> np.ndarray:
-    """The values of ranks ``a .. b`` (0-based, inclusive) of the flat ``u``, ascending: ``np.sort(u)[a:b + 1]``.
-
-    Large arrays: a seeded sample of :data:`_TIE_SAMPLE` values brackets the
-    ranks (its order statistics :data:`_BRACKET_SD` standard deviations of a
-    sample quantile's rank either side), one pass counts the values below
-    the bracket and keeps those inside it, and a selection among those few
-    gives the ranks (a sort where the sample ties within the bracket: more
-    than one neighbour in :data:`_BRACKET_TIES` equal). The bracket is
-    checked (as many values below it as rank ``a`` allows, enough up to its
-    top for rank ``b``), so the result is exact for any data; a bracket that
-    misses (about one call in a million), or holds more than a quarter of
-    the values, falls back to a selection (``numpy.partition``, linear
-    time). Heavily tied data (a quarter of the sample's neighbours equal)
-    are sorted instead: numpy's SIMD selection slows down by an order of
-    magnitude on some of them (90 % zeros), and its SIMD sort is fast on
-    ties; but where the sample holds one value across the whole bracket,
-    one pass of counts first checks that the ranks are that value
-    (:func:`_ranked_values_at_a_tie`). ``inplace=True`` lets the fallback
-    reorder ``u`` itself instead of a copy.
-    """
-    N = u.size
-    distinct = False
-    if N > 4 * _TIE_SAMPLE:
-        sample = np.sort(u[np.random.default_rng(N).integers(0, N, _TIE_SAMPLE)])
-        distinct = _tied_neighbours(sample) <= _TIE_SAMPLE // 4
-        picked = _ranked_values_in_bracket(u, a, b, sample) if distinct else _ranked_values_at_a_tie(u, a, b, sample)
-        if picked is not None:
-            return picked
-    part = u if inplace else u.copy()
-    if N > 4 * _TIE_SAMPLE and distinct:
-        return _select_ranks(part, a, b)
-    part.sort()
-    return part[a: b + 1].copy()
-
-
-def _tied_neighbours(sorted_values: np.ndarray) -> int:
-    """How many neighbours of the ascending ``sorted_values`` are equal (a sample's measure of ties)."""
-    return int(np.count_nonzero(sorted_values[1:] == sorted_values[:-1]))
-
-
-def _bracket_positions(N: int, a: int, b: int, S: int) -> tuple[int, int]:
-    """The positions in a sorted sample of S values of ``N`` that bracket ranks ``a .. b`` (:data:`_BRACKET_SD` standard
-    deviations of a sample quantile's rank, at most sqrt(S) / 2, either side); either may fall outside the sample."""
-    margin = _BRACKET_SD * math.sqrt(S) / 2
-    return math.floor(a * S / N - margin), math.ceil((b + 1) * S / N + margin)
-
-
-def _ranked_values_at_a_tie(u: np.ndarray, a: int, b: int, sample: np.ndarray) -> np.ndarray | None:
-    """:func:`_ranked_values` where the sorted ``sample`` of ``u`` holds one value across the whole bracket of ranks
-    ``a .. b``: one pass counts the values below it and up to it, and where ranks ``a .. b`` lie between those
-    counts they are all that value (on 0/1 rewards most deviations are one of two values). None otherwise."""
-    N, S = u.size, sample.size
-    lo_at, hi_at = _bracket_positions(N, a, b, S)
-    if lo_at < 0 or hi_at >= S or sample[lo_at] != sample[hi_at]:
-        return None
-    value = sample[lo_at]
-    below = upto = 0
-    for start in range(0, N, ROW_BLOCK):  # (in blocks: the flags stay a block's size)
-        block = u[start:start + ROW_BLOCK]
-        below += int(np.count_nonzero(block < value))
-        upto += int(np.count_nonzero(block <= value))
-    if below <= a and b < upto:
-        return np.full(b - a + 1, value, dtype=u.dtype)
-    return None
-
-
-def _select_ranks(part: np.ndarray, a: int, b: int) -> np.ndarray:
-    """``np.sort(part)[a:b + 1]`` by selection (``numpy.partition``, linear time; ``part`` is reordered): a sort of
-    the few values of ranks ``a .. b`` only. Slow on heavy ties (see :func:`_ranked_values`)."""
-    part.partition(a)
-    if b == a:
-        return part[a: a + 1].copy()
-    tail = part[a:]
-    tail.partition(b - a)
-    return np.sort(tail[: b - a + 1])
-
-
-def _ranked_values_in_bracket(u: np.ndarray, a: int, b: int, sample: np.ndarray) -> np.ndarray | None:
-    """:func:`_ranked_values` from the values between two order statistics of the sorted ``sample`` of ``u``, or
-    None where that bracket does not hold ranks ``a .. b`` or holds more than a quarter of ``u``."""
-    N, S = u.size, sample.size
-    lo_at, hi_at = _bracket_positions(N, a, b, S)
-    if lo_at < 0 and hi_at >= S:
-        return None  # (the bracket is the whole array)
-    lo = sample[lo_at] if lo_at >= 0 else -np.inf
-    hi = sample[hi_at] if hi_at < S else np.inf
-    below, pieces = 0, []
-    for start in range(0, N, ROW_BLOCK):  # (in blocks: the flags stay a block's size)
-        block = u[start:start + ROW_BLOCK]
-        keep = block >= lo
-        below += block.size - int(np.count_nonzero(keep))
-        pieces.append(np.compress(np.logical_and(keep, block <= hi, out=keep), block))
-    inside = np.concatenate(pieces)  # (a new array: ours to reorder)
-    if below > a or below + inside.size <= b or inside.size > N // 4:
-        return None
-    # the few ranks by selection (linear time), unless the sample ties within the bracket
-    in_sample = sample[max(lo_at, 0): min(hi_at, S - 1) + 1]
-    if _tied_neighbours(in_sample) > in_sample.size // _BRACKET_TIES:
-        return np.sort(inside)[a - below: b - below + 1]
-    return _select_ranks(inside, a - below, b - below)
-
-
-def _resolved_quantile_by_selection(u: torch.Tensor, t: torch.Tensor, q: float, owned: bool = False):
-    """:func:`flat_continuous_quantile` of every entry of ``u`` ``[B, G]`` (finite, >= 0) weighted by
-    :func:`resolved_weight` with the rows' ``t``, by selection; the weights are computed where they are partial only.
-    ``owned=True``: ``u`` is a temporary the selection may reorder."""
-    G = u.shape[-1]
-    un = u.detach().reshape(-1, G).numpy()
-    tn = t.detach().reshape(-1).numpy()
-    # weight 1 exactly where u >= t (t > 0; (u / t) rounds below 1 for u < t), or where u > 0 (t <= 0: weights [u > 0])
-    t_one = np.where(tn > 0, tn, np.finfo(un.dtype).smallest_subnormal).astype(un.dtype)[:, None]
-    n_full = n_positive = 0
-    partial = []  # the partial weights: 0 < u < t (every weight-1 value is positive), as flat indices
-    for rows in row_blocks(un):  # (the flags a block's size at a time)
-        full, positive = un[rows] >= t_one[rows], un[rows] > 0
-        block_full, block_positive = int(np.count_nonzero(full)), int(np.count_nonzero(positive))
-        n_full, n_positive = n_full + block_full, n_positive + block_positive
-        if block_positive > block_full:  # (most blocks hold no partial weight: no search for one)
-            partial.append(np.flatnonzero(np.not_equal(positive, full, out=positive)) + rows.start * G)
-    if n_positive == 0:
-        return None
-    flat = un.reshape(-1)
-    if n_full == n_positive:
-        return _select_with_unit_weights(flat, n_full, q, t.dtype, inplace=owned)
-    partial = np.concatenate(partial)
-    weights = np.clip(flat[partial] / tn[partial // G].astype(un.dtype), 0, 1)  # (as resolved_weight rounds them)
-    return _select_with_partial_weights(flat, n_full, partial, weights, q, t.dtype, inplace=owned)
-
-
-def _flat_quantile_by_selection(values: torch.Tensor, weights: torch.Tensor, q: float):
-    """:func:`flat_continuous_quantile` by selection on the CPU, or ``_NOT_SELECTED`` where it does not apply."""
-    if values.dtype not in (torch.float32, torch.float64) or weights.dtype != values.dtype or values.requires_grad:
-        return _NOT_SELECTED
-    u = values.detach().reshape(-1).numpy()
-    w = weights.detach().reshape(-1).numpy()
-    if not math.isfinite(float(u.sum(dtype=np.float64))) or float(u.min()) < 0:
-        return _NOT_SELECTED  # (negative or non-finite values: sort)
-    positive = np.count_nonzero(w)
-    if positive == 0:
-        return None
-    if np.count_nonzero((w > 0) == (u > 0)) != u.size:
-        return _NOT_SELECTED  # (a zero weight on a positive value: the zeros would not all sort first)
-    full = w == 1
-    n_full = int(np.count_nonzero(full))
-    if n_full == positive:
-        return _select_with_unit_weights(u, n_full, q, values.dtype)
-    partial = np.flatnonzero((w > 0) & ~full)
-    return _select_with_partial_weights(u, n_full, partial, w[partial], q, values.dtype)
-
-
-def _select_with_unit_weights(u: np.ndarray, n_full: int, q: float, dtype: torch.dtype, inplace: bool = False):
-    """The weighted quantile of flat ``u`` (>= 0) whose weights are 1 on its ``n_full`` positive values, 0 on its zeros."""
-    if not 0 < q < 1 or (dtype == torch.float32 and u.size > 2**24):
-        return _NOT_SELECTED  # (cumulative counts past 2**24 round in float32)
-    # weights 0 and 1 only: the cumulative weight at the k-th weight-1 value is k
-    p = q * torch.tensor([float(n_full)], dtype=dtype)
-    k = math.ceil(float(p[0]))
-    i = u.size - n_full + k - 1
-    picked = _ranked_values(u, max(i - 1, 0), i, inplace)
-    return _quantile_pick(p, float(k), 1.0, float(picked[-1]), float(picked[0]))
-
-
-def _select_with_partial_weights(u: np.ndarray, n_full: int, partial: np.ndarray, pw: np.ndarray, q: float,
-                                 dtype: torch.dtype, inplace: bool = False):
-    """The weighted quantile of flat ``u`` (>= 0) with weights ``pw`` (between 0 and 1) at the indices ``partial``,
-    1 on the ``n_full`` other positive values and 0 on the zeros.
-
-    The few partial values are sorted apart. With weight 1 on every other positive value, the quantile's
-    count of weight-1 values before it lies within ``[p - sum(pw) - 1, p]``, so it lies among a window of
-    ranks of ``u`` that a selection returns; in the window, the partial values are told apart by value
-    (a partial value tied with a weight-1 value, or at the window's edge, goes back to the sort).
-    """
-    N = u.size
-    m = partial.size
-    n_zero = N - n_full - m
-    if not 0 < q < 1 or m > max(_PARTIAL_MIN, _PARTIAL_SHARE * N):
-        return _NOT_SELECTED
-    order = np.argsort(u[partial], kind="stable")  # (ties in flat order)
-    pu, pw = u[partial][order], pw[order]
-    pw_sum = float(pw.sum(dtype=np.float64))
-    p = q * torch.tensor([n_full + pw_sum], dtype=dtype)
-    pv = float(p[0])
-    # the answer's count of weight-1 values before it lies within [p - sum of partial weights - 1, p]
-    k_lo, k_hi = max(1, math.floor(pv - pw_sum) - 1), min(n_full, math.ceil(pv) + 1)
-    if k_hi >= k_lo:
-        # the weight-1 values of ranks k_lo .. k_hi among them sit within these ranks of u (partial values interleave)
-        first = n_zero + k_lo - 1
-        window = _ranked_values(u, first, min(N - 1, n_zero + k_hi - 1 + m), inplace)
-        at = np.minimum(np.searchsorted(pu, window), m - 1)
-        is_partial = pu[at] == window
-        if is_partial[0] or is_partial[-1] or np.count_nonzero(is_partial) != np.count_nonzero((pu >= window[0]) & (pu <= window[-1])):
-            return _NOT_SELECTED  # a partial value at the window's edge or tied with a weight-1 value: the sort decides
-        ones_before = first - n_zero - int(np.count_nonzero(pu < window[0]))  # weight-1 values below the window
-        merged = np.concatenate([window[~is_partial], pu])
-        is_one = np.concatenate([np.ones(merged.size - m, dtype=bool), np.zeros(m, dtype=bool)])
-    else:
-        ones_before, merged, is_one = 0, pu, np.zeros(m, dtype=bool)
-    step = np.argsort(merged, kind="stable")
-    merged, is_one = merged[step], is_one[step]
-    weight = np.where(is_one, 1.0, np.concatenate([np.ones(merged.size - m), pw.astype(np.float64)])[step])
-    cum = ones_before + np.cumsum(is_one) + np.cumsum(np.where(is_one, 0.0, weight))
-    cum_t = cum.astype(u.dtype)
-    j = int(np.searchsorted(cum_t, np.asarray(pv, dtype=u.dtype), side="left"))
-    if j >= merged.size or (j == 0 and ones_before > 0):
-        return _NOT_SELECTED
-    x_i = float(merged[j])
-    x_prev = float(merged[j - 1]) if j > 0 else (0.0 if n_zero > 0 else x_i)
-    return _quantile_pick(p, float(cum_t[j]), float(u.dtype.type(weight[j])), x_i, x_prev)
 
 
 def batch_tie_reference(spread: torch.Tensor, typical: torch.Tensor | None) -> torch.Tensor:
@@ -1274,6 +979,18 @@ def resolved_weight(u: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return w.view(-1, w.shape[-1]).index_copy_(0, rows, step).view(w.shape)
 
 
+def resolved_quantile(sorted_u: torch.Tensor, t: torch.Tensor, q: float) -> torch.Tensor:
+    r""":func:`continuous_quantile` of ascending resolved deviations, weighted by :func:`resolved_weight`.
+
+    ``sorted_u`` ``[..., G]`` holds each row's valid resolved deviations :math:`u \ge 0` first and ``+inf`` after
+    (:func:`sort_valid`), ``t`` ``[...]`` the tolerance they were shrunk by. The weights are
+    :math:`w = \min(u / t, 1)` (:math:`[u > 0]` where :math:`t \le 0`), 0 at non-finite entries (invalid ones, and
+    deviations that overflowed). The estimators call its fast twin, :func:`robustgrpo.kernels.resolved_quantile`.
+    """
+    zero = torch.zeros((), dtype=sorted_u.dtype, device=sorted_u.device)
+    return continuous_quantile(sorted_u, torch.where(torch.isfinite(sorted_u), resolved_weight(sorted_u, t), zero), q)
+
+
 def continuous_lower_median(sorted_x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     r"""Lower median of each ascending row with weights, continuous in values and weights.
 
@@ -1313,109 +1030,6 @@ def continuous_quantile(sorted_x: torch.Tensor, weights: torch.Tensor, q: float)
     return (x_prev + (x_i - x_prev) * frac).squeeze(-1)
 
 
-def resolved_quantile(sorted_u: torch.Tensor, n: torch.Tensor, t: torch.Tensor, q: float) -> torch.Tensor:
-    r""":func:`continuous_quantile` of ascending resolved deviations, weighted by :func:`resolved_weight`.
-
-    ``sorted_u`` ``[..., G]`` holds each row's n valid resolved deviations
-    :math:`u \ge 0` first (finite) and ``+inf`` after (:func:`sort_valid`),
-    ``t`` ``[...]`` the tolerance they were shrunk by; an invalid entry
-    weighs 0. The value is that of ``continuous_quantile(sorted_u, w, q)``
-    with :math:`w = \min(u / t, 1)` (:math:`[u > 0]` where :math:`t \le 0`),
-    0 at invalid entries. The weights of a row are 0 on its ``z`` leading
-    zeros and 1 from the first :math:`u \ge t` on, so where none lies
-    between (no deviation within ``(t, 2t)`` of its centre: most rows) the
-    cumulative weight at position :math:`j \ge f` is :math:`j - f + 1` and
-    the quantile's position is a count. In float32 a row with a few partial
-    weights adds their sum; the other rows with partial weights (float64,
-    many of them, or a quantile that falls among them) go through the
-    cumulative sum.
-    """
-    G = sorted_u.shape[-1]
-    dtype = sorted_u.dtype
-    # the counts of zeros (u < the smallest positive float) and of u < t, by one search of the sorted rows
-    tiny = torch.full_like(t, torch.finfo(dtype).smallest_normal * torch.finfo(dtype).eps)
-    counts = torch.searchsorted(sorted_u.contiguous(), torch.stack([tiny, t], -1).reshape(*t.shape, 2).contiguous(),
-                                out_int32=G < 2**31)
-    zeros, below = counts.unbind(-1)
-    below = torch.where(t > 0, below, zeros)  # (t <= 0 or NaN: weights [u > 0])
-    n_ones = n - below
-    total = n_ones.to(dtype)
-    k = torch.ceil(q * total).long()
-    out = _quantile_at_unit_weights(sorted_u, below, total, q, k, k.to(dtype))
-    partial = below > zeros
-    if not bool(partial.any()):
-        return out
-    # rows with partial weights, on their own
-    rows = torch.nonzero(partial.reshape(-1)).squeeze(-1)
-    flat = sorted_u.reshape(-1, G)
-    su = _RowView(flat, rows)
-    tr, zr, br, nr = (v.reshape(-1).index_select(0, rows) for v in (t, zeros, below, n_ones))
-    slow = torch.ones_like(rows, dtype=torch.bool)
-    width = int((br - zr).max())
-    if dtype == torch.float32 and width <= 32:
-        # in float32 the partial weights' sum in float64 is exact (at most 32 terms of 24 bits), as the cumulative
-        # sum's float64 accumulator holds it: the cumulative weight at the k-th weight-1 entry is that sum plus k,
-        # rounded once
-        pos = zr.unsqueeze(-1) + torch.arange(width, device=flat.device)
-        w = (su.gather(-1, pos.clamp_max(G - 1)) / tr.unsqueeze(-1)).clamp_(0, 1)
-        w = torch.where(pos < br.unsqueeze(-1), w, torch.zeros((), dtype=dtype, device=flat.device))
-        psum = w.sum(-1, dtype=torch.float64)
-        cum = lambda k: (psum + k).to(dtype)  # noqa: E731
-        total_r = cum(nr)
-        p = q * total_r
-        k = torch.ceil(p.double() - psum).long().clamp_(torch.ones_like(nr), nr.clamp_min(1))
-        for _ in range(2):  # (the rounding of cum can move the first k with cum(k) >= p by one)
-            k = torch.where((k > 1) & (cum(k - 1) >= p), k - 1, k)
-            k = torch.where((cum(k) < p) & (k < nr), k + 1, k)
-        s_k = cum(k)
-        # the quantile among the partial entries, or a k that did not settle: the cumulative sum
-        slow = (psum.to(dtype) >= p) | (s_k < p) | ((k > 1) & (cum(k - 1) >= p)) | (nr == 0)
-        out = out.reshape(-1).index_copy(0, rows, _quantile_at_unit_weights(su, br, total_r, q, k, s_k)).reshape(out.shape)
-    if bool(slow.any()):  # the cumulative sum, on those rows only
-        at = torch.nonzero(slow).squeeze(-1)
-        ss = flat.index_select(0, rows.index_select(0, at))
-        w = resolved_weight(ss, tr.index_select(0, at))
-        if not bool((n.reshape(-1).index_select(0, rows.index_select(0, at)) == G).all()):  # invalid entries (+inf) weigh 0
-            w = torch.where(torch.isfinite(ss), w, torch.zeros((), dtype=w.dtype, device=w.device))
-        out = out.reshape(-1).index_copy(0, rows.index_select(0, at), continuous_quantile(ss, w, q)).reshape(out.shape)
-    return out
-
-
-class _RowView:
-    """Some rows of a ``[B, G]`` tensor, read by :meth:`gather` without copying them: ``view.gather(-1, i)`` is
-    ``x[rows].gather(-1, i)``."""
-
-    def __init__(self, x: torch.Tensor, rows: torch.Tensor):
-        self.x, self.rows, self.shape = x, rows, (rows.numel(), x.shape[-1])
-        self.dtype, self.device = x.dtype, x.device
-
-    def gather(self, dim: int, index: torch.Tensor) -> torch.Tensor:
-        flat = (self.rows * self.shape[1]).unsqueeze(-1) + index
-        return self.x.reshape(-1).index_select(0, flat.reshape(-1)).reshape(index.shape)
-
-
-def _quantile_at_unit_weights(sorted_u: torch.Tensor, below: torch.Tensor, total: torch.Tensor, q: float,
-                              k: torch.Tensor, s_k: torch.Tensor) -> torch.Tensor:
-    """The last lines of :func:`continuous_quantile` where the quantile is the k-th weight-1 entry (position
-    ``below + k - 1``, cumulative weight ``s_k``, of a row with total weight ``total``); ``total == 0``: the first.
-
-    With the picked weight 1 the offset's quotient by it is the offset itself (division by 1 is exact), so
-    ``frac = clip(2 (p - (s_k - 1)), 0, 1)``; a row of total weight 0 takes its first entry (``frac = 1``).
-    """
-    G = sorted_u.shape[-1]  # (sorted_u: a tensor or a _RowView)
-    p = q * total
-    some = total > 0
-    i = (below + k - 1).clamp_(0, G - 1)
-    if not bool(some.all()):
-        i = torch.where(some, i, torch.zeros_like(i))
-    x_i = sorted_u.gather(-1, i.unsqueeze(-1)).squeeze(-1)
-    x_prev = sorted_u.gather(-1, i.sub_(1).clamp_min_(0).unsqueeze(-1)).squeeze(-1)
-    frac = (2 * (p - (s_k - 1))).clamp_(0, 1)
-    if not bool(some.all()):
-        frac = torch.where(some, frac, torch.ones((), dtype=frac.dtype, device=frac.device))
-    return x_prev + (x_i - x_prev) * frac
-
-
 def argsort_last(x: torch.Tensor) -> torch.Tensor:
     """Indices that sort the last dimension (numpy's SIMD sort on the CPU, torch elsewhere)."""
     if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
@@ -1423,23 +1037,10 @@ def argsort_last(x: torch.Tensor) -> torch.Tensor:
     return torch.argsort(x, dim=-1)
 
 
-_argsort_last = argsort_last
 
 
-def _index_dtype() -> torch.dtype:
-    """int32 where this torch gathers and scatters with 32-bit indices (recent releases), else int64 (a group of
-    2**31 rewards is more than any call holds)."""
-    probe = torch.zeros(1, 2)
-    try:
-        at = torch.tensor([[1, 0]], dtype=torch.int32)
-        torch.empty_like(probe).scatter_(-1, at, probe.gather(-1, at))
-    except (RuntimeError, TypeError):
-        return torch.int64
-    return torch.int32
 
 
-#: The dtype :func:`soft_midranks` keeps its sorting permutation in: half the memory of int64 where torch allows.
-ORDER_DTYPE = _index_dtype()
 
 
 #: Offsets to either side at which :func:`soft_midranks` compares sorted values directly: a value
@@ -1473,16 +1074,14 @@ def _rows_beyond_band(s: torch.Tensor, tt: torch.Tensor, band: int = _RAMP_BAND)
     return torch.cat([_beyond_band(s[rows], tt[rows], band).any(-1, keepdim=True) for rows in row_blocks(s)])
 
 
-def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None, band: int = _RAMP_BAND, *,
-                out: torch.Tensor | None = None) -> torch.Tensor:
+def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None, band: int = _RAMP_BAND) -> torch.Tensor:
     r"""Soft mid-ranks of sorted rows from neighbours up to ``band`` positions away.
 
     :math:`R_k = k + 1 + \sum_{0 < d \le D} \varphi(s_{k+d} - s_k) - \varphi(s_k - s_{k-d})`
     with :math:`\varphi(\Delta) = \min(\max(1 - \Delta / 2t, 0), 1/2)` (1/2 for
     ties when t = 0): exact for every value whose neighbours within 2t lie
     within D positions (see :func:`_beyond_band`). ``n`` (valid values per
-    row, first in sorted order) is None when all are valid. Written into
-    ``out`` (``s``'s shape) when given; computed in blocks of rows
+    row, first in sorted order) is None when all are valid. Computed in blocks of rows
     (:func:`row_blocks`), so the gaps are a block's size.
     """
     G = s.shape[-1]
@@ -1493,7 +1092,7 @@ def _band_ranks(s: torch.Tensor, tt: torch.Tensor, n: torch.Tensor | None, band:
     # gap / 2t as a product with 1 / 2t, unless that overflows (a subnormal t: rewards near the smallest normal number)
     inv = None if bool((two_t < 1 / torch.finfo(s.dtype).max).any()) else 1 / two_t
     # the terms are summed apart from the positions: small numbers carry less rounding than ranks up to G
-    delta = torch.zeros_like(s) if out is None else out.zero_()
+    delta = torch.zeros_like(s)
     for rows in row_blocks(s):
         sb, db, tb = s[rows], delta[rows], two_t[rows] if inv is None else inv[rows]
         for d in range(1, min(band, G - 1) + 1):  # offsets, not samples: a few vectorised steps
@@ -1611,10 +1210,7 @@ def _ranks_by_search(s: torch.Tensor, q: torch.Tensor, t: torch.Tensor) -> torch
     return ranks
 
 
-def soft_midranks(
-    x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor, *, sorted_x: torch.Tensor | None = None,
-    order: torch.Tensor | None = None, work: torch.Tensor | None = None, out: torch.Tensor | None = None,
-) -> torch.Tensor:
+def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -> torch.Tensor:
     r"""Mid-ranks with the tie tolerance ``t`` (per row): continuous in ``x``.
 
     .. math:: R_i = \tfrac12 + \sum_{j\ \mathrm{valid}} H(x_i - x_j), \qquad
@@ -1643,27 +1239,11 @@ def soft_midranks(
     share the mean of its positions), a value of a wider one is summed as
     before where its neighbours within ``2 t`` lie within three positions,
     and a row with any other value uses binary search and prefix sums over
-    the whole row. ``order`` and ``sorted_x``, when given, are the
-    permutation that sorts each row (invalid entries last) and the sorted
-    row (``+inf`` at invalid entries), from a caller that has them.
-    ``work`` and ``out`` (``x``'s shape and dtype, optional) are buffers the
-    caller does not need: the band sum is written into ``work`` and the
-    ranks into ``out``, which may be ``sorted_x`` itself (read before it is
-    written).
+    the whole row.
     """
-    if order is None or sorted_x is None:
-        filled = fill_invalid(x, mask, math.inf)
-        order = torch.empty(filled.shape, dtype=ORDER_DTYPE, device=filled.device)
-        s = torch.empty_like(filled, memory_format=torch.contiguous_format)
-        for rows in row_blocks(filled):  # (the 64-bit permutation a sort returns is a block's size)
-            block = _argsort_last(filled[rows])
-            order[rows] = block
-            torch.gather(filled[rows], -1, block, out=s[rows])
-        del filled
-        if out is None:  # (the sorted row is read before the ranks are put back: they go into its buffer)
-            out = s
-    else:
-        s = sorted_x
+    filled = fill_invalid(x, mask, math.inf)
+    order = argsort_last(filled)  # invalid entries (+inf) last
+    s = filled.gather(-1, order)
     n = None if mask is None else mask.sum(-1, keepdim=True)  # valid values come first in sorted order
     tt = t.unsqueeze(-1)
     slow = _rows_beyond_band(s, tt)  # rows where the band misses a pair
@@ -1675,31 +1255,24 @@ def soft_midranks(
         n_missed = int(missed.sum())
         if 8 * n_missed <= few:  # it holds most rows the first band misses: its sum on every row (a zero term changes
             # no sum, so the rows the first band held get the same ranks), the cluster path on the rest
-            ranks = _band_ranks(s, tt, n, wide, out=work)
+            ranks = _band_ranks(s, tt, n, wide)
             if n_missed:
                 rows = missed.squeeze(-1)
                 ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
                                              None if n is None else n[rows], slow[rows])
-            return _unsort(ranks, order, out)
+            return torch.empty_like(ranks).scatter_(-1, order, ranks)  # (back to the rows' own order)
     if few == 0:
-        ranks = _band_ranks(s, tt, n, out=work)
+        ranks = _band_ranks(s, tt, n)
     elif 8 * few > slow.numel():  # many: every row through the cluster path (band rows stay band rows)
         ranks = _cluster_ranks(s, t, mask, n, slow)
     else:  # a few: only those rows (the same per-row result, without the cluster work on the others)
         rows = slow.squeeze(-1)
-        ranks = _band_ranks(s, tt, n, out=work)
+        ranks = _band_ranks(s, tt, n)
         ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
                                      None if n is None else n[rows], slow[rows])
-    return _unsort(ranks, order, out)
+    return torch.empty_like(ranks).scatter_(-1, order, ranks)  # (back to the rows' own order)
 
 
-def _unsort(values: torch.Tensor, order: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
-    """Values in sorted order put back where ``order`` took them from (in ``out`` when given), in blocks of rows: a
-    32-bit ``order`` is widened for the scatter a block at a time."""
-    out = torch.empty_like(values, memory_format=torch.contiguous_format) if out is None else out
-    for rows in row_blocks(values):
-        out[rows].scatter_(-1, order[rows], values[rows])
-    return out
 
 
 def resolve_towards(x: torch.Tensor, centre: torch.Tensor, t: torch.Tensor, *, out: torch.Tensor | None = None

@@ -165,7 +165,7 @@ def test_every_module_declares_its_public_names(name):
 #: lab (what the estimators do, measured), the book (one chapter per notebook, what the chapters share before
 #: them), then the tools. A module imports only from its own layer and the layers before it.
 LAYERS = {
-    "core": ["checks", "inputs", "stats", "advantages", "multireward", "integrations"],
+    "core": ["checks", "inputs", "stats", "kernels", "advantages", "multireward", "integrations"],
     "lab": ["lab.files", "lab.machine", "lab.reductions", "lab.contamination", "lab.scenarios", "lab.logfiles",
             "lab.rewardlogs", "lab.runlogs", "lab.metrics", "lab.diagnose", "lab.simulate", "lab.sweep", "lab.experiments",
             "lab.watch"],

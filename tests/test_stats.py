@@ -502,46 +502,6 @@ def test_order_statistic_clamps_k_and_sort_valid_reuses_memory_when_asked():
     assert stats.sort_valid(y, None).tolist() == [[1.0, 2.0, 3.0]] and y.tolist() == [[3.0, 1.0, 2.0]]
 
 
-@pytest.mark.parametrize("kind", ["uniform", "90 % zeros", "five values", "cauchy", "half zeros", "sorted", "reversed",
-                                  "ties in the bracket"])
-def test_ranked_values_are_the_sorted_arrays_ranks_whatever_the_data(kind):
-    """The bracket a sample sets (then the selection or sort it falls back to) returns exactly ``np.sort(u)[a:b+1]``:
-    on distinct values, heavy ties, a few values, heavy tails, sorted and reversed arrays, at the ends and inside,
-    and where one value holds most of a bracket but too little of the whole array to make it count as tied."""
-    rng = np.random.default_rng(len(kind))
-    for N in (20_000, 70_001, 300_000):
-        u = {
-            "uniform": rng.random(N).astype(np.float32),
-            "90 % zeros": np.where(rng.random(N) < 0.9, 0, rng.random(N)).astype(np.float32),
-            "five values": rng.integers(0, 5, N).astype(np.float64),
-            "cauchy": np.abs(rng.standard_cauchy(N)),
-            "half zeros": np.concatenate([np.zeros(N // 2), rng.random(N - N // 2)]),
-            "sorted": np.sort(rng.random(N)),
-            "reversed": np.sort(rng.random(N))[::-1].copy(),
-            "ties in the bracket": np.where(rng.random(N) < 0.1, np.float32(0.8), rng.random(N).astype(np.float32)),
-        }[kind]
-        expected = np.sort(u)
-        for a in (0, 1, N // 5, int(0.8 * N), N - 41, N - 1):
-            b = min(N - 1, a + 40)
-            np.testing.assert_array_equal(stats._ranked_values(u.copy(), a, b), expected[a:b + 1], err_msg=f"{N} {a}")
-            np.testing.assert_array_equal(stats._ranked_values(u.copy(), a, a), expected[a:a + 1])
-
-
-def test_ranked_values_at_a_tie_check_the_sample_s_tie_against_the_counts():
-    """The shortcut for tied data trusts no sample: it answers only where the counts put the ranks on the sample's
-    value, and gives None where the sample shows no tie across the bracket or where the data do not hold it."""
-    N = 100_000
-    u = np.concatenate([np.zeros(60_000), np.full(30_000, 0.75), np.linspace(1, 2, 10_000)]).astype(np.float32)
-    np.random.default_rng(0).shuffle(u)
-    sample = np.sort(u[np.random.default_rng(1).integers(0, N, stats._TIE_SAMPLE)])
-    a = int(0.8 * N)
-    np.testing.assert_array_equal(stats._ranked_values_at_a_tie(u, a, a + 1, sample), np.sort(u)[a:a + 2])
-    assert stats._ranked_values_at_a_tie(u, 89_990, 90_010, sample) is None  # (the bracket spans 0.75 and the ramp)
-    liar = np.full_like(sample, 0.75)  # a sample that claims 0.75 everywhere
-    assert stats._ranked_values_at_a_tie(u, 20_000, 20_001, liar) is None  # (rank 20,000 is a zero)
-    assert stats._ranked_values_at_a_tie(u, 95_000, 95_001, liar) is None  # (and 95,000 on the ramp)
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_resolve_towards_gives_the_centre_plus_the_shrunk_deviation_to_the_bit(dtype):
     """``resolve_towards`` computes :math:`c + (d - \\operatorname{clip}(d, -t, t))`, which its docstring says rounds as

@@ -5,7 +5,7 @@ dashboard and heat-map sweep), :mod:`~robustgrpo.bench.lessons` (the live lesson
 :mod:`~robustgrpo.bench.simulate` (the drift simulator and the evidence battery),
 :mod:`~robustgrpo.bench.sweep` (the sweep engines), :mod:`~robustgrpo.bench.trainer` (real TRL steps),
 :mod:`~robustgrpo.bench.adapters` (the verl adapter on verl's layout), :mod:`~robustgrpo.bench.scaling`
-(time and memory as B and G grow).
+(time and memory as B and G grow), :mod:`~robustgrpo.bench.kernels` (each fast kernel against its plain twin).
 This package re-exports each one's functions.
 
 
@@ -91,15 +91,16 @@ to the full data drawn, and notebook 03's heat-map sweep (target: under 10 s), p
 
 from __future__ import annotations
 
-from robustgrpo.bench import adapters, dashboards, estimators, lessons, scaling, simulate, sweep, trainer
+from robustgrpo.bench import adapters, dashboards, estimators, kernels, lessons, scaling, simulate, sweep, trainer
 from robustgrpo.bench.adapters import *  # noqa: F403
 from robustgrpo.bench.scaling import *  # noqa: F403
 from robustgrpo.bench.dashboards import *  # noqa: F403 (each module's __all__, re-exported)
 from robustgrpo.bench.estimators import *  # noqa: F403
+from robustgrpo.bench.kernels import *  # noqa: F403
 from robustgrpo.bench.lessons import *  # noqa: F403
 from robustgrpo.bench.simulate import *  # noqa: F403
 from robustgrpo.bench.sweep import *  # noqa: F403
 from robustgrpo.bench.trainer import *  # noqa: F403
 
-__all__ = [*estimators.__all__, *scaling.__all__, *adapters.__all__, *dashboards.__all__, *lessons.__all__, *simulate.__all__, *sweep.__all__,
+__all__ = [*estimators.__all__, *kernels.__all__, *scaling.__all__, *adapters.__all__, *dashboards.__all__, *lessons.__all__, *simulate.__all__, *sweep.__all__,
            *trainer.__all__]

@@ -1,0 +1,248 @@
+"""The fast kernels of :mod:`robustgrpo.kernels` against their plain twins, bit for bit.
+
+Each kernel must return exactly what its twin (the definition a reader checks) returns: the same bits, the same
+dtype, the same None, over a family of batches (hypothesis) and the edge cases a run produces (0/1 ties, float
+residue, masks, NaN at masked entries, float64 / float32 / half precision upcast, groups of 2 to 256, degenerate
+and singleton groups, batches large enough for the sampled bracket). The selection's own helpers are checked
+against ``numpy.sort``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from robustgrpo import kernels, stats
+
+
+def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    """Bit-for-bit equality (None only with None; dtype and shape too)."""
+    if a is None or b is None:
+        return a is None and b is None
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a.reshape(-1).view(torch.uint8),
+                                                                     b.reshape(-1).view(torch.uint8))
+
+
+def _both(x: torch.Tensor, mask: torch.Tensor | None = None, arrived: torch.dtype | None = None,
+          batch: torch.Tensor | None = None) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The kernel's and the twin's typical deviation of ``x``, with the residue of the dtype the rewards arrived in."""
+    n = torch.full(x.shape[:-1], x.shape[-1]) if mask is None else mask.sum(-1)
+    spread = stats.value_range(x, mask)
+    residue = stats.residue_tolerance(x, mask, arrived)
+    return (kernels.typical_deviation(x, mask, n, spread, residue, batch),
+            stats.typical_deviation(x, mask, n, spread, residue, batch))
+
+
+def _family(kind: str, B: int, G: int, gen: torch.Generator) -> torch.Tensor:
+    """``[B, G]`` float64 rewards of one kind."""
+    u = torch.rand((B, G), generator=gen, dtype=torch.float64)
+    binary = (torch.rand((B, G), generator=gen, dtype=torch.float64) < 0.3).double()
+    noise = torch.randn((B, G), generator=gen, dtype=torch.float64)
+    if kind == "0/1":
+        return binary
+    if kind == "0/1 + jitter":
+        return binary + 1e-4 * noise
+    if kind == "0/1 + residue":  # 0.1 + 0.2 + 0.4 summed in two orders, next to exact ones
+        left, right = (0.1 + 0.2) + 0.4, (0.4 + 0.2) + 0.1
+        return torch.where(u < 0.5, left, right) * binary + (1 - binary)
+    if kind == "glitches":
+        r = binary.clone()
+        r[::3, 0] = 10.0
+        r[1::5, -1] = 1e6
+        return r
+    if kind == "continuous":
+        return u
+    if kind == "judge":
+        return torch.round(1 + 9 * u) + 0.05 * noise
+    if kind == "constant":
+        return torch.full((B, G), 0.7, dtype=torch.float64)
+    if kind == "near tolerance":  # deviations of 1 to 2 tolerances of the median: partial weights
+        return binary * (1 + 1e-6 * (1 + u))
+    if kind == "cauchy":
+        return torch.tan(math.pi * (u - 0.5))
+    raise ValueError(kind)
+
+
+KINDS = ["0/1", "0/1 + jitter", "0/1 + residue", "glitches", "continuous", "judge", "constant", "near tolerance",
+         "cauchy"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("G", [2, 3, 8, 16, 64, 256])
+def test_typical_deviation_kernel_is_its_twin_bit_for_bit(kind, G):
+    """Small batches (a full sort inside the kernel), every dtype the entry point hands it, with and without a mask."""
+    gen = torch.Generator().manual_seed(G)
+    x64 = _family(kind, max(2, 512 // G), G, gen)
+    mask = torch.rand(x64.shape, generator=gen) < 0.8
+    mask[0] = False  # an empty group
+    mask[1] = False
+    mask[1, 0] = True  # a singleton
+    for dtype, arrived in ((torch.float64, None), (torch.float32, None), (torch.float32, torch.float16),
+                           (torch.float32, torch.bfloat16)):
+        x = x64.to(arrived or dtype).to(dtype)  # half precision rewards arrive upcast to float32
+        for m in (None, mask):
+            fast, plain = _both(x, m, arrived)
+            assert _same(fast, plain), (kind, G, dtype, arrived, m is None, fast, plain)
+
+
+@pytest.mark.parametrize("kind", ["0/1", "0/1 + jitter", "glitches", "continuous", "near tolerance"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_typical_deviation_kernel_is_its_twin_on_batches_the_sampled_bracket_selects_from(kind, dtype):
+    """Batches of more than 4 x 4096 rewards: the kernel brackets the quantile's ranks from a sample."""
+    gen = torch.Generator().manual_seed(7)
+    for B, G in ((2048, 16), (96, 256)):
+        x = _family(kind, B, G, gen).to(dtype)
+        fast, plain = _both(x)
+        assert _same(fast, plain), (kind, B, G, fast, plain)
+
+
+def test_typical_deviation_kernel_leaves_to_its_twin_what_it_cannot_select():
+    """NaN at masked entries (``nan_policy="omit"``), a non-finite range, per-batch quantiles, every group tied (None),
+    autograd: the same result as the twin each time."""
+    gen = torch.Generator().manual_seed(3)
+    x = _family("0/1 + jitter", 40, 8, gen)
+    mask = torch.ones(x.shape, dtype=torch.bool)
+    omitted = x.clone()
+    omitted[3, 1], omitted[5, 4] = math.nan, math.inf
+    mask[3, 1] = mask[5, 4] = False
+    assert _same(*_both(omitted, mask))
+    huge = x.clone()
+    huge[0, 0] = math.inf  # (a range of inf: the twin's sort)
+    assert _same(*_both(huge))
+    assert _same(*_both(x, batch=torch.arange(40) % 3))
+    tied = _both(_family("constant", 10, 8, gen))
+    assert tied == (None, None)
+    assert _same(*_both(x.float().requires_grad_()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    G=st.integers(2, 32),
+    B=st.integers(1, 24),
+    values=st.lists(st.sampled_from([0.0, 1.0, 1.0 + 1e-7, 1.0 + 2e-6, 0.3, 0.30000001, 10.0, -2.5, 1e6, 1e-30]),
+                    min_size=1, max_size=64),
+    masked=st.booleans(),
+    double=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_typical_deviation_kernel_is_its_twin_on_any_batch(G, B, values, masked, double, seed):
+    """Batches drawn from a few values that tie, nearly tie (within and between the tolerances) or lie far apart."""
+    rng = np.random.default_rng(seed)
+    x = torch.tensor(rng.choice(values, size=(B, G)), dtype=torch.float64 if double else torch.float32)
+    mask = torch.from_numpy(rng.random((B, G)) < 0.7) if masked else None
+    assert _same(*_both(x, mask))
+
+
+@pytest.mark.parametrize("kind", ["uniform", "90 % zeros", "five values", "cauchy", "half zeros", "sorted", "reversed",
+                                  "ties in the bracket"])
+def test_ranked_values_are_the_sorted_arrays_ranks_whatever_the_data(kind):
+    """The bracket a sample sets (then the selection or sort it falls back to) returns exactly ``np.sort(u)[a:b+1]``:
+    on distinct values, heavy ties, a few values, heavy tails, sorted and reversed arrays, at the ends and inside,
+    and where one value holds most of a bracket but too little of the whole array to make it count as tied."""
+    rng = np.random.default_rng(len(kind))
+    for N in (20_000, 70_001, 300_000):
+        u = {
+            "uniform": rng.random(N).astype(np.float32),
+            "90 % zeros": np.where(rng.random(N) < 0.9, 0, rng.random(N)).astype(np.float32),
+            "five values": rng.integers(0, 5, N).astype(np.float64),
+            "cauchy": np.abs(rng.standard_cauchy(N)),
+            "half zeros": np.concatenate([np.zeros(N // 2), rng.random(N - N // 2)]),
+            "sorted": np.sort(rng.random(N)),
+            "reversed": np.sort(rng.random(N))[::-1].copy(),
+            "ties in the bracket": np.where(rng.random(N) < 0.1, np.float32(0.8), rng.random(N).astype(np.float32)),
+        }[kind]
+        expected = np.sort(u)
+        for a in (0, 1, N // 5, int(0.8 * N), N - 41, N - 1):
+            b = min(N - 1, a + 40)
+            np.testing.assert_array_equal(kernels._ranked_values(u.copy(), a, b), expected[a:b + 1], err_msg=f"{N} {a}")
+            np.testing.assert_array_equal(kernels._ranked_values(u.copy(), a, a), expected[a:a + 1])
+
+
+def test_ranked_values_at_a_tie_check_the_sample_s_tie_against_the_counts():
+    """The shortcut for tied data trusts no sample: it answers only where the counts put the ranks on the sample's
+    value, and gives None where the sample shows no tie across the bracket or where the data do not hold it."""
+    N = 100_000
+    u = np.concatenate([np.zeros(60_000), np.full(30_000, 0.75), np.linspace(1, 2, 10_000)]).astype(np.float32)
+    np.random.default_rng(0).shuffle(u)
+    sample = np.sort(u[np.random.default_rng(1).integers(0, N, kernels._TIE_SAMPLE)])
+    a = int(0.8 * N)
+    np.testing.assert_array_equal(kernels._ranked_values_at_a_tie(u, a, a + 1, sample), np.sort(u)[a:a + 2])
+    assert kernels._ranked_values_at_a_tie(u, 89_990, 90_010, sample) is None  # (the bracket spans 0.75 and the ramp)
+    liar = np.full_like(sample, 0.75)  # a sample that claims 0.75 everywhere
+    assert kernels._ranked_values_at_a_tie(u, 20_000, 20_001, liar) is None  # (rank 20,000 is a zero)
+    assert kernels._ranked_values_at_a_tie(u, 95_000, 95_001, liar) is None  # (and 95,000 on the ramp)
+
+
+def test_the_kernel_bench_times_each_kernel_beside_its_twin_and_checks_their_bits():
+    """The bench's rows on a small shape: one per kernel, shape and kind, each with both times, their ratio and the
+    bits' agreement; the table names the rule's threshold and every kernel."""
+    from robustgrpo.bench.kernels import KERNEL_PAIRS, format_kernel_table, run_kernel_benchmark
+
+    rows = run_kernel_benchmark(shapes=[(64, 16)], repeats=1)
+    assert [(r.kernel, r.rewards) for r in rows] == [(k, kind) for k in KERNEL_PAIRS for kind in
+                                                    ("uniform+outlier", "0/1", "0/1+jitter")]
+    assert all(r.same_bits and r.kernel_s > 0 and r.twin_s > 0 and r.ratio == pytest.approx(r.twin_s / r.kernel_s)
+               for r in rows)
+    table = format_kernel_table(rows, (1.0, 2.0, 3.0))
+    assert "load average 1.00, 2.00, 3.00" in table and "typical_deviation" in table
+
+
+def _sorted_deviations(x: torch.Tensor, mask: torch.Tensor | None, resolution: float):
+    """What ``robust`` hands the resolved quantile: sorted resolved deviations (+inf at invalid entries), n, t."""
+    n = torch.full(x.shape[:-1], x.shape[-1]) if mask is None else mask.sum(-1)
+    t = torch.maximum(resolution * stats.value_range(x, mask), stats.residue_tolerance(x, mask))
+    centre = stats.median_of_sorted(stats.sort_valid(x, mask), n)
+    u = ((x - centre.unsqueeze(-1)).abs() - t.unsqueeze(-1)).clamp_min(0)
+    return stats.sort_valid(u, mask), n, t
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("G", [2, 3, 8, 16, 64, 256])
+def test_resolved_quantile_kernel_is_its_twin_bit_for_bit(kind, G):
+    """Every kind of rewards, G from 2 to 256, float64 / float32 / half precision upcast, masks with empty and
+    singleton groups, resolutions 0 (weights [u > 0]), the default and a wide one (many partial weights)."""
+    gen = torch.Generator().manual_seed(G + 1)
+    x64 = _family(kind, max(2, 512 // G), G, gen)
+    mask = torch.rand(x64.shape, generator=gen) < 0.8
+    mask[0] = False
+    mask[1] = False
+    mask[1, 0] = True
+    for dtype, arrived in ((torch.float64, None), (torch.float32, None), (torch.float32, torch.bfloat16)):
+        x = x64.to(arrived or dtype).to(dtype)
+        for m in (None, mask):
+            for resolution in (0.0, 1e-3, 0.2):
+                su, n, t = _sorted_deviations(x, m, resolution)
+                for q in (0.5, 0.8):
+                    fast, plain = kernels.resolved_quantile(su, n, t, q), stats.resolved_quantile(su, t, q)
+                    assert _same(fast, plain), (kind, G, dtype, m is None, resolution, q)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    G=st.integers(2, 40),
+    B=st.integers(1, 16),
+    values=st.lists(st.sampled_from([0.0, 1.0, 1.0 + 1e-7, 1.0 + 1.5e-3, 1.0 + 3e-3, 0.3, 10.0, -2.5, 1e6]),
+                    min_size=1, max_size=64),
+    masked=st.booleans(),
+    double=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_resolved_quantile_kernel_is_its_twin_on_any_batch(G, B, values, masked, double, seed):
+    """Values that tie, sit within one or two tolerances of each other (partial weights) or lie far apart."""
+    rng = np.random.default_rng(seed)
+    x = torch.tensor(rng.choice(values, size=(B, G)), dtype=torch.float64 if double else torch.float32)
+    mask = torch.from_numpy(rng.random((B, G)) < 0.7) if masked else None
+    su, n, t = _sorted_deviations(x, mask, 1e-3)
+    assert _same(kernels.resolved_quantile(su, n, t, 0.5), stats.resolved_quantile(su, t, 0.5))
+
+
+def test_resolved_quantile_kernel_leaves_overflowed_deviations_to_its_twin():
+    """A deviation that overflowed to inf (rewards of +-3e38 in float32) weighs 0 in both."""
+    x = torch.tensor([[-3e38, 0.0, 3e38, 1.0], [0.0, 1.0, 0.0, 0.0]], dtype=torch.float32)
+    su, n, t = _sorted_deviations(x, None, 1e-3)
+    assert _same(kernels.resolved_quantile(su, n, t, 0.5), stats.resolved_quantile(su, t, 0.5))
