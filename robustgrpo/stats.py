@@ -1043,6 +1043,23 @@ def argsort_last(x: torch.Tensor) -> torch.Tensor:
 
 
 
+def _index_dtype() -> torch.dtype:
+    """int32 where this torch gathers and scatters with 32-bit indices (recent releases), else int64 (a group of
+    2**31 rewards is more than any call holds)."""
+    probe = torch.zeros(1, 2)
+    try:
+        at = torch.tensor([[1, 0]], dtype=torch.int32)
+        torch.empty_like(probe).scatter_(-1, at, probe.gather(-1, at))
+    except (RuntimeError, TypeError):
+        return torch.int64
+    return torch.int32
+
+
+#: The dtype :func:`soft_midranks` keeps its sorting permutation in: half the memory of int64 where torch allows
+#: (what keeps ``rank`` within four inputs of memory beyond its input).
+ORDER_DTYPE = _index_dtype()
+
+
 #: Offsets to either side at which :func:`soft_midranks` compares sorted values directly: a value
 #: whose neighbours within ``2 t`` all lie within ``_RAMP_BAND`` positions needs nothing else.
 _RAMP_BAND = 3
@@ -1241,9 +1258,14 @@ def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -
     and a row with any other value uses binary search and prefix sums over
     the whole row.
     """
-    filled = fill_invalid(x, mask, math.inf)
-    order = argsort_last(filled)  # invalid entries (+inf) last
-    s = filled.gather(-1, order)
+    filled = fill_invalid(x, mask, math.inf)  # invalid entries (+inf) sort last
+    order = torch.empty(filled.shape, dtype=ORDER_DTYPE, device=filled.device)
+    s = torch.empty_like(filled, memory_format=torch.contiguous_format)
+    for rows in row_blocks(filled):  # (the 64-bit permutation a sort returns is a block's size)
+        block = argsort_last(filled[rows])
+        order[rows] = block
+        torch.gather(filled[rows], -1, block, out=s[rows])
+    del filled  # (a copy where a mask filled it: freed before the ranks are made)
     n = None if mask is None else mask.sum(-1, keepdim=True)  # valid values come first in sorted order
     tt = t.unsqueeze(-1)
     slow = _rows_beyond_band(s, tt)  # rows where the band misses a pair
@@ -1260,7 +1282,7 @@ def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -
                 rows = missed.squeeze(-1)
                 ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
                                              None if n is None else n[rows], slow[rows])
-            return torch.empty_like(ranks).scatter_(-1, order, ranks)  # (back to the rows' own order)
+            return _unsort(ranks, order, s)
     if few == 0:
         ranks = _band_ranks(s, tt, n)
     elif 8 * few > slow.numel():  # many: every row through the cluster path (band rows stay band rows)
@@ -1270,9 +1292,17 @@ def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -
         ranks = _band_ranks(s, tt, n)
         ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
                                      None if n is None else n[rows], slow[rows])
-    return torch.empty_like(ranks).scatter_(-1, order, ranks)  # (back to the rows' own order)
+    return _unsort(ranks, order, s)
 
 
+
+
+def _unsort(values: torch.Tensor, order: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+    """Values in sorted order put back where ``order`` took them from, into ``out`` (the sorted rows, read no more), in
+    blocks of rows: a 32-bit ``order`` is widened for the scatter a block at a time."""
+    for rows in row_blocks(values):
+        out[rows].scatter_(-1, order[rows], values[rows])
+    return out
 
 
 def resolve_towards(x: torch.Tensor, centre: torch.Tensor, t: torch.Tensor, *, out: torch.Tensor | None = None

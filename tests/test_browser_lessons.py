@@ -412,6 +412,12 @@ def test_the_readme_class_command_opens_every_lesson_on_a_kernel_that_has_alread
     command = ["voila", *args[:-1], str(PAGES), "--no-browser", "--Voila.ip=127.0.0.1"]
     with server(command, ROOT, log, kernel_env(tmp_path / "figures")) as port:
         name = "01_trap.ipynb"
+        # README: start the server a minute early. Its pools fill as the lessons start (all five at once); a page
+        # asked for before its lesson's pool is filled gets a kernel of its own, not a preheated one
+        filled, end = f"Kernel pool of {name} is filled", time.monotonic() + 6 * TIMEOUT / 1000
+        while filled not in log.read_text() and time.monotonic() < end:
+            time.sleep(0.2)  # (a poll of the log, not a wait for time to pass)
+        assert filled in log.read_text(), log.read_text()[-3000:]
         for opening in (1, 2):
             page = chromium.new_page(viewport={"width": PROJECTOR[0], "height": PROJECTOR[1]})
             try:
