@@ -75,7 +75,7 @@ from typing import Any, Callable, Iterable, Literal, Mapping, NamedTuple, Sequen
 import numpy as np
 import torch
 
-from robustgrpo.checks import ParamError, check_bool, check_int, check_interval, check_positive, check_real, did_you_mean
+from robustgrpo.checks import ParamError, check_bool, check_int, check_interval, check_real, did_you_mean
 from robustgrpo.inputs import (
     ArrayLike,
     apply_nan_policy,
@@ -163,7 +163,7 @@ def _rule(check: Callable[..., Any], **bounds: Any) -> Callable[[Any], str | Non
 
 
 #: The checks of the estimators' parameters (each returns an error text, or None).
-positive = _rule(check_positive)
+positive = _rule(check_real, minimum=0.0, open_min=True)
 nonnegative = _rule(check_real, minimum=0.0)
 fraction_below_quarter = _rule(check_real, minimum=0.0, maximum=0.25, open_max=True)
 fraction_up_to_one = _rule(check_real, minimum=0.0, maximum=1.0)
@@ -332,6 +332,12 @@ class Estimator:
         Its place among the estimators the comparison figures draw (the heat
         maps, the sensitivity curves, the clip schedule: 1 is drawn first),
         or None where they leave it out (:func:`featured_estimators`).
+    defaults : mapping
+        Parameter defaults by name (read-only; from ``parameters``).
+    reads_residue : bool
+        Whether it reads :attr:`Groups.residue`, the float residue below which no
+        difference counts: the estimators that sort or take a ``resolution`` (their
+        tie tolerance). Any other gets None (from ``sorts`` and ``parameters``).
     """
 
     name: str
@@ -348,11 +354,13 @@ class Estimator:
     sorts: Literal["values", "order"] | None = None
     colour: str = "#666666"
     featured: int | None = None
+    defaults: Mapping[str, Any] = field(init=False)
+    reads_residue: bool = field(init=False)
 
-    @property
-    def defaults(self) -> dict[str, Any]:
-        """Parameter defaults by name."""
-        return {p.name: p.default for p in self.parameters}
+    def __post_init__(self) -> None:
+        defaults = MappingProxyType({p.name: p.default for p in self.parameters})
+        object.__setattr__(self, "defaults", defaults)  # (a frozen dataclass sets its derived fields so)
+        object.__setattr__(self, "reads_residue", self.sorts is not None or "resolution" in defaults)
 
     def share(self, settings: Mapping[str, Any]) -> dict[str, Any]:
         """The settings among ``settings`` that are its parameters (unchecked; :meth:`bind` checks).
@@ -361,12 +369,6 @@ class Estimator:
         {'ddof': 0}
         """
         return {k: v for k, v in settings.items() if k in self.defaults}
-
-    @property
-    def reads_residue(self) -> bool:
-        """Whether it reads :attr:`Groups.residue`, the float residue below which no difference counts: the
-        estimators that sort or take a ``resolution`` (their tie tolerance). Any other gets None."""
-        return self.sorts is not None or "resolution" in self.defaults
 
     @property
     def order_based(self) -> bool:
@@ -628,10 +630,6 @@ RESOLUTION_PARAM = Parameter(
 )
 
 
-def _none(like: torch.Tensor) -> torch.Tensor:
-    return torch.zeros(like.shape, dtype=torch.bool, device=like.device)
-
-
 def _valid(flags: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """``flags`` restricted to valid samples."""
     return flags if mask is None else flags & mask
@@ -748,7 +746,7 @@ def _grpo(g: Groups, *, eps: float, ddof: int) -> Computed:
     """
     centre, scale = _mean_std(g, ddof)
     adv = (g.rewards - centre.unsqueeze(-1)) / (scale.unsqueeze(-1) + eps)
-    return Computed(adv, centre, scale, _none(centre), None)
+    return Computed(adv, centre, scale, torch.zeros_like(centre, dtype=torch.bool), None)
 
 
 @register(
@@ -765,7 +763,7 @@ def _dr_grpo(g: Groups) -> Computed:
     advantage scales with the rewards and an outlier still moves the mean."""
     centre = masked_mean(g.rewards, g.mask, g.n)
     adv = g.rewards - centre.unsqueeze(-1)
-    return Computed(adv, centre, torch.ones_like(centre), _none(centre), None)
+    return Computed(adv, centre, torch.ones_like(centre), torch.zeros_like(centre, dtype=torch.bool), None)
 
 
 @register(
@@ -794,7 +792,7 @@ def _batch_std(g: Groups, *, eps: float, ddof: int) -> Computed:
     else:
         scale = _batch_std_per_batch(g, ddof)
     adv = (g.rewards - centre.unsqueeze(-1)) / (scale.unsqueeze(-1) + eps)
-    return Computed(adv, centre, scale, _none(centre), None)
+    return Computed(adv, centre, scale, torch.zeros_like(centre, dtype=torch.bool), None)
 
 
 def _batch_std_per_batch(g: Groups, ddof: int) -> torch.Tensor:
@@ -826,7 +824,7 @@ def _rloo(g: Groups) -> Computed:
     n = g.n.to(g.rewards.dtype)
     factor = n / (n - 1).clamp_min(1)
     adv = factor.unsqueeze(-1) * (g.rewards - centre.unsqueeze(-1))
-    return Computed(adv, centre, torch.ones_like(centre), _none(centre), None)
+    return Computed(adv, centre, torch.ones_like(centre), torch.zeros_like(centre, dtype=torch.bool), None)
 
 
 SEED_MAD_CONSTANT = 1.4826
@@ -913,7 +911,7 @@ def _mc_grpo(g: Groups, *, eps: float, compensate_zeros: bool) -> Computed:
         nonzero = _valid(adv.abs() > 1e-6, mask)
         factor = n.to(r.dtype) / nonzero.sum(-1).clamp_min(1).to(r.dtype)
         adv = torch.where(nonzero, adv * factor.unsqueeze(-1), adv)
-    return Computed(adv, centre, scale, _none(centre), None)
+    return Computed(adv, centre, scale, torch.zeros_like(centre, dtype=torch.bool), None)
 
 
 @register(
@@ -1101,7 +1099,7 @@ def _rank(g: Groups, *, resolution: float) -> Computed:
     ranks = soft_midranks(r, mask, _tolerance(g, resolution))
     z = _blom_scores(ranks, n, mask)
     centre = masked_mean(z, mask, n)
-    return Computed(z.sub_(centre.unsqueeze(-1)), centre, torch.ones_like(centre), _none(centre), None)
+    return Computed(z.sub_(centre.unsqueeze(-1)), centre, torch.ones_like(centre), torch.zeros_like(centre, dtype=torch.bool), None)
 
 
 @register(
@@ -1229,7 +1227,7 @@ def _batch_huber(g: Groups, *, c: float, huber_c: float) -> Computed:
     scale = (one if typical is None else torch.where(typical > 0, typical, one)).expand(n.shape)  # (NaN > 0 is False)
     centre = huber_location(r, mask, n, _median(g), scale, c=huber_c)
     adv, clipped = _clip((r - centre.unsqueeze(-1)).div_(scale.unsqueeze(-1)), c)
-    return Computed(adv, centre, scale.clone(), _none(centre), clipped)
+    return Computed(adv, centre, scale.clone(), torch.zeros_like(centre, dtype=torch.bool), clipped)
 
 
 @register(
@@ -1294,7 +1292,7 @@ def _winsor(g: Groups, *, limits: float, eps: float, ddof: int, resolution: floa
     denominator = (scale + eps + t).unsqueeze(-1)
     # winsorizing can make a group constant (G = 5: one value per tail); with eps = t = 0 that is 0/0: those get 0
     adv = w.sub_(centre.unsqueeze(-1)).div_(denominator).masked_fill_(~(denominator > 0), 0.0)
-    return Computed(adv, centre, scale, _none(centre), clipped)
+    return Computed(adv, centre, scale, torch.zeros_like(centre, dtype=torch.bool), clipped)
 
 
 # ---------------------------------------------------------------- entry point
@@ -1515,7 +1513,7 @@ def _per_group(values: torch.Tensor, grouping: Any, est: Estimator, batch: Array
     tie reference ranges (``tie_reference`` as an array) and the batch statistic (``batch_scale``); None where not
     said."""
     B = values.shape[0]
-    batch_ids = _batch_ids(batch, B, grouping, values.device)
+    batch_ids = None if batch is None else _batch_ids(batch, B, grouping, values.device)
     if reference is not None:
         if reference.numel() != B:
             raise ValueError(f"tie_reference has {reference.numel()} ranges but there are {B} groups")
@@ -1531,10 +1529,8 @@ def _per_group(values: torch.Tensor, grouping: Any, est: Estimator, batch: Array
     return batch_ids, reference, scale
 
 
-def _batch_ids(batch: ArrayLike | None, n_rows: int, grouping: Any, device: torch.device) -> torch.Tensor | None:
-    """The batch of each row as ids ``0 .. K-1`` (None: one batch); checked: integers, one per row (or flat reward)."""
-    if batch is None:
-        return None
+def _batch_ids(batch: ArrayLike, n_rows: int, grouping: Any, device: torch.device) -> torch.Tensor:
+    """The batch of each row as ids ``0 .. K-1``; checked: integers, one per row (or flat reward)."""
     ids = np.asarray(batch.detach().cpu().numpy() if isinstance(batch, torch.Tensor) else batch)
     if ids.ndim != 1 or ids.dtype.kind not in "iu":
         raise ValueError(f"batch must be a 1-D sequence of integers (a batch id per group), got dtype {ids.dtype} "
@@ -1822,7 +1818,7 @@ def compute_advantages(
     """
     # 1. the estimator and the call's options, checked before any work
     if method is None:
-        method = recommended_method(reward_range_declared=reward_range is not None)
+        method = RECOMMENDATIONS["any", reward_range is not None]
     est = get_estimator(method)
     bound = est.bind(params, options=ENTRY_OPTIONS)
     bounds, reference = _check_options(tol, singleton, out_of_range, reward_range, tie_reference)

@@ -146,13 +146,11 @@ def check_real(
     hint: str = "",
 ) -> float:
     """A finite real number in ``[minimum, maximum]`` (an open end with ``open_min`` / ``open_max``)."""
-    requirement = f"must be a finite number{_range_text(minimum, maximum, open_min=open_min, open_max=open_max)}"
-    if not is_real(value) or not math.isfinite(float(value)):
-        raise ParamError(name, requirement, value, hint)
-    v = float(value)
+    v = float(value) if is_real(value) else math.nan
     too_low = minimum is not None and (v <= minimum if open_min else v < minimum)
     too_high = maximum is not None and (v >= maximum if open_max else v > maximum)
-    if too_low or too_high:
+    if not math.isfinite(v) or too_low or too_high:
+        requirement = f"must be a finite number{_range_text(minimum, maximum, open_min=open_min, open_max=open_max)}"
         raise ParamError(name, requirement, value, hint)
     return v
 

@@ -67,14 +67,6 @@ NAN_POLICIES: tuple[str, ...] = ("raise", "omit", "propagate")
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
 
 
-def _kind_of(x: Any) -> InputKind:
-    if isinstance(x, torch.Tensor):
-        return "torch"
-    if isinstance(x, np.ndarray):
-        return "numpy"
-    return "list"
-
-
 def as_tensor(x: ArrayLike, name: str = "rewards") -> tuple[torch.Tensor, InputKind]:
     """Convert ``x`` to a floating torch tensor and report the input kind.
 
@@ -98,8 +90,7 @@ def as_tensor(x: ArrayLike, name: str = "rewards") -> tuple[torch.Tensor, InputK
     ValueError
         If ``x`` is complex, holds non-numeric values, or cannot be converted.
     """
-    kind = _kind_of(x)
-    if kind == "torch":
+    if isinstance(x, torch.Tensor):
         t = x.detach()
         if t.is_complex():
             raise ValueError(f"{name} must be real, got a complex tensor ({t.dtype}); pass the real part explicitly")
@@ -107,7 +98,7 @@ def as_tensor(x: ArrayLike, name: str = "rewards") -> tuple[torch.Tensor, InputK
             t = t.float()
         elif not t.is_floating_point():
             t = t.to(torch.get_default_dtype())
-        return t, kind
+        return t, "torch"
     try:
         arr = np.asarray(x)
     except ValueError as err:  # ragged nested lists
@@ -123,7 +114,7 @@ def as_tensor(x: ArrayLike, name: str = "rewards") -> tuple[torch.Tensor, InputK
         arr = arr.astype(np.float32)
     elif arr.dtype.kind != "f":
         arr = arr.astype(np.float64)
-    return torch.from_numpy(np.ascontiguousarray(arr)), kind
+    return torch.from_numpy(np.ascontiguousarray(arr)), "numpy" if isinstance(x, np.ndarray) else "list"
 
 
 def source_dtype(x: ArrayLike, converted: torch.Tensor) -> torch.dtype:

@@ -12,7 +12,10 @@ with an outlier, 0/1, 0/1 with jitter).
 * :func:`resolved_quantile`, twin :func:`robustgrpo.stats.resolved_quantile`: counts by one search where
   a row's weights are 0 and 1 (most rows), the twin's cumulative sum only on rows with partial weights.
 
-The estimators call the kernel; a reader checks the formula on the twin.
+The estimators call the kernel; a reader checks the formula on the twin. Below a size (:data:`TYPICAL_DEVIATION_FROM`,
+:data:`RESOLVED_QUANTILE_FROM`) a kernel hands the call to its twin: there the kernel's set-up costs about
+what it saves, or more (``python -m robustgrpo.bench.kernels --sizes`` times both from :math:`2^{10}` rewards up), so
+a trainer's batch of a few thousand rewards runs the plain definitions.
 """
 
 from __future__ import annotations
@@ -32,7 +35,18 @@ from robustgrpo.stats import (
 )
 from robustgrpo import stats
 
-__all__ = ["typical_deviation", "resolved_quantile"]
+__all__ = ["typical_deviation", "resolved_quantile", "TYPICAL_DEVIATION_FROM", "RESOLVED_QUANTILE_FROM"]
+
+#: The fewest rewards on which :func:`typical_deviation` selects; on fewer its twin runs. Measured with
+#: ``python -m robustgrpo.bench.kernels --sizes`` (one thread; G = 8, 16, 64, 256): the selection is 0.8-2.2x its
+#: twin's speed at 2**10-2**12 rewards and 2.5-7.3x at 2**14, the first size where it buys 2x on every kind of
+#: rewards (6-27x at 2**20).
+TYPICAL_DEVIATION_FROM = 2**14
+#: The fewest values, and the fewest per row, on which :func:`resolved_quantile` counts; elsewhere its twin runs.
+#: Measured the same way: on 2**16 values or fewer the counts are 0.3-0.9x the twin's speed on continuous rewards (the
+#: rows with partial weights cost more than the cumulative sum), and in rows of 8 or 16 they stay at 0.9-1.6x up to
+#: 2**20; in rows of 64 and 256 they are 1.1-5.6x from 2**18 (2.5-6.4x at 2**20, G = 256).
+RESOLVED_QUANTILE_FROM = (2**18, 64)
 
 
 def typical_deviation(
@@ -48,11 +62,11 @@ def typical_deviation(
     The weighted quantile of the batch's resolved deviations lies between two order statistics when the weights
     are 0 and 1 (the cumulative weight at the k-th value of weight 1 is k): a selection finds them in linear
     time (:func:`_ranked_values`) where the twin sorts the batch. The few partial weights (deviations within
-    ``(t, 2t)`` of their median) are sorted apart and merged. Where that does not apply (other devices,
-    autograd, float16, per-batch ``batch``, a non-finite range, many partial weights, a partial weight tied
+    ``(t, 2t)`` of their median) are sorted apart and merged. Where that does not apply (fewer than
+    :data:`TYPICAL_DEVIATION_FROM` rewards, other devices, autograd, float16, per-batch ``batch``, a non-finite range, many partial weights, a partial weight tied
     with a weight-1 value, float32 counts past 2**24) the twin runs.
     """
-    if batch is None and _selectable(x) and bool(torch.isfinite(spread).all()):
+    if x.numel() >= TYPICAL_DEVIATION_FROM and batch is None and _selectable(x) and bool(torch.isfinite(spread).all()):
         # every deviation is finite (|x - m| <= max - min): the quantile by selection, weights only where partial
         u, t = _shrunk_deviations(x, mask, n, spread, residue)
         fast = _resolved_quantile_by_selection(u, t, TIE_REFERENCE_QUANTILE, owned=True)
@@ -311,9 +325,11 @@ def resolved_quantile(sorted_u: torch.Tensor, n: torch.Tensor, t: torch.Tensor, 
     the quantile's position is a count. In float32 a row with a few partial
     weights adds their sum; the other rows with partial weights (float64,
     many of them, or a quantile that falls among them) go through the
-    cumulative sum. Where a tolerance or a valid deviation is not finite (rewards near the float maximum) the
-    twin runs.
+    cumulative sum. Where a tolerance or a valid deviation is not finite (rewards near the float maximum), and on
+    fewer values or shorter rows than :data:`RESOLVED_QUANTILE_FROM` says, the twin runs.
     """
+    if sorted_u.numel() < RESOLVED_QUANTILE_FROM[0] or sorted_u.shape[-1] < RESOLVED_QUANTILE_FROM[1]:
+        return stats.resolved_quantile(sorted_u, t, q)  # (a small batch, or short rows: the twin is as fast)
     if not (bool(torch.isfinite(t).all()) and bool(torch.isfinite(_last_valid(sorted_u, n)).all())):
         return stats.resolved_quantile(sorted_u, t, q)  # (an overflowed deviation or tolerance: the twin)
     G = sorted_u.shape[-1]

@@ -48,12 +48,10 @@ __all__ = [
     "huber_location",
     "winsor_bounds",
     "DEFAULT_RESOLUTION",
-    "value_extremes",
     "value_range",
     "tie_tolerance",
     "RESIDUE_ULPS",
     "HALF_RESIDUE_ULPS",
-    "residue_ulps",
     "residue_tolerance",
     "typical_deviation",
     "segment_quantile",
@@ -716,16 +714,9 @@ def winsor_bounds(
 DEFAULT_RESOLUTION = 1e-3
 
 
-def value_extremes(x: torch.Tensor, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """The smallest and the largest valid value of each row (``+inf`` and ``-inf`` for a row with no valid value)."""
-    return fill_invalid(x, mask, math.inf).amin(-1), fill_invalid(x, mask, -math.inf).amax(-1)
-
-
-def value_range(x: torch.Tensor, mask: torch.Tensor | None,
-                extremes: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-    """``max - min`` of the valid values of each row (0 for a row with no valid value); ``extremes``:
-    :func:`value_extremes` of the same values, where the caller has them."""
-    lo, hi = value_extremes(x, mask) if extremes is None else extremes
+def value_range(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """``max - min`` of the valid values of each row (0 for a row with no valid value)."""
+    lo, hi = fill_invalid(x, mask, math.inf).amin(-1), fill_invalid(x, mask, -math.inf).amax(-1)
     return torch.where(hi >= lo, hi - lo, torch.zeros((), dtype=x.dtype, device=x.device))
 
 
@@ -741,10 +732,6 @@ HALF_RESIDUE_ULPS = 1
 _HALF = (torch.float16, torch.bfloat16)
 
 
-def residue_ulps(dtype: torch.dtype) -> int:
-    """How many machine epsilons of the rewards' magnitude count as float residue in ``dtype``: :data:`RESIDUE_ULPS`,
-    or :data:`HALF_RESIDUE_ULPS` for float16 and bfloat16."""
-    return HALF_RESIDUE_ULPS if dtype in _HALF else RESIDUE_ULPS
 
 #: :func:`typical_deviation` counts a deviation from the median as resolved over this fraction of its group's range.
 TYPICAL_WEIGHT_RESOLUTION = 1e-6
@@ -761,7 +748,7 @@ def residue_tolerance(x: torch.Tensor, mask: torch.Tensor | None, dtype: torch.d
     Rewards that are equal on paper come out of a sum of reward functions
     (or a judge's arithmetic) differing by a unit or two in the last place
     (``0.1 + 0.2 + 0.4`` and ``0.4 + 0.2 + 0.1`` in float32 differ by one
-    ulp). Differences up to :func:`residue_ulps` epsilons of the row's typical
+    ulp). Differences up to k epsilons of the row's typical
     magnitude (the median of its absolute values, which a glitch does not
     move) are that residue. ``dtype`` is the dtype the rewards arrived in
     (float16 and bfloat16 are upcast before any arithmetic, but their
@@ -780,7 +767,8 @@ def residue_tolerance(x: torch.Tensor, mask: torch.Tensor | None, dtype: torch.d
     eps = torch.finfo(dtype).eps
     n = torch.full(x.shape[:-1], x.shape[-1], device=x.device) if mask is None else mask.sum(-1)
     magnitude = median_of_sorted(sort_valid(x.abs(), mask, inplace=True), n)  # (|x| is ours: sorted in place)
-    return (residue_ulps(dtype) * eps) * magnitude
+    k = HALF_RESIDUE_ULPS if dtype in _HALF else RESIDUE_ULPS
+    return (k * eps) * magnitude
 
 
 def typical_deviation(

@@ -20,6 +20,41 @@ from hypothesis import strategies as st
 from robustgrpo import kernels, stats
 
 
+#: The kernels' size gates as the package sets them (read before any test turns them off).
+GATES = (kernels.TYPICAL_DEVIATION_FROM, kernels.RESOLVED_QUANTILE_FROM)
+
+
+@pytest.fixture(autouse=True)
+def kernels_at_every_size(monkeypatch):
+    """The kernels' own paths on every batch of these tests, small ones too: their size gates off (the gates
+    hand a small batch to the twin, which would compare the twin with itself; the gate test turns them back on)."""
+    monkeypatch.setattr(kernels, "TYPICAL_DEVIATION_FROM", 0)
+    monkeypatch.setattr(kernels, "RESOLVED_QUANTILE_FROM", (0, 0))
+
+
+def test_below_their_size_gates_the_kernels_run_their_twins_and_above_them_their_own_paths(monkeypatch):
+    """The gates as the kernels' docstrings state them: fewer rewards than TYPICAL_DEVIATION_FROM (2**14), or fewer
+    values or shorter rows than RESOLVED_QUANTILE_FROM (2**18 in rows of 64), go to the twin alone; at the gate
+    the kernel's selection or counts run. The same bits either way."""
+    assert GATES == (2**14, (2**18, 64))
+    monkeypatch.setattr(kernels, "TYPICAL_DEVIATION_FROM", GATES[0])
+    monkeypatch.setattr(kernels, "RESOLVED_QUANTILE_FROM", GATES[1])
+    calls = []
+    for name in ("_resolved_quantile_by_selection", "_quantile_at_unit_weights"):
+        own = getattr(kernels, name)
+        monkeypatch.setattr(kernels, name, lambda *a, _own=own, _name=name, **k: calls.append(_name) or _own(*a, **k))
+    gen = torch.Generator().manual_seed(11)
+    for (B, G), selects in (((1023, 16), False), ((1024, 16), True)):
+        calls.clear()
+        assert _same(*_both(_family("0/1 + jitter", B, G, gen)))
+        assert calls == (["_resolved_quantile_by_selection"] if selects else []), (B, G)
+    for (B, G), counts in (((4095, 64), False), ((16384, 16), False), ((4096, 64), True)):
+        calls.clear()
+        su, n, t = _sorted_deviations(_family("0/1", B, G, gen), None, 1e-3)
+        assert _same(kernels.resolved_quantile(su, n, t, 0.5), stats.resolved_quantile(su, t, 0.5))
+        assert calls == (["_quantile_at_unit_weights"] if counts else []), (B, G)
+
+
 def _same(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
     """Bit-for-bit equality (None only with None; dtype and shape too)."""
     if a is None or b is None:

@@ -17,7 +17,7 @@ import torch
 
 from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.advantages import RECOMMENDED, REWARD_KINDS, SilencedGroupsWarning, recommended_method
-from robustgrpo.stats import HALF_RESIDUE_ULPS, RESIDUE_ULPS, residue_tolerance, residue_ulps
+from robustgrpo.stats import HALF_RESIDUE_ULPS, RESIDUE_ULPS, residue_tolerance
 
 
 def _lone(G: int, success: bool) -> torch.Tensor:
@@ -138,7 +138,9 @@ def test_half_precision_scores_with_an_offset_keep_their_signal(dtype):
     """Reward-model scores 5 + 0.05 z (bfloat16: spacing 2**-5 there) or 20 + 0.05 z (float16: spacing 2**-6): one
     spacing is what one rounding of equal values produces, and ties; two spacings are signal. Before, 4 eps of the
     magnitude (0.125 at 5 in bfloat16) tied every group of the batch, silently."""
-    assert residue_ulps(dtype) == HALF_RESIDUE_ULPS == 1 and residue_ulps(torch.float32) == RESIDUE_ULPS == 4
+    ones = torch.ones(1, 2)  # (a magnitude of 1: the residue is k epsilons, k = 1 in half precision, 4 in float32)
+    assert float(residue_tolerance(ones, None, dtype)) == HALF_RESIDUE_ULPS * torch.finfo(dtype).eps and HALF_RESIDUE_ULPS == 1
+    assert float(residue_tolerance(ones, None)) == RESIDUE_ULPS * torch.finfo(torch.float32).eps and RESIDUE_ULPS == 4
     centre = 5.0 if dtype == torch.bfloat16 else 20.0
     spacing = float(torch.tensor(centre, dtype=dtype).nextafter(torch.tensor(np.inf, dtype=dtype)) - centre)
     one, two = torch.tensor([[centre, centre + spacing]], dtype=dtype), torch.tensor([[centre, centre + 2 * spacing]], dtype=dtype)

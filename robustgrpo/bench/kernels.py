@@ -6,11 +6,16 @@
 ratio twin / kernel (the median of the per-repeat ratios) with the load average. The rule of
 :mod:`robustgrpo.kernels`: a kernel stays while it buys at least :data:`KEEP_RATIO` on some shape and kind of
 rewards; the table marks the rows under it and names a kernel under it on every row. Each row also says whether the kernel and its twin gave the same bits.
+
+``python -m robustgrpo.bench.kernels --sizes`` times the same pairs from :math:`2^{10}` to :math:`2^{20}` rewards
+(:data:`SIZE_SHAPES`) with the kernels' size gates off (:data:`robustgrpo.kernels.TYPICAL_DEVIATION_FROM`,
+:data:`robustgrpo.kernels.RESOLVED_QUANTILE_FROM`): the rows those gates are read from.
 """
 
 from __future__ import annotations
 
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
@@ -21,12 +26,14 @@ from robustgrpo import kernels, stats
 from robustgrpo.bench._common import load_average, load_text
 from robustgrpo.bench.estimators import BENCH_REWARDS, bench_rewards
 
-__all__ = ["KEEP_RATIO", "KERNEL_SHAPES", "KERNEL_PAIRS", "KernelRow", "run_kernel_benchmark", "format_kernel_table"]
+__all__ = ["KEEP_RATIO", "KERNEL_SHAPES", "SIZE_SHAPES", "KERNEL_PAIRS", "KernelRow", "run_kernel_benchmark", "format_kernel_table"]
 
 #: A kernel stays only while it is at least this many times faster than its twin on some row (a size users meet).
 KEEP_RATIO = 2.0
 #: The shapes timed: :math:`2^{20}` rewards each.
 KERNEL_SHAPES: tuple[tuple[int, int], ...] = ((65536, 16), (4096, 256))
+#: The shapes ``--sizes`` times: 2**10 to 2**20 rewards at G = 8, 16, 64 and 256.
+SIZE_SHAPES: tuple[tuple[int, int], ...] = tuple((2**k // G, G) for G in (8, 16, 64, 256) for k in range(10, 21, 2))
 
 
 def _typical_deviation_args(rewards: torch.Tensor) -> tuple:
@@ -72,10 +79,17 @@ def _same_bits(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
 
 
 def run_kernel_benchmark(shapes: Sequence[tuple[int, int]] = KERNEL_SHAPES, kinds: Sequence[str] = BENCH_REWARDS,
-                         repeats: int = 5, seed: int = 0) -> list[KernelRow]:
-    """Time every kernel of :data:`KERNEL_PAIRS` against its twin at one torch thread (restored afterwards)."""
+                         repeats: int = 5, seed: int = 0, gates: bool = True) -> list[KernelRow]:
+    """Time every kernel of :data:`KERNEL_PAIRS` against its twin at one torch thread (restored afterwards).
+
+    ``gates=False`` turns the kernels' size gates off for the run (restored afterwards),
+    so that the kernels' own paths are timed on small shapes too.
+    """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    saved = kernels.TYPICAL_DEVIATION_FROM, kernels.RESOLVED_QUANTILE_FROM
+    if not gates:
+        kernels.TYPICAL_DEVIATION_FROM, kernels.RESOLVED_QUANTILE_FROM = 0, (0, 0)
     rows = []
     try:
         for name, (kernel, twin, arguments) in KERNEL_PAIRS.items():
@@ -94,6 +108,7 @@ def run_kernel_benchmark(shapes: Sequence[tuple[int, int]] = KERNEL_SHAPES, kind
                                           statistics.median(times["twin"]), ratio, same))
     finally:
         torch.set_num_threads(threads)
+        kernels.TYPICAL_DEVIATION_FROM, kernels.RESOLVED_QUANTILE_FROM = saved
     return rows
 
 
@@ -112,4 +127,12 @@ def format_kernel_table(rows: Sequence[KernelRow], load: tuple[float, ...] | Non
 
 
 if __name__ == "__main__":  # pragma: no cover - the command
-    print(format_kernel_table(run_kernel_benchmark(), load_average()))
+    if sys.argv[1:] == ["--sizes"]:
+        # (small shapes repeated more: about as many rewards timed as on one 2**20 shape, at most 40 times as often)
+        rows = [row for B, G in SIZE_SHAPES
+                for row in run_kernel_benchmark([(B, G)], repeats=5 * min(40, 2**20 // (B * G)), gates=False)]
+        print(format_kernel_table(rows, load_average()))
+    elif sys.argv[1:]:
+        sys.exit("usage: python -m robustgrpo.bench.kernels [--sizes]")
+    else:
+        print(format_kernel_table(run_kernel_benchmark(), load_average()))
