@@ -1285,7 +1285,8 @@ def _winsor(g: Groups, *, limits: float, eps: float, ddof: int, resolution: floa
     t = _tolerance(g, resolution)
     # resolving is monotone in the reward, so the bounds are the resolved order statistics of the sorted rewards
     low, high = (resolve_towards(v.unsqueeze(-1), centre0, t) for v in winsor_bounds(ordered, n, limits, limits))
-    w = resolve_towards(r, centre0, t, out=ordered)  # (the sorted rewards are spent: w takes their memory)
+    del ordered  # (spent: w takes its memory)
+    w = resolve_towards(r, centre0, t)
     clipped = _valid((w < low).logical_or_(w > high), mask)  # the values winsorizing moves (low <= high)
     w = torch.minimum(torch.maximum(w, low, out=w), high, out=w)
     centre, scale = _mean_std(Groups(w, mask, n), ddof)

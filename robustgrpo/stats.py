@@ -1293,17 +1293,15 @@ def _unsort(values: torch.Tensor, order: torch.Tensor, out: torch.Tensor) -> tor
     return out
 
 
-def resolve_towards(x: torch.Tensor, centre: torch.Tensor, t: torch.Tensor, *, out: torch.Tensor | None = None
-                    ) -> torch.Tensor:
+def resolve_towards(x: torch.Tensor, centre: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     r"""Values with their near-ties to ``centre`` resolved: :math:`c + \operatorname{shrink}(x - c, t)`.
 
     Values within ``t`` of the centre become the centre exactly; the others
     move ``t`` towards it. Continuous, and monotone in ``x``. Computed as
     :math:`c + (d - \operatorname{clip}(d, -t, t))` with :math:`d = x - c`,
-    the same numbers (:math:`d \mp t` rounds as :math:`\pm(|d| - t)` does),
-    in ``out`` when given (``x``'s shape) with one temporary of that size.
+    the same numbers (:math:`d \mp t` rounds as :math:`\pm(|d| - t)` does).
     """
     c = centre.unsqueeze(-1)
     tt = t.unsqueeze(-1)
-    d = torch.sub(x, c, out=out)
+    d = x - c
     return d.sub_(torch.clamp(d, -tt, tt)).add_(c)
