@@ -458,6 +458,22 @@ def _core_no_range(table: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------ the multi-token figures
 
 
+def _extreme_pair(values: pd.Series, extreme: str, digits: int) -> str:
+    """Where ``values`` (indexed by judge and arm) is highest (``extreme="max"``) or lowest, as a takeaway writes it:
+    the value at ``digits`` decimals and its judge-arm pair, with the count of the pairs that show the same value at
+    those decimals where there are several ("4.0, shared by 8 judge-arm pairs, among them rank under the judge ...").
+
+    >>> v = pd.Series([4.01, 3.99, 5.0], index=pd.MultiIndex.from_tuples([("j", "a"), ("j", "b"), ("k", "a")]))
+    >>> _extreme_pair(v, "min", 1), _extreme_pair(v, "max", 1)
+    ('4.0, shared by 2 judge-arm pairs, among them b under the judge “j”', '5.0, a under the judge “k”')
+    """
+    at = values.idxmax() if extreme == "max" else values.idxmin()
+    shown = values.round(digits)
+    tied = int((shown == shown.loc[at]).sum())
+    pair = f"{at[1]} under the judge “{at[0]}”"
+    return f"{values.loc[at]:.{digits}f}, " + (pair if tied == 1 else f"shared by {tied} judge-arm pairs, among them {pair}")
+
+
 def _composite_bands(table: pd.DataFrame, metrics: Sequence[str], by: Sequence[str]) -> pd.DataFrame:
     return pd.concat([seed_bands(table, m, by=list(by)).assign(metric=m) for m in metrics], ignore_index=True)
 
@@ -486,7 +502,8 @@ def composite_curves_figure(record: str | os.PathLike[str] | pd.DataFrame | None
     -------
     ReportFigure
         Named after ``metric`` (:data:`COMPOSITE_CURVES`); its takeaway names the arm and judge with the highest
-        (lowest, for the length) end value, the mean over the last :data:`END_FRACTION` of training.
+        (lowest, for the length) end value, the mean over the last :data:`END_FRACTION` of training, and how many
+        judge-arm pairs share that value as the takeaway writes it.
     """
     metric = check_choice("metric", metric, list(COMPOSITE_CURVES))
     name, summary, extreme = COMPOSITE_CURVES[metric]
@@ -499,13 +516,12 @@ def composite_curves_figure(record: str | os.PathLike[str] | pd.DataFrame | None
                           row_labels={r: f"{COMPOSITE_LABELS[metric]}\n{r}" for r in ranges},
                           title=f"Multi-token GRPO runs on a composite reward: {COMPOSITE_LABELS[metric]}")
     final = composite_final_table(core).set_index(["judge", "arm"])
-    at = final[summary].idxmax() if extreme == "max" else final[summary].idxmin()
     digits = 1 if metric == "length" else 3
     caption = (f"{COMPOSITE_LABELS[metric]} over training for the six estimators (colour), a column per judge, top "
                f"row {ranges[0]}, bottom row {ranges[-1]}: seed mean and 2-se band over {int(core['seed'].nunique())} "
                "seeds" + ("; P(correct) is exact on the held-out prompts." if metric == "correct_prob" else "."))
     takeaway = (f"The {'highest' if extreme == 'max' else 'lowest'} {COMPOSITE_SUMMARIES[summary]} is "
-                f"{final.loc[at, summary]:.{digits}f}, {at[1]} under the judge “{at[0]}”.")
+                f"{_extreme_pair(final[summary], extreme, digits)}.")
     return ReportFigure(name, fig, caption, bands, takeaway)
 
 
