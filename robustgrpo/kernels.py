@@ -42,11 +42,12 @@ __all__ = ["typical_deviation", "resolved_quantile", "TYPICAL_DEVIATION_FROM", "
 #: twin's speed at 2**10-2**12 rewards and 2.5-7.3x at 2**14, the first size where it buys 2x on every kind of
 #: rewards (6-27x at 2**20).
 TYPICAL_DEVIATION_FROM = 2**14
-#: The fewest values, and the fewest per row, on which :func:`resolved_quantile` counts; elsewhere its twin runs.
-#: Measured the same way: on 2**16 values or fewer the counts are 0.3-0.9x the twin's speed on continuous rewards (the
-#: rows with partial weights cost more than the cumulative sum), and in rows of 8 or 16 they stay at 0.9-1.6x up to
-#: 2**20; in rows of 64 and 256 they are 1.1-5.6x from 2**18 (2.5-6.4x at 2**20, G = 256).
-RESOLVED_QUANTILE_FROM = (2**18, 64)
+#: The fewest values on which :func:`resolved_quantile` counts; on fewer its twin runs. Measured the same way: on
+#: 2**16 values or fewer the counts are 0.3-0.9x the twin's speed on continuous rewards (the rows with partial weights
+#: cost more than the cumulative sum); from 2**18 they are 0.9-1.6x in rows of 8 or 16 and 1.1-5.6x in rows of 64 and
+#: 256. They also hold less memory: at 2**20 float32 rewards in rows of 16 the twin's cumulative weights would raise
+#: ``robust``'s and ``huber_m``'s peak to 5.2 inputs beyond the input (3.8 with the counts; the target is 4).
+RESOLVED_QUANTILE_FROM = 2**18
 
 
 def typical_deviation(
@@ -326,10 +327,10 @@ def resolved_quantile(sorted_u: torch.Tensor, n: torch.Tensor, t: torch.Tensor, 
     weights adds their sum; the other rows with partial weights (float64,
     many of them, or a quantile that falls among them) go through the
     cumulative sum. Where a tolerance or a valid deviation is not finite (rewards near the float maximum), and on
-    fewer values or shorter rows than :data:`RESOLVED_QUANTILE_FROM` says, the twin runs.
+    fewer than :data:`RESOLVED_QUANTILE_FROM` values, the twin runs.
     """
-    if sorted_u.numel() < RESOLVED_QUANTILE_FROM[0] or sorted_u.shape[-1] < RESOLVED_QUANTILE_FROM[1]:
-        return stats.resolved_quantile(sorted_u, t, q)  # (a small batch, or short rows: the twin is as fast)
+    if sorted_u.numel() < RESOLVED_QUANTILE_FROM:
+        return stats.resolved_quantile(sorted_u, t, q)  # (a small batch: the twin is as fast)
     if not (bool(torch.isfinite(t).all()) and bool(torch.isfinite(_last_valid(sorted_u, n)).all())):
         return stats.resolved_quantile(sorted_u, t, q)  # (an overflowed deviation or tolerance: the twin)
     G = sorted_u.shape[-1]

@@ -375,53 +375,38 @@ def _huber_proposal2_rows(
     else:
         u, valid, shift_r, unit_r, nf, floor, loc, scl = _take(rows, x, mask, shift, unit, n, floor_all, out_loc, out_scale)
         u = u.sub_(shift_r.unsqueeze(-1))  # (a copy of the rows)
-    u = u.div_(unit_r.unsqueeze(-1))
+    u = u.div_(unit_r.unsqueeze(-1)).contiguous()  # (the steps' sums run over contiguous rows, whatever x's layout)
     u = u if valid is None else u.masked_fill_(~valid, 0)
     nf = nf.to(x.dtype)
 
-    # the steps' temporaries of the rows' size, allocated once: a fresh one per step costs more than the step's
-    # own arithmetic where the memory comes back from the system each time (page faults)
-    floats = torch.empty((2, *u.shape), dtype=u.dtype, device=u.device)
-    flags = torch.empty((4, *u.shape), dtype=torch.bool, device=u.device)
-    now = _huber_objective(u, valid, nf, loc, scl, c, gamma, work=floats)  # F at the current point, carried between steps
+    now = _huber_objective(u, valid, nf, loc, scl, c, gamma)  # F at the current point, carried between steps
     stuck = torch.zeros_like(rows)  # consecutive steps without an exact step, per row
     for _ in range(maxiter):
         if rows.numel() == 0:
             break
-        work, (above, inside, below, _) = floats[:, : len(rows)], flags[:, : len(rows)]
         cs = c * scl.unsqueeze(-1)
-        dev = torch.sub(u, loc.unsqueeze(-1), out=work[0])
-        torch.gt(dev, cs, out=above), torch.lt(dev, -cs, out=below)  # (|dev| > cs on either side: cs >= 0)
+        dev = u - loc.unsqueeze(-1)
+        above, below = dev > cs, dev < -cs  # (|dev| > cs on either side: cs >= 0)
         outside = above.logical_or_(below)
-        torch.logical_not(outside, out=inside)
+        inside = ~outside
         if valid is not None:
             inside.logical_and_(valid), outside.logical_and_(valid), below.logical_and_(valid)
         # |U| - |L| = (|U| + |L|) - 2 |L|, counted (exact: the sum of signs it stands for is an integer)
         above_minus_below = (count_true(outside) - 2 * count_true(below)).to(u.dtype)
-        del below
+        del dev, above, below  # (freed before the step's own temporaries)
         # the exact step for this split, taken where it exists and does not raise the objective
-        new_loc, new_scale, solvable = _huber_split_solution(u, inside, above_minus_below, nf, floor, c, gamma, work=work)
-        new_f = _huber_objective(u, valid, nf, new_loc, torch.where(solvable, new_scale, one), c, gamma, work=work)
+        new_loc, new_scale, solvable = _huber_split_solution(u, inside, above_minus_below, nf, floor, c, gamma)
+        new_f = _huber_objective(u, valid, nf, new_loc, torch.where(solvable, new_scale, one), c, gamma)
         jump = solvable & (new_f <= now + slack * now.abs())
         grown = torch.zeros_like(jump)
-        if not bool(jump.all()) and 4 * int(count_true(jump)) <= len(rows):
-            # three rows in four or more (0/1 groups' first step): the grown step on every row, in the buffers
-            # (below's is free), instead of copies of most of them
-            dev = torch.sub(u, loc.unsqueeze(-1), out=work[0])
-            lg, sg, fg, ok = _huber_grown_step(u, valid, nf, floor, dev, cs, inside, outside, above_minus_below, now,
-                                               c, gamma, slack, work=work, flags=flags[2:, : len(rows)])
-            grown = ok & ~jump
-            new_loc, new_scale, new_f = (torch.where(jump, a, b) for a, b in ((new_loc, lg), (new_scale, sg), (new_f, fg)))
-        elif not bool(jump.all()):
-            # (also where the split's exact step exists but raises F: a cluster just outside the clip point, whose
-            # split's denominator is small and its solution far off; the plain step would creep towards it)
+        if not bool(jump.all()):
+            # the grown step on the other rows (also where the split's exact step exists but raises F: a cluster just
+            # outside the clip point, whose split's denominator is small and its solution far off; the plain step
+            # would creep towards it)
             grow = torch.nonzero(~jump).squeeze(-1)
             ug, vg, nfg, flg, locg = _take(grow, u, valid, nf, floor, loc)
             taken = _take(grow, cs, inside, outside, above_minus_below, now)
-            # (the gathered rows' temporaries in the buffers too: the exact step's are spent, below's is free)
-            wg = work[:, : len(grow)]
-            lg, sg, fg, ok = _huber_grown_step(ug, vg, nfg, flg, torch.sub(ug, locg.unsqueeze(-1), out=wg[0]), *taken,
-                                               c, gamma, slack, work=wg, flags=flags[2:, : len(grow)])
+            lg, sg, fg, ok = _huber_grown_step(ug, vg, nfg, flg, ug - locg.unsqueeze(-1), *taken, c, gamma, slack)
             for v, w in ((new_loc, lg), (new_scale, sg), (new_f, fg), (grown, ok)):
                 v.index_copy_(0, grow, w)
             del ug, vg, taken  # (copies of rows: not held through the plain step)
@@ -462,14 +447,13 @@ def _take(index: torch.Tensor, *tensors: torch.Tensor | None) -> tuple[torch.Ten
 
 
 def _huber_objective(u: torch.Tensor, valid: torch.Tensor | None, nf: torch.Tensor, loc: torch.Tensor,
-                     scl: torch.Tensor, c: float, gamma: float, work: torch.Tensor | None = None) -> torch.Tensor:
+                     scl: torch.Tensor, c: float, gamma: float) -> torch.Tensor:
     r"""Huber's jointly convex objective :math:`F(\mu, s)` of :func:`huber_proposal2`, per row.
 
     :math:`\rho_c(z) = m (2|z| - m) / 2` with :math:`m = \min(|z|, c)` (Huber 1981, section 7.7).
-    ``work`` (optional, ``[2, *u.shape]``) holds the temporaries.
     """
-    z = torch.sub(u, loc.unsqueeze(-1), out=None if work is None else work[0]).div_(scl.unsqueeze(-1)).abs_()
-    m = torch.clamp_max(z, c, out=None if work is None else work[1])
+    z = (u - loc.unsqueeze(-1)).div_(scl.unsqueeze(-1)).abs_()
+    m = torch.clamp_max(z, c)
     rho = z.mul_(2).sub_(m).mul_(m)
     total = (rho if valid is None else rho.masked_fill_(~valid, 0)).sum(-1)
     return scl * (0.5 * total + 0.5 * (nf - 1) * gamma)
@@ -478,8 +462,7 @@ def _huber_objective(u: torch.Tensor, valid: torch.Tensor | None, nf: torch.Tens
 def _huber_grown_step(
     u: torch.Tensor, valid: torch.Tensor | None, nf: torch.Tensor, floor: torch.Tensor, dev: torch.Tensor,
     cs: torch.Tensor, inside: torch.Tensor, outside: torch.Tensor, above_minus_below: torch.Tensor,
-    now: torch.Tensor, c: float, gamma: float, slack: float, work: torch.Tensor | None = None,
-    flags: torch.Tensor | None = None,
+    now: torch.Tensor, c: float, gamma: float, slack: float,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """For rows whose split has no exact solution (the scale must grow): the exact step of the split
     with the nearest outside value(s) taken inside, or of the split with every value inside, whichever
@@ -487,31 +470,21 @@ def _huber_grown_step(
 
     Returns the location, scale and objective of that step and where it is taken: only where it
     lowers the objective strictly (its point is not a fixed point unless the next step's own split
-    confirms it). ``work`` (``[2, *u.shape]``, ``dev`` in its first slot) and ``flags`` (``[2, *u.shape]``
-    booleans), optional, hold the temporaries.
+    confirms it).
     """
     one = torch.ones((), dtype=u.dtype, device=u.device)
-    if work is None:
-        excess = torch.where(outside, dev.abs() - cs, math.inf)
-        nearest = outside & (excess <= excess.min(-1, keepdim=True).values)
-        signs = torch.sign(dev).mul_(as_weights(nearest, u.dtype))
-        grown, every = inside | nearest, torch.ones_like(inside) if valid is None else valid
-    else:
-        excess = torch.abs(dev, out=work[1]).sub_(cs)
-        excess = torch.where(outside, excess, torch.full((), math.inf, dtype=u.dtype, device=u.device), out=excess)
-        nearest = torch.le(excess, excess.min(-1, keepdim=True).values, out=flags[0]).logical_and_(outside)
-        signs = torch.sign(dev, out=work[1]).mul_(nearest)  # (x 0 or 1, as the weights: the same sum)
-        grown, every = torch.logical_or(inside, nearest, out=flags[1]), None
+    excess = torch.where(outside, dev.abs() - cs, math.inf)
+    nearest = outside & (excess <= excess.min(-1, keepdim=True).values)
+    signs = torch.sign(dev).mul_(as_weights(nearest, u.dtype))
     amb = above_minus_below - signs.sum(-1)
-    loc, scl, ok = _huber_split_solution(u, grown, amb, nf, floor, c, gamma, work=work)
-    f = _huber_objective(u, valid, nf, loc, torch.where(ok, scl, one), c, gamma, work=work)
+    loc, scl, ok = _huber_split_solution(u, inside | nearest, amb, nf, floor, c, gamma)
+    f = _huber_objective(u, valid, nf, loc, torch.where(ok, scl, one), c, gamma)
     ok = ok & (f < now - slack * now.abs())
     # every value inside: where the outside values are a tight cluster (0/1 rewards with jitter), taking in the
     # nearest one fails again and again, and the plain step creeps towards this split
-    if every is None:
-        every = flags[0].fill_(True) if valid is None else valid
-    loc_all, scl_all, ok_all = _huber_split_solution(u, every, torch.zeros_like(amb), nf, floor, c, gamma, work=work)
-    f_all = _huber_objective(u, valid, nf, loc_all, torch.where(ok_all, scl_all, one), c, gamma, work=work)
+    every = torch.ones_like(inside) if valid is None else valid
+    loc_all, scl_all, ok_all = _huber_split_solution(u, every, torch.zeros_like(amb), nf, floor, c, gamma)
+    f_all = _huber_objective(u, valid, nf, loc_all, torch.where(ok_all, scl_all, one), c, gamma)
     ok_all = ok_all & (f_all < now - slack * now.abs())
     better = ok_all & (~ok | (f_all < f))
     return (torch.where(better, loc_all, loc), torch.where(better, scl_all, scl), torch.where(better, f_all, f),
@@ -544,7 +517,6 @@ def _huber_split_solution(
     floor: torch.Tensor,
     c: float,
     gamma: float,
-    work: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     r"""Proposal 2's fixed point for one split of the values (see :func:`huber_proposal2`).
 
@@ -554,16 +526,12 @@ def _huber_split_solution(
 
     The sums over I multiply by the flags (:func:`as_weights`) instead of
     selecting with ``torch.where``, several times slower on the CPU where the
-    flags change from value to value. ``work`` (optional, ``[2, *u.shape]``)
-    holds the temporaries.
+    flags change from value to value.
     """
-    if work is None:
-        weight, spare = as_weights(inside, u.dtype), None
-    else:
-        weight, spare = work[1].copy_(inside.view(torch.uint8)), work[0]
+    weight = as_weights(inside, u.dtype)
     n_in = weight.sum(-1)
-    mean_in = torch.mul(u, weight, out=spare).sum(-1) / n_in.clamp_min(1)
-    ss_in = torch.sub(u, mean_in.unsqueeze(-1), out=spare).square_().mul_(weight).sum(-1)
+    mean_in = (u * weight).sum(-1) / n_in.clamp_min(1)
+    ss_in = (u - mean_in.unsqueeze(-1)).square_().mul_(weight).sum(-1)
     b = c * above_minus_below.to(u.dtype) / n_in.clamp_min(1)
     denom = (nf - 1) * gamma - n_in * b.square() - (nf - n_in) * c * c
     scale = torch.maximum(torch.sqrt(ss_in / torch.where(denom > 0, denom, 1.0)), floor)

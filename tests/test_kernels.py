@@ -29,14 +29,14 @@ def kernels_at_every_size(monkeypatch):
     """The kernels' own paths on every batch of these tests, small ones too: their size gates off (the gates
     hand a small batch to the twin, which would compare the twin with itself; the gate test turns them back on)."""
     monkeypatch.setattr(kernels, "TYPICAL_DEVIATION_FROM", 0)
-    monkeypatch.setattr(kernels, "RESOLVED_QUANTILE_FROM", (0, 0))
+    monkeypatch.setattr(kernels, "RESOLVED_QUANTILE_FROM", 0)
 
 
 def test_below_their_size_gates_the_kernels_run_their_twins_and_above_them_their_own_paths(monkeypatch):
     """The gates as the kernels' docstrings state them: fewer rewards than TYPICAL_DEVIATION_FROM (2**14), or fewer
-    values or shorter rows than RESOLVED_QUANTILE_FROM (2**18 in rows of 64), go to the twin alone; at the gate
+    values than RESOLVED_QUANTILE_FROM (2**18), go to the twin alone; at the gate
     the kernel's selection or counts run. The same bits either way."""
-    assert GATES == (2**14, (2**18, 64))
+    assert GATES == (2**14, 2**18)
     monkeypatch.setattr(kernels, "TYPICAL_DEVIATION_FROM", GATES[0])
     monkeypatch.setattr(kernels, "RESOLVED_QUANTILE_FROM", GATES[1])
     calls = []
@@ -48,7 +48,7 @@ def test_below_their_size_gates_the_kernels_run_their_twins_and_above_them_their
         calls.clear()
         assert _same(*_both(_family("0/1 + jitter", B, G, gen)))
         assert calls == (["_resolved_quantile_by_selection"] if selects else []), (B, G)
-    for (B, G), counts in (((4095, 64), False), ((16384, 16), False), ((4096, 64), True)):
+    for (B, G), counts in (((4095, 64), False), ((16384, 16), True), ((4096, 64), True)):
         calls.clear()
         su, n, t = _sorted_deviations(_family("0/1", B, G, gen), None, 1e-3)
         assert _same(kernels.resolved_quantile(su, n, t, 0.5), stats.resolved_quantile(su, t, 0.5))

@@ -89,7 +89,7 @@ def run_kernel_benchmark(shapes: Sequence[tuple[int, int]] = KERNEL_SHAPES, kind
     torch.set_num_threads(1)
     saved = kernels.TYPICAL_DEVIATION_FROM, kernels.RESOLVED_QUANTILE_FROM
     if not gates:
-        kernels.TYPICAL_DEVIATION_FROM, kernels.RESOLVED_QUANTILE_FROM = 0, (0, 0)
+        kernels.TYPICAL_DEVIATION_FROM = kernels.RESOLVED_QUANTILE_FROM = 0
     rows = []
     try:
         for name, (kernel, twin, arguments) in KERNEL_PAIRS.items():
