@@ -6,50 +6,11 @@ there as ``robustgrpo_<name>`` (:func:`verl_name`): ``robustgrpo_robust``,
 ``robustgrpo_huber_m``, ``robustgrpo_grpo``... (verl routes ``grpo`` to its own function, so
 ours need names of their own).
 
-Turning it on
--------------
-1. Installing robustgrpo registers the names in every process that imports verl: it declares
-   a ``verl.plugins`` entry point (:mod:`robustgrpo.integrations.verl_plugin`) that verl
-   imports whenever it is imported, in the driver and in every Ray worker. With
-   ``VERL_USE_EXTERNAL_PLUGINS=none``, set
-   ``VERL_USE_EXTERNAL_MODULES=robustgrpo.integrations.verl_plugin``, or call
-   :func:`register_estimators` and :func:`install_hooks` yourself before training.
-2. Choose the estimator and its settings on the command line::
-
-       python -m verl.trainer.main_ppo algorithm.adv_estimator=robustgrpo_robust \
-           +algorithm.robustgrpo.c=2.5 '+algorithm.robustgrpo.reward_range=[0,1]' ...
-
-Settings (``algorithm.robustgrpo``)
------------------------------------
-The estimator's parameters (``ESTIMATORS[method].parameters``), and:
-
-``reward_range``, ``out_of_range``
-    passed to :func:`~robustgrpo.advantages.compute_advantages` (a judge glitch outside
-    ``[0, 1]`` is masked out of its group);
-``nan_policy``
-    ``"raise"`` (default: a non-finite score stops the step, naming its batch row) or
-    ``"omit"`` (such rows are left out of their groups and get advantage 0);
-``drop_pivot``
-    MC-GRPO's recipe: with ``actor_rollout_ref.rollout.n = G + 1`` (odd), each group's median
-    ("pivot") response gets advantage 0 and its ``response_mask`` row is zeroed, so neither its
-    policy term nor its KL or entropy term reaches the loss. verl's v1 trainer
-    (``trainer.use_v1=true``, the default of verl 0.9) writes back only the advantages, so
-    there the pivot's mask cannot be changed: ``drop_pivot`` needs ``trainer.use_v1=false``
-    and is refused otherwise.
-
-verl's own settings that apply: ``norm_adv_by_std_in_grpo=false`` turns ``robustgrpo_grpo``
-into Dr. GRPO (verl's meaning, no std division) and is refused with any other estimator
-(they have their own scaling); ``gdpo_reward_keys`` (and ``gdpo_reward_weights``) normalise
-each reward key with the estimator, then sum and whiten over the batch's tokens as verl's
-``gdpo`` (:func:`~robustgrpo.multireward.compute_multi_reward_advantages`; with
-``robustgrpo_grpo`` it is verl's ``gdpo``).
-
-Every setting is checked when the trainer starts (verl's ``validate_config``, in the driver)
-and again at the first call, before any advantage is used: an unknown key inside
-``algorithm.robustgrpo``, a section that looks like it (``algorithm.robust_grpo``), an
-``algorithm.robustgrpo`` that verl would ignore (``adv_estimator`` not a robustgrpo one), or a
-wrong type or shape is a one-line ``ValueError`` naming the key. Row numbers in errors are
-rows of verl's batch.
+How to turn it on, the settings (``algorithm.robustgrpo``: the estimator's parameters, ``reward_range``,
+``out_of_range``, ``nan_policy``, ``drop_pivot``; verl's ``norm_adv_by_std_in_grpo`` and ``gdpo_reward_keys``),
+the metrics it logs and how to check that the plug-in loaded: README, "In your trainer". Every setting is checked
+when the trainer starts (verl's ``validate_config``) and again at the first call: a wrong one is a one-line
+``ValueError`` naming the key; row numbers in errors are rows of verl's batch.
 
 How it reaches verl
 -------------------
@@ -82,15 +43,6 @@ the ``robustgrpo_*`` estimators and otherwise handing over to verl's own:
   they reach every backend of ``trainer.logger`` (console, wandb, TensorBoard, file...). The
   estimator computes them on the driver, where both trainers compute advantages and log; the last
   computation before the record is the one logged.
-
-Checking the plug-in
---------------------
-``python -c "import verl.trainer.ppo.core_algos as c; print(sorted(n for n in c.ADV_ESTIMATOR_REGISTRY if
-n.startswith('robustgrpo_')))"`` lists the names the plug-in registered. verl swallows a plug-in
-that fails to import (a debug line); this one logs a warning first
-(:mod:`robustgrpo.integrations.verl_plugin`: ``robustgrpo: the verl plug-in failed to import
-...``), and the trainer then stops at its first advantage with verl's ``ValueError: Unknown
-advantage estimator simply: robustgrpo_<name>``.
 
 The hooks patch a module when it is imported (an import hook), so importing robustgrpo never
 imports verl's trainers. This module imports verl only in :func:`register_estimators` and
