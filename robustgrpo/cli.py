@@ -40,7 +40,7 @@ import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
-from robustgrpo.advantages import describe_estimators
+from robustgrpo.lab.catalogue import describe_estimators
 from robustgrpo.checks import check_seed, did_you_mean, flags_for_settings
 from robustgrpo.lab.files import make_folder, terminal_text
 from robustgrpo.lab.machine import CONNECT_TIMEOUT, MAX_CELLS, check_threads

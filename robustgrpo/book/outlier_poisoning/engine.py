@@ -20,10 +20,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from robustgrpo.advantages import ESTIMATORS, clip_help, compute_advantages, featured_estimators
+from robustgrpo.advantages import ESTIMATORS, compute_advantages
 from robustgrpo.checks import check_int, check_real
 from robustgrpo.lab.reductions import mad, median
-from robustgrpo.book.controls import Control, Slider, check_methods, format_call
+from robustgrpo.book.controls import Control, Slider, check_methods, clip_help, featured_estimators, format_call
 
 __all__ = [
     "GROUP_SIZE_RANGE",

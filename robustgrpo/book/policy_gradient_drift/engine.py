@@ -25,12 +25,12 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from robustgrpo.advantages import ESTIMATORS, clip_help
+from robustgrpo.advantages import ESTIMATORS
 from robustgrpo.checks import check_choice, check_int, check_real
 from robustgrpo.lab.contamination import RandomOutliers
 from robustgrpo.lab.simulate import CRITIC, SimConfig, seed_bands, simulate
 from robustgrpo.lab.simulate.runner import simulate_steps
-from robustgrpo.book.controls import Control, Slider, format_call
+from robustgrpo.book.controls import Control, Slider, clip_help, format_call
 
 __all__ = [
     "SCENARIOS",

@@ -79,16 +79,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from robustgrpo.advantages import (
-    ESTIMATORS,
-    UNCLIPPED,
-    GroupState,
-    clip_at,
-    clip_help,
-    compute_advantages,
-    count_clipped,
-    recommended_method,
-)
+from robustgrpo.advantages import ESTIMATORS, GroupState, compute_advantages, recommended_method
+from robustgrpo.lab.catalogue import UNCLIPPED, clip_at, count_clipped
 from robustgrpo.checks import (
     check_int,
     check_positive,
@@ -109,7 +101,7 @@ from robustgrpo.lab.metrics import (
     sign_changes,
     update_agreement,
 )
-from robustgrpo.book.controls import Control, Slider, check_methods, format_call
+from robustgrpo.book.controls import Control, Slider, check_methods, clip_help, format_call
 
 __all__ = [
     "GROUP_SIZES",

@@ -1,5 +1,5 @@
 """Shared pieces of the metrics: seeds, argument checks, records (settings are split by the registry,
-:func:`robustgrpo.advantages.split_settings`)."""
+:func:`robustgrpo.lab.catalogue.split_settings`)."""
 
 from __future__ import annotations
 

@@ -13,14 +13,12 @@ import torch
 from robustgrpo.advantages import (
     ENTRY_OPTIONS,
     ESTIMATORS,
-    UNCLIPPED,
     AdvantageResult,
     compute_advantages,
     get_estimator,
-    reclip,
     resolve_methods,
-    split_settings,
 )
+from robustgrpo.lab.catalogue import UNCLIPPED, reclip, split_settings
 from robustgrpo.checks import (
     check_choice,
     check_int,
@@ -100,7 +98,7 @@ def agreement_grid(
     of those hit at 0.1, and a larger size moves the same samples further.
     Clean advantages are computed once per (G, method, c), and a clipped
     estimator runs once per reward tensor with its clip off: every c re-clips
-    (:func:`~robustgrpo.advantages.reclip`, exact).
+    (:func:`~robustgrpo.lab.catalogue.reclip`, exact).
 
     ``c`` applies to the methods with a clip parameter
     (``ESTIMATORS[m].clip``, e.g. ``robust``, ``seed_mad``, ``huber_m``):

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from robustgrpo.advantages import ESTIMATORS, split_settings
+from robustgrpo.advantages import ESTIMATORS
+from robustgrpo.lab.catalogue import split_settings
 from robustgrpo.checks import (
     ParamError,
     check_choice,
