@@ -26,7 +26,8 @@ import numpy as np
 import pandas as pd
 
 from robustgrpo.advantages import ESTIMATORS
-from robustgrpo.checks import check_choice, check_int, check_real
+from robustgrpo.checks import check_int, check_real
+from robustgrpo.lab.params import check_choice
 from robustgrpo.lab.contamination import RandomOutliers
 from robustgrpo.lab.simulate import CRITIC, SimConfig, seed_bands, simulate
 from robustgrpo.lab.simulate.runner import simulate_steps

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from robustgrpo.checks import check_int, check_seed
+from robustgrpo.checks import check_int
+from robustgrpo.lab.params import check_seed
 from robustgrpo.lab.contamination import (
     Contaminated,
 )

@@ -19,14 +19,8 @@ from robustgrpo.advantages import (
     resolve_methods,
 )
 from robustgrpo.lab.catalogue import UNCLIPPED, reclip, split_settings
-from robustgrpo.checks import (
-    check_choice,
-    check_int,
-    check_int_list,
-    check_real,
-    check_real_list,
-    check_seed,
-)
+from robustgrpo.checks import check_int, check_real
+from robustgrpo.lab.params import check_choice, check_int_list, check_real_list, check_seed
 from robustgrpo.lab.contamination import (
     Bernoulli,
     CleanModel,
