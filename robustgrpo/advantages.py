@@ -363,15 +363,6 @@ class Estimator:
         quantiles, ranks): the estimators that read each group sorted (``sorts``)."""
         return self.sorts is not None
 
-    def clip_setting(self, c: float | None) -> dict[str, float]:
-        """The setting that clips its advantages at ``c``: ``{clip: c}``, or ``{}`` when it has no
-        clip parameter or ``c`` is None.
-
-        >>> ESTIMATORS["robust"].clip_setting(3.0), ESTIMATORS["grpo"].clip_setting(3.0)
-        ({'c': 3.0}, {})
-        """
-        return {self.clip: c} if self.clip is not None and c is not None else {}
-
     @property
     def depends_on_batch(self) -> bool:
         """Whether one group's advantages can depend on the call's other groups.

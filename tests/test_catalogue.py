@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from robustgrpo.advantages import ENTRY_OPTIONS, ESTIMATORS, compute_advantages
-from robustgrpo.lab.catalogue import UNCLIPPED, clip_at, count_clipped, describe_estimators, reclip, split_settings
+from robustgrpo.lab.catalogue import (UNCLIPPED, clip_at, clip_setting, count_clipped, describe_estimators, reclip,
+                                      split_settings)
 
 
 def _batches() -> dict[str, np.ndarray]:
@@ -39,6 +40,13 @@ def test_split_settings_gives_each_estimator_the_settings_it_accepts_and_refuses
         split_settings(["nope"], {})
     with pytest.raises(ValueError, match="params must be a mapping"):
         split_settings(["grpo"], [("c", 1.0)])
+
+
+def test_the_clip_setting_names_each_estimator_s_own_clip_parameter():
+    assert clip_setting("huber_m", 2.0) == {"c": 2.0} and clip_setting("seed_mad", 2.0) == {"c": 2.0}
+    assert clip_setting("huber_m", None) == {} and clip_setting("rank", 2.0) == {}
+    with pytest.raises(ValueError, match="unknown method 'robustt'; known estimators: .*; did you mean 'robust'"):
+        clip_setting("robustt", 2.0)
 
 
 @pytest.mark.parametrize("name", [n for n in ESTIMATORS if ESTIMATORS[n].clip])

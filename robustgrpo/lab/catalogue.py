@@ -7,7 +7,8 @@ Nothing here computes an advantage: each helper reads the registry
 check their settings themselves, :func:`robustgrpo.integrations.estimator_settings`); the metrics,
 the diagnosis, the simulator, the dashboards and the command line do. Torch only.
 
-* :func:`split_settings`: each estimator's share of one set of settings;
+* :func:`split_settings`: each estimator's share of one set of settings; :func:`clip_setting`: the
+  setting that clips one estimator at c;
 * :func:`describe_estimators`: every estimator, its formula and its parameters, as plain text;
 * :data:`UNCLIPPED`, :func:`reclip`, :func:`clip_at`, :func:`count_clipped`: every clipped
   estimator of the catalogue clips last, so one unclipped call serves a whole grid of c.
@@ -25,7 +26,7 @@ from robustgrpo.advantages import ESTIMATORS, AdvantageResult, get_estimator, po
 from robustgrpo.checks import ParamError, did_you_mean
 from robustgrpo.inputs import as_tensor, to_kind
 
-__all__ = ["split_settings", "describe_estimators", "UNCLIPPED", "reclip", "clip_at", "count_clipped"]
+__all__ = ["split_settings", "clip_setting", "describe_estimators", "UNCLIPPED", "reclip", "clip_at", "count_clipped"]
 
 
 def split_settings(methods: Sequence[str], settings: Mapping[str, Any], *, shared: Iterable[str] = (),
@@ -69,6 +70,17 @@ def split_settings(methods: Sequence[str], settings: Mapping[str, Any], *, share
         for e in estimators:
             e.bind(e.share(settings))
     return {e.name: {**e.share(settings), **common} for e in estimators}
+
+
+def clip_setting(method: str, c: float | None) -> dict[str, float]:
+    """The setting that clips ``method``'s advantages at ``c``: ``{clip: c}`` with ``clip`` its clip parameter's
+    name (``ESTIMATORS[method].clip``), or ``{}`` when it has no clip parameter or ``c`` is None.
+
+    >>> clip_setting("robust", 3.0), clip_setting("grpo", 3.0), clip_setting("robust", None)
+    ({'c': 3.0}, {}, {})
+    """
+    clip = get_estimator(method).clip
+    return {clip: c} if clip is not None and c is not None else {}
 
 
 def describe_estimators() -> str:
