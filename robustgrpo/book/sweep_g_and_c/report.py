@@ -38,6 +38,7 @@ import pandas as pd
 
 from robustgrpo.advantages import ESTIMATORS
 from robustgrpo.checks import check_positive
+from robustgrpo.inputs import ArrayLike
 from robustgrpo.lab.contamination import Bernoulli, Gaussian
 from robustgrpo.lab.metrics import agreement_grid, samuelson_bound
 from robustgrpo.book.sweep_g_and_c.plots import plot_clip_schedule, plot_heatmaps
@@ -255,8 +256,8 @@ def heatmap_fallback_figure() -> ReportFigure:
     return ReportFigure("03_heatmap_fallback", fig, caption, data, takeaway, numbers)
 
 
-def clip_schedule(progress: Any, start: float = 2.0, end: float = 3.5,
-                  kind: Literal["linear", "cosine"] = "linear") -> np.ndarray:
+def clip_schedule(progress: ArrayLike, start: float = 2.0, end: float = 3.5,
+                  kind: Literal["linear", "cosine"] = "linear") -> np.ndarray | float:
     r"""Seed 000's annealed Huber clip: strict early in training, loose late.
 
     .. math::
