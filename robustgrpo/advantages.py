@@ -59,7 +59,6 @@ against the exact gradient, and a stated rule turns it into
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import enum
 import json
@@ -125,11 +124,6 @@ __all__ = [
     "get_estimator",
     "resolve_methods",
     "ENTRY_OPTIONS",
-    "split_settings",
-    "clipped_estimators",
-    "featured_estimators",
-    "clip_help",
-    "describe_estimators",
     "Groups",
     "Computed",
     "GroupState",
@@ -137,11 +131,6 @@ __all__ = [
     "SilencedGroupsWarning",
     "AdvantageResult",
     "compute_advantages",
-    "clip_schedule",
-    "UNCLIPPED",
-    "reclip",
-    "clip_at",
-    "count_clipped",
 ]
 
 
@@ -331,7 +320,7 @@ class Estimator:
     featured : int or None
         Its place among the estimators the comparison figures draw (the heat
         maps, the sensitivity curves, the clip schedule: 1 is drawn first),
-        or None where they leave it out (:func:`featured_estimators`).
+        or None where they leave it out (:func:`robustgrpo.book.controls.featured_estimators`).
     defaults : mapping
         Parameter defaults by name (read-only; from ``parameters``).
     reads_residue : bool
@@ -375,15 +364,6 @@ class Estimator:
         """Whether its centre, scale or scores are order statistics of the group (median, MAD,
         quantiles, ranks): the estimators that read each group sorted (``sorts``)."""
         return self.sorts is not None
-
-    def clip_setting(self, c: float | None) -> dict[str, float]:
-        """The setting that clips its advantages at ``c``: ``{clip: c}``, or ``{}`` when it has no
-        clip parameter or ``c`` is None.
-
-        >>> ESTIMATORS["robust"].clip_setting(3.0), ESTIMATORS["grpo"].clip_setting(3.0)
-        ({'c': 3.0}, {})
-        """
-        return {self.clip: c} if self.clip is not None and c is not None else {}
 
     @property
     def depends_on_batch(self) -> bool:
@@ -520,99 +500,6 @@ ENTRY_OPTIONS: tuple[str, ...] = ("reward_range", "out_of_range", "tol", "single
 #: Every keyword of :func:`compute_advantages` itself: no estimator parameter may take one of these names (the call
 #: would hand the value to compute_advantages, never to the estimator).
 CALL_KEYWORDS: tuple[str, ...] = ("rewards", "method", "mask", "index", "batch", "batch_scale", *ENTRY_OPTIONS)
-
-
-def split_settings(methods: Sequence[str], settings: Mapping[str, Any], *, shared: Iterable[str] = (),
-                   check: bool = True) -> dict[str, dict[str, Any]]:
-    """Each estimator's share of one set of settings, by its registry entry.
-
-    A setting goes to every estimator of ``methods`` that has a parameter of
-    that name (``ESTIMATORS[m].defaults``); a setting named in ``shared``
-    (say :data:`ENTRY_OPTIONS`, the entry point's own keywords) goes to every
-    one of them. With ``check`` each estimator's share of its parameters is
-    validated by ``ESTIMATORS[m].bind``.
-
-    Raises
-    ------
-    ValueError
-        An unknown estimator; a setting that none of ``methods`` accepts
-        (a :class:`~robustgrpo.checks.ParamError` on ``params``, naming the
-        settings); with ``check``, a value an estimator refuses.
-
-    Examples
-    --------
-    >>> split_settings(["grpo", "robust", "huber_m"], {"c": 3.0, "ddof": 0})
-    {'grpo': {'ddof': 0}, 'robust': {'c': 3.0}, 'huber_m': {'c': 3.0}}
-    >>> split_settings(["grpo"], {"c": 3.0})
-    Traceback (most recent call last):
-    ...
-    robustgrpo.checks.ParamError: params are accepted by none of the estimators ['grpo'], got ['c']; check the spelling (describe_estimators() lists each estimator's parameters): they accept ddof, eps
-    """
-    names = [get_estimator(m).name for m in methods]
-    shared = frozenset(shared)
-    if not isinstance(settings, Mapping):
-        raise ParamError("params", "must be a mapping of setting name to value", settings, 'e.g. {"c": 2.5}')
-    unused = sorted((k for k in settings if k not in shared and not any(k in _REGISTRY[m].defaults for m in names)), key=str)
-    if unused:
-        accepted = sorted({p for m in names for p in _REGISTRY[m].defaults} | shared)
-        raise ParamError("params", f"are accepted by none of the estimators {names}", unused,
-                         f"check the spelling (describe_estimators() lists each estimator's parameters): they accept "
-                         f"{', '.join(accepted) or 'none'}" + did_you_mean(unused[0], accepted))
-    common = {k: v for k, v in settings.items() if k in shared}
-    if check:
-        for m in names:
-            _REGISTRY[m].bind(_REGISTRY[m].share(settings))
-    return {m: {**_REGISTRY[m].share(settings), **common} for m in names}
-
-
-def clipped_estimators(methods: str | Sequence[str] | None = None) -> list[str]:
-    """The estimators of ``methods`` (default: the catalogue) that have a clip parameter, in registry order.
-
-    >>> clipped_estimators()
-    ['seed_mad', 'robust', 'huber_m', 'batch_huber']
-    """
-    chosen = set(resolve_methods(methods))
-    return [name for name, est in _REGISTRY.items() if name in chosen and est.clip is not None]
-
-
-def featured_estimators(*, clipped: bool | None = None) -> tuple[str, ...]:
-    """The estimators the comparison figures draw, in their ``featured`` place; with ``clipped``, only
-    those with (True) or without (False) a clip parameter.
-
-    A registered estimator with a ``featured`` place appears in those figures by itself.
-
-    >>> featured_estimators()
-    ('grpo', 'seed_mad', 'robust', 'huber_m', 'rank')
-    >>> featured_estimators(clipped=True)
-    ('seed_mad', 'robust', 'huber_m')
-    """
-    if clipped not in (None, True, False):
-        raise ValueError(f"clipped must be None, True or False, got {clipped!r}")
-    placed = sorted((e.featured, name) for name, e in _REGISTRY.items() if e.featured is not None)
-    return tuple(name for _, name in placed if clipped is None or (_REGISTRY[name].clip is not None) == clipped)
-
-
-def clip_help(methods: str | Sequence[str] | None = None, width: int = 40) -> str:
-    """The one-line help of a clip-c control: which of ``methods`` (default: the catalogue) c clips,
-    from the registry, within ``width`` characters (their count where their names do not fit).
-
-    >>> clip_help(["grpo", "seed_mad", "robust", "huber_m", "rank"])
-    'seed_mad, robust, huber_m clip A to ±c'
-    >>> clip_help()
-    'the 4 estimators with a clip: |A| ≤ c'
-    """
-    names = clipped_estimators(methods)
-    text = f"{', '.join(names)} clip A to ±c"
-    return text if len(text) <= width else f"the {len(names)} estimators with a clip: |A| ≤ c"
-
-
-def describe_estimators() -> str:
-    """A plain-text table of every estimator, its formula and its parameters."""
-    lines = []
-    for est in _REGISTRY.values():
-        params = ", ".join(f"{p.name}={p.default!r}" for p in est.parameters) or "-"
-        lines.append(f"{est.name:<10} {est.summary}\n{'':<10} parameters: {params}; source: {est.source}")
-    return "\n".join(lines)
 
 
 # ------------------------------------------------------------ shared pieces
@@ -1477,11 +1364,6 @@ def _check_options(tol: float | None, singleton: str, out_of_range: str, reward_
     return bounds, reference
 
 
-#: A clip that no finite score reaches: pass it as an estimator's clip parameter to get its
-#: unclipped advantages, then :func:`reclip` them to any c.
-UNCLIPPED = 1e30
-
-
 def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None):
     """Rule 1: the rewards as ``[B, G]`` groups and their validity mask (None: all valid), the input's kind, the
     grouping of flat rewards (None for ``[B, G]`` input) and the dtype the rewards arrived in."""
@@ -1864,90 +1746,6 @@ def compute_advantages(
     if grouping is not None:
         adv = scatter_to_flat(adv, grouping)
     return AdvantageResult(to_kind(adv, kind), diagnostics, method, bound, None if grouping is None else grouping.keys)
-
-
-def reclip(result: AdvantageResult, c: float) -> AdvantageResult:
-    r"""The result of the same call at clip ``c``, from a result computed with the clip at :data:`UNCLIPPED`.
-
-    Every clipped estimator of the catalogue clips last, so
-
-    .. math:: A(c) = \operatorname{clip}(A(\infty), -c, c), \qquad n_{clipped}(c) = \#\{|A_i(\infty)| > c\}
-
-    equal :func:`compute_advantages` at c exactly (the tests check it): one
-    estimator call serves a whole grid of c. Estimators without a clip come
-    back unchanged. Only ``[B, G]`` results (not flat ones with ``index=``).
-
-    Examples
-    --------
-    >>> r = [[0.0, 0, 0, 0, 0, 0, 1, 10]]
-    >>> free = compute_advantages(r, "robust", c=UNCLIPPED)
-    >>> reclip(free, 2.5).advantages == compute_advantages(r, "robust", c=2.5).advantages
-    True
-    """
-    est = get_estimator(result.method)
-    if est.clip is None:
-        return result
-    if result.params.get(est.clip) != UNCLIPPED:
-        raise ValueError(f"reclip needs a result computed with {est.clip}=UNCLIPPED, got {est.clip}={result.params.get(est.clip)!r}")
-    if result.groups is not None:
-        raise ValueError("reclip takes [B, G] results; compute flat rewards with index= at the clip you want")
-    problem = positive(c)
-    if problem:
-        raise ValueError(f"c {problem}")
-    adv, kind = as_tensor(result.advantages, "advantages")
-    diag = dataclasses.replace(result.diagnostics, n_clipped=to_kind(count_clipped(adv, c, dim=-1), kind))
-    return dataclasses.replace(result, advantages=to_kind(clip_at(adv, c), kind), diagnostics=diag,
-                               params={**result.params, est.clip: c})
-
-
-def clip_at(advantages: torch.Tensor, c: float, *, out: torch.Tensor | None = None) -> torch.Tensor:
-    r"""Unclipped advantages clipped at ``c``: :math:`A(c) = \operatorname{clip}(A(\infty), -c, c)`.
-
-    The rule :func:`reclip` applies (every clipped estimator of the catalogue clips last), for callers that keep
-    the unclipped tensor and clip it at many c, such as the sweep dashboard; ``out`` reuses a buffer.
-    """
-    return advantages.clamp(-c, c) if out is None else torch.clamp(advantages, -c, c, out=out)
-
-
-def count_clipped(advantages: torch.Tensor, c: float, *, dim: int | None = None, work: torch.Tensor | None = None,
-                  mask: torch.Tensor | None = None) -> torch.Tensor:
-    r"""How many unclipped advantages a clip at ``c`` cuts: :math:`n_{clipped}(c) = \#\{|A_i(\infty)| > c\}`,
-    along ``dim`` (all of them when None), what :func:`compute_advantages` reports at c; ``work`` (the dtype of
-    the advantages) and ``mask`` (bool) are buffers to reuse."""
-    absolute = advantages.abs() if work is None else torch.abs(advantages, out=work)
-    over = absolute > c if mask is None else torch.gt(absolute, c, out=mask)
-    return torch.count_nonzero(over, dim=dim)
-
-
-def clip_schedule(progress: ArrayLike, start: float = 2.0, end: float = 3.5, kind: Literal["linear", "cosine"] = "linear"):
-    r"""Seed 000's annealed Huber clip: strict early in training, loose late.
-
-    .. math::
-
-        c(t) = c_0 + (c_1 - c_0)\,t \quad\text{(linear)}, \qquad
-        c(t) = c_0 + (c_1 - c_0)\,\tfrac12(1 - \cos \pi t) \quad\text{(cosine)}
-
-    for training progress :math:`t \in [0, 1]`; seed 000 suggests
-    :math:`c_0 \approx 2.0`, :math:`c_1 \approx 3.5`.
-
-    Examples
-    --------
-    >>> clip_schedule([0.0, 0.5, 1.0]).tolist()
-    [2.0, 2.75, 3.5]
-    """
-    for name, v in (("start", start), ("end", end)):
-        if positive(v):
-            raise ValueError(f"clip_schedule {name} {positive(v)}")
-    t = np.asarray(progress, dtype=np.float64)
-    if not np.all((t >= 0) & (t <= 1)):
-        raise ValueError("progress must lie in [0, 1] (fraction of training done)")
-    if kind == "linear":
-        w = t
-    elif kind == "cosine":
-        w = 0.5 * (1 - np.cos(np.pi * t))
-    else:
-        raise ValueError(f"kind must be 'linear' or 'cosine', got {kind!r}")
-    return start + (end - start) * w
 
 
 # ------------------------------------------------------------ the recommendation

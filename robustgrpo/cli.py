@@ -40,8 +40,9 @@ import sys
 from pathlib import Path
 from typing import Callable, NoReturn, Sequence
 
-from robustgrpo.advantages import describe_estimators
-from robustgrpo.checks import check_seed, did_you_mean, flags_for_settings
+from robustgrpo.lab.catalogue import describe_estimators
+from robustgrpo.checks import did_you_mean
+from robustgrpo.lab.params import check_seed, flags_for_settings
 from robustgrpo.lab.files import make_folder, terminal_text
 from robustgrpo.lab.machine import CONNECT_TIMEOUT, MAX_CELLS, check_threads
 
@@ -646,7 +647,7 @@ _FLAG_OF_KEYWORD = {"columns": "column"}
 
 
 def _flags(command: _OneLineParser) -> dict[str, str]:
-    """Each keyword a message may name (:func:`~robustgrpo.checks.setting`) -> the command's flag for it."""
+    """Each keyword a message may name (:func:`~robustgrpo.lab.params.setting`) -> the command's flag for it."""
     flags = {a.dest: max(a.option_strings, key=len) for a in command._actions if a.option_strings}
     return {**flags, **{kw: flags[dest] for kw, dest in _FLAG_OF_KEYWORD.items() if dest in flags}}
 

@@ -143,8 +143,6 @@ def test_registry_lists_the_catalogue():
     assert {n for n, e in ESTIMATORS.items() if e.clip} == {"seed_mad", "robust", "huber_m", "batch_huber"}
     assert {n for n, e in ESTIMATORS.items() if e.batch_level} == {"batch_std", "batch_huber"}
     assert sorted(e.simplicity for e in ESTIMATORS.values()) == list(range(1, len(ESTIMATORS) + 1))
-    text = robustgrpo.describe_estimators()
-    assert all(name in text for name in EXPECTED_NAMES)
 
 
 def test_registry_is_read_only():
@@ -211,53 +209,9 @@ def test_each_estimator_has_its_own_colour_on_the_registry_and_the_figures_read_
     assert estimator_color("ppo_critic") == "#666666"  # outside the catalogue: grey
 
 
-def test_the_comparison_figures_draw_the_estimators_the_registry_features_in_their_places():
-    from robustgrpo.advantages import featured_estimators
-    from robustgrpo.book.sweep_g_and_c.report import HEATMAP_METHODS, SCHEDULE_METHODS
-    from robustgrpo.book.outlier_poisoning.engine import DEFAULT_STATE
-    from robustgrpo.book.outlier_poisoning.report import SCALE_METHODS, SENSITIVITY_METHODS
-
-    assert featured_estimators() == ("grpo", "seed_mad", "robust", "huber_m", "rank")
-    assert featured_estimators(clipped=True) == ("seed_mad", "robust", "huber_m")
-    assert featured_estimators(clipped=False) == ("grpo", "rank")
-    assert HEATMAP_METHODS == SENSITIVITY_METHODS == DEFAULT_STATE["methods"] == featured_estimators()
-    assert SCHEDULE_METHODS == featured_estimators(clipped=True)
-    assert SCALE_METHODS == ("grpo", "seed_mad", "robust", "huber_m")  # rank only orders: no scale to draw
-    with pytest.raises(ValueError, match="clipped must be None, True or False, got 'yes'"):
-        featured_estimators(clipped="yes")
-
-
-def test_the_registry_says_which_estimators_clip_and_which_are_order_based():
-    from robustgrpo.advantages import clip_help, clipped_estimators
-
-    assert clipped_estimators() == ["seed_mad", "robust", "huber_m", "batch_huber"]
-    assert clipped_estimators(["grpo", "huber_m", "robust"]) == ["robust", "huber_m"]
-    assert clip_help() == "the 4 estimators with a clip: |A| ≤ c"  # four names do not fit a help line
-    assert clip_help(["grpo", "robust", "batch_huber"]) == "robust, batch_huber clip A to ±c"
-    assert clip_help(["seed_mad", "robust", "huber_m", "batch_huber"], width=60) == "seed_mad, robust, huber_m, batch_huber clip A to ±c"
-    assert ESTIMATORS["huber_m"].clip_setting(2.0) == {"c": 2.0}
-    assert ESTIMATORS["huber_m"].clip_setting(None) == {} and ESTIMATORS["rank"].clip_setting(2.0) == {}
+def test_the_registry_says_which_estimators_are_order_based():
     assert {n for n, e in ESTIMATORS.items() if e.order_based} == {
         "seed_mad", "mc_grpo", "robust", "rank", "huber_m", "batch_huber", "winsor"}
-
-
-def test_split_settings_gives_each_estimator_the_settings_it_accepts_and_refuses_the_rest():
-    from robustgrpo.advantages import ENTRY_OPTIONS, split_settings
-
-    assert split_settings(["grpo", "robust", "winsor"], {"c": 3.0, "ddof": 0, "resolution": 0.01}) == {
-        "grpo": {"ddof": 0}, "robust": {"c": 3.0, "resolution": 0.01}, "winsor": {"ddof": 0, "resolution": 0.01}}
-    shared = split_settings(["grpo", "rank"], {"reward_range": (0, 1), "tol": 0.0}, shared=ENTRY_OPTIONS)
-    assert shared == {"grpo": {"reward_range": (0, 1), "tol": 0.0}, "rank": {"reward_range": (0, 1), "tol": 0.0}}
-    assert split_settings(["grpo"], {}) == {"grpo": {}}
-    with pytest.raises(ValueError, match=r"^params are accepted by none of the estimators \['grpo', 'rank'\], got \['c', 'magic'\]"):
-        split_settings(["grpo", "rank"], {"magic": 1, "c": 2.0, "ddof": 0})
-    with pytest.raises(ValueError, match=r"^robust: parameter c must be a finite number > 0, got -1"):
-        split_settings(["grpo", "robust"], {"c": -1.0})
-    assert split_settings(["robust"], {"c": -1.0}, check=False) == {"robust": {"c": -1.0}}
-    with pytest.raises(ValueError, match="unknown method 'nope'"):
-        split_settings(["nope"], {})
-    with pytest.raises(ValueError, match="params must be a mapping"):
-        split_settings(["grpo"], [("c", 1.0)])
 
 
 def test_entry_options_are_the_keywords_of_compute_advantages_that_every_estimator_takes():
@@ -720,18 +674,6 @@ def test_diagnostics_frame():
     assert res.params == {"c": 2.5, "resolution": 1e-3}
 
 
-def test_clip_schedule():
-    np.testing.assert_allclose(robustgrpo.clip_schedule([0.0, 0.5, 1.0]), [2.0, 2.75, 3.5])
-    np.testing.assert_allclose(robustgrpo.clip_schedule([0.0, 0.5, 1.0], kind="cosine"), [2.0, 2.75, 3.5])
-    np.testing.assert_allclose(robustgrpo.clip_schedule(0.25, kind="cosine"), 2.0 + 1.5 * (1 - math.cos(math.pi / 4)) / 2)
-    with pytest.raises(ValueError, match="progress must lie in"):
-        robustgrpo.clip_schedule([1.5])
-    with pytest.raises(ValueError, match="kind must be"):
-        robustgrpo.clip_schedule(0.5, kind="step")
-    with pytest.raises(ValueError, match="start must be a finite number > 0"):
-        robustgrpo.clip_schedule(0.5, start=0.0)
-
-
 def test_huber_m_on_one_correct_answer_of_eight_is_its_floored_fixed_point():
     """The M-scale stops at min_scale * s0; then the location solves 8 mu = mu + c_H s (the 1 clipped)."""
     adv = compute_advantages(CLEAN, "huber_m").advantages[0]
@@ -740,40 +682,6 @@ def test_huber_m_on_one_correct_answer_of_eight_is_its_floored_fixed_point():
     # without the floor the scale shrinks towards 0 at every step and depends on maxiter
     free = [float(compute_advantages(CLEAN, "huber_m", min_scale=0.0, maxiter=k).diagnostics.scale[0]) for k in (10, 30)]
     assert free[1] < 1e-3 * free[0]  # three orders of magnitude between step 10 and step 30
-
-
-@pytest.mark.parametrize("name", [n for n in ESTIMATORS if ESTIMATORS[n].clip])
-@pytest.mark.parametrize("batch", ["continuous", "glitch", "heavy"])
-def test_reclip_equals_computing_at_that_clip(name, batch):
-    r = torch.from_numpy(BATCHES[batch])
-    free = compute_advantages(r, name, c=robustgrpo.advantages.UNCLIPPED)
-    for c in (0.5, 1.0, 2.5, 4.0):
-        at_c = compute_advantages(r, name, c=c)
-        again = robustgrpo.advantages.reclip(free, c)
-        assert torch.equal(again.advantages, at_c.advantages)
-        assert torch.equal(again.diagnostics.n_clipped, at_c.diagnostics.n_clipped)
-        assert again.params == at_c.params
-        # the two pieces the dashboard engine uses, with and without its buffers
-        a = torch.as_tensor(free.advantages)
-        work, mask = torch.empty_like(a), torch.empty(a.shape, dtype=torch.bool)
-        assert torch.equal(robustgrpo.advantages.clip_at(a, c, out=torch.empty_like(a)), at_c.advantages)
-        assert int(robustgrpo.advantages.count_clipped(a, c, work=work, mask=mask)) == int(at_c.diagnostics.n_clipped.sum())
-    assert robustgrpo.advantages.reclip(compute_advantages(r, "grpo"), 1.0).advantages is not None
-    with pytest.raises(ValueError, match="needs a result computed with c=UNCLIPPED"):
-        robustgrpo.advantages.reclip(compute_advantages(r, name), 1.0)
-    flat = compute_advantages(r.reshape(-1), name, index=np.repeat(np.arange(len(r)), r.shape[1]), c=robustgrpo.advantages.UNCLIPPED)
-    with pytest.raises(ValueError, match=r"^reclip takes \[B, G\] results; compute flat rewards with index= at the clip you want$"):
-        robustgrpo.advantages.reclip(flat, 1.0)
-
-
-def test_describe_estimators_lists_every_estimator_with_its_parameters():
-    lines = robustgrpo.advantages.describe_estimators().splitlines()
-    assert len(lines) == 2 * len(ESTIMATORS)
-    for (name, est), (head, params) in zip(ESTIMATORS.items(), zip(lines[::2], lines[1::2])):
-        assert head.split(maxsplit=1) == [name, est.summary]
-        listed = ", ".join(f"{p.name}={p.default!r}" for p in est.parameters) or "-"
-        assert params.strip() == f"parameters: {listed}; source: {est.source}"
-    assert any(line.strip().startswith("parameters: -;") for line in lines)  # an estimator without parameters
 
 
 @pytest.mark.parametrize("G", [16, 128])
@@ -921,8 +829,6 @@ def test_huber_split_sums_by_weights_are_the_selected_sums_to_the_bit():
      "rewards must hold numbers, got dtype dtype('<U3'); convert the values to float first"),
     (lambda: compute_advantages([[0.0, 2.0]], "grpo", reward_range=(0, 1), out_of_range="raise"),
      "1 reward(s) lie outside reward_range=(0, 1), e.g. 2; fix the reward function, or pass out_of_range='clip' or 'mask'"),
-    (lambda: robustgrpo.advantages.clip_schedule(0.5, 1.0, -1.0), "clip_schedule end must be a finite number > 0, got -1.0"),
-    (lambda: robustgrpo.advantages.clip_schedule(0.5, 0.0, 1.0), "clip_schedule start must be a finite number > 0, got 0.0"),
 ])
 def test_whole_error_messages_name_the_argument_and_the_fix(call, message):
     with pytest.raises(ValueError) as err:
@@ -1143,7 +1049,8 @@ def _demo(g, *, c):
     return Computed(raw.clamp(-c, c), centre, torch.ones_like(centre), torch.zeros_like(centre, dtype=torch.bool), raw.abs() > c)
 
 
-from robustgrpo.advantages import clip_help, split_settings
+from robustgrpo.book.controls import clip_help
+from robustgrpo.lab.catalogue import describe_estimators, split_settings
 from robustgrpo.book.outlier_poisoning.engine import trap_data
 from robustgrpo.lab.metrics import agreement
 from robustgrpo.book.style import estimator_color
@@ -1152,7 +1059,7 @@ from robustgrpo.lab.simulate import SimConfig, simulate
 name = "demo_clipped_mean"
 adv = list(robustgrpo.compute_advantages([[0.0, 0, 1, 10]], name, c=2.0).advantages[0])
 assert adv == [-2.0, -2.0, -1.75, 2.0], adv
-assert name in robustgrpo.describe_estimators() and clip_help(["grpo", name]) == f"{name} clip A to ±c"
+assert name in describe_estimators() and clip_help(["grpo", name]) == f"{name} clip A to ±c"
 assert split_settings(["grpo", name], {"c": 2.0, "ddof": 0}) == {"grpo": {"ddof": 0}, name: {"c": 2.0}}
 assert estimator_color(name) == "#117733"
 assert agreement("seed_example", ["grpo", name], c=2.0)["method"].tolist() == ["grpo", name]

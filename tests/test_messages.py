@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 
 import robustgrpo
-from robustgrpo.advantages import ENTRY_OPTIONS, split_settings
-from robustgrpo.checks import did_you_mean, flags_for_settings, setting
+from robustgrpo.advantages import ENTRY_OPTIONS
+from robustgrpo.lab.catalogue import split_settings
+from robustgrpo.checks import did_you_mean
+from robustgrpo.lab.params import flags_for_settings, setting
 from robustgrpo.cli import main
 from robustgrpo.integrations import estimator_settings
 

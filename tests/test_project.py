@@ -166,7 +166,7 @@ def test_every_module_declares_its_public_names(name):
 #: them), then the tools. A module imports only from its own layer and the layers before it.
 LAYERS = {
     "core": ["checks", "inputs", "stats", "kernels", "advantages", "multireward", "integrations"],
-    "lab": ["lab.files", "lab.machine", "lab.reductions", "lab.contamination", "lab.scenarios", "lab.logfiles",
+    "lab": ["lab.params", "lab.files", "lab.machine", "lab.catalogue", "lab.reductions", "lab.contamination", "lab.scenarios", "lab.logfiles",
             "lab.rewardlogs", "lab.runlogs", "lab.metrics", "lab.diagnose", "lab.simulate", "lab.sweep", "lab.experiments",
             "lab.watch"],
     "book": ["book.style", "book.text", "book.glue", "book.figures", "book.interactive", "book.controls", "book.widget", "book.execute",

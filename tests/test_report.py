@@ -398,6 +398,26 @@ def test_notebook_01s_table_has_every_estimator_on_both_groups():
         S.call_values(S.compute_advantages(other, "grpo"), other)
 
 
+def test_clip_schedule_anneals_c_linearly_or_along_a_cosine_and_names_a_bad_setting():
+    from robustgrpo.book.sweep_g_and_c.report import clip_schedule
+
+    np.testing.assert_allclose(clip_schedule([0.0, 0.5, 1.0]), [2.0, 2.75, 3.5])
+    np.testing.assert_allclose(clip_schedule([0.0, 0.5, 1.0], kind="cosine"), [2.0, 2.75, 3.5])
+    np.testing.assert_allclose(clip_schedule(0.25, kind="cosine"), 2.0 + 1.5 * (1 - math.cos(math.pi / 4)) / 2)
+    with pytest.raises(ValueError, match="progress must lie in"):
+        clip_schedule([1.5])
+    with pytest.raises(ValueError, match="kind must be"):
+        clip_schedule(0.5, kind="step")
+    with pytest.raises(ValueError, match="start must be a finite number > 0"):
+        clip_schedule(0.5, start=0.0)
+    with pytest.raises(ValueError) as err:
+        clip_schedule(0.5, 1.0, -1.0)
+    assert str(err.value) == "clip_schedule end must be a finite number > 0, got -1.0"
+    with pytest.raises(ValueError) as err:
+        clip_schedule(0.5, 0.0, 1.0)
+    assert str(err.value) == "clip_schedule start must be a finite number > 0, got 0.0"
+
+
 def test_notebook_03s_sentences_read_the_heat_maps_and_the_dashboard_data():
     from robustgrpo.book.sweep_g_and_c.engine import dashboard_data
     from robustgrpo.book.sweep_g_and_c import report as W

@@ -16,7 +16,8 @@ import pytest
 import torch
 from browser_util import ROOT, TIMEOUT
 
-from robustgrpo.advantages import ESTIMATORS, compute_advantages
+from robustgrpo.advantages import compute_advantages
+from robustgrpo.lab.catalogue import clip_setting
 from robustgrpo.book.outlier_poisoning.engine import M_GRID, trap_data, trap_rewards
 from robustgrpo.book.trap_page import DECLARED_RANGE, PAGE_GROUP_SIZES, PAGE_METHODS, trap_page_tables
 
@@ -36,7 +37,7 @@ def _expected(M: float, k: int, G: int, c: float, declared: bool) -> dict[str, s
         group = torch.as_tensor(trap_rewards(M, k, G)).unsqueeze(0)
         for m in PAGE_METHODS:
             a = compute_advantages(group, m, tie_reference="group", reward_range=DECLARED_RANGE,
-                                   **ESTIMATORS[m].clip_setting(c)).advantages[0]
+                                   **clip_setting(m, c)).advantages[0]
             wrong = float(a[0]) if G - k - 1 > 0 else float("nan")
             shown.update({f"{m}/wrong": _text(wrong), f"{m}/correct": _text(float(a[G - k - 1])),
                           f"{m}/glitch": _text(float(a[G - 1]))})
@@ -110,7 +111,7 @@ def test_the_three_steps_say_what_the_numbers_show():
     # 3. declared: the glitch outside (0, 1) gets 0, every other answer what the group without it gets
     for m in PAGE_METHODS:
         clean = compute_advantages(torch.tensor([[0.0] * 6 + [1.0]], dtype=torch.float64), m, tie_reference="group",
-                                   **ESTIMATORS[m].clip_setting(1e300)).advantages[0]
+                                   **clip_setting(m, 1e300)).advantages[0]
         for M in (1.5, 10.0, 50.0):
             assert _cell(tables, 8, 1, "declared", m, "glitch", M) == "0.0000"
             assert _cell(tables, 8, 1, "declared", m, "wrong", M) == _text(float(clean[0]))

@@ -1190,6 +1190,31 @@ def test_bench_command_has_a_dashboard_flag():
 # ------------------------------------------------------------------ controls: grids, formats, export
 
 
+def test_the_comparison_figures_draw_the_estimators_the_registry_features_in_their_places():
+    from robustgrpo.book.controls import featured_estimators
+    from robustgrpo.book.sweep_g_and_c.report import HEATMAP_METHODS, SCHEDULE_METHODS
+    from robustgrpo.book.outlier_poisoning.engine import DEFAULT_STATE
+    from robustgrpo.book.outlier_poisoning.report import SCALE_METHODS, SENSITIVITY_METHODS
+
+    assert featured_estimators() == ("grpo", "seed_mad", "robust", "huber_m", "rank")
+    assert featured_estimators(clipped=True) == ("seed_mad", "robust", "huber_m")
+    assert featured_estimators(clipped=False) == ("grpo", "rank")
+    assert HEATMAP_METHODS == SENSITIVITY_METHODS == DEFAULT_STATE["methods"] == featured_estimators()
+    assert SCHEDULE_METHODS == featured_estimators(clipped=True)
+    assert SCALE_METHODS == ("grpo", "seed_mad", "robust", "huber_m")  # rank only orders: no scale to draw
+    with pytest.raises(ValueError, match="clipped must be None, True or False, got 'yes'"):
+        featured_estimators(clipped="yes")
+
+
+def test_a_clip_control_says_which_of_its_estimators_c_clips_in_registry_order():
+    from robustgrpo.book.controls import clip_help
+
+    assert clip_help() == "the 4 estimators with a clip: |A| ≤ c"  # four names do not fit a help line
+    assert clip_help(["grpo", "robust", "batch_huber"]) == "robust, batch_huber clip A to ±c"
+    assert clip_help(["huber_m", "grpo", "robust"]) == "robust, huber_m clip A to ±c"  # the registry's order
+    assert clip_help(["seed_mad", "robust", "huber_m", "batch_huber"], width=60) == "seed_mad, robust, huber_m, batch_huber clip A to ±c"
+
+
 def test_numbers_are_written_as_d3_writes_them():
     """d3-format rounds the exact binary value, halves away from zero, and writes minus as U+2212."""
     from robustgrpo.book.controls import format_fixed, format_significant

@@ -15,7 +15,8 @@ import scipy.stats
 import torch
 
 from robustgrpo.advantages import ESTIMATORS, compute_advantages
-from robustgrpo.checks import check_choice, check_int, check_int_list
+from robustgrpo.checks import check_int
+from robustgrpo.lab.params import check_choice, check_int_list
 from robustgrpo.bench._common import load_average, load_text
 from robustgrpo.stats import MAD_TO_SIGMA
 

@@ -19,7 +19,8 @@ import torch
 from robustgrpo.advantages import ESTIMATORS, compute_advantages
 from robustgrpo.bench._common import load_average, load_text
 from robustgrpo.bench.estimators import BENCH_REWARDS, bench_rewards, grpo_idiomatic
-from robustgrpo.checks import check_choice, check_int, check_int_list
+from robustgrpo.checks import check_int
+from robustgrpo.lab.params import check_choice, check_int_list
 
 __all__ = [
     "SCALING_BATCHES",

@@ -9,6 +9,10 @@ noise from the slider's step arithmetic (``0.1 + 0.01`` arrives as ``0.110000000
 value it stands for, so a setting written out (:func:`format_call`) reads as the slider shows it.
 A value off the grid is refused, never moved to the nearest grid point.
 
+Which estimators a comparison draws and what a clip slider says about them come from the
+registry too (:func:`featured_estimators`, :func:`clip_help`), so a new estimator joins the figures
+and the dashboards by its registration.
+
 Nothing here imports ipywidgets: :mod:`robustgrpo.book.dashboards` builds the sliders from these specs.
 """
 
@@ -17,14 +21,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from robustgrpo.advantages import ESTIMATORS, resolve_methods
 from robustgrpo.checks import ParamError, check_int, check_real, is_real
 
-__all__ = ["GRID_TOLERANCE", "Control", "Slider", "format_fixed", "format_significant", "format_call", "check_methods"]
+__all__ = ["GRID_TOLERANCE", "Control", "Slider", "format_fixed", "format_significant", "format_call", "check_methods",
+           "featured_estimators", "clip_help"]
 
 #: Relative distance (in units of the step) within which a value counts as the grid point.
 GRID_TOLERANCE = 1e-6
@@ -205,3 +210,35 @@ def check_methods(methods: Any) -> tuple[str, ...]:
     if methods is not None and not isinstance(methods, str) and hasattr(methods, "__len__") and len(methods) == 0:
         raise ValueError(f"methods is empty; choose at least one estimator from {list(ESTIMATORS)}")
     return tuple(resolve_methods(methods))
+
+
+def featured_estimators(*, clipped: bool | None = None) -> tuple[str, ...]:
+    """The estimators the comparison figures and dashboards draw, in their registered ``featured`` place; with
+    ``clipped``, only those with (True) or without (False) a clip parameter.
+
+    A registered estimator with a ``featured`` place appears in those figures by itself.
+
+    >>> featured_estimators()
+    ('grpo', 'seed_mad', 'robust', 'huber_m', 'rank')
+    >>> featured_estimators(clipped=True)
+    ('seed_mad', 'robust', 'huber_m')
+    """
+    if clipped not in (None, True, False):
+        raise ValueError(f"clipped must be None, True or False, got {clipped!r}")
+    placed = sorted((e.featured, name) for name, e in ESTIMATORS.items() if e.featured is not None)
+    return tuple(name for _, name in placed if clipped is None or (ESTIMATORS[name].clip is not None) == clipped)
+
+
+def clip_help(methods: str | Sequence[str] | None = None, width: int = 40) -> str:
+    """The one-line help of a clip-c control: which of ``methods`` (default: the catalogue) c clips, in registry
+    order, from the registry, within ``width`` characters (their count where their names do not fit).
+
+    >>> clip_help(["grpo", "seed_mad", "robust", "huber_m", "rank"])
+    'seed_mad, robust, huber_m clip A to ±c'
+    >>> clip_help()
+    'the 4 estimators with a clip: |A| ≤ c'
+    """
+    chosen = set(resolve_methods(methods))
+    names = [name for name, est in ESTIMATORS.items() if name in chosen and est.clip is not None]
+    text = f"{', '.join(names)} clip A to ±c"
+    return text if len(text) <= width else f"the {len(names)} estimators with a clip: |A| ≤ c"

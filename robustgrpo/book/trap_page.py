@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from robustgrpo.advantages import ESTIMATORS, compute_advantages
+from robustgrpo.lab.catalogue import clip_setting
 from robustgrpo.checks import check_int
 from robustgrpo.lab.files import make_folder
 from robustgrpo.lab.reductions import mad, median
@@ -76,7 +77,7 @@ def _group_tables(G: int, methods: Sequence[str]) -> dict[str, Any]:
     advantages = {}
     for declared in (False, True):
         for m in methods:
-            clip = ESTIMATORS[m].clip_setting(_NO_CLIP)
+            clip = clip_setting(m, _NO_CLIP)
             extra = {"reward_range": DECLARED_RANGE} if declared else {}
             advantages[declared, m] = compute_advantages(groups, m, tie_reference="group", **clip, **extra).advantages.numpy()
     n = M_GRID.size

@@ -85,9 +85,10 @@ from robustgrpo.advantages import (
     compute_advantages,
     recommended_method,
     resolve_methods,
-    split_settings,
 )
-from robustgrpo.checks import ParamError, check_positive, check_real, did_you_mean, setting
+from robustgrpo.lab.catalogue import split_settings
+from robustgrpo.checks import ParamError, check_positive, check_real, did_you_mean
+from robustgrpo.lab.params import setting
 from robustgrpo.lab.files import plain_text
 from robustgrpo.inputs import group_by_index
 from robustgrpo.integrations import trl_arguments, verl_overrides

@@ -15,7 +15,7 @@ The rules (each refuses with a ``ValueError`` that names the file and what to do
 * a table handed to a figure or a metric is a non-empty DataFrame with the columns it needs
   (:func:`require_columns`).
 
-The standard library and the core's :func:`robustgrpo.checks.setting` only (pandas is imported
+The standard library and :func:`robustgrpo.lab.params.setting` only (pandas is imported
 where a table is checked), so the command line reads it without the lab's packages.
 """
 
@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable
 
-from robustgrpo.checks import setting
+from robustgrpo.lab.params import setting
 
 if TYPE_CHECKING:  # the lab's, imported where a table is checked
     import pandas as pd

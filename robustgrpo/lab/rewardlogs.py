@@ -72,7 +72,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from robustgrpo.checks import check_int, check_seed, setting
+from robustgrpo.checks import check_int
+from robustgrpo.lab.params import check_seed, setting
 from robustgrpo.lab.logfiles import FORMATS, RewardLogError, check_fields, first_problem, format_of, read_table
 from robustgrpo.lab.scenarios import load_scenario
 

@@ -86,7 +86,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from robustgrpo.checks import setting
+from robustgrpo.lab.params import setting
 from robustgrpo.lab.files import check_output_file
 from robustgrpo.lab.logfiles import RewardLogError, Table, check_fields, first_problem, is_number, read_table
 from robustgrpo.lab.rewardlogs import RewardLog, load_reward_log

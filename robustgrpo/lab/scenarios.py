@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from robustgrpo.checks import ParamError, check_int, check_seed, is_real
+from robustgrpo.checks import ParamError, check_int, is_real
+from robustgrpo.lab.params import check_seed
 from robustgrpo.lab.files import read_json
 from robustgrpo.lab.contamination import (
     CLEAN_MODELS,

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from robustgrpo.checks import check_choice
+from robustgrpo.lab.params import check_choice
 from robustgrpo.advantages import compute_advantages
 from robustgrpo.lab.metrics import agreement_from_advantages, scenario_record
 from robustgrpo.lab.metrics.distributions import DEFAULT_METHODS, contaminated_landing_table

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from robustgrpo.advantages import recommended_method
-from robustgrpo.checks import check_choice
+from robustgrpo.lab.params import check_choice
 from robustgrpo.lab.files import require_columns
 from robustgrpo.lab.simulate import seed_bands
 from robustgrpo.lab.simulate.trainer import COMPOSITE_ANSWER_LENGTHS, END_FRACTION, SIM_SEEDS, shipped_settings, single_value

@@ -20,10 +20,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from robustgrpo.advantages import ESTIMATORS, clip_help, compute_advantages, featured_estimators
+from robustgrpo.advantages import ESTIMATORS, compute_advantages
+from robustgrpo.lab.catalogue import clip_setting
 from robustgrpo.checks import check_int, check_real
 from robustgrpo.lab.reductions import mad, median
-from robustgrpo.book.controls import Control, Slider, check_methods, format_call
+from robustgrpo.book.controls import Control, Slider, check_methods, clip_help, featured_estimators, format_call
 
 __all__ = [
     "GROUP_SIZE_RANGE",
@@ -214,7 +215,7 @@ def trap_data(M: float = DEFAULT_STATE["M"], k: int = DEFAULT_STATE["k"], G: int
         raise ValueError(f"methods must be among {list(ESTIMATOR_CHOICES)}, got {list(methods)}: a batch-level "
                          "estimator's scale is a whole batch's, which one group does not have")
     group = torch.as_tensor(rewards).unsqueeze(0)
-    params = {m: ESTIMATORS[m].clip_setting(c) for m in methods}
+    params = {m: clip_setting(m, c) for m in methods}
     advantages = {m: compute_advantages(group, m, **{"tie_reference": "group", **params[m]}).advantages[0].numpy() for m in methods}
     correct, outlier = G - k - 1, G - 1
     moved = group.expand(M_GRID.size, G).clone()  # the group with the glitch at each M of the grid

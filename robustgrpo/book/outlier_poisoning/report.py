@@ -34,8 +34,9 @@ import pandas as pd
 import torch
 
 from robustgrpo.checks import check_int
-from robustgrpo.advantages import (ESTIMATORS, RECOMMENDED, GroupState, compute_advantages, featured_estimators,
-                                   recommended_method, resolve_methods)
+from robustgrpo.advantages import (ESTIMATORS, RECOMMENDED, GroupState, compute_advantages, recommended_method,
+                                   resolve_methods)
+from robustgrpo.book.controls import featured_estimators
 from robustgrpo.lab.metrics import advantage_samples, mad_zero_fraction, sensitivity_curve
 from robustgrpo.lab.metrics.seed import SCENARIO, SeedGroup, seed_group, seed_group_summary
 from robustgrpo.book.outlier_poisoning.plots import (

@@ -25,12 +25,14 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 import pandas as pd
 
-from robustgrpo.advantages import ESTIMATORS, clip_help
-from robustgrpo.checks import check_choice, check_int, check_real
+from robustgrpo.advantages import ESTIMATORS
+from robustgrpo.lab.catalogue import clip_setting
+from robustgrpo.checks import check_int, check_real
+from robustgrpo.lab.params import check_choice
 from robustgrpo.lab.contamination import RandomOutliers
 from robustgrpo.lab.simulate import CRITIC, SimConfig, seed_bands, simulate
 from robustgrpo.lab.simulate.runner import simulate_steps
-from robustgrpo.book.controls import Control, Slider, format_call
+from robustgrpo.book.controls import Control, Slider, clip_help, format_call
 
 __all__ = [
     "SCENARIOS",
@@ -100,7 +102,7 @@ def _check_state(scenario: Any, rate: Any, size: Any, G: Any, c: Any, estimator:
 def drift_config(scenario: str, rate: float, size: float, G: int, c: float, estimator: str) -> SimConfig:
     """The :class:`~robustgrpo.lab.simulate.SimConfig` of one dashboard setting (``rate = 0``: the clean reference)."""
     scenario, rate, size, G, c, estimator = _check_state(scenario, rate, size, G, c, estimator)
-    params = {} if estimator == CRITIC else ESTIMATORS[estimator].clip_setting(c)
+    params = {} if estimator == CRITIC else clip_setting(estimator, c)
     base = BASE.replace(G=G, estimators=(estimator,), params=params)
     if scenario == "glitches":
         return base.replace(contamination=RandomOutliers(rate, size))

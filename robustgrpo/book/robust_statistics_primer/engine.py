@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from robustgrpo.checks import check_choice, check_int, check_real, check_seed
+from robustgrpo.checks import check_int, check_real
+from robustgrpo.lab.params import check_choice, check_seed
 from robustgrpo.lab.metrics import efficiency, reference_efficiencies, statistic_sensitivity
 from robustgrpo.lab.metrics.sensitivity import STATISTICS
 from robustgrpo.book.controls import Control, Slider, format_call

@@ -24,7 +24,8 @@ import torch
 from scipy.stats import norm
 
 from robustgrpo.advantages import ESTIMATORS, compute_advantages, resolve_methods
-from robustgrpo.checks import check_int, check_int_list, check_seed
+from robustgrpo.checks import check_int
+from robustgrpo.lab.params import check_int_list, check_seed
 from robustgrpo.lab.contamination import Bernoulli
 from robustgrpo.lab.metrics import (
     STATISTICS,

@@ -79,23 +79,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from robustgrpo.advantages import (
-    ESTIMATORS,
-    UNCLIPPED,
-    GroupState,
-    clip_at,
-    clip_help,
-    compute_advantages,
-    count_clipped,
-    recommended_method,
-)
-from robustgrpo.checks import (
-    check_int,
-    check_positive,
-    check_probability,
-    check_real,
-    check_seed,
-)
+from robustgrpo.advantages import ESTIMATORS, GroupState, compute_advantages, recommended_method
+from robustgrpo.lab.catalogue import UNCLIPPED, clip_at, count_clipped
+from robustgrpo.checks import check_int, check_positive, check_real
+from robustgrpo.lab.params import check_probability, check_seed
 from robustgrpo.lab.contamination import (
     Bernoulli,
     CleanModel,
@@ -109,7 +96,7 @@ from robustgrpo.lab.metrics import (
     sign_changes,
     update_agreement,
 )
-from robustgrpo.book.controls import Control, Slider, check_methods, format_call
+from robustgrpo.book.controls import Control, Slider, check_methods, clip_help, format_call
 
 __all__ = [
     "GROUP_SIZES",

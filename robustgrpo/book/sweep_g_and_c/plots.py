@@ -2,7 +2,7 @@ r"""Figures of notebook 03: heat maps over (G, c) and seed 000's clip schedule.
 
 Every function takes the tidy tables that :mod:`robustgrpo.book.sweep_g_and_c.report`
 computes with :func:`robustgrpo.lab.metrics.agreement_grid` and
-:func:`robustgrpo.advantages.clip_schedule`, and returns a
+:func:`robustgrpo.book.sweep_g_and_c.report.clip_schedule`, and returns a
 :class:`matplotlib.figure.Figure` in the house style; nothing here computes a
 statistic.
 

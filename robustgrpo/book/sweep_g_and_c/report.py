@@ -7,7 +7,7 @@ M = 10), seed 0: the data of the dashboard's default clean model, so the
 dashboard at such a (G, c) shows the heat maps' cell. The numbers are those
 of :func:`robustgrpo.lab.metrics.agreement_grid` (same seeds, same definitions; the tests
 check they are equal): each estimator runs once per G and reward tensor with
-its clip off and every c re-clips (:func:`robustgrpo.advantages.reclip`),
+its clip off and every c re-clips (:func:`robustgrpo.lab.catalogue.reclip`),
 instead of recomputing it 9 times: 10^4 groups per cell (``python -m
 robustgrpo bench --dashboard`` times the whole sweep).
 
@@ -31,15 +31,18 @@ does); the figures are drawn anew at every call.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
-from robustgrpo.advantages import ESTIMATORS, clip_schedule, featured_estimators
+from robustgrpo.advantages import ESTIMATORS
+from robustgrpo.checks import check_positive
+from robustgrpo.inputs import ArrayLike
 from robustgrpo.lab.contamination import Bernoulli, Gaussian
 from robustgrpo.lab.metrics import agreement_grid, samuelson_bound
 from robustgrpo.book.sweep_g_and_c.plots import plot_clip_schedule, plot_heatmaps
+from robustgrpo.book.controls import featured_estimators
 from robustgrpo.book.figures import ReportFigure, numbers_table, report_figure
 from robustgrpo.book.text import pct
 
@@ -54,6 +57,7 @@ __all__ = [
     "N_GROUPS",
     "SCHEDULE",
     "SCHEDULE_METHODS",
+    "clip_schedule",
     "heatmap_sweep",
     "heatmap_data",
     "cell_value",
@@ -250,6 +254,37 @@ def heatmap_fallback_figure() -> ReportFigure:
                 "groups without a fallback are constant and get advantage 0; grpo and rank have no fallback. The largest "
                 f"change along c is {_spread_along_c(data, 'fallback_rate'):.3g}.")
     return ReportFigure("03_heatmap_fallback", fig, caption, data, takeaway, numbers)
+
+
+def clip_schedule(progress: ArrayLike, start: float = 2.0, end: float = 3.5,
+                  kind: Literal["linear", "cosine"] = "linear") -> np.ndarray | float:
+    r"""Seed 000's annealed Huber clip: strict early in training, loose late.
+
+    .. math::
+
+        c(t) = c_0 + (c_1 - c_0)\,t \quad\text{(linear)}, \qquad
+        c(t) = c_0 + (c_1 - c_0)\,\tfrac12(1 - \cos \pi t) \quad\text{(cosine)}
+
+    for training progress :math:`t \in [0, 1]` (a number or an array of them); seed 000 suggests
+    :math:`c_0 \approx 2.0`, :math:`c_1 \approx 3.5` (:data:`SCHEDULE`).
+
+    Examples
+    --------
+    >>> clip_schedule([0.0, 0.5, 1.0]).tolist()
+    [2.0, 2.75, 3.5]
+    """
+    for name, v in (("start", start), ("end", end)):
+        check_positive(f"clip_schedule {name}", v)
+    t = np.asarray(progress, dtype=np.float64)
+    if not np.all((t >= 0) & (t <= 1)):
+        raise ValueError("progress must lie in [0, 1] (fraction of training done)")
+    if kind == "linear":
+        w = t
+    elif kind == "cosine":
+        w = 0.5 * (1 - np.cos(np.pi * t))
+    else:
+        raise ValueError(f"kind must be 'linear' or 'cosine', got {kind!r}")
+    return start + (end - start) * w
 
 
 def _schedule_sweep(progress: bool) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:

@@ -42,7 +42,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from robustgrpo.checks import ParamError, check_int, check_real, check_seed
+from robustgrpo.checks import ParamError, check_int, check_real
+from robustgrpo.lab.params import check_seed
 from robustgrpo.lab.contamination import (
     Contaminated,
     HeavyTailedNoise,

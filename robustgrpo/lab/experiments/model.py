@@ -26,7 +26,8 @@ from typing import Any
 
 import torch
 
-from robustgrpo.checks import ParamError, check_int, check_seed
+from robustgrpo.checks import ParamError, check_int
+from robustgrpo.lab.params import check_seed
 from robustgrpo.lab.experiments.task import SPECIAL_TOKENS
 
 __all__ = ["char_tokenizer", "check_architecture", "tiny_model", "model_config", "n_parameters"]

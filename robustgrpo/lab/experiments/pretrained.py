@@ -36,7 +36,8 @@ from typing import Any
 
 import torch
 
-from robustgrpo.checks import ParamError, check_choice
+from robustgrpo.checks import ParamError
+from robustgrpo.lab.params import check_choice
 
 __all__ = ["TINY", "SMOLLM2", "SMOLLM2_FILE", "DEVICES", "check_model", "check_device", "uses_cuda", "model_name",
            "model_bytes", "smollm2_file", "end_of_turn", "load_pretrained", "chat_prompt", "GreedyEval"]

@@ -44,7 +44,8 @@ from typing import Any
 
 import torch
 
-from robustgrpo.checks import ParamError, check_int, check_seed
+from robustgrpo.checks import ParamError, check_int
+from robustgrpo.lab.params import check_seed
 from robustgrpo.lab.contamination import Contaminated, JudgeFlips, NoContamination, NoisyVerifier, over_score
 from robustgrpo.lab.experiments.judge import METRIC_PREFIX, Judge, PatternHack, judge_from_dict, judge_label, judge_to_dict, step_seed
 from robustgrpo.lab.experiments.task import ArithmeticTask, ReverseTask

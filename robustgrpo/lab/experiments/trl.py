@@ -46,7 +46,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from robustgrpo.checks import ParamError, check_seed
+from robustgrpo.checks import ParamError
+from robustgrpo.lab.params import check_seed
 from robustgrpo.lab.machine import memory_limit
 from robustgrpo.integrations.trl import METRIC_PREFIX as ADAPTER_PREFIX
 from robustgrpo.lab.sweep.spec import cell_id

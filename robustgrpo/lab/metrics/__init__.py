@@ -52,7 +52,7 @@ Conventions
   cell does not change the draws of the others.
 * Computation is in float64.
 * Estimator parameters (``**params``) are *broadcast* by the registry
-  (:func:`robustgrpo.advantages.split_settings`): each is passed to every
+  (:func:`robustgrpo.lab.catalogue.split_settings`): each is passed to every
   chosen method that accepts it (``ESTIMATORS[m].parameters``); a parameter
   that none of the chosen methods accepts raises ``ValueError``. Keywords of
   :func:`compute_advantages` itself

@@ -1,5 +1,5 @@
 """Shared pieces of the metrics: seeds, argument checks, records (settings are split by the registry,
-:func:`robustgrpo.advantages.split_settings`)."""
+:func:`robustgrpo.lab.catalogue.split_settings`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from robustgrpo.checks import check_int, check_seed
+from robustgrpo.checks import check_int
+from robustgrpo.lab.params import check_seed
 from robustgrpo.lab.contamination import (
     Contaminated,
 )

@@ -18,9 +18,10 @@ from robustgrpo.advantages import (
     compute_advantages,
     get_estimator,
     resolve_methods,
-    split_settings,
 )
-from robustgrpo.checks import check_choice, check_real
+from robustgrpo.lab.catalogue import split_settings
+from robustgrpo.checks import check_real
+from robustgrpo.lab.params import check_choice
 from robustgrpo.inputs import count_true
 from robustgrpo.lab import reductions
 from robustgrpo.lab.contamination import (

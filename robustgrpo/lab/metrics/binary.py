@@ -12,8 +12,10 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from robustgrpo.advantages import ENTRY_OPTIONS, ESTIMATORS, GroupState, compute_advantages, resolve_methods, split_settings
-from robustgrpo.checks import check_int, check_int_list, check_real, check_real_list, check_seed
+from robustgrpo.advantages import ENTRY_OPTIONS, ESTIMATORS, GroupState, compute_advantages, resolve_methods
+from robustgrpo.lab.catalogue import split_settings
+from robustgrpo.checks import check_int, check_real
+from robustgrpo.lab.params import check_int_list, check_real_list, check_seed
 from robustgrpo.lab.contamination import (
     Bernoulli,
 )

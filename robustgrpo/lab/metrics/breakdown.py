@@ -10,8 +10,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from robustgrpo.advantages import ENTRY_OPTIONS, ESTIMATORS, GroupState, compute_advantages, resolve_methods, split_settings
-from robustgrpo.checks import check_int, check_int_list, check_real, check_real_list, check_seed
+from robustgrpo.advantages import ENTRY_OPTIONS, ESTIMATORS, GroupState, compute_advantages, resolve_methods
+from robustgrpo.lab.catalogue import split_settings
+from robustgrpo.checks import check_int, check_real
+from robustgrpo.lab.params import check_int_list, check_real_list, check_seed
 from robustgrpo.lab.metrics._common import (
     DTYPE,
     Methods,

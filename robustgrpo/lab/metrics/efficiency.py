@@ -11,7 +11,8 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
-from robustgrpo.checks import check_int, check_seed
+from robustgrpo.checks import check_int
+from robustgrpo.lab.params import check_seed
 from robustgrpo.lab.scenarios import data_dir
 from robustgrpo.lab.metrics._common import DTYPE, _generator
 from robustgrpo.lab.metrics.sensitivity import STATISTICS, _apply_statistic, _statistic_names

@@ -13,22 +13,14 @@ import torch
 from robustgrpo.advantages import (
     ENTRY_OPTIONS,
     ESTIMATORS,
-    UNCLIPPED,
     AdvantageResult,
     compute_advantages,
     get_estimator,
-    reclip,
     resolve_methods,
-    split_settings,
 )
-from robustgrpo.checks import (
-    check_choice,
-    check_int,
-    check_int_list,
-    check_real,
-    check_real_list,
-    check_seed,
-)
+from robustgrpo.lab.catalogue import UNCLIPPED, reclip, split_settings
+from robustgrpo.checks import check_int, check_real
+from robustgrpo.lab.params import check_choice, check_int_list, check_real_list, check_seed
 from robustgrpo.lab.contamination import (
     Bernoulli,
     CleanModel,
@@ -100,7 +92,7 @@ def agreement_grid(
     of those hit at 0.1, and a larger size moves the same samples further.
     Clean advantages are computed once per (G, method, c), and a clipped
     estimator runs once per reward tensor with its clip off: every c re-clips
-    (:func:`~robustgrpo.advantages.reclip`, exact).
+    (:func:`~robustgrpo.lab.catalogue.reclip`, exact).
 
     ``c`` applies to the methods with a clip parameter
     (``ESTIMATORS[m].clip``, e.g. ``robust``, ``seed_mad``, ``huber_m``):

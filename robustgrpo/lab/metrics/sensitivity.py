@@ -10,7 +10,8 @@ import pandas as pd
 import torch
 
 from robustgrpo.checks import check_int
-from robustgrpo.advantages import ENTRY_OPTIONS, ESTIMATORS, compute_advantages, resolve_methods, split_settings
+from robustgrpo.advantages import ENTRY_OPTIONS, ESTIMATORS, compute_advantages, resolve_methods
+from robustgrpo.lab.catalogue import split_settings
 from robustgrpo.inputs import distinct_names
 from robustgrpo.lab import reductions as S
 from robustgrpo.lab.metrics._common import (

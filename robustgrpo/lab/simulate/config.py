@@ -27,18 +27,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from robustgrpo.advantages import ESTIMATORS, split_settings
-from robustgrpo.checks import (
-    ParamError,
-    check_choice,
-    check_fields,
-    check_int,
-    check_interval,
-    check_positive,
-    check_probability,
-    check_real,
-    check_seed,
-)
+from robustgrpo.advantages import ESTIMATORS
+from robustgrpo.lab.catalogue import clip_setting, split_settings
+from robustgrpo.checks import ParamError, check_int, check_interval, check_positive, check_real
+from robustgrpo.lab.params import check_choice, check_fields, check_probability, check_seed
 from robustgrpo.lab.files import read_json
 from robustgrpo.lab.machine import Estimate
 from robustgrpo.multireward import AGGREGATIONS
@@ -575,7 +567,7 @@ class SimConfig:
         out = est.share(dict(self.params))
         if self.c_schedule is not None:
             lo, hi = self.c_schedule
-            out.update(est.clip_setting(lo + (hi - lo) * progress))
+            out.update(clip_setting(est.name, lo + (hi - lo) * progress))
         return out
 
     def estimate(self, n_seeds: int = 1) -> Estimate:

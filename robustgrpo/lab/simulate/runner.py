@@ -55,8 +55,10 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from robustgrpo.advantages import ESTIMATORS, GroupDiagnostics, GroupState, compute_advantages, resolve_methods, split_settings
-from robustgrpo.checks import ParamError, check_int, check_probability, check_seed
+from robustgrpo.advantages import ESTIMATORS, GroupDiagnostics, GroupState, compute_advantages, resolve_methods
+from robustgrpo.lab.catalogue import split_settings
+from robustgrpo.checks import ParamError, check_int
+from robustgrpo.lab.params import check_probability, check_seed
 from robustgrpo.lab.machine import check_threads, memory_limit
 from robustgrpo.multireward import compute_multi_reward_advantages
 from robustgrpo.lab.contamination import NoContamination

@@ -19,7 +19,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from robustgrpo.checks import check_choice, check_real
+from robustgrpo.checks import check_real
+from robustgrpo.lab.params import check_choice
 
 __all__ = ["seed_bands", "final_values", "first_step_below", "first_step_above"]
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import pandas as pd
 
 from robustgrpo.advantages import resolve_methods
-from robustgrpo.checks import check_int, check_int_list
+from robustgrpo.checks import check_int
+from robustgrpo.lab.params import check_int_list
 from robustgrpo.lab.scenarios import data_dir
 from robustgrpo.lab.simulate.config import SimConfig
 from robustgrpo.lab.simulate.runner import simulate

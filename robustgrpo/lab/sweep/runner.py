@@ -23,7 +23,7 @@ from typing import Any, Mapping
 
 from tqdm.auto import tqdm
 
-from robustgrpo.checks import setting
+from robustgrpo.lab.params import setting
 from robustgrpo.lab.machine import Estimate, check_estimate
 from robustgrpo.lab.sweep.engines import LocalEngine, Outcome, RayEngine
 from robustgrpo.lab.sweep.record import Record, tidy_frame

@@ -71,7 +71,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from robustgrpo.checks import ParamError, check_int, check_real, check_seed
+from robustgrpo.checks import ParamError, check_int, check_real
+from robustgrpo.lab.params import check_seed
 from robustgrpo.lab.files import read_json
 from robustgrpo.lab.machine import MAX_CELLS
 from robustgrpo.lab.sweep.runnables import RUNNABLES, Runnable
