@@ -48,7 +48,6 @@ __all__ = [
     "check_int",
     "check_real",
     "check_interval",
-    "check_positive",
     "check_bool",
     "did_you_mean",
 ]
@@ -156,11 +155,6 @@ def check_interval(name: str, value: Any, labels: tuple[str, str] = ("lo", "hi")
     if not (math.isfinite(a) and math.isfinite(b) and a < b):
         raise ParamError(name, f"must be finite with {low} < {high}", value)
     return a, b
-
-
-def check_positive(name: str, value: Any, hint: str = "") -> float:
-    """A finite real number > 0."""
-    return check_real(name, value, minimum=0.0, open_min=True, hint=hint)
 
 
 def check_bool(name: str, value: Any) -> bool:

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from robustgrpo.checks import ParamError, check_bool, check_int, check_interval, check_positive, check_real
+from robustgrpo.checks import ParamError, check_bool, check_int, check_interval, check_real
 
 
 @pytest.mark.parametrize("value", [3, np.int64(3), np.int8(3)])
@@ -23,7 +23,7 @@ def test_int_refuses_bools_floats_strings_and_out_of_range(value):
 def test_real_bounds_open_and_closed():
     assert check_real("c", 0, minimum=0) == 0.0
     with pytest.raises(ParamError, match=r"c must be a finite number > 0, got 0"):
-        check_positive("c", 0)
+        check_real("c", 0, minimum=0, open_min=True)
     for bad in (math.nan, math.inf, -math.inf, True, "1", None):
         with pytest.raises(ParamError):
             check_real("x", bad)

@@ -8,10 +8,18 @@ from robustgrpo.lab.params import (
     check_choice,
     check_fields,
     check_int_list,
+    check_positive,
     check_probability,
     check_real_list,
     check_seed,
 )
+
+
+def test_a_positive_number_is_finite_and_above_0():
+    assert check_positive("c", 2.5) == 2.5 and check_positive("c", 1e-300) == 1e-300
+    for bad in (0, -1.0, float("inf"), float("nan"), True, "1"):
+        with pytest.raises(ParamError, match=r"^c must be a finite number > 0, got"):
+            check_positive("c", bad)
 
 
 def test_a_probability_is_a_finite_number_in_0_1():

@@ -60,8 +60,8 @@ from typing import Any, Literal, Protocol, Union, runtime_checkable
 import torch
 from torch import Tensor
 
-from robustgrpo.checks import ParamError, check_int, check_positive, check_real, is_int, is_real
-from robustgrpo.lab.params import check_probability, check_seed
+from robustgrpo.checks import ParamError, check_int, check_real, is_int, is_real
+from robustgrpo.lab.params import check_positive, check_probability, check_seed
 
 __all__ = [
     "Bernoulli",

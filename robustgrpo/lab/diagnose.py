@@ -87,7 +87,8 @@ from robustgrpo.advantages import (
     resolve_methods,
 )
 from robustgrpo.lab.catalogue import split_settings
-from robustgrpo.checks import ParamError, check_positive, check_real, did_you_mean
+from robustgrpo.checks import ParamError, check_real, did_you_mean
+from robustgrpo.lab.params import check_positive
 from robustgrpo.lab.params import setting
 from robustgrpo.lab.files import plain_text
 from robustgrpo.inputs import group_by_index

@@ -40,6 +40,7 @@ from robustgrpo.checks import ParamError, check_int, check_real, did_you_mean, i
 
 __all__ = [
     "SEED_LIMIT",
+    "check_positive",
     "check_probability",
     "check_seed",
     "check_choice",
@@ -52,6 +53,11 @@ __all__ = [
 
 #: Seeds are integers in [0, SEED_LIMIT).
 SEED_LIMIT = 2**63
+
+
+def check_positive(name: str, value: Any, hint: str = "") -> float:
+    """A finite real number > 0."""
+    return check_real(name, value, minimum=0.0, open_min=True, hint=hint)
 
 
 def check_probability(name: str, value: Any, hint: str = "pass a probability") -> float:

@@ -40,7 +40,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-from robustgrpo.checks import check_int, check_positive
+from robustgrpo.checks import check_int
+from robustgrpo.lab.params import check_positive
 from robustgrpo.book.style import estimator_color, house_style, new_figure, require_columns
 
 __all__ = [

@@ -81,7 +81,8 @@ import torch
 
 from robustgrpo.advantages import ESTIMATORS, GroupState, compute_advantages, recommended_method
 from robustgrpo.lab.catalogue import UNCLIPPED, clip_at, count_clipped
-from robustgrpo.checks import check_int, check_positive, check_real
+from robustgrpo.checks import check_int, check_real
+from robustgrpo.lab.params import check_positive
 from robustgrpo.lab.params import check_probability, check_seed
 from robustgrpo.lab.contamination import (
     Bernoulli,

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from robustgrpo.advantages import ESTIMATORS
-from robustgrpo.checks import check_positive
+from robustgrpo.lab.params import check_positive
 from robustgrpo.inputs import ArrayLike
 from robustgrpo.lab.contamination import Bernoulli, Gaussian
 from robustgrpo.lab.metrics import agreement_grid, samuelson_bound

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from robustgrpo.advantages import ESTIMATORS, recommended_method
-from robustgrpo.checks import ParamError, check_int, check_positive, check_real
-from robustgrpo.lab.params import check_choice, check_fields, check_probability
+from robustgrpo.checks import ParamError, check_int, check_real
+from robustgrpo.lab.params import check_choice, check_fields, check_positive, check_probability
 from robustgrpo.lab.machine import Estimate
 from robustgrpo.integrations import estimator_settings
 from robustgrpo.multireward import AGGREGATIONS

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Mapping
 
-from robustgrpo.checks import ParamError, check_int, check_positive, check_real
-from robustgrpo.lab.params import check_choice, check_fields
+from robustgrpo.checks import ParamError, check_int, check_real
+from robustgrpo.lab.params import check_choice, check_fields, check_positive
 from robustgrpo.lab.machine import Estimate
 from robustgrpo.advantages import ESTIMATORS
 from robustgrpo.lab.contamination import NoContamination

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from robustgrpo.checks import check_int, check_positive
-from robustgrpo.lab.params import check_probability, check_seed
+from robustgrpo.checks import check_int
+from robustgrpo.lab.params import check_positive, check_probability, check_seed
 from robustgrpo.lab.experiments.model import tiny_model
 from robustgrpo.lab.experiments.task import CLOSE_TAG, HACK_TOKEN, OPEN_TAG, ReverseTask
 

@@ -80,8 +80,8 @@ import pandas as pd
 import torch
 
 from robustgrpo.advantages import ESTIMATORS, SilencedGroupsWarning, compute_advantages, resolve_methods
-from robustgrpo.checks import ParamError, check_int, check_positive, check_real
-from robustgrpo.lab.params import check_choice, check_fields, check_int_list, check_probability, check_seed
+from robustgrpo.checks import ParamError, check_int, check_real
+from robustgrpo.lab.params import check_choice, check_fields, check_int_list, check_positive, check_probability, check_seed
 from robustgrpo.lab.files import read_json
 from robustgrpo.lab.contamination import contamination_from_dict
 from robustgrpo.inputs import distinct_names

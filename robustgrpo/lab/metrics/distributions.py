@@ -20,7 +20,8 @@ import pandas as pd
 import torch
 
 from robustgrpo.advantages import ESTIMATORS, compute_advantages, resolve_methods
-from robustgrpo.checks import check_int, check_positive, check_real, is_int
+from robustgrpo.checks import check_int, check_real, is_int
+from robustgrpo.lab.params import check_positive
 from robustgrpo.lab.files import require_columns
 from robustgrpo.inputs import distinct_names
 from robustgrpo.lab.scenarios import list_scenarios

@@ -29,8 +29,8 @@ from typing import Any, Callable, Mapping
 
 from robustgrpo.advantages import ESTIMATORS
 from robustgrpo.lab.catalogue import clip_setting, split_settings
-from robustgrpo.checks import ParamError, check_int, check_interval, check_positive, check_real
-from robustgrpo.lab.params import check_choice, check_fields, check_probability, check_seed
+from robustgrpo.checks import ParamError, check_int, check_interval, check_real
+from robustgrpo.lab.params import check_choice, check_fields, check_positive, check_probability, check_seed
 from robustgrpo.lab.files import read_json
 from robustgrpo.lab.machine import Estimate
 from robustgrpo.multireward import AGGREGATIONS

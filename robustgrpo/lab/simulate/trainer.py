@@ -54,7 +54,8 @@ import pandas as pd
 import torch
 
 from robustgrpo.advantages import ESTIMATORS
-from robustgrpo.checks import ParamError, check_positive
+from robustgrpo.checks import ParamError
+from robustgrpo.lab.params import check_positive
 from robustgrpo.lab.files import require_columns
 from robustgrpo.integrations.trl import TRL_EPS
 from robustgrpo.lab.contamination import contamination_from_dict

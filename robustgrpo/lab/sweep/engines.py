@@ -43,8 +43,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import pandas as pd
 
-from robustgrpo.checks import check_int, check_positive
-from robustgrpo.lab.params import setting
+from robustgrpo.checks import check_int
+from robustgrpo.lab.params import check_positive, setting
 from robustgrpo.lab.machine import CONNECT_TIMEOUT, cpu_limit
 from robustgrpo.lab.simulate.runner import torch_threads
 from robustgrpo.lab.sweep.spec import Cell, Sweep

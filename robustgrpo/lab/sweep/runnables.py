@@ -55,8 +55,8 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from robustgrpo.advantages import ESTIMATORS
-from robustgrpo.checks import ParamError, check_int, check_positive, check_real
-from robustgrpo.lab.params import check_choice, check_probability
+from robustgrpo.checks import ParamError, check_int, check_real
+from robustgrpo.lab.params import check_choice, check_positive, check_probability
 from robustgrpo.lab.machine import Estimate
 from robustgrpo.lab.contamination import clean_model_from_dict, clean_model_to_dict
 from robustgrpo.lab.metrics.grid import agreement_grid
