@@ -337,3 +337,37 @@ def test_one_call_passes_through_few_of_the_package_functions(method):
         functions = _functions_called(lambda: compute_advantages(rewards, method))
         assert "advantages.py:compute_advantages" in functions and any(":_" in f for f in functions)
         assert len(functions) <= CALL_FUNCTIONS[method], sorted(functions)
+
+
+
+def test_readme_core_map_names_only_what_the_core_holds():
+    """README's one-page map of the core lists every core module in layer order, and each code name it gives exists
+    where it says: a name on a module's line (a word with an underscore or a capital) is an attribute of that module
+    (the integrations' line: of it or its adapters), a `name` of the prose an attribute of a core module (a dotted
+    one: of the module or class it starts with); the call counts it quotes are those the test above holds."""
+    text = (ROOT / "README.md").read_text().split("## The core on one page", 1)[1].split("\n## ", 1)[0]
+    block, prose = text.split("```")[1], text.split("```")[2]
+    core = LAYERS["core"]
+    modules = {m: importlib.import_module(f"robustgrpo.{m}") for m in core}
+    adapters = [importlib.import_module(f"robustgrpo.integrations.{m}") for m in ("trl", "trl_trainer", "verl")]
+    lines: dict[str, str] = {}
+    for line in block.strip().splitlines():
+        if not line.startswith(" "):
+            current, line = line.split(None, 1)
+        lines[current] = lines.get(current, "") + " " + line
+    assert list(lines) == core
+    missing = []
+    for name, words in lines.items():
+        holders = [modules[name], *(adapters if name == "integrations" else [])]
+        for token in re.findall(r"\b[A-Za-z_][A-Za-z0-9_]*\b", words):
+            if ("_" in token or token != token.lower()) and not any(hasattr(h, token) for h in holders):
+                missing.append((name, token))
+    assert missing == []
+    names = re.findall(r"`([A-Za-z_][A-Za-z0-9_.]*)`", prose)
+    assert len(names) > 15
+    for dotted in names:
+        head, _, attr = dotted.partition(".")
+        owner = modules.get(head) or next((getattr(m, head) for m in modules.values() if hasattr(m, head)), None)
+        assert owner is not None and (not attr or hasattr(owner, attr)), dotted
+    counts = re.search(r"passes through (\d+) of the package's functions\s+\((\d+) for `method=\"robust\"`", prose)
+    assert counts and (int(counts[1]), int(counts[2])) == (CALL_FUNCTIONS[None], CALL_FUNCTIONS["robust"])
