@@ -83,7 +83,6 @@ from robustgrpo.inputs import (
     count_valid,
     distinct_names,
     float64_array,
-    group_by_index,
     scatter_to_flat,
     source_dtype,
     to_kind,
@@ -108,7 +107,7 @@ from robustgrpo.stats import (
     huber_location,
     winsor_bounds,
 )
-from robustgrpo.kernels import resolved_quantile, typical_deviation
+from robustgrpo.kernels import group_by_index, resolved_quantile, typical_deviation
 
 __all__ = [
     "RECOMMENDED",

@@ -10,8 +10,6 @@ module is the one place that decides how:
   into a padded ``[B, G]`` tensor and mask without a Python loop over groups
   (keys of one kind: strings, or numbers; ``None``, NaN and a mix of strings and
   numbers raise, so that ``1`` and ``"1"`` never silently become one group);
-  :meth:`Grouping.buckets` lays ragged groups out in a few blocks of similar
-  width instead, so that one huge group does not pad every other to its size;
 * ``to_kind`` converts results back.
 
 Conversion rules (nothing is coerced silently; every rule is listed here):
@@ -29,7 +27,6 @@ Conversion rules (nothing is coerced silently; every rule is listed here):
 
 from __future__ import annotations
 
-import ctypes
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence, Union
 
@@ -42,7 +39,6 @@ __all__ = [
     "first_appearance_codes",
     "ArrayLike",
     "InputKind",
-    "NanPolicy",
     "NAN_POLICIES",
     "as_tensor",
     "to_kind",
@@ -53,15 +49,14 @@ __all__ = [
     "count_valid",
     "count_true",
     "Grouping",
-    "Bucket",
     "group_by_index",
+    "index_array",
     "scatter_to_flat",
     "distinct_names",
 ]
 
 ArrayLike = Union[torch.Tensor, np.ndarray, Sequence[Any]]
 InputKind = Literal["torch", "numpy", "list"]
-NanPolicy = Literal["raise", "omit", "propagate"]
 NAN_POLICIES: tuple[str, ...] = ("raise", "omit", "propagate")
 
 _HALF_DTYPES = (torch.float16, torch.bfloat16)
@@ -300,29 +295,6 @@ class Grouping:
         """``[B]`` long, the number of samples of each group."""
         return torch.bincount(self.group, minlength=self.n_groups)
 
-    def buckets(self) -> list[Bucket]:
-        r"""The groups in blocks of similar size, each padded only to its own width.
-
-        A group of n samples goes to the block of width :math:`2^{\lceil \log_2 n \rceil}`,
-        so a block is at most half padding and there are at most
-        :math:`\lceil \log_2 G \rceil + 1` blocks: the padded blocks together hold
-        fewer than twice the N samples, where :meth:`pad` holds :math:`B \cdot G`
-        (one group of 10,000 samples beside 10,000 of one sample: 20,001 slots,
-        not 100 million). Blocks come in increasing width; rows keep their order.
-        """
-        sizes = self.sizes
-        width = torch.ones_like(sizes)
-        big = sizes > 1
-        width[big] = torch.pow(2, torch.ceil(torch.log2(sizes[big].double())).long())
-        out = []
-        for w in torch.unique(width).tolist():  # one block per width: at most log2(G) + 1 of them
-            rows = torch.nonzero(width == w).squeeze(-1)
-            position = torch.full((self.n_groups,), -1, dtype=torch.long)
-            position[rows] = torch.arange(len(rows))
-            samples = torch.nonzero(position[self.group] >= 0).squeeze(-1)
-            out.append(Bucket(rows, samples, position[self.group[samples]], self.slot[samples], int(w)))
-        return out
-
     def pad(self, flat: torch.Tensor, fill: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
         """Scatter ``[N]`` values into a ``[B, G]`` tensor and its validity mask."""
         shape = (self.n_groups, self.group_size)
@@ -334,44 +306,6 @@ class Grouping:
         mask = torch.zeros(shape, dtype=torch.bool, device=flat.device)
         mask[group, slot] = True
         return padded, mask
-
-
-@dataclass(frozen=True)
-class Bucket:
-    """One block of :meth:`Grouping.buckets`: some groups padded to a common width.
-
-    Attributes
-    ----------
-    rows : torch.Tensor
-        ``[B_k]`` long, the groups (rows of the :class:`Grouping`) in this block.
-    samples : torch.Tensor
-        ``[N_k]`` long, the flat samples of those groups, in flat order.
-    row : torch.Tensor
-        ``[N_k]`` long, the block row of each of those samples.
-    slot : torch.Tensor
-        ``[N_k]`` long, its column within the block row.
-    width : int
-        The block's width (a power of two).
-    """
-
-    rows: torch.Tensor
-    samples: torch.Tensor
-    row: torch.Tensor
-    slot: torch.Tensor
-    width: int
-
-    def pad(self, flat: torch.Tensor, fill: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-        """The block's ``[B_k, width]`` values from the ``[N]`` flat values, and its validity mask."""
-        shape = (len(self.rows), self.width)
-        padded = torch.full(shape, fill, dtype=flat.dtype, device=flat.device)
-        padded[self.row, self.slot] = flat[self.samples]
-        mask = torch.zeros(shape, dtype=torch.bool, device=flat.device)
-        mask[self.row, self.slot] = True
-        return padded, mask
-
-    def flat(self, padded: torch.Tensor) -> torch.Tensor:
-        """The block's ``[B_k, width]`` values back as its ``[N_k]`` samples (in :attr:`samples` order)."""
-        return padded[self.row, self.slot]
 
 
 def _key_kind(value: Any) -> str:
@@ -388,7 +322,7 @@ def _type_kind(kind: type) -> str:
     return kind.__name__
 
 
-def _index_array(index: ArrayLike) -> np.ndarray:
+def index_array(index: ArrayLike) -> np.ndarray:
     """The group keys as a numpy array, refusing None, NaN and a mix of strings and numbers."""
     if isinstance(index, torch.Tensor):
         idx = index.detach().cpu().numpy()
@@ -477,10 +411,7 @@ def group_by_index(index: ArrayLike, n: int) -> Grouping:
         None or NaN, or it mixes strings and numbers (``[1, "1"]`` would
         otherwise be one group).
     """
-    runs = _grouping_of_runs(index, n)
-    if runs is not None:
-        return runs
-    idx = _index_array(index)
+    idx = index_array(index)
     if idx.ndim != 1:
         raise ValueError(f"index must be one-dimensional (one group key per reward), got shape {idx.shape}")
     if len(idx) != n:
@@ -495,80 +426,16 @@ def group_by_index(index: ArrayLike, n: int) -> Grouping:
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     slot = np.empty(n, dtype=np.int64)
     slot[by_group] = np.arange(n) - np.repeat(starts, counts)
+    # regular: groups of one size standing group by group, in order (then padding is a reshape)
+    regular = bool(counts.max() > 1 and (counts == counts[0]).all()
+                   and (group == np.repeat(np.arange(len(keys)), counts[0])).all())
     return Grouping(
         group=torch.from_numpy(group.astype(np.int64, copy=False)),
         slot=torch.from_numpy(slot),
         keys=keys,
         group_size=int(counts.max()),
+        regular=regular,
     )
-
-
-def _grouping_of_runs(index: Any, n: int) -> Grouping | None:
-    """:func:`group_by_index` for verl's layout, without converting every key: None where it does not apply.
-
-    verl's ``uid`` is an object array of Python strings in which each prompt's samples stand
-    together, each prompt's one string object repeated (``numpy.repeat``). The run heads are
-    found first by the objects' identity (:func:`_identity_run_heads`: where a neighbour is
-    another object), then, where that fails (distinct objects of one value side by side, or
-    every sample its own object), by comparing the objects themselves (``!=``, in C). Only the
-    heads are checked (:func:`_index_array`: a key that is None, NaN or of another kind than its
-    neighbour heads a run) and converted, and only they are hashed to see that no key heads two
-    runs. Then each run is a group, in order, and a sample's slot is its place in its run.
-    Anything else (no object array, no runs, a key in two runs, a bad key, keys that cannot be
-    compared or hashed) returns None: the general path groups it or says what is wrong.
-    """
-    if not (isinstance(index, np.ndarray) and index.dtype == object and index.ndim == 1 and len(index) == n > 1):
-        return None
-    for find_heads in (_identity_run_heads, _value_run_heads):  # (the second only where the first fails)
-        heads = find_heads(index)
-        if heads is None or len(heads) == n:
-            continue
-        first = index[heads]
-        try:
-            keys = _index_array(first)
-            distinct = len(set(first.tolist())) == len(heads)  # (a set of the heads: no sort of the strings)
-        except (ValueError, TypeError):  # the general path names the key at its position in the whole index
-            return None
-        if not distinct:  # a key heads two runs: distinct objects of one value side by side, or a key in two places
-            continue
-        lengths = np.diff(np.append(heads, n))
-        return Grouping(
-            group=torch.from_numpy(np.repeat(np.arange(len(heads), dtype=np.int64), lengths)),
-            slot=torch.from_numpy(np.arange(n, dtype=np.int64) - np.repeat(heads, lengths)),
-            keys=keys,
-            group_size=int(lengths.max()),
-            regular=bool((lengths == lengths[0]).all()),
-        )
-    return None
-
-
-def _identity_run_heads(index: np.ndarray) -> np.ndarray | None:
-    """Where each run of one object starts in a contiguous object array (its buffer's item addresses compared),
-    or None for an array whose buffer is not one block.
-
-    One pass of integer comparisons: the items are not touched. One object is one value, so every run of
-    one object lies within a run of equal keys; two runs of distinct objects of one value side by side are
-    two runs here (the caller's check of distinct heads catches them).
-    """
-    if not index.flags.c_contiguous:
-        return None
-    addresses = np.ctypeslib.as_array((ctypes.c_ssize_t * len(index)).from_address(index.ctypes.data))
-    change = np.empty(len(index), dtype=bool)
-    change[0] = True
-    np.not_equal(addresses[1:], addresses[:-1], out=change[1:])
-    return np.flatnonzero(change)
-
-
-def _value_run_heads(index: np.ndarray) -> np.ndarray | None:
-    """Where each run of equal keys starts in an object array (neighbours compared with ``!=``), or None for keys
-    whose comparison is not one bool (arrays, lists)."""
-    change = np.empty(len(index), dtype=bool)
-    change[0] = True
-    try:
-        np.not_equal(index[1:], index[:-1], out=change[1:])
-    except (TypeError, ValueError):
-        return None
-    return np.flatnonzero(change)
 
 
 def scatter_to_flat(padded: torch.Tensor, grouping: Grouping) -> torch.Tensor:

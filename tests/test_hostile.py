@@ -28,7 +28,7 @@ from robustgrpo import compute_advantages
 from robustgrpo.lab.files import check_output_file, loads_json, plain_text, terminal_text, write_new_file
 from robustgrpo.lab.machine import Estimate, check_estimate, check_threads
 from robustgrpo.cli import main
-from robustgrpo.lab.diagnose import diagnose
+from robustgrpo.lab.diagnose import buckets, diagnose
 from robustgrpo.inputs import group_by_index
 from robustgrpo.book.your_rewards.report import diagnosis_html, write_diagnosis_html
 from robustgrpo.lab.rewardlogs import RewardLog, load_reward_log, write_reward_log
@@ -254,7 +254,7 @@ def test_diagnose_on_ragged_groups_is_fast_and_small(tmp_path):
     assert int(groups) == 10_001
     assert float(seconds) < 30 and int(peak) < 1.5e9, (seconds, peak)
     grouping = group_by_index(frame["group"].to_numpy(), len(frame))
-    slots = sum(len(b.rows) * b.width for b in grouping.buckets())
+    slots = sum(len(b.rows) * b.width for b in buckets(grouping))
     assert slots < 2 * len(frame) and grouping.n_groups * grouping.group_size == 10_001 * 10_000
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pytest
 import torch
@@ -74,84 +72,6 @@ def test_verls_uids_an_object_array_of_str_group_as_the_same_strings_do():
         group_by_index(np.array(["a", "a", None], dtype=object), 3)
     with pytest.raises(ValueError, match="mixes kinds of keys"):
         group_by_index(np.array(["a", 1], dtype=object), 2)
-
-
-def test_verls_repeated_uid_objects_are_grouped_by_identity_without_comparing_the_strings(monkeypatch):
-    """One string object per prompt, repeated (verl's layout): the runs come from the objects' addresses alone (the
-    comparison of the strings is not called); distinct objects of one value side by side are compared, and merge."""
-    import robustgrpo.inputs as inputs
-
-    uids = np.repeat(np.array([f"uid-{i}" for i in range(5)], dtype=object), 3)
-    assert inputs._identity_run_heads(uids).tolist() == [0, 3, 6, 9, 12]
-    assert inputs._identity_run_heads(np.repeat(uids, 2)[::2]) is None  # (a strided view: its buffer is not one block)
-
-    def refuse(index):
-        raise AssertionError("compared the strings")
-
-    with monkeypatch.context() as m:
-        m.setattr(inputs, "_value_run_heads", refuse)
-        grouping = group_by_index(uids, 15)
-    assert grouping.regular and grouping.keys.tolist() == [f"uid-{i}" for i in range(5)]
-    assert grouping.group.tolist() == np.repeat(np.arange(5), 3).tolist() and grouping.slot.tolist() == [0, 1, 2] * 5
-    twins = np.empty(4, dtype=object)
-    twins[:] = ["uid-a", "".join(["uid-", "a"]), "uid-b", "uid-b"]  # two objects holding "uid-a" side by side: one group
-    assert twins[0] is not twins[1] and twins[0] == twins[1]
-    assert group_by_index(twins, 4).group.tolist() == [0, 0, 1, 1]
-
-
-_KEY_KINDS = {
-    "uid": lambda k: f"uid-{k}",
-    "int": lambda k: k,
-    "none": lambda k: None if k == 3 else f"uid-{k}",
-    "mixed": lambda k: k if k == 3 else f"uid-{k}",
-    "nan": lambda k: float("nan") if k == 3 else float(k),
-    "bytes": lambda k: f"uid-{k}".encode() if k == 3 else f"uid-{k}",
-}
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 4)), min_size=1, max_size=12), st.sampled_from(sorted(_KEY_KINDS)),
-       st.sampled_from(["per sample", "per run", "per run, strided"]))
-def test_an_object_array_of_keys_groups_as_the_same_keys_in_a_list_do(runs, kind, objects_made):
-    """verl's uids (an object array, runs found by the objects' identity or by comparing them) and the general path
-    (every key converted): the same grouping, a regular one where every run is a distinct key of one length, and the
-    same error for a bad key. The keys are a new object per sample, or one object per run repeated (verl's
-    ``numpy.repeat``: two runs of one value side by side are then two objects), also in a strided view."""
-    if objects_made == "per sample":
-        keys = [_KEY_KINDS[kind](k) for k, n in runs for _ in range(n)]
-    else:
-        keys = [key for k, n in runs for key in [_KEY_KINDS[kind](k)] * n]
-    objects = np.empty(2 * len(keys) if objects_made.endswith("strided") else len(keys), dtype=object)
-    if objects_made.endswith("strided"):
-        objects[::2] = keys
-        objects = objects[::2]
-    else:
-        objects[:] = keys
-    try:
-        expected = group_by_index(list(keys), len(keys))
-    except ValueError as err:
-        with pytest.raises(ValueError, match=re.escape(str(err))):
-            group_by_index(objects, len(keys))
-        return
-    got = group_by_index(objects, len(keys))
-    assert got.keys.tolist() == expected.keys.tolist() and got.keys.dtype == expected.keys.dtype
-    assert got.group.tolist() == expected.group.tolist() and got.slot.tolist() == expected.slot.tolist()
-    assert got.group_size == expected.group_size
-    merged: list[list[int]] = []  # the runs as the keys stand: adjacent runs of one key are one
-    for k, n in runs:
-        if merged and merged[-1][0] == k:
-            merged[-1][1] += n
-        else:
-            merged.append([k, n])
-    regular = len({k for k, _ in merged}) == len(merged) and {n for _, n in merged} == {merged[0][1]} and merged[0][1] > 1
-    assert got.regular == regular
-    values = torch.arange(len(keys), dtype=torch.float64)
-    padded, mask = got.pad(values)
-    want_padded, want_mask = expected.pad(values)
-    assert torch.equal(padded, want_padded) and torch.equal(mask, want_mask)
-    assert torch.equal(scatter_to_flat(padded, got), values)
-    padded += 1  # the padded tensor is a copy: the caller's values stay as they were
-    assert torch.equal(values, torch.arange(len(keys), dtype=torch.float64))
 
 
 def test_group_by_index_errors():

@@ -10,6 +10,7 @@ against ``numpy.sort``.
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from robustgrpo import kernels, stats
+from robustgrpo import inputs, kernels, stats
 
 
 #: The kernels' size gates as the package sets them (read before any test turns them off).
@@ -219,8 +220,9 @@ def test_the_kernel_bench_times_each_kernel_beside_its_twin_and_checks_their_bit
     from robustgrpo.bench.kernels import KERNEL_PAIRS, format_kernel_table, run_kernel_benchmark
 
     rows = run_kernel_benchmark(shapes=[(64, 16)], repeats=1)
-    assert [(r.kernel, r.rewards) for r in rows] == [(k, kind) for k in KERNEL_PAIRS for kind in
-                                                    ("uniform+outlier", "0/1", "0/1+jitter")]
+    assert [(r.kernel, r.rewards) for r in rows] == [(k, kind) for k, (*_, by_values) in KERNEL_PAIRS.items() for kind in
+                                                    ("uniform+outlier", "0/1", "0/1+jitter")[: 3 if by_values else 1]]
+    assert list(KERNEL_PAIRS) == ["typical_deviation", "resolved_quantile", "group_by_index"]
     assert all(r.same_bits and r.kernel_s > 0 and r.twin_s > 0 and r.ratio == pytest.approx(r.twin_s / r.kernel_s)
                for r in rows)
     table = format_kernel_table(rows, (1.0, 2.0, 3.0))
@@ -281,3 +283,79 @@ def test_resolved_quantile_kernel_leaves_overflowed_deviations_to_its_twin():
     x = torch.tensor([[-3e38, 0.0, 3e38, 1.0], [0.0, 1.0, 0.0, 0.0]], dtype=torch.float32)
     su, n, t = _sorted_deviations(x, None, 1e-3)
     assert _same(kernels.resolved_quantile(su, n, t, 0.5), stats.resolved_quantile(su, t, 0.5))
+
+
+def test_verls_repeated_uid_objects_are_grouped_by_identity_without_comparing_the_strings(monkeypatch):
+    """One string object per prompt, repeated (verl's layout): the runs come from the objects' addresses alone (the
+    comparison of the strings is not called); distinct objects of one value side by side are compared, and merge."""
+    uids = np.repeat(np.array([f"uid-{i}" for i in range(5)], dtype=object), 3)
+    assert kernels._identity_run_heads(uids).tolist() == [0, 3, 6, 9, 12]
+    assert kernels._identity_run_heads(np.repeat(uids, 2)[::2]) is None  # (a strided view: its buffer is not one block)
+
+    def refuse(index):
+        raise AssertionError("compared the strings")
+
+    with monkeypatch.context() as m:
+        m.setattr(kernels, "_value_run_heads", refuse)
+        grouping = kernels.group_by_index(uids, 15)
+    assert grouping.regular and grouping.keys.tolist() == [f"uid-{i}" for i in range(5)]
+    assert grouping.group.tolist() == np.repeat(np.arange(5), 3).tolist() and grouping.slot.tolist() == [0, 1, 2] * 5
+    twins = np.empty(4, dtype=object)
+    twins[:] = ["uid-a", "".join(["uid-", "a"]), "uid-b", "uid-b"]  # two objects holding "uid-a" side by side: one group
+    assert twins[0] is not twins[1] and twins[0] == twins[1]
+    assert kernels.group_by_index(twins, 4).group.tolist() == [0, 0, 1, 1]
+
+
+_KEY_KINDS = {
+    "uid": lambda k: f"uid-{k}",
+    "int": lambda k: k,
+    "none": lambda k: None if k == 3 else f"uid-{k}",
+    "mixed": lambda k: k if k == 3 else f"uid-{k}",
+    "nan": lambda k: float("nan") if k == 3 else float(k),
+    "bytes": lambda k: f"uid-{k}".encode() if k == 3 else f"uid-{k}",
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(1, 4)), min_size=1, max_size=12), st.sampled_from(sorted(_KEY_KINDS)),
+       st.sampled_from(["per sample", "per run", "per run, strided"]))
+def test_group_by_index_kernel_is_its_twin_on_any_object_array_of_keys(runs, kind, objects_made):
+    """The kernel on verl's uids (an object array, runs found by the objects' identity or by comparing them) and its
+    twin on the same keys in a list (every key converted): the same grouping, a regular one where every run is a distinct key of one length, and the
+    same error for a bad key. The keys are a new object per sample, or one object per run repeated (verl's
+    ``numpy.repeat``: two runs of one value side by side are then two objects), also in a strided view."""
+    if objects_made == "per sample":
+        keys = [_KEY_KINDS[kind](k) for k, n in runs for _ in range(n)]
+    else:
+        keys = [key for k, n in runs for key in [_KEY_KINDS[kind](k)] * n]
+    objects = np.empty(2 * len(keys) if objects_made.endswith("strided") else len(keys), dtype=object)
+    if objects_made.endswith("strided"):
+        objects[::2] = keys
+        objects = objects[::2]
+    else:
+        objects[:] = keys
+    try:
+        expected = inputs.group_by_index(list(keys), len(keys))
+    except ValueError as err:
+        with pytest.raises(ValueError, match=re.escape(str(err))):
+            kernels.group_by_index(objects, len(keys))
+        return
+    got = kernels.group_by_index(objects, len(keys))
+    assert got.keys.tolist() == expected.keys.tolist() and got.keys.dtype == expected.keys.dtype
+    assert got.group.tolist() == expected.group.tolist() and got.slot.tolist() == expected.slot.tolist()
+    assert got.group_size == expected.group_size
+    merged: list[list[int]] = []  # the runs as the keys stand: adjacent runs of one key are one
+    for k, n in runs:
+        if merged and merged[-1][0] == k:
+            merged[-1][1] += n
+        else:
+            merged.append([k, n])
+    regular = len({k for k, _ in merged}) == len(merged) and {n for _, n in merged} == {merged[0][1]} and merged[0][1] > 1
+    assert got.regular == expected.regular == regular
+    values = torch.arange(len(keys), dtype=torch.float64)
+    padded, mask = got.pad(values)
+    want_padded, want_mask = expected.pad(values)
+    assert torch.equal(padded, want_padded) and torch.equal(mask, want_mask)
+    assert torch.equal(inputs.scatter_to_flat(padded, got), values)
+    padded += 1  # the padded tensor is a copy: the caller's values stay as they were
+    assert torch.equal(values, torch.arange(len(keys), dtype=torch.float64))

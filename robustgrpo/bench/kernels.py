@@ -20,9 +20,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
-from robustgrpo import kernels, stats
+from robustgrpo import inputs, kernels, stats
 from robustgrpo.bench._common import load_average, load_text
 from robustgrpo.bench.estimators import BENCH_REWARDS, bench_rewards
 
@@ -51,11 +52,25 @@ def _resolved_quantile_args(rewards: torch.Tensor) -> tuple:
     return stats.sort_valid(u, None), n, t, 0.5
 
 
-#: name -> (kernel, plain twin, arguments from a ``[B, G]`` batch of rewards).
-KERNEL_PAIRS: dict[str, tuple[Callable, Callable, Callable[[torch.Tensor], tuple]]] = {
-    "typical_deviation": (kernels.typical_deviation, stats.typical_deviation, _typical_deviation_args),
+def _uid_args(rewards: torch.Tensor) -> tuple:
+    """verl's group keys for a ``[B, G]`` batch: an object array of B uid strings, each repeated G times."""
+    B, G = rewards.shape
+    return np.repeat(np.array([f"{i:08x}-uid" for i in range(B)], dtype=object), G), B * G
+
+
+def _grouping_bits(grouping: inputs.Grouping) -> torch.Tensor:
+    """A grouping as one tensor the bits are compared on: each sample's row and slot, and whether it is regular."""
+    return torch.cat([grouping.group, grouping.slot, torch.tensor([grouping.group_size, int(grouping.regular)])])
+
+
+#: name -> (kernel, plain twin, arguments from a ``[B, G]`` batch of rewards, whether the rewards' values matter:
+#: False for a kernel of the group keys, timed once per shape, on the first kind of rewards).
+KERNEL_PAIRS: dict[str, tuple[Callable, Callable, Callable[[torch.Tensor], tuple], bool]] = {
+    "typical_deviation": (kernels.typical_deviation, stats.typical_deviation, _typical_deviation_args, True),
     "resolved_quantile": (kernels.resolved_quantile, lambda sorted_u, n, t, q: stats.resolved_quantile(sorted_u, t, q),
-                          _resolved_quantile_args),
+                          _resolved_quantile_args, True),
+    "group_by_index": (lambda index, n: _grouping_bits(kernels.group_by_index(index, n)),
+                       lambda index, n: _grouping_bits(inputs.group_by_index(index, n)), _uid_args, False),
 }
 
 
@@ -92,9 +107,9 @@ def run_kernel_benchmark(shapes: Sequence[tuple[int, int]] = KERNEL_SHAPES, kind
         kernels.TYPICAL_DEVIATION_FROM = kernels.RESOLVED_QUANTILE_FROM = 0
     rows = []
     try:
-        for name, (kernel, twin, arguments) in KERNEL_PAIRS.items():
+        for name, (kernel, twin, arguments, by_values) in KERNEL_PAIRS.items():
             for shape in shapes:
-                for kind in kinds:
+                for kind in kinds if by_values else kinds[:1]:
                     args = arguments(bench_rewards(kind, shape, torch.Generator().manual_seed(seed)))
                     same = _same_bits(kernel(*args), twin(*args))
                     times: dict[str, list[float]] = {"kernel": [], "twin": []}

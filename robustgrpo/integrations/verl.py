@@ -76,7 +76,8 @@ import torch
 
 from robustgrpo.advantages import ESTIMATORS, AdvantageResult, compute_advantages, resolve_methods
 from robustgrpo.checks import did_you_mean
-from robustgrpo.inputs import first_appearance_codes, group_by_index, scatter_to_flat
+from robustgrpo.inputs import first_appearance_codes, scatter_to_flat
+from robustgrpo.kernels import group_by_index
 from robustgrpo.multireward import compute_multi_reward_advantages
 from robustgrpo.integrations import METRIC_PREFIX, OPTIONS, _plain, advantage_metrics, estimator_settings, pivot_rows
 

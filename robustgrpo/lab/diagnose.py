@@ -91,7 +91,8 @@ from robustgrpo.checks import ParamError, check_real, did_you_mean
 from robustgrpo.lab.params import check_positive
 from robustgrpo.lab.params import setting
 from robustgrpo.lab.files import plain_text
-from robustgrpo.inputs import group_by_index
+from robustgrpo.inputs import Grouping
+from robustgrpo.kernels import group_by_index
 from robustgrpo.integrations import trl_arguments, verl_overrides
 from robustgrpo.lab.metrics import relative_update_error, update_cosine
 from robustgrpo.lab.metrics.battery import EFFICIENCY_MARGIN
@@ -129,6 +130,8 @@ __all__ = [
     "recommend",
     "Diagnosis",
     "diagnose",
+    "Bucket",
+    "buckets",
     "RunDiagnosis",
     "diagnose_run",
 ]
@@ -609,6 +612,69 @@ def _per_step(groups: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+@dataclass(frozen=True)
+class Bucket:
+    """One block of :func:`buckets`: some groups padded to a common width.
+
+    Attributes
+    ----------
+    rows : torch.Tensor
+        ``[B_k]`` long, the groups (rows of the :class:`~robustgrpo.inputs.Grouping`) in this block.
+    samples : torch.Tensor
+        ``[N_k]`` long, the flat samples of those groups, in flat order.
+    row : torch.Tensor
+        ``[N_k]`` long, the block row of each of those samples.
+    slot : torch.Tensor
+        ``[N_k]`` long, its column within the block row.
+    width : int
+        The block's width (a power of two).
+    """
+
+    rows: torch.Tensor
+    samples: torch.Tensor
+    row: torch.Tensor
+    slot: torch.Tensor
+    width: int
+
+    def pad(self, flat: torch.Tensor, fill: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+        """The block's ``[B_k, width]`` values from the ``[N]`` flat values, and its validity mask."""
+        shape = (len(self.rows), self.width)
+        padded = torch.full(shape, fill, dtype=flat.dtype, device=flat.device)
+        padded[self.row, self.slot] = flat[self.samples]
+        mask = torch.zeros(shape, dtype=torch.bool, device=flat.device)
+        mask[self.row, self.slot] = True
+        return padded, mask
+
+    def flat(self, padded: torch.Tensor) -> torch.Tensor:
+        """The block's ``[B_k, width]`` values back as its ``[N_k]`` samples (in :attr:`samples` order)."""
+        return padded[self.row, self.slot]
+
+
+
+def buckets(grouping: Grouping) -> list[Bucket]:
+    r"""The groups in blocks of similar size, each padded only to its own width.
+
+    A group of n samples goes to the block of width :math:`2^{\lceil \log_2 n \rceil}`,
+    so a block is at most half padding and there are at most
+    :math:`\lceil \log_2 G \rceil + 1` blocks: the padded blocks together hold
+    fewer than twice the N samples, where :meth:`~robustgrpo.inputs.Grouping.pad` holds :math:`B \cdot G`
+    (one group of 10,000 samples beside 10,000 of one sample: 20,001 slots,
+    not 100 million). Blocks come in increasing width; rows keep their order.
+    """
+    sizes = grouping.sizes
+    width = torch.ones_like(sizes)
+    big = sizes > 1
+    width[big] = torch.pow(2, torch.ceil(torch.log2(sizes[big].double())).long())
+    out = []
+    for w in torch.unique(width).tolist():  # one block per width: at most log2(G) + 1 of them
+        rows = torch.nonzero(width == w).squeeze(-1)
+        position = torch.full((grouping.n_groups,), -1, dtype=torch.long)
+        position[rows] = torch.arange(len(rows))
+        samples = torch.nonzero(position[grouping.group] >= 0).squeeze(-1)
+        out.append(Bucket(rows, samples, position[grouping.group[samples]], grouping.slot[samples], int(w)))
+    return out
+
+
 def diagnose(
     log: RewardLog | str | os.PathLike[str],
     *,
@@ -678,11 +744,11 @@ def diagnose(
     per_method = split_settings(names, params)
     frame, fn_name = _select_reward_fn(log, reward_fn)
 
-    # groups: (step, group) pairs, laid out in blocks of similar width (Grouping.buckets), so that
+    # groups: (step, group) pairs, laid out in blocks of similar width (buckets), so that
     # memory stays proportional to the log however ragged its groups (no [B, G_max] padding)
     keys = frame["step"].astype(str).str.cat(frame["group"], sep="\x1f").to_numpy()
     grouping = group_by_index(keys, len(frame))
-    buckets = grouping.buckets()
+    blocks = buckets(grouping)
     flat = torch.tensor(frame["reward"].to_numpy(), dtype=_DTYPE)
     n_rows, n_groups = len(flat), grouping.n_groups
     first = np.unique(grouping.group.numpy(), return_index=True)[1]
@@ -695,7 +761,7 @@ def diagnose(
     zero_std = torch.zeros(n_groups, dtype=torch.bool)
     mad_zero = torch.zeros(n_groups, dtype=torch.bool)
     d = torch.zeros(n_rows, dtype=_DTYPE)
-    for bucket in buckets:  # a handful of blocks (log2 of the largest group), not the groups
+    for bucket in blocks:  # a handful of blocks (log2 of the largest group), not the groups
         r, mask = bucket.pad(flat)
         nb = n[bucket.rows]
         std = masked_std(r, mask, nb, masked_mean(r, mask, nb), ddof=1)
@@ -722,8 +788,8 @@ def diagnose(
     best_eligible = torch.zeros(n_groups, dtype=torch.bool)
     best_negative = torch.zeros(n_groups, dtype=torch.bool)
     advantages = {m: torch.zeros(n_rows, dtype=_DTYPE) for m in names}
-    stats = _step_statistics(flat, buckets, n_groups, step_rows, sample_step, per_method)
-    for bucket in buckets:
+    stats = _step_statistics(flat, blocks, n_groups, step_rows, sample_step, per_method)
+    for bucket in blocks:
         r, mask = bucket.pad(flat)
         plausible = bucket.pad(~robust_flag & ~range_flag)[0] & mask
         for m in names:

@@ -86,6 +86,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from robustgrpo.integrations.trl import LOG_COLUMNS
 from robustgrpo.lab.params import setting
 from robustgrpo.lab.files import check_output_file
 from robustgrpo.lab.logfiles import RewardLogError, Table, check_fields, first_problem, is_number, read_table
@@ -100,8 +101,8 @@ TRAINERS: tuple[str, ...] = ("trl", "verl")
 TRL_FILE = re.compile(r"^completions_(\d+)\.parquet$")
 #: verl's rollout dump names.
 VERL_FILE = re.compile(r"^(\d+)\.jsonl$")
-#: Columns robustgrpo's TRL adapter adds to the completions log (not reward functions).
-ADAPTER_COLUMNS: tuple[str, ...] = ("advantage_method", "in_loss")
+#: Columns robustgrpo's TRL adapter adds to the completions log (not reward functions): the adapter's own list.
+ADAPTER_COLUMNS: tuple[str, ...] = LOG_COLUMNS
 #: verl dump columns that are not reward components.
 _VERL_META = ("input", "output", "score", "step", "gts", "uid", "request_id")
 _TOTAL = {"trl": "sum", "verl": "score"}
