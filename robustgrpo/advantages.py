@@ -350,14 +350,6 @@ class Estimator:
         object.__setattr__(self, "defaults", defaults)  # (a frozen dataclass sets its derived fields so)
         object.__setattr__(self, "reads_residue", self.sorts is not None or "resolution" in defaults)
 
-    def share(self, settings: Mapping[str, Any]) -> dict[str, Any]:
-        """The settings among ``settings`` that are its parameters (unchecked; :meth:`bind` checks).
-
-        >>> ESTIMATORS["grpo"].share({"c": 3.0, "ddof": 0})
-        {'ddof': 0}
-        """
-        return {k: v for k, v in settings.items() if k in self.defaults}
-
     @property
     def order_based(self) -> bool:
         """Whether its centre, scale or scores are order statistics of the group (median, MAD,

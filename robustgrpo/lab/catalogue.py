@@ -26,7 +26,7 @@ from robustgrpo.advantages import ESTIMATORS, AdvantageResult, get_estimator, po
 from robustgrpo.checks import ParamError, did_you_mean
 from robustgrpo.inputs import as_tensor, to_kind
 
-__all__ = ["split_settings", "clip_setting", "describe_estimators", "UNCLIPPED", "reclip", "clip_at", "count_clipped"]
+__all__ = ["split_settings", "share", "clip_setting", "describe_estimators", "UNCLIPPED", "reclip", "clip_at", "count_clipped"]
 
 
 def split_settings(methods: Sequence[str], settings: Mapping[str, Any], *, shared: Iterable[str] = (),
@@ -68,8 +68,18 @@ def split_settings(methods: Sequence[str], settings: Mapping[str, Any], *, share
     common = {k: v for k, v in settings.items() if k in shared}
     if check:
         for e in estimators:
-            e.bind(e.share(settings))
-    return {e.name: {**e.share(settings), **common} for e in estimators}
+            e.bind(share(e.name, settings))
+    return {e.name: {**share(e.name, settings), **common} for e in estimators}
+
+
+def share(method: str, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings among ``settings`` that are ``method``'s parameters (unchecked; ``Estimator.bind`` checks).
+
+    >>> share("grpo", {"c": 3.0, "ddof": 0})
+    {'ddof': 0}
+    """
+    defaults = get_estimator(method).defaults
+    return {k: v for k, v in settings.items() if k in defaults}
 
 
 def clip_setting(method: str, c: float | None) -> dict[str, float]:

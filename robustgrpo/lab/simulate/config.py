@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from robustgrpo.advantages import ESTIMATORS
-from robustgrpo.lab.catalogue import clip_setting, split_settings
+from robustgrpo.lab.catalogue import clip_setting, share, split_settings
 from robustgrpo.checks import ParamError, check_int, check_interval, check_real
 from robustgrpo.lab.params import check_choice, check_fields, check_positive, check_probability, check_seed
 from robustgrpo.lab.files import read_json
@@ -564,7 +564,7 @@ class SimConfig:
         if method == CRITIC:
             return {}
         est = ESTIMATORS[method]
-        out = est.share(dict(self.params))
+        out = share(est.name, dict(self.params))
         if self.c_schedule is not None:
             lo, hi = self.c_schedule
             out.update(clip_setting(est.name, lo + (hi - lo) * progress))
