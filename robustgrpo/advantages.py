@@ -342,8 +342,9 @@ class Estimator:
     sorts: Literal["values", "order"] | None = None
     colour: str = "#666666"
     featured: int | None = None
-    defaults: Mapping[str, Any] = field(init=False)
-    reads_residue: bool = field(init=False)
+    # (derived from parameters and sorts: neither compared nor hashed apart from them, so an Estimator stays hashable)
+    defaults: Mapping[str, Any] = field(init=False, repr=False, compare=False)
+    reads_residue: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         defaults = MappingProxyType({p.name: p.default for p in self.parameters})

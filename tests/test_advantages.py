@@ -145,6 +145,20 @@ def test_registry_lists_the_catalogue():
     assert sorted(e.simplicity for e in ESTIMATORS.values()) == list(range(1, len(ESTIMATORS) + 1))
 
 
+def test_an_estimators_derived_facts_are_made_once_read_only_and_leave_it_hashable():
+    """``defaults`` and ``reads_residue`` are fields made at registration from ``parameters`` and ``sorts``: the
+    defaults cannot be written through, and an Estimator stays a hashable value (a key of a dict, a member of a set)."""
+    import dataclasses
+
+    robust, grpo = ESTIMATORS["robust"], ESTIMATORS["grpo"]
+    assert dict(robust.defaults) == {"c": 2.5, "resolution": 1e-3} and robust.reads_residue and not grpo.reads_residue
+    with pytest.raises(TypeError):
+        robust.defaults["c"] = 3.0
+    copy = dataclasses.replace(robust)
+    assert copy == robust and hash(copy) == hash(robust) and len({robust, copy, grpo}) == 2
+    assert dataclasses.replace(robust, parameters=robust.parameters[:1]).defaults == {"c": 2.5}
+
+
 def test_registry_is_read_only():
     with pytest.raises(TypeError):
         ESTIMATORS["x"] = ESTIMATORS["grpo"]  # type: ignore[index]
