@@ -1675,7 +1675,7 @@ def compute_advantages(
         Unknown method or parameter, bad parameter value, wrong ndim, empty
         input, non-finite rewards under ``nan_policy="raise"``, bad mask, or
         advantages that overflow the dtype (unscaled estimators near the
-        float maximum, e.g. ``mc_grpo`` on float32 rewards of 1e35: there is
+        float maximum, e.g. ``mc_grpo`` on float32 rewards of 1e36: there is
         no finite answer to return, and saturating would hide it).
 
     Examples

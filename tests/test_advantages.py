@@ -1122,3 +1122,73 @@ def test_every_estimator_gives_the_same_bits_whatever_the_blocks_of_rows_it_comp
             assert torch.equal(blocks.diagnostics.scale, whole[m].diagnostics.scale), m
             assert torch.equal(blocks.diagnostics.n_clipped, whole[m].diagnostics.n_clipped), m
         monkeypatch.undo()
+
+
+# ------------------------------------------------------------ what the mutation run left alive (issue 41)
+
+
+def test_float64_advantages_beyond_the_dtype_are_refused_with_the_ways_out():
+    """A float64 batch whose advantages overflow (mc_grpo divides by MAD + 1e-3: 1e306 / 1e-3) names the rescaling
+    and the declared range; a float32 one (the docstring's example, rewards of 1e36) names float64 first."""
+    huge = [[0.0] * 7 + [1e306]]
+    with pytest.raises(ValueError, match=r"^mc_grpo advantages overflow torch\.float64 .*largest \|reward\| 1e\+306\); "
+                                         r"rescale them .*or declare reward_range= with out_of_range='mask' to drop the "
+                                         r"huge ones$"):
+        compute_advantages(torch.tensor(huge, dtype=torch.float64), "mc_grpo")
+    with pytest.raises(ValueError, match=r"overflow torch\.float32 .*; pass float64 rewards or rescale them$"):
+        compute_advantages(torch.tensor([[0.0] * 7 + [1e36]]), "mc_grpo")  # (1e35 / 1e-3 still fits float32)
+
+
+def test_a_score_exactly_at_the_clip_is_not_counted_as_clipped():
+    """``n_clipped`` counts the scores beyond c: a clip placed exactly at the largest unclipped score leaves that
+    score as it is and counts nothing; a clip a hair below counts it."""
+    from robustgrpo.lab.catalogue import UNCLIPPED
+
+    r = torch.tensor([[0.0, 0.1, 0.2, 0.3, 0.5, 0.6, 0.7, 3.0]], dtype=torch.float64)
+    for method in ("robust", "seed_mad"):
+        top = float(compute_advantages(r, method, c=UNCLIPPED).advantages.abs().max())
+        at = compute_advantages(r, method, c=top)
+        assert float(at.advantages.abs().max()) == top and int(at.diagnostics.n_clipped[0]) == 0, method
+        below = compute_advantages(r, method, c=math.nextafter(top, 0.0))
+        assert int(below.diagnostics.n_clipped[0]) == 1, method
+
+
+def test_counting_quotients_above_c_compares_in_the_deviations_dtype():
+    """The count of ``u / scale > c`` for float64 deviations uses c in float64: a quotient between float32(2.3) and
+    2.3 is not above 2.3 (float32(2.3) = 2.29999995...)."""
+    from robustgrpo.advantages import _count_quotients_above
+
+    u = torch.tensor([[0.0, 1.0, 2.29999998, 3.0]], dtype=torch.float64)
+    scale, n = torch.tensor([1.0], dtype=torch.float64), torch.tensor([4])
+    assert _count_quotients_above(u, scale, 2.3, n).tolist() == [1]
+    assert int(torch.count_nonzero(u / scale.unsqueeze(-1) > 2.3)) == 1
+
+
+def test_a_given_tol_replaces_the_residue_and_sets_no_floor_under_the_tie_tolerance():
+    """``tol=`` only says which groups are degenerate: an order-based estimator's tie tolerance stays ``resolution``
+    times the reference range, so any tol below the group's spread gives the same advantages."""
+    r = torch.tensor([[0.0, 0.2, 0.4, 1.0, 1.1, 3.0, 3.3, 5.0]] * 2, dtype=torch.float64)
+    for method in ("robust", "rank", "huber_m", "winsor"):
+        base = compute_advantages(r, method, tol=1e-12).advantages
+        assert torch.equal(compute_advantages(r, method, tol=0.5).advantages, base), method
+        assert not torch.equal(compute_advantages(r, method, resolution=0.1).advantages, base), method
+
+
+def test_a_recommendation_file_lacking_situations_is_refused_with_how_to_rebuild_it(tmp_path):
+    from robustgrpo.advantages import RECOMMENDATION_FILE, _load_recommendations
+
+    data = json.loads(RECOMMENDATION_FILE.read_text())
+    data["situations"] = [row for row in data["situations"] if row["kind"] != "binary"]
+    path = tmp_path / "recommendation.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match=r"^recommendation\.json lacks situations \[\('binary', False\), \('binary', "
+                                         r"True\)\]; rebuild it with python -m robustgrpo battery --write$"):
+        _load_recommendations(path)
+
+
+def test_a_misspelt_group_state_names_the_closest():
+    d = compute_advantages([[0.0, 0, 1, 1], [1.0, 1, 1, 1]], "robust").diagnostics
+    with pytest.raises(ValueError, match=r"^unknown group state 'constnat'; did you mean 'constant'\? \(states: nan, "):
+        d.in_state("constnat")
+    with pytest.raises(ValueError, match=r"^unknown group state 'zzz' \(states: nan, empty, "):
+        d.in_state("zzz")
