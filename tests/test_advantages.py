@@ -1192,3 +1192,18 @@ def test_a_misspelt_group_state_names_the_closest():
         d.in_state("constnat")
     with pytest.raises(ValueError, match=r"^unknown group state 'zzz' \(states: nan, empty, "):
         d.in_state("zzz")
+
+
+def test_tie_reference_given_as_ranges_is_what_the_tolerance_reads():
+    """An array ``tie_reference`` is each group's reference range itself: eight times the groups' own ranges gives
+    what eight times the resolution gives on them (``tie_reference="group"``; a power of two: the same bits), and
+    differs from the groups' own ranges and from the batch's capped ones."""
+    r = torch.tensor([[0.0, 0.0, 1.0, 1.0, 1.0 + 2e-3, 0.0, 1.0, 0.0],
+                      [0.0, 1.0, 0.0, 1.02, 0.0, 1.0, 0.0, 40.0],  # (1 and 1.02: tied within 8e-3 of 40, not of 4)
+                      [0.0, 1.0, 1.0, 0.0, 1.0, 1.0, 0.0, 0.0]], dtype=torch.float64)
+    eight = 8 * value_range(r, None)
+    for method in ("robust", "rank"):
+        given = compute_advantages(r, method, tie_reference=eight).advantages
+        assert torch.equal(given, compute_advantages(r, method, tie_reference="group", resolution=8e-3).advantages)
+        assert not torch.equal(given, compute_advantages(r, method, tie_reference="group").advantages), method
+        assert not torch.equal(given, compute_advantages(r, method).advantages), method
