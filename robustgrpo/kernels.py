@@ -31,8 +31,6 @@ import numpy as np
 import torch
 
 from robustgrpo.inputs import ArrayLike, Grouping, index_array
-from robustgrpo import inputs
-
 from robustgrpo.stats import (
     ROW_BLOCK,
     TIE_REFERENCE_QUANTILE,
@@ -41,7 +39,7 @@ from robustgrpo.stats import (
     row_blocks,
     sort_valid,
 )
-from robustgrpo import stats
+from robustgrpo import inputs, stats
 
 __all__ = ["typical_deviation", "resolved_quantile", "group_by_index", "TYPICAL_DEVIATION_FROM", "RESOLVED_QUANTILE_FROM"]
 
@@ -72,8 +70,9 @@ def typical_deviation(
     are 0 and 1 (the cumulative weight at the k-th value of weight 1 is k): a selection finds them in linear
     time (:func:`_ranked_values`) where the twin sorts the batch. The few partial weights (deviations within
     ``(t, 2t)`` of their median) are sorted apart and merged. Where that does not apply (fewer than
-    :data:`TYPICAL_DEVIATION_FROM` rewards, other devices, autograd, float16, per-batch ``batch``, a non-finite range, many partial weights, a partial weight tied
-    with a weight-1 value, float32 counts past 2**24) the twin runs.
+    :data:`TYPICAL_DEVIATION_FROM` rewards, other devices, autograd, float16, per-batch ``batch``, a non-finite
+    range, many partial weights, a partial weight tied with a weight-1 value, float32 counts past 2**24) the twin
+    runs.
     """
     if x.numel() >= TYPICAL_DEVIATION_FROM and batch is None and _selectable(x) and bool(torch.isfinite(spread).all()):
         # every deviation is finite (|x - m| <= max - min): the quantile by selection, weights only where partial

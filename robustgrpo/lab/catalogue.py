@@ -7,8 +7,8 @@ Nothing here computes an advantage: each helper reads the registry
 check their settings themselves, :func:`robustgrpo.integrations.estimator_settings`); the metrics,
 the diagnosis, the simulator, the dashboards and the command line do. Torch only.
 
-* :func:`split_settings`: each estimator's share of one set of settings; :func:`clip_setting`: the
-  setting that clips one estimator at c;
+* :func:`split_settings`: each estimator's share of one set of settings (:func:`share`: one
+  estimator's); :func:`clip_setting`: the setting that clips one estimator at c;
 * :func:`describe_estimators`: every estimator, its formula and its parameters, as plain text;
 * :data:`UNCLIPPED`, :func:`reclip`, :func:`clip_at`, :func:`count_clipped`: every clipped
   estimator of the catalogue clips last, so one unclipped call serves a whole grid of c.

@@ -6,7 +6,8 @@ build on them, with the same :class:`~robustgrpo.checks.ParamError` and the same
 
 * seeds: integers in ``[0, 2**63)`` (what ``numpy.random.SeedSequence``,
   ``torch.Generator.manual_seed`` and Parquet's int64 columns all accept; :func:`check_seed`);
-* probabilities: reals in ``[0, 1]`` (:func:`check_probability`);
+* positive reals (:func:`check_positive`) and probabilities, reals in ``[0, 1]``
+  (:func:`check_probability`);
 * choices: one of a fixed list of strings, a misspelt one told the closest known one
   (:func:`check_choice`);
 * lists: a non-empty list of integers or reals in range, a single value a one-item list
