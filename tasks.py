@@ -18,7 +18,7 @@ test-core  import the core (estimators, adapters) in .venv-core, an environment 
        and numpy only, as ``pip install robustgrpo`` without extras gives it
 bench  build the environment in .venv, then print the speed benchmark
 setup  only build the environment (and install the notebook filter and Lab's save hook, below)
-mutate mutation testing of the core modules (long; not part of CI): installs the
+mutate mutation testing of the core's definitions and the lab's measures (long; not part of CI): installs the
        ``mutation`` extra, runs mutmut module by module and prints each
        module's score (``python3 tasks.py mutate [--minutes M] [--sample N] [module ...]``;
        ``--sample N`` tests a fixed random sample of N mutants per module and estimates
@@ -299,7 +299,24 @@ def bench() -> None:
 
 #: The modules under mutation testing (those that exist), with the share of their non-equivalent
 #: mutants the tests must kill. pyproject's [tool.mutmut] names the files and the test selection.
-MUTATION_TARGETS = {"stats": 0.9, "advantages": 0.9, "metrics": 0.8, "simulate": 0.8, "sweep": 0.8}
+MUTATION_TARGETS = {"stats": 0.9, "kernels": 0.9, "advantages": 0.9, "lab.reductions": 0.9, "lab.catalogue": 0.8,
+                    "lab.metrics": 0.8, "lab.simulate": 0.8, "lab.sweep": 0.8}
+
+
+def module_path(module: str) -> Path:
+    """Where a mutation target (a dotted module or package under robustgrpo, ``lab.metrics``) lives: its ``.py``
+    file, or its folder."""
+    path = ROOT / "robustgrpo" / Path(*module.split("."))
+    return path.with_suffix(".py") if path.with_suffix(".py").is_file() else path
+
+
+def mutated_files() -> set[Path]:
+    """The package's files the mutation targets cover, relative to the package."""
+    files = set()
+    for module in MUTATION_TARGETS:
+        path = module_path(module)
+        files |= set(path.rglob("*.py")) if path.is_dir() else {path}
+    return {f.relative_to(ROOT / "robustgrpo") for f in files}
 #: Mutants that no test can kill, one a line: ``name: reason`` (equivalent ones, and those in code that runs
 #: only at import, before mutmut switches a mutant on).
 EQUIVALENT_MUTANTS = ROOT / "tests" / "equivalent_mutants.txt"
@@ -322,8 +339,8 @@ def mutation_results(module: str) -> dict[str, str]:
     sys.path.insert(0, str(next((VENV / "lib").glob("python3*/site-packages"))))
     from mutmut.stats import status_by_exit_code
 
-    package = ROOT / "mutants" / "robustgrpo"
-    metas = [package / f"{module}.py.meta"] + sorted((package / module).glob("*.py.meta"))
+    package = ROOT / "mutants" / "robustgrpo" / Path(*module.split("."))
+    metas = [package.with_suffix(".py.meta")] + sorted(package.rglob("*.py.meta"))
     verdicts = {}
     for meta in metas:
         if meta.is_file():
@@ -365,7 +382,7 @@ def mutation_table(modules: list[str], sample: int | None = None) -> str:
             score += f" +- {(killed * len(alive) / decided ** 3) ** 0.5:.1%}"
         rows.append(f"{module:<12}{len(verdicts):>8}{killed:>8}{len(alive):>10}{len(equal):>12}{unchecked:>11}{score:>16}"
                     f"{MUTATION_TARGETS[module]:>8.0%}")
-    stale = sorted(name for name in equivalent if name.split(".")[1] in modules
+    stale = sorted(name for name in equivalent if any(name.startswith(f"robustgrpo.{m}.") for m in modules)
                    and name not in {n for m in modules for n in mutation_results(m)})
     text = "\n".join(rows)
     if survivors:
@@ -383,11 +400,11 @@ def refresh_unmutated_copies() -> None:
     would leave the tests importing its old copy.
     """
     package = ROOT / "mutants" / "robustgrpo"
-    mutated = {f"{m}.py" for m in MUTATION_TARGETS} | set(MUTATION_TARGETS)
+    mutated = mutated_files()
     for source in (ROOT / "robustgrpo").rglob("*.py"):
         relative = source.relative_to(ROOT / "robustgrpo")
         copy = package / relative
-        if relative.parts[0] not in mutated and copy.exists() and copy.read_bytes() != source.read_bytes():
+        if relative not in mutated and copy.exists() and copy.read_bytes() != source.read_bytes():
             shutil.copy2(source, copy)
 
 
@@ -425,7 +442,7 @@ def mutate() -> None:
         i = args.index("--sample")
         sample = int(args[i + 1])
         del args[i:i + 2]
-    existing = [m for m in MUTATION_TARGETS if (ROOT / "robustgrpo" / f"{m}.py").is_file() or (ROOT / "robustgrpo" / m).is_dir()]
+    existing = [m for m in MUTATION_TARGETS if module_path(m).exists()]
     unknown = sorted(set(args) - set(existing))
     if unknown:
         sys.exit(f"tasks.py mutate: unknown module(s) {', '.join(unknown)}; choose from {', '.join(existing)}")

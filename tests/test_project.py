@@ -371,3 +371,21 @@ def test_readme_core_map_names_only_what_the_core_holds():
         assert owner is not None and (not attr or hasattr(owner, attr)), dotted
     counts = re.search(r"passes through (\d+) of the package's functions\s+\((\d+) for `method=\"robust\"`", prose)
     assert counts and (int(counts[1]), int(counts[2])) == (CALL_FUNCTIONS[None], CALL_FUNCTIONS["robust"])
+
+
+def test_the_mutation_targets_are_the_modules_mutmut_mutates():
+    """``tasks.py mutate``'s targets (dotted modules under robustgrpo, ``lab.metrics``) exist, and their files are
+    exactly those pyproject's ``[tool.mutmut] only_mutate`` names: a module moved or renamed (the lab's were, once)
+    cannot drop out of the mutation run unnoticed."""
+    import fnmatch
+
+    spec = importlib.util.spec_from_file_location("robustgrpo_tasks", ROOT / "tasks.py")
+    tasks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tasks)
+    assert all(tasks.module_path(m).exists() for m in tasks.MUTATION_TARGETS)
+    assert tasks.module_path("lab.metrics").is_dir() and tasks.module_path("stats").suffix == ".py"
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["only_mutate"]
+    targeted = {f"robustgrpo/{p.as_posix()}" for p in tasks.mutated_files()}
+    listed = {f.relative_to(ROOT).as_posix() for f in (ROOT / "robustgrpo").rglob("*.py")
+              if any(fnmatch.fnmatch(f.relative_to(ROOT).as_posix(), p) for p in patterns)}
+    assert targeted == listed and "robustgrpo/lab/reductions.py" in targeted and "robustgrpo/kernels.py" in targeted
