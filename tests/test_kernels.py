@@ -168,10 +168,14 @@ def test_typical_deviation_kernel_leaves_to_its_twin_what_it_cannot_select():
 )
 def test_typical_deviation_kernel_is_its_twin_on_any_batch(G, B, values, masked, double, seed):
     """Batches drawn from a few values that tie, nearly tie (within and between the tolerances) or lie far apart."""
+    assert _same(*_both(*_drawn(values, B, G, masked, double, seed)))
+
+
+def _drawn(values: list[float], B: int, G: int, masked: bool, double: bool, seed: int):
+    """A ``[B, G]`` batch drawn from ``values`` (float64 or float32) and, with ``masked``, a mask of about 70 % valid."""
     rng = np.random.default_rng(seed)
     x = torch.tensor(rng.choice(values, size=(B, G)), dtype=torch.float64 if double else torch.float32)
-    mask = torch.from_numpy(rng.random((B, G)) < 0.7) if masked else None
-    assert _same(*_both(x, mask))
+    return x, torch.from_numpy(rng.random((B, G)) < 0.7) if masked else None
 
 
 @pytest.mark.parametrize("kind", ["uniform", "90 % zeros", "five values", "cauchy", "half zeros", "sorted", "reversed",
@@ -271,10 +275,7 @@ def test_resolved_quantile_kernel_is_its_twin_bit_for_bit(kind, G):
 )
 def test_resolved_quantile_kernel_is_its_twin_on_any_batch(G, B, values, masked, double, seed):
     """Values that tie, sit within one or two tolerances of each other (partial weights) or lie far apart."""
-    rng = np.random.default_rng(seed)
-    x = torch.tensor(rng.choice(values, size=(B, G)), dtype=torch.float64 if double else torch.float32)
-    mask = torch.from_numpy(rng.random((B, G)) < 0.7) if masked else None
-    su, n, t = _sorted_deviations(x, mask, 1e-3)
+    su, n, t = _sorted_deviations(*_drawn(values, B, G, masked, double, seed), 1e-3)
     assert _same(kernels.resolved_quantile(su, n, t, 0.5), stats.resolved_quantile(su, t, 0.5))
 
 

@@ -749,9 +749,7 @@ class DashboardEngine:
         group: int = 0,
     ) -> DashboardData:
         """Everything the dashboard shows for one setting; see :func:`dashboard_data`."""
-        G, c, rate, size, clean_model = self._validate(G, c, rate, size, clean_model)
-        names = check_methods(methods)
-        group = check_int("group", group, minimum=0, maximum=self.n_groups - 1, hint=f"pick a group index below n_groups={self.n_groups}")
+        G, c, rate, size, clean_model, names, group = self._setting(G, c, rate, size, clean_model, methods, group)
         cl = self._clean_state(G, clean_model)
         st = self._contaminated_state(G, clean_model, rate, size)
         n = self.n_groups * G
@@ -802,6 +800,14 @@ class DashboardEngine:
             computed_groups=self.n_groups,
         )
 
+    def _setting(self, G: int, c: float, rate: float, size: float, clean_model: CleanKey, methods: Sequence[str],
+                 group: int) -> tuple[int, float, float, float, CleanKey, tuple[str, ...], int]:
+        """One setting of :meth:`data` and :meth:`data_steps`, checked (the same ``ValueError`` from both)."""
+        G, c, rate, size, clean_model = self._validate(G, c, rate, size, clean_model)
+        names = check_methods(methods)
+        group = check_int("group", group, minimum=0, maximum=self.n_groups - 1, hint=f"pick a group index below n_groups={self.n_groups}")
+        return G, c, rate, size, clean_model, names, group
+
     def data_steps(
         self,
         G: int = DEFAULT_STATE["G"],
@@ -822,9 +828,7 @@ class DashboardEngine:
         cached the pieces it finished, each exactly what :meth:`data` would compute. The setting is
         checked when this is called, with :meth:`data`'s ``ValueError``.
         """
-        G, c, rate, size, clean_model = self._validate(G, c, rate, size, clean_model)
-        names = check_methods(methods)
-        check_int("group", group, minimum=0, maximum=self.n_groups - 1, hint=f"pick a group index below n_groups={self.n_groups}")
+        G, c, rate, size, clean_model, names, group = self._setting(G, c, rate, size, clean_model, methods, group)
 
         def clean() -> _CleanState:  # looked up again at every step: a cache may have dropped it meanwhile
             return self._clean_state(G, clean_model)
