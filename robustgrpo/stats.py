@@ -1098,8 +1098,13 @@ def _cluster_ranks(
     run of tied glitches, which no band holds, then search only where seven
     neighbours miss a pair, not three); a row where that misses a pair of a
     wide cluster is ranked by :func:`_ranks_by_search` (binary search over the
-    sorted row).
+    sorted row). Computed in blocks of rows (:func:`row_blocks`), so its dozen
+    temporaries are a block's size (the whole batch's would cost more in page
+    faults than in arithmetic).
     """
+    if len(blocks := row_blocks(s)) > 1:
+        return torch.cat([_cluster_ranks(*(None if v is None else v[rows] for v in (s, t, mask, n, slow)))
+                          for rows in blocks])
     G = s.shape[-1]
     tt = t.unsqueeze(-1)
     band = _WIDE_BAND if G > _WIDE_BAND + 1 else _RAMP_BAND
@@ -1121,9 +1126,11 @@ def _cluster_ranks(
         check = ~(linked <= t * (1 - 4 * G * G * torch.finfo(s.dtype).eps))
     check &= t > 0  # with t = 0 a cluster is a run of exact ties: no width, never wide
     rows = torch.nonzero(check).squeeze(-1)
-    if rows.numel():  # the width s[last] - s[first] of each value's cluster (invalid entries: NaN, never wide)
+    if rows.numel() == len(check):  # the width s[last] - s[first] of each value's cluster (invalid entries: NaN, never wide)
+        wide = s.gather(-1, last.to(ORDER_DTYPE)) - s.gather(-1, first.to(ORDER_DTYPE)) > tt
+    elif rows.numel():
         sr, fr, lr = (v.index_select(0, rows) for v in (s, first, last))
-        wide.index_copy_(0, rows, sr.gather(-1, lr.long()) - sr.gather(-1, fr.long()) > tt.index_select(0, rows))
+        wide.index_copy_(0, rows, sr.gather(-1, lr.to(ORDER_DTYPE)) - sr.gather(-1, fr.to(ORDER_DTYPE)) > tt.index_select(0, rows))
     banded = wide | ~slow
     rows = banded.any(-1)
     few = int(rows.sum())
@@ -1226,9 +1233,8 @@ def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -
     tt = t.unsqueeze(-1)
     slow = _rows_beyond_band(s, tt)  # rows where the band misses a pair
     few = int(slow.sum())
-    for wide in (_WIDE_BAND, *_WIDER_BANDS) if few else ():
-        if s.shape[-1] <= wide + 1:
-            break
+    bands = [wide for wide in (_WIDE_BAND, *_WIDER_BANDS) if s.shape[-1] > wide + 1] if few else []
+    for wide in bands:
         missed = slow & _rows_beyond_band(s, tt, wide)  # rows the wider band misses too
         n_missed = int(missed.sum())
         if 8 * n_missed <= few:  # it holds most rows the first band misses: its sum on every row (a zero term changes
@@ -1239,6 +1245,8 @@ def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -
                 ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
                                              None if n is None else n[rows], slow[rows])
             return _unsort(ranks, order, s)
+        if wide == bands[0] != bands[-1] and 8 * int((slow & _rows_beyond_band(s, tt, bands[-1])).sum()) > few:
+            break  # a wider band misses fewer rows: where the widest misses too many, so do those between (ties)
     if few == 0:
         ranks = _band_ranks(s, tt, n)
     elif 8 * few > slow.numel():  # many: every row through the cluster path (band rows stay band rows)
