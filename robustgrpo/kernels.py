@@ -77,7 +77,7 @@ def typical_deviation(
     if x.numel() >= TYPICAL_DEVIATION_FROM and batch is None and _selectable(x) and bool(torch.isfinite(spread).all()):
         # every deviation is finite (|x - m| <= max - min): the quantile by selection, weights only where partial
         u, t = _shrunk_deviations(x, mask, n, spread, residue)
-        fast = _resolved_quantile_by_selection(u, t, TIE_REFERENCE_QUANTILE, owned=True)
+        fast = _resolved_quantile_by_selection(u, t, TIE_REFERENCE_QUANTILE)
         if fast is not _NOT_SELECTED:
             return fast
     return stats.typical_deviation(x, mask, n, spread, residue, batch)
@@ -127,8 +127,9 @@ _BRACKET_SD = 5.0
 _BRACKET_TIES = 8
 
 
-def _ranked_values(u: np.ndarray, a: int, b: int, inplace: bool = False) -> np.ndarray:
-    """The values of ranks ``a .. b`` (0-based, inclusive) of the flat ``u``, ascending: ``np.sort(u)[a:b + 1]``.
+def _ranked_values(u: np.ndarray, a: int, b: int) -> np.ndarray:
+    """The values of ranks ``a .. b`` (0-based, inclusive) of the flat ``u``, ascending: ``np.sort(u)[a:b + 1]``;
+    ``u`` may be reordered.
 
     Large arrays: a seeded sample of :data:`_TIE_SAMPLE` values brackets the
     ranks (its order statistics :data:`_BRACKET_SD` standard deviations of a
@@ -145,8 +146,7 @@ def _ranked_values(u: np.ndarray, a: int, b: int, inplace: bool = False) -> np.n
     magnitude on some of them (90 % zeros), and its SIMD sort is fast on
     ties; but where the sample holds one value across the whole bracket,
     one pass of counts first checks that the ranks are that value
-    (:func:`_ranked_values_at_a_tie`). ``inplace=True`` lets the fallback
-    reorder ``u`` itself instead of a copy.
+    (:func:`_ranked_values_at_a_tie`).
     """
     N = u.size
     distinct = False
@@ -156,11 +156,10 @@ def _ranked_values(u: np.ndarray, a: int, b: int, inplace: bool = False) -> np.n
         picked = _ranked_values_in_bracket(u, a, b, sample) if distinct else _ranked_values_at_a_tie(u, a, b, sample)
         if picked is not None:
             return picked
-    part = u if inplace else u.copy()
     if N > 4 * _TIE_SAMPLE and distinct:
-        return _select_ranks(part, a, b)
-    part.sort()
-    return part[a: b + 1].copy()
+        return _select_ranks(u, a, b)
+    u.sort()
+    return u[a: b + 1].copy()
 
 
 def _tied_neighbours(sorted_values: np.ndarray) -> int:
@@ -230,10 +229,10 @@ def _ranked_values_in_bracket(u: np.ndarray, a: int, b: int, sample: np.ndarray)
     return _select_ranks(inside, a - below, b - below)
 
 
-def _resolved_quantile_by_selection(u: torch.Tensor, t: torch.Tensor, q: float, owned: bool = False):
+def _resolved_quantile_by_selection(u: torch.Tensor, t: torch.Tensor, q: float):
     """:func:`~robustgrpo.stats.flat_continuous_quantile` of every entry of ``u`` ``[B, G]`` (finite, >= 0) weighted
     by :func:`~robustgrpo.stats.resolved_weight` with the rows' ``t``, by selection; the weights are computed where they are partial only.
-    ``owned=True``: ``u`` is a temporary the selection may reorder."""
+    ``u`` is a temporary of the caller's: the selection reorders it."""
     G = u.shape[-1]
     un = u.detach().reshape(-1, G).numpy()
     tn = t.detach().reshape(-1).numpy()
@@ -251,14 +250,14 @@ def _resolved_quantile_by_selection(u: torch.Tensor, t: torch.Tensor, q: float, 
         return None
     flat = un.reshape(-1)
     if n_full == n_positive:
-        return _select_with_unit_weights(flat, n_full, q, t.dtype, inplace=owned)
+        return _select_with_unit_weights(flat, n_full, q, t.dtype)
     partial = np.concatenate(partial)
     weights = np.clip(flat[partial] / tn[partial // G].astype(un.dtype), 0, 1)  # (as resolved_weight rounds them)
-    return _select_with_partial_weights(flat, n_full, partial, weights, q, t.dtype, inplace=owned)
+    return _select_with_partial_weights(flat, n_full, partial, weights, q, t.dtype)
 
 
 
-def _select_with_unit_weights(u: np.ndarray, n_full: int, q: float, dtype: torch.dtype, inplace: bool = False):
+def _select_with_unit_weights(u: np.ndarray, n_full: int, q: float, dtype: torch.dtype):
     """The weighted quantile of flat ``u`` (>= 0) whose weights are 1 on its ``n_full`` positive values, 0 on its zeros."""
     if not 0 < q < 1 or (dtype == torch.float32 and u.size > 2**24):
         return _NOT_SELECTED  # (cumulative counts past 2**24 round in float32)
@@ -266,12 +265,12 @@ def _select_with_unit_weights(u: np.ndarray, n_full: int, q: float, dtype: torch
     p = q * torch.tensor([float(n_full)], dtype=dtype)
     k = math.ceil(float(p[0]))
     i = u.size - n_full + k - 1
-    picked = _ranked_values(u, max(i - 1, 0), i, inplace)
+    picked = _ranked_values(u, max(i - 1, 0), i)
     return _quantile_pick(p, float(k), 1.0, float(picked[-1]), float(picked[0]))
 
 
 def _select_with_partial_weights(u: np.ndarray, n_full: int, partial: np.ndarray, pw: np.ndarray, q: float,
-                                 dtype: torch.dtype, inplace: bool = False):
+                                 dtype: torch.dtype):
     """The weighted quantile of flat ``u`` (>= 0) with weights ``pw`` (between 0 and 1) at the indices ``partial``,
     1 on the ``n_full`` other positive values and 0 on the zeros.
 
@@ -295,7 +294,7 @@ def _select_with_partial_weights(u: np.ndarray, n_full: int, partial: np.ndarray
     if k_hi >= k_lo:
         # the weight-1 values of ranks k_lo .. k_hi among them sit within these ranks of u (partial values interleave)
         first = n_zero + k_lo - 1
-        window = _ranked_values(u, first, min(N - 1, n_zero + k_hi - 1 + m), inplace)
+        window = _ranked_values(u, first, min(N - 1, n_zero + k_hi - 1 + m))
         at = np.minimum(np.searchsorted(pu, window), m - 1)
         is_partial = pu[at] == window
         if is_partial[0] or is_partial[-1] or np.count_nonzero(is_partial) != np.count_nonzero((pu >= window[0]) & (pu <= window[-1])):

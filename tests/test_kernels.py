@@ -156,6 +156,21 @@ def test_typical_deviation_kernel_leaves_to_its_twin_what_it_cannot_select():
     assert _same(*_both(x.float().requires_grad_()))
 
 
+def test_the_selection_runs_on_float32_and_float64_cpu_values_without_autograd_only(monkeypatch):
+    """The rule :func:`kernels.typical_deviation` states: float32 and float64 values select; autograd and half
+    precision go to the twin (a spy records which path runs)."""
+    calls = []
+    own = kernels._resolved_quantile_by_selection
+    monkeypatch.setattr(kernels, "_resolved_quantile_by_selection", lambda *a: calls.append(a[0].dtype) or own(*a))
+    x = _family("0/1 + jitter", 40, 8, torch.Generator().manual_seed(5))
+    for values, selects in ((x, True), (x.float(), True), (x.float().requires_grad_(), False), (x.half(), False),
+                            (x.bfloat16(), False)):
+        calls.clear()
+        n = torch.full(values.shape[:-1], values.shape[-1])
+        kernels.typical_deviation(values, None, n, stats.value_range(values, None), None)
+        assert calls == ([values.dtype] if selects else []), values.dtype
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     G=st.integers(2, 32),
@@ -293,11 +308,12 @@ def test_verls_repeated_uid_objects_are_grouped_by_identity_without_comparing_th
     assert kernels._identity_run_heads(uids).tolist() == [0, 3, 6, 9, 12]
     assert kernels._identity_run_heads(np.repeat(uids, 2)[::2]) is None  # (a strided view: its buffer is not one block)
 
-    def refuse(index):
+    def refuse(*args):
         raise AssertionError("compared the strings")
 
     with monkeypatch.context() as m:
         m.setattr(kernels, "_value_run_heads", refuse)
+        m.setattr(inputs, "group_by_index", refuse)  # (nor is the layout handed to the twin)
         grouping = kernels.group_by_index(uids, 15)
     assert grouping.regular and grouping.keys.tolist() == [f"uid-{i}" for i in range(5)]
     assert grouping.group.tolist() == np.repeat(np.arange(5), 3).tolist() and grouping.slot.tolist() == [0, 1, 2] * 5
