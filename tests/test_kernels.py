@@ -156,6 +156,18 @@ def test_typical_deviation_kernel_leaves_to_its_twin_what_it_cannot_select():
     assert _same(*_both(x.float().requires_grad_()))
 
 
+def test_the_selection_picks_the_twin_s_value_where_the_quantile_falls_on_the_first_or_second_partial_weight():
+    """Where no value has weight 1 and the quantile falls on the first or second of the partial weights (rows with
+    their own tolerance: a small deviation of large weight beside a large one of small weight), the value before the
+    pick is the previous partial value or, for the first, the zeros': the twin's bits."""
+    q = kernels.TIE_REFERENCE_QUANTILE
+    for u, t in (([[1e-3, 0.0], [1.0, 0.0]], [1.25e-3, 100.0]),  # the first pick: its weight 0.8 of 0.81
+                 ([[0.5, 0.0], [2.0, 0.0]], [1.0, 10.0])):  # the second, part way in: weights 0.5 and 0.2
+        u, t = torch.tensor(u, dtype=torch.float64), torch.tensor(t, dtype=torch.float64)
+        twin = stats.flat_continuous_quantile(u.reshape(-1), stats.resolved_weight(u, t).reshape(-1), q)
+        assert _same(kernels._resolved_quantile_by_selection(u.clone(), t, q), twin)
+
+
 def test_the_selection_runs_on_float32_and_float64_cpu_values_without_autograd_only(monkeypatch):
     """The rule :func:`kernels.typical_deviation` states: float32 and float64 values select; autograd and half
     precision go to the twin (a spy records which path runs)."""

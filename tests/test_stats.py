@@ -69,6 +69,19 @@ class TestChemData:
         assert abs(scale - float(ref_scale)) > 1e-9  # (so the first comparison tests the better answer)
         assert (round(loc, 4), round(scale, 4)) == (3.2055, 0.6737)
 
+    @pytest.mark.parametrize("c", [0.8, 2.0])
+    def test_huber_at_other_tuning_constants_matches_statsmodels(self, c):
+        """``c`` reaches the fixed point (any c > 0, below 1 too): statsmodels' Huber(c) run to its end."""
+        loc, scale = reductions.huber(CHEM, c=c)
+        ref_loc, ref_scale = Huber(c=c, tol=1e-15, maxiter=100_000)(CHEM)
+        assert loc == pytest.approx(float(ref_loc), rel=1e-13)
+        assert scale == pytest.approx(float(ref_scale), rel=1e-13)
+
+    def test_winsorize_along_the_last_of_three_dimensions_is_scipy_s_slice_by_slice(self):
+        x = np.random.default_rng(4).normal(size=(2, 3, 10))
+        ref = np.stack([[np.asarray(mstats.winsorize(row, limits=(0.1, 0.2))) for row in block] for block in x])
+        np.testing.assert_array_equal(reductions.winsorize(x, (0.1, 0.2)), ref)
+
     def test_huber_from_a_given_initial_scale(self):
         """``initscale`` changes only where the iteration starts: the same fixed point as statsmodels from there."""
         ref_loc, ref_scale = Huber(tol=1e-15, maxiter=100_000)(CHEM, initscale=np.array([0.2]))
@@ -279,6 +292,8 @@ class TestBadInput:
             reductions.iqr([1.0, 2.0], scale=0)
         with pytest.raises(ValueError, match="limit"):
             reductions.winsorize([1.0, 2.0], limits=(0.6, 0.5))
+        with pytest.raises(ValueError, match="sum to less than 1"):  # (half of each end: nothing left between)
+            reductions.winsorize([1.0, 2.0], limits=(0.5, 0.5))
         with pytest.raises(ValueError, match="center"):
             reductions.mean_absolute_deviation([1.0, 2.0], center="mode")
 
