@@ -629,7 +629,8 @@ class TestBadInput:
     @pytest.mark.parametrize(
         "rewards,kwargs,match",
         [
-            ([0.0, 1.0, 2.0], {}, r"must be 2-D \[B, G\].*rewards\[None, :\]"),
+            ([0.0, 1.0, 2.0], {}, r"must be 2-D \[B, G\].*; for one group pass rewards\[None, :\], for flat rewards with "
+                                  r"group ids pass index=$"),
             (np.zeros((2, 3, 4)), {}, "must be 2-D"),
             (np.zeros((0, 8)), {}, "empty"),
             (np.zeros((2, 0)), {}, "empty"),
@@ -643,6 +644,8 @@ class TestBadInput:
             ([0.0, 1.0], {"index": [[0, 0]]}, "index must be one-dimensional"),
             ([[0.0, 1.0], [1.0]], {}, "rectangular"),
             ([["a", "b"]], {}, "must hold numbers"),
+            ([[0.0, 1.0]], {"out_of_range": "clp"}, r"did you mean 'clip'\?$"),
+            ([[0.0, 1.0]], {"tie_reference": ["a"]}, "^tie_reference must hold numbers"),
         ],
     )
     def test_bad_rewards(self, rewards, kwargs, match):

@@ -39,7 +39,6 @@ def test_misspelt_names_and_values_get_the_closest_one():
         (lambda: robustgrpo.compute_advantages(REWARDS, "grpo", nan_policy="omt"), "one of ('raise', 'omit', 'propagate')",
          "'omit'"),
         (lambda: robustgrpo.compute_advantages(REWARDS, "grpo", out_of_range="mas"), "'clip', 'mask' or 'raise'", "'mask'"),
-        (lambda: robustgrpo.compute_advantages(REWARDS, "grpo", out_of_range="clp"), "'clip', 'mask' or 'raise'", "'clip'"),
         (lambda: robustgrpo.compute_advantages(REWARDS, "grpo", singleton="rewards"), "'zero' or 'reward'", "'reward'"),
         (lambda: split_settings(["grpo", "rank"], {"resolutoin": 0.01}), "they accept ddof, eps, resolution",
          "'resolution'"),
@@ -48,14 +47,6 @@ def test_misspelt_names_and_values_get_the_closest_one():
         with pytest.raises(ValueError) as err:
             call()
         assert listing in str(err.value) and str(err.value).endswith(f"did you mean {closest}?"), str(err.value)
-
-
-def test_a_bad_shape_or_array_argument_says_what_to_pass():
-    with pytest.raises(ValueError, match=re.escape("got shape (3,); for one group pass rewards[None, :], for flat "
-                                                   "rewards with group ids pass index=")):
-        robustgrpo.compute_advantages([0.0, 1.0, 1.0])
-    with pytest.raises(ValueError, match="^tie_reference must hold numbers"):
-        robustgrpo.compute_advantages(REWARDS, "rank", tie_reference=["a"])
 
 
 def test_the_adapters_settings_name_the_closest_option_they_take():
