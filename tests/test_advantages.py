@@ -1156,6 +1156,17 @@ def test_a_score_exactly_at_the_clip_is_not_counted_as_clipped():
         assert int(below.diagnostics.n_clipped[0]) == 1, method
 
 
+def test_a_group_of_two_is_scored_and_its_clips_and_fallback_are_counted():
+    """Two different rewards are the smallest group an estimator scores: at c = 0.5 ``robust`` clips both (each is
+    0.67 normal MADs out) and says so, and ``seed_mad``'s group takes its std fallback (a MAD of 0 at the lower
+    median) and says so; a tied pair beside them is constant, with nothing counted."""
+    r = torch.tensor([[0.0, 1.0], [0.0, 0.0]])
+    robust = compute_advantages(r, "robust", c=0.5).diagnostics
+    assert robust.n_clipped.tolist() == [2, 0] and robust.state.tolist() == [GroupState.SCORED, GroupState.CONSTANT]
+    seed = compute_advantages(r, "seed_mad", c=0.5).diagnostics
+    assert seed.n_clipped.tolist() == [1, 0] and seed.state.tolist() == [GroupState.FALLBACK, GroupState.CONSTANT]
+
+
 def test_counting_quotients_above_c_compares_in_the_deviations_dtype():
     """The count of ``u / scale > c`` for float64 deviations uses c in float64: a quotient between float32(2.3) and
     2.3 is not above 2.3 (float32(2.3) = 2.29999995...)."""
