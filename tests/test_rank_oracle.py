@@ -207,3 +207,38 @@ def test_rank_where_the_tolerance_spans_four_to_seven_neighbours(dtype):
     expected = rank_oracle(r.astype(np.float64), resolution=0.015, dtype=dtype)
     tolerance = dict(rtol=1e-9, atol=1e-12) if dtype == np.float64 else dict(rtol=2e-5, atol=2e-5)
     np.testing.assert_allclose(got, expected, **tolerance)
+
+
+def test_rank_where_the_tolerance_spans_about_twenty_neighbours():
+    """Continuous rewards at G = 256 with 2t spanning about twenty sorted neighbours (past the band of seven: a
+    wider band's sum), beside rows of jittered ties (the cluster path), against the all-pairs oracle."""
+    rng = np.random.default_rng(22)
+    B, G = 24, 256
+    r = rng.uniform(0, 1, (B, G))
+    r[:, 0], r[:, -1] = 0.0, 1.0  # range 1: t = 0.04 at resolution 0.04, neighbours about 1/256 apart
+    r[:2] = rng.integers(0, 2, (2, G)) + rng.normal(0, 1e-4, (2, G))  # two rows of jittered 0/1
+    got = compute_advantages(torch.tensor(r), "rank", resolution=0.04, tie_reference="group").advantages.numpy()
+    expected = rank_oracle(r, resolution=0.04)
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_soft_midranks_of_a_batch_past_one_block_of_rows_are_its_rows_own_bit_for_bit(masked):
+    """Past one block of rows (stats.ROW_BLOCK values) the cluster path runs block by block: each row's ranks are
+    those it gets in a batch of its own block, bit for bit (0/1 rewards with a jitter, rows of tied and of
+    continuous values among them, with and without a mask)."""
+    from robustgrpo import stats
+
+    gen = torch.Generator().manual_seed(23)
+    B, G = 3 * stats.ROW_BLOCK // 32 + 5, 32
+    x = (torch.rand(B, G, generator=gen) < 0.3).double() + 1e-4 * torch.randn(B, G, generator=gen, dtype=torch.float64)
+    x[::7] = torch.rand(len(x[::7]), G, generator=gen, dtype=torch.float64)  # continuous rows among them
+    mask = (torch.rand(B, G, generator=gen) < 0.9) if masked else None
+    t = torch.full((B,), 1e-3, dtype=torch.float64)
+    whole = stats.soft_midranks(x, mask, t)
+    step = stats.ROW_BLOCK // G
+    for start in range(0, B, step):
+        rows = slice(start, start + step)
+        part = stats.soft_midranks(x[rows], None if mask is None else mask[rows], t[rows])
+        valid = torch.ones_like(part, dtype=torch.bool) if mask is None else mask[rows]
+        assert torch.equal(torch.where(valid, whole[rows], 0), torch.where(valid, part, 0)), start
