@@ -527,6 +527,19 @@ def test_the_shipped_record_backs_what_notebook_08_and_the_readme_say():
     assert robust_r["correct_prob"] - rank_r["correct_prob"] > 2 * math.hypot(robust_r["correct_prob_se"], rank_r["correct_prob_se"])
 
 
+def test_the_curves_takeaway_says_how_many_arms_share_each_extreme():
+    """On the shipped record every arm without the range under both hack judges, and every arm under the judge
+    scoring the hack 1, ends at P(correct) 0.000 and P(hack) 0.999: the takeaway counts those pairs and does not
+    single one out."""
+    f = report.final_table(report.shipped_record()).set_index(["judge", "arm"]).round(3)
+    lowest = f.index[f["correct_prob"] == 0.0]
+    expected = {(JUDGES[3], arm) for arm in f.loc[JUDGES[3]].index} | {(JUDGES[4], e) for e in ESTIMATORS}
+    assert set(lowest) == expected and set(f.index[f["hack_prob"] == 0.999]) == expected
+    takeaway = report.curves_figure().takeaway
+    assert f"is 0.000, shared by {len(expected)} judge-arm pairs, among them " in takeaway
+    assert takeaway.endswith("the highest last-step P(hack) is 0.999, on the same pairs.")
+
+
 def test_notebook_08s_prose_places_the_shipped_records_numbers():
     """The numbers notebook 08's markdown states are glued from the package and are the record's."""
     from prose import notebook_prose

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 
-__all__ = ["ZERO", "pct", "num", "join", "listing", "sentences"]
+__all__ = ["ZERO", "pct", "num", "join", "listing", "sentences", "extreme_pair"]
 
 #: Values within this of 0 are written as 0 ("no signal").
 ZERO = 1e-8
@@ -60,3 +60,25 @@ def sentences(parts: Sequence[str], fallback: str, keep: Collection[str] = ()) -
     if not parts:
         return fallback
     return " ".join((p if p.split("'")[0].split()[0] in keep else p[0].upper() + p[1:]) + "." for p in parts)
+
+
+def extreme_pair(values, extreme: str, digits: int, *, counted: bool = True) -> str:
+    """Where ``values`` (a pandas Series indexed by judge and arm) is highest (``extreme="max"``) or lowest, as a
+    takeaway writes it: the value at ``digits`` decimals and its judge-arm pair and, where several pairs show that
+    value at those decimals, how many ("4.0, shared by 8 judge-arm pairs, among them rank under the judge ...";
+    ``counted=False``: "shared by several", for a sentence whose numbers are spent).
+
+    >>> import pandas as pd
+    >>> v = pd.Series([4.01, 3.99, 5.0], index=pd.MultiIndex.from_tuples([("j", "a"), ("j", "b"), ("k", "a")]))
+    >>> extreme_pair(v, "min", 1), extreme_pair(v, "max", 1)
+    ('4.0, shared by 2 judge-arm pairs, among them b under the judge “j”', '5.0, a under the judge “k”')
+    >>> extreme_pair(v, "min", 1, counted=False)
+    '4.0, shared by several judge-arm pairs, among them b under the judge “j”'
+    """
+    at = values.idxmax() if extreme == "max" else values.idxmin()
+    shown = values.round(digits)
+    tied = int((shown == shown.loc[at]).sum())
+    pair = f"{at[1]} under the judge “{at[0]}”"
+    if tied == 1:
+        return f"{values.loc[at]:.{digits}f}, {pair}"
+    return f"{values.loc[at]:.{digits}f}, shared by {tied if counted else 'several'} judge-arm pairs, among them {pair}"

@@ -30,6 +30,7 @@ from robustgrpo.lab.files import require_columns
 from robustgrpo.lab.simulate import seed_bands
 from robustgrpo.lab.simulate.trainer import COMPOSITE_ANSWER_LENGTHS, END_FRACTION, SIM_SEEDS, shipped_settings, single_value
 from robustgrpo.book.figures import ReportFigure, report_figure
+from robustgrpo.book.text import extreme_pair
 from robustgrpo.book.real_trainer.plots import plot_arm_dots, plot_curve_grid
 from robustgrpo.book.real_trainer.report import (
     CALIBRATION,
@@ -458,22 +459,6 @@ def _core_no_range(table: pd.DataFrame) -> pd.DataFrame:
 # ------------------------------------------------------------------------------ the multi-token figures
 
 
-def _extreme_pair(values: pd.Series, extreme: str, digits: int) -> str:
-    """Where ``values`` (indexed by judge and arm) is highest (``extreme="max"``) or lowest, as a takeaway writes it:
-    the value at ``digits`` decimals and its judge-arm pair, with the count of the pairs that show the same value at
-    those decimals where there are several ("4.0, shared by 8 judge-arm pairs, among them rank under the judge ...").
-
-    >>> v = pd.Series([4.01, 3.99, 5.0], index=pd.MultiIndex.from_tuples([("j", "a"), ("j", "b"), ("k", "a")]))
-    >>> _extreme_pair(v, "min", 1), _extreme_pair(v, "max", 1)
-    ('4.0, shared by 2 judge-arm pairs, among them b under the judge “j”', '5.0, a under the judge “k”')
-    """
-    at = values.idxmax() if extreme == "max" else values.idxmin()
-    shown = values.round(digits)
-    tied = int((shown == shown.loc[at]).sum())
-    pair = f"{at[1]} under the judge “{at[0]}”"
-    return f"{values.loc[at]:.{digits}f}, " + (pair if tied == 1 else f"shared by {tied} judge-arm pairs, among them {pair}")
-
-
 def _composite_bands(table: pd.DataFrame, metrics: Sequence[str], by: Sequence[str]) -> pd.DataFrame:
     return pd.concat([seed_bands(table, m, by=list(by)).assign(metric=m) for m in metrics], ignore_index=True)
 
@@ -521,7 +506,7 @@ def composite_curves_figure(record: str | os.PathLike[str] | pd.DataFrame | None
                f"row {ranges[0]}, bottom row {ranges[-1]}: seed mean and 2-se band over {int(core['seed'].nunique())} "
                "seeds" + ("; P(correct) is exact on the held-out prompts." if metric == "correct_prob" else "."))
     takeaway = (f"The {'highest' if extreme == 'max' else 'lowest'} {COMPOSITE_SUMMARIES[summary]} is "
-                f"{_extreme_pair(final[summary], extreme, digits)}.")
+                f"{extreme_pair(final[summary], extreme, digits)}.")
     return ReportFigure(name, fig, caption, bands, takeaway)
 
 

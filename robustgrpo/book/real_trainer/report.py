@@ -61,6 +61,7 @@ from robustgrpo.lab.simulate.trainer import (
 )
 from robustgrpo.lab.sweep import load_record
 from robustgrpo.book.figures import ReportFigure, report_figure
+from robustgrpo.book.text import extreme_pair
 
 __all__ = [
     "NOTEBOOK",
@@ -398,13 +399,16 @@ def curves_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) -
     fig = plot_curve_grid(bands, hue="estimator", style="range", row_labels=METRIC_LABELS,
                           title="Real GRPO runs under five judges (solid: no declared range; dashed: range [0, 1])")
     final = final_table(table).set_index(["judge", "arm"])
-    worst, hacked = final["correct_prob"].idxmin(), final["hack_prob"].idxmax()
+    shown = final.round(3)
+    lowest = shown["correct_prob"] == shown["correct_prob"].min()
+    highest = shown["hack_prob"] == shown["hack_prob"].max()
     caption = (f"P(correct answer) (top row) and P(hack token) (bottom row) over training, a column per judge: seed "
                f"mean and 2-se band over {int(table['seed'].nunique())} seeds per judge, estimator (colour) and range "
                "(solid: none declared; dashed: [0, 1]).")
-    takeaway = (f"The lowest last-step P(correct) is {final.loc[worst, 'correct_prob']:.3f}, {worst[1]} under the judge "
-                f"“{worst[0]}”; the highest last-step P(hack) is {final.loc[hacked, 'hack_prob']:.3f}, {hacked[1]} under "
-                f"“{hacked[0]}”.")
+    # where both extremes fall on the same pairs the sentence says so (three numbers at most: the count once)
+    same = f"{final['hack_prob'].max():.3f}, on the same pair{'s' if lowest.sum() > 1 else ''}"
+    takeaway = (f"The lowest last-step P(correct) is {extreme_pair(final['correct_prob'], 'min', 3)}; the highest "
+                f"last-step P(hack) is {same if lowest.equals(highest) else extreme_pair(final['hack_prob'], 'max', 3, counted=False)}.")
     return ReportFigure("08_trainer_curves", fig, caption, bands, takeaway)
 
 
