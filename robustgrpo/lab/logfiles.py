@@ -141,7 +141,10 @@ def _repeated(names: list[str]) -> tuple[str, list[int]] | None:
 
 def _read_csv(path: Path, empty: str) -> tuple[pd.DataFrame, np.ndarray]:
     text = _read_text(path)
-    header = next(csv.reader(io.StringIO(text)), [])
+    try:
+        header = next(csv.reader(io.StringIO(text)), [])
+    except csv.Error as err:  # (a bare carriage return inside a field, say)
+        raise RewardLogError(f"{path.name}: not a readable CSV file ({str(err).split(' - ')[0]})") from None
     twice = _repeated([h.strip() for h in header])
     if twice:
         raise RewardLogError(f"{path.name}: line 1 names the column {twice[0]!r} {len(twice[1])} times (columns "
