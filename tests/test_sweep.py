@@ -222,6 +222,8 @@ BAD_CONFIGS = [
     ({"runnable": "simulate", "fixed": {"contamination": {"model": "random_outliers", "rate": 0.1, "size": 1}, "contamination.rate.x": 1}},
      r"fixed\.contamination\.rate\.x: contamination\.rate is 0\.1, not an object, so 'contamination\.rate\.x' cannot be set inside it$"),
     ({"runnable": "agreement", "cpus_per_cell": 0}, r"cpus_per_cell: cpus_per_cell must be an integer >= 1"),
+    ({"runnable": "agreement", "fixed": {"method": "robust", "params": {"c": 2.0}}},
+     r"fixed\.params: params sets 'c', the clip that c sets, got \{'c': 2\.0\}; sweep it through c$"),
     ({"runnable": "agreement", "random": {"draws": 2, "params": {"G": {"int_uniform": [2.5, 4]}}}},
      r"random\.params\.G\.int_uniform: int_uniform\[0\] must be an integer"),
     ({"runnable": "agreement", "random": {"draws": 2, "params": {"c": {"log_uniform": [0.0, 1.0]}}}},
@@ -373,7 +375,8 @@ def test_a_failing_batch_reruns_its_cells_one_by_one_so_only_the_bad_cell_fails(
     result = run_sweep({"runnable": "batchy", "seeds": 4}, tmp_path, progress=False, runnables={"batchy": batchy})
     assert result.ran == 3 and [f["label"] for f in result.failed] == ["seed=2"]
     assert result.failed[0]["error"] == "ValueError: seed 2 is cursed"
-    with pytest.raises(ValueError, match=r": 1 of the record's 4 cells are not finished \(missing or failed\); rerun the sweep"):
+    with pytest.raises(ValueError, match=r": 1 of the record's 4 cells are not finished \(missing or failed\); rerun the sweep "
+                                         r"to finish them, see `sweep status DIR`, or pass partial=True for the finished cells only$"):
         load_record(tmp_path)  # never half a record without asking
     partial = load_record(tmp_path, partial=True)
     assert sorted(partial["value"]) == [0.0, 1.0, 3.0] and partial.attrs["unfinished"] == 1
@@ -991,3 +994,7 @@ def test_a_local_ray_start_that_times_out_on_busy_cores_is_retried(monkeypatch):
     monkeypatch.setattr(ray, "init", lambda **kw: (_ for _ in ()).throw(RuntimeError("no such thing")))
     with pytest.raises(RuntimeError, match="no such thing"):  # another failure is not retried
         engines.start_local_ray()
+
+
+def test_a_sweep_that_does_not_say_runs_each_cell_on_one_cpu():
+    assert load_sweep({"runnable": "agreement"}).cpus_per_cell == 1
