@@ -42,7 +42,7 @@ from robustgrpo.lab.sweep import (
     run_sweep,
     sweep_status,
 )
-from robustgrpo.lab.sweep.engines import Outcome
+from robustgrpo.lab.sweep.engines import Outcome, make_engine
 from robustgrpo.lab.sweep.record import SweepStatus, format_status, swept_columns, tidy_frame
 from robustgrpo.lab.sweep.runnables import flat_columns
 
@@ -998,3 +998,8 @@ def test_a_local_ray_start_that_times_out_on_busy_cores_is_retried(monkeypatch):
 
 def test_a_sweep_that_does_not_say_runs_each_cell_on_one_cpu():
     assert load_sweep({"runnable": "agreement"}).cpus_per_cell == 1
+
+
+def test_make_engine_hands_the_ray_engine_every_option():
+    engine = make_engine("ray", address="auto", retries=5, num_cpus=1, connect_timeout=7.5)
+    assert (engine.address, engine.retries, engine.num_cpus, engine.connect_timeout) == ("auto", 5, 1, 7.5)
