@@ -1126,11 +1126,9 @@ def _cluster_ranks(
         check = ~(linked <= t * (1 - 4 * G * G * torch.finfo(s.dtype).eps))
     check &= t > 0  # with t = 0 a cluster is a run of exact ties: no width, never wide
     rows = torch.nonzero(check).squeeze(-1)
-    if rows.numel() == len(check):  # the width s[last] - s[first] of each value's cluster (invalid entries: NaN, never wide)
-        wide = s.gather(-1, last.to(ORDER_DTYPE)) - s.gather(-1, first.to(ORDER_DTYPE)) > tt
-    elif rows.numel():
+    if rows.numel():  # the width s[last] - s[first] of each value's cluster (invalid entries: NaN, never wide)
         sr, fr, lr = (v.index_select(0, rows) for v in (s, first, last))
-        wide.index_copy_(0, rows, sr.gather(-1, lr.to(ORDER_DTYPE)) - sr.gather(-1, fr.to(ORDER_DTYPE)) > tt.index_select(0, rows))
+        wide.index_copy_(0, rows, sr.gather(-1, lr.long()) - sr.gather(-1, fr.long()) > tt.index_select(0, rows))
     banded = wide | ~slow
     rows = banded.any(-1)
     few = int(rows.sum())
