@@ -1231,8 +1231,9 @@ def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -
     tt = t.unsqueeze(-1)
     slow = _rows_beyond_band(s, tt)  # rows where the band misses a pair
     few = int(slow.sum())
-    bands = [wide for wide in (_WIDE_BAND, *_WIDER_BANDS) if s.shape[-1] > wide + 1] if few else []
-    for wide in bands:
+    for wide in (_WIDE_BAND, *_WIDER_BANDS) if few else ():
+        if s.shape[-1] <= wide + 1:
+            break
         missed = slow & _rows_beyond_band(s, tt, wide)  # rows the wider band misses too
         n_missed = int(missed.sum())
         if 8 * n_missed <= few:  # it holds most rows the first band misses: its sum on every row (a zero term changes
@@ -1243,8 +1244,6 @@ def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -
                 ranks[rows] = _cluster_ranks(s[rows], t[rows], None if mask is None else mask[rows],
                                              None if n is None else n[rows], slow[rows])
             return _unsort(ranks, order, s)
-        if wide == bands[0] != bands[-1] and 8 * int((slow & _rows_beyond_band(s, tt, bands[-1])).sum()) > few:
-            break  # a wider band misses fewer rows: where the widest misses too many, so do those between (ties)
     if few == 0:
         ranks = _band_ranks(s, tt, n)
     elif 8 * few > slow.numel():  # many: every row through the cluster path (band rows stay band rows)
