@@ -317,6 +317,8 @@ def mutated_files() -> set[Path]:
         path = module_path(module)
         files |= set(path.rglob("*.py")) if path.is_dir() else {path}
     return {f.relative_to(ROOT / "robustgrpo") for f in files}
+
+
 #: Mutants that no test can kill, one a line: ``name: reason`` (equivalent ones, and those in code that runs
 #: only at import, before mutmut switches a mutant on).
 EQUIVALENT_MUTANTS = ROOT / "tests" / "equivalent_mutants.txt"
