@@ -85,6 +85,13 @@ def test_malformed_csv_names_file_line_and_column(tmp_path, text, message):
         load_reward_log(path)
 
 
+def test_a_bare_carriage_return_in_the_header_is_an_unreadable_csv(tmp_path):
+    path = tmp_path / "log.csv"
+    path.write_bytes(b"\r\x00")
+    with pytest.raises(RewardLogError, match=r"^log\.csv: not a readable CSV file \(new-line character seen in unquoted field\)$"):
+        load_reward_log(path)
+
+
 def test_malformed_json_lines_and_parquet(tmp_path):
     path = tmp_path / "log.jsonl"
     path.write_text('{"step": 0, "group": "a", "reward": 1}\n{"step": 0, "group": "a", "reward": "1"}\n')
