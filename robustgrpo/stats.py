@@ -1103,8 +1103,10 @@ def _cluster_ranks(
     faults than in arithmetic).
     """
     if len(blocks := row_blocks(s)) > 1:
-        return torch.cat([_cluster_ranks(*(None if v is None else v[rows] for v in (s, t, mask, n, slow)))
-                          for rows in blocks])
+        ranks = torch.empty_like(s)
+        for rows in blocks:
+            ranks[rows] = _cluster_ranks(*(None if v is None else v[rows] for v in (s, t, mask, n, slow)))
+        return ranks
     G = s.shape[-1]
     tt = t.unsqueeze(-1)
     band = _WIDE_BAND if G > _WIDE_BAND + 1 else _RAMP_BAND
