@@ -700,7 +700,6 @@ HALF_RESIDUE_ULPS = 1
 _HALF = (torch.float16, torch.bfloat16)
 
 
-
 #: :func:`typical_deviation` counts a deviation from the median as resolved over this fraction of its group's range.
 TYPICAL_WEIGHT_RESOLUTION = 1e-6
 #: :func:`batch_tie_reference` caps each group's range at this multiple of the batch's typical deviation.
@@ -848,7 +847,6 @@ def flat_continuous_quantile(values: torch.Tensor, weights: torch.Tensor, q: flo
     return continuous_quantile(values.reshape(1, -1)[:, order], weights.reshape(1, -1)[:, order], q)[0]
 
 
-
 def batch_tie_reference(spread: torch.Tensor, typical: torch.Tensor | None) -> torch.Tensor:
     r"""The range each row's tie tolerance is relative to when no reward range is declared.
 
@@ -991,29 +989,6 @@ def argsort_last(x: torch.Tensor) -> torch.Tensor:
     if x.device.type == "cpu" and x.dtype in (torch.float32, torch.float64):
         return torch.from_numpy(np.argsort(x.detach().numpy(), axis=-1))
     return torch.argsort(x, dim=-1)
-
-
-
-
-
-
-
-
-def _index_dtype() -> torch.dtype:
-    """int32 where this torch gathers and scatters with 32-bit indices (recent releases), else int64 (a group of
-    2**31 rewards is more than any call holds)."""
-    probe = torch.zeros(1, 2)
-    try:
-        at = torch.tensor([[1, 0]], dtype=torch.int32)
-        torch.empty_like(probe).scatter_(-1, at, probe.gather(-1, at))
-    except (RuntimeError, TypeError):
-        return torch.int64
-    return torch.int32
-
-
-#: The dtype :func:`soft_midranks` keeps its sorting permutation in: half the memory of int64 where torch allows
-#: (what keeps ``rank`` within four inputs of memory beyond its input).
-ORDER_DTYPE = _index_dtype()
 
 
 #: Offsets to either side at which :func:`soft_midranks` compares sorted values directly: a value
@@ -1222,7 +1197,10 @@ def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -
     the whole row.
     """
     filled = fill_invalid(x, mask, math.inf)  # invalid entries (+inf) sort last
-    order = torch.empty(filled.shape, dtype=ORDER_DTYPE, device=filled.device)
+    # the sorting permutation in 16 bits where a row's positions fit (a quarter of int64's memory; what keeps ``rank``
+    # well within four inputs of memory beyond its input), widened a block at a time where it is used
+    G = filled.shape[-1]
+    order = torch.empty(filled.shape, dtype=torch.int16 if G <= 2**15 else torch.int32, device=filled.device)
     s = torch.empty_like(filled, memory_format=torch.contiguous_format)
     for rows in row_blocks(filled):  # (the 64-bit permutation a sort returns is a block's size)
         block = argsort_last(filled[rows])
@@ -1258,13 +1236,11 @@ def soft_midranks(x: torch.Tensor, mask: torch.Tensor | None, t: torch.Tensor) -
     return _unsort(ranks, order, s)
 
 
-
-
 def _unsort(values: torch.Tensor, order: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """Values in sorted order put back where ``order`` took them from, into ``out`` (the sorted rows, read no more), in
-    blocks of rows: a 32-bit ``order`` is widened for the scatter a block at a time."""
+    blocks of rows: the narrow ``order`` is widened for the scatter a block at a time."""
     for rows in row_blocks(values):
-        out[rows].scatter_(-1, order[rows], values[rows])
+        out[rows].scatter_(-1, order[rows].long(), values[rows])
     return out
 
 

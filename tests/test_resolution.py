@@ -203,6 +203,17 @@ def test_soft_midranks_are_scipys_midranks_without_tolerance_and_tie_within_it()
     np.testing.assert_allclose(soft_midranks(near, None, torch.tensor([1e-3], dtype=torch.float64)), [[2.0, 2.0, 2.0, 4.0]])
 
 
+@pytest.mark.parametrize("G", [2**15, 2**15 + 1])
+def test_soft_midranks_of_one_long_group_are_scipys_on_either_side_of_the_16_bit_permutation(G):
+    """The sorting permutation is kept in 16 bits up to G = 2**15 and in 32 beyond: the last position of the
+    longest 16-bit row, and the first row past it, get scipy's mid-ranks (ties included)."""
+    from scipy.stats import rankdata
+
+    x = torch.round(torch.rand(1, G, generator=torch.Generator().manual_seed(G), dtype=torch.float64) * 1000)
+    x[0, -1] = -1.0  # the last position holds the smallest value: its index is the permutation's first entry
+    np.testing.assert_array_equal(soft_midranks(x, None, torch.zeros(1, dtype=torch.float64)), rankdata(x, axis=-1))
+
+
 # ------------------------------------------------------------ the declared range
 
 
