@@ -1425,31 +1425,17 @@ def _batch_ids(batch: ArrayLike, n_rows: int, grouping: Any, device: torch.devic
     return torch.from_numpy(np.unique(rows, return_inverse=True)[1].reshape(-1).astype(np.int64)).to(device)
 
 
-def _residue(values: torch.Tensor, valid: torch.Tensor | None, arrived: torch.dtype, tol: float | None) -> torch.Tensor:
-    """Rule 4: the spread ``[B]`` up to which a group's rewards are one value: ``tol``, or by default their float
-    residue (:func:`~robustgrpo.stats.residue_tolerance`, in the dtype they arrived in). A ``tol`` is compared in
-    the rewards' dtype: one beyond its largest number is that number, above every spread it holds."""
-    if tol is not None:
-        return torch.full(values.shape[:-1], min(float(tol), torch.finfo(values.dtype).max), dtype=values.dtype,
-                          device=values.device)
-    return torch.nan_to_num(residue_tolerance(values, valid, arrived), nan=0.0, posinf=0.0)
-
-
 def _apply_reward_range(
-    values: torch.Tensor, valid: torch.Tensor | None, bounds: tuple[float, float] | None, policy: str,
-    residue: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    values: torch.Tensor, valid: torch.Tensor | None, bounds: tuple[float, float], policy: str, residue: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """Rule 5: count, then clip, mask or refuse (``policy``) the valid rewards outside the declared range ``bounds``
-    (``(lo, hi)``; None: no range).
+    (``(lo, hi)``).
 
     A reward counts as outside when it lies beyond a bound by more than its
     group's float ``residue`` (``0.1 + 0.2 + 0.4`` summed in float32 can land
     one ulp above 0.7: that is the range's top, not a glitch). Returns the
-    values, the validity mask and the flags of the rewards outside (None
-    without a range).
+    values, the validity mask and the flags of the rewards outside.
     """
-    if bounds is None:
-        return values, valid, None
     lo, hi = bounds
     slack = residue.unsqueeze(-1)
     outside = _valid((values < lo - slack) | (values > hi + slack), valid)
@@ -1495,29 +1481,10 @@ def _tie_reference(values: torch.Tensor, valid: torch.Tensor | None, n: torch.Te
     return batch_tie_reference(spread, torch.where(alone, torch.full_like(typical, math.nan), typical))
 
 
-def _zero_undefined(out: Computed, values: torch.Tensor, valid: torch.Tensor | None, n: torch.Tensor,
-                    degenerate: torch.Tensor, singleton: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """Rule 8: empty, singleton and degenerate groups get advantage 0 (a singleton its reward with
-    ``singleton="reward"``), and every invalid entry 0, whatever the estimator computed there. Returns the
-    advantages and the entries kept from the estimator."""
-    defined = (n >= 2) & ~degenerate
-    keep = _valid(defined.unsqueeze(-1), valid)
-    if valid is None:  # whole groups are dropped: their rows filled (no copy of the advantages where none is)
-        dropped = torch.nonzero(~defined).squeeze(-1)
-        adv = out.advantages if dropped.numel() == 0 else out.advantages.index_fill(0, dropped, 0)
-    else:
-        adv = torch.where(keep, out.advantages, torch.zeros((), dtype=values.dtype, device=values.device))
-    if singleton == "reward":
-        adv = torch.where(_valid((n == 1).unsqueeze(-1), valid), values, adv)
-    return adv, keep
-
-
-def _check_finite(adv: torch.Tensor, scale: torch.Tensor, est: Estimator, values: torch.Tensor,
-                  valid: torch.Tensor | None) -> None:
+def _refuse_non_finite(adv: torch.Tensor, scale: torch.Tensor, est: Estimator, values: torch.Tensor,
+                       valid: torch.Tensor | None) -> None:
     """Rule 9: finite rewards never give a non-finite advantage: a scale of 0 that a setting allowed, or advantages
-    beyond the dtype, raise ``ValueError`` with what to do."""
-    if bool(torch.isfinite(adv.sum())) or bool(torch.isfinite(adv).all()):
-        return
+    beyond the dtype, raise ``ValueError`` with what to do (called where ``adv`` holds a non-finite value)."""
     by_zero = torch.nonzero(~torch.isfinite(adv).all(-1) & (scale == 0)).squeeze(-1)
     if by_zero.numel():  # a scale of 0 (a setting let it reach 0), not huge rewards
         floors = [p.name for p in est.parameters if p.name in ("eps", "min_scale")]
@@ -1539,8 +1506,8 @@ def _warn_silenced(est: Estimator, bound: Mapping[str, Any], silenced: torch.Ten
                    arrived: torch.dtype, tol: float | None) -> None:
     """Rule 10: a call that silences groups says so (:class:`SilencedGroupsWarning`), with the count, the reason and
     the setting that would score them; the lab's, the book's and the bench's calls measure them and are not warned
-    (:data:`QUIET_CALLERS`)."""
-    if not bool(silenced.any()) or QUIET_CALLERS.match(sys._getframe(2).f_globals.get("__name__", "")):
+    (:data:`QUIET_CALLERS`). Called where ``silenced`` holds a True."""
+    if QUIET_CALLERS.match(sys._getframe(2).f_globals.get("__name__", "")):
         return
     by_residue = int((silenced & degenerate).sum())
     reasons = _silenced_reasons(est, bound, by_residue, int(silenced.sum()) - by_residue, arrived, tol)
@@ -1699,34 +1666,53 @@ def compute_advantages(
     bounds, reference = _check_options(tol, singleton, out_of_range, reward_range, tie_reference)
     # 2. the rewards as [B, G] groups with a validity mask, and what the caller says per group
     values, valid, kind, grouping, arrived = _prepare(rewards, mask, index)
-    batch_ids, reference, scale_given = _per_group(values, grouping, est, batch, reference, batch_scale)
+    batch_ids = scale_given = None
+    if batch is not None or reference is not None or batch_scale is not None:
+        batch_ids, reference, scale_given = _per_group(values, grouping, est, batch, reference, batch_scale)
     # 3. non-finite rewards: refused, masked, or their groups made NaN at the end (nan_policy)
     values, valid, poisoned = apply_nan_policy(values, valid, nan_policy)
-    # 4. the float residue of each group (or tol): differences up to it are rounding, not signal
-    residue = _residue(values, valid, arrived, tol)
+    # 4. the float residue of each group (in the dtype the rewards arrived in), or tol (in the rewards' dtype: one
+    #    beyond its largest number is that number): differences up to it are rounding, not signal
+    if tol is None:
+        residue = torch.nan_to_num(residue_tolerance(values, valid, arrived), nan=0.0, posinf=0.0)
+    else:
+        residue = torch.full(values.shape[:-1], min(float(tol), torch.finfo(values.dtype).max), dtype=values.dtype,
+                             device=values.device)
     # 5. the declared range: rewards beyond it by more than the residue are counted, then masked, clipped or refused
-    values, valid, outside = _apply_reward_range(values, valid, bounds, out_of_range, residue)
+    outside = None
+    if bounds is not None:
+        values, valid, outside = _apply_reward_range(values, valid, bounds, out_of_range, residue)
     # 6. the estimator, on groups that carry their size, range and tie tolerance's reference
     g = _groups(est, values, valid, bounds, residue, tol, batch_ids, reference, tie_reference, scale_given)
     out = est.compute(g, **bound)
     # 7. degenerate groups: rewards that differ by no more than the residue (or tol) are one value
     n, spread = g.n, g.spread
     degenerate = (n >= 2) & (spread <= residue)
-    # 8. empty, singleton and degenerate groups get 0 (a singleton its reward with singleton="reward")
-    adv, keep = _zero_undefined(out, values, valid, n, degenerate, singleton)
+    # 8. empty, singleton and degenerate groups get 0 (a singleton its reward with singleton="reward"), and every
+    #    invalid entry 0, whatever the estimator computed there
+    zero = torch.zeros((), dtype=values.dtype, device=values.device)
+    defined = (n >= 2) & ~degenerate
+    keep = _valid(defined.unsqueeze(-1), valid)  # the entries kept from the estimator
+    if valid is None:  # whole groups are dropped: their rows filled (no copy of the advantages where none is)
+        dropped = torch.nonzero(~defined).squeeze(-1)
+        adv = out.advantages if dropped.numel() == 0 else out.advantages.index_fill(0, dropped, 0)
+    else:
+        adv = torch.where(keep, out.advantages, zero)
+    if singleton == "reward":
+        adv = torch.where(_valid((n == 1).unsqueeze(-1), valid), values, adv)
     # 9. finite rewards never give a non-finite advantage
-    _check_finite(adv, out.scale, est, values, valid)
+    if not (bool(torch.isfinite(adv.sum())) or bool(torch.isfinite(adv).all())):  # (a finite sum: all finite)
+        _refuse_non_finite(adv, out.scale, est, values, valid)
     # 10. groups whose rewards differ but whose advantages are all 0 are silenced: said per group and in a warning
     silenced = (n >= 2) & (spread > 0) & ~_valid(adv != 0, valid).any(-1) & ~poisoned
-    _warn_silenced(est, bound, silenced, degenerate, arrived, tol)
+    if bool(silenced.any()):
+        _warn_silenced(est, bound, silenced, degenerate, arrived, tol)
     # 11. the diagnostics (NaN for the groups nan_policy="propagate" poisoned), back in the caller's kind and layout
-    zero = torch.zeros((), dtype=values.dtype, device=values.device)
     nan = torch.full((), math.nan, dtype=values.dtype, device=values.device)
     centre = torch.where(poisoned, nan, torch.where(n == 0, zero, out.centre))
     scale = torch.where(poisoned, nan, torch.where(n == 0, zero, out.scale))
     if bool(poisoned.any()):
         adv = torch.where(poisoned.unsqueeze(-1), nan, adv)
-    defined = (n >= 2) & ~degenerate
     n_clipped = (torch.where(defined, out.n_clipped, 0) if out.n_clipped is not None else
                  torch.zeros_like(n) if out.clipped is None else count_true(out.clipped & keep))
     diagnostics = GroupDiagnostics(
