@@ -241,6 +241,38 @@ def test_cell_metrics_follow_their_definitions():
     assert m["worse_up"] > 0
 
 
+def test_a_cell_of_one_draw_keeps_its_seeds_standard_error_and_several_draws_take_theirs():
+    """cell_table averages the draws: over several the standard error is the draws' (std / sqrt(D)); with one draw it
+    is the seeds' standard error the battery recorded for that draw."""
+    one = SHIPPED[SHIPPED["draw"] == SHIPPED["draw"].min()]
+    cells = B.cell_table(one)
+    assert (cells["draws"] == 1).all()
+    first = one.iloc[0]
+    row = cells[(cells[B.CELL] == first[B.CELL]).all(axis=1)]
+    assert len(row) == 1
+    for m in B.METRICS:
+        assert row[f"{m}_se"].iloc[0] == pytest.approx(first[f"{m}_se"], rel=1e-12)
+    key = (CELLS[B.CELL] == first[B.CELL]).all(axis=1)
+    draws = SHIPPED[(SHIPPED[B.CELL] == first[B.CELL]).all(axis=1)]
+    assert CELLS.loc[key, "draws"].iloc[0] == len(draws) > 1
+    assert CELLS.loc[key, "cosine_se"].iloc[0] == pytest.approx(draws["cosine"].std() / math.sqrt(len(draws)), rel=1e-12)
+
+
+def test_the_least_worst_regret_ties_within_the_two_standard_errors_combined():
+    """_least: the lead has the smallest worst regret; a method is tied with it when its regret is within
+    sqrt(se^2 + se_lead^2), and the simplest of the tied is chosen."""
+    worst = pd.DataFrame({"regret": [0.0, 0.3, 0.12, 1.0], "regret_se": [0.1, 0.1, 0.05, 0.01]},
+                         index=["robust", "grpo", "rank", "dr_grpo"])
+    lead, tied, chosen = B._least(worst, ["robust", "grpo", "rank", "dr_grpo"])
+    # grpo: 0.3 > sqrt(0.1^2 + 0.1^2) = 0.141; rank: 0.12 > sqrt(0.05^2 + 0.1^2) = 0.112 (a sum of squares, not of doubles)
+    assert lead == "robust" and tied == ["robust"] and chosen == "robust"
+    worst.loc["rank", "regret"] = 0.11  # within 0.112
+    lead, tied, chosen = B._least(worst, ["robust", "rank", "grpo"])
+    assert tied == ["robust", "rank"]
+    assert chosen == min(tied, key=lambda m: ESTIMATORS[m].simplicity)
+    assert B._least(worst, ["grpo", "dr_grpo"])[:2] == ("grpo", ["grpo"])  # only the methods among
+
+
 def test_an_update_of_zero_is_not_aligned():
     family = FAMILIES["clean_binary"]
     problem = B.build_problem(family)

@@ -585,6 +585,9 @@ class TestSamuelson:
         assert M.samuelson_bound(8) == pytest.approx(REF["samuelson_bound_g8"], abs=1e-7)
         assert M.samuelson_bound(8, ddof=0) == pytest.approx(math.sqrt(7))
         np.testing.assert_allclose(M.samuelson_bound(np.array([2, 4, 16])), [1 / math.sqrt(2), 1.5, 15 / 4])
+        # one size gives a float (numpy's integers too), several an array
+        assert type(M.samuelson_bound(8)) is float and type(M.samuelson_bound(np.int64(8))) is float
+        assert isinstance(M.samuelson_bound([2, 4]), np.ndarray)
 
     @pytest.mark.parametrize("g", [2, 3, 8, 16, 64])
     @pytest.mark.parametrize("outlier", [1e-3, 1.0, 10.0, 1e6])
@@ -750,6 +753,9 @@ class TestAgreementGrid:
             M.agreement_grid("grpo", rates=(1.5,), progress=False)
         with pytest.raises(ValueError, match="contamination"):
             M.agreement_grid("grpo", contamination="meteor", progress=False)
+        for neither in (3, None):  # neither a name nor a callable: refused by name, not called
+            with pytest.raises(ValueError, match=r"contamination must be one of .* or a callable"):
+                M.agreement_grid("grpo", contamination=neither, progress=False)
         with pytest.raises(ValueError, match="clean"):
             M.agreement_grid("grpo", clean="bernoulli", progress=False)
         with pytest.raises(ValueError, match="group_sizes must"):

@@ -456,6 +456,28 @@ def test_length_normalisation_weights_by_mean_over_own_length():
     assert not run(SMALL.replace(length_norm="sequence")).equals(run(SMALL))
 
 
+def test_a_critic_alone_records_its_groups_as_every_run_does():
+    """The critic's diagnostics: nothing falls back, is degenerate or clipped; every prompt is one group of G answers;
+    recorded in the run's float64 like every estimator's."""
+    df = run(SMALL.replace(estimators=("ppo_critic",), steps=2))
+    columns = ["fallback_rate", "degenerate_fraction", "clipped_fraction", "n_groups", "smallest_group"]
+    assert (df[columns[:3]] == 0).all().all()
+    assert (df.n_groups == SMALL.n_prompts).all() and (df.smallest_group == SMALL.G).all()
+    assert (df[columns].dtypes == np.float64).all()
+
+
+def test_a_runs_estimate_is_its_stated_lower_bound():
+    """SimConfig.estimate: bytes >= 8 (40 S E P (K + G) + 6 P K (D + 4) + 160 T_r S E) and seconds >=
+    5e-8 S E P (K + G) T epochs, as its docstring states them, for a linear policy (D = features + hidden units)."""
+    config = SimConfig(n_prompts=6, n_answers=5, G=4, steps=10, record_every=3, epochs=2, policy="linear",
+                       feature_dim=8, hidden_units=3, estimators=("grpo", "robust"))
+    S, E, P, K, G, D, T, recorded = 3, 2, 6, 5, 4, 8 + 3, 10, 5  # ceil(T / record_every) + 1, as it counts them
+    estimate = config.estimate(S)
+    assert estimate.bytes == 8.0 * (40 * S * E * P * (K + G) + 6 * P * K * (D + 4) + 160 * recorded * S * E)
+    assert estimate.seconds == pytest.approx(5e-8 * S * E * P * (K + G) * T * 2, rel=1e-12)
+    assert "10 steps x 6 prompts x 5 answers, G = 4, 2 estimator(s), 3 seed(s)" in estimate.what
+
+
 def test_critic_value_tracks_the_mean_reward():
     """With critic_lr = 1 the value is last step's mean reward, so at step 1 the critic's advantages are
     r - mean(r at step 0) and it moves with the same direction as dr_grpo on the same samples."""
@@ -1116,6 +1138,12 @@ def test_normalize_then_sum_is_gdpo_over_each_seeds_batch():
         torch.testing.assert_close(adv[s], torch.as_tensor(alone.advantages), rtol=0, atol=0)
         assert float(adv[s].mean()) == pytest.approx(0.0, abs=1e-12)  # TRL's batch step, over this seed's batch
     assert diag["n_groups"].tolist() == [5.0] * 3 and (diag["degenerate_fraction"] == 0).all()  # format ties, the rest not
+    # the clipped fraction: each seed's clipped answers of every function over its P x G x F advantages
+    _, clipped = composite_advantages(scores, [1.0, 0.2, 0.01], "robust", {"c": 0.5})
+    for s in range(3):
+        per_function = [compute_advantages(scores[s, ..., f], "robust", c=0.5).diagnostics.n_clipped.sum() for f in range(3)]
+        assert clipped["clipped_fraction"][s] == pytest.approx(float(sum(per_function)) / (5 * 8 * 3), rel=1e-12)
+        assert 0 < clipped["clipped_fraction"][s] < 1
     frame = run(COMPOSITE.replace(aggregation="normalize_then_sum", estimators=("grpo", "rank")), seeds=[0, 1])
     assert frame["aggregation"].eq("normalize_then_sum").all()
     assert frame[["true_reward", "judged_reward", "correct_prob", "hack_prob", "cos_clean"]].notna().all().all()

@@ -131,7 +131,7 @@ def reference_efficiencies() -> pd.DataFrame:
         raise FileNotFoundError(f"no reference table at {path}; set ROBUSTGRPO_DATA to the project's data folder")
     table = json.loads(path.read_text(encoding="utf-8"))
     return pd.DataFrame(
-        [dict(estimator=k, kind=v["kind"], efficiency=v["efficiency"], formula=v.get("formula", ""), source=v["source"])
+        [dict(estimator=k, kind=v["kind"], efficiency=v["efficiency"], formula=v["formula"], source=v["source"])
          for k, v in table["values"].items()]
     )
 
