@@ -59,7 +59,6 @@ against the exact gradient, and a stated rule turns it into
 
 from __future__ import annotations
 
-import difflib
 import enum
 import json
 import math
@@ -1240,9 +1239,7 @@ class GroupDiagnostics:
             if not isinstance(s, GroupState):
                 names = [m.name.lower() for m in GroupState]
                 if not isinstance(s, str) or s.lower() not in names:
-                    close = difflib.get_close_matches(str(s).lower(), names, n=1)
-                    raise ValueError(f"unknown group state {s!r}" + (f"; did you mean {close[0]!r}?" if close else "")
-                                     + f" (states: {', '.join(names)})")
+                    raise ValueError(f"unknown group state {s!r}{did_you_mean(s, names)} (states: {', '.join(names)})")
                 s = GroupState[s.upper()]
             codes.append(int(s))
         state = torch.as_tensor(np.asarray(self.state.cpu() if isinstance(self.state, torch.Tensor) else self.state))
