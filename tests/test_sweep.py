@@ -620,6 +620,41 @@ def test_a_failure_file_holds_the_cell_its_error_and_traceback(tmp_path):
     assert (saved["id"], saved["seed"], saved["values"]) == (failure["id"], 0, {"x": 1})
 
 
+def test_a_damaged_failure_file_is_listed_with_what_is_wrong_with_it(tmp_path):
+    """Record.failures reads every failure file: one that is not JSON, or JSON but not an object, is listed by its
+    id with an error naming the file (and the JSON error's kind), never dropped."""
+    from robustgrpo.lab.sweep.record import Record
+
+    record = Record(tmp_path)
+    record.failures_dir.mkdir(parents=True)
+    (record.failures_dir / "cut.json").write_text('{"error": "ValueE', encoding="utf-8")
+    (record.failures_dir / "list.json").write_text("[1, 2]", encoding="utf-8")
+    (record.failures_dir / "fine.json").write_text('{"error": "ValueError: no", "engine": "ray"}', encoding="utf-8")
+    failures = record.failures()
+    assert failures["cut"] == {"error": "damaged failure file cut.json: JSONDecodeError", "engine": "?"}
+    assert failures["list"] == {"error": "damaged failure file list.json", "engine": "?"}
+    assert failures["fine"] == {"error": "ValueError: no", "engine": "ray"}
+
+
+def test_the_status_as_json_is_every_field_under_its_schemas_name():
+    """SweepStatus.to_json: what ``sweep status --json`` writes, valid against its schema, each field's value under
+    its own key (every cell, not the first few)."""
+    import jsonschema
+
+    failed = ({"id": "f0", "label": "x=0 seed=0", "error": "ValueError: no", "engine": "local"},)
+    missing = ({"id": "m0", "label": "x=1 seed=0"},)
+    corrupt = ({"id": "c0", "label": "x=2 seed=0", "error": "a page checksum does not match"},)
+    status = SweepStatus(Path("rec"), "toy", 5, ("d0", "d1"), failed, missing, 1, 2, corrupt, ("stray.parquet",))
+    written = status.to_json()
+    schema = json.loads((Path(__file__).parents[1] / "robustgrpo" / "schemas" / "sweep_status.schema.json").read_text())
+    jsonschema.validate(written, schema)
+    assert {k: written[k] for k in ("directory", "runnable", "n_cells", "complete", "done", "failed", "missing",
+                                    "corrupt", "orphans", "unfinished_writes", "unlisted")} == {
+        "directory": "rec", "runnable": "toy", "n_cells": 5, "complete": False, "done": ["d0", "d1"],
+        "failed": [dict(failed[0])], "missing": [dict(missing[0])], "corrupt": [dict(corrupt[0])],
+        "orphans": ["stray.parquet"], "unfinished_writes": 1, "unlisted": 2}
+
+
 def test_rows_that_parquet_cannot_store_fail_the_cell_with_the_writers_traceback(tmp_path):
     mixed = Runnable("mixed", "", resolve=lambda c: dict(c), columns=flat_columns, estimate=small,
                      run=lambda config, seed: pd.DataFrame({"value": [1.0, "one"]}))
