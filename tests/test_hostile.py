@@ -163,6 +163,11 @@ def test_a_trl_config_cannot_write_outside_the_record_or_turn_on_network_reporti
     assert run_root("runs", tmp_path / "out") == (tmp_path / "out" / "runs").resolve()
     with pytest.raises(ValueError, match="leads outside .* through a symbolic link"):
         run_root("escape/x", tmp_path / "out")
+    from robustgrpo.lab.sweep.runnables import _trl_preflight  # a sweep's check before any cell runs: the same refusal
+
+    _trl_preflight({"output_dir": "runs"}, folder=tmp_path / "out")
+    with pytest.raises(ValueError, match="leads outside .* through a symbolic link"):
+        _trl_preflight({"output_dir": "escape/x"}, folder=tmp_path / "out")
     check_reporting(("tensorboard",), False)
     for names in (("wandb",), ("all",), ("mlflow", "tensorboard")):
         with pytest.raises(ValueError, match="may send the run's data over the network"):

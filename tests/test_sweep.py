@@ -831,6 +831,34 @@ SEED_ONE_FAILS = {"flaky": Runnable("flaky", "", resolve=lambda c: dict(c), run=
                                      estimate=small)}
 
 
+def test_ray_engines_probe_runs_ray_init_in_a_child_and_says_why_it_failed(monkeypatch):
+    """Before a sweep, RayEngine checks that its cluster answers: ``ray.init`` in a child process (which cannot hang
+    this one) within the connect timeout; a failed probe is one ValueError with the child's last error line, an
+    answer lets the sweep go on. (A ``ray://`` address without a port skips the socket check.)"""
+    from robustgrpo.lab.sweep import engines
+
+    calls = []
+
+    def child(returncode, stderr):
+        def run(args, **kwargs):
+            calls.append((args, kwargs))
+            return subprocess.CompletedProcess(args, returncode, "", stderr)
+        return run
+
+    engine = RayEngine("ray://head", connect_timeout=7.0)
+    monkeypatch.setattr(engines.subprocess, "run", child(1, "Traceback ...\n  ConnectionError:   no   head\n\n"))
+    with pytest.raises(ValueError, match=r"^cannot reach a Ray cluster at 'ray://head': ConnectionError: no head$"):
+        engine._check_reachable()
+    args, kwargs = calls[-1]
+    assert args[0] == sys.executable and args[1] == "-c" and "ray.init(address=sys.argv[1]" in args[2]
+    assert args[3] == "ray://head" and kwargs["timeout"] == 7.0 and kwargs["capture_output"]
+    monkeypatch.setattr(engines.subprocess, "run", child(3, ""))
+    with pytest.raises(ValueError, match=r"^cannot reach a Ray cluster at 'ray://head': exit status 3$"):
+        engine._check_reachable()
+    monkeypatch.setattr(engines.subprocess, "run", child(0, ""))
+    assert engine._check_reachable() is None
+
+
 def test_ray_engine_submits_each_cell_with_its_cpus_and_retries_and_reports_each_kind_of_failure(monkeypatch):
     fake = _InProcessRay(cpus=4, die={2})
     monkeypatch.setitem(sys.modules, "ray", fake)
