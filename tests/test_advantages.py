@@ -1140,6 +1140,10 @@ def test_float64_advantages_beyond_the_dtype_are_refused_with_the_ways_out():
         compute_advantages(torch.tensor(huge, dtype=torch.float64), "mc_grpo")
     with pytest.raises(ValueError, match=r"overflow torch\.float32 .*; pass float64 rewards or rescale them$"):
         compute_advantages(torch.tensor([[0.0] * 7 + [1e36]]), "mc_grpo")  # (1e35 / 1e-3 still fits float32)
+    # the largest |reward| named is a valid one's: one the declared range masked out, larger still, is not named
+    beyond = torch.tensor([[0.0] * 7 + [1e306, 1e308]], dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"largest \|reward\| 1e\+306\)"):
+        compute_advantages(beyond, "mc_grpo", reward_range=(0.0, 1e307))
 
 
 def test_a_score_exactly_at_the_clip_is_not_counted_as_clipped():
