@@ -466,9 +466,9 @@ def test_a_critic_alone_records_its_groups_as_every_run_does():
     assert (df[columns].dtypes == np.float64).all()
 
 
-def test_a_runs_estimate_is_its_stated_lower_bound():
-    """SimConfig.estimate: bytes >= 8 (40 S E P (K + G) + 6 P K (D + 4) + 160 T_r S E) and seconds >=
-    5e-8 S E P (K + G) T epochs, as its docstring states them, for a linear policy (D = features + hidden units)."""
+def test_a_runs_estimate_is_its_docstrings_formula():
+    """SimConfig.estimate computes its docstring's formulas: bytes 8 (40 S E P (K + G) + 6 P K (D + 4) + 160 T_r S E)
+    and seconds 5e-8 S E P (K + G) T epochs, here for a linear policy (D = features + hidden units)."""
     config = SimConfig(n_prompts=6, n_answers=5, G=4, steps=10, record_every=3, epochs=2, policy="linear",
                        feature_dim=8, hidden_units=3, estimators=("grpo", "robust"))
     S, E, P, K, G, D, T, recorded = 3, 2, 6, 5, 4, 8 + 3, 10, 5  # ceil(T / record_every) + 1, as it counts them
