@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 
-__all__ = ["ZERO", "pct", "num", "join", "listing", "sentences", "extreme_pair"]
+__all__ = ["ZERO", "pct", "num", "join", "listing", "sentences", "extreme_ties", "extreme_pair"]
 
 #: Values within this of 0 are written as 0 ("no signal").
 ZERO = 1e-8
@@ -62,6 +62,20 @@ def sentences(parts: Sequence[str], fallback: str, keep: Collection[str] = ()) -
     return " ".join((p if p.split("'")[0].split()[0] in keep else p[0].upper() + p[1:]) + "." for p in parts)
 
 
+def extreme_ties(values, extreme: str, digits: int):
+    """Where ``values`` (a pandas Series) is highest (``extreme="max"``) or lowest, and which entries show that same
+    value at ``digits`` decimals (booleans, the extreme's own entry among them): the rule a takeaway counts ties by.
+
+    >>> import pandas as pd
+    >>> at, tied = extreme_ties(pd.Series([4.01, 3.99, 5.0], index=["a", "b", "c"]), "min", 1)
+    >>> at, tied.tolist()
+    ('b', [True, True, False])
+    """
+    at = values.idxmax() if extreme == "max" else values.idxmin()
+    shown = values.round(digits)
+    return at, shown == shown.loc[at]
+
+
 def extreme_pair(values, extreme: str, digits: int, *, counted: bool = True) -> str:
     """Where ``values`` (a pandas Series indexed by judge and arm) is highest (``extreme="max"``) or lowest, as a
     takeaway writes it: the value at ``digits`` decimals and its judge-arm pair and, where several pairs show that
@@ -75,9 +89,8 @@ def extreme_pair(values, extreme: str, digits: int, *, counted: bool = True) -> 
     >>> extreme_pair(v, "min", 1, counted=False)
     '4.0, shared by several judge-arm pairs, among them b under the judge “j”'
     """
-    at = values.idxmax() if extreme == "max" else values.idxmin()
-    shown = values.round(digits)
-    tied = int((shown == shown.loc[at]).sum())
+    at, ties = extreme_ties(values, extreme, digits)
+    tied = int(ties.sum())
     pair = f"{at[1]} under the judge “{at[0]}”"
     if tied == 1:
         return f"{values.loc[at]:.{digits}f}, {pair}"

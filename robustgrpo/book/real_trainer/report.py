@@ -61,7 +61,7 @@ from robustgrpo.lab.simulate.trainer import (
 )
 from robustgrpo.lab.sweep import load_record
 from robustgrpo.book.figures import ReportFigure, report_figure
-from robustgrpo.book.text import extreme_pair
+from robustgrpo.book.text import extreme_pair, extreme_ties
 
 __all__ = [
     "NOTEBOOK",
@@ -399,9 +399,7 @@ def curves_figure(record: str | os.PathLike[str] | pd.DataFrame | None = None) -
     fig = plot_curve_grid(bands, hue="estimator", style="range", row_labels=METRIC_LABELS,
                           title="Real GRPO runs under five judges (solid: no declared range; dashed: range [0, 1])")
     final = final_table(table).set_index(["judge", "arm"])
-    shown = final.round(3)
-    lowest = shown["correct_prob"] == shown["correct_prob"].min()
-    highest = shown["hack_prob"] == shown["hack_prob"].max()
+    lowest, highest = extreme_ties(final["correct_prob"], "min", 3)[1], extreme_ties(final["hack_prob"], "max", 3)[1]
     caption = (f"P(correct answer) (top row) and P(hack token) (bottom row) over training, a column per judge: seed "
                f"mean and 2-se band over {int(table['seed'].nunique())} seeds per judge, estimator (colour) and range "
                "(solid: none declared; dashed: [0, 1]).")
