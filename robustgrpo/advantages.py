@@ -79,7 +79,6 @@ from robustgrpo.inputs import (
     apply_nan_policy,
     as_tensor,
     count_true,
-    count_valid,
     distinct_names,
     float64_array,
     scatter_to_flat,
@@ -665,7 +664,7 @@ def _batch_std(g: Groups, *, eps: float, ddof: int) -> Computed:
     elif g.batch is None:
         flat_mask = None if g.mask is None else g.mask.reshape(1, -1)
         flat = g.rewards.reshape(1, -1)
-        total = count_valid(flat, flat_mask)
+        total = g.n.sum().reshape(1)  # (the batch's valid rewards)
         scale = masked_std(flat, flat_mask, total, masked_mean(flat, flat_mask, total), ddof).expand_as(centre)
     else:
         scale = _batch_std_per_batch(g, ddof)
@@ -1366,7 +1365,7 @@ def _prepare(rewards: ArrayLike, mask: ArrayLike | None, index: ArrayLike | None
             )
         if t.numel() == 0:
             raise ValueError(f"rewards are empty (shape {tuple(t.shape)}); pass at least one group with one sample")
-        return t, validate_mask(mask, t.shape, t.device), kind, None, arrived
+        return t, None if mask is None else validate_mask(mask, t.shape, t.device), kind, None, arrived
     if t.ndim != 1:
         raise ValueError(f"with index=, rewards must be flat (one dimension), got shape {tuple(t.shape)}")
     grouping = group_by_index(index, t.shape[0])
@@ -1454,7 +1453,7 @@ def _groups(est: Estimator, values: torch.Tensor, valid: torch.Tensor | None, bo
     """Rule 6: what the estimator receives (:class:`Groups`): each group's size and range and, for the estimators
     with a ``resolution``, the range their tie tolerance is relative to (the declared range's width, the caller's
     ``tie_reference``, or each group's range capped by its batch's typical gap) and the float residue under it."""
-    n = count_valid(values, valid)
+    n = count_true(valid) if valid is not None else torch.full(values.shape[:-1], values.shape[-1], device=values.device)
     spread = value_range(values, valid)
     if bounds is not None:
         reference = torch.tensor(bounds[1] - bounds[0], dtype=values.dtype, device=values.device).expand(n.shape)

@@ -46,7 +46,6 @@ __all__ = [
     "float64_array",
     "validate_mask",
     "apply_nan_policy",
-    "count_valid",
     "count_true",
     "Grouping",
     "group_by_index",
@@ -252,13 +251,6 @@ def count_true(flags: torch.Tensor) -> torch.Tensor:
     counts = as_bytes[..., :whole].unflatten(-1, (whole // _COUNT_BLOCK, _COUNT_BLOCK)).sum(-1, dtype=torch.int16)
     counts = counts.sum(-1, dtype=torch.long)
     return counts if whole == G else counts + as_bytes[..., whole:].sum(-1, dtype=torch.int16)
-
-
-def count_valid(values: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """Number of valid entries along the last dimension (``[...]`` long)."""
-    if mask is None:
-        return torch.full(values.shape[:-1], values.shape[-1], dtype=torch.long, device=values.device)
-    return count_true(mask)
 
 
 @dataclass(frozen=True)
