@@ -564,7 +564,7 @@ def _robust_parts(g: Groups, resolution: float) -> RobustParts:
         s = \max(\hat\sigma,\ s_{fb},\ t / \sqrt{n - 1})
 
     where :math:`\operatorname{lomed}_w` is the weighted lower median of
-    :func:`~robustgrpo.stats.continuous_lower_median`: with no near-ties, the
+    :func:`~robustgrpo.stats.continuous_quantile` at 1/2: with no near-ties, the
     lower median of the non-zero deviations. Every piece is continuous in the
     rewards, so the scale is too (no switch between MAD and fallback).
     """

@@ -60,7 +60,6 @@ __all__ = [
     "batch_tie_reference",
     "shrink",
     "resolved_weight",
-    "continuous_lower_median",
     "continuous_quantile",
     "resolved_quantile",
     "soft_midranks",
@@ -945,33 +944,24 @@ def resolved_quantile(sorted_u: torch.Tensor, t: torch.Tensor, q: float) -> torc
     return continuous_quantile(sorted_u, torch.where(torch.isfinite(sorted_u), resolved_weight(sorted_u, t), zero), q)
 
 
-def continuous_lower_median(sorted_x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    r"""Lower median of each ascending row with weights, continuous in values and weights.
-
-    Value :math:`x_i` occupies the interval :math:`(S_{i-1}, S_i]` of the
-    cumulative weights :math:`S_i = \sum_{j \le i} w_j`. The result at
-    :math:`p = S_n / 2` is :math:`x_i` on the upper half of that interval and
-    rises linearly from :math:`x_{i-1}` on the lower half:
-
-    .. math:: m = x_{i-1} + (x_i - x_{i-1}) \min\Big(1, \frac{p - S_{i-1}}{w_i / 2}\Big),
-              \qquad S_{i-1} < p \le S_i.
-
-    With weights 0 or 1 this is the lower median of the values of weight 1
-    (the :math:`\lceil m/2 \rceil`-th of m). As a weight fades to 0 its value
-    hands over continuously to its neighbours, provided the value fades with
-    its weight (as :func:`resolved_weight` makes it). Invalid entries must
-    carry weight 0. :func:`continuous_quantile` at ``q = 1/2``.
-    """
-    return continuous_quantile(sorted_x, weights, 0.5)
-
-
 def continuous_quantile(sorted_x: torch.Tensor, weights: torch.Tensor, q: float) -> torch.Tensor:
     r"""The lower ``q``-quantile of each ascending row with weights, continuous in values and weights.
 
-    As :func:`continuous_lower_median`, at :math:`p = q\,S_n`: with weights 0
-    or 1, the :math:`\lceil q m \rceil`-th of the m values of weight 1 where
-    :math:`q m - \lfloor q m \rfloor \ge 1/2` or :math:`qm` is whole, and
-    between it and the one before otherwise.
+    Value :math:`x_i` occupies the interval :math:`(S_{i-1}, S_i]` of the
+    cumulative weights :math:`S_i = \sum_{j \le i} w_j`. The result at
+    :math:`p = q\,S_n` is :math:`x_i` on the upper half of that interval and
+    rises linearly from :math:`x_{i-1}` on the lower half:
+
+    .. math:: Q = x_{i-1} + (x_i - x_{i-1}) \min\Big(1, \frac{p - S_{i-1}}{w_i / 2}\Big),
+              \qquad S_{i-1} < p \le S_i.
+
+    With weights 0 or 1 this is the :math:`\lceil q m \rceil`-th of the m
+    values of weight 1 where :math:`q m - \lfloor q m \rfloor \ge 1/2` or
+    :math:`qm` is whole, and between it and the one before otherwise (at
+    ``q = 1/2`` the lower median, the :math:`\lceil m/2 \rceil`-th). As a
+    weight fades to 0 its value hands over continuously to its neighbours,
+    provided the value fades with its weight (as :func:`resolved_weight`
+    makes it). Invalid entries must carry weight 0.
     """
     s = weights.cumsum(-1)
     p = q * s[..., -1:]

@@ -18,7 +18,7 @@ from robustgrpo import ESTIMATORS, compute_advantages
 from robustgrpo.stats import (
     DEFAULT_RESOLUTION,
     batch_tie_reference,
-    continuous_lower_median,
+    continuous_quantile,
     residue_tolerance,
     soft_midranks,
     typical_deviation,
@@ -181,15 +181,15 @@ def test_continuous_in_every_reward(name, case):
     assert float(change) <= 1e-4  # a Lipschitz constant below 1e6 per unit of range (huber_m near its min_scale: 1.5e5)
 
 
-def test_continuous_lower_median_is_the_lower_median_for_unit_weights_and_hands_over_smoothly():
+def test_continuous_quantile_at_a_half_is_the_lower_median_for_unit_weights_and_hands_over_smoothly():
     x = torch.tensor([[0.0, 1.0, 5.0, 9.0]], dtype=torch.float64)
     for w, expected in (([0.0, 1, 1, 1], 5.0), ([0.0, 0, 1, 1], 5.0), ([1.0, 1, 1, 1], 1.0), ([0.0, 0, 0, 1], 9.0)):
-        assert float(continuous_lower_median(x, torch.tensor([w], dtype=torch.float64))) == expected
+        assert float(continuous_quantile(x, torch.tensor([w], dtype=torch.float64), 0.5)) == expected
     # a value fading with its weight (as resolved deviations do) hands over without a jump
     fades = torch.linspace(1.0, 0.0, 1001, dtype=torch.float64)
     xs = torch.stack([fades * 0.001, torch.full_like(fades, 1.0), torch.full_like(fades, 1000.0)], -1)
     ws = torch.stack([fades, torch.ones_like(fades), torch.ones_like(fades)], -1)
-    b = continuous_lower_median(xs, ws)
+    b = continuous_quantile(xs, ws, 0.5)
     assert float(b[0]) == 1.0 and float(b[-1]) == 1.0
     assert float((b[1:] - b[:-1]).abs().max()) < 1e-2
 
