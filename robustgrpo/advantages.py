@@ -1453,7 +1453,8 @@ def _groups(est: Estimator, values: torch.Tensor, valid: torch.Tensor | None, bo
     """Rule 6: what the estimator receives (:class:`Groups`): each group's size and range and, for the estimators
     with a ``resolution``, the range their tie tolerance is relative to (the declared range's width, the caller's
     ``tie_reference``, or each group's range capped by its batch's typical gap) and the float residue under it."""
-    n = count_true(valid) if valid is not None else torch.full(values.shape[:-1], values.shape[-1], device=values.device)
+    B, G = values.shape  # (every row: G valid rewards where no mask says otherwise)
+    n = count_true(valid) if valid is not None else torch.full((B,), G, device=values.device)
     spread = value_range(values, valid)
     if bounds is not None:
         reference = torch.tensor(bounds[1] - bounds[0], dtype=values.dtype, device=values.device).expand(n.shape)
