@@ -16,7 +16,7 @@ from statsmodels.robust.scale import Huber
 
 import robustgrpo
 from robustgrpo import ESTIMATORS, GroupState, compute_advantages
-from robustgrpo.advantages import Groups, _robust_parts
+from robustgrpo.advantages import Groups, SilencedGroupsWarning, _robust_parts
 from robustgrpo.bench import SORT_FLOOR, median_mad_clip_numpy, robust_numpy_scipy
 from robustgrpo.lab.scenarios import load_scenario
 from robustgrpo.stats import HALF_RESIDUE_ULPS, RESIDUE_ULPS, residue_tolerance, value_range
@@ -464,6 +464,22 @@ def test_winsor_erases_a_lone_success():
 
 
 # ------------------------------------------------------------ masks and groups
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
+def test_an_all_true_mask_and_regular_flat_groups_give_the_unmasked_bits(name):
+    """Where every sample is valid, a mask of all True and flat rewards with index= in groups of one size give, bit for
+    bit, what the [B, G] call without a mask gives (0/1, jittered and continuous rewards; float32 and float64)."""
+    from robustgrpo.bench import BENCH_REWARDS, bench_rewards
+
+    gen = torch.Generator().manual_seed(3)
+    for kind in BENCH_REWARDS:
+        for dtype in (torch.float32, torch.float64):
+            r = bench_rewards(kind, (200, 8), gen).to(dtype)
+            plain = compute_advantages(r, name).advantages
+            masked = compute_advantages(r, name, mask=torch.ones(r.shape, dtype=torch.bool)).advantages
+            flat = compute_advantages(r.reshape(-1), name, index=torch.arange(200).repeat_interleave(8)).advantages
+            assert torch.equal(masked, plain) and torch.equal(flat.reshape(200, 8), plain), (kind, dtype)
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED_NAMES))
@@ -1225,3 +1241,21 @@ def test_tie_reference_given_as_ranges_is_what_the_tolerance_reads():
         assert torch.equal(given, compute_advantages(r, method, tie_reference="group", resolution=8e-3).advantages)
         assert not torch.equal(given, compute_advantages(r, method, tie_reference="group").advantages), method
         assert not torch.equal(given, compute_advantages(r, method).advantages), method
+
+
+@pytest.mark.parametrize("method", ["robust", "huber_m", "winsor"])  # (rank: these scores rank alike at either tolerance)
+def test_groups_constant_but_for_float_residue_add_nothing_to_the_batchs_typical_gap(method):
+    """Groups whose rewards are an ulp apart (float residue) tie within their residue, also in the batch's typical gap
+    that the tie reference reads: beside twenty of them a judge's group keeps, bit for bit, the advantages it has
+    beside twenty exactly constant groups (counting their ulps as resolved deviations would make the gap a few ulps,
+    and the group's tie tolerance with it). They themselves are silenced by the residue, and said to be."""
+    scores = torch.tensor([0.0, 0.3, 0.5, 0.9, 1.0, 0.2, 0.7, 0.4])
+    base = torch.full((8,), 0.7)
+    ulp_apart = torch.where(torch.arange(8) < 3, torch.nextafter(base, torch.tensor(1.0)), base)
+    with pytest.warns(SilencedGroupsWarning, match=r"20 of 21 groups .* 20 whose rewards differ by no more than the "
+                                                   r"float residue of float32 rewards"):
+        beside_residue = compute_advantages(torch.stack([scores, *[ulp_apart] * 20]), method)
+    beside_constant = compute_advantages(torch.stack([scores, *[base] * 20]), method)
+    assert torch.equal(beside_residue.advantages[0], beside_constant.advantages[0])
+    assert bool((beside_residue.advantages[1:] == 0).all())
+    assert beside_residue.diagnostics.in_state("silenced_by_tol").tolist() == [False] + [True] * 20
